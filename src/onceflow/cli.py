@@ -1,0 +1,170 @@
+"""The `onceflow` command. Thin: parses arguments, calls the library, prints."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+
+from onceflow.errors import OnceflowError
+
+console = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True)
+
+
+def _log(msg: str) -> None:
+    console.print(f"[dim]onceflow:[/dim] {msg}")
+
+
+# -- setup -------------------------------------------------------------------
+def cmd_setup(args) -> int:
+    from onceflow import jvm
+
+    jvm.check_versions()
+    jvm.resolve(force=args.force, log=_log)
+    return 0
+
+
+# -- kafka -------------------------------------------------------------------
+def _broker(args):
+    from onceflow.kafka.broker import LocalBroker
+
+    return LocalBroker(port=getattr(args, "port", None))
+
+
+def cmd_kafka(args) -> int:
+    broker = _broker(args)
+    if args.action == "start":
+        status = broker.start(timeout=args.timeout, log=_log)
+        out.print(f"Kafka broker ready on {status.bootstrap} (pid {status.pid}); data in {status.data_dir}")
+    elif args.action == "stop":
+        was = broker.stop(log=_log)
+        out.print("Kafka broker stopped" if was else "Kafka broker was not running")
+    elif args.action == "status":
+        status = broker.status()
+        if args.json:
+            out.print_json(json.dumps(status.__dict__))
+        else:
+            state = "ready" if status.ready else ("running, not answering" if status.running else "stopped")
+            out.print(f"Kafka broker: {state}; bootstrap {status.bootstrap}; pid {status.pid}; log {status.log_file}")
+        return 0 if status.ready else 1
+    elif args.action == "logs":
+        out.print(broker.logs(args.lines), markup=False)
+    return 0
+
+
+# -- produce -----------------------------------------------------------------
+def cmd_produce(args) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from onceflow.kafka.producer import produce
+
+    bootstrap, topic = _source(args)
+    with Progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("produce", total=args.count)
+        summary = produce(bootstrap, topic, args.count, partitions=args.partitions, rate=args.rate,
+                          seed=args.seed, abort_ratio=args.abort_ratio, malformed_ratio=args.malformed_ratio,
+                          txn_size=args.txn_size, keep_records=False,
+                          progress=lambda n: bar.advance(task, n))
+    if args.json:
+        out.print_json(json.dumps(summary.as_dict()))
+    else:
+        _print_produce_summary(summary)
+    return 0
+
+
+def _print_produce_summary(summary) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"produced to {summary.topic} in {summary.seconds:.1f}s "
+                        f"({summary.transactions} transactions, {summary.aborted_transactions} aborted)")
+    for col in ("partition", "committed", "valid", "malformed", "aborted"):
+        table.add_column(col, justify="right")
+    for p, c in sorted(summary.per_partition.items()):
+        table.add_row(str(p), str(c["committed"]), str(c["committed_valid"]), str(c["committed_malformed"]),
+                      str(c["aborted"]))
+    table.add_row("all", *(str(summary.count(k)) for k in ("committed", "committed_valid",
+                                                           "committed_malformed", "aborted")), style="bold")
+    out.print(table)
+
+
+def _source(args) -> tuple[str, str]:
+    """Bootstrap servers and topic: explicit flags win, else the pipeline file."""
+    bootstrap, topic = getattr(args, "bootstrap", None), getattr(args, "topic", None)
+    if (not bootstrap or not topic) and getattr(args, "pipeline", None):
+        from onceflow import config
+
+        pipeline = config.load(args.pipeline)
+        bootstrap = bootstrap or pipeline.source.bootstrap_servers
+        topic = topic or pipeline.source.topic
+    if not bootstrap or not topic:
+        from onceflow.kafka.broker import LocalBroker
+
+        bootstrap = bootstrap or LocalBroker().bootstrap
+        topic = topic or "payments"
+    return bootstrap, topic
+
+
+# -- demo --------------------------------------------------------------------
+def cmd_demo(args) -> int:
+    from onceflow.demo import run_demo
+
+    run_demo(args.pipeline, count=args.count, log=_log, out=out)
+    return 0
+
+
+# -- parser ------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="onceflow", description="Kafka into Delta exactly once, provably.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("setup", help="resolve the JVM jars (broker, Spark connectors) once")
+    p.add_argument("--force", action="store_true", help="resolve again even if up to date")
+    p.set_defaults(func=cmd_setup)
+
+    p = sub.add_parser("kafka", help="the embedded Kafka broker (KRaft, one node)")
+    p.add_argument("action", choices=["start", "stop", "status", "logs"])
+    p.add_argument("--port", type=int, help="client port (default 9092 or ONCEFLOW_KAFKA_PORT)")
+    p.add_argument("--timeout", type=float, default=90, help="seconds to wait for start-up")
+    p.add_argument("--lines", type=int, default=50, help="log lines to show (logs)")
+    p.add_argument("--json", action="store_true", help="status as JSON")
+    p.set_defaults(func=cmd_kafka)
+
+    p = sub.add_parser("produce", help="write synthetic payments events in transactions")
+    p.add_argument("--count", type=int, default=10_000)
+    p.add_argument("--rate", type=float, default=0, help="events/s; 0 = as fast as possible")
+    p.add_argument("--partitions", type=int, default=4, help="partitions if the topic is created")
+    p.add_argument("--seed", type=int, help="makes the events reproducible")
+    p.add_argument("--abort-ratio", type=float, default=0.0, help="fraction of transactions aborted on purpose")
+    p.add_argument("--malformed-ratio", type=float, default=0.0, help="fraction of records malformed on purpose")
+    p.add_argument("--txn-size", type=int, default=100, help="events per transaction")
+    p.add_argument("--pipeline", default="pipelines/payments.yaml", help="take topic and bootstrap from here")
+    p.add_argument("--topic")
+    p.add_argument("--bootstrap")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_produce)
+
+    p = sub.add_parser("demo", help="the demo: broker, events, exactly-once ingest, summary")
+    p.add_argument("--pipeline", default="pipelines/payments.yaml")
+    p.add_argument("--count", type=int, default=20_000)
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except OnceflowError as exc:
+        console.print(f"[bold red]error:[/bold red] {exc}", markup=True, highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""Pipeline config: pipelines/<name>.yaml, loaded once and validated with clear errors.
+
+Addresses and secrets come from the environment through ${VAR} or ${VAR:-default}
+in the YAML, so the same file serves a laptop and the docker stack. Relative
+paths resolve under the onceflow state directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from onceflow import events
+from onceflow.errors import ConfigError
+from onceflow.paths import state_dir
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|min|minutes?|h|hours?)\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1, "second": 1, "seconds": 1,
+                 "min": 60, "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600}
+
+
+def duration_seconds(text: str) -> float:
+    """'10 seconds' / '1 minute' / '500 ms' -> seconds; ValueError with the accepted forms."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a duration; write e.g. '500 ms', '10 seconds', '1 minute'")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(_Model):
+    """Kafka source. Isolation is always read_committed: it is not a setting."""
+
+    bootstrap_servers: str = Field(min_length=1)
+    topic: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = Field(default=100_000, gt=0)
+    min_partitions: int | None = Field(default=None, gt=0)
+
+    @field_validator("starting_offsets")
+    @classmethod
+    def _offsets(cls, v: str) -> str:
+        if v in ("earliest", "latest") or v.lstrip().startswith("{"):
+            return v
+        raise ValueError("must be 'earliest', 'latest' or a JSON object like {\"topic\":{\"0\":42}}")
+
+
+class EventSpec(_Model):
+    max_bytes: int = Field(default=events.MAX_EVENT_BYTES, gt=0)
+    currencies: tuple[str, ...] = events.CURRENCIES
+
+
+class TableSink(_Model):
+    path: str = Field(min_length=1)
+
+
+class AggregateSink(TableSink):
+    window: str = "1 minute"
+    watermark: str = "10 minutes"
+
+    @field_validator("window", "watermark")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+
+class KafkaSink(_Model):
+    """Transactional Kafka output (see docs/exactly-once.md)."""
+
+    topic: str = Field(min_length=1)
+    bootstrap_servers: str | None = None
+    ledger_topic: str | None = None
+    key: str = "account_id"
+    value: str = "to_json(struct(*))"
+    partitions: int = Field(default=4, gt=0)
+
+
+class Sinks(_Model):
+    bronze: TableSink
+    quarantine: TableSink
+    aggregates: AggregateSink | None = None
+    kafka: KafkaSink | None = None
+
+
+class Trigger(_Model):
+    processing_time: str = "1 second"
+
+    @field_validator("processing_time")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+
+class Health(_Model):
+    """Thresholds of `onceflow checkpoint status` verdicts."""
+
+    max_lag: int = Field(default=50_000, ge=0)
+    stalled_after_triggers: int = Field(default=10, gt=0)
+    dead_after_seconds: float = Field(default=120, gt=0)
+
+
+class Pipeline(_Model):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    source: Source
+    event: EventSpec = EventSpec()
+    sinks: Sinks
+    checkpoint: str = Field(min_length=1)
+    trigger: Trigger = Trigger()
+    health: Health = Health()
+    spark_master: str | None = None
+    file: str = Field(default="", exclude=True)
+
+    def resolve(self, path: str) -> str:
+        """A sink/checkpoint path: absolute or URI as is; relative under the state dir."""
+        if "://" in path or os.path.isabs(path):
+            return path
+        return str(state_dir() / path)
+
+    @property
+    def checkpoint_path(self) -> str:
+        return self.resolve(self.checkpoint)
+
+    @property
+    def state_path(self) -> Path:
+        """Where onceflow keeps this pipeline's status, locks and recovery records."""
+        return state_dir() / "pipelines" / self.name
+
+
+def _substitute(text: str, env: dict[str, str], file: str) -> str:
+    def repl(m: re.Match) -> str:
+        name, default = m.group(1), m.group(2)
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{file}: ${{{name}}} is used but not set. Fix: export {name}=… "
+                          f"or write ${{{name}:-default}} in the file.")
+    return _ENV_REF.sub(repl, text)
+
+
+def _where(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def load(path: str | Path, env: dict[str, str] | None = None) -> Pipeline:
+    """Load and validate one pipeline file; ConfigError names the file, field and fix."""
+    path = Path(path)
+    try:
+        raw = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read pipeline config ({exc.strerror}). "
+                          f"Fix: pass an existing file, e.g. pipelines/payments.yaml.") from None
+    text = _substitute(raw, dict(os.environ) if env is None else env, str(path))
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of fields at the top level")
+    try:
+        pipeline = Pipeline.model_validate({**data, "file": str(path)})
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            field = _where(err["loc"])
+            if err["type"] == "missing":
+                fix = f"add `{field}` to the file"
+            elif err["type"] == "extra_forbidden":
+                fix = f"remove `{field}` (unknown field; check its spelling against docs/pipeline-config.md)"
+            else:
+                fix = "see docs/pipeline-config.md"
+            lines.append(f"  field `{field}`: {err['msg']} (got {err.get('input')!r}). Fix: {fix}")
+        raise ConfigError(f"{path}: invalid pipeline config:\n" + "\n".join(lines)) from None
+    return pipeline
+
+
+def load_all(folder: str | Path) -> list[Pipeline]:
+    return [load(p) for p in sorted(Path(folder).glob("*.yaml"))]

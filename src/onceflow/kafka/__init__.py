@@ -1,0 +1,1 @@
+"""Kafka: the embedded broker, admin look-ups and the event generator."""

@@ -1,0 +1,266 @@
+"""The embedded default broker: one real Apache Kafka process, KRaft mode.
+
+One combined broker+controller node, formatted on first start, with the
+single-node settings transactions need. Data and logs live under
+<state>/kafka; a restart keeps topics and data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from onceflow.errors import BrokerError, SetupError
+from onceflow.jvm import classpath_jars
+from onceflow.paths import state_dir
+
+DEFAULT_PORT = 9092
+
+_LOG4J2 = """\
+status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.kafka.name = kafka
+logger.kafka.level = WARN
+logger.apache.name = org.apache.kafka
+logger.apache.level = WARN
+logger.server.name = kafka.server.KafkaRaftServer
+logger.server.level = INFO
+"""
+
+
+@dataclass
+class BrokerStatus:
+    running: bool
+    ready: bool
+    pid: int | None
+    port: int
+    bootstrap: str
+    data_dir: str
+    log_file: str
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child still answers kill(0); treat it as gone
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+class LocalBroker:
+    """Start, stop and inspect the embedded broker living in <home>/kafka."""
+
+    def __init__(self, home: Path | None = None, port: int | None = None,
+                 controller_port: int | None = None, extra_properties: dict[str, str] | None = None):
+        self.dir = (home or state_dir()) / "kafka"
+        saved = self._saved_ports()
+        self.port = port or saved.get("port") or int(os.environ.get("ONCEFLOW_KAFKA_PORT", DEFAULT_PORT))
+        self.controller_port = controller_port or saved.get("controller_port") or self.port + 1
+        self.extra_properties = extra_properties or {}
+
+    # -- files ---------------------------------------------------------------
+    @property
+    def data_dir(self) -> Path:
+        return self.dir / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.dir / "broker.log"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.dir / "broker.pid"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"localhost:{self.port}"
+
+    def _saved_ports(self) -> dict[str, int]:
+        try:
+            return json.loads((self.dir / "ports.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid) else None
+
+    def _properties(self) -> str:
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@localhost:{self.controller_port}",
+            "listeners": f"PLAINTEXT://localhost:{self.port},CONTROLLER://localhost:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://localhost:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "4",
+            "auto.create.topics.enable": "false",
+            # single node: internal topics cannot have more than one replica
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # retention is checked often so retention drills finish in seconds
+            "log.retention.check.interval.ms": "5000",
+        }
+        props.update(self.extra_properties)
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    # -- lifecycle -----------------------------------------------------------
+    def status(self, probe: bool = True) -> BrokerStatus:
+        pid = self._pid()
+        ready = bool(pid) and probe and self._answers(timeout=5)
+        return BrokerStatus(running=pid is not None, ready=ready, pid=pid, port=self.port,
+                            bootstrap=self.bootstrap, data_dir=str(self.data_dir),
+                            log_file=str(self.log_file))
+
+    def _answers(self, timeout: float) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        try:
+            admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": int(timeout * 1000),
+                                 "log_level": 0})  # probing a starting broker: refusals are expected
+            admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 1)
+            return True
+        except Exception:
+            return False
+
+    def _java_cmd(self, main: str, *args: str) -> list[str]:
+        java = shutil.which("java")
+        if not java:
+            raise BrokerError("`java` is not on PATH; the Kafka broker needs Java 17+. "
+                              "Fix: install a JDK (apt-get install openjdk-17-jre-headless).")
+        try:
+            jars = classpath_jars("kafka")
+        except SetupError as exc:
+            raise BrokerError(str(exc)) from None
+        heap = os.environ.get("ONCEFLOW_KAFKA_HEAP", "768m")
+        return [java, f"-Xmx{heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
+                "-cp", os.pathsep.join(str(j) for j in jars), main, *args]
+
+    def _format_storage(self) -> None:
+        props = self.dir / "server.properties"
+        cluster_id = uuid.uuid4().hex[:22]
+        cmd = self._java_cmd("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props))
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BrokerError(f"formatting KRaft storage in {self.data_dir} failed:\n"
+                              f"{(proc.stdout + proc.stderr)[-2000:]}")
+
+    def start(self, timeout: float = 90, log=lambda msg: None) -> BrokerStatus:
+        """Start the broker (idempotent) and wait until it answers AdminClient calls."""
+        if self._pid():
+            log(f"broker already running (pid {self._pid()}) on {self.bootstrap}")
+            return self._wait_ready(timeout)
+        for port in (self.port, self.controller_port):
+            if _port_in_use(port):
+                raise BrokerError(
+                    f"port {port} is already in use by another process. Fix: stop that process, "
+                    f"or choose another port (`onceflow kafka start --port N` or ONCEFLOW_KAFKA_PORT)."
+                )
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "log4j2.properties").write_text(_LOG4J2)
+        (self.dir / "server.properties").write_text(self._properties())
+        (self.dir / "ports.json").write_text(json.dumps({"port": self.port, "controller_port": self.controller_port}))
+        cmd = self._java_cmd("kafka.Kafka", str(self.dir / "server.properties"))
+        if not (self.data_dir / "meta.properties").exists():
+            log(f"formatting KRaft storage in {self.data_dir}")
+            self._format_storage()
+        with open(self.log_file, "ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, cwd=self.dir)
+        self.pid_file.write_text(str(proc.pid))
+        log(f"broker starting (pid {proc.pid}) on {self.bootstrap}; log: {self.log_file}")
+        return self._wait_ready(timeout)
+
+    def _wait_ready(self, timeout: float) -> BrokerStatus:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self._pid():
+                raise BrokerError(f"the broker exited during start-up. Last log lines:\n{self.logs(30)}")
+            if self._answers(timeout=3):
+                status = self.status(probe=False)
+                status.ready = True
+                return status
+            time.sleep(0.5)
+        raise BrokerError(f"the broker did not answer on {self.bootstrap} within {timeout:.0f}s. "
+                          f"Last log lines:\n{self.logs(30)}")
+
+    def stop(self, timeout: float = 30, log=lambda msg: None) -> bool:
+        """SIGTERM (clean shutdown), then SIGKILL after `timeout`. True if it was running."""
+        pid = self._pid()
+        if not pid:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            _reap(pid)
+        if _alive(pid):
+            log(f"broker did not stop within {timeout:.0f}s; sending SIGKILL")
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.1)
+                _reap(pid)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def logs(self, lines: int = 50) -> str:
+        try:
+            text = self.log_file.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no broker log yet)"
+        return "\n".join(text[-lines:])
+
+    def as_dict(self) -> dict:
+        return asdict(self.status())
+
+
+def _reap(pid: int) -> None:
+    """Collect our own child's exit status so it does not linger as a zombie."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

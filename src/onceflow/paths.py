@@ -1,0 +1,33 @@
+"""Where onceflow keeps its state: one directory, overridable by ONCEFLOW_HOME.
+
+Everything generated (broker data, jars, tables, checkpoints, reports) lives under
+it, so a project checkout stays clean and a test can point it at a temp dir.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def state_dir() -> Path:
+    """The state directory: $ONCEFLOW_HOME, else ./.onceflow (made absolute)."""
+    return Path(os.environ.get("ONCEFLOW_HOME") or Path.cwd() / ".onceflow").resolve()
+
+
+def jars_dir() -> Path:
+    """JVM jars resolved by `onceflow setup`: $ONCEFLOW_JARS, else <state>/jars."""
+    env = os.environ.get("ONCEFLOW_JARS")
+    return Path(env).resolve() if env else state_dir() / "jars"
+
+
+def project_root() -> Path:
+    """The source checkout holding jvm/ and pipelines/ (for setup and defaults)."""
+    env = os.environ.get("ONCEFLOW_PROJECT")
+    if env:
+        return Path(env).resolve()
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "jvm").is_dir() and (parent / "pyproject.toml").is_file():
+            return parent
+    return Path.cwd()

@@ -1,0 +1,1 @@
+"""Spark: the session factory, the streaming job, its sinks and quarantine."""

@@ -1,0 +1,75 @@
+"""Shared fixtures: a real broker on a free port in a temp state dir, a real Spark.
+
+The JVM jars are shared with the checkout (.onceflow/jars, resolved by setup);
+everything else a test makes lives under pytest's temp dirs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
+os.environ.setdefault("ONCEFLOW_PROJECT", str(ROOT))
+
+
+def free_port_pair() -> int:
+    """A port p such that p and p+1 are both free (client + controller)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < 65000:
+            try:
+                with socket.socket() as s2:
+                    s2.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port pair")
+
+
+@pytest.fixture(scope="session")
+def jars():
+    from onceflow import jvm
+
+    jvm.resolve(log=lambda m: None)
+    return Path(os.environ["ONCEFLOW_JARS"])
+
+
+@pytest.fixture(scope="session")
+def state_home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("onceflow-home")
+    os.environ["ONCEFLOW_HOME"] = str(home)
+    return home
+
+
+@pytest.fixture(scope="session")
+def broker(jars, state_home):
+    """One real Kafka broker for the session."""
+    from onceflow.kafka.broker import LocalBroker
+
+    b = LocalBroker(home=state_home / "session-broker", port=free_port_pair())
+    b.start(timeout=120)
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(jars, state_home):
+    from onceflow.spark.session import build_session
+
+    session = build_session("onceflow-tests", master="local[2]")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def topic(request) -> str:
+    """A topic name unique to the test."""
+    name = request.node.name.replace("[", "-").replace("]", "").replace("_", "-")
+    return f"t-{name}"[:200]

@@ -1,0 +1,77 @@
+"""Pipeline config: every error names the file, the field and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from onceflow import config
+from onceflow.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = """
+name: p1
+source: {bootstrap_servers: "${BOOT:-localhost:9092}", topic: t}
+sinks: {bronze: {path: b}, quarantine: {path: q}}
+checkpoint: cp
+"""
+
+
+def write(tmp_path, text: str) -> Path:
+    f = tmp_path / "p.yaml"
+    f.write_text(text)
+    return f
+
+
+def test_shipped_pipelines_load():
+    pipelines = config.load_all(ROOT / "pipelines")
+    assert [p.name for p in pipelines] == ["payments"]
+
+
+def test_env_substitution_and_defaults(tmp_path):
+    f = write(tmp_path, GOOD)
+    assert config.load(f, env={}).source.bootstrap_servers == "localhost:9092"
+    assert config.load(f, env={"BOOT": "kafka:9092"}).source.bootstrap_servers == "kafka:9092"
+
+
+def test_unset_variable_without_default(tmp_path):
+    f = write(tmp_path, GOOD.replace("${BOOT:-localhost:9092}", "${NOPE}"))
+    with pytest.raises(ConfigError, match=r"p.yaml: \$\{NOPE\} is used but not set. Fix"):
+        config.load(f, env={})
+
+
+@pytest.mark.parametrize("text, field, hint", [
+    (GOOD.replace("topic: t", "topic: ''"), "source.topic", "at least 1"),
+    (GOOD.replace("checkpoint: cp", ""), "checkpoint", "add `checkpoint`"),
+    (GOOD + "trigger: {processing_time: soon}\n", "trigger.processing_time", "not a duration"),
+    (GOOD + "colour: red\n", "colour", "unknown field"),
+    (GOOD.replace("name: p1", "name: P-1"), "name", "pattern"),
+])
+def test_field_errors(tmp_path, text, field, hint):
+    with pytest.raises(ConfigError) as exc:
+        config.load(write(tmp_path, text), env={})
+    msg = str(exc.value)
+    assert "p.yaml" in msg and f"field `{field}`" in msg and hint in msg and "Fix" in msg
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        config.load(tmp_path / "absent.yaml")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        config.load(write(tmp_path, "name: [unclosed"))
+
+
+def test_relative_paths_resolve_under_state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
+    p = config.load(write(tmp_path, GOOD), env={})
+    assert p.checkpoint_path == str(tmp_path / "home" / "cp")
+    assert p.resolve("s3a://bucket/x") == "s3a://bucket/x"
+
+
+def test_durations():
+    assert config.duration_seconds("500 ms") == 0.5
+    assert config.duration_seconds("10 seconds") == 10
+    assert config.duration_seconds("1 minute") == 60
+    with pytest.raises(ValueError):
+        config.duration_seconds("ten")
