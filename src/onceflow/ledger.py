@@ -1,0 +1,155 @@
+"""Sink ledgers: how far each sink got, told by the sink itself.
+
+Every Delta commit the streaming job makes carries a ledger entry in its commit
+metadata (`userMetadata`): pipeline, sink, writer generation, batch id and the
+per-partition Kafka offset range `[start, end)` the batch covered. The rows and
+their entry land in one atomic commit, so the ledger can never claim rows that
+are not there, nor hide rows that are. Entries are read back from the Delta log
+with delta-rs, without a JVM, so CLI status checks and Airflow triggers stay light.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+LEDGER_KEY = "onceflow_ledger"
+LEDGER_FORMAT = 1
+BATCH = "batch"  # an entry for a micro-batch's rows
+LOSS = "loss"  # offsets Kafka no longer held, accepted as lost by `onceflow recover --accept-loss`
+
+
+def app_id(pipeline: str, sink: str, generation: int) -> str:
+    """Delta txnAppId of one writer generation of one sink.
+
+    A fresh checkpoint restarts batch ids at 0 and Delta skips every txnVersion
+    it has seen for an app id, so each generation needs its own id.
+    """
+    return f"onceflow:{pipeline}:{sink}:g{generation}"
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    pipeline: str
+    sink: str
+    generation: int
+    batch_id: int
+    topic: str
+    start: dict[int, int]
+    end: dict[int, int]
+    rows: int = 0
+    kind: str = BATCH
+    extra: dict = field(default_factory=dict)
+    version: int | None = None  # the Delta table version that holds this entry
+    timestamp: int | None = None  # commit time, ms since the epoch
+
+    @property
+    def app_id(self) -> str:
+        return app_id(self.pipeline, self.sink, self.generation)
+
+    def to_json(self) -> str:
+        """The commit metadata string written with the batch's rows."""
+        body = {LEDGER_KEY: LEDGER_FORMAT, "kind": self.kind, "pipeline": self.pipeline, "sink": self.sink,
+                "generation": self.generation, "batch_id": self.batch_id, "topic": self.topic,
+                "start": {str(p): o for p, o in sorted(self.start.items())},
+                "end": {str(p): o for p, o in sorted(self.end.items())},
+                "rows": self.rows}
+        if self.extra:
+            body["extra"] = self.extra
+        return json.dumps(body, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, version: int | None = None, timestamp: int | None = None) -> "LedgerEntry | None":
+        """Parse commit metadata; None when it is not an onceflow ledger entry."""
+        try:
+            body = json.loads(text)
+        except (TypeError, ValueError):
+            return None
+        if not isinstance(body, dict) or body.get(LEDGER_KEY) != LEDGER_FORMAT:
+            return None
+        return cls(pipeline=body["pipeline"], sink=body["sink"], generation=int(body["generation"]),
+                   batch_id=int(body["batch_id"]), topic=body["topic"],
+                   start={int(p): int(o) for p, o in body["start"].items()},
+                   end={int(p): int(o) for p, o in body["end"].items()},
+                   rows=int(body.get("rows", 0)), kind=body.get("kind", BATCH), extra=body.get("extra") or {},
+                   version=version, timestamp=timestamp)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["start"] = {str(p): o for p, o in sorted(self.start.items())}
+        d["end"] = {str(p): o for p, o in sorted(self.end.items())}
+        return d
+
+
+@dataclass
+class Ledger:
+    """One sink table's ledger, oldest entry first."""
+
+    table: str
+    entries: list[LedgerEntry]
+    foreign_commits: list[dict]  # commits with no ledger entry (manual writes, OPTIMIZE, ...)
+    exists: bool = True
+
+    @property
+    def last(self) -> LedgerEntry | None:
+        return self.entries[-1] if self.entries else None
+
+    @property
+    def generation(self) -> int | None:
+        return self.last.generation if self.last else None
+
+    def committed_offsets(self) -> dict[int, int]:
+        """Per partition, the offset up to which this sink holds everything: the
+        next offset to read. Partitions never seen are absent."""
+        out: dict[int, int] = {}
+        for entry in self.entries:
+            out.update(entry.end)
+        return out
+
+    def problems(self) -> list[str]:
+        return contiguity_problems(self.entries)
+
+
+def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) -> Ledger:
+    """Read the ledger of one Delta table from its commit history (no JVM)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(table_path, storage_options=storage_options)
+    except TableNotFoundError:
+        return Ledger(table=table_path, entries=[], foreign_commits=[], exists=False)
+    entries, foreign = [], []
+    for commit in sorted(table.history(), key=lambda c: c.get("version", -1)):
+        entry = LedgerEntry.from_json(commit.get("userMetadata"), version=commit.get("version"),
+                                      timestamp=commit.get("timestamp"))
+        if entry is None:
+            if commit.get("operation") not in ("CREATE TABLE",):
+                foreign.append({"version": commit.get("version"), "operation": commit.get("operation"),
+                                "timestamp": commit.get("timestamp")})
+        else:
+            entries.append(entry)
+    return Ledger(table=table_path, entries=entries, foreign_commits=foreign)
+
+
+def contiguity_problems(entries: Iterable[LedgerEntry]) -> list[str]:
+    """Each entry must start where the previous one ended, partition by partition;
+    within a generation batch ids must rise by one. Returns what breaks that."""
+    problems: list[str] = []
+    prev: LedgerEntry | None = None
+    for entry in entries:
+        if prev is not None:
+            if entry.generation == prev.generation and entry.batch_id != prev.batch_id + 1:
+                problems.append(f"generation {entry.generation}: batch {entry.batch_id} follows batch "
+                                f"{prev.batch_id} (expected {prev.batch_id + 1})")
+            if entry.generation < prev.generation:
+                problems.append(f"generation {entry.generation} (batch {entry.batch_id}) follows generation "
+                                f"{prev.generation}")
+            for p, start in sorted(entry.start.items()):
+                before = prev.end.get(p)
+                if before is not None and start != before:
+                    problems.append(f"batch {entry.batch_id} (generation {entry.generation}) starts partition {p} "
+                                    f"at {start}, but the previous entry ended it at {before}")
+        prev = entry
+    return problems
