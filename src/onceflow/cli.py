@@ -117,6 +117,11 @@ def cmd_demo(args) -> int:
 
 
 # -- parser ------------------------------------------------------------------
+# Modules that add their own subcommands (kept apart so each stays small).
+COMMAND_MODULES: tuple[str, ...] = (
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onceflow", description="Kafka into Delta exactly once, provably.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -151,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pipeline", default="pipelines/payments.yaml")
     p.add_argument("--count", type=int, default=20_000)
     p.set_defaults(func=cmd_demo)
+
+    # command groups that live beside the code they drive: each module has
+    # `add_parser(sub)`, which adds its subcommand(s) with set_defaults(func=...)
+    import importlib
+
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 

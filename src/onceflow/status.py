@@ -1,0 +1,139 @@
+"""The run status of a pipeline's streaming job, as files other processes can read.
+
+The job appends one JSON line per event to `<state>/pipelines/<name>/status.jsonl`:
+`started`, `progress` (one per committed micro-batch), `idle` (heartbeat while no
+data arrives) and `final` (finished / stopped / failed, with the error). While it
+runs it holds an exclusive lock on `run.lock`, so a second copy of the same query
+refuses to start, and `run.json` says which process holds it. Health checks
+(`onceflow checkpoint status`) and Airflow triggers read these files; they never
+talk to the job. Schema: docs/schemas/status-event.schema.json.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Iterator
+
+from onceflow.errors import OnceflowError
+
+STARTED, PROGRESS, IDLE, FINAL = "started", "progress", "idle", "final"
+FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
+
+
+class AlreadyRunningError(OnceflowError):
+    """Another process already runs this pipeline's query."""
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class StatusLog:
+    """Append and read one pipeline's status events."""
+
+    def __init__(self, state_path: Path, pipeline: str):
+        self.dir = Path(state_path)
+        self.pipeline = pipeline
+
+    @property
+    def path(self) -> Path:
+        return self.dir / "status.jsonl"
+
+    def append(self, event: str, **fields) -> dict:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        record = {"event": event, "time": now_iso(), "epoch": round(time.time(), 3),
+                  "pipeline": self.pipeline, **fields}
+        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
+        with open(self.path, "a") as f:  # one write per line: readers never see half a record
+            f.write(line)
+        return record
+
+    def events(self) -> Iterator[dict]:
+        """Every readable event, oldest first; a torn last line is skipped."""
+        try:
+            with open(self.path) as f:
+                for line in f:
+                    try:
+                        yield json.loads(line)
+                    except ValueError:
+                        continue
+        except FileNotFoundError:
+            return
+
+    def last_run(self) -> list[dict]:
+        """The events of the newest run (from its `started` event on)."""
+        run: list[dict] = []
+        for event in self.events():
+            if event.get("event") == STARTED:
+                run = []
+            run.append(event)
+        return run
+
+
+class RunLock:
+    """An exclusive lock held for the life of a streaming query (one copy per pipeline).
+
+    An flock dies with its process, so a `kill -9`ed job never leaves a stale lock.
+    """
+
+    def __init__(self, state_path: Path):
+        self.dir = Path(state_path)
+        self._file: IO | None = None
+
+    @property
+    def info_path(self) -> Path:
+        return self.dir / "run.json"
+
+    def acquire(self, **info) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        f = open(self.dir / "run.lock", "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            holder = self.holder() or {}
+            raise AlreadyRunningError(
+                f"this pipeline's query is already running (pid {holder.get('pid')} on {holder.get('host')}, "
+                f"started {holder.get('started')}). Two copies of one query would race on the checkpoint. "
+                "Fix: stop the running one first (SIGTERM stops it at a batch boundary)."
+            ) from None
+        self._file = f
+        self.info_path.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                              "started": now_iso(), **info}))
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+    def is_held(self) -> bool:
+        """True if some process holds the lock now (checked without taking it for long)."""
+        path = self.dir / "run.lock"
+        if not path.exists():
+            return False
+        with open(path, "a+") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return False
+
+    def holder(self) -> dict | None:
+        try:
+            return json.loads(self.info_path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
