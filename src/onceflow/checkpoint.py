@@ -217,3 +217,319 @@ def _batch_ids(folder: Path) -> list[int]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     return sorted(int(n) for n in names if _BATCH_FILE.match(n))
+
+
+# -- the whole directory -------------------------------------------------------
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong with one file or directory of a checkpoint."""
+
+    path: str
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class BatchOffsets:
+    """One parsed `offsets/N`: the end offsets Spark planned for batch N."""
+
+    batch_id: int
+    metadata: dict
+    sources: tuple[dict[str, dict[int, int]] | None, ...]
+
+    @property
+    def timestamp_ms(self) -> int | None:
+        """When Spark planned the batch (batchTimestampMs)."""
+        value = self.metadata.get("batchTimestampMs")
+        return int(value) if isinstance(value, (int, float)) else None
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({t for s in self.sources if s for t in s})
+
+    def offsets(self, topic: str) -> dict[int, int] | None:
+        """{partition: next offset} of `topic` after this batch (None if no source reads it)."""
+        return _topic_offsets(list(self.sources), topic)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a checkpoint directory holds, and whether Spark could restart from it.
+
+    `usable` follows Spark's restart (MicroBatchExecution.populateStartOffsets): it
+    reads `metadata`, the newest `offsets/N`, `offsets/N-1` when N > 0, and the
+    newest `commits/M`. Damage to those makes a restart fail or lose batches, so the
+    checkpoint is unusable (`unusable_reasons` says why); other damage is listed in
+    `problems` only (history an audit or `batch_offset_range` may still trip over).
+    """
+
+    path: str
+    exists: bool
+    query_id: str | None = None
+    initial_offsets: dict[str, dict[int, int]] | None = None
+    batches: dict[int, BatchOffsets] = field(default_factory=dict)
+    commits: tuple[int, ...] = ()
+    offsets_files: tuple[int, ...] = ()
+    commit_files: tuple[int, ...] = ()
+    problems: tuple[Problem, ...] = ()
+    unusable_reasons: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """No query has planned a batch here yet (a missing or empty directory)."""
+        return not self.offsets_files and not self.commit_files and self.query_id is None
+
+    @property
+    def usable(self) -> bool:
+        return self.exists and not self.unusable_reasons
+
+    @property
+    def last_committed(self) -> int | None:
+        """The newest batch whose sink write finished (commits/N), or None."""
+        return self.commits[-1] if self.commits else None
+
+    @property
+    def latest_planned(self) -> int | None:
+        """The newest batch with an offsets file, committed or not."""
+        return self.offsets_files[-1] if self.offsets_files else None
+
+    @property
+    def uncommitted(self) -> int | None:
+        """The planned batch without a commit, which Spark re-runs with the same offsets on restart."""
+        latest = self.latest_planned
+        if latest is None or latest in self.commit_files:
+            return None
+        return latest
+
+    @property
+    def retained(self) -> tuple[int, int] | None:
+        """(oldest, newest) batch id still on disk: Spark deletes older ones."""
+        return (self.offsets_files[0], self.offsets_files[-1]) if self.offsets_files else None
+
+    @property
+    def topics(self) -> list[str]:
+        found = {t for b in self.batches.values() for t in b.topics}
+        return sorted(found | set(self.initial_offsets or {}))
+
+    def committed_offsets(self, topic: str) -> dict[int, int]:
+        """{partition: next offset} after the last committed batch; {} if nothing is committed.
+
+        Everything below these offsets is in the sink. CheckpointError if the last
+        committed batch's offsets file is missing or unreadable.
+        """
+        last = self.last_committed
+        if last is None:
+            return {}
+        batch = self.batches.get(last)
+        if batch is None:
+            raise CheckpointError(f"{Path(self.path) / OFFSETS / str(last)}: the offsets of the last committed "
+                                  f"batch {last} are missing or unreadable")
+        return dict(sorted((batch.offsets(topic) or {}).items()))
+
+    def position(self, topic: str) -> dict[int, int]:
+        """Where the query stands in `topic`: committed offsets, else its initial offsets, else {}."""
+        if self.last_committed is not None:
+            return self.committed_offsets(topic)
+        return dict(sorted(((self.initial_offsets or {}).get(topic) or {}).items()))
+
+    def as_dict(self) -> dict:
+        """JSON-ready summary (offset maps keyed by partition strings)."""
+        def keyed(offsets: dict[int, int] | None) -> dict[str, int] | None:
+            return None if offsets is None else {str(p): o for p, o in sorted(offsets.items())}
+
+        latest = self.batches.get(self.latest_planned) if self.latest_planned is not None else None
+        last = self.batches.get(self.last_committed) if self.last_committed is not None else None
+        return {
+            "path": self.path,
+            "exists": self.exists,
+            "empty": self.empty,
+            "usable": self.usable,
+            "unusable_reasons": list(self.unusable_reasons),
+            "query_id": self.query_id,
+            "last_committed": self.last_committed,
+            "latest_planned": self.latest_planned,
+            "uncommitted": self.uncommitted,
+            "retained": list(self.retained) if self.retained else None,
+            "offsets_files": len(self.offsets_files),
+            "commit_files": len(self.commit_files),
+            "topics": self.topics,
+            "initial_offsets": {t: keyed(o) for t, o in (self.initial_offsets or {}).items()},
+            "committed_offsets": {t: keyed(last.offsets(t)) for t in last.topics} if last else {},
+            "latest_offsets": {t: keyed(latest.offsets(t)) for t in latest.topics} if latest else {},
+            "last_committed_time_ms": last.timestamp_ms if last else None,
+            "problems": [p.as_dict() for p in self.problems],
+        }
+
+
+def _read_commit_file(path: Path) -> dict:
+    """`commits/N`: `v1` then `{"nextBatchWatermarkMs": ...}`."""
+    text = _read_text(path)
+    lines = [ln for ln in text.split("\n") if ln != ""]
+    if not lines:
+        raise CheckpointError(f"{path}: commit file is empty (a crash mid-write, or not written by Spark)")
+    _version(lines[0], path)
+    if len(lines) < 2:
+        raise CheckpointError(f"{path}: commit file ends after its version line (truncated)")
+    body = _json_line(lines[1], path, "line 2 (commit metadata)")
+    if not isinstance(body, dict):
+        raise CheckpointError(f"{path}: line 2 (commit metadata) is not a JSON object")
+    return body
+
+
+def _read_metadata(path: Path) -> str:
+    body = _json_line(_read_text(path).strip(), path, "query metadata")
+    if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not body["id"]:
+        raise CheckpointError(f"{path}: query metadata has no \"id\" (expected {{\"id\": \"<query uuid>\"}})")
+    return body["id"]
+
+
+def _leftovers(folder: Path) -> list[Problem]:
+    """Temp files from a crash mid-write, and checksums whose file is gone."""
+    out: list[Problem] = []
+    try:
+        names = set(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    for name in sorted(names):
+        if name.endswith(".tmp"):
+            out.append(Problem(str(folder / name), "leftover temp file from an interrupted write "
+                                                   "(Spark ignores it; safe to delete when the query is stopped)"))
+            continue
+        crc = _CRC_FILE.match(name)
+        if crc and crc.group(1) not in names and not crc.group(1).endswith(".tmp"):
+            out.append(Problem(str(folder / name), f"checksum without its file {crc.group(1)!r} "
+                                                   "(leftover of a deleted or interrupted write)"))
+    return out
+
+
+def _gaps(ids: tuple[int, ...]) -> list[int]:
+    """Batch ids missing between the oldest and newest retained (old deletions are normal)."""
+    if not ids:
+        return []
+    present = set(ids)
+    return [b for b in range(ids[0], ids[-1] + 1) if b not in present]
+
+
+def _spans(ids: list[int]) -> str:
+    """[3, 4, 5, 9] -> '3-5, 9' (a gap of thousands stays one line)."""
+    parts, start = [], None
+    for i, b in enumerate(ids):
+        if start is None:
+            start = b
+        if i + 1 == len(ids) or ids[i + 1] != b + 1:
+            parts.append(str(start) if start == b else f"{start}-{b}")
+            start = None
+    return ", ".join(parts)
+
+
+def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    """Read a whole checkpoint directory; never raises for damage, only reports it.
+
+    (A non-local URI raises CheckpointError: it cannot be read without a JVM.)
+    """
+    root = _local(path)
+    if not root.exists():
+        return Checkpoint(path=str(root), exists=False, unusable_reasons=("the checkpoint directory does not exist",))
+    if not root.is_dir():
+        return Checkpoint(path=str(root), exists=False,
+                          unusable_reasons=(f"{root} is a file, not a checkpoint directory",),
+                          problems=(Problem(str(root), "not a directory"),))
+    problems: list[Problem] = []
+    fatal: list[str] = []
+
+    offsets_files = tuple(_batch_ids(root / OFFSETS))
+    commit_files = tuple(_batch_ids(root / COMMITS))
+    batches: dict[int, BatchOffsets] = {}
+    bad_offsets: dict[int, str] = {}
+    for b in offsets_files:
+        try:
+            parsed = read_offsets_file(root / OFFSETS / str(b))
+            batches[b] = BatchOffsets(b, parsed["metadata"], tuple(parsed["sources"]))
+        except CheckpointError as exc:
+            bad_offsets[b] = str(exc)
+            problems.append(Problem(str(root / OFFSETS / str(b)), str(exc).split(": ", 1)[-1]))
+    commits: list[int] = []
+    bad_commits: dict[int, str] = {}
+    for b in commit_files:
+        try:
+            _read_commit_file(root / COMMITS / str(b))
+            commits.append(b)
+        except CheckpointError as exc:
+            bad_commits[b] = str(exc)
+            problems.append(Problem(str(root / COMMITS / str(b)), str(exc).split(": ", 1)[-1]))
+
+    # metadata: written first when a query starts; without it the directory is not a whole checkpoint
+    query_id = None
+    meta = root / METADATA
+    if meta.exists():
+        try:
+            query_id = _read_metadata(meta)
+        except CheckpointError as exc:
+            problems.append(Problem(str(meta), str(exc).split(": ", 1)[-1]))
+            fatal.append(f"metadata is unreadable: {str(exc).split(': ', 1)[-1]}")
+    elif offsets_files or commit_files:
+        problems.append(Problem(str(meta), "file is missing: the query id is lost"))
+        fatal.append("metadata is missing although batches exist: the directory is not a whole checkpoint "
+                     "(Spark would silently start a new query id on it)")
+
+    # sources/0/0: the initial offsets, needed for batch 0's start and for a query that has not planned yet
+    initial = None
+    init_path = root / SOURCES / "0" / "0"
+    if init_path.exists():
+        try:
+            initial = read_initial_offsets(init_path)
+        except CheckpointError as exc:
+            problems.append(Problem(str(init_path), str(exc).split(": ", 1)[-1]))
+            if not offsets_files:
+                fatal.append(f"the initial offsets are unreadable and no batch was planned yet: "
+                             f"{str(exc).split(': ', 1)[-1]}")
+    elif offsets_files and offsets_files[0] == 0:
+        problems.append(Problem(str(init_path), "file is missing: batch 0's start offsets are unknown"))
+
+    # the files a restart reads
+    if offsets_files:
+        latest = offsets_files[-1]
+        if latest in bad_offsets:
+            fatal.append(f"the newest offsets file offsets/{latest} is unreadable, and a restart reads it: "
+                         f"{bad_offsets[latest].split(': ', 1)[-1]}")
+        if latest > 0 and (latest - 1) not in batches:
+            state = "unreadable" if (latest - 1) in bad_offsets else "missing"
+            fatal.append(f"offsets/{latest - 1} is {state}, and a restart at batch {latest} needs it "
+                         f"(Spark fails with 'batch {latest - 1} doesn't exist')")
+    if commit_files:
+        newest_commit = commit_files[-1]
+        if newest_commit in bad_commits:
+            fatal.append(f"the newest commit file commits/{newest_commit} is unreadable, and a restart reads it: "
+                         f"{bad_commits[newest_commit].split(': ', 1)[-1]}")
+        latest = offsets_files[-1] if offsets_files else None
+        if latest is None or newest_commit > latest:
+            fatal.append(f"commits are ahead of offsets: commits/{newest_commit} exists but the newest offsets "
+                         f"file is {'none' if latest is None else f'offsets/{latest}'} (a commit without its "
+                         "planned offsets: files were deleted or copied from another query)")
+        elif newest_commit < latest - 1:
+            fatal.append(f"commits trail offsets by more than one batch: newest commit {newest_commit}, newest "
+                         f"offsets {latest}; Spark would re-run only batch {latest} and never write batches "
+                         f"{_spans(list(range(newest_commit + 1, latest)))}")
+    elif offsets_files and offsets_files[-1] > offsets_files[0]:
+        fatal.append(f"no commit file exists although batches {offsets_files[0]}-{offsets_files[-1]} were planned; "
+                     "Spark would re-run only the newest one and never write the others")
+
+    # history: gaps and commits without offsets (not read by a restart, but audits and ranges need them)
+    for name, ids in ((OFFSETS, offsets_files), (COMMITS, commit_files)):
+        gaps = _gaps(ids)
+        if gaps:
+            problems.append(Problem(str(root / name), f"gap: batch files {_spans(gaps)} are missing between "
+                                                      f"{ids[0]} and {ids[-1]} (Spark only deletes the oldest)"))
+    oldest = offsets_files[0] if offsets_files else 0
+    orphans = [b for b in commit_files if b >= oldest and b not in set(offsets_files)]
+    if orphans:
+        problems.append(Problem(str(root / COMMITS), f"commits without an offsets file: {_spans(orphans)}"))
+
+    for folder in (root, root / OFFSETS, root / COMMITS, root / SOURCES / "0"):
+        problems.extend(_leftovers(folder))
+
+    return Checkpoint(path=str(root), exists=True, query_id=query_id, initial_offsets=initial, batches=batches,
+                      commits=tuple(commits), offsets_files=offsets_files, commit_files=commit_files,
+                      problems=tuple(problems), unusable_reasons=tuple(fatal))
