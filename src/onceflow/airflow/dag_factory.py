@@ -1,0 +1,240 @@
+"""Five DAGs per pipeline, built from pipelines/*.yaml: stream, batch, audit, recover, backfill.
+
+dags/onceflow_dags.py only calls build_dags(); everything a DAG does is here
+and in the operators, so it is tested as library code. A pipeline file that
+does not validate raises ConfigError while the DAG file is parsed: Airflow
+shows it as the DAG file's import error, naming the YAML file and the field.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+from airflow.sdk import DAG, Asset, Param
+
+from onceflow import config
+from onceflow.airflow.hooks import HEALTHY, PROBLEMS, STOPPED, pipelines_dir
+from onceflow.airflow.operators import (AuditOperator, IngestOperator, RecoveryMarkerOperator, RecoveryOperator,
+                                        RouteOnVerdictOperator, StopRunningOperator, StreamGuardSensor)
+from onceflow.airflow.sensors import PipelineHealthSensor
+from onceflow.config import Pipeline
+
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+MAX_WINDOW_SECONDS = 4 * 3600
+STREAM_WINDOW_SECONDS = 1800
+KINDS = ("stream", "batch", "audit", "recover", "backfill")
+
+# retries only where a retry cannot duplicate work: the ingest is idempotent (ledger +
+# Delta txn ids); a stream window or a recovery is not retried (the watcher and
+# <p>_recover handle failures), an audit is retried only when it could not run.
+_DEFAULTS = {"owner": "onceflow", "retries": 0}
+_IDEMPOTENT_RETRY = {"retries": 2, "retry_delay": timedelta(seconds=30), "retry_exponential_backoff": True,
+                     "max_retry_delay": timedelta(minutes=10)}
+
+
+def table_asset(pipeline: Pipeline, sink: str = "bronze") -> Asset:
+    """The Airflow Asset for one of a pipeline's Delta tables (produced by its audit)."""
+    path = pipeline.resolve(getattr(pipeline.sinks, sink).path)
+    uri = path if "://" in path else f"file://{path}"
+    return Asset(name=f"onceflow.{pipeline.name}.{sink}", uri=uri, group="onceflow")
+
+
+def _doc(pipeline: Pipeline, file: str, what: str) -> str:
+    return (f"### {pipeline.name}: {what}\n\n"
+            f"Pipeline file `{Path(file).name}`: topic `{pipeline.source.topic}` "
+            f"(read_committed) → Delta `{pipeline.sinks.bronze.path}`, quarantine "
+            f"`{pipeline.sinks.quarantine.path}`; checkpoint `{pipeline.checkpoint}`.\n\n"
+            "See docs/airflow.md for the design (bounded windows, watcher, run lock).")
+
+
+def stream_dag(pipeline: Pipeline, file: str) -> DAG:
+    """`<p>_stream`: one bounded continuous window per run, watched by the deferrable sensor."""
+    with DAG(
+        dag_id=f"{pipeline.name}_stream", schedule="@continuous", start_date=START, catchup=False,
+        max_active_runs=1, default_args=_DEFAULTS, tags=["onceflow", pipeline.name, "stream"],
+        params={
+            "window_seconds": Param(STREAM_WINDOW_SECONDS, type="integer", minimum=10, maximum=MAX_WINDOW_SECONDS,
+                                    description="how long this run streams before stopping at a batch boundary"),
+            "start_grace_seconds": Param(300, type="integer", minimum=1,
+                                         description="how long the watcher waits for the app to start"),
+        },
+        doc_md=_doc(pipeline, file, "continuous streaming in bounded windows") + """
+
+Each run: **guard** waits while `<p>_recover` works and notes whether a copy of the
+query already runs (then it is watched, never started twice; the app's run lock
+refuses a second copy anyway) → **stream** submits the ingest app in continuous mode
+for `window_seconds` (it stops at a batch boundary; the next run resumes from the
+checkpoint) while **wait_healthy** and **watch** (deferrable, in the triggerer)
+follow its commits. A stalled, dead, failed or broken verdict triggers `<p>_recover`.
+""",
+    ) as dag:
+        guard = StreamGuardSensor(task_id="guard", pipeline_file=file, timeout=6 * 3600)
+        since = "{{ ti.xcom_pull(task_ids='guard')['since'] }}"
+        stream = IngestOperator(
+            task_id="stream", pipeline_file=file, mode="continuous", max_seconds="{{ params.window_seconds }}",
+            execution_timeout=timedelta(seconds=MAX_WINDOW_SECONDS + 900),
+            doc_md="spark-submit of the ingest app, continuous, bounded by `window_seconds`.")
+        wait_healthy = PipelineHealthSensor(
+            task_id="wait_healthy", pipeline_file=file, fire_on=[HEALTHY, STOPPED, *PROBLEMS], since=since,
+            start_grace="{{ params.start_grace_seconds }}",
+            doc_md="Fires when the window's first batches commit (healthy) or on a problem verdict.")
+        watch = PipelineHealthSensor(
+            task_id="watch", pipeline_file=file, fire_on=[STOPPED, *PROBLEMS], since=since,
+            start_grace="{{ params.start_grace_seconds }}",
+            doc_md="Follows the window until it stops cleanly or a problem verdict appears.")
+        route = RouteOnVerdictOperator(task_id="route", watch_task="watch", problem_task="trigger_recover",
+                                       ok_task="window_done")
+        trigger_recover = TriggerDagRunOperator(
+            task_id="trigger_recover", trigger_dag_id=f"{pipeline.name}_recover",
+            conf={"verdict": "{{ ti.xcom_pull(task_ids='watch')['verdict'] }}",
+                  "reasons": "{{ ti.xcom_pull(task_ids='watch')['reasons'] | join('; ') }}",
+                  "from_run": "{{ run_id }}"},
+            wait_for_completion=False)
+        window_done = EmptyOperator(task_id="window_done")
+        guard >> [stream, wait_healthy]
+        wait_healthy >> watch >> route >> [trigger_recover, window_done]
+    return dag
+
+
+def batch_dag(pipeline: Pipeline, file: str) -> DAG:
+    """`<p>_batch`: a scheduled availableNow run, then an incremental audit."""
+    with DAG(
+        dag_id=f"{pipeline.name}_batch", schedule="@hourly", start_date=START, catchup=False, max_active_runs=1,
+        default_args=_DEFAULTS, tags=["onceflow", pipeline.name, "batch"],
+        doc_md=_doc(pipeline, file, "scheduled batch ingest (availableNow) + incremental audit") + """
+
+**ingest** reads everything Kafka holds past the last committed offsets and stops
+(availableNow); it is retried with backoff because a replayed batch is a no-op
+(ledger + Delta txn ids). It skips while the streaming app runs (the stream is
+already ingesting). **audit** then checks the new range and publishes its report.
+""",
+    ) as dag:
+        ingest = IngestOperator(task_id="ingest", pipeline_file=file, mode="available-now",
+                                max_seconds=3 * 3600, execution_timeout=timedelta(hours=3, minutes=15),
+                                **_IDEMPOTENT_RETRY)
+        audit = AuditOperator(task_id="audit", pipeline_file=file, audit_mode="incremental",
+                              trigger_rule="none_failed", outlets=[table_asset(pipeline)], retries=1,
+                              retry_delay=timedelta(minutes=1))
+        ingest >> audit
+    return dag
+
+
+def audit_dag(pipeline: Pipeline, file: str) -> DAG:
+    """`<p>_audit`: scheduled full or incremental audit producing the table's Asset."""
+    with DAG(
+        dag_id=f"{pipeline.name}_audit", schedule="@daily", start_date=START, catchup=False, max_active_runs=1,
+        default_args=_DEFAULTS, tags=["onceflow", pipeline.name, "audit"],
+        params={"mode": Param("full", type="string", enum=["full", "incremental"],
+                              description="full: every row; incremental: since the last audit")},
+        doc_md=_doc(pipeline, file, "audit") + """
+
+Reconciles Kafka (read_committed), the checkpoint, the sink ledgers and the rows.
+Fails on any duplicate or loss (no retry: the data will not change by asking
+again); retried once when the audit could not run. The report is the task's
+**Audit report** link and on the onceflow page; the table's Asset is updated.
+""",
+    ) as dag:
+        AuditOperator(task_id="audit", pipeline_file=file, audit_mode="{{ params.mode }}",
+                      outlets=[table_asset(pipeline)], retries=1, retry_delay=timedelta(minutes=1))
+    return dag
+
+
+def recover_dag(pipeline: Pipeline, file: str) -> DAG:
+    """`<p>_recover`: plan → execute → resubmit → first new batch → audit of the recovered range."""
+    with DAG(
+        dag_id=f"{pipeline.name}_recover", schedule=None, start_date=START, catchup=False, max_active_runs=1,
+        default_args=_DEFAULTS, tags=["onceflow", pipeline.name, "recover"],
+        params={
+            "verdict": Param("manual", type="string", description="what triggered the recovery"),
+            "reasons": Param("", type="string"),
+            "from_run": Param("", type="string"),
+            "force": Param(False, type="boolean", description="recover even if the checkpoint looks usable"),
+            "accept_loss": Param(False, type="boolean",
+                                 description="accept offsets Kafka no longer holds as lost (recorded by range)"),
+            "catchup_max_seconds": Param(600, type="integer", minimum=10, maximum=MAX_WINDOW_SECONDS),
+            "until_idle_seconds": Param(20, type="integer", minimum=1),
+        },
+        doc_md=_doc(pipeline, file, "recovery") + """
+
+**begin** marks recovery in progress (`<p>_stream` waits) → **stop** stops a copy
+still running (SIGTERM, then SIGKILL) → **plan** (`onceflow recover --dry-run`: the
+plan is in the log and XCom) → **execute** → **resubmit** runs the ingest app from
+the recovered offsets until idle → **wait_first_batch** (deferrable) sees the first
+new committed batch → **audit** checks the recovered range. **end** clears the
+mark whatever happened. No retries: a half-done recovery is planned again.
+""",
+    ) as dag:
+        begin = RecoveryMarkerOperator(task_id="begin", pipeline_file=file, action="begin")
+        stop = StopRunningOperator(task_id="stop", pipeline_file=file)
+        plan = RecoveryOperator(task_id="plan", pipeline_file=file, action="plan",
+                                force="{{ params.force }}", accept_loss="{{ params.accept_loss }}")
+        execute = RecoveryOperator(task_id="execute", pipeline_file=file, action="execute",
+                                   force="{{ params.force }}", accept_loss="{{ params.accept_loss }}")
+        resubmit = IngestOperator(task_id="resubmit", pipeline_file=file, mode="continuous", during_recovery=True,
+                                  max_seconds="{{ params.catchup_max_seconds }}",
+                                  until_idle="{{ params.until_idle_seconds }}",
+                                  execution_timeout=timedelta(seconds=MAX_WINDOW_SECONDS + 900))
+        wait_first_batch = PipelineHealthSensor(
+            task_id="wait_first_batch", pipeline_file=file, fire_on=[HEALTHY, STOPPED, *PROBLEMS],
+            fail_on=list(PROBLEMS), require_progress=True,
+            since="{{ ti.xcom_pull(task_ids='resubmit')['since'] }}", start_grace=300)
+        audit = AuditOperator(task_id="audit", pipeline_file=file, audit_mode="incremental",
+                              outlets=[table_asset(pipeline)])
+        end = RecoveryMarkerOperator(task_id="end", pipeline_file=file, action="end")
+        begin >> stop >> plan >> execute >> resubmit >> wait_first_batch >> audit >> end
+        end.as_teardown(setups=begin)
+    return dag
+
+
+def backfill_dag(pipeline: Pipeline, file: str) -> DAG:
+    """`<p>_backfill`: reprocess an offset or time range, adding only what the tables lack."""
+    from onceflow.airflow.backfill import BackfillOperator, BackfillRangeOperator
+
+    with DAG(
+        dag_id=f"{pipeline.name}_backfill", schedule=None, start_date=START, catchup=False, max_active_runs=1,
+        default_args=_DEFAULTS, tags=["onceflow", pipeline.name, "backfill"],
+        params={
+            "start_offsets": Param(None, type=["null", "object"],
+                                   description='per partition, first offset: {"0": 100, "1": 0}'),
+            "end_offsets": Param(None, type=["null", "object"],
+                                 description='per partition, offset after the last: {"0": 200, "1": 50}'),
+            "start_time": Param(None, type=["null", "string"], format="date-time",
+                                description="instead of offsets: ISO-8601 time range start"),
+            "end_time": Param(None, type=["null", "string"], format="date-time",
+                              description="instead of offsets: ISO-8601 time range end"),
+        },
+        doc_md=_doc(pipeline, file, "backfill") + """
+
+Give either `start_offsets` + `end_offsets` or `start_time` + `end_time`.
+**resolve** validates the range against Kafka (times become offsets) and refuses
+one the broker no longer holds → **backfill** reads it at read_committed and
+writes only the records the tables do not hold yet (by topic, partition, offset),
+so a range already ingested adds nothing → **audit** checks the result.
+""",
+    ) as dag:
+        resolve = BackfillRangeOperator(task_id="resolve", pipeline_file=file)
+        backfill = BackfillOperator(task_id="backfill", pipeline_file=file,
+                                    offsets="{{ ti.xcom_pull(task_ids='resolve') | tojson }}")
+        audit = AuditOperator(task_id="audit", pipeline_file=file, audit_mode="incremental",
+                              outlets=[table_asset(pipeline)])
+        resolve >> backfill >> audit
+    return dag
+
+
+BUILDERS = {"stream": stream_dag, "batch": batch_dag, "audit": audit_dag, "recover": recover_dag,
+            "backfill": backfill_dag}
+
+
+def build_dags(folder: str | Path | None = None) -> dict[str, DAG]:
+    """Every DAG of every pipeline in `folder` (default: pipelines_dir()), keyed by dag_id."""
+    folder = Path(folder) if folder is not None else pipelines_dir()
+    dags: dict[str, DAG] = {}
+    for file in sorted(folder.glob("*.yaml")):
+        pipeline = config.load(file)
+        for kind in KINDS:
+            dag = BUILDERS[kind](pipeline, str(file.resolve()))
+            dags[dag.dag_id] = dag
+    return dags

@@ -1,0 +1,244 @@
+"""OnceflowHook: one pipeline as Airflow sees it (config, Kafka, checkpoint, ledgers, status).
+
+Like a provider hook it is the one place operators, sensors and triggers get
+their facts from. Its "connection" is the pipeline YAML (the project's one
+source of configuration), so there is no Airflow Connection to keep in sync;
+Spark is the exception: spark-submit reads the `spark_default` connection.
+Everything here is JVM-free and quick, so the triggerer may call it every few
+seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable
+
+from airflow.sdk import BaseHook
+
+from onceflow import config
+from onceflow.config import Pipeline
+from onceflow.paths import state_dir
+from onceflow.status import FINAL, PROGRESS, STARTED, RunLock, StatusLog, now_iso
+
+# verdicts of `onceflow checkpoint status` (onceflow.health)
+HEALTHY, LAGGING, STALLED, DEAD, FAILED, BROKEN, STOPPED, NOT_STARTED = (
+    "healthy", "lagging", "stalled", "dead", "failed", "broken", "stopped", "not_started")
+PROBLEMS = (STALLED, DEAD, FAILED, BROKEN)
+# outcomes the trigger adds to the verdicts
+WAITING = "waiting"  # the run this task waits for has not started yet
+ERROR, TIMEOUT = "error", "timeout"
+
+RECOVERY_MARKER = "recovering.json"
+RECOVERY_MARKER_STALE_SECONDS = 6 * 3600
+
+
+@dataclass(frozen=True)
+class RunView:
+    """The newest run in the status log, as the DAGs need it."""
+
+    run_id: str | None
+    started_epoch: float | None
+    mode: str | None
+    batches: int
+    rows: int
+    last_batch_id: int | None
+    final_status: str | None
+    error: str | None
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def run_view(events: list[dict]) -> RunView:
+    """Summarize the events of one run (StatusLog.last_run())."""
+    started = events[0] if events and events[0].get("event") == STARTED else {}
+    progress = [e for e in events if e.get("event") == PROGRESS]
+    final = next((e for e in reversed(events) if e.get("event") == FINAL), {})
+    return RunView(run_id=started.get("run_id"), started_epoch=started.get("epoch"), mode=started.get("mode"),
+                   batches=len(progress), rows=sum(int(e.get("input_rows") or 0) for e in progress),
+                   last_batch_id=progress[-1].get("batch_id") if progress else None,
+                   final_status=final.get("status"), error=final.get("error"))
+
+
+def pipelines_dir() -> Path:
+    """Where the DAG factory and the UI look for pipelines/*.yaml: $ONCEFLOW_PIPELINES_DIR,
+    else <project>/pipelines."""
+    env = os.environ.get("ONCEFLOW_PIPELINES_DIR")
+    if env:
+        return Path(env).resolve()
+    from onceflow.paths import project_root
+
+    return project_root() / "pipelines"
+
+
+def reports_root() -> Path:
+    """Audit reports: $ONCEFLOW_REPORTS_DIR, else <state>/reports."""
+    env = os.environ.get("ONCEFLOW_REPORTS_DIR")
+    return Path(env).resolve() if env else state_dir() / "reports"
+
+
+class OnceflowHook(BaseHook):
+    """Facts about one onceflow pipeline, read from its YAML, Kafka and its files."""
+
+    hook_name = "onceflow"
+
+    def __init__(self, pipeline_file: str | os.PathLike, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pipeline_file = str(pipeline_file)
+
+    # -- config ---------------------------------------------------------------
+    @cached_property
+    def pipeline(self) -> Pipeline:
+        """The validated pipeline (ConfigError names the file and field)."""
+        return config.load(self.pipeline_file)
+
+    def get_conn(self) -> Pipeline:
+        return self.pipeline
+
+    @property
+    def name(self) -> str:
+        return self.pipeline.name
+
+    def table_path(self, sink: str) -> str:
+        table = getattr(self.pipeline.sinks, sink, None)
+        if table is None or not hasattr(table, "path"):
+            raise ValueError(f"pipeline {self.name} has no Delta sink {sink!r}")
+        return self.pipeline.resolve(table.path)
+
+    # -- ledgers --------------------------------------------------------------
+    def watermarks(self) -> dict[int, tuple[int, int]]:
+        """Kafka (low, high) per partition of the source topic."""
+        from onceflow.kafka.admin import watermarks
+
+        return watermarks(self.pipeline.source.bootstrap_servers, self.pipeline.source.topic)
+
+    def checkpoint(self):
+        """The Spark checkpoint, read without a JVM (onceflow.checkpoint.Checkpoint)."""
+        from onceflow.checkpoint import read_checkpoint
+
+        return read_checkpoint(self.pipeline.checkpoint_path)
+
+    def ledger(self, sink: str = "bronze"):
+        """The sink ledger of one Delta table (onceflow.ledger.Ledger)."""
+        from onceflow.ledger import read_ledger
+
+        return read_ledger(self.table_path(sink))
+
+    def health(self) -> dict:
+        """`onceflow checkpoint status` for this pipeline: verdict, reasons, lag, last batch."""
+        from onceflow.health import pipeline_health
+
+        return pipeline_health(self.pipeline)
+
+    # -- the running job ------------------------------------------------------
+    @property
+    def status_log(self) -> StatusLog:
+        return StatusLog(self.pipeline.state_path, self.name)
+
+    def last_run(self) -> RunView:
+        return run_view(self.status_log.last_run())
+
+    @property
+    def run_lock(self) -> RunLock:
+        return RunLock(self.pipeline.state_path)
+
+    def running_job(self) -> dict | None:
+        """run.json of the process holding the run lock, or None when no copy runs."""
+        lock = self.run_lock
+        return (lock.holder() or {"pid": None}) if lock.is_held() else None
+
+    def stop_running(self, grace_seconds: float = 120, log: Callable[[str], None] = print) -> dict | None:
+        """Stop the running copy: SIGTERM (it stops at a batch boundary), SIGKILL after the grace.
+
+        Only a process on this host can be signalled; for another host the error says so.
+        Returns the holder that was stopped, None if nothing ran.
+        """
+        holder = self.running_job()
+        if holder is None:
+            return None
+        pid, host = holder.get("pid"), holder.get("host")
+        if not pid or (host and host != socket.gethostname()):
+            raise RuntimeError(f"the {self.name} query runs as pid {pid} on host {host}, not here "
+                               f"({socket.gethostname()}). Fix: stop it there (SIGTERM) and run this task again.")
+        log(f"stopping the running {self.name} query (pid {pid}) with SIGTERM: it stops at a batch boundary")
+        _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_seconds
+        while time.monotonic() < deadline:
+            if not self.run_lock.is_held():
+                log(f"pid {pid} stopped")
+                return holder
+            time.sleep(1)
+        log(f"pid {pid} did not stop within {grace_seconds:.0f}s: SIGKILL (recovery replays the open batch)")
+        _signal(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while self.run_lock.is_held():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"pid {pid} still holds {self.run_lock.dir / 'run.lock'} 30s after SIGKILL")
+            time.sleep(0.5)
+        return holder
+
+    # -- recovery in progress -------------------------------------------------
+    @property
+    def recovery_marker_path(self) -> Path:
+        return self.pipeline.state_path / RECOVERY_MARKER
+
+    def recovery_in_progress(self) -> dict | None:
+        """The marker `<p>_recover` writes while it works, unless older than 6 hours (a crashed run)."""
+        try:
+            marker = json.loads(self.recovery_marker_path.read_text())
+        except (OSError, ValueError):
+            return None
+        if time.time() - float(marker.get("epoch", 0)) > RECOVERY_MARKER_STALE_SECONDS:
+            return None
+        return marker
+
+    def mark_recovery(self, run_id: str) -> dict:
+        marker = {"run_id": run_id, "time": now_iso(), "epoch": time.time(), "pid": os.getpid()}
+        self.recovery_marker_path.parent.mkdir(parents=True, exist_ok=True)
+        self.recovery_marker_path.write_text(json.dumps(marker))
+        return marker
+
+    def clear_recovery(self) -> None:
+        self.recovery_marker_path.unlink(missing_ok=True)
+
+    # -- audit reports --------------------------------------------------------
+    @property
+    def reports_dir(self) -> Path:
+        return reports_root() / self.name
+
+    def latest_audit(self) -> dict | None:
+        """summary.json of the newest audit report (with its folder as `report_dir`), or None."""
+        return latest_summary(self.reports_dir)
+
+
+def latest_summary(pipeline_reports: Path) -> dict | None:
+    """The newest `<run>/summary.json` under one pipeline's report folder."""
+    candidates = []
+    latest = pipeline_reports / "latest"
+    if (latest / "summary.json").is_file():
+        candidates.append(latest.resolve())
+    else:
+        candidates = sorted((p.parent for p in pipeline_reports.glob("*/summary.json")),
+                            key=lambda p: (p / "summary.json").stat().st_mtime, reverse=True)
+    for folder in candidates:
+        try:
+            summary = json.loads((folder / "summary.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(summary, dict):
+            return {**summary, "report_dir": str(folder)}
+    return None
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass

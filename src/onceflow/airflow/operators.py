@@ -1,0 +1,373 @@
+"""Operators: submit onceflow's Spark apps, turn audit and recovery results into task outcomes.
+
+Spark apps go through the apache-spark provider's SparkSubmitOperator (the
+`spark_default` connection picks the master). Two traps of long-lived
+spark-submit tasks are closed here: every run is bounded (`--max-seconds`, so the
+task always ends), and killing the task first sends SIGTERM to the app, which
+stops at a batch boundary, before the provider's SIGKILL (bounded wait).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseBranchOperator, BaseOperator, BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+
+from onceflow.airflow.hooks import PROBLEMS, OnceflowHook, reports_root
+from onceflow.airflow.links import AuditReportLink, report_url
+from onceflow.airflow.submit import submit_settings
+
+_EXIT_CODE = re.compile(r"Error code is: (\d+)")
+
+
+class OnceflowSparkSubmitOperator(SparkSubmitOperator):
+    """spark-submit of spark_apps/<app>.py for one pipeline, with onceflow's jars, conf and env.
+
+    :param pipeline_file: the pipeline YAML (passed to the app as --pipeline)
+    :param app: the entry point in spark_apps/ (ingest, audit, backfill)
+    :param app_args: more arguments for the app (templated)
+    :param stop_grace: seconds to wait after SIGTERM on kill before the provider's SIGKILL
+    """
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "pipeline_file", "app_args")
+    ui_color = "#fdf0e0"
+
+    def __init__(self, *, pipeline_file: str, app: str, app_args: Sequence[str] = (),
+                 conn_id: str = "spark_default", stop_grace: float = 60.0, **kwargs: Any) -> None:
+        kwargs.setdefault("name", f"onceflow-{app}")
+        super().__init__(conn_id=conn_id, **kwargs)
+        self.pipeline_file = pipeline_file
+        self.app = app
+        self.app_args = list(app_args)
+        self.stop_grace = stop_grace
+
+    @property
+    def onceflow(self) -> OnceflowHook:
+        return OnceflowHook(self.pipeline_file)
+
+    def arguments(self, context: Any) -> list[str]:
+        """The app's command line (subclasses add theirs)."""
+        return ["--pipeline", str(Path(self.pipeline_file).resolve()), *[str(a) for a in self.app_args]]
+
+    def prepare(self, context: Any) -> None:
+        master = SparkSubmitHook(conn_id=self._conn_id)._connection["master"]
+        settings = submit_settings(self.app, master)
+        self.application = settings.application
+        self.application_args = self.arguments(context)
+        self.conf = {**settings.conf, **(self.conf or {})}
+        self.jars = ",".join(j for j in (settings.jars, self.jars) if j)
+        self.py_files = ",".join(p for p in (settings.py_files, self.py_files) if p) or None
+        self.env_vars = {**settings.env_vars, **(self.env_vars or {})}
+        self._hook = None
+        self.log.info("spark-submit %s on master %s (connection %s)", self.application, master, self._conn_id)
+
+    def execute(self, context: Any) -> Any:
+        self.prepare(context)
+        return super().execute(context)
+
+    def on_kill(self) -> None:
+        """SIGTERM the app first (it stops at a batch boundary), then let the provider kill spark-submit."""
+        submit = getattr(self._hook, "_submit_sp", None) if self._hook else None
+        try:
+            holder = self.onceflow.running_job()
+        except Exception:
+            holder = None
+        pid = (holder or {}).get("pid")
+        if submit is not None and submit.poll() is None and pid and _descends_from(pid, submit.pid):
+            self.log.info("stopping the app (pid %s) with SIGTERM; waiting up to %ss", pid, self.stop_grace)
+            os.kill(pid, signal.SIGTERM)
+            try:
+                submit.wait(timeout=self.stop_grace)
+            except subprocess.TimeoutExpired:
+                self.log.warning("the app did not stop within %ss: killing spark-submit", self.stop_grace)
+        super().on_kill()
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """True if `pid` is `ancestor` or one of its descendants (Linux /proc)."""
+    seen = 0
+    while pid and pid != 1 and seen < 64:
+        if pid == ancestor:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        seen += 1
+    return False
+
+
+class IngestOperator(OnceflowSparkSubmitOperator):
+    """One bounded run of the exactly-once ingest app (available-now or a continuous window).
+
+    Skips when another copy of the query runs (the app's own run lock would refuse it
+    anyway) and, unless `during_recovery`, while `<p>_recover` works. Returns the
+    run's summary (run id, batches, rows, final status) as XCom.
+    """
+
+    template_fields: Sequence[str] = (*OnceflowSparkSubmitOperator.template_fields, "max_seconds", "until_idle")
+
+    def __init__(self, *, pipeline_file: str, mode: str, max_seconds: Any = None, until_idle: Any = None,
+                 during_recovery: bool = False, **kwargs: Any) -> None:
+        if mode not in ("available-now", "continuous"):
+            raise ValueError(f"mode must be 'available-now' or 'continuous', not {mode!r}")
+        super().__init__(pipeline_file=pipeline_file, app="ingest", **kwargs)
+        self.mode = mode
+        self.max_seconds = max_seconds
+        self.until_idle = until_idle
+        self.during_recovery = during_recovery
+
+    def arguments(self, context: Any) -> list[str]:
+        args = [*super().arguments(context), "--mode", self.mode]
+        if self.max_seconds not in (None, "", "None"):
+            args += ["--max-seconds", str(int(float(self.max_seconds)))]
+        if self.until_idle not in (None, "", "None"):
+            args += ["--until-idle", str(int(float(self.until_idle)))]
+        return args
+
+    def execute(self, context: Any) -> dict:
+        hook = self.onceflow
+        recovering = hook.recovery_in_progress()
+        if recovering and not self.during_recovery:
+            raise AirflowSkipException(f"{hook.name}: recovery run {recovering.get('run_id')} is in progress; "
+                                       "it resubmits the app itself")
+        holder = hook.running_job()
+        if holder is not None:
+            raise AirflowSkipException(f"{hook.name}: the query already runs (pid {holder.get('pid')} on "
+                                       f"{holder.get('host')}, started {holder.get('started')}); not starting a "
+                                       "second copy")
+        since = time.time()
+        context["ti"].xcom_push(key="since", value=since)
+        failure: Exception | None = None
+        try:
+            super().execute(context)
+        except AirflowException as exc:
+            failure = exc
+        run = hook.last_run()
+        if run.started_epoch is None or run.started_epoch < since - 2:
+            raise AirflowException(f"{hook.name}: the ingest app did not start: {failure or 'no started event'}")
+        summary = {**run.as_dict(), "since": since}
+        self.log.info("%s run %s (%s): %s batches, %s rows, final %s", hook.name, run.run_id, run.mode,
+                      run.batches, run.rows, run.final_status)
+        if failure is not None or run.final_status == "failed":
+            raise AirflowException(f"{hook.name}: ingest run {run.run_id} failed: {run.error or failure}")
+        return summary
+
+
+class AuditOperator(OnceflowSparkSubmitOperator):
+    """Run the audit app, publish its report, and fail the task on any duplicate or loss.
+
+    Exit code 1 (the audit found a data problem) fails without retry; exit code 2
+    (the audit could not run) fails with retries. The report's URL is the task's
+    "Audit report" extra link and its path the XCom `report`.
+    """
+
+    template_fields: Sequence[str] = (*OnceflowSparkSubmitOperator.template_fields, "audit_mode")
+    operator_extra_links = (AuditReportLink(),)
+
+    def __init__(self, *, pipeline_file: str, audit_mode: str = "incremental", **kwargs: Any) -> None:
+        super().__init__(pipeline_file=pipeline_file, app="audit", **kwargs)
+        self.audit_mode = audit_mode
+        self.report_link: str | None = None
+
+    def arguments(self, context: Any) -> list[str]:
+        if self.audit_mode not in ("incremental", "full"):
+            raise AirflowFailException(f"audit mode must be 'incremental' or 'full', not {self.audit_mode!r}")
+        scope = "--full" if self.audit_mode == "full" else "--since-last"
+        return [*super().arguments(context), scope, "--report-dir", str(reports_root())]
+
+    def execute(self, context: Any) -> dict:
+        hook = self.onceflow
+        started = time.time()
+        code = 0
+        try:
+            super().execute(context)
+        except AirflowException as exc:
+            match = _EXIT_CODE.search(str(exc))
+            code = int(match.group(1)) if match else 2
+            if code != 1:
+                raise AirflowException(f"{hook.name}: the audit could not run (exit code {code}): {exc}") from None
+        summary = hook.latest_audit()
+        if summary is None or Path(summary["report_dir"], "summary.json").stat().st_mtime < started - 1:
+            raise AirflowException(f"{hook.name}: the audit wrote no report under {hook.reports_dir}")
+        report_dir = summary["report_dir"]
+        self.report_link = report_url(report_dir, reports_root())
+        context["ti"].xcom_push(key="report", value=str(Path(report_dir) / "index.html"))
+        self.log.info("%s audit report: %s (%s)", hook.name, report_dir, self.report_link)
+        verdict = audit_verdict(summary)
+        if code == 1 or not verdict["passed"]:
+            raise AirflowFailException(f"{hook.name}: the audit found data problems: {verdict['problems']}. "
+                                       f"Report: {report_dir}/index.html")
+        return {"report_dir": report_dir, "report_url": self.report_link, **verdict}
+
+
+def audit_verdict(summary: dict) -> dict:
+    """passed + the failing checks of an audit summary.json (docs/schemas/audit-summary.schema.json)."""
+    checks = summary.get("checks") or []
+    failing = [c.get("name") or c.get("check") for c in checks if isinstance(c, dict) and not c.get("passed", True)]
+    passed = summary.get("passed")
+    if passed is None:
+        passed = summary.get("status") in ("pass", "passed", "ok") and not failing
+    problems = failing or ([summary.get("status")] if not passed else [])
+    return {"passed": bool(passed) and not failing, "problems": problems,
+            "duplicates": summary.get("duplicates"), "missing": summary.get("missing")}
+
+
+class RecoveryOperator(BaseOperator):
+    """`onceflow recover` as a task: `plan` (dry run, the plan in the log and XCom) or `execute`.
+
+    Recovery is JVM-free file work on the checkpoint and ledgers, so it runs as a
+    plain process on the worker. No retries: a half-done recovery is re-planned.
+    """
+
+    template_fields: Sequence[str] = ("pipeline_file", "force", "accept_loss")
+    ui_color = "#fbe3e3"
+
+    def __init__(self, *, pipeline_file: str, action: str, force: Any = False, accept_loss: Any = False,
+                 **kwargs: Any) -> None:
+        if action not in ("plan", "execute"):
+            raise ValueError(f"action must be 'plan' or 'execute', not {action!r}")
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self.pipeline_file = pipeline_file
+        self.action = action
+        self.force = force
+        self.accept_loss = accept_loss
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "onceflow.cli", "recover", "--pipeline", str(Path(self.pipeline_file).resolve())]
+        if self.action == "plan":
+            cmd.append("--dry-run")
+        if _truthy(self.force):
+            cmd.append("--force")
+        if _truthy(self.accept_loss):
+            cmd.append("--accept-loss")
+        return cmd
+
+    def execute(self, context: Any) -> Any:
+        cmd = self.command()
+        self.log.info("running: %s", " ".join(cmd))
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        for line in proc.stderr.splitlines():
+            self.log.info("%s", line)
+        plan = _json_or_none(proc.stdout)
+        if plan is None:
+            for line in proc.stdout.splitlines():
+                self.log.info("%s", line)
+        else:
+            self.log.info("recovery %s:\n%s", self.action, json.dumps(plan, indent=2))
+        if proc.returncode != 0:
+            raise AirflowFailException(f"onceflow recover ({self.action}) exited {proc.returncode}: "
+                                       f"{(proc.stderr or proc.stdout).strip()[-2000:]}")
+        return plan if plan is not None else proc.stdout[-10000:]
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _json_or_none(text: str) -> Any:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        start = text.find("{")
+        try:
+            return json.loads(text[start:]) if start >= 0 else None
+        except ValueError:
+            return None
+
+
+class StopRunningOperator(BaseOperator):
+    """Stop the pipeline's running query, if any (SIGTERM, SIGKILL after the grace)."""
+
+    template_fields: Sequence[str] = ("pipeline_file",)
+
+    def __init__(self, *, pipeline_file: str, grace_seconds: float = 120, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pipeline_file = pipeline_file
+        self.grace_seconds = grace_seconds
+
+    def execute(self, context: Any) -> dict | None:
+        stopped = OnceflowHook(self.pipeline_file).stop_running(self.grace_seconds, log=self.log.info)
+        if stopped is None:
+            self.log.info("no copy of the query runs")
+        return stopped
+
+
+class RecoveryMarkerOperator(BaseOperator):
+    """Set (`begin`) or clear (`end`) the marker that keeps `<p>_stream` from submitting during recovery."""
+
+    template_fields: Sequence[str] = ("pipeline_file",)
+
+    def __init__(self, *, pipeline_file: str, action: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pipeline_file = pipeline_file
+        self.action = action
+
+    def execute(self, context: Any) -> dict | None:
+        hook = OnceflowHook(self.pipeline_file)
+        if self.action == "begin":
+            other = hook.recovery_in_progress()
+            if other and other.get("run_id") != context["run_id"]:
+                raise AirflowFailException(f"{hook.name}: recovery run {other.get('run_id')} is already in "
+                                           f"progress (since {other.get('time')}); wait for it to finish")
+            return hook.mark_recovery(context["run_id"])
+        hook.clear_recovery()
+        return None
+
+
+class StreamGuardSensor(BaseSensorOperator):
+    """Before a stream window: wait (rescheduling, no slot held) while recovery runs; then say
+    whether a copy of the query already runs (it is watched, not started twice)."""
+
+    template_fields: Sequence[str] = ("pipeline_file",)
+
+    def __init__(self, *, pipeline_file: str, **kwargs: Any) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        kwargs.setdefault("poke_interval", 30)
+        super().__init__(**kwargs)
+        self.pipeline_file = pipeline_file
+
+    def poke(self, context: Any) -> PokeReturnValue | bool:
+        hook = OnceflowHook(self.pipeline_file)
+        recovering = hook.recovery_in_progress()
+        if recovering:
+            self.log.info("%s: recovery run %s is in progress; waiting", hook.name, recovering.get("run_id"))
+            return False
+        holder = hook.running_job()
+        if holder is not None:
+            self.log.info("%s: a copy already runs (pid %s); this window watches it", hook.name, holder.get("pid"))
+        return PokeReturnValue(is_done=True, xcom_value={"since": None if holder else time.time(),
+                                                         "running": holder})
+
+
+class RouteOnVerdictOperator(BaseBranchOperator):
+    """After the watcher: a problem verdict goes to `problem_task`, anything else to `ok_task`."""
+
+    def __init__(self, *, watch_task: str, problem_task: str, ok_task: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.watch_task, self.problem_task, self.ok_task = watch_task, problem_task, ok_task
+
+    def choose_branch(self, context: Any) -> str:
+        event = context["ti"].xcom_pull(task_ids=self.watch_task) or {}
+        verdict = event.get("verdict")
+        if verdict in PROBLEMS:
+            self.log.info("verdict %s (%s): recovering", verdict, "; ".join(event.get("reasons") or []))
+            return self.problem_task
+        self.log.info("verdict %s: the window ended cleanly", verdict)
+        return self.ok_task

@@ -1,0 +1,110 @@
+"""PipelineHealthSensor: a deferrable wait for a pipeline verdict (checkpoint progress).
+
+Deferred, the wait costs a worker slot nothing: PipelineHealthTrigger polls in
+the triggerer. The sensor returns the trigger's event (verdict, reasons, health,
+the run's batches and rows) as its XCom, so a branch downstream can route on
+it; verdicts in `fail_on` fail the task instead (no retry: the facts will not
+change by asking again). A run that did not start within `start_grace` makes
+the sensor reschedule itself, which frees the slot for the task that starts it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Sequence
+
+from airflow.sdk import BaseSensorOperator, timezone
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowRescheduleException
+
+from onceflow.airflow.hooks import ERROR, NOT_STARTED, TIMEOUT
+from onceflow.airflow.triggers import PipelineHealthTrigger, observe
+
+
+def _optional_float(value: Any) -> float | None:
+    """Template output ('None', '', '12.5') or a number -> float | None."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
+        return None
+    return float(value)
+
+
+class PipelineHealthSensor(BaseSensorOperator):
+    """Wait until a pipeline's verdict is in `fire_on`; fail on `fail_on`.
+
+    :param pipeline_file: the pipeline YAML
+    :param fire_on: verdicts that end the wait (healthy, stalled, dead, failed, broken, stopped, ...)
+    :param fail_on: verdicts (subset of fire_on) that fail the task
+    :param since: epoch seconds; only a run started after it counts (templated)
+    :param start_grace: seconds to wait for that run to start before rescheduling (templated)
+    :param require_progress: a clean end (stopped) counts only if the run committed a batch
+        or nothing was left to read
+    """
+
+    template_fields: Sequence[str] = ("pipeline_file", "since", "start_grace", "wait_timeout")
+    ui_color = "#e8f4ea"
+
+    def __init__(self, *, pipeline_file: str, fire_on: Sequence[str], fail_on: Sequence[str] = (),
+                 since: Any = None, start_grace: Any = None, wait_timeout: Any = None,
+                 require_progress: bool = False, poll_interval: float = 5.0, deferrable: bool = True,
+                 **kwargs: Any) -> None:
+        kwargs.setdefault("poke_interval", poll_interval)
+        super().__init__(**kwargs)
+        self.pipeline_file = pipeline_file
+        self.fire_on = list(fire_on)
+        self.fail_on = list(fail_on)
+        self.since = since
+        self.start_grace = start_grace
+        self.wait_timeout = wait_timeout
+        self.require_progress = require_progress
+        self.poll_interval = poll_interval
+        self.deferrable = deferrable
+
+    def _trigger(self) -> PipelineHealthTrigger:
+        return PipelineHealthTrigger(pipeline_file=self.pipeline_file, fire_on=self.fire_on,
+                                     since=_optional_float(self.since),
+                                     start_grace=_optional_float(self.start_grace),
+                                     timeout=_optional_float(self.wait_timeout), poll_interval=self.poll_interval)
+
+    def execute(self, context: Any) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        self.defer(trigger=self._trigger(), method_name="execute_complete")
+
+    def poke(self, context: Any) -> Any:
+        """Non-deferrable mode: the same look the trigger takes, once per poke."""
+        from airflow.sdk import PokeReturnValue
+
+        snap = observe(self.pipeline_file, _optional_float(self.since))
+        if snap["verdict"] in self.fire_on:
+            return PokeReturnValue(is_done=True, xcom_value=self._outcome(snap))
+        return False
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        return self._outcome(event)
+
+    def _outcome(self, event: dict[str, Any]) -> dict[str, Any]:
+        verdict = event.get("verdict")
+        name = event.get("pipeline") or self.pipeline_file
+        reasons = "; ".join(event.get("reasons") or []) or "no reasons given"
+        if verdict == ERROR:
+            raise AirflowException(f"could not read pipeline {name}: {event.get('error')}")
+        if verdict == TIMEOUT:
+            raise AirflowException(f"{name}: no verdict in {self.fire_on} within {self.wait_timeout}s "
+                                   f"(last verdict {event.get('last_verdict')}: {reasons})")
+        if verdict == NOT_STARTED:
+            when = timezone.utcnow() + timedelta(seconds=max(self.poll_interval, 5))
+            self.log.info("%s: no run has started since %s yet; checking again at %s", name, self.since, when)
+            raise AirflowRescheduleException(when)
+        run = event.get("run") or {}
+        self.log.info("%s: verdict %s (%s); run %s committed %s batches, %s rows, last batch %s",
+                      name, verdict, reasons, run.get("run_id"), run.get("batches"), run.get("rows"),
+                      run.get("last_batch_id"))
+        if verdict in self.fail_on:
+            raise AirflowFailException(f"{name}: verdict {verdict}: {reasons}. Fix: see the run's status log "
+                                       f"and `onceflow checkpoint status --pipeline {self.pipeline_file}`.")
+        if self.require_progress and not run.get("batches"):
+            lag = (event.get("health") or {}).get("lag")
+            if lag:
+                raise AirflowFailException(f"{name}: the run ended ({verdict}) without committing a batch "
+                                           f"while {lag} records wait to be read ({reasons})")
+            self.log.info("%s: the run committed no batch because nothing was left to read (lag 0)", name)
+        return event

@@ -1,0 +1,81 @@
+"""PipelineHealthTrigger: waits in the triggerer until a pipeline reaches a verdict.
+
+It polls `onceflow checkpoint status` (onceflow.health, no JVM) and fires once the
+verdict is one of `fire_on`: healthy (commits advancing, lag under threshold),
+stalled, dead, failed, broken, stopped ... A task that just submitted a run
+passes `since` (epoch seconds): runs that started before it do not count, so the
+verdict of last hour's run never answers for this one. If no such run starts
+within `start_grace` seconds the trigger fires `not_started`; after `timeout` it
+fires `timeout`; a pipeline it cannot read fires `error` with the message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, AsyncIterator
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from onceflow.airflow.hooks import ERROR, NOT_STARTED, TIMEOUT, WAITING, OnceflowHook
+
+# a run "started since" the task asked, allowing for clocks a little apart
+SINCE_SLACK_SECONDS = 2.0
+
+
+def observe(pipeline_file: str, since: float | None = None) -> dict:
+    """One look at a pipeline: its health verdict, scoped to the run that started after `since`."""
+    hook = OnceflowHook(pipeline_file)
+    health = hook.health()
+    run = hook.last_run()
+    verdict = health.get("verdict")
+    if since is not None and (run.started_epoch is None or run.started_epoch < since - SINCE_SLACK_SECONDS):
+        verdict = WAITING
+    return {"pipeline": hook.name, "verdict": verdict, "reasons": list(health.get("reasons") or []),
+            "health": health, "run": run.as_dict(), "since": since, "time": time.time()}
+
+
+class PipelineHealthTrigger(BaseTrigger):
+    """Fires a TriggerEvent when the pipeline's verdict is in `fire_on` (see module docstring)."""
+
+    def __init__(self, pipeline_file: str, fire_on: list[str], since: float | None = None,
+                 start_grace: float | None = None, timeout: float | None = None,
+                 poll_interval: float = 5.0) -> None:
+        super().__init__()
+        if not fire_on:
+            raise ValueError("PipelineHealthTrigger needs at least one verdict in fire_on")
+        self.pipeline_file = str(pipeline_file)
+        self.fire_on = sorted(set(fire_on))
+        self.since = float(since) if since is not None else None
+        self.start_grace = float(start_grace) if start_grace is not None else None
+        self.timeout = float(timeout) if timeout is not None else None
+        self.poll_interval = float(poll_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return ("onceflow.airflow.triggers.PipelineHealthTrigger", {
+            "pipeline_file": self.pipeline_file, "fire_on": self.fire_on, "since": self.since,
+            "start_grace": self.start_grace, "timeout": self.timeout, "poll_interval": self.poll_interval})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        began = time.monotonic()
+        while True:
+            try:
+                snap = await asyncio.to_thread(observe, self.pipeline_file, self.since)
+            except Exception as exc:  # an unreadable pipeline will not heal by polling
+                yield TriggerEvent({"verdict": ERROR, "pipeline_file": self.pipeline_file,
+                                    "error": f"{type(exc).__name__}: {exc}"})
+                return
+            waited = time.monotonic() - began
+            if snap["verdict"] in self.fire_on:
+                yield TriggerEvent({**snap, "waited_seconds": round(waited, 1)})
+                return
+            if snap["verdict"] == WAITING and self.start_grace is not None and waited >= self.start_grace:
+                yield TriggerEvent({**snap, "verdict": NOT_STARTED, "waited_seconds": round(waited, 1)})
+                return
+            if self.timeout is not None and waited >= self.timeout:
+                yield TriggerEvent({**snap, "verdict": TIMEOUT, "last_verdict": snap["verdict"],
+                                    "waited_seconds": round(waited, 1)})
+                return
+            self.log.info("%s: verdict %s (waiting for %s)", snap["pipeline"], snap["verdict"],
+                          ", ".join(self.fire_on))
+            await asyncio.sleep(self.poll_interval)
