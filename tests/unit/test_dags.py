@@ -1,0 +1,116 @@
+"""DAG integrity: the DAG files import cleanly, each pipeline gets its five DAGs with the
+expected tasks, dependencies and defaults, and a bad pipeline YAML is an import error
+that names the file and the field."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+from tests.airflow_helpers import ROOT  # sets up AIRFLOW_HOME before airflow is imported
+
+EXPECTED = {
+    "payments_stream": {"guard": ["stream", "wait_healthy"], "stream": [], "wait_healthy": ["watch"],
+                        "watch": ["route"], "route": ["trigger_recover", "window_done"],
+                        "trigger_recover": [], "window_done": []},
+    "payments_batch": {"ingest": ["audit"], "audit": []},
+    "payments_audit": {"audit": []},
+    "payments_recover": {"begin": ["end", "stop"], "stop": ["plan"], "plan": ["execute"],
+                         "execute": ["resubmit"], "resubmit": ["wait_first_batch"],
+                         "wait_first_batch": ["audit"], "audit": ["end"], "end": []},
+    "payments_backfill": {"resolve": ["backfill"], "backfill": ["audit"], "audit": []},
+}
+
+
+def _dagbag(folder: Path):
+    from airflow.dag_processing.dagbag import DagBag
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bag = DagBag(dag_folder=str(folder))
+    return bag, caught
+
+
+@pytest.fixture(scope="module")
+def bag(monkeypatch_module):
+    monkeypatch_module.setenv("ONCEFLOW_PIPELINES_DIR", str(ROOT / "pipelines"))
+    return _dagbag(ROOT / "dags")
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def test_dag_files_import_without_error_or_warning(bag):
+    dagbag, caught = bag
+    assert dagbag.import_errors == {}
+    assert dagbag.captured_warnings == {}
+    ours = [w for w in caught if "onceflow" in str(w.filename) or str(ROOT / "dags") in str(w.filename)]
+    assert ours == [], [f"{w.filename}:{w.lineno}: {w.message}" for w in ours]
+
+
+def test_each_pipeline_gets_its_dags_tasks_and_dependencies(bag):
+    dagbag, _ = bag
+    assert set(dagbag.dags) == set(EXPECTED)
+    for dag_id, shape in EXPECTED.items():
+        dag = dagbag.dags[dag_id]
+        assert {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks} == shape, dag_id
+
+
+def test_defaults_docs_retries_and_concurrency(bag):
+    dagbag, _ = bag
+    for dag_id, dag in dagbag.dags.items():
+        assert dag.max_active_runs == 1, dag_id
+        assert dag.doc_md and "payments" in dag.doc_md and len(dag.doc_md) > 200, dag_id
+        assert not dag.catchup, dag_id
+    stream = dagbag.dags["payments_stream"]
+    assert stream.task_dict["stream"].retries == 0          # a retried window could race the watcher
+    assert stream.task_dict["wait_healthy"].deferrable and stream.task_dict["watch"].deferrable
+    batch = dagbag.dags["payments_batch"]
+    ingest = batch.task_dict["ingest"]
+    assert ingest.retries == 2 and ingest.retry_exponential_backoff   # replay is a no-op: retry helps
+    assert batch.task_dict["audit"].trigger_rule == "none_failed"
+    recover = dagbag.dags["payments_recover"]
+    assert all(t.retries == 0 for t in recover.tasks if t.task_id != "audit")
+    assert recover.task_dict["end"].is_teardown
+    assert recover.schedule is None and dagbag.dags["payments_backfill"].schedule is None
+    assert stream.schedule == "@continuous"      # the next window starts when this one ends
+    # the audit produces the table's Asset and carries the "Audit report" link
+    audit = dagbag.dags["payments_audit"].task_dict["audit"]
+    assert [a.name for a in audit.outlets] == ["onceflow.payments.bronze"]
+    assert [link.name for link in audit.operator_extra_links] == ["Audit report"]
+
+
+def test_dags_serialize_as_the_dag_processor_stores_them(bag):
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    dagbag, _ = bag
+    for dag_id, dag in dagbag.dags.items():
+        restored = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))
+        assert set(restored.task_dict) == set(EXPECTED[dag_id])
+    audit = DagSerialization.serialize_dag(dagbag.dags["payments_audit"])
+    assert "Audit report" in str(audit)
+
+
+@pytest.mark.parametrize("yaml_text, field", [
+    ("name: bad\nsource: {bootstrap_servers: 'x:1', topic: t}\nsinks: {quarantine: {path: q}}\ncheckpoint: c\n",
+     "sinks.bronze"),
+    ("name: bad\nsource: {bootstrap_servers: 'x:1', topic: 'no spaces'}\n"
+     "sinks: {bronze: {path: b}, quarantine: {path: q}}\ncheckpoint: c\n", "source.topic"),
+])
+def test_bad_pipeline_yaml_is_an_import_error_naming_file_and_field(tmp_path, monkeypatch, yaml_text, field):
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir()
+    bad = pipelines / "bad.yaml"
+    bad.write_text(yaml_text)
+    monkeypatch.setenv("ONCEFLOW_PIPELINES_DIR", str(pipelines))
+    dagbag, _ = _dagbag(ROOT / "dags")
+    assert dagbag.dags == {}
+    assert list(dagbag.import_errors) == [str(ROOT / "dags" / "onceflow_dags.py")]
+    message = next(iter(dagbag.import_errors.values()))
+    assert str(bad) in message and f"field `{field}`" in message and "Fix:" in message
