@@ -43,3 +43,14 @@ kafka-stop: venv
 clean:
 	-$(ONCEFLOW) kafka stop
 	rm -rf .onceflow/kafka .onceflow/tables .onceflow/checkpoints .onceflow/pipelines reports
+
+# The docker dev stack (docker/compose.yaml; docs/docker-stack.md). Needs Docker with compose v2.
+.PHONY: stack-up stack-down stack-demo
+stack-up:
+	docker/stack.sh up
+
+stack-down:
+	docker/stack.sh down
+
+stack-demo:
+	docker/stack.sh demo
