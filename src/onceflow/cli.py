@@ -119,6 +119,7 @@ def cmd_demo(args) -> int:
 # -- parser ------------------------------------------------------------------
 # Modules that add their own subcommands (kept apart so each stays small).
 COMMAND_MODULES: tuple[str, ...] = (
+    "onceflow.checkpoint_cli",
 )
 
 

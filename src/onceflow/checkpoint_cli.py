@@ -1,0 +1,189 @@
+"""`onceflow checkpoint status | show`: a pipeline's health, and what its checkpoint holds.
+
+Thin: reads with onceflow.health / onceflow.checkpoint and prints (rich tables, or
+JSON with --json). Exit codes are documented in docs/checkpoint-status.md.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from rich.markup import escape
+
+from onceflow.errors import ConfigError
+
+VERDICT_STYLE = {"healthy": "bold green", "lagging": "bold yellow", "stopped": "bold cyan",
+                 "not_started": "bold cyan", "stalled": "bold red", "dead": "bold red", "failed": "bold red",
+                 "broken": "bold red", "unknown": "bold magenta"}
+SHOW_BATCHES = 10  # newest batches listed by `checkpoint show`
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("checkpoint", help="a pipeline's checkpoint and health (no JVM needed)")
+    actions = p.add_subparsers(dest="action", required=True)
+
+    s = actions.add_parser("status", help="health verdict: offsets vs Kafka, lag, run state, sink ledgers")
+    s.add_argument("--pipeline", default="pipelines/payments.yaml", help="the pipeline YAML (or its name)")
+    s.add_argument("--json", action="store_true", help="print the report as JSON "
+                                                       "(docs/schemas/checkpoint-status.schema.json)")
+    s.set_defaults(func=cmd_status)
+
+    s = actions.add_parser("show", help="what the checkpoint holds: batches, commits, offsets, problems")
+    where = s.add_mutually_exclusive_group()
+    where.add_argument("--pipeline", help="the pipeline YAML (or its name); default pipelines/payments.yaml")
+    where.add_argument("--path", help="a checkpoint directory, instead of a pipeline's")
+    s.add_argument("--json", action="store_true", help="print what was found as JSON")
+    s.set_defaults(func=cmd_show)
+
+
+def _load(spec: str):
+    """A pipeline from a YAML path, or from a bare name as pipelines/<name>.yaml."""
+    from onceflow import config
+    from onceflow.paths import project_root
+
+    path = Path(spec)
+    if not path.exists() and "/" not in spec and not spec.endswith((".yaml", ".yml")):
+        for folder in (Path("pipelines"), project_root() / "pipelines"):
+            if (folder / f"{spec}.yaml").exists():
+                path = folder / f"{spec}.yaml"
+                break
+        else:
+            raise ConfigError(f"no pipeline named {spec!r} (looked for pipelines/{spec}.yaml). "
+                              "Fix: pass the YAML path, e.g. --pipeline pipelines/payments.yaml")
+    return config.load(path)
+
+
+def _print_json(data: dict) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _num(value) -> str:
+    return "—" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+
+
+# -- status --------------------------------------------------------------------------
+def cmd_status(args) -> int:
+    from onceflow.health import pipeline_health
+
+    report = pipeline_health(_load(args.pipeline))
+    if args.json:
+        _print_json(report)
+    else:
+        print_status(report)
+    return report["exit_code"]
+
+
+def print_status(report: dict) -> None:
+    from rich.table import Table
+
+    from onceflow.cli import out
+
+    ck, run, kafka = report["checkpoint"], report["run"], report["kafka"]
+    table = Table(title=f"{report['pipeline']}: topic {kafka['topic']} at {kafka['bootstrap']}", title_justify="left")
+    for col in ("partition", "committed", "latest", "lag"):
+        table.add_column(col, justify="right")
+    for row in report["partitions"]:
+        flag = " (behind retention)" if row["behind_retention"] else " (ahead of Kafka)" if row["ahead_of_kafka"] else ""
+        table.add_row(str(row["partition"]), _num(row["committed"]), _num(row["latest"]), _num(row["lag"]) + flag)
+    table.add_row("all", "", "", _num(report["lag"]["total"]), style="bold")
+    if report["partitions"]:
+        out.print(table)
+    if kafka["error"]:
+        out.print(f"[yellow]kafka:[/yellow] {escape(kafka['error'])}", markup=True)
+
+    if ck.get("error"):
+        out.print(f"checkpoint: {ck['error']}", markup=False)
+    elif not ck["exists"] or ck.get("empty"):
+        out.print(f"checkpoint: none yet at {ck['path']}", markup=False)
+    else:
+        pending = f", batch {ck['uncommitted']} planned not committed" if ck["uncommitted"] is not None else ""
+        out.print(f"checkpoint: last committed batch {_num(ck['last_committed'])} at {ck['last_commit_at'] or '—'}"
+                  f"{pending}; {len(ck['problems'])} problem(s)", markup=False)
+    sinks = ", ".join(f"{name} {_num(s.get('last_batch')) if not s['error'] else 'unreadable'}"
+                      + (f" (g{s['generation']})" if s.get("generation") is not None else "")
+                      for name, s in report["sinks"].items())
+    if sinks:
+        out.print(f"sink ledgers, last batch: {sinks}", markup=False)
+    state = "running" if run["running"] else "not running"
+    if run["holder"]:
+        state += f" (pid {run['holder'].get('pid')} on {run['holder'].get('host')})"
+    bits = [state]
+    if run["heartbeat_age_seconds"] is not None:
+        bits.append(f"last heartbeat {run['heartbeat_age_seconds']:.0f}s ago")
+    if run["commits_per_minute"] is not None:
+        bits.append(f"{run['commits_per_minute']:g} commits/min")
+    if run["avg_batch_duration_ms"] is not None:
+        bits.append(f"avg batch {run['avg_batch_duration_ms']:.0f} ms")
+    if run["final"]:
+        bits.append(f"last run {run['final']['status']} at {run['final']['time']}")
+    out.print("job: " + "; ".join(bits), markup=False)
+    for note in report["notes"]:
+        out.print(f"[dim]note:[/dim] {escape(note)}", markup=True)
+    style = VERDICT_STYLE.get(report["verdict"], "bold")
+    out.print(f"[{style}]{report['verdict'].upper()}[/{style}] — " + escape("; ".join(report["reasons"])), markup=True)
+
+
+# -- show ----------------------------------------------------------------------------
+def cmd_show(args) -> int:
+    from onceflow.checkpoint import read_checkpoint
+
+    path = args.path or _load(args.pipeline or "pipelines/payments.yaml").checkpoint_path
+    ck = read_checkpoint(path)
+    if args.json:
+        data = ck.as_dict()
+        data["batches"] = [_batch_row(ck, b) for b in ck.offsets_files]
+        _print_json(data)
+    else:
+        print_show(ck)
+    if not ck.exists or not ck.usable:
+        return 2 if ck.exists or args.path else 0
+    return 1 if ck.problems else 0
+
+
+def _batch_row(ck, batch_id: int) -> dict:
+    batch = ck.batches.get(batch_id)
+    return {"batch_id": batch_id, "committed": batch_id in ck.commits, "readable": batch is not None,
+            "timestamp_ms": batch.timestamp_ms if batch else None,
+            "offsets": ({t: {str(p): o for p, o in (batch.offsets(t) or {}).items()} for t in batch.topics}
+                        if batch else None)}
+
+
+def print_show(ck) -> None:
+    from datetime import datetime, timezone
+
+    from rich.table import Table
+
+    from onceflow.cli import out
+
+    if not ck.exists:
+        out.print(f"no checkpoint at {ck.path}: " + "; ".join(ck.unusable_reasons), markup=False)
+        return
+    if ck.empty:
+        out.print(f"checkpoint {ck.path}: empty (no batch planned yet)", markup=False)
+    else:
+        retained = f"{ck.retained[0]}–{ck.retained[1]}" if ck.retained else "none"
+        out.print(f"checkpoint {ck.path}\n  query id {ck.query_id or '—'}; batches on disk {retained}; "
+                  f"last committed {_num(ck.last_committed)}"
+                  + (f"; batch {ck.uncommitted} planned, not committed (re-run on restart)"
+                     if ck.uncommitted is not None else ""), markup=False)
+        if ck.initial_offsets:
+            out.print("  initial offsets: " + json.dumps(ck.initial_offsets), markup=False)
+        table = Table(title=f"newest {min(SHOW_BATCHES, len(ck.offsets_files))} batches", title_justify="left")
+        for col in ("batch", "committed", "planned at (UTC)", "end offsets"):
+            table.add_column(col)
+        for b in ck.offsets_files[-SHOW_BATCHES:]:
+            row = _batch_row(ck, b)
+            when = (datetime.fromtimestamp(row["timestamp_ms"] / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+                    if row["timestamp_ms"] else "—")
+            offsets = json.dumps(row["offsets"], separators=(",", ":")) if row["readable"] else "unreadable"
+            table.add_row(str(b), "yes" if row["committed"] else "no", when, offsets)
+        out.print(table)
+    for p in ck.problems:
+        out.print(f"[yellow]problem:[/yellow] {escape(p.path)}: {escape(p.reason)}", markup=True)
+    if ck.usable:
+        out.print("[green]usable[/green]: Spark can restart from it", markup=True)
+    else:
+        out.print("[bold red]UNUSABLE[/bold red]: " + escape("; ".join(ck.unusable_reasons)), markup=True)

@@ -1,0 +1,296 @@
+"""Is a pipeline's streaming job healthy? One JSON-ready answer from four files and Kafka.
+
+`pipeline_health` is what `onceflow checkpoint status` prints and what the Airflow
+trigger polls every few seconds, so it starts no JVM and no Spark: it reads the
+Spark checkpoint (onceflow.checkpoint), the sink ledgers in the Delta logs
+(delta-rs), the job's status log and run lock (onceflow.status), and asks Kafka for
+its last stable offsets. The verdict rules are documented in
+docs/checkpoint-status.md; the output schema is docs/schemas/checkpoint-status.schema.json.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from onceflow.checkpoint import COMMITS, Checkpoint, read_checkpoint
+from onceflow.config import Pipeline, duration_seconds
+from onceflow.errors import OnceflowError
+from onceflow.status import FAILED, FINAL, IDLE, PROGRESS, STARTED, RunLock, StatusLog
+
+HEALTHY, LAGGING, STALLED, DEAD, FAILED_V, BROKEN = "healthy", "lagging", "stalled", "dead", "failed", "broken"
+STOPPED_V, NOT_STARTED, UNKNOWN = "stopped", "not_started", "unknown"
+EXIT_CODES: dict[str, int] = {HEALTHY: 0, LAGGING: 0, STOPPED_V: 0, NOT_STARTED: 0,
+                              STALLED: 1, DEAD: 1, FAILED_V: 1, BROKEN: 2, UNKNOWN: 2}
+RATE_WINDOW = 20  # progress events the commit rate and batch duration are averaged over
+KAFKA_TIMEOUT = 5.0  # seconds; a trigger polls often, a dead broker must not hold it long
+
+# {"earliest": {p: o}, "latest": {p: o}} or an exception; replaceable in tests of the pure logic
+EndOffsets = Callable[[str, str], dict[str, dict[int, int]]]
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _kafka_end_offsets(bootstrap: str, topic: str) -> dict[str, dict[int, int]]:
+    from onceflow.kafka.admin import list_end_offsets
+
+    return list_end_offsets(bootstrap, topic, timeout=KAFKA_TIMEOUT)
+
+
+# -- the facts ---------------------------------------------------------------------
+def _checkpoint_facts(pipeline: Pipeline) -> tuple[Checkpoint | None, dict]:
+    topic = pipeline.source.topic
+    try:
+        ck = read_checkpoint(pipeline.checkpoint_path)
+    except OnceflowError as exc:  # a remote URI: not readable without a JVM
+        return None, {"path": pipeline.checkpoint_path, "exists": None, "usable": None, "error": str(exc),
+                      "unusable_reasons": [], "problems": [], "query_id": None, "last_committed": None,
+                      "uncommitted": None, "last_commit_at": None}
+    commit_epoch = None
+    if ck.last_committed is not None:
+        try:
+            commit_epoch = (Path(ck.path) / COMMITS / str(ck.last_committed)).stat().st_mtime
+        except OSError:
+            commit_epoch = None
+    return ck, {"path": ck.path, "exists": ck.exists, "usable": ck.usable if not ck.empty else True,
+                "empty": ck.empty, "unusable_reasons": list(ck.unusable_reasons),
+                "problems": [p.as_dict() for p in ck.problems], "query_id": ck.query_id,
+                "last_committed": ck.last_committed, "uncommitted": ck.uncommitted,
+                "last_commit_at": _iso(commit_epoch), "_commit_epoch": commit_epoch,
+                "topic_in_checkpoint": (topic in ck.topics) if ck.topics else None}
+
+
+def _position(ck: Checkpoint | None, topic: str) -> dict[int, int] | None:
+    """Per partition, the next offset the query reads; None when unknown."""
+    if ck is None or not ck.usable or ck.empty:
+        return None
+    try:
+        pos = ck.position(topic)
+    except OnceflowError:
+        return None
+    return pos or None
+
+
+def _kafka_facts(pipeline: Pipeline, position: dict[int, int] | None, fresh: bool,
+                 end_offsets: EndOffsets) -> tuple[dict, list]:
+    """Kafka's offsets, and one row per partition: committed / latest / lag.
+
+    A partition the query has no position in is read from the log start (Spark
+    starts new partitions at earliest); so is every partition of a query that has
+    not started (`fresh`) with starting_offsets=earliest. Otherwise no position
+    means no lag (a broken checkpoint gives no trustworthy position)."""
+    src = pipeline.source
+    kafka: dict = {"bootstrap": src.bootstrap_servers, "topic": src.topic, "error": None}
+    try:
+        offsets = end_offsets(src.bootstrap_servers, src.topic)
+    except Exception as exc:  # unreachable, unknown topic: reported, never raised
+        kafka["error"] = str(exc)
+        offsets = None
+    rows = []
+    parts = sorted(set(position or {}) | set((offsets or {}).get("latest", {})))
+    for p in parts:
+        committed = (position or {}).get(p)
+        latest = offsets["latest"].get(p) if offsets else None
+        earliest = offsets["earliest"].get(p) if offsets else None
+        from_start = position is not None or (fresh and src.starting_offsets == "earliest")
+        start = committed if committed is not None else (earliest if from_start else None)
+        lag = None if latest is None or start is None else max(0, latest - start)
+        rows.append({"partition": p, "committed": committed, "latest": latest, "earliest": earliest, "lag": lag,
+                     "behind_retention": (committed is not None and earliest is not None and committed < earliest),
+                     "ahead_of_kafka": (committed is not None and latest is not None and committed > latest)})
+    return kafka, rows
+
+
+def _sink_facts(pipeline: Pipeline) -> dict:
+    """Each Delta sink's ledger: the last batch it holds (the sink's own account)."""
+    from onceflow.ledger import read_ledger
+
+    sinks = {"bronze": pipeline.sinks.bronze, "quarantine": pipeline.sinks.quarantine,
+             "aggregates": pipeline.sinks.aggregates}
+    out = {}
+    for name, sink in sinks.items():
+        if sink is None:
+            continue
+        path = pipeline.resolve(sink.path)
+        try:
+            ledger = read_ledger(path)
+        except Exception as exc:  # a damaged Delta log: report, keep checking the rest
+            out[name] = {"path": path, "exists": None, "error": f"{type(exc).__name__}: {exc}"}
+            continue
+        last = ledger.last
+        out[name] = {"path": path, "exists": ledger.exists, "error": None, "entries": len(ledger.entries),
+                     "last_batch": last.batch_id if last else None, "generation": last.generation if last else None,
+                     "version": last.version if last else None,
+                     "last_commit_at": _iso(last.timestamp / 1000) if last and last.timestamp else None}
+    return out
+
+
+def _run_facts(pipeline: Pipeline, now: float) -> dict:
+    """The newest run from the status log, the lock, and rates from recent progress events."""
+    run = StatusLog(pipeline.state_path, pipeline.name).last_run()
+    lock = RunLock(pipeline.state_path)
+    running = lock.is_held()
+    started = next((e for e in run if e.get("event") == STARTED), None)
+    final = run[-1] if run and run[-1].get("event") == FINAL else None
+    progress = [e for e in run if e.get("event") == PROGRESS]
+    beats = [e for e in run if e.get("event") in (PROGRESS, IDLE)]
+    recent = progress[-RATE_WINDOW:]
+    rate = None
+    if len(recent) >= 2 and recent[-1]["epoch"] > recent[0]["epoch"]:
+        rate = round((len(recent) - 1) / (recent[-1]["epoch"] - recent[0]["epoch"]) * 60, 2)
+    durations = [e["batch_duration_ms"] for e in recent if isinstance(e.get("batch_duration_ms"), (int, float))]
+    holder = lock.holder() if running else None
+    return {
+        "running": running,
+        "holder": holder,
+        "events": len(run),
+        "run_id": (started or final or {}).get("run_id"),
+        "mode": (started or {}).get("mode"),
+        "generation": (started or {}).get("generation"),
+        "started_at": (started or {}).get("time"),
+        "final": ({"status": final.get("status"), "error": final.get("error"), "time": final.get("time")}
+                  if final else None),
+        "last_progress_batch": progress[-1].get("batch_id") if progress else None,
+        "last_progress_at": progress[-1].get("time") if progress else None,
+        "last_heartbeat_at": beats[-1].get("time") if beats else None,
+        "heartbeat_age_seconds": round(now - beats[-1]["epoch"], 3) if beats else None,
+        "commits_per_minute": rate,
+        "avg_batch_duration_ms": round(sum(durations) / len(durations), 1) if durations else None,
+        "last_batch_duration_ms": durations[-1] if durations else None,
+        "input_rows_per_second": recent[-1].get("input_rows_per_second") if recent else None,
+        "processed_rows_per_second": recent[-1].get("processed_rows_per_second") if recent else None,
+        "_started_epoch": (started or {}).get("epoch"),
+        "_progress_epoch": progress[-1]["epoch"] if progress else None,
+        "_beat_epoch": beats[-1]["epoch"] if beats else None,
+        "_holder_epoch": _parse_iso((holder or {}).get("started")),
+    }
+
+
+def _parse_iso(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+# -- the verdict --------------------------------------------------------------------
+def decide(report: dict, now: float) -> tuple[str, list[str]]:
+    """The verdict and why, from the gathered facts (pure: no I/O). Rules in order, first match wins."""
+    th, ck, run, lag = report["thresholds"], report["checkpoint"], report["run"], report["lag"]
+    reasons: list[str] = []
+    if ck.get("error"):
+        return UNKNOWN, [f"could not read the checkpoint: {ck['error']}"]
+    if ck["exists"] and not ck["empty"] and ck["unusable_reasons"]:
+        return BROKEN, ["checkpoint is unusable: " + r for r in ck["unusable_reasons"]]
+    no_checkpoint = not ck["exists"] or ck["empty"]
+    if not run["running"]:
+        final = run["final"]
+        if run["events"] == 0:
+            if no_checkpoint:
+                return NOT_STARTED, ["no checkpoint and no run recorded in the status log; the job does not run"]
+            return STOPPED_V, [f"not running; the checkpoint holds batches up to {ck['last_committed']} "
+                               "but the status log records no run"]
+        if final is None:
+            return DEAD, [f"the last run ({run['run_id']}) has no final event and no process holds the run "
+                          "lock: the job died (killed or crashed) without stopping"]
+        if final["status"] == FAILED:
+            return FAILED_V, [f"the last run failed at {final['time']}: {final['error']}"]
+        return STOPPED_V, [f"not running; the last run ended {final['status']} at {final['time']}"]
+
+    # running: the lock is held. If the newest run in the log already ended, the
+    # holder is a new run that has not logged `started` yet: only the lock's time counts.
+    starting = run["final"] is not None or run["events"] == 0
+    beat = None if starting else run["_beat_epoch"]
+    started_epoch = None if starting else run["_started_epoch"]
+    alive_since = beat or started_epoch or run["_holder_epoch"]
+    if alive_since is not None and now - alive_since > th["dead_after_seconds"]:
+        what = "heartbeat (progress or idle event)" if beat is not None else "sign of life since the lock was taken"
+        return DEAD, [f"the run lock is held (pid {(run['holder'] or {}).get('pid')}) but the last {what} is "
+                      f"{now - alive_since:.0f}s old, more than dead_after_seconds={th['dead_after_seconds']:g}: "
+                      "the job hangs"]
+    if lag["total"] is None:
+        why = report["kafka"]["error"] or "the query's position in the topic is not known yet"
+        return UNKNOWN, [f"the job runs, but its lag cannot be measured: {why}"]
+    progress_epoch = None if starting else run["_progress_epoch"]
+    commit_epoch = max([e for e in (progress_epoch, ck.get("_commit_epoch")) if e is not None], default=None)
+    run_start = run["_holder_epoch"] if starting else started_epoch
+    since = max([e for e in (commit_epoch, run_start) if e is not None], default=now)
+    quiet = now - since
+    if lag["total"] > 0 and quiet > th["stalled_after_seconds"]:
+        return STALLED, [f"lag is {lag['total']} but no batch committed for {quiet:.0f}s, more than "
+                         f"{th['stalled_after_triggers']} triggers × {th['trigger_seconds']:g}s"]
+    if lag["total"] > th["max_lag"]:
+        return LAGGING, [f"lag {lag['total']} is above max_lag={th['max_lag']}; batches still commit "
+                         f"(last {quiet:.0f}s ago)"]
+    reasons.append(f"running; lag {lag['total']} ≤ max_lag={th['max_lag']}"
+                   + (f"; last commit {quiet:.0f}s ago" if commit_epoch else "; nothing committed yet"))
+    return HEALTHY, reasons
+
+
+def _notes(report: dict) -> list[str]:
+    """Facts worth a line whatever the verdict (they do not change it)."""
+    notes = []
+    for row in report["partitions"]:
+        if row["behind_retention"]:
+            notes.append(f"partition {row['partition']}: committed offset {row['committed']} is below Kafka's log "
+                         f"start {row['earliest']}: records were deleted unread (a restart fails with "
+                         "failOnDataLoss=true; see `onceflow recover`)")
+        if row["ahead_of_kafka"]:
+            notes.append(f"partition {row['partition']}: committed offset {row['committed']} is past Kafka's "
+                         f"latest {row['latest']} (was the topic deleted and recreated?)")
+    ck = report["checkpoint"]
+    if ck.get("problems") and not ck.get("unusable_reasons"):
+        notes.append(f"checkpoint has {len(ck['problems'])} problem(s) that do not block a restart "
+                     "(see `onceflow checkpoint show`)")
+    if ck.get("topic_in_checkpoint") is False:
+        notes.append(f"the checkpoint does not read topic {report['kafka']['topic']!r}: it belongs to another "
+                     "query or the source topic was changed")
+    return notes
+
+
+def pipeline_health(pipeline: Pipeline, *, now: float | None = None,
+                    end_offsets: EndOffsets | None = None) -> dict:
+    """The pipeline's health report (see module doc). Never raises for what it finds:
+    an unreachable Kafka or a damaged file becomes part of the report."""
+    now = time.time() if now is None else now
+    trigger_seconds = duration_seconds(pipeline.trigger.processing_time)
+    h = pipeline.health
+    thresholds = {"max_lag": h.max_lag, "stalled_after_triggers": h.stalled_after_triggers,
+                  "trigger_seconds": trigger_seconds,
+                  "stalled_after_seconds": round(h.stalled_after_triggers * trigger_seconds, 3),
+                  "dead_after_seconds": h.dead_after_seconds}
+    ck, ck_facts = _checkpoint_facts(pipeline)
+    fresh = ck is not None and (not ck.exists or ck.empty)
+    kafka, rows = _kafka_facts(pipeline, _position(ck, pipeline.source.topic), fresh,
+                               end_offsets or _kafka_end_offsets)
+    lags = [r["lag"] for r in rows]
+    total = sum(lags) if rows and all(x is not None for x in lags) else None
+    report = {
+        "pipeline": pipeline.name,
+        "checked_at": _iso(now),
+        "verdict": None,
+        "exit_code": None,
+        "reasons": [],
+        "notes": [],
+        "thresholds": thresholds,
+        "checkpoint": ck_facts,
+        "kafka": kafka,
+        "partitions": rows,
+        "lag": {"total": total, "max_partition": max(lags) if total is not None else None},
+        "sinks": _sink_facts(pipeline),
+        "run": _run_facts(pipeline, now),
+    }
+    verdict, reasons = decide(report, now)
+    report.update(verdict=verdict, exit_code=EXIT_CODES[verdict], reasons=reasons, notes=_notes(report))
+    for section in (report["checkpoint"], report["run"]):  # internal epochs: not part of the schema
+        for key in [k for k in section if k.startswith("_")]:
+            del section[key]
+    return report

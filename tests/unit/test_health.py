@@ -1,0 +1,285 @@
+"""The health verdicts, from synthetic status files, checkpoint dirs and Kafka offsets.
+
+Kafka is replaced by a dict of offsets (pure logic); the run lock is a real flock
+taken in this process; every report is validated against the published JSON Schema.
+The real-broker counterpart is tests/integration/test_checkpoint_real.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from onceflow.config import Pipeline
+from onceflow.health import EXIT_CODES, pipeline_health
+from onceflow.status import RunLock
+from tests.unit.test_checkpoint import TOPIC, write_checkpoint
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs/schemas/checkpoint-status.schema.json").read_text())
+NOW = 1_800_000_000.0
+RUN = "run-1"
+
+
+def validate(report: dict) -> dict:
+    jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker()).validate(report)
+    json.dumps(report)
+    return report
+
+
+@pytest.fixture
+def pipeline(tmp_path, monkeypatch) -> Pipeline:
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
+    return Pipeline.model_validate({
+        "name": "pay", "checkpoint": str(tmp_path / "ck"),
+        "source": {"bootstrap_servers": "localhost:1", "topic": TOPIC},
+        "sinks": {"bronze": {"path": str(tmp_path / "bronze")}, "quarantine": {"path": str(tmp_path / "quar")}},
+        "trigger": {"processing_time": "2 seconds"},
+        "health": {"max_lag": 100, "stalled_after_triggers": 5, "dead_after_seconds": 60},
+    })  # stalled after 10 s without a commit, dead after 60 s without a heartbeat
+
+
+def kafka(latest: dict[int, int], earliest: dict[int, int] | None = None):
+    return lambda bootstrap, topic: {"earliest": earliest or {p: 0 for p in latest}, "latest": latest}
+
+
+def unreachable(bootstrap, topic):
+    raise RuntimeError(f"Kafka at {bootstrap} did not answer")
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def status(pipeline: Pipeline, *events: tuple[str, float, dict], base: float = NOW) -> None:
+    """Write status events with chosen times (seconds before `base`)."""
+    pipeline.state_path.mkdir(parents=True, exist_ok=True)
+    with open(pipeline.state_path / "status.jsonl", "a") as f:
+        for kind, ago, fields in events:
+            f.write(json.dumps({"event": kind, "time": iso(base - ago), "epoch": base - ago,
+                                "pipeline": pipeline.name, "run_id": RUN, **fields}) + "\n")
+
+
+def started(ago: float):
+    return ("started", ago, {"query_id": "q", "pid": 1, "mode": "continuous", "generation": 0,
+                             "trigger_seconds": 2.0})
+
+
+def progress(ago: float, batch: int, duration_ms: int = 400):
+    return ("progress", ago, {"batch_id": batch, "input_rows": 10, "input_rows_per_second": 5.0,
+                              "processed_rows_per_second": 25.0, "batch_duration_ms": duration_ms,
+                              "topic": TOPIC, "end_offsets": {"0": 10}})
+
+
+def committed_checkpoint(pipeline: Pipeline, end: dict[int, int] | None = None) -> Path:
+    end = end or {0: 30, 1: 35}
+    return write_checkpoint(Path(pipeline.checkpoint_path), {0: 0, 1: 0},
+                            {0: {0: 10, 1: 15}, 1: dict(end)}, [0, 1])
+
+
+@pytest.fixture
+def held(pipeline):
+    """The run lock, held as a running job holds it."""
+    lock = RunLock(pipeline.state_path)
+    lock.acquire(run_id=RUN)
+    info = json.loads(lock.info_path.read_text())
+    lock.info_path.write_text(json.dumps({**info, "started": iso(NOW - 5)}))  # taken 5 s before NOW
+    yield lock
+    lock.release()
+
+
+def check(pipeline, offsets=None, **kw) -> dict:
+    report = validate(pipeline_health(pipeline, now=NOW, end_offsets=offsets or kafka({0: 30, 1: 35}), **kw))
+    assert report["exit_code"] == EXIT_CODES[report["verdict"]]
+    return report
+
+
+def test_not_started_reports_everything_still_to_read(pipeline):
+    r = check(pipeline, kafka({0: 40, 1: 2}, {0: 5, 1: 0}))
+    assert r["verdict"] == "not_started" and r["exit_code"] == 0
+    assert r["lag"]["total"] == 35 + 2
+    assert r["checkpoint"]["exists"] is False and r["run"]["running"] is False
+    assert r["sinks"]["bronze"]["exists"] is False
+
+
+def test_broken_checkpoint_wins_over_everything(pipeline, held):
+    ck = committed_checkpoint(pipeline)
+    (ck / "offsets" / "1").write_text("v1\n{\"batchWat")
+    status(pipeline, started(30), progress(1, 1))
+    r = check(pipeline)
+    assert r["verdict"] == "broken" and r["exit_code"] == 2
+    assert "offsets/1 is unreadable" in r["reasons"][0]
+    assert r["lag"]["total"] is None, "no trustworthy position from a broken checkpoint"
+
+
+def test_failed_run_reports_its_error(pipeline):
+    committed_checkpoint(pipeline)
+    status(pipeline, started(100), progress(90, 1),
+           ("final", 80, {"status": "failed", "error": "StreamingQueryException: boom"}))
+    r = check(pipeline)
+    assert r["verdict"] == "failed" and r["exit_code"] == 1
+    assert "boom" in r["reasons"][0] and r["run"]["final"]["status"] == "failed"
+
+
+def test_run_without_final_and_without_lock_is_dead(pipeline):
+    committed_checkpoint(pipeline)
+    status(pipeline, started(100), progress(5, 1))
+    r = check(pipeline)
+    assert r["verdict"] == "dead" and r["exit_code"] == 1
+    assert "no final event" in r["reasons"][0]
+
+
+def test_lock_held_but_heartbeat_too_old_is_dead(pipeline, held):
+    committed_checkpoint(pipeline)
+    status(pipeline, started(500), progress(400, 1), ("idle", 61, {}))
+    r = check(pipeline)
+    assert r["verdict"] == "dead" and "61s old" in r["reasons"][0]
+    assert r["run"]["heartbeat_age_seconds"] == pytest.approx(61, abs=0.01)
+
+
+def test_running_with_lag_and_no_commit_for_too_long_is_stalled(pipeline, held):
+    committed_checkpoint(pipeline)
+    status(pipeline, started(500), progress(30, 1), ("idle", 3, {}))
+    # the commit file's mtime is now: pretend it was written 30 s ago too
+    commit = Path(pipeline.checkpoint_path) / "commits" / "1"
+    os.utime(commit, (NOW - 30, NOW - 30))
+    r = check(pipeline, kafka({0: 31, 1: 35}))
+    assert r["verdict"] == "stalled" and r["exit_code"] == 1
+    assert r["lag"]["total"] == 1
+    assert "no batch committed for 30s" in r["reasons"][0]
+
+
+def test_recent_commit_file_keeps_it_from_stalling(pipeline, held):
+    committed_checkpoint(pipeline)  # commits/1 written "now" (mtime) even if the status log lags behind
+    os.utime(Path(pipeline.checkpoint_path) / "commits" / "1", (NOW - 1, NOW - 1))
+    status(pipeline, started(500), progress(30, 1), ("idle", 3, {}))
+    assert check(pipeline, kafka({0: 31, 1: 35}))["verdict"] == "healthy"
+
+
+def test_running_with_lag_above_max_while_committing_is_lagging(pipeline, held):
+    committed_checkpoint(pipeline)
+    status(pipeline, started(60), *(progress(10 - 2 * i, i) for i in range(5)))
+    r = check(pipeline, kafka({0: 130, 1: 36}))
+    assert r["verdict"] == "lagging" and r["exit_code"] == 0
+    assert r["lag"] == {"total": 101, "max_partition": 100}
+    assert [row["lag"] for row in r["partitions"]] == [100, 1]
+
+
+def test_running_and_caught_up_is_healthy_with_rates(pipeline, held):
+    committed_checkpoint(pipeline)
+    status(pipeline, started(60), *(progress(10 - 2 * i, i, duration_ms=300 + 100 * i) for i in range(5)))
+    r = check(pipeline)
+    assert r["verdict"] == "healthy" and r["exit_code"] == 0
+    assert r["lag"]["total"] == 0
+    assert r["run"]["commits_per_minute"] == 30.0  # 4 intervals over 8 s
+    assert r["run"]["avg_batch_duration_ms"] == 500.0 and r["run"]["last_batch_duration_ms"] == 700
+    assert r["run"]["running"] and r["run"]["holder"]["run_id"] == RUN
+    assert r["checkpoint"]["last_committed"] == 1
+
+
+def test_nothing_to_do_for_long_is_healthy_not_stalled(pipeline, held):
+    committed_checkpoint(pipeline)
+    os.utime(Path(pipeline.checkpoint_path) / "commits" / "1", (NOW - 50, NOW - 50))
+    status(pipeline, started(100), progress(50, 1), ("idle", 2, {}))
+    r = check(pipeline)
+    assert r["verdict"] == "healthy", r["reasons"]
+
+
+def test_finished_run_is_stopped(pipeline):
+    committed_checkpoint(pipeline)
+    status(pipeline, started(100), progress(90, 1), ("final", 80, {"status": "finished", "error": None}))
+    r = check(pipeline, kafka({0: 500, 1: 35}))
+    assert r["verdict"] == "stopped" and r["exit_code"] == 0
+    assert r["lag"]["total"] == 470, "lag is reported even when stopped"
+
+
+def test_checkpoint_without_status_log_is_stopped(pipeline):
+    committed_checkpoint(pipeline)
+    assert check(pipeline)["verdict"] == "stopped"
+
+
+def test_new_run_holding_the_lock_before_logging_started_is_not_dead(pipeline, held):
+    committed_checkpoint(pipeline)
+    status(pipeline, started(1000), progress(900, 1), ("final", 800, {"status": "stopped", "error": None}))
+    r = check(pipeline)
+    assert r["verdict"] == "healthy", r["reasons"]
+
+
+def test_kafka_unreachable_while_running_is_unknown(pipeline, held):
+    committed_checkpoint(pipeline)
+    status(pipeline, started(60), progress(1, 1))
+    r = check(pipeline, unreachable)
+    assert r["verdict"] == "unknown" and r["exit_code"] == 2
+    assert "did not answer" in r["kafka"]["error"] and r["lag"]["total"] is None
+    assert [row["committed"] for row in r["partitions"]] == [30, 35]
+    assert all(row["latest"] is None and row["lag"] is None for row in r["partitions"])
+
+
+def test_kafka_unreachable_does_not_change_a_stopped_verdict(pipeline):
+    committed_checkpoint(pipeline)
+    status(pipeline, started(100), ("final", 80, {"status": "stopped", "error": None}))
+    r = check(pipeline, unreachable)
+    assert r["verdict"] == "stopped" and r["kafka"]["error"]
+
+
+def test_offsets_deleted_by_retention_are_noted(pipeline):
+    committed_checkpoint(pipeline)
+    r = check(pipeline, kafka({0: 90, 1: 35}, {0: 50, 1: 0}))
+    row = r["partitions"][0]
+    assert row["behind_retention"] and row["lag"] == 60
+    assert any("deleted unread" in n for n in r["notes"])
+
+
+def test_real_client_against_a_closed_port_reports_instead_of_raising(pipeline):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends
+    p = pipeline.model_copy(update={"source": pipeline.source.model_copy(
+        update={"bootstrap_servers": f"127.0.0.1:{port}"})})
+    committed_checkpoint(p)
+    r = validate(pipeline_health(p, now=NOW))
+    assert r["verdict"] == "stopped"
+    assert f"127.0.0.1:{port}" in r["kafka"]["error"] and "Fix:" in r["kafka"]["error"]
+
+
+def test_cli_status_json_and_exit_codes(pipeline, tmp_path, capsys, held):
+    from onceflow import cli
+
+    committed_checkpoint(pipeline)
+    status(pipeline, started(100), progress(90, 1), base=time.time())  # the CLI checks at real time
+    yaml_file = tmp_path / "pay.yaml"
+    yaml_file.write_text(json.dumps(json.loads(pipeline.model_dump_json())))  # JSON is YAML
+    code = cli.main(["checkpoint", "status", "--pipeline", str(yaml_file), "--json"])
+    report = validate(json.loads(capsys.readouterr().out))
+    assert code == report["exit_code"]
+    # the lock is held, the last heartbeat is 90 s old > dead_after_seconds=60
+    assert report["verdict"] == "dead" and code == 1
+
+    held.release()
+    code = cli.main(["checkpoint", "status", "--pipeline", str(yaml_file)])
+    text = capsys.readouterr().out
+    assert code == 1 and "DEAD" in text and "no final event" in text  # no lock, no final: died
+    assert "partition" in text and "30" in text and "35" in text
+
+
+def test_cli_show_reports_problems_and_exit_codes(pipeline, capsys):
+    from onceflow import cli
+
+    ck = committed_checkpoint(pipeline)
+    assert cli.main(["checkpoint", "show", "--path", str(ck)]) == 0
+    text = capsys.readouterr().out
+    assert "usable" in text and "last committed 1" in text
+    (ck / "offsets" / ".9.abc.tmp").write_text("x")
+    assert cli.main(["checkpoint", "show", "--path", str(ck), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["usable"] and "leftover temp file" in data["problems"][0]["reason"]
+    assert [b["batch_id"] for b in data["batches"]] == [0, 1] and data["batches"][1]["committed"]
+    (ck / "commits" / "1").write_text("")
+    assert cli.main(["checkpoint", "show", "--path", str(ck)]) == 2
+    assert "UNUSABLE" in capsys.readouterr().out
