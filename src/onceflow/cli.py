@@ -120,6 +120,7 @@ def cmd_demo(args) -> int:
 # Modules that add their own subcommands (kept apart so each stays small).
 COMMAND_MODULES: tuple[str, ...] = (
     "onceflow.checkpoint_cli",
+    "onceflow.ingest_cli",
 )
 
 

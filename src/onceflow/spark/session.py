@@ -9,6 +9,7 @@ at run time.
 from __future__ import annotations
 
 import os
+import sys
 
 from onceflow.jvm import classpath_jars
 
@@ -39,13 +40,32 @@ def spark_conf(master: str | None = None, ui: bool | None = None,
     return conf
 
 
+# Decided when the JVM starts: under spark-submit they belong to its command line.
+LAUNCH_SETTINGS = ("spark.master", "spark.jars", "spark.driver.memory")
+
+
+def under_spark_submit() -> bool:
+    """True when spark-submit started this Python process (the JVM already runs)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def build_session(app_name: str = "onceflow", master: str | None = None, ui: bool | None = None,
                   extra: dict[str, str] | None = None):
-    """Get or create the SparkSession with onceflow's settings."""
+    """Get or create the SparkSession with onceflow's settings.
+
+    Under spark-submit, master, jars and driver memory are spark-submit's
+    (e.g. Airflow's SparkSubmitOperator passes them); everything else is ours.
+    """
     from pyspark.sql import SparkSession
 
+    # Python workers (mapInArrow sinks, UDFs) must run this interpreter, which has
+    # onceflow and its libraries; PySpark's default is whatever `python3` is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
+    submitted = under_spark_submit()
     for key, value in spark_conf(master, ui, extra).items():
+        if submitted and key in LAUNCH_SETTINGS:
+            continue
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("ONCEFLOW_SPARK_LOG_LEVEL", "WARN"))

@@ -1,0 +1,37 @@
+"""Deliberate crashes for tests and drills, off unless ONCEFLOW_FAULT is set.
+
+`ONCEFLOW_FAULT=<point>@<batch id>` kills the driver with `os._exit` (no
+cleanup, no final status: as hard as `kill -9`) when batch <batch id> reaches
+<point>, so the hardest windows of exactly-once are exercised on purpose:
+
+- `before_sink_commit`      the batch is planned (offsets/N written), nothing committed
+- `between_sinks`           bronze committed, quarantine and aggregates not yet
+- `after_sink_commit`       every sink committed, Spark's commits/N not yet written
+- `after_checkpoint_commit` commits/N written too (the next run starts at N+1)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+POINTS = ("before_sink_commit", "between_sinks", "after_sink_commit", "after_checkpoint_commit")
+EXIT_CODE = 86  # tells a test the crash was the injected one
+
+
+def parse(spec: str | None) -> tuple[str, int] | None:
+    """'after_sink_commit@3' -> ('after_sink_commit', 3); ValueError naming the accepted forms."""
+    if not spec:
+        return None
+    point, _, batch = spec.partition("@")
+    if point not in POINTS or not batch.isdigit():
+        raise ValueError(f"ONCEFLOW_FAULT={spec!r}: expected <point>@<batch id> with point one of {', '.join(POINTS)}")
+    return point, int(batch)
+
+
+def maybe_crash(point: str, batch_id: int) -> None:
+    fault = parse(os.environ.get("ONCEFLOW_FAULT"))
+    if fault == (point, batch_id):
+        sys.stderr.write(f"onceflow: injected fault: crashing at {point} of batch {batch_id}\n")
+        sys.stderr.flush()
+        os._exit(EXIT_CODE)

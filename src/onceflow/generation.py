@@ -1,0 +1,62 @@
+"""Which writer generation a checkpoint belongs to, and where a fresh one starts.
+
+Delta skips any txnVersion it has already seen for an app id, and a fresh
+checkpoint restarts batch ids at 0: writing again under the old app id would
+be silently ignored — data loss without a sound. So every checkpoint records
+its generation in `<checkpoint>/_onceflow.json`, each generation writes under
+its own app id, and a job refuses to start on a checkpoint it cannot place.
+Recovery (onceflow recover) writes this file, with exact starting offsets, when
+it starts a new generation from the sink ledgers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from onceflow.errors import RecoveryError
+from onceflow.status import now_iso
+
+IDENTITY_FILE = "_onceflow.json"
+
+
+@dataclass
+class CheckpointIdentity:
+    pipeline: str
+    generation: int
+    created: str
+    starting_offsets: str | None = None  # Kafka startingOffsets JSON for a fresh checkpoint
+    reason: str = "new pipeline"
+
+
+def has_spark_state(checkpoint: str) -> bool:
+    """True once Spark has written anything that decides where a restart begins."""
+    root = Path(checkpoint)
+    return (root / "metadata").exists() or any((root / "offsets").glob("[0-9]*"))
+
+
+def read_identity(checkpoint: str) -> CheckpointIdentity | None:
+    path = Path(checkpoint) / IDENTITY_FILE
+    try:
+        body = json.loads(path.read_text())
+        return CheckpointIdentity(**body)
+    except FileNotFoundError:
+        return None
+    except (ValueError, TypeError) as exc:
+        raise RecoveryError(f"{path} is unreadable ({exc}). Fix: run `onceflow recover` to start a new "
+                            "generation from the sink ledgers.") from None
+
+
+def write_identity(checkpoint: str, identity: CheckpointIdentity) -> None:
+    root = Path(checkpoint)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".{IDENTITY_FILE}.tmp"
+    tmp.write_text(json.dumps(asdict(identity), indent=2))
+    os.replace(tmp, root / IDENTITY_FILE)
+
+
+def new_identity(pipeline: str, generation: int, starting_offsets: str | None, reason: str) -> CheckpointIdentity:
+    return CheckpointIdentity(pipeline=pipeline, generation=generation, created=now_iso(),
+                              starting_offsets=starting_offsets, reason=reason)

@@ -1,0 +1,303 @@
+"""The exactly-once streaming job: Kafka → Delta bronze, quarantine and aggregates.
+
+One micro-batch = one idempotent Delta commit per table, each holding the
+batch's ledger entry (docs/exactly-once.md). The same job runs continuously
+(processingTime trigger) or as a scheduled batch (availableNow).
+
+    run_ingest(pipeline, mode="available-now")
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from onceflow import faults, tables
+from onceflow.checkpoint import batch_offset_range
+from onceflow.config import Pipeline, duration_seconds
+from onceflow.errors import OnceflowError, RecoveryError
+from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
+from onceflow.ledger import LedgerEntry, read_ledger
+from onceflow.spark.kafka_read import kafka_options
+from onceflow.spark.listener import StatusListener
+from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
+from onceflow.spark.sinks import delta
+from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, StatusLog
+
+CONTINUOUS, AVAILABLE_NOW = "continuous", "available-now"
+MODES = (CONTINUOUS, AVAILABLE_NOW)
+
+
+class IngestError(OnceflowError):
+    """The streaming query failed; the message carries Spark's reason."""
+
+
+@dataclass
+class IngestResult:
+    pipeline: str
+    run_id: str
+    status: str  # finished | stopped | failed
+    generation: int
+    batches: int
+    input_rows: int
+    seconds: float
+    error: str | None = None
+
+
+def table_paths(pipeline: Pipeline) -> dict[str, str]:
+    """Sink name → resolved Delta table path, for every Delta sink the pipeline has."""
+    sinks = pipeline.sinks
+    paths = {"bronze": pipeline.resolve(sinks.bronze.path), "quarantine": pipeline.resolve(sinks.quarantine.path)}
+    if sinks.aggregates is not None:
+        paths["aggregates"] = pipeline.resolve(sinks.aggregates.path)
+    return paths
+
+
+def prepare_checkpoint(pipeline: Pipeline) -> CheckpointIdentity:
+    """Decide the writer generation and starting offsets, or refuse with the fix.
+
+    A fresh checkpoint beside sinks that already hold batches would restart batch
+    ids at 0 under an app id Delta has seen: every write would be skipped.
+    """
+    cp = pipeline.checkpoint_path
+    identity = read_identity(cp)
+    ledgers = {name: read_ledger(path) for name, path in table_paths(pipeline).items()}
+    written = {name: l for name, l in ledgers.items() if l.entries}
+    newest = max((l.generation for l in written.values()), default=None)
+    fix = f"Fix: run `onceflow recover --pipeline {pipeline.file or pipeline.name}`."
+    if identity is None:
+        if written:
+            state = "has no onceflow identity" if has_spark_state(cp) else "is missing"
+            raise RecoveryError(
+                f"the checkpoint {cp} {state}, but the sinks already hold batches "
+                f"({', '.join(f'{n}: generation {l.generation} batch {l.last.batch_id}' for n, l in written.items())}). "
+                f"Starting over would re-read or skip data. {fix}")
+        identity = new_identity(pipeline.name, 0, None, "new pipeline")
+        write_identity(cp, identity)
+    elif newest is not None and newest > identity.generation:
+        raise RecoveryError(
+            f"the checkpoint {cp} is generation {identity.generation}, but the sinks were already written by "
+            f"generation {newest}: this checkpoint is older than the tables (restored from a copy?). {fix}")
+    return identity
+
+
+class BatchWriter:
+    """The foreachBatch function: every sink of one micro-batch, idempotently."""
+
+    def __init__(self, spark: SparkSession, pipeline: Pipeline, generation: int):
+        self.spark = spark
+        self.pipeline = pipeline
+        self.generation = generation
+        self.paths = table_paths(pipeline)
+        self.topic = pipeline.source.topic
+        agg = pipeline.sinks.aggregates
+        self.watermark_delay = timedelta(seconds=duration_seconds(agg.watermark)) if agg else None
+        self.watermark: datetime | None = self._last_watermark() if agg else None
+
+    def _last_watermark(self) -> datetime | None:
+        last = read_ledger(self.paths["aggregates"]).last
+        value = (last.extra or {}).get("watermark") if last else None
+        return datetime.fromisoformat(value) if value else None
+
+    def ensure_tables(self) -> None:
+        ddl = {"bronze": tables.BRONZE_DDL, "quarantine": tables.QUARANTINE_DDL, "aggregates": tables.AGGREGATES_DDL}
+        for name, path in self.paths.items():
+            delta.ensure_table(self.spark, path, ddl[name])
+
+    def entry(self, sink: str, batch_id: int, start: dict, end: dict, rows: int, extra: dict | None = None):
+        return LedgerEntry(pipeline=self.pipeline.name, sink=sink, generation=self.generation, batch_id=batch_id,
+                           topic=self.topic, start=start, end=end, rows=rows, extra=extra or {})
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        faults.maybe_crash("before_sink_commit", batch_id)
+        start, end = batch_offset_range(self.pipeline.checkpoint_path, batch_id, self.topic)
+        parsed = parse_events(batch_df, self.pipeline.event).persist()
+        try:
+            self._write(parsed, batch_id, start, end)
+        finally:
+            parsed.unpersist()
+        faults.maybe_crash("after_sink_commit", batch_id)
+
+    def _write(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
+        wm = self.watermark
+        late = F.col("event_time") < F.lit(wm) if wm is not None else F.lit(False)
+        valid = F.col("reason").isNull()
+        stats = parsed.agg(F.count(F.when(valid, 1)).alias("valid"), F.count(F.when(~valid, 1)).alias("invalid"),
+                           F.max(F.when(valid, F.col("event_time"))).alias("max_time"),
+                           F.count(F.when(valid & late, 1)).alias("late")).first()
+        bronze = bronze_rows(parsed, batch_id, self.generation)
+        delta.append(bronze, self.paths["bronze"], self.entry("bronze", batch_id, start, end, stats["valid"]))
+        faults.maybe_crash("between_sinks", batch_id)
+        delta.append(quarantine_rows(parsed, batch_id, self.generation), self.paths["quarantine"],
+                     self.entry("quarantine", batch_id, start, end, stats["invalid"]))
+        if "aggregates" in self.paths:
+            self._aggregate(bronze, batch_id, start, end, stats)
+
+    def _aggregate(self, bronze: DataFrame, batch_id: int, start: dict, end: dict, stats) -> None:
+        """Merge this batch's per-window sums. Late events (older than the watermark)
+        are still added, never dropped, so the table always equals a recomputation
+        from bronze; the watermark says which windows are closed."""
+        if stats["max_time"] is not None:
+            candidate = stats["max_time"].replace(tzinfo=timezone.utc) - self.watermark_delay
+            if self.watermark is None or candidate > self.watermark:
+                self.watermark = candidate
+        extra = {"late_events": stats["late"]}
+        if self.watermark is not None:
+            extra["watermark"] = self.watermark.isoformat()
+        entry = self.entry("aggregates", batch_id, start, end, stats["valid"], extra)
+        path = self.paths["aggregates"]
+        if stats["valid"]:
+            window = self.pipeline.sinks.aggregates.window
+            delta.merge_aggregates(self.spark, path, delta.batch_aggregates(bronze, window), entry)
+        else:  # no rows to merge: an empty commit keeps the ledger contiguous
+            delta.append(delta.empty(self.spark, tables.AGGREGATES_DDL), path, entry)
+
+
+def _starting_offsets(pipeline: Pipeline, identity: CheckpointIdentity) -> str:
+    return identity.starting_offsets or pipeline.source.starting_offsets
+
+
+def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity, mode: str):
+    """The streaming query, not yet started."""
+    source = pipeline.source
+    extra = {}
+    if source.max_offsets_per_trigger:
+        extra["maxOffsetsPerTrigger"] = str(source.max_offsets_per_trigger)
+    if source.min_partitions:
+        extra["minPartitions"] = str(source.min_partitions)
+    stream = (spark.readStream.format("kafka")
+              .options(**kafka_options(source.bootstrap_servers, source.topic,
+                                       _starting_offsets(pipeline, identity), **extra))
+              .load())
+    writer = BatchWriter(spark, pipeline, identity.generation)
+    writer.ensure_tables()
+    query = (stream.writeStream.queryName(f"onceflow-{pipeline.name}")
+             .option("checkpointLocation", pipeline.checkpoint_path)
+             .foreachBatch(writer))
+    if mode == AVAILABLE_NOW:
+        return query.trigger(availableNow=True)
+    return query.trigger(processingTime=pipeline.trigger.processing_time)
+
+
+class _StopRequest:
+    """SIGTERM/SIGINT → stop at the next batch boundary instead of mid-batch."""
+
+    def __init__(self):
+        self.reason: str | None = None
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, frame: setattr(self, "reason", signal.Signals(signum).name))
+
+
+def _stop_at_batch_boundary(query, timeout: float = 120) -> None:
+    """Wait until no trigger is running, then stop; a batch in flight is allowed to commit."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and time.monotonic() < deadline:
+        if not query.status.get("isTriggerActive", False):
+            break
+        time.sleep(0.1)
+    query.stop()
+
+
+def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float | None = None,
+               max_seconds: float | None = None, spark: SparkSession | None = None,
+               log=lambda msg: None) -> IngestResult:
+    """Run the pipeline's query until it finishes (available-now), is idle for
+    `until_idle` seconds, has run `max_seconds`, or receives SIGTERM."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    faults.parse(os.environ.get("ONCEFLOW_FAULT"))  # a typo fails now, not mid-run
+    run_id = str(uuid.uuid4())
+    status = StatusLog(pipeline.state_path, pipeline.name)
+    lock = RunLock(pipeline.state_path)
+    lock.acquire(run_id=run_id, mode=mode, pipeline=pipeline.name)
+    started = time.monotonic()
+    try:
+        identity = prepare_checkpoint(pipeline)
+        if spark is None:
+            from onceflow.spark.session import build_session
+
+            spark = build_session(f"onceflow-ingest-{pipeline.name}", master=pipeline.spark_master)
+        # an idle query reports a heartbeat this often (health: `dead` needs a recent one)
+        spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "5000")
+        listener = StatusListener(status, run_id, pipeline.source.topic)
+        spark.streams.addListener(listener)
+        stop = _StopRequest()
+        stop.install()
+        try:
+            query = build_query(spark, pipeline, identity, mode).start()
+            status.append(STARTED, run_id=run_id, query_id=str(query.id), pid=os.getpid(),
+                          mode=mode, generation=identity.generation,
+                          trigger_seconds=duration_seconds(pipeline.trigger.processing_time))
+            log(f"{pipeline.name}: query {query.id} started ({mode}, generation {identity.generation})")
+            final, error = _supervise(query, listener, stop, mode, until_idle, max_seconds, log)
+            _drain(query, listener)
+        finally:
+            spark.streams.removeListener(listener)
+        result = IngestResult(pipeline.name, run_id, final, identity.generation, listener.batches, listener.rows,
+                              round(time.monotonic() - started, 3), error)
+        status.append(FINAL, run_id=run_id, status=final, error=error, batches=listener.batches,
+                      input_rows=listener.rows)
+        if final == FAILED:
+            raise IngestError(f"{pipeline.name}: the streaming query failed: {error}")
+        return result
+    except IngestError:
+        raise
+    except Exception as exc:
+        status.append(FINAL, run_id=run_id, status=FAILED, error=f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        lock.release()
+
+
+def _supervise(query, listener: StatusListener, stop: _StopRequest, mode: str, until_idle: float | None,
+               max_seconds: float | None, log) -> tuple[str, str | None]:
+    from pyspark.errors import StreamingQueryException
+
+    started = time.monotonic()
+    try:
+        while query.isActive:
+            if query.awaitTermination(1.0):
+                break
+            reason = stop.reason
+            if reason is None and until_idle is not None and time.monotonic() - listener.last_data_at >= until_idle:
+                reason = f"idle for {until_idle:g}s"
+            if reason is None and max_seconds is not None and time.monotonic() - started >= max_seconds:
+                reason = f"ran its {max_seconds:g}s window"
+            if reason:
+                log(f"stopping at a batch boundary ({reason})")
+                _stop_at_batch_boundary(query)
+                return STOPPED, None
+        query.awaitTermination()
+    except StreamingQueryException as exc:
+        return FAILED, _short(exc)
+    exc = query.exception()
+    if exc is not None:
+        return FAILED, _short(exc)
+    return (FINISHED if mode == AVAILABLE_NOW else STOPPED), None
+
+
+def _drain(query, listener: StatusListener, timeout: float = 10) -> None:
+    """Progress events reach the listener asynchronously: wait for the last one,
+    so `final` is the last line of a run."""
+    last = query.lastProgress
+    wanted = int(last["batchId"]) if last else None
+    deadline = time.monotonic() + timeout
+    while wanted is not None and listener.last_batch_id < wanted and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _short(exc) -> str:
+    text = str(getattr(exc, "desc", None) or exc)
+    return text.split("\n=== Streaming Query ===")[0].strip()[:4000]

@@ -1,0 +1,65 @@
+"""Streaming progress → status.jsonl, for health checks and Airflow triggers.
+
+Runs in the driver's Python process (PySpark's StreamingQueryListener), so it
+sees every committed micro-batch and every idle heartbeat without polling.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from onceflow import faults
+from onceflow.status import IDLE, PROGRESS, StatusLog
+
+
+def _end_offsets(progress, topic: str) -> dict[str, int]:
+    """The Kafka end offsets of a progress event; they may arrive as JSON text (Spark 4)."""
+    for source in getattr(progress, "sources", None) or []:
+        raw = getattr(source, "endOffset", None)
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                continue
+        if isinstance(raw, dict) and topic in raw:
+            return {str(p): int(o) for p, o in raw[topic].items()}
+    return {}
+
+
+class StatusListener(StreamingQueryListener):
+    def __init__(self, status: StatusLog, run_id: str, topic: str):
+        self.status = status
+        self.run_id = run_id
+        self.topic = topic
+        self.last_data_at = time.monotonic()  # for --until-idle
+        self.batches = 0
+        self.rows = 0
+        self.last_batch_id = -1
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        p = event.progress
+        rows = int(p.numInputRows or 0)
+        if rows:
+            self.last_data_at = time.monotonic()
+        self.batches += 1
+        self.rows += rows
+        self.last_batch_id = max(self.last_batch_id, int(p.batchId))
+        self.status.append(PROGRESS, run_id=self.run_id, query_id=str(p.id), batch_id=int(p.batchId),
+                           input_rows=rows, input_rows_per_second=round(float(p.inputRowsPerSecond or 0), 1),
+                           processed_rows_per_second=round(float(p.processedRowsPerSecond or 0), 1),
+                           batch_duration_ms=int(p.batchDuration or 0), durations_ms=dict(p.durationMs or {}),
+                           topic=self.topic, end_offsets=_end_offsets(p, self.topic))
+        # progress is posted after commits/N is written: the "after both" fault window
+        faults.maybe_crash("after_checkpoint_commit", int(p.batchId))
+
+    def onQueryIdle(self, event) -> None:
+        self.status.append(IDLE, run_id=self.run_id, query_id=str(event.id))
+
+    def onQueryTerminated(self, event) -> None:
+        pass

@@ -1,0 +1,34 @@
+"""Test pipelines: a real pipeline YAML in a temp dir, pointed at the test broker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from onceflow import config
+
+
+def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str = "payments", **overrides) -> Path:
+    """A pipeline file whose tables and checkpoint live under `folder`; `overrides`
+    replace top-level sections (e.g. trigger={"processing_time": "500 ms"})."""
+    folder.mkdir(parents=True, exist_ok=True)
+    body = {
+        "name": name,
+        "source": {"bootstrap_servers": bootstrap, "topic": topic, "starting_offsets": "earliest",
+                   "max_offsets_per_trigger": 2000},
+        "sinks": {"bronze": {"path": str(folder / "bronze")},
+                  "quarantine": {"path": str(folder / "quarantine")},
+                  "aggregates": {"path": str(folder / "aggregates"), "window": "1 minute",
+                                 "watermark": "10 minutes"}},
+        "checkpoint": str(folder / "checkpoint"),
+        "trigger": {"processing_time": "1 second"},
+    }
+    body.update(overrides)
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(body, sort_keys=False))
+    return path
+
+
+def load_pipeline(folder: Path, bootstrap: str, topic: str, **overrides) -> config.Pipeline:
+    return config.load(write_pipeline(folder, bootstrap, topic, **overrides))
