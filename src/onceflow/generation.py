@@ -29,6 +29,12 @@ class CheckpointIdentity:
     created: str
     starting_offsets: str | None = None  # Kafka startingOffsets JSON for a fresh checkpoint
     reason: str = "new pipeline"
+    # sink -> {partition: offset}: a new generation starts at the lowest committed
+    # point of all sinks; a sink that had got further skips the rows it already holds
+    sink_floors: dict[str, dict[str, int]] | None = None
+
+    def floor(self, sink: str) -> dict[int, int]:
+        return {int(p): int(o) for p, o in ((self.sink_floors or {}).get(sink) or {}).items()}
 
 
 def has_spark_state(checkpoint: str) -> bool:
@@ -57,6 +63,7 @@ def write_identity(checkpoint: str, identity: CheckpointIdentity) -> None:
     os.replace(tmp, root / IDENTITY_FILE)
 
 
-def new_identity(pipeline: str, generation: int, starting_offsets: str | None, reason: str) -> CheckpointIdentity:
+def new_identity(pipeline: str, generation: int, starting_offsets: str | None, reason: str,
+                 sink_floors: dict[str, dict[str, int]] | None = None) -> CheckpointIdentity:
     return CheckpointIdentity(pipeline=pipeline, generation=generation, created=now_iso(),
-                              starting_offsets=starting_offsets, reason=reason)
+                              starting_offsets=starting_offsets, reason=reason, sink_floors=sink_floors)

@@ -92,10 +92,11 @@ def prepare_checkpoint(pipeline: Pipeline) -> CheckpointIdentity:
 class BatchWriter:
     """The foreachBatch function: every sink of one micro-batch, idempotently."""
 
-    def __init__(self, spark: SparkSession, pipeline: Pipeline, generation: int):
+    def __init__(self, spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity):
         self.spark = spark
         self.pipeline = pipeline
-        self.generation = generation
+        self.generation = identity.generation
+        self.floors = {sink: identity.floor(sink) for sink in ("bronze", "quarantine", "aggregates")}
         self.paths = table_paths(pipeline)
         self.topic = pipeline.source.topic
         agg = pipeline.sinks.aggregates
@@ -113,8 +114,23 @@ class BatchWriter:
             delta.ensure_table(self.spark, path, ddl[name])
 
     def entry(self, sink: str, batch_id: int, start: dict, end: dict, rows: int, extra: dict | None = None):
+        floor = self.floors[sink]
+        if floor:  # this sink already holds everything below its floor: its range starts there
+            start = {p: max(o, floor.get(p, o)) for p, o in start.items()}
+            end = {p: max(o, floor.get(p, o)) for p, o in end.items()}
         return LedgerEntry(pipeline=self.pipeline.name, sink=sink, generation=self.generation, batch_id=batch_id,
                            topic=self.topic, start=start, end=end, rows=rows, extra=extra or {})
+
+    def kept(self, sink: str):
+        """True for rows this sink does not hold yet: those at or above its floor
+        (rows committed by an earlier generation; see CheckpointIdentity.sink_floors)."""
+        keep = F.lit(True)
+        for p, o in self.floors[sink].items():
+            keep = keep & ~((F.col("_partition") == p) & (F.col("_offset") < o))
+        return keep
+
+    def above_floor(self, df: DataFrame, sink: str) -> DataFrame:
+        return df.where(self.kept(sink)) if self.floors[sink] else df
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         faults.maybe_crash("before_sink_commit", batch_id)
@@ -130,16 +146,18 @@ class BatchWriter:
         wm = self.watermark
         late = F.col("event_time") < F.lit(wm) if wm is not None else F.lit(False)
         valid = F.col("reason").isNull()
-        stats = parsed.agg(F.count(F.when(valid, 1)).alias("valid"), F.count(F.when(~valid, 1)).alias("invalid"),
-                           F.max(F.when(valid, F.col("event_time"))).alias("max_time"),
+        counts = [F.count(F.when(self.kept(sink) & (~valid if sink == "quarantine" else valid), 1)).alias(sink)
+                  for sink in ("bronze", "quarantine", "aggregates")]
+        stats = parsed.agg(*counts, F.max(F.when(valid, F.col("event_time"))).alias("max_time"),
                            F.count(F.when(valid & late, 1)).alias("late")).first()
         bronze = bronze_rows(parsed, batch_id, self.generation)
-        delta.append(bronze, self.paths["bronze"], self.entry("bronze", batch_id, start, end, stats["valid"]))
+        delta.append(self.above_floor(bronze, "bronze"), self.paths["bronze"],
+                     self.entry("bronze", batch_id, start, end, stats["bronze"]))
         faults.maybe_crash("between_sinks", batch_id)
-        delta.append(quarantine_rows(parsed, batch_id, self.generation), self.paths["quarantine"],
-                     self.entry("quarantine", batch_id, start, end, stats["invalid"]))
+        delta.append(self.above_floor(quarantine_rows(parsed, batch_id, self.generation), "quarantine"),
+                     self.paths["quarantine"], self.entry("quarantine", batch_id, start, end, stats["quarantine"]))
         if "aggregates" in self.paths:
-            self._aggregate(bronze, batch_id, start, end, stats)
+            self._aggregate(self.above_floor(bronze, "aggregates"), batch_id, start, end, stats)
 
     def _aggregate(self, bronze: DataFrame, batch_id: int, start: dict, end: dict, stats) -> None:
         """Merge this batch's per-window sums. Late events (older than the watermark)
@@ -152,9 +170,9 @@ class BatchWriter:
         extra = {"late_events": stats["late"]}
         if self.watermark is not None:
             extra["watermark"] = self.watermark.isoformat()
-        entry = self.entry("aggregates", batch_id, start, end, stats["valid"], extra)
+        entry = self.entry("aggregates", batch_id, start, end, stats["aggregates"], extra)
         path = self.paths["aggregates"]
-        if stats["valid"]:
+        if stats["aggregates"]:
             window = self.pipeline.sinks.aggregates.window
             delta.merge_aggregates(self.spark, path, delta.batch_aggregates(bronze, window), entry)
         else:  # no rows to merge: an empty commit keeps the ledger contiguous
@@ -177,7 +195,7 @@ def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIde
               .options(**kafka_options(source.bootstrap_servers, source.topic,
                                        _starting_offsets(pipeline, identity), **extra))
               .load())
-    writer = BatchWriter(spark, pipeline, identity.generation)
+    writer = BatchWriter(spark, pipeline, identity)
     writer.ensure_tables()
     query = (stream.writeStream.queryName(f"onceflow-{pipeline.name}")
              .option("checkpointLocation", pipeline.checkpoint_path)
