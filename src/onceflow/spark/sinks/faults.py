@@ -1,0 +1,86 @@
+"""Crash injection for the exactly-once proofs: a hard kill at an exact point of a batch.
+
+A crash "after some tasks of a batch committed, before the others did and before
+Spark's own commit" cannot be timed from outside, and `os._exit` in a Python
+worker only kills that worker (Spark would retry the task). So the worker that
+reaches the fault point kills the whole driver process group with SIGKILL: the
+driver JVM, its Python driver and every worker die at once, as in a power loss.
+The process group is named explicitly by the test (never guessed):
+
+    ONCEFLOW_FAULT_KAFKA_SINK=crash_after_tasks:2@batch:3   # tasks >= 2 of batch 3 crash before committing
+    ONCEFLOW_FAULT_KAFKA_SINK=crash_after_write@batch:5     # batch 5 fully written, Spark not committed
+    ONCEFLOW_FAULT_KILL_PGID=<process group of the driver>   # required with any fault
+
+Unset (the normal case) nothing here does anything.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass
+from typing import Callable, NoReturn
+
+from onceflow.errors import OnceflowError
+
+ENV_FAULT = "ONCEFLOW_FAULT_KAFKA_SINK"
+ENV_KILL_PGID = "ONCEFLOW_FAULT_KILL_PGID"
+AFTER_TASKS = "crash_after_tasks"
+AFTER_WRITE = "crash_after_write"
+_SPEC = re.compile(r"^(?P<point>crash_after_tasks?|crash_after_write)(?::(?P<k>\d+))?@batch:(?P<batch>\d+)$")
+
+
+class FaultSpecError(OnceflowError):
+    """The fault-injection environment variables are malformed."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    point: str  # AFTER_TASKS | AFTER_WRITE
+    batch_id: int
+    tasks: int = 0  # AFTER_TASKS: task partitions below this number commit first
+
+    def crashes_task(self, batch_id: int, task: int) -> bool:
+        return self.point == AFTER_TASKS and batch_id == self.batch_id and task >= self.tasks
+
+    def crashes_after_write(self, batch_id: int) -> bool:
+        return self.point == AFTER_WRITE and batch_id == self.batch_id
+
+
+def parse(text: str) -> Fault:
+    match = _SPEC.match(text.strip())
+    if not match:
+        raise FaultSpecError(f"{ENV_FAULT}={text!r} is not a fault. Fix: write crash_after_tasks:K@batch:N "
+                             "or crash_after_write@batch:N.")
+    point = AFTER_WRITE if match["point"] == AFTER_WRITE else AFTER_TASKS
+    if point == AFTER_TASKS and match["k"] is None:
+        raise FaultSpecError(f"{ENV_FAULT}={text!r}: crash_after_tasks needs K. Fix: crash_after_tasks:K@batch:N.")
+    return Fault(point, int(match["batch"]), int(match["k"] or 0))
+
+
+def from_env() -> Fault | None:
+    text = os.environ.get(ENV_FAULT, "").strip()
+    return parse(text) if text else None
+
+
+def kill_driver(reason: str) -> NoReturn:
+    """SIGKILL the driver's process group (this process included)."""
+    raw = os.environ.get(ENV_KILL_PGID, "")
+    if not raw.isdigit() or int(raw) <= 1:
+        raise FaultSpecError(f"{ENV_FAULT} is set but {ENV_KILL_PGID}={raw!r} does not name a process group. "
+                             f"Fix: start the driver in its own session and set {ENV_KILL_PGID} to its pid.")
+    print(f"onceflow fault injection: {reason}; killing process group {raw}", flush=True)
+    os.killpg(int(raw), signal.SIGKILL)
+    time.sleep(30)  # SIGKILL is asynchronous; never return into the commit path
+    os._exit(137)
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 180) -> None:
+    """Poll `condition` until true; a fault that cannot be placed fails loudly, never silently."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise FaultSpecError(f"fault injection: gave up waiting {timeout:.0f}s for {what}")
+        time.sleep(0.2)

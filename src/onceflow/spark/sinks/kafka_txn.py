@@ -1,0 +1,470 @@
+"""An exactly-once Kafka output sink for Spark, used from foreachBatch.
+
+Spark's own Kafka sink is at-least-once: a replayed micro-batch writes again.
+This sink closes the gap the way Flink's two-phase-commit sink does, with
+Kafka transactions (docs/kafka-sink.md):
+
+1. Deterministic split. The batch's rows are split into `partitions` task
+   partitions by a pure function of the row, `pmod(hash(key), n)`, and each
+   task's rows are sorted by source `(_partition, _offset)`. Spark replays batch
+   N over the same offsets (offsets/N), so a replay gives every task exactly the
+   rows it had the first time.
+2. Fencing first. Task p uses `transactional.id = onceflow.<pipeline>.g<gen>.p<p>`;
+   `init_transactions()` fences every earlier producer with that id (a failed
+   attempt, a zombie worker, a killed query) and aborts what it left open.
+3. Then the ledger check. The task reads its newest committed ledger record
+   (read_committed); if it holds batch N the task skips: replay is a no-op. An
+   old attempt can no longer commit behind the check's back: it is fenced.
+4. One transaction per task: output records + one ledger record, committed
+   together or not at all.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from onceflow.config import KafkaSink
+from onceflow.errors import OnceflowError
+from onceflow.spark.sinks import faults
+from onceflow.spark.sinks.kafka_ledger import (LEDGER_TOPIC_CONFIG, KafkaLedger, KafkaLedgerRecord, LedgerReader,
+                                               default_ledger_topic, ledger_key, ledger_partition,
+                                               read_kafka_ledger)
+
+# Broker default of transaction.max.timeout.ms; a producer asking for more is refused.
+BROKER_MAX_TXN_TIMEOUT_MS = 900_000
+MIN_TXN_TIMEOUT_MS = 60_000
+TRIGGERS_PER_TXN_TIMEOUT = 10
+SHARD = "_onceflow_task"
+RESULT_DDL = "task INT, status STRING, rows LONG, attempts INT, seconds DOUBLE"
+_ERROR_MARK = "KafkaSinkError: "
+
+
+class KafkaSinkError(OnceflowError):
+    """The transactional Kafka sink could not commit a batch; the message says which task and why."""
+
+
+def transactional_id(pipeline: str, generation: int, task: int) -> str:
+    """Stable per (pipeline, generation, task partition): what makes fencing work."""
+    return f"onceflow.{pipeline}.g{generation}.p{task}"
+
+
+def transaction_timeout_ms(trigger_seconds: float | None) -> int:
+    """transaction.timeout.ms for a trigger interval.
+
+    A task's transaction lasts as long as the task writes, normally well under
+    one trigger interval; a transaction longer than the timeout is aborted by
+    the broker (the commit then fails and the task retries). A crashed writer's
+    open transaction holds back read_committed consumers of the output until a
+    restarted writer fences it or the timeout passes. So: 10 trigger intervals,
+    at least 60 s, at most the broker's transaction.max.timeout.ms (15 min).
+    """
+    wanted = int((trigger_seconds or 0) * 1000 * TRIGGERS_PER_TXN_TIMEOUT)
+    return min(BROKER_MAX_TXN_TIMEOUT_MS, max(MIN_TXN_TIMEOUT_MS, wanted))
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything a task needs to write one task partition of one batch (sent to Python workers)."""
+
+    pipeline: str
+    generation: int
+    bootstrap: str
+    output_topic: str
+    ledger_topic: str
+    ledger_partitions: int
+    task_partitions: int
+    key_expr: str
+    source_topic: str
+    batch_id: int
+    start: dict[int, int]
+    end: dict[int, int]
+    txn_timeout_ms: int
+    max_attempts: int = 3
+    retriable_retries: int = 5
+    producer_config: dict = field(default_factory=dict)
+    fault: faults.Fault | None = None
+
+    def transactional_id(self, task: int) -> str:
+        return transactional_id(self.pipeline, self.generation, task)
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    task: int
+    status: str  # "written" | "skipped"
+    rows: int
+    attempts: int
+    seconds: float
+
+
+@dataclass
+class SinkResult:
+    """What one `write` did: per task partition, written or skipped (replay)."""
+
+    batch_id: int
+    tasks: list[TaskResult]
+    seconds: float
+
+    @property
+    def rows_written(self) -> int:
+        return sum(t.rows for t in self.tasks if t.status == "written")
+
+    @property
+    def rows_skipped(self) -> int:
+        return sum(t.rows for t in self.tasks if t.status == "skipped")
+
+    @property
+    def written(self) -> list[int]:
+        return sorted(t.task for t in self.tasks if t.status == "written")
+
+    @property
+    def skipped(self) -> list[int]:
+        return sorted(t.task for t in self.tasks if t.status == "skipped")
+
+    def as_dict(self) -> dict:
+        return {"batch_id": self.batch_id, "seconds": round(self.seconds, 3), "rows_written": self.rows_written,
+                "rows_skipped": self.rows_skipped, "written": self.written, "skipped": self.skipped}
+
+
+# -- one task partition, inside a Python worker -------------------------------
+def _fail(spec: TaskSpec, task: int, what: str) -> KafkaSinkError:
+    return KafkaSinkError(f"Kafka sink {spec.output_topic!r}, batch {spec.batch_id}, task partition {task} "
+                          f"(transactional.id {spec.transactional_id(task)}): {what}")
+
+
+def _fatal(spec: TaskSpec, task: int, err: KafkaError) -> KafkaSinkError:
+    if err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
+        return _fail(spec, task, f"fenced ({err.str()}): a newer producer with the same transactional.id started "
+                     "(a retry of this task, a restarted query, or a second copy of the query). This attempt's "
+                     "transaction is aborted and nothing it wrote becomes visible; the newer writer owns this "
+                     "task partition. Fix: none needed for a retry or restart; otherwise make sure only one copy "
+                     "of the query runs (onceflow's run lock).")
+    return _fail(spec, task, f"fatal producer error {err.name()}: {err.str()}. The transaction is abandoned and "
+                 "the broker aborts it; the task fails so Spark can retry or the query restarts.")
+
+
+def _retrying(spec: TaskSpec, task: int, what: str, call):
+    """Run a transactional call, retrying errors Kafka marks retriable (bounded)."""
+    for attempt in range(spec.retriable_retries + 1):
+        try:
+            return call()
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if err.retriable() and not err.fatal() and attempt < spec.retriable_retries:
+                time.sleep(min(0.2 * 2 ** attempt, 5))
+                continue
+            raise
+
+
+def _produce_rows(producer: Producer, topic: str, batches: Iterable) -> int:
+    rows = 0
+    produce = producer.produce
+    for batch in batches:
+        keys = batch.column("key").to_pylist()
+        values = batch.column("value").to_pylist()
+        for key, value in zip(keys, values):
+            while True:
+                try:
+                    produce(topic, value, key)
+                    break
+                except BufferError:  # local queue full: let deliveries drain
+                    producer.poll(0.05)
+        rows += len(keys)
+    return rows
+
+
+def _check_ledger(spec: TaskSpec, task: int, latest: KafkaLedgerRecord | None) -> bool:
+    """True if this task partition already committed this batch; raise if the ledger contradicts the query."""
+    if latest is None or latest.batch_id < spec.batch_id:
+        return False
+    if latest.task_partitions != spec.task_partitions:
+        raise _fail(spec, task, f"generation {spec.generation} committed batch {latest.batch_id} with "
+                    f"{latest.task_partitions} task partitions but this query uses {spec.task_partitions}: a replay "
+                    "would split the batch differently and duplicate rows. Fix: set sinks.kafka.partitions back to "
+                    f"{latest.task_partitions}, or start a new writer generation.")
+    if latest.batch_id > spec.batch_id:
+        raise _fail(spec, task, f"the ledger already holds batch {latest.batch_id} for this task partition, ahead "
+                    f"of batch {spec.batch_id} being written: batch ids went backwards, so the checkpoint was reset "
+                    "or replaced without a new writer generation. Writing would duplicate, skipping would lose "
+                    "data. Fix: restart from a new generation (onceflow recovery) or restore the checkpoint.")
+    if latest.start != spec.start or latest.end != spec.end:
+        raise _fail(spec, task, f"batch {spec.batch_id} was committed for offsets {latest.start}..{latest.end}, "
+                    f"but this replay covers {spec.start}..{spec.end}: the checkpoint's offsets/"
+                    f"{spec.batch_id} changed. Fix: restore the checkpoint, or start a new writer generation "
+                    "from the ledger's committed offsets.")
+    return True
+
+
+def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResult:
+    """Write one task partition of one batch in one Kafka transaction, unless already committed."""
+    started = time.monotonic()
+    producer = Producer({
+        "bootstrap.servers": spec.bootstrap,
+        "transactional.id": spec.transactional_id(task),
+        "transaction.timeout.ms": spec.txn_timeout_ms,
+        "partitioner": "murmur2_random",  # key -> partition exactly as Java clients (and Spark's sink) do
+        "linger.ms": 5,
+        "log_level": 3,
+        **spec.producer_config,
+    })
+    try:
+        try:
+            _retrying(spec, task, "init", lambda: producer.init_transactions(60))  # fences older attempts
+        except KafkaException as exc:
+            err = exc.args[0]
+            raise (_fatal(spec, task, err) if err.fatal() else
+                   _fail(spec, task, f"init_transactions failed: {err.str()}. Fix: check that the broker runs "
+                         "and allows transactions (transaction.state.log settings).")) from None
+        with LedgerReader(spec.bootstrap) as reader:
+            lp = ledger_partition(task, spec.ledger_partitions)
+            key = ledger_key(spec.pipeline, spec.generation, task)
+            latest = reader.latest(spec.ledger_topic, lp, key)
+            if _check_ledger(spec, task, latest):
+                return TaskResult(task, "skipped", rows, 0, time.monotonic() - started)
+            attempts = _transact(spec, task, producer, batches, lp, key, reader)
+        return TaskResult(task, "written", rows, attempts, time.monotonic() - started)
+    finally:
+        producer.flush(0)
+
+
+def _transact(spec: TaskSpec, task: int, producer: Producer, batches: list, lp: int, key: bytes,
+              reader: LedgerReader) -> int:
+    """begin -> produce rows + ledger record -> commit, per confluent-kafka's transaction contract."""
+    last: KafkaError | None = None
+    for attempt in range(1, spec.max_attempts + 1):
+        try:
+            producer.begin_transaction()
+            rows = _produce_rows(producer, spec.output_topic, batches)
+            record = KafkaLedgerRecord(
+                pipeline=spec.pipeline, generation=spec.generation, batch_id=spec.batch_id, task_partition=task,
+                task_partitions=spec.task_partitions, topic=spec.source_topic, start=spec.start, end=spec.end,
+                rows=rows, output_topic=spec.output_topic, key_expr=spec.key_expr,
+                transactional_id=spec.transactional_id(task), written_at=int(time.time() * 1000))
+            producer.produce(spec.ledger_topic, record.to_json(), key, partition=lp)
+            if spec.fault is not None and spec.fault.crashes_task(spec.batch_id, task):
+                _crash_before_commit(spec, task, producer, reader)
+            _retrying(spec, task, "commit", lambda: producer.commit_transaction(spec.txn_timeout_ms / 1000))
+            return attempt
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if err.fatal():
+                raise _fatal(spec, task, err) from None
+            if err.txn_requires_abort():
+                last = err
+                _abort(spec, task, producer)
+                continue
+            _abort(spec, task, producer)
+            raise _fail(spec, task, f"{err.name()}: {err.str()} (not retriable; the transaction was aborted, "
+                        "nothing of it is visible).") from None
+    raise _fail(spec, task, f"the transaction was aborted {spec.max_attempts} times; last error "
+                f"{last.name() if last else '?'}: {last.str() if last else '?'}. Nothing of it is visible. Fix: "
+                "check the broker log and the output topic's limits (max.message.bytes, ACLs).")
+
+
+def _abort(spec: TaskSpec, task: int, producer: Producer) -> None:
+    try:
+        _retrying(spec, task, "abort", lambda: producer.abort_transaction(spec.txn_timeout_ms / 1000))
+    except KafkaException as exc:
+        err = exc.args[0]
+        if err.fatal():
+            raise _fatal(spec, task, err) from None
+        if err.code() != KafkaError._STATE:  # nothing to abort
+            raise _fail(spec, task, f"abort_transaction failed: {err.str()}") from None
+
+
+def _crash_before_commit(spec: TaskSpec, task: int, producer: Producer, reader: LedgerReader) -> None:
+    """Fault injection: this task's rows are in the log (uncommitted) once the tasks
+    below the fault's K have committed this batch; then the whole driver dies."""
+    producer.flush(60)
+
+    def lower_tasks_committed() -> bool:
+        for t in range(spec.fault.tasks):
+            latest = reader.latest(spec.ledger_topic, ledger_partition(t, spec.ledger_partitions),
+                                   ledger_key(spec.pipeline, spec.generation, t))
+            if latest is None or latest.batch_id < spec.batch_id:
+                return False
+        return True
+
+    faults.wait_for(lower_tasks_committed, f"tasks below {spec.fault.tasks} of batch {spec.batch_id} to commit")
+    faults.kill_driver(f"batch {spec.batch_id}: task {task} crashes before its commit")
+
+
+class _TaskWriter:
+    """The mapInArrow function: each Spark partition holds whole task partitions
+    (rows sorted by task, then source partition and offset); one transaction each."""
+
+    def __init__(self, spec: TaskSpec):
+        self.spec = spec
+
+    def __call__(self, batches: Iterator) -> Iterator:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        by_task: dict[int, list] = {}
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            tasks = batch.column(SHARD)
+            for task in pc.unique(tasks).to_pylist():
+                by_task.setdefault(task, []).append(batch.filter(pc.equal(tasks, task)))
+        for task, parts in sorted(by_task.items()):
+            result = write_task(self.spec, task, parts, sum(p.num_rows for p in parts))
+            yield pa.RecordBatch.from_pylist([result.__dict__], schema=pa.schema([
+                ("task", pa.int32()), ("status", pa.string()), ("rows", pa.int64()),
+                ("attempts", pa.int32()), ("seconds", pa.float64())]))
+
+
+# -- the driver side ------------------------------------------------------------
+class KafkaTxnSink:
+    """The sink the streaming job calls from foreachBatch; one instance per query run."""
+
+    def __init__(self, pipeline_name: str, generation: int, sink_config: KafkaSink, default_bootstrap: str,
+                 trigger_seconds: float | None = None, source_topic: str | None = None,
+                 producer_config: dict | None = None):
+        self.pipeline = pipeline_name
+        self.generation = int(generation)
+        self.config = sink_config
+        self.bootstrap = sink_config.bootstrap_servers or default_bootstrap
+        self.output_topic = sink_config.topic
+        self.ledger_topic = sink_config.ledger_topic or default_ledger_topic(pipeline_name)
+        self.task_partitions = sink_config.partitions
+        self.txn_timeout_ms = transaction_timeout_ms(trigger_seconds)
+        self.source_topic = source_topic
+        self.producer_config = dict(producer_config or {})
+        self._ledger_partitions: int | None = None
+        if self.ledger_topic == self.output_topic:
+            raise KafkaSinkError(f"sinks.kafka.ledger_topic equals the output topic {self.output_topic!r}; "
+                                 "readers of the output would see ledger records. Fix: name another topic.")
+
+    # -- setup, once per run
+    def prepare(self) -> None:
+        """Create the output and ledger topics if missing; check the ledger topic can serve as one."""
+        if self._ledger_partitions is not None:
+            return
+        from confluent_kafka.admin import ConfigResource
+
+        from onceflow.kafka.admin import admin_client, ensure_topic
+
+        admin = admin_client(self.bootstrap)
+        try:
+            topics = admin.list_topics(timeout=15).topics
+        except KafkaException as exc:
+            raise KafkaSinkError(f"cannot reach Kafka at {self.bootstrap} for sinks.kafka: {exc}. Fix: check "
+                                 "sinks.kafka.bootstrap_servers (or the source's) and that the broker runs.") from None
+        if self.output_topic not in topics:
+            ensure_topic(self.bootstrap, self.output_topic, self.task_partitions)
+        if self.ledger_topic not in topics:
+            ensure_topic(self.bootstrap, self.ledger_topic, self.task_partitions, dict(LEDGER_TOPIC_CONFIG))
+        else:
+            resource = ConfigResource(ConfigResource.Type.TOPIC, self.ledger_topic)
+            configs = admin.describe_configs([resource])[resource].result(timeout=15)
+            retention = configs["retention.ms"].value
+            policy = configs["cleanup.policy"].value
+            if retention != "-1" or "compact" in policy:
+                raise KafkaSinkError(
+                    f"ledger topic {self.ledger_topic!r} has retention.ms={retention}, cleanup.policy={policy}: "
+                    "ledger records may disappear, and a replay would then write its batch a second time. Fix: "
+                    f"set retention.ms=-1 and cleanup.policy=delete on it, or let the sink create it.")
+        self._ledger_partitions = len(admin.list_topics(self.ledger_topic, timeout=15).topics[self.ledger_topic]
+                                      .partitions)
+
+    # -- one micro-batch
+    def spec(self, batch_id: int, start: dict[int, int], end: dict[int, int], source_topic: str) -> TaskSpec:
+        self.prepare()
+        return TaskSpec(pipeline=self.pipeline, generation=self.generation, bootstrap=self.bootstrap,
+                        output_topic=self.output_topic, ledger_topic=self.ledger_topic,
+                        ledger_partitions=self._ledger_partitions, task_partitions=self.task_partitions,
+                        key_expr=self.config.key, source_topic=source_topic, batch_id=int(batch_id),
+                        start={int(p): int(o) for p, o in start.items()},
+                        end={int(p): int(o) for p, o in end.items()},
+                        txn_timeout_ms=self.txn_timeout_ms, producer_config=self.producer_config,
+                        fault=faults.from_env())
+
+    def prepared(self, batch_df):
+        """The batch as (key, value) bytes, split deterministically into task partitions.
+
+        The task of a row is `pmod(hash(key), n)`, a pure function of the row;
+        `repartition(n, key)` uses the same hash, so each Spark partition holds
+        exactly one task partition. Rows are sorted by (source partition, offset),
+        so each key's records keep their source order.
+        """
+        from pyspark.sql import functions as F
+
+        try:
+            rows = batch_df.select(
+                F.expr(self.config.key).cast("binary").alias("key"),
+                F.expr(self.config.value).cast("binary").alias("value"),
+                F.col("_partition"), F.col("_offset"))
+        except Exception as exc:  # AnalysisException / ParseException: the user's expressions
+            raise KafkaSinkError(f"sinks.kafka.key {self.config.key!r} / value {self.config.value!r} cannot be "
+                                 f"evaluated on the batch: {_first_line(exc)}. Fix: use SQL expressions over "
+                                 f"the columns {batch_df.columns}.") from None
+        n = self.task_partitions
+        return (rows.withColumn(SHARD, F.pmod(F.hash(F.col("key")), F.lit(n)))
+                .repartition(n, F.col("key"))
+                .sortWithinPartitions(SHARD, "_partition", "_offset"))
+
+    def write(self, batch_df, batch_id: int, start: dict[int, int], end: dict[int, int],
+              source_topic: str | None = None) -> SinkResult:
+        """Write one micro-batch exactly once. `batch_df`: the batch's valid events (bronze columns)."""
+        started = time.monotonic()
+        spec = self.spec(batch_id, start, end, source_topic or self.source_topic or self._source_topic(batch_df))
+        prepared = self.prepared(batch_df)
+        try:
+            rows = prepared.mapInArrow(_TaskWriter(spec), RESULT_DDL).collect()
+        except Exception as exc:
+            error = _unwrap(exc)
+            if error is exc:
+                raise
+            raise error from None
+        results = [TaskResult(r["task"], r["status"], r["rows"], r["attempts"], r["seconds"]) for r in rows]
+        # Task partitions without rows still commit a ledger record, so "batch N is
+        # complete" is "every task partition has a record for N".
+        done = {r.task for r in results}
+        for task in range(self.task_partitions):
+            if task not in done:
+                results.append(write_task(spec, task, [], 0))
+        results.sort(key=lambda r: r.task)
+        if spec.fault is not None and spec.fault.crashes_after_write(spec.batch_id):
+            faults.kill_driver(f"batch {batch_id} written by every task; Spark has not committed it")
+        return SinkResult(int(batch_id), results, time.monotonic() - started)
+
+    @staticmethod
+    def _source_topic(batch_df) -> str:
+        first = batch_df.select("_topic").limit(1).collect()
+        return first[0]["_topic"] if first else ""
+
+    # -- the ledger
+    def ledger(self) -> KafkaLedger:
+        return read_kafka_ledger(self.bootstrap, self.ledger_topic, self.pipeline)
+
+    def committed(self) -> dict[tuple[int, int], KafkaLedgerRecord]:
+        """(batch_id, task_partition) -> ledger record, for this sink's generation."""
+        return self.ledger().committed(self.generation)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _unwrap(exc: Exception) -> Exception:
+    if isinstance(exc, KafkaSinkError):
+        return exc
+    """A KafkaSinkError raised in a Python worker reaches the driver wrapped in
+    Spark's exceptions; give the user the sink's message, not the JVM stack."""
+    text = str(exc)
+    index = text.rfind(_ERROR_MARK)
+    if index < 0:
+        return exc
+    message = text[index + len(_ERROR_MARK):].split("\n")[0].strip()
+    return KafkaSinkError(message)
+
+
+__all__ = ["KafkaTxnSink", "KafkaSinkError", "SinkResult", "TaskResult", "TaskSpec", "transactional_id",
+           "transaction_timeout_ms", "write_task"]
