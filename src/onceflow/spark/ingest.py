@@ -30,6 +30,7 @@ from onceflow.spark.kafka_read import kafka_options
 from onceflow.spark.listener import StatusListener
 from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
 from onceflow.spark.sinks import delta
+from onceflow.spark.sinks.kafka_txn import KafkaTxnSink
 from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, StatusLog
 
 CONTINUOUS, AVAILABLE_NOW = "continuous", "available-now"
@@ -96,7 +97,8 @@ class BatchWriter:
         self.spark = spark
         self.pipeline = pipeline
         self.generation = identity.generation
-        self.floors = {sink: identity.floor(sink) for sink in ("bronze", "quarantine", "aggregates")}
+        self.floors = {sink: identity.floor(sink) for sink in ("bronze", "quarantine", "aggregates", "kafka")}
+        self.kafka = KafkaTxnSink.for_pipeline(pipeline, self.generation) if pipeline.sinks.kafka else None
         self.paths = table_paths(pipeline)
         self.topic = pipeline.source.topic
         agg = pipeline.sinks.aggregates
@@ -158,6 +160,9 @@ class BatchWriter:
                      self.paths["quarantine"], self.entry("quarantine", batch_id, start, end, stats["quarantine"]))
         if "aggregates" in self.paths:
             self._aggregate(self.above_floor(bronze, "aggregates"), batch_id, start, end, stats)
+        if self.kafka is not None:  # one Kafka transaction per task partition (docs/kafka-sink.md)
+            kafka = self.entry("kafka", batch_id, start, end, 0)
+            self.kafka.write(self.above_floor(bronze, "kafka"), batch_id, kafka.start, kafka.end)
 
     def _aggregate(self, bronze: DataFrame, batch_id: int, start: dict, end: dict, stats) -> None:
         """Merge this batch's per-window sums. Late events (older than the watermark)

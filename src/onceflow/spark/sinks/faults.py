@@ -9,7 +9,11 @@ The process group is named explicitly by the test (never guessed):
 
     ONCEFLOW_FAULT_KAFKA_SINK=crash_after_tasks:2@batch:3   # tasks >= 2 of batch 3 crash before committing
     ONCEFLOW_FAULT_KAFKA_SINK=crash_after_write@batch:5     # batch 5 fully written, Spark not committed
-    ONCEFLOW_FAULT_KILL_PGID=<process group of the driver>   # required with any fault
+    ONCEFLOW_FAULT_KILL_PGID=<pgid> | self                    # required with any fault
+
+`self` means the driver's own process group, and is accepted only when the
+driver leads that group (started with `start_new_session=True` or `setsid`),
+so a mistake can never kill the shell or test runner that started it.
 
 Unset (the normal case) nothing here does anything.
 """
@@ -41,6 +45,7 @@ class Fault:
     point: str  # AFTER_TASKS | AFTER_WRITE
     batch_id: int
     tasks: int = 0  # AFTER_TASKS: task partitions below this number commit first
+    pgid: int = 0  # the process group to kill, resolved on the driver
 
     def crashes_task(self, batch_id: int, task: int) -> bool:
         return self.point == AFTER_TASKS and batch_id == self.batch_id and task >= self.tasks
@@ -49,7 +54,7 @@ class Fault:
         return self.point == AFTER_WRITE and batch_id == self.batch_id
 
 
-def parse(text: str) -> Fault:
+def parse(text: str, pgid: int = 0) -> Fault:
     match = _SPEC.match(text.strip())
     if not match:
         raise FaultSpecError(f"{ENV_FAULT}={text!r} is not a fault. Fix: write crash_after_tasks:K@batch:N "
@@ -57,22 +62,33 @@ def parse(text: str) -> Fault:
     point = AFTER_WRITE if match["point"] == AFTER_WRITE else AFTER_TASKS
     if point == AFTER_TASKS and match["k"] is None:
         raise FaultSpecError(f"{ENV_FAULT}={text!r}: crash_after_tasks needs K. Fix: crash_after_tasks:K@batch:N.")
-    return Fault(point, int(match["batch"]), int(match["k"] or 0))
+    return Fault(point, int(match["batch"]), int(match["k"] or 0), pgid)
+
+
+def _pgid() -> int:
+    raw = os.environ.get(ENV_KILL_PGID, "").strip()
+    if raw == "self":
+        if os.getpgrp() != os.getpid():
+            raise FaultSpecError(f"{ENV_KILL_PGID}=self, but this driver (pid {os.getpid()}) does not lead its "
+                                 f"process group ({os.getpgrp()}): killing it would kill its parent too. Fix: "
+                                 "start the driver with setsid / start_new_session=True.")
+        return os.getpid()
+    if not raw.isdigit() or int(raw) <= 1:
+        raise FaultSpecError(f"{ENV_FAULT} is set but {ENV_KILL_PGID}={raw!r} does not name a process group. "
+                             f"Fix: set {ENV_KILL_PGID}=self in a driver started with setsid, or to its pgid.")
+    return int(raw)
 
 
 def from_env() -> Fault | None:
+    """The armed fault of this driver, or None; malformed settings fail here, early."""
     text = os.environ.get(ENV_FAULT, "").strip()
-    return parse(text) if text else None
+    return parse(text, _pgid()) if text else None
 
 
-def kill_driver(reason: str) -> NoReturn:
+def kill_driver(fault: Fault, reason: str) -> NoReturn:
     """SIGKILL the driver's process group (this process included)."""
-    raw = os.environ.get(ENV_KILL_PGID, "")
-    if not raw.isdigit() or int(raw) <= 1:
-        raise FaultSpecError(f"{ENV_FAULT} is set but {ENV_KILL_PGID}={raw!r} does not name a process group. "
-                             f"Fix: start the driver in its own session and set {ENV_KILL_PGID} to its pid.")
-    print(f"onceflow fault injection: {reason}; killing process group {raw}", flush=True)
-    os.killpg(int(raw), signal.SIGKILL)
+    print(f"onceflow fault injection: {reason}; killing process group {fault.pgid}", flush=True)
+    os.killpg(fault.pgid, signal.SIGKILL)
     time.sleep(30)  # SIGKILL is asynchronous; never return into the commit path
     os._exit(137)
 

@@ -291,7 +291,7 @@ def _crash_before_commit(spec: TaskSpec, task: int, producer: Producer, reader: 
         return True
 
     faults.wait_for(lower_tasks_committed, f"tasks below {spec.fault.tasks} of batch {spec.batch_id} to commit")
-    faults.kill_driver(f"batch {spec.batch_id}: task {task} crashes before its commit")
+    faults.kill_driver(spec.fault, f"batch {spec.batch_id}: task {task} crashes before its commit")
 
 
 class _TaskWriter:
@@ -337,9 +337,21 @@ class KafkaTxnSink:
         self.source_topic = source_topic
         self.producer_config = dict(producer_config or {})
         self._ledger_partitions: int | None = None
+        self.fault = faults.from_env()  # a malformed fault setting fails at start, not mid-run
         if self.ledger_topic == self.output_topic:
             raise KafkaSinkError(f"sinks.kafka.ledger_topic equals the output topic {self.output_topic!r}; "
                                  "readers of the output would see ledger records. Fix: name another topic.")
+
+    @classmethod
+    def for_pipeline(cls, pipeline, generation: int, **kwargs) -> "KafkaTxnSink":
+        """The sink of `pipeline.sinks.kafka`: the source's brokers unless the sink names its own."""
+        from onceflow.config import duration_seconds
+
+        if pipeline.sinks.kafka is None:
+            raise KafkaSinkError(f"pipeline {pipeline.name!r} has no sinks.kafka section")
+        return cls(pipeline.name, generation, pipeline.sinks.kafka, pipeline.source.bootstrap_servers,
+                   trigger_seconds=duration_seconds(pipeline.trigger.processing_time),
+                   source_topic=pipeline.source.topic, **kwargs)
 
     # -- setup, once per run
     def prepare(self) -> None:
@@ -383,7 +395,7 @@ class KafkaTxnSink:
                         start={int(p): int(o) for p, o in start.items()},
                         end={int(p): int(o) for p, o in end.items()},
                         txn_timeout_ms=self.txn_timeout_ms, producer_config=self.producer_config,
-                        fault=faults.from_env())
+                        fault=self.fault)
 
     def prepared(self, batch_df):
         """The batch as (key, value) bytes, split deterministically into task partitions.
@@ -431,7 +443,7 @@ class KafkaTxnSink:
                 results.append(write_task(spec, task, [], 0))
         results.sort(key=lambda r: r.task)
         if spec.fault is not None and spec.fault.crashes_after_write(spec.batch_id):
-            faults.kill_driver(f"batch {batch_id} written by every task; Spark has not committed it")
+            faults.kill_driver(spec.fault, f"batch {batch_id} written by every task; Spark has not committed it")
         return SinkResult(int(batch_id), results, time.monotonic() - started)
 
     @staticmethod
