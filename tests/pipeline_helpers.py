@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -9,10 +10,12 @@ import yaml
 from onceflow import config
 
 
-def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str = "payments", **overrides) -> Path:
+def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str | None = None, **overrides) -> Path:
     """A pipeline file whose tables and checkpoint live under `folder`; `overrides`
-    replace top-level sections (e.g. trigger={"processing_time": "500 ms"})."""
+    replace top-level sections (e.g. trigger={"processing_time": "500 ms"}). The
+    name defaults to one made from the topic, so each test has its own status files."""
     folder.mkdir(parents=True, exist_ok=True)
+    name = name or "p_" + re.sub(r"[^a-z0-9_]", "_", topic.lower())[:60]
     body = {
         "name": name,
         "source": {"bootstrap_servers": bootstrap, "topic": topic, "starting_offsets": "earliest",
@@ -32,3 +35,9 @@ def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str = "paymen
 
 def load_pipeline(folder: Path, bootstrap: str, topic: str, **overrides) -> config.Pipeline:
     return config.load(write_pipeline(folder, bootstrap, topic, **overrides))
+
+
+def pipeline_file(folder: Path, bootstrap: str, topic: str, **overrides) -> tuple[Path, config.Pipeline]:
+    """The file (for subprocesses and CLIs) and the loaded pipeline (for assertions)."""
+    path = write_pipeline(folder, bootstrap, topic, **overrides)
+    return path, config.load(path)

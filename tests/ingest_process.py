@@ -1,0 +1,73 @@
+"""The streaming job as a real OS process that tests can kill -9 and restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from onceflow.status import StatusLog
+
+ONCEFLOW = str(Path(sys.executable).with_name("onceflow"))
+
+
+class IngestProcess:
+    """`onceflow ingest` in its own process group (Python driver + its Spark JVM)."""
+
+    def __init__(self, pipeline, pipeline_file: Path, log_dir: Path, mode: str = "continuous",
+                 extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None):
+        self.pipeline = pipeline
+        self.cmd = [ONCEFLOW, "ingest", "--pipeline", str(pipeline_file), "--mode", mode, *extra_args]
+        self.log_dir = log_dir
+        self.env = {**os.environ, "ONCEFLOW_SHUFFLE_PARTITIONS": "2", **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self.runs = 0
+        self.status = StatusLog(pipeline.state_path, pipeline.name)
+
+    def progress_count(self) -> int:
+        return sum(1 for e in self.status.events() if e.get("event") == "progress")
+
+    def start(self, fault: str | None = None) -> "IngestProcess":
+        env = dict(self.env)
+        if fault:
+            env["ONCEFLOW_FAULT"] = fault
+        self.runs += 1
+        self.log = self.log_dir / f"ingest-{self.runs}.log"
+        self.proc = subprocess.Popen(self.cmd, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def wait_progress(self, more_than: int, timeout: float = 240) -> None:
+        """Until more than `more_than` progress events exist (a batch committed)."""
+        deadline = time.monotonic() + timeout
+        while self.progress_count() <= more_than:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"ingest exited with {self.proc.returncode} before committing a batch:\n"
+                                     f"{self.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no committed batch within {timeout}s:\n{self.tail()}")
+            time.sleep(0.2)
+
+    def wait_exit(self, timeout: float = 240) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            raise AssertionError(f"ingest did not exit within {timeout}s:\n{self.tail()}") from None
+
+    def kill9(self) -> None:
+        """kill -9 the driver and its JVM: no shutdown hook, no final status."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+    def terminate(self, timeout: float = 120) -> int:
+        """SIGTERM to the driver: it stops at a batch boundary and exits."""
+        os.kill(self.proc.pid, signal.SIGTERM)
+        return self.wait_exit(timeout)
