@@ -102,7 +102,7 @@ class PipelineHealthSensor(BaseSensorOperator):
             raise AirflowFailException(f"{name}: verdict {verdict}: {reasons}. Fix: see the run's status log "
                                        f"and `onceflow checkpoint status --pipeline {self.pipeline_file}`.")
         if self.require_progress and not run.get("batches"):
-            lag = (event.get("health") or {}).get("lag")
+            lag = ((event.get("health") or {}).get("lag") or {}).get("total")
             if lag:
                 raise AirflowFailException(f"{name}: the run ended ({verdict}) without committing a batch "
                                            f"while {lag} records wait to be read ({reasons})")
