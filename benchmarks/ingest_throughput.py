@@ -1,0 +1,177 @@
+"""Ingest throughput and latency, measured in one run on this machine.
+
+    .venv/bin/python benchmarks/ingest_throughput.py [--events 1000000] [--json out.json]
+
+(a) the exactly-once job (bronze + quarantine appends and the aggregates MERGE,
+    each an idempotent Delta commit with its ledger entry);
+(b) the same query — same parsing, same outputs — written as plain Parquet
+    appends with no idempotence (Spark's at-least-once baseline);
+(c) a raw confluent-kafka consumer reading the topic at read_committed (the
+    ceiling of reading);
+then p50/p95 end-to-end latency (Kafka timestamp → Delta commit holding the row)
+of (a) in continuous mode with a 1 s trigger under a steady produce rate.
+Rates are records/s of committed records; quote the ratios, not the absolutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
+os.environ.setdefault("ONCEFLOW_PROJECT", str(ROOT))
+sys.path.insert(0, str(ROOT))
+
+
+def _pipeline(folder: Path, bootstrap: str, topic: str, max_offsets: int, trigger: str = "1 second"):
+    from tests.pipeline_helpers import pipeline_file
+
+    return pipeline_file(folder, bootstrap, topic,
+                         source={"bootstrap_servers": bootstrap, "topic": topic, "starting_offsets": "earliest",
+                                 "max_offsets_per_trigger": max_offsets},
+                         trigger={"processing_time": trigger})
+
+
+def run_exactly_once(spark, pipeline) -> float:
+    from onceflow.spark.ingest import run_ingest
+
+    started = time.monotonic()
+    result = run_ingest(pipeline, mode="available-now", spark=spark)
+    assert result.status == "finished", result
+    return time.monotonic() - started
+
+
+def run_plain_parquet(spark, pipeline, folder: Path) -> float:
+    """The same parse and outputs, appended as Parquet: no txn ids, no ledger, no MERGE."""
+    from onceflow.spark.kafka_read import kafka_options
+    from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
+    from onceflow.spark.sinks.delta import batch_aggregates
+
+    source = pipeline.source
+
+    def write(batch_df, batch_id):
+        parsed = parse_events(batch_df, pipeline.event).persist()
+        bronze = bronze_rows(parsed, batch_id, 0)
+        bronze.write.mode("append").parquet(str(folder / "bronze"))
+        quarantine_rows(parsed, batch_id, 0).write.mode("append").parquet(str(folder / "quarantine"))
+        batch_aggregates(bronze, pipeline.sinks.aggregates.window).write.mode("append").parquet(
+            str(folder / "aggregates"))
+        parsed.unpersist()
+
+    stream = (spark.readStream.format("kafka")
+              .options(**kafka_options(source.bootstrap_servers, source.topic, "earliest",
+                                       maxOffsetsPerTrigger=str(source.max_offsets_per_trigger)))
+              .load())
+    started = time.monotonic()
+    (stream.writeStream.foreachBatch(write).option("checkpointLocation", str(folder / "checkpoint"))
+     .trigger(availableNow=True).start().awaitTermination())
+    return time.monotonic() - started
+
+
+def run_raw_consumer(bootstrap: str, topic: str) -> float:
+    from onceflow.kafka.consume import committed_counts
+
+    started = time.monotonic()
+    committed_counts(bootstrap, topic)
+    return time.monotonic() - started
+
+
+def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, seconds: float) -> dict:
+    """p50/p95 of (Delta commit time of the row's batch) − (the record's Kafka timestamp)."""
+    import subprocess
+
+    from deltalake import DeltaTable
+
+    from onceflow.kafka.producer import produce
+    from onceflow.ledger import read_ledger
+    from onceflow.spark.ingest import table_paths
+    from tests.ingest_process import IngestProcess
+
+    job = IngestProcess(pipeline, pipeline_file, pipeline_file.parent).start()
+    try:
+        job.wait_progress(more_than=0, timeout=300)  # query up and idle-ready before the clock starts
+        produce(bootstrap, pipeline.source.topic, int(rate * seconds), rate=rate, txn_size=50, keep_records=False)
+        time.sleep(5)
+        assert job.terminate() == 0, job.tail()
+    except BaseException:
+        job.kill9()
+        raise
+    bronze = table_paths(pipeline)["bronze"]
+    commit_ms = {e.batch_id: e.timestamp for e in read_ledger(bronze).entries}
+    rows = DeltaTable(bronze).to_pyarrow_table(columns=["_batch_id", "_kafka_ts"]).to_pylist()
+    lat = sorted((commit_ms[r["_batch_id"]] - r["_kafka_ts"].timestamp() * 1000) / 1000 for r in rows)
+    q = statistics.quantiles(lat, n=100)
+    return {"records": len(lat), "p50_s": round(q[49], 3), "p95_s": round(q[94], 3), "rate_per_s": rate}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--max-offsets", type=int, default=250_000, help="maxOffsetsPerTrigger of (a) and (b)")
+    ap.add_argument("--latency-rate", type=float, default=2000, help="events/s produced while measuring latency")
+    ap.add_argument("--latency-seconds", type=float, default=30)
+    ap.add_argument("--json", help="also write the figures here")
+    args = ap.parse_args()
+
+    from onceflow.kafka.broker import LocalBroker
+    from onceflow.kafka.producer import produce
+    from onceflow.spark.session import build_session
+    from tests.conftest import free_port_pair
+
+    work = Path(tempfile.mkdtemp(prefix="onceflow-bench-"))
+    os.environ["ONCEFLOW_HOME"] = str(work / "home")
+    broker = LocalBroker(home=work, port=free_port_pair())
+    broker.start(timeout=120)
+    try:
+        print(f"producing {args.events} events (1% malformed) …", flush=True)
+        summary = produce(broker.bootstrap, "bench", args.events, partitions=4, malformed_ratio=0.01,
+                          txn_size=1000, keep_records=False)
+        committed = summary.count("committed")
+        print(f"  {committed} committed in {summary.seconds:.1f}s", flush=True)
+        spark = build_session("onceflow-bench", master="local[*]")
+
+        # warm the JVM and connector classes once so neither side pays for it
+        produce(broker.bootstrap, "warm", min(20_000, args.events), partitions=4, keep_records=False)
+        _, warm = _pipeline(work / "warm", broker.bootstrap, "warm", args.max_offsets)
+        run_exactly_once(spark, warm)
+
+        _, pipeline = _pipeline(work / "a", broker.bootstrap, "bench", args.max_offsets)
+        print("(a) exactly-once Delta …", flush=True)
+        t_a = run_exactly_once(spark, pipeline)
+        print("(b) plain Parquet, no idempotence …", flush=True)
+        t_b = run_plain_parquet(spark, pipeline, work / "b")
+        print("(c) raw confluent-kafka consumer …", flush=True)
+        t_c = run_raw_consumer(broker.bootstrap, "bench")
+        spark.stop()
+
+        print(f"latency: continuous, 1 s trigger, {args.latency_rate:g} events/s for {args.latency_seconds:g}s …",
+              flush=True)
+        file, lat_pipeline = _pipeline(work / "latency", broker.bootstrap, "latency", 100_000, "1 second")
+        produce(broker.bootstrap, "latency", 1, partitions=4, keep_records=False)  # topic exists before the query
+        latency = measure_latency(file, lat_pipeline, broker.bootstrap, args.latency_rate, args.latency_seconds)
+    finally:
+        broker.stop()
+
+    figures = {
+        "events": args.events, "committed_records": committed, "cores": os.cpu_count(),
+        "exactly_once_records_per_s": round(committed / t_a), "plain_parquet_records_per_s": round(committed / t_b),
+        "raw_consumer_records_per_s": round(committed / t_c),
+        "ratio_exactly_once_vs_parquet": round(t_b / t_a, 3), "ratio_exactly_once_vs_raw_read": round(t_c / t_a, 3),
+        "seconds": {"exactly_once": round(t_a, 1), "plain_parquet": round(t_b, 1), "raw_consumer": round(t_c, 1)},
+        "latency": latency,
+    }
+    print(json.dumps(figures, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
