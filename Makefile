@@ -37,6 +37,11 @@ lock: venv
 kafka-start: setup
 	$(ONCEFLOW) kafka start
 
+# Airflow standalone for this checkout: broker, dags/, plugins/, spark_default; prints URL + login
+.PHONY: airflow
+airflow: setup
+	$(PY) -m onceflow.airflow.standalone
+
 kafka-stop: venv
 	$(ONCEFLOW) kafka stop
 

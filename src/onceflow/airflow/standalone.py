@@ -1,0 +1,127 @@
+"""`make airflow`: `airflow standalone` for this checkout, sized for a small machine.
+
+Starts the embedded Kafka broker (unless ONCEFLOW_KAFKA_BOOTSTRAP points elsewhere),
+then `airflow standalone` (scheduler, dag-processor, api-server, triggerer; SQLite,
+LocalExecutor, SimpleAuthManager) with the project's dags/ and plugins/, the
+`spark_default` connection defined (a missing one silently means `yarn`) and
+parallelism for 2 cores; waits until the API answers and prints the URL and the
+login. Ctrl-C stops every component.
+
+    python -m onceflow.airflow.standalone [--port 8080] [--home DIR] [--no-broker]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from onceflow.paths import jars_dir, project_root, state_dir
+
+
+def standalone_env(home: Path, port: int, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment `airflow standalone` runs with (also used by the browser e2e test)."""
+    env = dict(os.environ if base is None else base)
+    root = project_root()
+    venv_bin = str(Path(sys.executable).parent)
+    master = env.get("ONCEFLOW_SPARK_MASTER", "local[*]")
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(root / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(root / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        # 2 cores: a stream window, a watcher or two and an audit at a time
+        "AIRFLOW__CORE__PARALLELISM": env.get("AIRFLOW__CORE__PARALLELISM", "4"),
+        "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": env.get("AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG", "3"),
+        "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+        "AIRFLOW__API__WORKERS": "1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW_CONN_SPARK_DEFAULT": env.get("AIRFLOW_CONN_SPARK_DEFAULT") or json.dumps(
+            {"conn_type": "spark", "host": master, "extra": {"deploy-mode": "client"}}),
+        "ONCEFLOW_HOME": str(state_dir()),
+        "ONCEFLOW_JARS": str(jars_dir()),
+        "ONCEFLOW_PROJECT": str(root),
+        # standalone starts its components by calling `airflow` from PATH; spark-submit is here too
+        "PATH": os.pathsep.join([venv_bin, env.get("PATH", "")]),
+    })
+    return env
+
+
+def password_file(home: Path) -> Path:
+    return home / "simple_auth_manager_passwords.json.generated"
+
+
+def wait_ready(port: int, home: Path, proc: subprocess.Popen, timeout: float = 300) -> str:
+    """Block until the API server answers and the admin password exists; returns the password."""
+    deadline = time.monotonic() + timeout
+    url = f"http://localhost:{port}/api/v2/version"
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"airflow standalone exited with code {proc.returncode} before it was ready")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                if resp.status == 200 and password_file(home).exists():
+                    return json.loads(password_file(home).read_text())["admin"]
+        except Exception as exc:  # not up yet
+            last = str(exc)
+        time.sleep(2)
+    raise TimeoutError(f"Airflow did not answer on {url} within {timeout:.0f}s (last: {last}). "
+                       f"Fix: look at the standalone output above; is port {port} free?")
+
+
+def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
+    """SIGINT is how standalone stops its components; then the process group, by its id."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # components that outlived it
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m onceflow.airflow.standalone", description=__doc__.split("\n")[0])
+    parser.add_argument("--port", type=int, default=int(os.environ.get("ONCEFLOW_AIRFLOW_PORT", "8080")))
+    parser.add_argument("--home", type=Path, default=None, help="AIRFLOW_HOME (default <state>/airflow)")
+    parser.add_argument("--no-broker", action="store_true", help="do not start the embedded Kafka broker")
+    args = parser.parse_args(argv)
+    home = (args.home or state_dir() / "airflow").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    if not args.no_broker and not os.environ.get("ONCEFLOW_KAFKA_BOOTSTRAP"):
+        from onceflow.kafka.broker import LocalBroker
+
+        status = LocalBroker().start(log=lambda m: print(f"onceflow: {m}", flush=True))
+        os.environ["ONCEFLOW_KAFKA_BOOTSTRAP"] = status.bootstrap
+    env = standalone_env(home, args.port)
+    print(f"onceflow: starting airflow standalone (AIRFLOW_HOME={home}, port {args.port})", flush=True)
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "standalone"], env=env,
+                            start_new_session=True)
+    try:
+        password = wait_ready(args.port, home, proc)
+        print(f"\nonceflow: Airflow is ready at http://localhost:{args.port}\n"
+              f"onceflow: log in as admin / {password} (kept in {password_file(home)})\n"
+              f"onceflow: the onceflow page: http://localhost:{args.port}/plugin/onceflow\n"
+              "onceflow: DAGs start paused; unpause <pipeline>_stream to stream. Ctrl-C stops Airflow.\n", flush=True)
+        return proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        stop(proc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
