@@ -207,7 +207,9 @@ def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIde
              .foreachBatch(writer))
     if mode == AVAILABLE_NOW:
         return query.trigger(availableNow=True)
-    return query.trigger(processingTime=pipeline.trigger.processing_time)
+    # Spark's interval parser knows "milliseconds" but not every unit the config accepts ("ms")
+    millis = round(duration_seconds(pipeline.trigger.processing_time) * 1000)
+    return query.trigger(processingTime=f"{millis} milliseconds")
 
 
 class _StopRequest:
@@ -278,8 +280,11 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
     except IngestError:
         raise
     except Exception as exc:
-        status.append(FINAL, run_id=run_id, status=FAILED, error=f"{type(exc).__name__}: {exc}")
-        raise
+        error = f"{type(exc).__name__}: {_short(exc)}"
+        status.append(FINAL, run_id=run_id, status=FAILED, error=error)
+        if isinstance(exc, OnceflowError):
+            raise
+        raise IngestError(f"{pipeline.name}: the streaming job could not run: {error}") from exc
     finally:
         lock.release()
 
