@@ -121,6 +121,7 @@ def cmd_demo(args) -> int:
 COMMAND_MODULES: tuple[str, ...] = (
     "onceflow.checkpoint_cli",
     "onceflow.ingest_cli",
+    "onceflow.recovery_cli",
 )
 
 

@@ -153,3 +153,56 @@ def contiguity_problems(entries: Iterable[LedgerEntry]) -> list[str]:
                                     f"at {start}, but the previous entry ended it at {before}")
         prev = entry
     return problems
+
+
+# -- writing LOSS entries (onceflow recover --accept-loss) -------------------------------
+def loss_app_id(pipeline: str, sink: str, generation: int) -> str:
+    """Delta txnAppId of a generation's LOSS commit.
+
+    Not the generation's own app id: a LOSS commit there with txnVersion 0 would
+    make Delta skip that generation's real batch 0 (same app id, same version),
+    and the first batch after recovery would vanish without a sound. Its own app
+    id, version 0, keeps it idempotent without touching the batch ids.
+    """
+    return f"{app_id(pipeline, sink, generation)}:loss"
+
+
+def loss_entry(pipeline: str, sink: str, generation: int, topic: str, start: dict[int, int],
+               end: dict[int, int], extra: dict | None = None) -> LedgerEntry:
+    """The ledger entry that records offsets [start, end) as lost (Kafka no longer held them).
+
+    batch_id -1: it precedes the new generation's batch 0, so contiguity holds
+    (the previous entry ends at `start`, the generation's first batch starts at `end`).
+    """
+    bad = {p: (start.get(p), o) for p, o in end.items() if p not in start or start[p] > o}
+    if bad or not end:
+        raise ValueError(f"a LOSS entry needs start <= end for every partition it names, got {bad or 'no partitions'}")
+    return LedgerEntry(pipeline=pipeline, sink=sink, generation=generation, batch_id=-1, topic=topic,
+                       start=dict(sorted(start.items())), end=dict(sorted(end.items())), rows=0, kind=LOSS,
+                       extra=extra or {})
+
+
+def write_loss(table_path: str, entry: LedgerEntry, storage_options: dict[str, str] | None = None) -> int | None:
+    """Commit a LOSS entry to a sink table as an empty append (no rows, just the ledger entry).
+
+    Written with delta-rs, so recovery needs no JVM. Idempotent: the commit carries
+    the txn (loss_app_id, 0) and is skipped when the table already has it, as Delta
+    skips a repeated txnAppId/txnVersion. Returns the new table version, or None
+    when the entry was already there.
+    """
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.transaction import CommitProperties, Transaction
+
+    if entry.kind != LOSS:
+        raise ValueError(f"write_loss writes LOSS entries only, not {entry.kind!r}")
+    txn_app = loss_app_id(entry.pipeline, entry.sink, entry.generation)
+    table = DeltaTable(table_path, storage_options=storage_options)
+    if table.transaction_version(txn_app) is not None:
+        return None
+    schema = pa.schema(table.schema().to_arrow())
+    write_deltalake(table_path, schema.empty_table(), mode="append",
+                    commit_properties=CommitProperties(custom_metadata={"userMetadata": entry.to_json()},
+                                                       app_transactions=[Transaction(txn_app, 0)]),
+                    storage_options=storage_options)
+    return DeltaTable(table_path, storage_options=storage_options).version()

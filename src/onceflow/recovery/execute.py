@@ -1,0 +1,114 @@
+"""Carrying out a recovery plan, one recorded action at a time.
+
+Order matters for a recovery that is itself interrupted: the old checkpoint is
+moved aside first (a re-plan then sees a missing checkpoint and plans the same
+new generation again), LOSS entries next (idempotent per generation), and the new
+checkpoint's identity last — until it exists, `onceflow ingest` refuses to start.
+Nothing is ever deleted: checkpoints and leftover files are moved beside the
+checkpoint with a time stamp.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from onceflow.errors import RecoveryError
+from onceflow.generation import new_identity, read_identity, write_identity
+from onceflow.ledger import loss_entry, write_loss
+from onceflow.recovery.plan import MOVE_CHECKPOINT, MOVE_LEFTOVERS, WRITE_IDENTITY, WRITE_LOSS, Action, Plan
+from onceflow.recovery.record import RecoveryRecord
+
+Log = Callable[[str], None]
+
+
+def _free_path(path: Path) -> Path:
+    """`path`, or `path-1`, `path-2`… if taken (never overwrite what was moved aside before)."""
+    candidate, n = path, 1
+    while candidate.exists():
+        candidate, n = Path(f"{path}-{n}"), n + 1
+    return candidate
+
+
+def _move_checkpoint(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
+    src = Path(action.params["from"])
+    if not src.exists():
+        raise RecoveryError(f"{src} disappeared between planning and moving it aside; nothing was changed. "
+                            "Fix: run `onceflow recover` again to plan from what is there now.")
+    dst = _free_path(Path(action.params["to"]))
+    os.rename(src, dst)
+    return {"from": str(src), "to": str(dst)}
+
+
+def _move_leftovers(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
+    root = Path(plan.checkpoint_path)
+    dest_root = _free_path(Path(f"{plan.checkpoint_path}.leftovers-{record.id}"))
+    moved, gone = [], []
+    for name in action.params["files"]:
+        path = Path(name)
+        if not path.exists():
+            gone.append(name)
+            continue
+        companions = [path, path.with_name(f".{path.name}.crc")]
+        for file in companions:
+            if file.exists():
+                target = dest_root / file.relative_to(root)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(file, target)
+                moved.append({"from": str(file), "to": str(target)})
+    return {"moved": moved, "already_gone": gone}
+
+
+def _write_loss(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
+    p = action.params
+    if not Path(p["table"]).exists():
+        return {"written": False, "why": "the table does not exist; the loss is in this record only"}
+    entry = loss_entry(plan.pipeline, p["sink"], int(p["generation"]), plan.topic,
+                       {int(k): v for k, v in p["start"].items()}, {int(k): v for k, v in p["end"].items()},
+                       extra={"recovery": record.id, "reason": "offsets deleted by Kafka retention before this "
+                                                               "sink got them; accepted with --accept-loss"})
+    version = write_loss(p["table"], entry)
+    return {"written": version is not None, "table_version": version,
+            **({} if version is not None else {"why": "already recorded by an earlier attempt"})}
+
+
+def _write_identity(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
+    p = action.params
+    cp = Path(p["checkpoint"])
+    if cp.exists() and any(cp.iterdir()):
+        raise RecoveryError(f"{cp} is not empty after the old checkpoint was moved aside (another process wrote "
+                            "to it?); the new generation was not started. Fix: stop whatever writes there and run "
+                            "`onceflow recover` again.")
+    identity = new_identity(plan.pipeline, int(p["generation"]), p["starting_offsets"],
+                            f"onceflow recover {record.id}: {p['reason']}", p["sink_floors"])
+    write_identity(str(cp), identity)
+    check = read_identity(str(cp))
+    if check is None or check.generation != identity.generation:
+        raise RecoveryError(f"{cp}/_onceflow.json does not read back as generation {identity.generation}")
+    return {"checkpoint": str(cp), "generation": identity.generation, "starting_offsets": identity.starting_offsets}
+
+
+HANDLERS = {MOVE_CHECKPOINT: _move_checkpoint, MOVE_LEFTOVERS: _move_leftovers, WRITE_LOSS: _write_loss,
+            WRITE_IDENTITY: _write_identity}
+
+
+def execute(plan: Plan, record: RecoveryRecord, log: Log = lambda msg: None) -> None:
+    """Run the plan's actions in order; each is logged and recorded. The first failure stops
+    the rest (recorded as failed, then raised as RecoveryError)."""
+    for i, action in enumerate(plan.actions, start=1):
+        log(f"[{i}/{len(plan.actions)}] {action.description}")
+        try:
+            result = HANDLERS[action.kind](plan, action, record)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            record.add_action(action.kind, action.description, "failed", error=error)
+            for later in plan.actions[i:]:
+                record.add_action(later.kind, later.description, "not_run")
+            if isinstance(exc, RecoveryError):
+                raise
+            raise RecoveryError(f"recovery action {action.kind} failed: {error}. What was done so far is in "
+                                f"{record.path}. Fix: correct the cause and run `onceflow recover` again "
+                                "(it plans from what is there now).") from exc
+        record.add_action(action.kind, action.description, "done", result=result)
+        log(f"      done: {result}")

@@ -1,0 +1,113 @@
+"""What recovery looks at before it decides: checkpoint, identity, sink ledgers, Kafka, the run.
+
+Gathering is the only part of planning that touches the outside world, so it is
+kept apart from the decision (`onceflow.recovery.plan.decide`), which is pure and
+unit-tested on hand-made facts. Nothing here starts a JVM: the checkpoint is read
+as files, the ledgers with delta-rs, Kafka with confluent-kafka.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from onceflow.checkpoint import Checkpoint, read_checkpoint
+from onceflow.config import Pipeline
+from onceflow.errors import OnceflowError, RecoveryError
+from onceflow.generation import CheckpointIdentity, read_identity
+from onceflow.ledger import Ledger, read_ledger
+from onceflow.status import FINAL, RunLock, StatusLog
+
+KAFKA_TIMEOUT = 15.0  # seconds: recovery is rare and may run while the broker is busy catching up
+
+
+@dataclass
+class KafkaOffsets:
+    """Per partition, Kafka's log start (earliest) and last stable offset (latest)."""
+
+    earliest: dict[int, int]
+    latest: dict[int, int]
+
+    @property
+    def partitions(self) -> list[int]:
+        return sorted(self.latest)
+
+
+@dataclass
+class Facts:
+    pipeline: str
+    pipeline_file: str
+    topic: str
+    default_starting_offsets: str  # the pipeline's source.starting_offsets
+    checkpoint: Checkpoint
+    identity: CheckpointIdentity | None
+    identity_error: str | None  # _onceflow.json exists but cannot be read
+    ledgers: dict[str, Ledger]  # sink name -> ledger, in write order (bronze, quarantine, aggregates)
+    kafka: KafkaOffsets
+    running: bool = False
+    holder: dict | None = None  # run.json of the process holding the run lock
+    last_run: dict = field(default_factory=dict)  # {"run_id", "final": {"status", "error"} | None}
+
+    @property
+    def written(self) -> dict[str, Ledger]:
+        """The sinks that hold at least one ledger entry."""
+        return {name: ledger for name, ledger in self.ledgers.items() if ledger.entries}
+
+
+def _last_run(pipeline: Pipeline) -> dict:
+    run = StatusLog(pipeline.state_path, pipeline.name).last_run()
+    if not run:
+        return {}
+    final = run[-1] if run[-1].get("event") == FINAL else None
+    return {"run_id": run[0].get("run_id"), "started_at": run[0].get("time"),
+            "final": {"status": final.get("status"), "error": final.get("error"), "time": final.get("time")}
+            if final else None}
+
+
+def read_ledgers(pipeline: Pipeline) -> dict[str, Ledger]:
+    """Every Delta sink's ledger; RecoveryError naming the table when a Delta log cannot be read
+    (the ledgers are what recovery trusts, so it will not guess past a damaged one)."""
+    from onceflow.spark.ingest import table_paths
+
+    ledgers = {}
+    for name, path in table_paths(pipeline).items():
+        try:
+            ledgers[name] = read_ledger(path)
+        except Exception as exc:  # delta-rs raises its own types for a damaged log
+            raise RecoveryError(f"the {name} table's Delta log at {path} cannot be read "
+                                f"({type(exc).__name__}: {exc}); recovery needs every sink ledger. Fix: repair or "
+                                "restore the table (its _delta_log), then run `onceflow recover` again.") from None
+    return ledgers
+
+
+def kafka_offsets(pipeline: Pipeline) -> KafkaOffsets:
+    from onceflow.kafka.admin import list_end_offsets
+
+    src = pipeline.source
+    try:
+        offsets = list_end_offsets(src.bootstrap_servers, src.topic, timeout=KAFKA_TIMEOUT)
+    except OnceflowError as exc:
+        raise RecoveryError(f"cannot plan a recovery without Kafka's offsets (to check that the resume point "
+                            f"is still retained): {exc}") from None
+    return KafkaOffsets(earliest=offsets["earliest"], latest=offsets["latest"])
+
+
+def gather(pipeline: Pipeline, running: bool | None = None) -> Facts:
+    """Read everything the decision needs. `running`: whether another process runs the
+    job (None: ask the run lock)."""
+    lock = RunLock(pipeline.state_path)
+    if running is None:
+        running = lock.is_held()
+    checkpoint = read_checkpoint(pipeline.checkpoint_path)
+    identity, identity_error = None, None
+    if checkpoint.exists:
+        try:
+            identity = read_identity(pipeline.checkpoint_path)
+        except OnceflowError as exc:
+            identity_error = str(exc).split(". Fix:")[0]
+        except OSError as exc:  # e.g. a directory where the file should be
+            identity_error = f"{pipeline.checkpoint_path}/_onceflow.json cannot be read ({exc.strerror})"
+    return Facts(pipeline=pipeline.name, pipeline_file=pipeline.file, topic=pipeline.source.topic,
+                 default_starting_offsets=pipeline.source.starting_offsets, checkpoint=checkpoint,
+                 identity=identity, identity_error=identity_error, ledgers=read_ledgers(pipeline),
+                 kafka=kafka_offsets(pipeline), running=running, holder=lock.holder() if running else None,
+                 last_run=_last_run(pipeline))

@@ -1,0 +1,289 @@
+"""The recovery decision on hand-made facts (pure logic: no broker, Spark or files).
+
+Each case of issue 4 gets its decision, its resume offsets, its sink floors and
+its lost ranges checked exactly; the integration tests prove the same cases end
+to end against the real components.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from onceflow.checkpoint import BatchOffsets, Checkpoint, Problem
+from onceflow.generation import CheckpointIdentity
+from onceflow.ledger import LOSS, Ledger, LedgerEntry, contiguity_problems
+from onceflow.recovery.facts import Facts, KafkaOffsets
+from onceflow.recovery.plan import (AHEAD, CORRUPT, DEAD_QUERY, FRESH, KAFKA_BEHIND, LEFTOVERS, MISSING,
+                                    MOVE_CHECKPOINT, MOVE_LEFTOVERS, NEW_GENERATION, NOTHING, REFUSE, RESTART,
+                                    RETENTION, RUNNING, SINKS_DISAGREE, UNUSABLE, WRITE_IDENTITY, WRITE_LOSS, decide)
+
+T = "payments"
+CP = "/state/checkpoint"
+SINKS = ("bronze", "quarantine", "aggregates")
+
+
+def entries(sink: str, ends: list[dict[int, int]], generation: int = 0, first_batch: int = 0,
+            start: dict[int, int] | None = None) -> list[LedgerEntry]:
+    """Contiguous batch entries ending at each of `ends`, the first starting at `start` (default 0s)."""
+    prev = dict(start) if start is not None else {p: 0 for p in ends[0]}
+    out = []
+    for i, end in enumerate(ends):
+        out.append(LedgerEntry(T, sink, generation, first_batch + i, T, dict(prev), dict(end), rows=1))
+        prev = dict(end)
+    return out
+
+
+def ledgers(**per_sink: list[LedgerEntry]) -> dict[str, Ledger]:
+    return {s: Ledger(f"/state/{s}", per_sink.get(s, []), []) for s in SINKS}
+
+
+def checkpoint(planned: list[dict[int, int]], committed: int | None, **kw) -> Checkpoint:
+    """A readable checkpoint whose offsets/N are `planned[N]`, committed up to batch `committed`."""
+    batches = {b: BatchOffsets(b, {}, ({T: o},)) for b, o in enumerate(planned)}
+    commits = tuple(range(committed + 1)) if committed is not None else ()
+    return Checkpoint(path=CP, exists=True, query_id="q", initial_offsets={T: {p: 0 for p in planned[0]}},
+                      batches=batches, commits=commits, offsets_files=tuple(batches), commit_files=commits, **kw)
+
+
+def facts(ck: Checkpoint, led: dict[str, Ledger], *, generation: int | None = 0, earliest=None, latest=None,
+          identity_error=None, running=False, last_run=None, identity=None) -> Facts:
+    if identity is None and generation is not None:
+        identity = CheckpointIdentity(T, generation, "2026-01-01T00:00:00Z")
+    return Facts(pipeline=T, pipeline_file="pipelines/payments.yaml", topic=T, default_starting_offsets="earliest",
+                 checkpoint=ck, identity=identity, identity_error=identity_error, ledgers=led,
+                 kafka=KafkaOffsets(earliest or {0: 0, 1: 0}, latest or {0: 1000, 1: 1000}), running=running,
+                 holder={"pid": 4242, "host": "h", "started": "x"} if running else None,
+                 last_run=last_run if last_run is not None else {"run_id": "r1", "final": None})
+
+
+B = [{0: 100, 1: 50}, {0: 200, 1: 120}, {0: 300, 1: 160}]  # three batches' end offsets
+MISSING_CK = Checkpoint(path=CP, exists=False, unusable_reasons=("the checkpoint directory does not exist",))
+
+
+def all_sinks(ends=B, **kw) -> dict[str, Ledger]:
+    return ledgers(**{s: entries(s, ends, **kw) for s in SINKS})
+
+
+def action(plan, kind):
+    return [a for a in plan.actions if a.kind == kind]
+
+
+# -- refusals that protect a running job or another topic --------------------------------
+def test_a_running_job_is_never_touched():
+    plan = decide(facts(checkpoint(B, 2), all_sinks(), running=True))
+    assert plan.decision == REFUSE and plan.case == RUNNING and plan.actions == []
+    assert "pid 4242" in plan.refusal and "stop it first" in plan.refusal
+    assert plan.override is None  # no flag lifts this one
+
+
+def test_sinks_written_from_another_topic_are_refused():
+    led = ledgers(bronze=[LedgerEntry(T, "bronze", 0, 0, "other", {0: 0}, {0: 5})])
+    plan = decide(facts(MISSING_CK, led, generation=None))
+    assert plan.decision == REFUSE and "'other'" in plan.refusal and plan.actions == []
+
+
+# -- nothing to do -------------------------------------------------------------------------
+def test_no_checkpoint_and_no_sink_batches_is_a_first_run():
+    plan = decide(facts(MISSING_CK, ledgers(), generation=None))
+    assert plan.decision == NOTHING and plan.case == FRESH and plan.actions == []
+    assert "earliest" in plan.next_step
+
+
+# -- dead query, healthy checkpoint: restart -----------------------------------------------
+def test_dead_query_with_healthy_checkpoint_restarts_from_it():
+    plan = decide(facts(checkpoint(B, 2), all_sinks()))
+    assert plan.decision == RESTART and plan.case == DEAD_QUERY
+    assert plan.generation == 0 and plan.previous_generation == 0  # same generation: Delta dedups replays
+    assert plan.resume == {0: 300, 1: 160}
+    assert plan.actions == [] and plan.starting_offsets is None
+    assert "no final event" in plan.findings[0].detail and "next batch is 3" in plan.summary
+
+
+def test_crash_between_sinks_restarts_and_the_replay_absorbs_the_disagreement():
+    # batch 2 planned, bronze committed it, quarantine/aggregates and commits/2 did not
+    led = ledgers(bronze=entries("bronze", B), quarantine=entries("quarantine", B[:2]),
+                  aggregates=entries("aggregates", B[:2]))
+    plan = decide(facts(checkpoint(B, 1), led))
+    assert plan.decision == RESTART and plan.generation == 0
+    assert plan.resume == {0: 200, 1: 120}  # Spark re-runs batch 2 from batch 1's end
+    assert any(f.case == SINKS_DISAGREE for f in plan.findings)
+    assert "re-runs batch 2" in plan.summary
+
+
+def test_leftover_temp_files_are_moved_aside_on_restart():
+    tmp = f"{CP}/offsets/.3.1b2c.tmp"
+    ck = checkpoint(B, 2, problems=(Problem(tmp, "leftover temp file from an interrupted write"),))
+    plan = decide(facts(ck, all_sinks()))
+    assert plan.decision == RESTART and any(f.case == LEFTOVERS for f in plan.findings)
+    assert [a.params["files"] for a in action(plan, MOVE_LEFTOVERS)] == [[tmp]]
+
+
+# -- corrupt / missing / unusable checkpoint: new generation from the ledgers -------------------
+def test_corrupt_checkpoint_starts_a_new_generation_at_the_ledgers_point():
+    ck = checkpoint(B, 2, unusable_reasons=("the newest offsets file offsets/2 is unreadable",))
+    plan = decide(facts(ck, all_sinks()), stamp="STAMP")
+    assert plan.decision == NEW_GENERATION and plan.case == CORRUPT
+    assert plan.generation == 1 and plan.previous_generation == 0
+    assert plan.resume == {0: 300, 1: 160}
+    assert json.loads(plan.starting_offsets) == {T: {"0": 300, "1": 160}}
+    assert [a.kind for a in plan.actions] == [MOVE_CHECKPOINT, WRITE_IDENTITY]
+    assert action(plan, MOVE_CHECKPOINT)[0].params == {"from": CP, "to": f"{CP}.broken-STAMP"}
+    ident = action(plan, WRITE_IDENTITY)[0].params
+    assert ident["generation"] == 1 and ident["starting_offsets"] == plan.starting_offsets
+    assert ident["sink_floors"] == {s: {"0": 300, "1": 160} for s in SINKS}
+
+
+def test_missing_checkpoint_moves_nothing_and_names_every_kafka_partition():
+    # partition 2 exists in Kafka but no batch has read it yet: it is started explicitly at earliest (-2)
+    plan = decide(facts(MISSING_CK, all_sinks(), generation=None, earliest={0: 0, 1: 0, 2: 0},
+                        latest={0: 1000, 1: 1000, 2: 10}))
+    assert plan.decision == NEW_GENERATION and plan.case == MISSING and plan.generation == 1
+    assert [a.kind for a in plan.actions] == [WRITE_IDENTITY]
+    assert json.loads(plan.starting_offsets) == {T: {"0": 300, "1": 160, "2": -2}}
+
+
+def test_identity_unreadable_is_corrupt_and_generation_follows_the_ledgers():
+    plan = decide(facts(checkpoint(B, 2), all_sinks(generation=3), generation=None,
+                        identity_error="_onceflow.json is unreadable"))
+    assert plan.decision == NEW_GENERATION and plan.case == CORRUPT and plan.generation == 4
+
+
+def test_checkpoint_of_an_older_generation_than_the_sinks_is_replaced():
+    plan = decide(facts(checkpoint(B, 2), all_sinks(generation=2), generation=1))
+    assert plan.decision == NEW_GENERATION and plan.case == UNUSABLE and plan.generation == 3
+    assert "older than the tables" in plan.findings[0].detail
+
+
+def test_checkpoint_behind_the_sinks_in_one_generation_is_replaced():
+    # restored from an older copy: it planned batches 0-1, the sinks hold 0-2 of the same generation
+    plan = decide(facts(checkpoint(B[:2], 1), all_sinks()))
+    assert plan.decision == NEW_GENERATION and plan.case == UNUSABLE
+    assert plan.resume == {0: 300, 1: 160}
+
+
+def test_checkpoint_of_another_topic_is_unusable():
+    ck = checkpoint(B, 2)
+    ck = Checkpoint(**{**ck.__dict__, "batches": {b: BatchOffsets(b, {}, ({"old": o},)) for b, o in enumerate(B)},
+                       "initial_offsets": {"old": {0: 0}}})
+    plan = decide(facts(ck, all_sinks()))
+    assert plan.decision == NEW_GENERATION and plan.case == UNUSABLE and "'payments'" in plan.findings[0].detail
+
+
+def test_corrupt_checkpoint_with_nothing_written_restarts_from_the_pipeline_default():
+    ck = checkpoint(B[:1], None, unusable_reasons=("offsets/0 is unreadable",))
+    plan = decide(facts(ck, ledgers()))
+    assert plan.decision == NEW_GENERATION and plan.generation == 1
+    assert plan.starting_offsets is None and plan.resume is None and "source.starting_offsets" in plan.summary
+
+
+# -- sinks disagree: the lowest committed point, per-sink floors --------------------------------
+def test_sinks_that_disagree_resume_from_the_lowest_point_with_per_sink_floors():
+    led = ledgers(bronze=entries("bronze", B), quarantine=entries("quarantine", B[:2]),
+                  aggregates=entries("aggregates", B[:1]))
+    plan = decide(facts(MISSING_CK, led, generation=None))
+    assert plan.decision == NEW_GENERATION and any(f.case == SINKS_DISAGREE for f in plan.findings)
+    assert plan.resume == {0: 100, 1: 50}  # aggregates is the furthest behind
+    assert plan.sink_floors == {"bronze": {"0": 300, "1": 160}, "quarantine": {"0": 200, "1": 120},
+                                "aggregates": {"0": 100, "1": 50}}
+    assert "sink floors" in plan.summary
+
+
+def test_an_empty_sink_beside_written_ones_is_read_from_the_pipelines_origin():
+    led = ledgers(bronze=entries("bronze", B, start={0: 10, 1: 5}), quarantine=entries("quarantine", B,
+                                                                                          start={0: 10, 1: 5}))
+    plan = decide(facts(MISSING_CK, led, generation=None))
+    assert plan.resume == {0: 10, 1: 5} and plan.sink_floors["aggregates"] == {"0": 10, "1": 5}
+
+
+# -- checkpoint ahead of a sink ----------------------------------------------------------------
+def test_checkpoint_ahead_of_a_sink_is_refused_without_force():
+    led = ledgers(bronze=entries("bronze", B[:1]), quarantine=entries("quarantine", B),
+                  aggregates=entries("aggregates", B))
+    plan = decide(facts(checkpoint(B, 2), led))
+    assert plan.decision == REFUSE and plan.case == AHEAD and plan.override == "--force"
+    assert "bronze holds batch 0" in plan.refusal and "--force" in plan.refusal and plan.actions == []
+
+
+def test_checkpoint_ahead_with_force_rereads_what_the_sink_lost():
+    led = ledgers(bronze=entries("bronze", B[:1]), quarantine=entries("quarantine", B),
+                  aggregates=entries("aggregates", B))
+    plan = decide(facts(checkpoint(B, 2), led), force=True)
+    assert plan.decision == NEW_GENERATION and plan.case == AHEAD and plan.generation == 1
+    assert plan.resume == {0: 100, 1: 50}
+    assert plan.sink_floors["bronze"] == {"0": 100, "1": 50} and plan.sink_floors["quarantine"] == {"0": 300,
+                                                                                                    "1": 160}
+    assert [a.kind for a in plan.actions] == [MOVE_CHECKPOINT, WRITE_IDENTITY]
+
+
+# -- Kafka retention -----------------------------------------------------------------------------
+def test_retention_past_the_resume_point_is_refused_with_the_exact_lost_ranges():
+    plan = decide(facts(checkpoint(B, 2), all_sinks(), earliest={0: 340, 1: 160}))
+    assert plan.decision == REFUSE and plan.case == RETENTION and plan.override == "--accept-loss"
+    assert [(r.partition, r.start, r.end, r.sinks) for r in plan.lost] == [(0, 300, 340, list(SINKS))]
+    assert "[300, 340)" in plan.refusal and plan.actions == []
+
+
+def test_accepted_loss_records_loss_entries_and_resumes_at_the_log_start():
+    plan = decide(facts(checkpoint(B, 2), all_sinks(), earliest={0: 340, 1: 160}), accept_loss=True)
+    assert plan.decision == NEW_GENERATION and plan.generation == 1
+    assert plan.resume == {0: 340, 1: 160}
+    losses = action(plan, WRITE_LOSS)
+    assert [(a.params["sink"], a.params["start"], a.params["end"]) for a in losses] == [
+        (s, {"0": 300}, {"0": 340}) for s in SINKS]
+    assert [a.kind for a in plan.actions] == [MOVE_CHECKPOINT, *[WRITE_LOSS] * 3, WRITE_IDENTITY]
+    # the loss entry keeps each ledger contiguous: old batch → loss → the new generation's batch 0
+    for a in losses:
+        loss = LedgerEntry(T, a.params["sink"], 1, -1, T, {0: 300}, {0: 340}, kind=LOSS)
+        new0 = LedgerEntry(T, a.params["sink"], 1, 0, T, {0: 340, 1: 160}, {0: 400, 1: 200})
+        assert contiguity_problems(entries(a.params["sink"], B) + [loss, new0]) == []
+
+
+def test_loss_is_per_sink_when_the_sinks_disagree():
+    led = ledgers(bronze=entries("bronze", B), quarantine=entries("quarantine", B[:2]),
+                  aggregates=entries("aggregates", B[:2]))
+    plan = decide(facts(checkpoint(B, 1), led, earliest={0: 250, 1: 0}), accept_loss=True)
+    # bronze holds up to 300 > 250: it lost nothing; the other two lost [200, 250)
+    assert [(r.partition, r.start, r.end, r.sinks) for r in plan.lost] == [(0, 200, 250, ["quarantine",
+                                                                                         "aggregates"])]
+    assert [a.params["sink"] for a in action(plan, WRITE_LOSS)] == ["quarantine", "aggregates"]
+    assert plan.resume == {0: 250, 1: 120}
+
+
+def test_checkpoint_past_retention_but_sinks_not_needs_no_loss():
+    # the checkpoint resumes at 200 (batch 2 uncommitted) but every sink already holds batch 2 (to 300)
+    plan = decide(facts(checkpoint(B, 1), all_sinks(), earliest={0: 250, 1: 0}))
+    assert plan.decision == NEW_GENERATION and plan.case == RETENTION and plan.lost == []
+    assert plan.resume == {0: 300, 1: 160} and not action(plan, WRITE_LOSS)
+
+
+def test_offsets_past_kafkas_end_are_refused():
+    plan = decide(facts(checkpoint(B, 2), all_sinks(), latest={0: 40, 1: 40}))
+    assert plan.decision == REFUSE and plan.case == KAFKA_BEHIND and "recreated" in plan.refusal
+
+
+# -- a recovery run twice is a restart of the prepared generation ---------------------------------
+def test_a_prepared_generation_is_restarted_not_replaced():
+    ident = CheckpointIdentity(T, 1, "t", starting_offsets=json.dumps({T: {"0": 300, "1": 160}}),
+                               reason="recover", sink_floors={s: {"0": 300, "1": 160} for s in SINKS})
+    empty = Checkpoint(path=CP, exists=True)
+    plan = decide(facts(empty, all_sinks(), identity=ident))
+    assert plan.decision == RESTART and plan.generation == 1 and plan.resume == {0: 300, 1: 160}
+    # ...unless Kafka deleted its starting point since
+    plan = decide(facts(empty, all_sinks(), identity=ident, earliest={0: 310, 1: 0}))
+    assert plan.decision == REFUSE and plan.case == RETENTION
+    assert [(r.partition, r.start, r.end) for r in plan.lost] == [(0, 300, 310)]
+
+
+def test_the_plan_is_json_ready():
+    plan = decide(facts(checkpoint(B, 2), all_sinks(), earliest={0: 340, 1: 160}), accept_loss=True)
+    body = json.loads(json.dumps(plan.as_dict()))
+    assert body["decision"] == "new_generation" and body["resume"] == {"0": 340, "1": 160}
+    assert body["lost"] == [{"partition": 0, "start": 300, "end": 340, "sinks": list(SINKS), "count": 40}]
+
+
+@pytest.mark.parametrize("flags", [{}, {"force": True}, {"accept_loss": True}])
+def test_flags_never_change_a_healthy_restart(flags):
+    plan = decide(facts(checkpoint(B, 2), all_sinks()), **flags)
+    assert plan.decision == RESTART and plan.actions == []
