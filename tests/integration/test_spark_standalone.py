@@ -1,0 +1,205 @@
+"""The jobs run distributed, not only in local[*]: a real Spark standalone cluster.
+
+A master and one worker are started from the pyspark install (what the docker
+stack's spark-master and spark-worker services run), checked with the stack's
+own healthchecks, and the real ingest app runs against them with the master
+given the way the stack gives it: ONCEFLOW_SPARK_MASTER, read by
+pipelines/payments.yaml — the same file and code path as the local default.
+The app runs in a subprocess: this test session already holds a local[2]
+SparkContext, and one process can only have one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyspark
+import pytest
+import yaml
+
+from onceflow import config
+from onceflow.kafka.admin import watermarks
+from onceflow.kafka.producer import produce
+from onceflow.ledger import read_ledger
+from onceflow.spark.ingest import table_paths
+from tests.exactly_once import _rows, assert_exactly_once
+from tests.kafka_helpers import consume_all
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+PIPELINE_FILE = ROOT / "pipelines" / "payments.yaml"
+SPARK_HOME = Path(pyspark.__file__).parent
+HEALTHCHECK = ROOT / "docker" / "healthcheck.py"
+START_TIMEOUT = 240  # JVM start-ups on 2 busy cores
+APP_TIMEOUT = 900
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+@dataclass
+class Standalone:
+    """A Spark standalone master + worker on this machine."""
+
+    folder: Path
+    port: int = field(default_factory=free_port)
+    master_ui: int = field(default_factory=free_port)
+    worker_ui: int = field(default_factory=free_port)
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    @property
+    def master_json(self) -> str:
+        return f"http://127.0.0.1:{self.master_ui}/json/"
+
+    @property
+    def worker_json(self) -> str:
+        return f"http://127.0.0.1:{self.worker_ui}/json/"
+
+    @property
+    def work_dir(self) -> Path:
+        return self.folder / "work"
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_DAEMON_MEMORY": "512m",
+                "SPARK_LOG_DIR": str(self.folder), "SPARK_WORKER_DIR": str(self.work_dir)}
+
+    def _start(self, name: str, *args: str) -> None:
+        log = open(self.folder / f"{name}.log", "wb")
+        self.procs.append(subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], env=self.env(),
+                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.folder / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
+
+    def start(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                    "--port", str(self.port), "--webui-port", str(self.master_ui))
+        self.wait_healthy("spark-master", self.master_json)
+        self._start("worker", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                    "--cores", "1", "--memory", "1g", "--webui-port", str(self.worker_ui),
+                    "--work-dir", str(self.work_dir))
+        self.wait_healthy("spark-worker", self.worker_json)
+
+    def wait_healthy(self, service: str, url: str) -> None:
+        """Run the docker stack's healthcheck of `service` (docker/compose.yaml), pointed at this cluster."""
+        test = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["services"][service]["healthcheck"]["test"]
+        assert test[:2] == ["CMD", "onceflow-healthcheck"], test
+        local_url = test[2].replace("http://localhost:8080/json/", url).replace("http://localhost:8081/json/", url)
+        assert local_url == url, f"{service}'s healthcheck asks {test[2]}, not a Spark UI's /json/"
+        command = [sys.executable, str(HEALTHCHECK), local_url, *test[3:]]
+        deadline, last = time.monotonic() + START_TIMEOUT, None
+        while time.monotonic() < deadline:
+            for proc in self.procs:
+                assert proc.poll() is None, f"a Spark daemon exited ({proc.args[1]}):\n{self.log_tail(service.split('-')[1])}"
+            last = subprocess.run(command, capture_output=True, text=True)
+            if last.returncode == 0:
+                return
+            time.sleep(2)
+        raise AssertionError(f"{service} not healthy within {START_TIMEOUT}s: {last.stderr.strip()}\n"
+                             f"{self.log_tail(service.split('-')[1])}")
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):  # worker first, then master
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+
+
+@pytest.fixture
+def standalone(tmp_path):
+    cluster = Standalone(tmp_path / "spark")
+    cluster.folder.mkdir()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_ingest_runs_on_a_standalone_cluster_through_the_stack_settings(broker, standalone, tmp_path, monkeypatch):
+    topic = config.load(PIPELINE_FILE, env={}).source.topic
+    summary = produce(broker.bootstrap, topic, 3000, partitions=4, seed=88, abort_ratio=0.1, malformed_ratio=0.03)
+    assert summary.aborted_transactions > 0 and summary.count("committed_malformed") > 0
+
+    # the stack's mechanism: addresses in the environment, the pipeline file unchanged
+    stack_env = {"ONCEFLOW_HOME": str(tmp_path / "home"), "ONCEFLOW_KAFKA_BOOTSTRAP": broker.bootstrap,
+                 "ONCEFLOW_SPARK_MASTER": standalone.url, "ONCEFLOW_DRIVER_MEMORY": "1g"}
+    pipeline = config.load(PIPELINE_FILE, env=stack_env)
+    assert pipeline.spark_master == standalone.url and pipeline.source.bootstrap_servers == broker.bootstrap
+
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", str(PIPELINE_FILE),
+             "--mode", "available-now", "--json"],
+            env={**os.environ, **stack_env, "PYSPARK_PYTHON": sys.executable}, cwd=tmp_path,
+            capture_output=True, text=True, timeout=APP_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"`onceflow ingest` on {standalone.url} did not finish within {APP_TIMEOUT}s:\n"
+                             f"{(exc.stderr or b'')[-3000:]!r}") from None
+    seconds = time.monotonic() - started
+    assert proc.returncode == 0, f"`onceflow ingest` failed on {standalone.url}:\n{proc.stderr[-4000:]}"
+    result = json.loads(proc.stdout)
+    assert result["status"] == "finished", result
+
+    # it ran on the cluster: the master saw the app finish with an executor on our worker,
+    # and that executor's own log shows it ran the tasks
+    app_name = f"onceflow-ingest-{pipeline.name}"
+    deadline = time.monotonic() + 60
+    while True:  # the master files the app under completedapps once the driver has unregistered
+        master = get_json(standalone.master_json)
+        apps = [a for a in master["completedapps"] if a["name"] == app_name]
+        if apps or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert len(apps) == 1, f"the master has no finished {app_name} app within 60s: {master}"
+    app_id = apps[0]["id"]
+    worker = get_json(standalone.worker_json)
+    executors = [e for e in worker["executors"] + worker["finishedexecutors"] if e["appid"] == app_id]
+    assert executors, f"no executor of {app_id} on the worker: {worker}"
+    logs = list((standalone.work_dir / app_id).glob("*/stderr"))
+    assert logs and any("Running task" in log.read_text(errors="replace") for log in logs), (
+        f"no task ran in the executor of {app_id} (logs: {logs})")
+
+    # and it delivered exactly once: per partition, bronze + quarantine == Kafka's committed records
+    monkeypatch.setenv("ONCEFLOW_HOME", stack_env["ONCEFLOW_HOME"])
+    paths = table_paths(pipeline)
+    committed = Counter(p for p, _, _, _ in consume_all(broker.bootstrap, topic, "read_committed"))
+    landed = Counter(r["_partition"] for name in ("bronze", "quarantine") for r in _rows(paths[name], ["_partition"]))
+    assert landed == committed, f"rows per partition {dict(landed)} != committed records {dict(committed)}"
+    assert result["input_rows"] == sum(committed.values())
+    assert_exactly_once(pipeline, broker.bootstrap, produced=[summary])
+    ends = {p: high for p, (low, high) in watermarks(broker.bootstrap, topic).items()}
+    assert read_ledger(paths["bronze"]).committed_offsets() == ends
+    print(f"\nstandalone cluster {standalone.url}: {sum(committed.values())} committed records ingested in "
+          f"{seconds:.1f}s (app {app_id}, {len(executors)} executor(s))")
