@@ -112,8 +112,8 @@ def _source(args) -> tuple[str, str]:
 def cmd_demo(args) -> int:
     from onceflow.demo import run_demo
 
-    run_demo(args.pipeline, count=args.count, log=_log, out=out)
-    return 0
+    result = run_demo(args.pipeline, count=args.count, log=_log, out=out)
+    return 0 if result["match"] else 1
 
 
 # -- parser ------------------------------------------------------------------
@@ -122,6 +122,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "onceflow.checkpoint_cli",
     "onceflow.ingest_cli",
     "onceflow.recovery_cli",
+    "onceflow.audit.cli",
 )
 
 

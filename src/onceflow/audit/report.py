@@ -1,0 +1,86 @@
+"""Where audit reports live and what they hold.
+
+    <root>/<pipeline>/<run id>/summary.json   machine-readable (docs/schemas/audit-summary.schema.json)
+    <root>/<pipeline>/<run id>/index.html     the human summary page
+    <root>/<pipeline>/<run id>/data_docs/     the Great Expectations Data Docs site
+    <root>/<pipeline>/latest                  → the newest run's directory (a relative symlink)
+    <root>/<pipeline>/watermark.json          the end offsets of the last *passed* audit (for --since-last)
+
+The root is --report-dir, else $ONCEFLOW_REPORTS, else `reports/` in the project.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from datetime import datetime, timezone
+from pathlib import Path
+
+from onceflow.paths import project_root
+
+SCHEMA_VERSION = 1
+WATERMARK = "watermark.json"
+STATUS_EXIT = {"passed": 0, "failed": 1, "error": 2}
+
+
+def report_root(report_dir: str | os.PathLike | None = None) -> Path:
+    if report_dir:
+        return Path(report_dir).resolve()
+    env = os.environ.get("ONCEFLOW_REPORTS")
+    return Path(env).resolve() if env else project_root() / "reports"
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """Sortable by time, unique across concurrent audits: 20261122T120301Z-3fa9c1."""
+    now = now or datetime.now(timezone.utc)
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
+
+
+def run_dir(root: Path, pipeline: str, run_id: str) -> Path:
+    path = root / pipeline / run_id
+    path.mkdir(parents=True, exist_ok=False)
+    return path
+
+
+def point_latest(root: Path, pipeline: str, run_id: str) -> Path:
+    """Atomically re-point `<root>/<pipeline>/latest` at this run."""
+    base = root / pipeline
+    tmp = base / f".latest.{run_id}.tmp"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    tmp.symlink_to(run_id, target_is_directory=True)
+    os.replace(tmp, base / "latest")
+    return base / "latest"
+
+
+def read_watermark(root: Path, pipeline: str) -> dict | None:
+    """The last passed audit's end offsets, or None (never audited, or unreadable: a full audit then)."""
+    path = root / pipeline / WATERMARK
+    try:
+        body = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(body, dict) or not isinstance(body.get("offsets"), dict):
+        return None
+    return body
+
+
+def write_watermark(root: Path, pipeline: str, run_id: str, topic: str, offsets: dict[int, int]) -> dict:
+    body = {"run_id": run_id, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "topic": topic,
+            "offsets": {str(p): int(o) for p, o in sorted(offsets.items())}}
+    path = root / pipeline / WATERMARK
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(body, indent=2))
+    os.replace(tmp, path)
+    return body
+
+
+def write_summary(directory: Path, summary: dict) -> Path:
+    path = directory / "summary.json"
+    path.write_text(json.dumps(summary, indent=2, default=str))
+    return path
+
+
+def schema_path() -> Path:
+    return project_root() / "docs" / "schemas" / "audit-summary.schema.json"

@@ -1,0 +1,345 @@
+"""Row reconciliation with Spark: committed Kafka records vs bronze ∪ quarantine.
+
+One full outer join on the Kafka coordinates `(_topic, _partition, _offset)`
+between the committed source records (Kafka at read_committed, validated by the
+job's own `parse_events`) and the sink rows, then one aggregation per partition
+gives every count the checks need: accounting, loss, phantoms, duplicates and
+content. Offending offsets are only looked up (and turned into ranges) when a
+count says there are some, so a clean audit pays for one join and one pass.
+
+Content is compared by a 64-bit hash per row over the canonical fields —
+bronze: event_id, account_id, amount, currency, event_time; quarantine: key,
+value, reason — summed per partition as a decimal: order-independent, and any
+added, missing or changed row changes the sum.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from onceflow.config import Pipeline
+from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CommittedPoint, check, jsonable
+from onceflow.spark.kafka_read import kafka_options
+
+_COUNTS = ("source_records", "source_valid", "source_malformed", "bronze_rows", "quarantine_rows", "lost_records",
+           "phantom_keys", "phantom_rows", "duplicate_keys", "extra_copies", "content_mismatches")
+BRONZE_FIELDS = ("event_id", "account_id", "amount", "currency", "event_time")
+QUARANTINE_FIELDS = ("_key", "_value", "reason")
+KEY = ("_topic", "_partition", "_offset")
+
+
+def bronze_hash() -> Column:
+    return F.xxhash64(F.lit("bronze"), *[F.col(c) for c in BRONZE_FIELDS])
+
+
+def quarantine_hash() -> Column:
+    return F.xxhash64(F.lit("quarantine"), *[F.col(c) for c in QUARANTINE_FIELDS])
+
+
+def _as_dec(c: Column) -> Column:
+    return c.cast("decimal(38,0)")
+
+
+def range_filter(ranges: dict[int, tuple[int, int]]) -> Column:
+    """Rows whose (_partition, _offset) lie in the audited ranges (Delta skips files by their stats)."""
+    cond = F.lit(False)
+    for p, (start, end) in sorted(ranges.items()):
+        cond = cond | ((F.col("_partition") == p) & (F.col("_offset") >= start) & (F.col("_offset") < end))
+    return cond
+
+
+def read_kafka(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]]) -> DataFrame:
+    """The committed records of the ranges: Spark's batch Kafka source at read_committed."""
+    topic = pipeline.source.topic
+    opts = kafka_options(pipeline.source.bootstrap_servers, topic,
+                         starting=json.dumps({topic: {str(p): s for p, (s, _) in ranges.items()}}),
+                         endingOffsets=json.dumps({topic: {str(p): e for p, (_, e) in ranges.items()}}))
+    opts.pop("subscribe")
+    opts["assign"] = json.dumps({topic: sorted(ranges)})
+    return spark.read.format("kafka").options(**opts).load()
+
+
+def read_source(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]]) -> DataFrame:
+    """Source records parsed with the job's validation (`parse_events`): what the sinks should hold."""
+    from onceflow.spark.parse import parse_events
+
+    if not ranges:  # nothing new to audit: the same columns, no rows
+        empty = spark.createDataFrame([], "key binary, value binary, topic string, partition int, offset long, "
+                                          "timestamp timestamp, timestampType int")
+        return parse_events(empty, pipeline.event)
+    return parse_events(read_kafka(spark, pipeline, ranges), pipeline.event)
+
+
+def read_table(spark: SparkSession, path: str, version: int | None, ranges: dict[int, tuple[int, int]] | None):
+    """A sink table at the pinned version, restricted to the audited ranges."""
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    df = reader.load(path)
+    return df.where(range_filter(ranges)) if ranges is not None else df
+
+
+@dataclass
+class RowReconciliation:
+    partitions: list[dict]  # one row per partition: counts and checksums
+    checks: list[Check]
+    totals: dict = field(default_factory=dict)
+    findings: list[dict] = field(default_factory=list)  # every offending range, for the GX findings suite
+
+
+def _islands(df: DataFrame, order_col: str, flag: Column, base: DataFrame | None = None) -> DataFrame:
+    """Runs of consecutive flagged rows per partition → (partition, start, end, count).
+
+    With `base`, runs are consecutive in the base's record order (records between
+    two lost ones that are not records — transaction markers, aborted records — do
+    not split a range); without it, in raw offsets.
+    """
+    if base is not None:
+        w = Window.partitionBy("_partition").orderBy(order_col)
+        seq = base.withColumn("_rn_all", F.row_number().over(w)).where(flag)
+        seq = seq.withColumn("_grp", F.col("_rn_all") - F.row_number().over(w))
+    else:
+        seq = df.where(flag).withColumn(
+            "_grp", F.col(order_col) - F.row_number().over(Window.partitionBy("_partition").orderBy(order_col)))
+    return (seq.groupBy("_partition", "_grp")
+            .agg(F.min(order_col).alias("start"), (F.max(order_col) + 1).alias("end"), F.count(F.lit(1)).alias("count"))
+            .select(F.col("_partition").alias("partition"), "start", "end", "count"))
+
+
+def _ranges(df: DataFrame) -> tuple[list[dict], int]:
+    total = df.count()
+    rows = df.orderBy("partition", "start").limit(MAX_RANGES).collect()
+    return [r.asDict() for r in rows], total
+
+
+class RowReconciler:
+    """Compares the source records of the committed point with bronze ∪ quarantine."""
+
+    def __init__(self, spark: SparkSession, pipeline: Pipeline, point: CommittedPoint):
+        self.spark = spark
+        self.pipeline = pipeline
+        self.point = point
+        self.ranges = point.ranges()
+        self.topic = pipeline.source.topic
+        bronze, quarantine = point.sinks.get("bronze"), point.sinks.get("quarantine")
+        self.bronze = read_table(spark, pipeline.resolve(pipeline.sinks.bronze.path),
+                                 bronze.version if bronze else None, self.ranges)
+        self.quarantine = read_table(spark, pipeline.resolve(pipeline.sinks.quarantine.path),
+                                     quarantine.version if quarantine else None, self.ranges)
+        self.source = read_source(spark, pipeline, self.ranges)
+        self._cached: list[DataFrame] = []
+
+    def cache(self, df: DataFrame) -> DataFrame:
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self._cached.append(df)
+        return df
+
+    def release(self) -> None:
+        for df in self._cached:
+            df.unpersist()
+        self._cached.clear()
+
+    def joined(self) -> DataFrame:
+        """One row per Kafka coordinate seen in the source or the sinks (one shuffle: union + group)."""
+        zero, one = F.lit(0), F.lit(1)
+        src = self.source.select(*KEY, one.alias("s"), F.when(F.col("reason").isNull(), 1).otherwise(0).alias("v"),
+                                 F.when(F.col("reason").isNull(), bronze_hash()).otherwise(quarantine_hash()).alias("h"),
+                                 zero.alias("b"), zero.alias("q"))
+        sink = (self.bronze.select(*KEY, zero.alias("s"), zero.alias("v"), bronze_hash().alias("h"), one.alias("b"),
+                                   zero.alias("q"))
+                .unionByName(self.quarantine.select(*KEY, zero.alias("s"), zero.alias("v"), quarantine_hash().alias("h"),
+                                                    zero.alias("b"), one.alias("q"))))
+        is_src, is_sink = F.col("s") == 1, F.col("s") == 0
+        g = src.unionByName(sink).groupBy(*KEY).agg(
+            (F.sum("s") > 0).alias("in_source"), (F.sum("v") > 0).alias("valid"),
+            F.max(F.when(is_src, F.col("h"))).alias("src_h"), F.sum(1 - F.col("s")).alias("copies"),
+            F.sum(F.when(is_sink, _as_dec(F.col("h")))).alias("sink_sum"),
+            F.min(F.when(is_sink, F.col("h"))).alias("h_min"), F.max(F.when(is_sink, F.col("h"))).alias("h_max"),
+            F.sum("b").alias("bronze"), F.sum("q").alias("quarantine"))
+        return g.withColumn("in_sink", F.col("copies") > 0)
+
+    def run(self) -> RowReconciliation:
+        j = self.cache(self.joined())
+        lost = F.col("in_source") & ~F.col("in_sink")
+        phantom = F.col("in_sink") & ~F.col("in_source")
+        dup = F.col("copies") > 1
+        changed = F.col("in_source") & F.col("in_sink") & ((F.col("h_min") != F.col("src_h")) |
+                                                            (F.col("h_max") != F.col("src_h")))
+        n = lambda cond: F.count(F.when(cond, 1))  # noqa: E731
+        stats = (j.groupBy("_partition").agg(
+            n(F.col("in_source")).alias("source_records"), n(F.col("valid")).alias("source_valid"),
+            n(F.col("in_source") & ~F.col("valid")).alias("source_malformed"),
+            F.coalesce(F.sum("bronze"), F.lit(0)).alias("bronze_rows"),
+            F.coalesce(F.sum("quarantine"), F.lit(0)).alias("quarantine_rows"),
+            n(lost).alias("lost_records"), n(phantom).alias("phantom_keys"),
+            F.coalesce(F.sum(F.when(phantom, F.col("copies"))), F.lit(0)).alias("phantom_rows"),
+            n(dup).alias("duplicate_keys"),
+            F.coalesce(F.sum(F.when(dup, F.col("copies") - 1)), F.lit(0)).alias("extra_copies"),
+            n(changed).alias("content_mismatches"),
+            F.coalesce(F.sum(_as_dec(F.col("src_h"))), F.lit(0)).cast("string").alias("source_checksum"),
+            F.coalesce(F.sum("sink_sum"), F.lit(0)).cast("string").alias("sink_checksum"),
+        ).collect())
+        by_p = {r["_partition"]: r.asDict() for r in stats}
+        zeros = {k: 0 for k in _COUNTS} | {"source_checksum": "0", "sink_checksum": "0"}
+        partitions = []
+        for p in sorted(set(self.point.end) | set(by_p)):
+            row = {**zeros, **by_p.get(p, {})}
+            row.pop("_partition", None)
+            partitions.append({"partition": p, "start": self.point.start.get(p), "end": self.point.end.get(p),
+                               **row, "sink_rows": row["bronze_rows"] + row["quarantine_rows"]})
+        totals = {k: sum(int(r[k]) for r in partitions) for k in (
+            "source_records", "source_valid", "source_malformed", "bronze_rows", "quarantine_rows", "sink_rows",
+            "lost_records", "phantom_rows", "duplicate_keys", "extra_copies", "content_mismatches")}
+        result = RowReconciliation(partitions=partitions, checks=[], totals=totals)
+        result.checks = [self._accounting(partitions), self._loss(j, lost, partitions, result),
+                         self._phantoms(j, phantom, partitions, result), self._duplicates(j, dup, partitions, result),
+                         self._event_ids(result), self._content(j, changed, partitions, result)]
+        return result
+
+    # -- the checks -----------------------------------------------------------------
+    def _accounting(self, parts: list[dict]) -> Check:
+        bad = [r for r in parts if not (r["source_records"] == r["sink_rows"] and r["source_valid"] == r["bronze_rows"]
+                                         and r["source_malformed"] == r["quarantine_rows"])]
+        t = lambda k: sum(r[k] for r in parts)  # noqa: E731
+        return check("accounting", "committed source records = bronze + quarantine, per partition", not bad,
+                     expected={"records": t("source_records"), "bronze": t("source_valid"),
+                               "quarantine": t("source_malformed")},
+                     observed={"records": t("sink_rows"), "bronze": t("bronze_rows"),
+                               "quarantine": t("quarantine_rows")},
+                     partitions=[r["partition"] for r in bad],
+                     detail="; ".join(f"partition {r['partition']}: source {r['source_records']} "
+                                      f"({r['source_valid']} valid, {r['source_malformed']} malformed) vs sink "
+                                      f"{r['sink_rows']} ({r['bronze_rows']} bronze, {r['quarantine_rows']} quarantine)"
+                                      for r in bad[:20]))
+
+    def _loss(self, j: DataFrame, lost: Column, parts: list[dict], result: RowReconciliation) -> Check:
+        count = sum(r["lost_records"] for r in parts)
+        ranges, total, samples = [], 0, []
+        if count:
+            records = j.where(F.col("in_source"))
+            ranges, total = _ranges(_islands(j, "_offset", lost, base=records))
+            keys = [(r["_partition"], r["_offset"]) for r in
+                    j.where(lost).orderBy("_partition", "_offset").select("_partition", "_offset").limit(MAX_SAMPLES).collect()]
+            samples = self.source_rows(keys)
+            result.findings += [{"check": "loss", **r} for r in ranges]
+        return check("loss", "no committed source record is missing from bronze ∪ quarantine (anti-join)", not count,
+                     expected=0, observed=count, ranges=ranges, ranges_total=total, samples=samples,
+                     partitions=[r["partition"] for r in parts if r["lost_records"]],
+                     detail=_ranges_text("lost", ranges, total))
+
+    def _phantoms(self, j: DataFrame, phantom: Column, parts: list[dict], result: RowReconciliation) -> Check:
+        count = sum(r["phantom_rows"] for r in parts)
+        ranges, total, samples = [], 0, []
+        if count:
+            ranges, total = _ranges(_islands(j, "_offset", phantom))
+            keys = [(r["_partition"], r["_offset"]) for r in
+                    j.where(phantom).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()]
+            samples = self.sink_rows(keys)
+            result.findings += [{"check": "phantoms", **r} for r in ranges]
+        return check("phantoms", "no sink row without a committed source record (e.g. from an aborted transaction)",
+                     not count, expected=0, observed=count, ranges=ranges, ranges_total=total, samples=samples,
+                     partitions=[r["partition"] for r in parts if r["phantom_rows"]],
+                     detail=_ranges_text("phantom rows at", ranges, total))
+
+    def _duplicates(self, j: DataFrame, dup: Column, parts: list[dict], result: RowReconciliation) -> Check:
+        keys = sum(r["duplicate_keys"] for r in parts)
+        extra = sum(r["extra_copies"] for r in parts)
+        ranges, total, samples = [], 0, []
+        if keys:
+            ranges, total = _ranges(_islands(j, "_offset", dup))
+            rows = j.where(dup).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()
+            samples = self.sink_rows([(r["_partition"], r["_offset"]) for r in rows])
+            result.findings += [{"check": "duplicates", **r} for r in ranges]
+        return check("duplicates", "no two sink rows share (_topic, _partition, _offset)", not keys,
+                     expected=0, observed={"keys": keys, "extra_rows": extra}, ranges=ranges, ranges_total=total,
+                     samples=samples, partitions=[r["partition"] for r in parts if r["duplicate_keys"]],
+                     detail=_ranges_text("duplicated offsets", ranges, total))
+
+    def _event_ids(self, result: RowReconciliation) -> Check:
+        dups = (self.bronze.groupBy("event_id")
+                .agg(F.count(F.lit(1)).alias("rows"),
+                     F.sort_array(F.collect_list(F.struct("_partition", "_offset"))).alias("at"))
+                .where(F.col("rows") > 1))
+        found = dups.orderBy("event_id").limit(MAX_RANGES).collect()
+        total = dups.count() if len(found) >= MAX_RANGES else len(found)
+        samples = [{"event_id": r["event_id"], "rows": r["rows"],
+                    "offsets": [{"partition": a["_partition"], "offset": a["_offset"]} for a in r["at"]]}
+                   for r in found[:MAX_SAMPLES]]
+        for r in found:
+            for a in r["at"]:
+                result.findings.append({"check": "duplicate_event_ids", "partition": a["_partition"],
+                                        "start": a["_offset"], "end": a["_offset"] + 1, "count": 1})
+        return check("duplicate_event_ids", "no two bronze rows share an event_id", not found, expected=0,
+                     observed=total, samples=samples,
+                     partitions=sorted({a["_partition"] for r in found for a in r["at"]}),
+                     detail="; ".join(f"event_id {s['event_id']} at " + ", ".join(
+                         f"partition {o['partition']} offset {o['offset']}" for o in s["offsets"]) for s in samples))
+
+    def _content(self, j: DataFrame, changed: Column, parts: list[dict], result: RowReconciliation) -> Check:
+        bad = [r for r in parts if r["source_checksum"] != r["sink_checksum"]]
+        ranges, total, samples = [], 0, []
+        rows_changed = sum(r["content_mismatches"] for r in parts)
+        if rows_changed:
+            ranges, total = _ranges(_islands(j, "_offset", changed))
+            keys = [(r["_partition"], r["_offset"]) for r in
+                    j.where(changed).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()]
+            src = {(s["_partition"], s["_offset"]): s for s in self.source_rows(keys)}
+            for s in self.sink_rows(keys):
+                k = (s["_partition"], s["_offset"])
+                samples.append({"_partition": k[0], "_offset": k[1], "source": src.get(k), "sink": s})
+            result.findings += [{"check": "content", **r} for r in ranges]
+        return check("content", "order-independent payload checksum per partition equals between source and sink",
+                     not bad and not rows_changed,
+                     expected={str(r["partition"]): r["source_checksum"] for r in parts},
+                     observed={str(r["partition"]): r["sink_checksum"] for r in parts},
+                     partitions=[r["partition"] for r in bad], ranges=ranges, ranges_total=total, samples=samples,
+                     detail=("checksum differs in partition(s) " + ", ".join(str(r["partition"]) for r in bad)
+                             + (f"; {rows_changed} row(s) whose payload differs from its source record" if rows_changed
+                                else "; no single row differs: the difference comes from missing, extra or "
+                                     "duplicated rows") if bad or rows_changed else ""))
+
+    # -- samples ----------------------------------------------------------------------
+    def source_rows(self, keys: list[tuple[int, int]]) -> list[dict]:
+        """The parsed source records at these coordinates (a small targeted Kafka read)."""
+        if not keys:
+            return []
+        spans: dict[int, tuple[int, int]] = {}
+        for p, o in keys:
+            s, e = spans.get(p, (o, o + 1))
+            spans[p] = (min(s, o), max(e, o + 1))
+        from onceflow.spark.parse import parse_events
+
+        df = parse_events(read_kafka(self.spark, self.pipeline, spans), self.pipeline.event)
+        wanted = F.lit(False)
+        for p, o in keys:
+            wanted = wanted | ((F.col("_partition") == p) & (F.col("_offset") == o))
+        cols = ["_partition", "_offset", *BRONZE_FIELDS, "reason"]
+        return [jsonable(r.asDict()) for r in df.where(wanted).select(*cols).orderBy("_partition", "_offset").collect()]
+
+    def sink_rows(self, keys: list[tuple[int, int]]) -> list[dict]:
+        """The sink rows at these coordinates, from bronze and quarantine, with their table."""
+        if not keys:
+            return []
+        wanted = F.lit(False)
+        for p, o in keys:
+            wanted = wanted | ((F.col("_partition") == p) & (F.col("_offset") == o))
+        b = self.bronze.where(wanted).select(F.lit("bronze").alias("table"), "_partition", "_offset",
+                                             *BRONZE_FIELDS, F.lit(None).cast("string").alias("reason"), "_batch_id")
+        q = self.quarantine.where(wanted).select(F.lit("quarantine").alias("table"), "_partition", "_offset",
+                                                 *[F.lit(None).cast(t).alias(c) for c, t in zip(
+                                                     BRONZE_FIELDS, ("string", "string", "decimal(18,2)", "string",
+                                                                     "timestamp"))], "reason", "_batch_id")
+        return [jsonable(r.asDict()) for r in b.unionByName(q).orderBy("_partition", "_offset", "table").collect()]
+
+
+def _ranges_text(what: str, ranges: list[dict], total: int) -> str:
+    if not ranges:
+        return ""
+    shown = ", ".join(f"partition {r['partition']} [{r['start']}, {r['end']}) ({r['count']})" for r in ranges[:20])
+    more = f" … and {total - 20} more ranges" if total > 20 else ""
+    return f"{what}: {shown}{more}"

@@ -1,0 +1,214 @@
+"""One audit run, start to finish: fix the committed point, reconcile, validate
+with Great Expectations, write the report. Never writes to a table.
+
+Exit codes: 0 every check passed, 1 a data problem was found, 2 the audit could
+not run (the summary's `reason` says why).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from onceflow.audit import report
+from onceflow.config import Pipeline
+from onceflow.errors import OnceflowError
+from onceflow.reconcile import FAILED, CommittedPoint, agreement_checks, plan
+
+FULL, SINCE_LAST = "full", "since-last"
+MODES = (FULL, SINCE_LAST)
+
+
+@dataclass
+class AuditOutcome:
+    status: str  # passed | failed | error
+    exit_code: int
+    run_id: str
+    report_dir: Path
+    summary: dict
+
+
+def _sink_paths(pipeline: Pipeline) -> dict[str, str]:
+    """Sinks in the order the audit reads their ledgers: the reverse of the job's
+    write order (bronze, quarantine, aggregates), so a table read later holds at
+    least the batches of a table read earlier, even while the job runs."""
+    paths = {}
+    if pipeline.sinks.aggregates is not None:
+        paths["aggregates"] = pipeline.resolve(pipeline.sinks.aggregates.path)
+    paths["quarantine"] = pipeline.resolve(pipeline.sinks.quarantine.path)
+    paths["bronze"] = pipeline.resolve(pipeline.sinks.bronze.path)
+    return paths
+
+
+def committed_point(pipeline: Pipeline, mode: str, watermark: dict | None) -> CommittedPoint:
+    """Read the four ledgers once: checkpoint first, then the sink ledgers, then Kafka's log start."""
+    from onceflow.checkpoint import read_checkpoint
+    from onceflow.errors import RecoveryError
+    from onceflow.generation import read_identity
+    from onceflow.kafka.admin import watermarks
+    from onceflow.ledger import read_ledger
+    from onceflow.status import RunLock
+
+    running = RunLock(pipeline.state_path).is_held()
+    checkpoint = read_checkpoint(pipeline.checkpoint_path)
+    try:
+        identity = read_identity(pipeline.checkpoint_path)
+    except RecoveryError:
+        identity = None
+    ledgers = {name: read_ledger(path) for name, path in _sink_paths(pipeline).items()}
+    earliest = {p: low for p, (low, _high) in
+                watermarks(pipeline.source.bootstrap_servers, pipeline.source.topic).items()}
+    return plan(pipeline.source.topic, checkpoint, ledgers, mode=mode, watermark=watermark, earliest=earliest,
+                checkpoint_generation=identity.generation if identity else None, running=running)
+
+
+def _notes(point: CommittedPoint, mode: str, watermark: dict | None) -> list[str]:
+    notes = []
+    if mode == SINCE_LAST:
+        if point.watermark:
+            notes.append(f"since-last: auditing from the end of the last passed audit {point.watermark.get('run_id')} "
+                         f"({point.watermark.get('time')})")
+        else:
+            notes.append("since-last: no passed audit of this topic yet, so everything committed was audited")
+    if point.running:
+        notes.append("the pipeline's job was running: the audit judged the committed point read at its start")
+    for p, (s, e) in sorted(point.not_retained.items()):
+        notes.append(f"partition {p}: offsets [{s}, {e}) are committed but no longer held by Kafka (retention); "
+                     "they could not be verified and were left out")
+    for loss in point.accepted_loss:
+        notes.append(f"partition {loss['partition']}: offsets [{loss['start']}, {loss['end']}) were accepted as "
+                     f"lost by recovery ({loss['sink']} ledger)")
+    for name, sink in point.sinks.items():
+        if sink.foreign_commits:
+            ops = ", ".join(f"v{c.get('version')} {c.get('operation')}" for c in sink.foreign_commits[:10])
+            notes.append(f"{name}: {len(sink.foreign_commits)} commit(s) without a ledger entry (not written by the "
+                         f"streaming job): {ops}")
+        if not sink.exists:
+            notes.append(f"{name}: the table {sink.path} does not exist")
+    return notes
+
+
+def _datasets(spark, pipeline: Pipeline, rows, aggs, bronze_df, quarantine_df) -> dict:
+    from onceflow.audit import suites
+
+    recon_cols = list(suites.ddl_types(suites.RECONCILIATION_DDL))
+    recon = spark.createDataFrame([tuple(r.get(c) for c in recon_cols) for r in rows.partitions],
+                                  suites.RECONCILIATION_DDL)
+    finding_cols = list(suites.ddl_types(suites.FINDINGS_DDL))
+    findings = spark.createDataFrame([tuple(f.get(c) for c in finding_cols) for f in rows.findings + aggs.findings],
+                                     suites.FINDINGS_DDL)
+    out = {
+        "bronze": (bronze_df, suites.bronze_suite(pipeline.event.currencies, rows.totals["source_valid"])),
+        "quarantine": (quarantine_df, suites.quarantine_suite(rows.totals["source_malformed"])),
+    }
+    if aggs.table is not None:
+        out["aggregates"] = (aggs.table, suites.aggregates_suite(aggs.recomputed_rows))
+    out["reconciliation"] = (recon, suites.reconciliation_suite())
+    out["findings"] = (findings, suites.findings_suite())
+    return out
+
+
+def run_audit(pipeline: Pipeline, mode: str = FULL, report_dir: str | Path | None = None, spark=None,
+              log: Callable[[str], None] = lambda msg: None) -> AuditOutcome:
+    """Audit `pipeline`; always writes a report (even when the audit could not run)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    root = report.report_root(report_dir)
+    run_id = report.new_run_id()
+    directory = report.run_dir(root, pipeline.name, run_id)
+    t0 = time.monotonic()
+    timings: dict[str, float] = {}
+    summary: dict = {"schema_version": report.SCHEMA_VERSION, "pipeline": pipeline.name, "run_id": run_id,
+                     "status": "error", "exit_code": 2, "mode": mode, "reason": None, "topic": pipeline.source.topic,
+                     "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "finished_at": None,
+                     "report_dir": str(directory), "committed_point": None, "ranges": [], "counts": {},
+                     "partitions": [], "checks": [], "failed_checks": [], "timings": timings,
+                     "throughput_rows_per_second": None, "data_docs": {}, "notes": []}
+
+    def lap(name: str, since: float) -> float:
+        now = time.monotonic()
+        timings[name] = round(now - since, 3)
+        return now
+
+    reconciler = None
+    try:
+        watermark = report.read_watermark(root, pipeline.name) if mode == SINCE_LAST else None
+        if watermark and watermark.get("topic") != pipeline.source.topic:
+            summary["notes"].append(f"the last watermark is for topic {watermark.get('topic')!r}, not "
+                                    f"{pipeline.source.topic!r}: ignored")
+            watermark = None
+        log(f"{pipeline.name}: reading the committed point (checkpoint, ledgers, Kafka)")
+        point = committed_point(pipeline, mode, watermark)
+        t = lap("committed_point", t0)
+        summary["committed_point"] = point.as_dict()
+        summary["ranges"] = [{"partition": p, "start": s, "end": e} for p, (s, e) in point.ranges().items()]
+        summary["notes"] += _notes(point, mode, watermark)
+        span = sum(e - s for s, e in point.ranges().values())
+        log(f"{pipeline.name}: auditing {len(summary['ranges'])} partition range(s), {span} offsets")
+
+        from onceflow.audit.aggregates import reconcile_aggregates
+        from onceflow.audit.rows import RowReconciler
+        from onceflow.audit.validate import run_suites
+
+        if spark is None:
+            from onceflow.spark.session import build_session
+
+            spark = build_session(f"onceflow-audit-{pipeline.name}", master=pipeline.spark_master)
+        reconciler = RowReconciler(spark, pipeline, point)
+        # the audited sink rows are read by the join, the event_id check, the aggregates and GX: cache once
+        reconciler.bronze = reconciler.cache(reconciler.bronze)
+        reconciler.quarantine = reconciler.cache(reconciler.quarantine)
+        rows = reconciler.run()
+        t = lap("reconcile_rows", t)
+        log(f"{pipeline.name}: rows reconciled ({rows.totals['source_records']} committed records)")
+        aggs = reconcile_aggregates(spark, pipeline, point, reconciler.bronze)
+        t = lap("reconcile_aggregates", t)
+        checks = [*agreement_checks(point), *rows.checks, aggs.check]
+        if aggs.table is not None:
+            aggs.table = reconciler.cache(aggs.table)
+        datasets = _datasets(spark, pipeline, rows, aggs, reconciler.bronze, reconciler.quarantine)
+        log(f"{pipeline.name}: running Great Expectations ({', '.join(datasets)})")
+        gx = run_suites(datasets, directory, run_id)
+        t = lap("great_expectations", t)
+        checks += gx.checks
+        failed = [c.name for c in checks if c.status == FAILED]
+        summary.update(
+            status="failed" if failed else "passed", exit_code=1 if failed else 0,
+            checks=[c.as_dict() for c in checks], failed_checks=failed, partitions=rows.partitions,
+            counts={**rows.totals, "offsets_audited": span, "partitions_audited": len(summary["ranges"]),
+                    "aggregate_windows": aggs.recomputed_rows},
+            data_docs={"index": gx.docs_index, "suites": gx.suite_pages, "statistics": gx.statistics})
+        if not failed:
+            summary["watermark"] = report.write_watermark(root, pipeline.name, run_id, point.topic, point.end)
+    except OnceflowError as exc:
+        summary["reason"] = str(exc)
+    except Exception as exc:  # Spark/Kafka/GX failures: reported, with the trace kept beside the report
+        (directory / "error.txt").write_text(traceback.format_exc())
+        summary["reason"] = (f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:2000] if str(exc) else ''} "
+                             f"(full trace: {directory / 'error.txt'})")
+    finally:
+        if reconciler is not None:
+            reconciler.release()
+    return _finish(root, directory, pipeline, run_id, summary, t0, timings)
+
+
+def _finish(root: Path, directory: Path, pipeline: Pipeline, run_id: str, summary: dict, t0: float,
+            timings: dict) -> AuditOutcome:
+    from onceflow.audit.html import render
+
+    t = time.monotonic()
+    summary["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    timings["total"] = round(t - t0, 3)
+    records = (summary.get("counts") or {}).get("source_records")
+    if records is not None and timings["total"] > 0:
+        summary["throughput_rows_per_second"] = round(records / timings["total"], 1)
+    report.write_summary(directory, summary)
+    (directory / "index.html").write_text(render(summary))
+    report.point_latest(root, pipeline.name, run_id)
+    timings["report"] = round(time.monotonic() - t, 3)
+    report.write_summary(directory, summary)
+    return AuditOutcome(summary["status"], summary["exit_code"], run_id, directory, summary)

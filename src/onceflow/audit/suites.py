@@ -1,0 +1,144 @@
+"""The Great Expectations suites of an audit, one per dataset.
+
+- bronze: schema, compound uniqueness of the Kafka coordinates, unique event_id,
+  not-null, value ranges, allowed currencies, and the row count Kafka committed;
+- quarantine: schema, uniqueness, reason codes from the allowed set, row count;
+- aggregates: schema, one row per (account, window), sane counts and sums, and
+  the row count of the batch recomputation;
+- reconciliation: one row per partition with the counts and checksums of the
+  four-way reconciliation, so accounting, loss, phantoms, duplicates and content
+  are expectations too;
+- findings: one row per offending offset range or window; each check is an
+  `UnexpectedRowsExpectation` that must return no row.
+
+Expected values that come from Kafka (the committed counts) are put into the
+suites when they are built, so one GX run holds every check of the audit.
+"""
+
+from __future__ import annotations
+
+import re
+
+import great_expectations as gx
+import great_expectations.expectations as gxe
+
+from onceflow import events, tables
+
+_UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+
+# per-partition reconciliation columns (the `reconciliation` dataset)
+RECONCILIATION_DDL = (
+    "partition INT, start BIGINT, `end` BIGINT, source_records BIGINT, source_valid BIGINT, "
+    "source_malformed BIGINT, bronze_rows BIGINT, quarantine_rows BIGINT, sink_rows BIGINT, lost_records BIGINT, "
+    "phantom_rows BIGINT, duplicate_keys BIGINT, content_mismatches BIGINT, source_checksum STRING, "
+    "sink_checksum STRING"
+)
+FINDINGS_DDL = "check STRING, partition INT, start BIGINT, `end` BIGINT, count BIGINT, key STRING, kind STRING"
+FINDING_CHECKS = {
+    "loss": "committed source records missing from bronze ∪ quarantine (anti-join source → sink)",
+    "phantoms": "sink rows without a committed source record (anti-join sink → source)",
+    "duplicates": "offsets held by more than one sink row",
+    "duplicate_event_ids": "bronze rows sharing an event_id",
+    "content": "rows whose payload differs from their source record",
+    "aggregates": "aggregate windows that differ from the batch recomputation from bronze",
+}
+
+
+_SPARK_TYPES = {"STRING": "StringType", "INT": "IntegerType", "BIGINT": "LongType", "TIMESTAMP": "TimestampType",
+                "DECIMAL": "DecimalType", "BINARY": "BinaryType", "BOOLEAN": "BooleanType", "DOUBLE": "DoubleType"}
+_DDL_COLUMN = re.compile(r"`?(\w+)`?\s+([A-Za-z]+)(?:\(\d+\s*,\s*\d+\))?\s*(?:,|$)")
+
+
+def ddl_types(ddl: str) -> dict[str, str]:
+    """Column → pyspark type class name from a tables.py DDL (the names GX's type check compares);
+    parsed without a JVM so suites can be built and tested anywhere."""
+    cols = {name: _SPARK_TYPES[sql.upper()] for name, sql in _DDL_COLUMN.findall(ddl)}
+    if not cols:
+        raise ValueError(f"no columns found in DDL {ddl!r}")
+    return cols
+
+
+def _schema(ddl: str) -> list:
+    cols = ddl_types(ddl)
+    out = [gxe.ExpectTableColumnsToMatchSet(column_set=list(cols), exact_match=True,
+                                            description="the table has exactly the columns of its schema")]
+    out += [gxe.ExpectColumnValuesToBeOfType(column=c, type_=t) for c, t in cols.items()]
+    return out
+
+
+def _not_null(*columns: str) -> list:
+    return [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in columns]
+
+
+def bronze_suite(currencies: tuple[str, ...], committed_valid: int) -> gx.ExpectationSuite:
+    return gx.ExpectationSuite(name="bronze", expectations=[
+        *_schema(tables.BRONZE_DDL),
+        gxe.ExpectCompoundColumnsToBeUnique(column_list=list(tables.SOURCE_KEY),
+                                            description="no Kafka record is stored twice"),
+        gxe.ExpectColumnValuesToBeUnique(column="event_id", description="no event is stored twice"),
+        *_not_null("event_id", "account_id", "amount", "currency", "event_time", *tables.SOURCE_KEY, "_batch_id",
+                   "_generation"),
+        gxe.ExpectColumnValuesToBeBetween(column="amount", min_value=0, description="amounts are never negative"),
+        gxe.ExpectColumnValuesToBeInSet(column="currency", value_set=list(currencies)),
+        gxe.ExpectColumnValuesToMatchRegex(column="event_id", regex=_UUID),
+        gxe.ExpectColumnValuesToBeBetween(column="_offset", min_value=0),
+        gxe.ExpectTableRowCountToEqual(value=committed_valid,
+                                       description="bronze holds exactly the valid records Kafka committed "
+                                                   "in the audited ranges"),
+    ])
+
+
+def quarantine_suite(committed_malformed: int) -> gx.ExpectationSuite:
+    return gx.ExpectationSuite(name="quarantine", expectations=[
+        *_schema(tables.QUARANTINE_DDL),
+        gxe.ExpectCompoundColumnsToBeUnique(column_list=list(tables.SOURCE_KEY),
+                                            description="no Kafka record is quarantined twice"),
+        *_not_null("reason", "detail", *tables.SOURCE_KEY, "_batch_id"),
+        gxe.ExpectColumnValuesToBeInSet(column="reason", value_set=list(events.REASONS),
+                                        description="every reason is one of the documented codes"),
+        gxe.ExpectTableRowCountToEqual(value=committed_malformed,
+                                       description="quarantine holds exactly the malformed records Kafka "
+                                                   "committed in the audited ranges"),
+    ])
+
+
+def aggregates_suite(recomputed_windows: int) -> gx.ExpectationSuite:
+    return gx.ExpectationSuite(name="aggregates", expectations=[
+        gxe.ExpectCompoundColumnsToBeUnique(column_list=list(tables.AGGREGATE_KEY),
+                                            description="one row per account and window"),
+        *_not_null("account_id", "window_start", "window_end", "events", "amount_sum"),
+        gxe.ExpectColumnValuesToBeBetween(column="events", min_value=1),
+        gxe.ExpectColumnValuesToBeBetween(column="amount_sum", min_value=0),
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A="window_end", column_B="window_start"),
+        gxe.ExpectTableRowCountToEqual(value=recomputed_windows,
+                                       description="as many windows as the batch recomputation from bronze"),
+    ])
+
+
+def reconciliation_suite() -> gx.ExpectationSuite:
+    return gx.ExpectationSuite(name="reconciliation", expectations=[
+        gxe.ExpectColumnPairValuesToBeEqual(column_A="source_records", column_B="sink_rows",
+                                            description="accounting: committed records = bronze + quarantine"),
+        gxe.ExpectColumnPairValuesToBeEqual(column_A="source_valid", column_B="bronze_rows",
+                                            description="accounting: valid records = bronze rows"),
+        gxe.ExpectColumnPairValuesToBeEqual(column_A="source_malformed", column_B="quarantine_rows",
+                                            description="accounting: malformed records = quarantine rows"),
+        gxe.ExpectColumnValuesToBeBetween(column="lost_records", min_value=0, max_value=0,
+                                          description="loss: no committed record missing from the sinks"),
+        gxe.ExpectColumnValuesToBeBetween(column="phantom_rows", min_value=0, max_value=0,
+                                          description="phantoms: no sink row without a committed record"),
+        gxe.ExpectColumnValuesToBeBetween(column="duplicate_keys", min_value=0, max_value=0,
+                                          description="duplicates: no offset stored twice"),
+        gxe.ExpectColumnValuesToBeBetween(column="content_mismatches", min_value=0, max_value=0,
+                                          description="content: no row differs from its source record"),
+        gxe.ExpectColumnPairValuesToBeEqual(column_A="source_checksum", column_B="sink_checksum",
+                                            description="content: order-independent payload checksum per "
+                                                        "partition, source = sink"),
+    ])
+
+
+def findings_suite() -> gx.ExpectationSuite:
+    return gx.ExpectationSuite(name="findings", expectations=[
+        gxe.UnexpectedRowsExpectation(unexpected_rows_query=f"SELECT * FROM {{batch}} WHERE `check` = '{name}'",
+                                      description=f"{name}: no {what}", meta={"check": name})
+        for name, what in FINDING_CHECKS.items()])

@@ -1,0 +1,117 @@
+"""Run the audit's Great Expectations suites on Spark DataFrames and build Data Docs.
+
+An ephemeral GX context (nothing is written outside the report) with one Spark
+data source; each dataset is a DataFrame asset with its suite, validation
+definition and Checkpoint, and all Checkpoints run under one RunIdentifier (the
+audit's run id), so the Data Docs site shows the audit as one run. (A GX 1.x
+Checkpoint hands the same batch parameters — here: the DataFrame — to every
+validation definition it holds, so each dataset gets its own Checkpoint.)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from onceflow.reconcile import FAILED, MAX_SAMPLES, PASSED, Check, jsonable
+
+SITE = "onceflow_audit"
+
+
+@dataclass
+class GxOutcome:
+    checks: list[Check]
+    docs_index: str | None  # relative to the report dir
+    suite_pages: dict[str, str] = field(default_factory=dict)  # suite → its validation page (relative)
+    statistics: dict = field(default_factory=dict)
+
+
+def _context(docs_dir: Path):
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    for name in list(ctx.get_config().data_docs_sites or {}):
+        ctx.delete_data_docs_site(name)  # the default site lives in a temp dir: only ours
+    ctx.add_data_docs_site(site_name=SITE, site_config={
+        "class_name": "SiteBuilder",
+        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
+        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+    })
+    return ctx
+
+
+def _kwargs(config) -> dict:
+    kw = dict(config.kwargs)
+    kw.pop("batch_id", None)
+    return kw
+
+
+def _name(suite: str, config) -> str:
+    kw = _kwargs(config)
+    target = kw.get("column") or ",".join(kw.get("column_list") or []) or (
+        f"{kw['column_A']},{kw['column_B']}" if "column_A" in kw else "") or (config.meta or {}).get("check", "")
+    return f"gx.{suite}.{config.type}" + (f"[{target}]" if target else "")
+
+
+def _to_check(suite: str, result) -> Check:
+    config = result.expectation_config
+    r = result.result or {}
+    kw = _kwargs(config)
+    expected = {k: v for k, v in kw.items() if k in ("value", "min_value", "max_value", "value_set", "regex",
+                                                      "type_", "column_set", "column_list", "column_A",
+                                                      "column_B", "unexpected_rows_query")}
+    if "unexpected_count" in r:
+        observed = {"unexpected_count": r.get("unexpected_count"), "element_count": r.get("element_count")}
+    else:
+        observed = r.get("observed_value")
+    samples = []
+    if r.get("partial_unexpected_list"):
+        samples = [{"value": v} for v in r["partial_unexpected_list"][:MAX_SAMPLES]]
+    elif (r.get("details") or {}).get("unexpected_rows"):
+        samples = list(r["details"]["unexpected_rows"][:MAX_SAMPLES])
+    status = PASSED if result.success else FAILED
+    detail = ""
+    if result.exception_info and result.exception_info.get("raised_exception"):
+        status, detail = FAILED, f"expectation raised: {result.exception_info.get('exception_message')}"
+    return Check(name=_name(suite, config), title=config.description or config.type.replace("_", " "),
+                 status=status, expected=jsonable(expected), observed=jsonable(observed), detail=detail,
+                 source="gx", samples=jsonable(samples))
+
+
+def run_suites(datasets: dict[str, tuple], report_dir: Path, run_name: str) -> GxOutcome:
+    """datasets: name → (Spark DataFrame, ExpectationSuite), validated in order."""
+    import great_expectations as gx
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    docs_dir = report_dir / "data_docs"
+    ctx = _context(docs_dir)
+    source = ctx.data_sources.add_spark("onceflow")
+    run_id = RunIdentifier(run_name=run_name, run_time=datetime.now(timezone.utc))
+    checks: list[Check] = []
+    stats = {}
+    for name, (df, suite) in datasets.items():
+        batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
+        suite = ctx.suites.add(suite)
+        vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
+        cp = ctx.checkpoints.add(gx.Checkpoint(name=f"audit-{name}", validation_definitions=[vd], actions=[],
+                                               result_format={"result_format": "SUMMARY",
+                                                              "partial_unexpected_count": MAX_SAMPLES}))
+        outcome = cp.run(batch_parameters={"dataframe": df}, run_id=run_id)
+        for validation in outcome.run_results.values():
+            stats[name] = dict(validation.statistics)
+            checks += [_to_check(name, r) for r in validation.results]
+    ctx.build_data_docs(site_names=[SITE])
+    pages = {}
+    for name in datasets:
+        found = sorted((docs_dir / "validations" / name).rglob("*.html"))
+        if found:
+            pages[name] = os.path.relpath(found[-1], report_dir)
+    index = docs_dir / "index.html"
+    return GxOutcome(checks=checks, docs_index=os.path.relpath(index, report_dir) if index.exists() else None,
+                     suite_pages=pages, statistics=jsonable(stats))

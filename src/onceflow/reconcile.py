@@ -1,0 +1,334 @@
+"""Four-way reconciliation: Kafka, the Spark checkpoint, the sink ledgers, the sink rows.
+
+Each of the four tells how far the pipeline got, independently:
+
+- Kafka, read at read_committed over explicit offset ranges, is the source of truth;
+- the Spark checkpoint (`offsets/` + `commits/`) says which batches Spark committed;
+- each sink's ledger (Delta commit metadata) says which batches that table holds;
+- the sink rows carry their Kafka coordinates (`_topic, _partition, _offset`).
+
+This module reads the *committed point* once, at the start (`plan`), so an audit
+of a running stream judges one consistent prefix, and then compares rows and
+aggregates with Spark (`reconcile_rows`, `reconcile_aggregates`). Every check
+comes back as a `Check` with expected/observed values and the offending offsets.
+It never writes to a table.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Iterable
+
+from onceflow.ledger import BATCH, LOSS, Ledger, LedgerEntry
+
+PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+MAX_RANGES = 1000  # offending offset ranges listed per check (the count is always exact)
+MAX_SAMPLES = 5  # offending rows shown per check
+
+
+# -- the result of one check ----------------------------------------------------------
+@dataclass
+class Check:
+    """One audit check: what was expected, what was observed, and where it broke."""
+
+    name: str
+    title: str
+    status: str
+    expected: Any = None
+    observed: Any = None
+    detail: str = ""
+    source: str = "reconcile"  # "reconcile" (Spark/Python) or "gx" (a Great Expectations expectation)
+    partitions: list[int] = field(default_factory=list)  # partitions where it failed
+    ranges: list[dict] = field(default_factory=list)  # {"partition", "start", "end", "count"}
+    ranges_total: int = 0  # how many ranges exist (ranges may be truncated to MAX_RANGES)
+    samples: list[dict] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.status != FAILED
+
+    def as_dict(self) -> dict:
+        return jsonable(asdict(self))
+
+
+def check(name: str, title: str, ok: bool, **kw) -> Check:
+    return Check(name=name, title=title, status=PASSED if ok else FAILED, **kw)
+
+
+def jsonable(value: Any) -> Any:
+    """Spark/Python values → JSON values (decimals and big hashes as strings, bytes shortened)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        text = bytes(value[:200]).decode("utf-8", errors="replace")
+        return text + (f"… ({len(value)} bytes)" if len(value) > 200 else "")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
+        return str(value)
+    return value
+
+
+# -- offsets --------------------------------------------------------------------------
+def offset_ranges(offsets: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted offsets → maximal runs of consecutive offsets as [start, end) pairs."""
+    out: list[tuple[int, int]] = []
+    for o in sorted(set(offsets)):
+        if out and out[-1][1] == o:
+            out[-1] = (out[-1][0], o + 1)
+        else:
+            out.append((o, o + 1))
+    return out
+
+
+def keyed(offsets: dict[int, int] | None) -> dict[str, int] | None:
+    return None if offsets is None else {str(p): int(o) for p, o in sorted(offsets.items())}
+
+
+def unkeyed(offsets: dict | None) -> dict[int, int]:
+    return {int(p): int(o) for p, o in (offsets or {}).items()}
+
+
+# -- the committed point --------------------------------------------------------------
+@dataclass
+class SinkView:
+    """One sink table as read at the start: its ledger up to the newest commit."""
+
+    name: str
+    path: str
+    exists: bool
+    version: int | None  # the Delta version the audit reads (pinned: later commits are not seen)
+    entries: int
+    generation: int | None
+    last_batch: int | None
+    end: dict[int, int]  # cumulative ledger end: everything below is in the table
+    at_point: dict[int, int] | None  # the ledger's end at the checkpoint's committed batch (None: not found)
+    ahead: int  # ledger entries beyond the checkpoint's committed batch
+    foreign_commits: list[dict]
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["end"], d["at_point"] = keyed(self.end), keyed(self.at_point)
+        return jsonable(d)
+
+
+@dataclass
+class CommittedPoint:
+    """What the audit judges: per partition the offset range [start, end), fixed at the start."""
+
+    topic: str
+    mode: str  # "full" | "since-last"
+    checkpoint: dict  # path, exists, usable, last_committed, uncommitted, generation, offsets
+    sinks: dict[str, SinkView]
+    first: dict[int, int]  # where the pipeline started reading, per partition
+    start: dict[int, int]
+    end: dict[int, int]
+    not_retained: dict[int, tuple[int, int]]  # committed ranges Kafka no longer holds (not verifiable)
+    accepted_loss: list[dict]  # ranges recovery accepted as lost (ledger LOSS entries)
+    problems: dict[str, list[str]]  # check name → what disagrees
+    running: bool = False
+    watermark: dict | None = None
+
+    def ranges(self) -> dict[int, tuple[int, int]]:
+        """The non-empty ranges to audit, by partition."""
+        return {p: (self.start[p], self.end[p]) for p in sorted(self.end) if self.start.get(p, 0) < self.end[p]}
+
+    def as_dict(self) -> dict:
+        return {
+            "topic": self.topic, "mode": self.mode, "running": self.running,
+            "checkpoint": jsonable({**self.checkpoint, "offsets": keyed(self.checkpoint.get("offsets"))}),
+            "sinks": {n: s.as_dict() for n, s in self.sinks.items()},
+            "partitions": [{"partition": p, "first": self.first.get(p), "start": self.start.get(p),
+                            "end": self.end[p], "records_span": self.end[p] - self.start.get(p, self.end[p]),
+                            "not_retained": list(self.not_retained[p]) if p in self.not_retained else None}
+                           for p in sorted(self.end)],
+            "accepted_loss": self.accepted_loss,
+            "watermark": self.watermark,
+        }
+
+
+def _cumulative(entries: list[LedgerEntry]) -> list[dict[int, int]]:
+    out, cum = [], {}
+    for e in entries:
+        cum = {**cum, **e.end}
+        out.append(cum)
+    return out
+
+
+def _sink_view(name: str, ledger: Ledger, cp_end: dict[int, int] | None) -> SinkView:
+    entries = ledger.entries
+    cums = _cumulative(entries)
+    at_point, ahead = None, 0
+    if cp_end is not None:
+        for i in range(len(cums) - 1, -1, -1):  # the newest entry whose end is the checkpoint's point
+            if all(cums[i].get(p) == o for p, o in cp_end.items()):
+                at_point, ahead = dict(cums[i]), len(cums) - 1 - i
+                break
+    versions = [e.version for e in entries if e.version is not None]
+    versions += [c["version"] for c in ledger.foreign_commits if c.get("version") is not None]
+    last = ledger.last
+    return SinkView(name=name, path=ledger.table, exists=ledger.exists, version=max(versions) if versions else None,
+                    entries=len(entries), generation=last.generation if last else None,
+                    last_batch=last.batch_id if last else None, end=dict(cums[-1]) if cums else {},
+                    at_point=at_point, ahead=ahead, foreign_commits=list(ledger.foreign_commits))
+
+
+def _first_offsets(entries: list[LedgerEntry]) -> dict[int, int]:
+    first: dict[int, int] = {}
+    for e in entries:
+        for p, o in e.start.items():
+            first.setdefault(p, o)
+        for p, o in e.end.items():
+            first.setdefault(p, o)  # a partition seen only in `end` started empty there
+    return first
+
+
+def _entry_key(e: LedgerEntry) -> tuple:
+    return (e.kind, e.generation, e.batch_id, tuple(sorted(e.start.items())), tuple(sorted(e.end.items())))
+
+
+def plan(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode: str = "full",
+         watermark: dict | None = None, earliest: dict[int, int] | None = None,
+         checkpoint_generation: int | None = None, running: bool = False) -> CommittedPoint:
+    """Fix the committed point and the ranges to audit; list every disagreement.
+
+    `checkpoint` is an `onceflow.checkpoint.Checkpoint` (or None when there is none);
+    `ledgers` maps sink name → `Ledger` (read after the checkpoint, so a running job
+    can only have moved them further); `earliest` is Kafka's log start per partition.
+    The audited end is the checkpoint's committed offsets where the ledgers agree,
+    else the minimum of all four; the start is where the pipeline began (full) or the
+    watermark of the last passed audit (since-last).
+    """
+    problems: dict[str, list[str]] = {"checkpoint_ledger_agreement": [], "ledger_agreement": [],
+                                      "ledger_contiguity": []}
+    cp_info: dict = {"path": getattr(checkpoint, "path", None), "exists": bool(checkpoint and checkpoint.exists),
+                     "usable": bool(checkpoint and checkpoint.usable), "last_committed": None,
+                     "uncommitted": None, "generation": checkpoint_generation, "offsets": None}
+    cp_end: dict[int, int] | None = None
+    if checkpoint is not None and checkpoint.exists and checkpoint.last_committed is not None:
+        try:
+            cp_end = checkpoint.committed_offsets(topic) or None
+        except Exception as exc:  # a CheckpointError: the committed batch's offsets are unreadable
+            problems["checkpoint_ledger_agreement"].append(str(exc))
+        cp_info.update(last_committed=checkpoint.last_committed, uncommitted=checkpoint.uncommitted, offsets=cp_end)
+    if cp_end is None and not problems["checkpoint_ledger_agreement"]:
+        why = "does not exist" if not cp_info["exists"] else "has no committed batch for topic " + repr(topic)
+        problems["checkpoint_ledger_agreement"].append(
+            f"the checkpoint {cp_info['path']} {why}; the audit goes up to the sink ledgers only")
+
+    sinks = {name: _sink_view(name, ledger, cp_end) for name, ledger in ledgers.items()}
+    written = [s for s in sinks.values() if s.entries]
+    if not written and cp_end is None:
+        from onceflow.errors import AuditError
+
+        raise AuditError(f"nothing to audit: no sink of topic {topic!r} holds a committed batch and the checkpoint "
+                         "has none. Fix: run `onceflow ingest` for this pipeline first.")
+
+    # checkpoint vs each ledger
+    for s in sinks.values():
+        if cp_end is None:
+            continue
+        if s.at_point is None:
+            behind = {p: (s.end.get(p), o) for p, o in cp_end.items() if s.end.get(p, -1) < o}
+            if behind:
+                parts = ", ".join(f"partition {p}: ledger {have}, checkpoint {want}"
+                                  for p, (have, want) in sorted(behind.items()))
+                problems["checkpoint_ledger_agreement"].append(
+                    f"{s.name}: the ledger is behind the checkpoint ({parts}): Spark committed batches whose "
+                    f"rows are not in {s.name}")
+            else:
+                problems["checkpoint_ledger_agreement"].append(
+                    f"{s.name}: no ledger entry ends at the checkpoint's committed offsets {keyed(cp_end)} "
+                    f"(ledger ends at {keyed(s.end)}): the two histories diverged")
+        elif s.ahead and not running and not (s.ahead == 1 and cp_info["uncommitted"] is not None):
+            problems["checkpoint_ledger_agreement"].append(
+                f"{s.name}: {s.ahead} ledger entries lie beyond the checkpoint's last committed batch "
+                f"{cp_info['last_committed']} although no job is running (at most the one uncommitted batch may)")
+    if cp_end is not None and checkpoint_generation is not None:
+        for s_name, ledger in ledgers.items():
+            by_batch = {e.batch_id: e for e in ledger.entries
+                        if e.kind == BATCH and e.generation == checkpoint_generation}
+            for b in checkpoint.commits:
+                batch = checkpoint.batches.get(b)
+                planned = batch.offsets(topic) if batch else None
+                entry = by_batch.get(b)
+                if planned is not None and entry is not None and entry.end != planned:
+                    problems["checkpoint_ledger_agreement"].append(
+                        f"{s_name}: batch {b} (generation {checkpoint_generation}) ends at {keyed(entry.end)} in the "
+                        f"ledger but at {keyed(planned)} in the checkpoint's offsets/{b}")
+
+    # ledgers vs each other, up to the point every one of them reached
+    names = [n for n, s in sinks.items() if s.exists]
+    if len(names) > 1:
+        counts = {n: len(ledgers[n].entries) - sinks[n].ahead if sinks[n].at_point is not None
+                  else len(ledgers[n].entries) for n in names}
+        common = min(counts.values())
+        ref = names[0]
+        for n in names[1:]:
+            for i in range(common):
+                a, b = ledgers[ref].entries[i], ledgers[n].entries[i]
+                if _entry_key(a) != _entry_key(b):
+                    problems["ledger_agreement"].append(
+                        f"entry {i}: {ref} holds batch {a.batch_id} (generation {a.generation}) "
+                        f"{keyed(a.start)}→{keyed(a.end)}, {n} holds batch {b.batch_id} (generation {b.generation}) "
+                        f"{keyed(b.start)}→{keyed(b.end)}")
+                    break
+            if counts[n] != counts[ref]:
+                problems["ledger_agreement"].append(
+                    f"{ref} holds {counts[ref]} ledger entries up to the committed point, {n} holds {counts[n]}")
+    for n, ledger in ledgers.items():
+        problems["ledger_contiguity"] += [f"{n}: {p}" for p in ledger.problems()]
+
+    # the end: the checkpoint's point where every ledger reached it, else the minimum of all
+    ends = [cp_end] if cp_end is not None else []
+    ends += [s.at_point if s.at_point is not None else s.end for s in sinks.values() if s.exists]
+    partitions = sorted({p for e in ends for p in e})
+    end = {p: min(e.get(p, 0) for e in ends) for p in partitions}
+
+    entries = next((ledgers[s.name].entries for s in written), [])
+    first = _first_offsets(entries)
+    if checkpoint is not None and checkpoint.initial_offsets and topic in checkpoint.initial_offsets:
+        for p, o in checkpoint.initial_offsets[topic].items():
+            first.setdefault(p, o)
+    for p in partitions:
+        first.setdefault(p, 0 if p not in (earliest or {}) else earliest[p])
+    accepted = [{"partition": p, "start": e.start.get(p), "end": o, "sink": e.sink, "batch_id": e.batch_id}
+                for e in entries if e.kind == LOSS for p, o in sorted(e.end.items()) if e.start.get(p) != o]
+
+    since = unkeyed((watermark or {}).get("offsets")) if mode == "since-last" and watermark else {}
+    start = {p: min(max(since.get(p, first[p]), first[p]), end[p]) for p in partitions}
+    not_retained: dict[int, tuple[int, int]] = {}
+    for p in partitions:
+        low = (earliest or {}).get(p)
+        if low is not None and low > start[p]:
+            not_retained[p] = (start[p], min(low, end[p]))
+            start[p] = min(low, end[p])
+    return CommittedPoint(topic=topic, mode=mode, checkpoint=cp_info, sinks=sinks, first=first, start=start,
+                          end=end, not_retained=not_retained, accepted_loss=accepted, problems=problems,
+                          running=running, watermark=watermark if since else None)
+
+
+def agreement_checks(point: CommittedPoint) -> list[Check]:
+    """The checks decided before any row is read: do the four ledgers agree?"""
+    titles = {
+        "checkpoint_ledger_agreement": "Spark checkpoint and sink ledgers agree on the committed offsets",
+        "ledger_agreement": "the sink ledgers agree with each other, batch by batch",
+        "ledger_contiguity": "each ledger is contiguous (every batch starts where the previous ended)",
+    }
+    out = []
+    for name, title in titles.items():
+        found = point.problems.get(name, [])
+        out.append(check(name, title, not found, expected="no disagreement", observed=len(found),
+                         detail="; ".join(found[:20]), samples=[{"problem": f} for f in found[:MAX_SAMPLES]]))
+    return out
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(jsonable(obj), indent=2, sort_keys=False)
