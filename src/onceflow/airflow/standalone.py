@@ -78,7 +78,7 @@ def wait_ready(port: int, home: Path, proc: subprocess.Popen, timeout: float = 3
                        f"Fix: look at the standalone output above; is port {port} free?")
 
 
-def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
+def stop(proc: subprocess.Popen, timeout: float = 30) -> None:
     """SIGINT is how standalone stops its components; then the process group, by its id."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         status = LocalBroker().start(log=lambda m: print(f"onceflow: {m}", flush=True))
         os.environ["ONCEFLOW_KAFKA_BOOTSTRAP"] = status.bootstrap
     env = standalone_env(home, args.port)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the components
     print(f"onceflow: starting airflow standalone (AIRFLOW_HOME={home}, port {args.port})", flush=True)
     proc = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "standalone"], env=env,
                             start_new_session=True)
