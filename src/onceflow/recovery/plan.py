@@ -448,7 +448,7 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
                                          "in the sink ledgers (the audit shows them as accepted loss) and resumes "
                                          "at Kafka's log start.", override="--accept-loss")
 
-    if ck.exists:
+    if ck.exists or any(p.path == ck.path for p in ck.problems):  # a directory, or a file in its place
         aside = f"{ck.path}.broken-{stamp}"
         plan.actions.append(Action(MOVE_CHECKPOINT, f"move the checkpoint aside to {aside} (kept, never deleted)",
                                    {"from": ck.path, "to": aside}))

@@ -1,0 +1,385 @@
+"""`onceflow recover` against a real broker, Spark and Delta: one test per way things break.
+
+Each test produces events, runs the stream, breaks things the way they break in
+production (a driver killed mid-batch, a truncated offsets file, a deleted
+checkpoint, a leftover .tmp file, a removed commit, a table restored from an
+older copy, Kafka retention deleting unread segments), runs the recovery,
+resumes, and proves zero duplicates and zero loss against an independent
+read_committed consumer — or, for retention, that the reported lost ranges are
+exactly the deleted ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import jsonschema
+import pytest
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from deltalake import DeltaTable
+
+from onceflow import faults
+from onceflow.cli import main
+from onceflow.config import load
+from onceflow.generation import read_identity
+from onceflow.health import pipeline_health
+from onceflow.kafka.admin import admin_client, ensure_topic, watermarks
+from onceflow.kafka.producer import produce
+from onceflow.ledger import LOSS, read_ledger
+from onceflow.recovery import plan_recovery, recover
+from onceflow.recovery.plan import (AHEAD, CORRUPT, DEAD_QUERY, LEFTOVERS, MISSING, NEW_GENERATION, REFUSE, RESTART,
+                                    RETENTION, SINKS_DISAGREE)
+from onceflow.recovery.record import list_records, read_record
+from onceflow.spark.ingest import run_ingest, table_paths
+from onceflow.status import RunLock
+from tests.exactly_once import assert_exactly_once
+from tests.kafka_helpers import consume_all
+from tests.pipeline_helpers import write_pipeline
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((ROOT / "docs/schemas/recovery-record.schema.json").read_text())
+SUBPROCESS_TIMEOUT = 600  # a fresh JVM on two shared cores
+
+
+def _pipeline(tmp_path: Path, bootstrap: str, topic: str):
+    source = {"bootstrap_servers": bootstrap, "topic": topic, "starting_offsets": "earliest",
+              "max_offsets_per_trigger": 1000}
+    return load(write_pipeline(tmp_path, bootstrap, topic, source=source, spark_master="local[2]"))
+
+
+def _ingest_and_crash(pipeline, fault: str) -> None:
+    """`onceflow ingest` in its own process, killed by the injected fault (os._exit: as hard as kill -9)."""
+    faults.parse(fault)
+    env = {**os.environ, "ONCEFLOW_FAULT": fault}
+    cmd = [sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", pipeline.file, "--mode", "available-now"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert proc.returncode == faults.EXIT_CODE, (
+        f"expected the injected crash ({faults.EXIT_CODE}) at {fault}, got exit {proc.returncode}:\n"
+        f"{proc.stderr[-3000:]}")
+
+
+def _records(pipeline) -> list[dict]:
+    records = [read_record(p) for p in list_records(pipeline.state_path)]
+    for record in records:
+        jsonschema.validate(record, SCHEMA)
+    return records
+
+
+def _ledgers(pipeline) -> dict:
+    return {name: read_ledger(path) for name, path in table_paths(pipeline).items()}
+
+
+def _assert_ledgers_contiguous(pipeline) -> dict:
+    ledgers = _ledgers(pipeline)
+    for name, ledger in ledgers.items():
+        assert ledger.problems() == [], f"{name}: {ledger.problems()}"
+    return ledgers
+
+
+def _remove(path: Path) -> None:
+    """Delete a checkpoint file and its Hadoop checksum, as an operator or a bad sync would."""
+    path.unlink()
+    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
+
+
+def _newest(folder: Path) -> Path:
+    return max((f for f in folder.iterdir() if f.name.isdigit()), key=lambda f: int(f.name))
+
+
+# -- dead query, healthy checkpoint --------------------------------------------------------
+def test_dead_query_killed_between_sinks_restarts_from_its_checkpoint(broker, spark, topic, tmp_path):
+    pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
+    first = produce(broker.bootstrap, topic, 3000, partitions=2, seed=21, abort_ratio=0.1, malformed_ratio=0.05)
+    _ingest_and_crash(pipeline, "between_sinks@1")  # bronze has batch 1; quarantine, aggregates, commits/1 not
+
+    assert pipeline_health(pipeline)["verdict"] == "dead"
+    plan = plan_recovery(pipeline)
+    assert plan.decision == RESTART and plan.case == DEAD_QUERY and plan.generation == 0, plan.summary
+    assert any(f.case == SINKS_DISAGREE for f in plan.findings), plan.findings
+    assert plan.facts["sinks"]["bronze"]["last_batch"] == 1 and plan.facts["sinks"]["quarantine"]["last_batch"] == 0
+    assert plan.actions == [] and "re-runs batch 1" in plan.summary
+
+    result = recover(pipeline)
+    assert result.outcome == "done"
+    second = produce(broker.bootstrap, topic, 1000, partitions=2, seed=22, abort_ratio=0.1, malformed_ratio=0.05)
+    resumed = run_ingest(pipeline, spark=spark)
+    assert resumed.status == "finished" and resumed.generation == 0
+    assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
+    ledgers = _assert_ledgers_contiguous(pipeline)
+    # Delta skipped bronze's replay of batch 1: one entry per batch, one generation
+    bronze = [e.batch_id for e in ledgers["bronze"].entries]
+    assert bronze == list(range(len(bronze))) and {e.generation for e in ledgers["bronze"].entries} == {0}
+    assert [r["outcome"] for r in _records(pipeline)] == ["done"]
+
+
+def test_removed_commit_and_leftover_tmp_file_replay_the_batch_and_keep_the_file(broker, spark, topic, tmp_path):
+    pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, 2500, partitions=2, seed=31, abort_ratio=0.1, malformed_ratio=0.05)
+    run_ingest(pipeline, spark=spark)
+    cp = Path(pipeline.checkpoint_path)
+    last = _newest(cp / "commits")
+    _remove(last)  # Spark now believes batch N never committed
+    tmp = cp / "offsets" / f".{int(last.name) + 1}.6d1f0f2e-3c1a-4f7e-9a51-1c2f0e5b7a10.tmp"
+    tmp.write_text("v1\n{\"batchWatermarkMs\":0,")  # a write cut short by a crash
+    versions = {n: DeltaTable(p).version() for n, p in table_paths(pipeline).items()}
+
+    plan = plan_recovery(pipeline)
+    assert plan.decision == RESTART and plan.case == DEAD_QUERY
+    assert f"re-runs batch {last.name}" in plan.summary
+    assert any(f.case == LEFTOVERS for f in plan.findings)
+    result = recover(pipeline)
+    assert result.outcome == "done" and not tmp.exists()
+    moved = result.record["actions"][0]["result"]["moved"]
+    assert moved[0]["from"] == str(tmp) and Path(moved[0]["to"]).read_text() == "v1\n{\"batchWatermarkMs\":0,"
+
+    run_ingest(pipeline, spark=spark)
+    assert_exactly_once(pipeline, broker.bootstrap)
+    # the replayed batch was skipped by every table: no new Delta version anywhere
+    assert {n: DeltaTable(p).version() for n, p in table_paths(pipeline).items()} == versions
+    assert pipeline_health(pipeline)["checkpoint"]["problems"] == []
+
+
+# -- corrupt checkpoint, through the CLI -----------------------------------------------------
+CORRUPTIONS = {  # name: (how, the decision it must get)
+    "offsets file of binary junk": (lambda cp: _newest(cp / "offsets").write_bytes(b"\x00\xff\xfe junk \x80"),
+                                    NEW_GENERATION),
+    "empty metadata": (lambda cp: (cp / "metadata").write_text(""), NEW_GENERATION),
+    "commit file of junk": (lambda cp: _newest(cp / "commits").write_text("v9\n[1,2"), NEW_GENERATION),
+    "identity of junk": (lambda cp: (cp / "_onceflow.json").write_text("{not json"), NEW_GENERATION),
+    "identity is a directory": (lambda cp: ((cp / "_onceflow.json").unlink(), (cp / "_onceflow.json").mkdir()),
+                                NEW_GENERATION),
+    "offsets dir is a file": (lambda cp: (shutil.rmtree(cp / "offsets"), (cp / "offsets").write_text("x")),
+                              NEW_GENERATION),
+    "checkpoint is a file": (lambda cp: (shutil.rmtree(cp), cp.write_text("not a directory")), NEW_GENERATION),
+    # a restart never reads sources/0/0 once batches exist (the offsets log has the start): still healthy
+    "initial offsets junk": (lambda cp: (cp / "sources" / "0" / "0").write_bytes(b"\x00v1\n{\"t\":"), RESTART),
+}
+
+
+def test_truncated_offsets_file_recovers_from_the_ledgers_and_never_shows_a_traceback(
+        broker, spark, topic, tmp_path, capsys):
+    pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
+    first = produce(broker.bootstrap, topic, 2500, partitions=2, seed=41, abort_ratio=0.1, malformed_ratio=0.05)
+    run_ingest(pipeline, spark=spark)
+    cp = Path(pipeline.checkpoint_path)
+    pristine = tmp_path / "pristine-checkpoint"
+    shutil.copytree(cp, pristine)
+
+    # every kind of damage gets a plan, never a traceback
+    for name, (corrupt, decision) in CORRUPTIONS.items():
+        shutil.rmtree(cp) if cp.is_dir() else cp.unlink()
+        shutil.copytree(pristine, cp)
+        corrupt(cp)
+        capsys.readouterr()
+        code = main(["recover", "--pipeline", pipeline.file, "--dry-run", "--json"])
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err + captured.out, name
+        assert code == 0, f"{name}: exit {code}\n{captured.err}"
+        record = json.loads(captured.out)
+        jsonschema.validate(record, SCHEMA)
+        assert record["outcome"] == "dry_run" and record["plan"]["decision"] == decision, (name, record["plan"])
+        if decision == NEW_GENERATION:
+            assert record["plan"]["case"] in (CORRUPT, MISSING), (name, record["plan"]["case"])
+            assert record["plan"]["actions"][0]["kind"] == "move_checkpoint_aside", name
+    shutil.rmtree(cp) if cp.is_dir() else cp.unlink()
+    shutil.copytree(pristine, cp)
+
+    # the production breakage: the newest offsets file cut short, its commit gone
+    newest = _newest(cp / "offsets")
+    newest.write_text("v1\n{\"batchWatermarkMs\":0,\"batchTim")
+    _remove(cp / "commits" / newest.name)
+    assert pipeline_health(pipeline)["verdict"] == "broken"
+    bronze_end = read_ledger(table_paths(pipeline)["bronze"]).committed_offsets()
+
+    assert main(["recover", "--pipeline", pipeline.file, "--dry-run"]) == 0
+    assert cp.exists() and read_identity(str(cp)).generation == 0  # the dry run changed nothing
+    capsys.readouterr()
+    assert main(["recover", "--pipeline", pipeline.file]) == 0
+    printed = capsys.readouterr().out
+    assert "new generation 1" in printed and "corrupt_checkpoint" in printed
+
+    identity = read_identity(str(cp))
+    assert identity.generation == 1
+    assert json.loads(identity.starting_offsets) == {topic: {str(p): o for p, o in bronze_end.items()}}
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("checkpoint.broken-")]
+    assert len(aside) == 1 and (aside[0] / "offsets" / newest.name).read_text().endswith("batchTim")
+
+    second = produce(broker.bootstrap, topic, 1500, partitions=2, seed=42, abort_ratio=0.1, malformed_ratio=0.05)
+    resumed = run_ingest(pipeline, spark=spark)
+    assert resumed.generation == 1 and resumed.batches >= 1
+    assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
+    ledgers = _assert_ledgers_contiguous(pipeline)  # generation 1's batch 0 starts where generation 0 ended
+    assert ledgers["bronze"].entries[-1].generation == 1
+    outcomes = [r["outcome"] for r in _records(pipeline)]
+    assert outcomes.count("dry_run") == len(CORRUPTIONS) + 1 and outcomes[-1] == "done"
+
+
+# -- deleted checkpoint ------------------------------------------------------------------------
+def test_deleted_checkpoint_resumes_from_the_ledgers_in_a_new_generation(broker, spark, topic, tmp_path, capsys):
+    pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
+    first = produce(broker.bootstrap, topic, 2500, partitions=2, seed=51, abort_ratio=0.1, malformed_ratio=0.05)
+    run_ingest(pipeline, spark=spark)
+    shutil.rmtree(pipeline.checkpoint_path)
+    second = produce(broker.bootstrap, topic, 1500, partitions=2, seed=52, abort_ratio=0.1, malformed_ratio=0.05)
+
+    # while the job runs, recovery refuses and changes nothing
+    lock = RunLock(pipeline.state_path)
+    lock.acquire(run_id="someone-else", mode="continuous", pipeline=pipeline.name)
+    try:
+        capsys.readouterr()
+        assert main(["recover", "--pipeline", pipeline.file]) == 3
+        assert "stop it first" in capsys.readouterr().out
+    finally:
+        lock.release()
+    assert not Path(pipeline.checkpoint_path).exists()
+
+    result = recover(pipeline)
+    assert result.outcome == "done" and result.plan.case == MISSING and result.plan.generation == 1
+    # running it again before the job starts plans a restart of the prepared generation, not another one
+    again = recover(pipeline)
+    assert again.plan.decision == RESTART and again.plan.generation == 1 and again.plan.actions == []
+
+    resumed = run_ingest(pipeline, spark=spark)
+    assert resumed.generation == 1
+    assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
+    _assert_ledgers_contiguous(pipeline)
+    assert [r["outcome"] for r in _records(pipeline)] == ["refused", "done", "done"]
+
+
+# -- sinks disagree ------------------------------------------------------------------------------
+def test_sinks_that_disagree_resume_from_the_lowest_point_each_skipping_what_it_holds(
+        broker, spark, topic, tmp_path):
+    pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
+    first = produce(broker.bootstrap, topic, 3000, partitions=2, seed=61, abort_ratio=0.1, malformed_ratio=0.05)
+    _ingest_and_crash(pipeline, "between_sinks@2")  # bronze holds batch 2, the other sinks stop at batch 1
+    shutil.rmtree(pipeline.checkpoint_path)  # ...and the checkpoint is lost as well
+    ledgers = _ledgers(pipeline)
+    bronze_end, quarantine_end = ledgers["bronze"].committed_offsets(), ledgers["quarantine"].committed_offsets()
+    assert bronze_end != quarantine_end
+
+    plan = plan_recovery(pipeline)
+    assert plan.decision == NEW_GENERATION and any(f.case == SINKS_DISAGREE for f in plan.findings)
+    assert plan.resume == quarantine_end  # the lowest committed point
+    assert plan.sink_floors["bronze"] == {str(p): o for p, o in bronze_end.items()}
+    assert recover(pipeline).outcome == "done"
+
+    second = produce(broker.bootstrap, topic, 1000, partitions=2, seed=62, abort_ratio=0.1, malformed_ratio=0.05)
+    resumed = run_ingest(pipeline, spark=spark)
+    assert resumed.generation == 1
+    assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
+    ledgers = _assert_ledgers_contiguous(pipeline)
+    first_new = next(e for e in ledgers["bronze"].entries if e.generation == 1)
+    assert first_new.start == bronze_end  # bronze's first new entry starts at its own floor
+
+
+# -- checkpoint ahead of a sink ------------------------------------------------------------------
+def test_checkpoint_ahead_of_a_restored_sink_is_refused_then_forced(broker, spark, topic, tmp_path, capsys):
+    pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
+    first = produce(broker.bootstrap, topic, 1500, partitions=2, seed=71, abort_ratio=0.1, malformed_ratio=0.05)
+    run_ingest(pipeline, spark=spark)
+    bronze = Path(table_paths(pipeline)["bronze"])
+    backup = tmp_path / "bronze-backup"
+    shutil.copytree(bronze, backup)
+    second = produce(broker.bootstrap, topic, 1500, partitions=2, seed=72, abort_ratio=0.1, malformed_ratio=0.05)
+    run_ingest(pipeline, spark=spark)
+    shutil.rmtree(bronze)
+    shutil.copytree(backup, bronze)  # "restored from last night's copy"
+
+    capsys.readouterr()
+    assert main(["recover", "--pipeline", pipeline.file]) == 3
+    out = capsys.readouterr().out
+    assert "checkpoint_ahead_of_sink" in out and "--force" in out
+    assert read_identity(pipeline.checkpoint_path).generation == 0  # refused: nothing changed
+
+    result = recover(pipeline, force=True)
+    assert result.outcome == "done" and result.plan.case == AHEAD and result.plan.generation == 1
+    run_ingest(pipeline, spark=spark)
+    assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
+    _assert_ledgers_contiguous(pipeline)
+
+
+# -- Kafka retention ------------------------------------------------------------------------------
+def _alter_topic(bootstrap: str, topic: str, **configs: str | None) -> None:
+    """Set (or, with None, delete) topic configs with incremental_alter_configs."""
+    entries = [ConfigEntry(k.replace("_", "."), v or "", incremental_operation=(
+        AlterConfigOpType.DELETE if v is None else AlterConfigOpType.SET)) for k, v in configs.items()]
+    futures = admin_client(bootstrap).incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)])
+    for future in futures.values():
+        future.result(timeout=30)
+
+
+def _wait_for_log_start(bootstrap: str, topic: str, beyond: dict[int, int], timeout: float = 120) -> dict[int, int]:
+    deadline = time.monotonic() + timeout
+    while True:
+        low = {p: lo for p, (lo, hi) in watermarks(bootstrap, topic).items()}
+        if all(low[p] > o for p, o in beyond.items()):
+            return low
+        if time.monotonic() > deadline:
+            raise AssertionError(f"Kafka did not delete the old segments of {topic} within {timeout:.0f}s "
+                                 f"(log start {low}, waiting to pass {beyond})")
+        time.sleep(1)
+
+
+def test_offsets_deleted_by_retention_are_reported_exactly_and_recorded_when_accepted(
+        broker, spark, topic, tmp_path, capsys):
+    pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
+    ensure_topic(broker.bootstrap, topic, 2)
+    read = produce(broker.bootstrap, topic, 1200, partitions=2, seed=81, abort_ratio=0.1, malformed_ratio=0.05)
+    run_ingest(pipeline, spark=spark)
+    committed = read_ledger(table_paths(pipeline)["bronze"]).committed_offsets()
+    unread = produce(broker.bootstrap, topic, 1200, partitions=2, seed=82)  # will be deleted before it is read
+
+    # roll a new segment for what comes next, then delete every closed segment by size retention
+    _alter_topic(broker.bootstrap, topic, segment_ms="2000")
+    time.sleep(3)
+    kept = produce(broker.bootstrap, topic, 300, partitions=2, seed=83, txn_size=300, malformed_ratio=0.05)
+    _alter_topic(broker.bootstrap, topic, segment_ms=None, retention_bytes="1")
+    try:
+        low = _wait_for_log_start(broker.bootstrap, topic, committed)
+    finally:
+        _alter_topic(broker.bootstrap, topic, retention_bytes=None)
+    first_kept = {p: min(r.offset for r in kept.records if r.partition == p) for p in (0, 1)}
+    assert low == first_kept, "the new segment starts at the first kept record"
+    unread_offsets = {(r.partition, r.offset) for r in unread.records}
+    assert all(committed[p] <= o < low[p] for p, o in unread_offsets), "every unread record is in the lost range"
+
+    # without --accept-loss: refused, with exactly the deleted ranges
+    capsys.readouterr()
+    assert main(["recover", "--pipeline", pipeline.file]) == 3
+    assert "--accept-loss" in capsys.readouterr().out
+    plan = plan_recovery(pipeline)
+    assert plan.decision == REFUSE and plan.case == RETENTION
+    assert [(r.partition, r.start, r.end) for r in plan.lost] == [(p, committed[p], low[p]) for p in (0, 1)]
+    assert all(r.sinks == ["bronze", "quarantine", "aggregates"] for r in plan.lost)
+    assert read_identity(pipeline.checkpoint_path).generation == 0
+
+    # with it: a LOSS entry per sink, then a new generation from the log start
+    result = recover(pipeline, accept_loss=True)
+    assert result.outcome == "done" and result.plan.resume == low
+    for name, ledger in _ledgers(pipeline).items():
+        loss = [e for e in ledger.entries if e.kind == LOSS]
+        assert [(e.generation, e.batch_id, e.start, e.end) for e in loss] == [(1, -1, committed, low)], name
+    resumed = run_ingest(pipeline, spark=spark)
+    assert resumed.generation == 1
+    _assert_ledgers_contiguous(pipeline)
+
+    # what landed is exactly: everything read before, plus everything Kafka still holds; none of the lost
+    before = {(r.partition, r.offset) for r in read.records if not r.aborted}
+    retained = {(p, o) for p, o, _, _ in consume_all(broker.bootstrap, topic, "read_committed")}
+    paths = table_paths(pipeline)
+    landed = Counter((r["_partition"], r["_offset"]) for name in ("bronze", "quarantine")
+                     for r in DeltaTable(paths[name]).to_pyarrow_table(columns=["_partition", "_offset"]).to_pylist())
+    assert not [k for k, n in landed.items() if n > 1], "duplicates"
+    assert set(landed) == before | retained
+    assert not set(landed) & unread_offsets
+    assert [r["outcome"] for r in _records(pipeline)] == ["refused", "done"]
