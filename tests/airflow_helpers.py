@@ -12,6 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 
@@ -26,6 +28,7 @@ if not os.environ.get("ONCEFLOW_TEST_AIRFLOW"):
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_home}/airflow.db",
+        "AIRFLOW__CORE__FERNET_KEY": Fernet.generate_key().decode(),  # trigger kwargs are stored encrypted
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]",
                                                   "extra": {"deploy-mode": "client"}}),
     })

@@ -53,12 +53,13 @@ def project(tmp_path, monkeypatch):
     reports = tmp_path / "reports"
     run = reports / "alpha" / "20261122T120000Z"
     run.mkdir(parents=True)
-    (run / "summary.json").write_text(json.dumps({"pipeline": "alpha", "passed": True, "checks": [],
-                                                  "finished_at": "2026-11-22T12:00:05Z"}))
+    (run / "summary.json").write_text(json.dumps({"pipeline": "alpha", "status": "passed", "exit_code": 0,
+                                                  "checks": [{"name": "no_duplicates", "status": "passed"}],
+                                                  "failed_checks": [], "finished_at": "2026-11-22T12:00:05Z"}))
     (run / "index.html").write_text("<html><body><h1>audit of alpha</h1></body></html>")
     monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("ONCEFLOW_PIPELINES_DIR", str(pipelines))
-    monkeypatch.setenv("ONCEFLOW_REPORTS_DIR", str(reports))
+    monkeypatch.setenv("ONCEFLOW_REPORTS", str(reports))
     return tmp_path
 
 

@@ -79,9 +79,10 @@ def pipelines_dir() -> Path:
 
 
 def reports_root() -> Path:
-    """Audit reports: $ONCEFLOW_REPORTS_DIR, else <state>/reports."""
-    env = os.environ.get("ONCEFLOW_REPORTS_DIR")
-    return Path(env).resolve() if env else state_dir() / "reports"
+    """Where the audit writes its reports ($ONCEFLOW_REPORTS, else reports/ in the project)."""
+    from onceflow.audit.report import report_root
+
+    return report_root()
 
 
 class OnceflowHook(BaseHook):

@@ -202,6 +202,9 @@ class AuditOperator(OnceflowSparkSubmitOperator):
         summary = hook.latest_audit()
         if summary is None or Path(summary["report_dir"], "summary.json").stat().st_mtime < started - 1:
             raise AirflowException(f"{hook.name}: the audit wrote no report under {hook.reports_dir}")
+        if summary.get("status") == "error":
+            raise AirflowException(f"{hook.name}: the audit could not run: {summary.get('reason')}. "
+                                   f"Report: {summary['report_dir']}/index.html")
         report_dir = summary["report_dir"]
         self.report_link = report_url(report_dir, reports_root())
         context["ti"].xcom_push(key="report", value=str(Path(report_dir) / "index.html"))
@@ -214,15 +217,14 @@ class AuditOperator(OnceflowSparkSubmitOperator):
 
 
 def audit_verdict(summary: dict) -> dict:
-    """passed + the failing checks of an audit summary.json (docs/schemas/audit-summary.schema.json)."""
-    checks = summary.get("checks") or []
-    failing = [c.get("name") or c.get("check") for c in checks if isinstance(c, dict) and not c.get("passed", True)]
-    passed = summary.get("passed")
-    if passed is None:
-        passed = summary.get("status") in ("pass", "passed", "ok") and not failing
-    problems = failing or ([summary.get("status")] if not passed else [])
-    return {"passed": bool(passed) and not failing, "problems": problems,
-            "duplicates": summary.get("duplicates"), "missing": summary.get("missing")}
+    """passed + what failed, from an audit's summary.json (docs/schemas/audit-summary.schema.json)."""
+    status = summary.get("status")
+    failed = [c.get("name") for c in summary.get("checks") or []
+              if isinstance(c, dict) and c.get("status") == "failed"]
+    failed = failed or [str(c) for c in summary.get("failed_checks") or []]
+    problems = failed or ([f"the audit could not run: {summary.get('reason')}"] if status == "error" else [])
+    return {"passed": status == "passed" and not failed, "status": status, "problems": problems,
+            "counts": summary.get("counts") or {}}
 
 
 class RecoveryOperator(BaseOperator):
@@ -247,7 +249,8 @@ class RecoveryOperator(BaseOperator):
         self.accept_loss = accept_loss
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "onceflow.cli", "recover", "--pipeline", str(Path(self.pipeline_file).resolve())]
+        cmd = [sys.executable, "-m", "onceflow.cli", "recover", "--pipeline", str(Path(self.pipeline_file).resolve()),
+               "--json"]
         if self.action == "plan":
             cmd.append("--dry-run")
         if _truthy(self.force):
@@ -268,6 +271,10 @@ class RecoveryOperator(BaseOperator):
                 self.log.info("%s", line)
         else:
             self.log.info("recovery %s:\n%s", self.action, json.dumps(plan, indent=2))
+        if proc.returncode == 3:
+            raise AirflowFailException(f"recovery refused: {(plan or {}).get('plan', {}).get('refusal') or proc.stderr[-2000:]}"
+                                       " Fix: read the plan above; trigger this DAG again with the flag it names "
+                                       "(force / accept_loss) if that is what you want.")
         if proc.returncode != 0:
             raise AirflowFailException(f"onceflow recover ({self.action}) exited {proc.returncode}: "
                                        f"{(proc.stderr or proc.stdout).strip()[-2000:]}")

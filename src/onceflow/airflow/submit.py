@@ -25,7 +25,7 @@ from onceflow.spark.session import spark_conf
 
 # set by spark_conf() but decided elsewhere: the master by the connection, the jars by --jars
 _NOT_IN_CONF = ("spark.master", "spark.jars")
-_ENV_PASSED = ("ONCEFLOW_HOME", "ONCEFLOW_JARS", "ONCEFLOW_PROJECT", "ONCEFLOW_REPORTS_DIR",
+_ENV_PASSED = ("ONCEFLOW_HOME", "ONCEFLOW_JARS", "ONCEFLOW_PROJECT", "ONCEFLOW_REPORTS",
                "ONCEFLOW_KAFKA_BOOTSTRAP", "ONCEFLOW_SPARK_LOG_LEVEL", "ONCEFLOW_DRIVER_MEMORY",
                "ONCEFLOW_SHUFFLE_PARTITIONS", "ONCEFLOW_SPARK_UI")
 
