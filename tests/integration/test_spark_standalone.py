@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -95,14 +96,30 @@ class Standalone:
         path = self.folder / f"{name}.log"
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
 
+    def bound_port(self, name: str, pattern: str) -> int:
+        """The port a daemon really bound: another process may take a free port before
+        Spark binds it, and Spark then moves on to the next one (and logs it)."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.log_tail(name, 10_000))
+            if match:
+                return int(match.group(1))
+            for proc in self.procs:
+                assert proc.poll() is None, f"a Spark daemon exited ({proc.args[1]}):\n{self.log_tail(name)}"
+            time.sleep(1)
+        raise AssertionError(f"{name} did not log /{pattern}/ within {START_TIMEOUT}s:\n{self.log_tail(name)}")
+
     def start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(self.master_ui))
+        self.port = self.bound_port("master", r"Starting Spark master at spark://127\.0\.0\.1:(\d+)")
+        self.master_ui = self.bound_port("master", r"service 'MasterUI' on port (\d+)")
         self.wait_healthy("spark-master", self.master_json)
         self._start("worker", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
                     "--cores", "1", "--memory", "1g", "--webui-port", str(self.worker_ui),
                     "--work-dir", str(self.work_dir))
+        self.worker_ui = self.bound_port("worker", r"service 'WorkerUI' on port (\d+)")
         self.wait_healthy("spark-worker", self.worker_json)
 
     def wait_healthy(self, service: str, url: str) -> None:
@@ -135,15 +152,62 @@ class Standalone:
                 proc.wait(timeout=30)
 
 
-@pytest.fixture
-def standalone(tmp_path):
-    cluster = Standalone(tmp_path / "spark")
-    cluster.folder.mkdir()
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    cluster = Standalone(tmp_path_factory.mktemp("spark-standalone"))
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.stop()
+
+
+def stack_env(home: Path, bootstrap: str, master: str) -> dict[str, str]:
+    """What the docker stack sets for the pipelines (docker/compose.yaml x-onceflow-env)."""
+    return {"ONCEFLOW_HOME": str(home), "ONCEFLOW_KAFKA_BOOTSTRAP": bootstrap, "ONCEFLOW_SPARK_MASTER": master,
+            "ONCEFLOW_DRIVER_MEMORY": "1g"}
+
+
+def finished_app(cluster: Standalone, name: str, known: set[str]) -> dict:
+    """The app `name` the master lists as completed, other than the `known` ids (bounded wait)."""
+    deadline = time.monotonic() + 60
+    while True:  # the master files the app under completedapps once the driver has unregistered
+        master = get_json(cluster.master_json)
+        apps = [a for a in master["completedapps"] if a["name"] == name and a["id"] not in known]
+        if apps or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert len(apps) == 1, f"the master has no new finished {name} app within 60s: {master}"
+    return apps[0]
+
+
+def assert_ran_on_the_worker(cluster: Standalone, app_id: str) -> int:
+    """An executor of the app ran on our worker, and its own log shows it ran tasks."""
+    worker = get_json(cluster.worker_json)
+    executors = [e for e in worker["executors"] + worker["finishedexecutors"] if e["appid"] == app_id]
+    assert executors, f"no executor of {app_id} on the worker: {worker}"
+    logs = list((cluster.work_dir / app_id).glob("*/stderr"))
+    assert logs and any("Running task" in log.read_text(errors="replace") for log in logs), (
+        f"no task ran in the executor of {app_id} (logs: {logs})")
+    return len(executors)
+
+
+def assert_delivered_once(pipeline: config.Pipeline, bootstrap: str, produced) -> int:
+    """Per partition, bronze + quarantine rows == Kafka's committed records; exactly once."""
+    paths = table_paths(pipeline)
+    topic = pipeline.source.topic
+    committed = Counter(p for p, _, _, _ in consume_all(bootstrap, topic, "read_committed"))
+    landed = Counter(r["_partition"] for name in ("bronze", "quarantine") for r in _rows(paths[name], ["_partition"]))
+    assert landed == committed, f"rows per partition {dict(landed)} != committed records {dict(committed)}"
+    assert_exactly_once(pipeline, bootstrap, produced=produced)
+    ends = {p: high for p, (low, high) in watermarks(bootstrap, topic).items()}
+    assert read_ledger(paths["bronze"]).committed_offsets() == ends
+    return sum(committed.values())
+
+
+def known_apps(cluster: Standalone) -> set[str]:
+    master = get_json(cluster.master_json)
+    return {a["id"] for a in master["completedapps"] + master["activeapps"]}
 
 
 def test_ingest_runs_on_a_standalone_cluster_through_the_stack_settings(broker, standalone, tmp_path, monkeypatch):
@@ -152,17 +216,17 @@ def test_ingest_runs_on_a_standalone_cluster_through_the_stack_settings(broker, 
     assert summary.aborted_transactions > 0 and summary.count("committed_malformed") > 0
 
     # the stack's mechanism: addresses in the environment, the pipeline file unchanged
-    stack_env = {"ONCEFLOW_HOME": str(tmp_path / "home"), "ONCEFLOW_KAFKA_BOOTSTRAP": broker.bootstrap,
-                 "ONCEFLOW_SPARK_MASTER": standalone.url, "ONCEFLOW_DRIVER_MEMORY": "1g"}
-    pipeline = config.load(PIPELINE_FILE, env=stack_env)
+    env = stack_env(tmp_path / "home", broker.bootstrap, standalone.url)
+    pipeline = config.load(PIPELINE_FILE, env=env)
     assert pipeline.spark_master == standalone.url and pipeline.source.bootstrap_servers == broker.bootstrap
+    before = known_apps(standalone)
 
     started = time.monotonic()
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", str(PIPELINE_FILE),
              "--mode", "available-now", "--json"],
-            env={**os.environ, **stack_env, "PYSPARK_PYTHON": sys.executable}, cwd=tmp_path,
+            env={**os.environ, **env, "PYSPARK_PYTHON": sys.executable}, cwd=tmp_path,
             capture_output=True, text=True, timeout=APP_TIMEOUT)
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"`onceflow ingest` on {standalone.url} did not finish within {APP_TIMEOUT}s:\n"
@@ -172,34 +236,46 @@ def test_ingest_runs_on_a_standalone_cluster_through_the_stack_settings(broker, 
     result = json.loads(proc.stdout)
     assert result["status"] == "finished", result
 
-    # it ran on the cluster: the master saw the app finish with an executor on our worker,
-    # and that executor's own log shows it ran the tasks
-    app_name = f"onceflow-ingest-{pipeline.name}"
-    deadline = time.monotonic() + 60
-    while True:  # the master files the app under completedapps once the driver has unregistered
-        master = get_json(standalone.master_json)
-        apps = [a for a in master["completedapps"] if a["name"] == app_name]
-        if apps or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    assert len(apps) == 1, f"the master has no finished {app_name} app within 60s: {master}"
-    app_id = apps[0]["id"]
-    worker = get_json(standalone.worker_json)
-    executors = [e for e in worker["executors"] + worker["finishedexecutors"] if e["appid"] == app_id]
-    assert executors, f"no executor of {app_id} on the worker: {worker}"
-    logs = list((standalone.work_dir / app_id).glob("*/stderr"))
-    assert logs and any("Running task" in log.read_text(errors="replace") for log in logs), (
-        f"no task ran in the executor of {app_id} (logs: {logs})")
+    app = finished_app(standalone, f"onceflow-ingest-{pipeline.name}", before)
+    executors = assert_ran_on_the_worker(standalone, app["id"])
+    monkeypatch.setenv("ONCEFLOW_HOME", env["ONCEFLOW_HOME"])
+    records = assert_delivered_once(pipeline, broker.bootstrap, [summary])
+    assert result["input_rows"] == records
+    print(f"\nonceflow ingest on {standalone.url}: {records} committed records in {seconds:.1f}s "
+          f"(app {app['id']}, {executors} executor(s))")
 
-    # and it delivered exactly once: per partition, bronze + quarantine == Kafka's committed records
-    monkeypatch.setenv("ONCEFLOW_HOME", stack_env["ONCEFLOW_HOME"])
-    paths = table_paths(pipeline)
-    committed = Counter(p for p, _, _, _ in consume_all(broker.bootstrap, topic, "read_committed"))
-    landed = Counter(r["_partition"] for name in ("bronze", "quarantine") for r in _rows(paths[name], ["_partition"]))
-    assert landed == committed, f"rows per partition {dict(landed)} != committed records {dict(committed)}"
-    assert result["input_rows"] == sum(committed.values())
-    assert_exactly_once(pipeline, broker.bootstrap, produced=[summary])
-    ends = {p: high for p, (low, high) in watermarks(broker.bootstrap, topic).items()}
-    assert read_ledger(paths["bronze"]).committed_offsets() == ends
-    print(f"\nstandalone cluster {standalone.url}: {sum(committed.values())} committed records ingested in "
-          f"{seconds:.1f}s (app {app_id}, {len(executors)} executor(s))")
+
+def test_airflow_spark_submit_runs_the_app_on_the_cluster(broker, standalone, tmp_path, monkeypatch):
+    """The stack's DAG tasks go through the provider's SparkSubmitHook, whose master is
+    the spark_default connection (AIRFLOW_CONN_SPARK_DEFAULT in the stack): client mode,
+    the driver here, executors on the worker, onceflow shipped as --py-files."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    from onceflow.airflow.submit import submit_settings
+
+    topic = config.load(PIPELINE_FILE, env={}).source.topic
+    summary = produce(broker.bootstrap, topic, 2000, partitions=4, seed=89, abort_ratio=0.1, malformed_ratio=0.03)
+    env = stack_env(tmp_path / "home", broker.bootstrap, standalone.url)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", standalone.url)
+    pipeline = config.load(PIPELINE_FILE)
+
+    hook = SparkSubmitHook(conn_id="spark_default")
+    master = hook._connection["master"]
+    assert master == standalone.url, "spark_default must resolve to the cluster, not yarn"
+    settings = submit_settings("ingest", master)
+    assert settings.py_files, "a cluster master must ship the onceflow package to the executors"
+    before = known_apps(standalone)
+    submit = SparkSubmitHook(conn_id="spark_default", conf=settings.conf, jars=settings.jars,
+                             py_files=settings.py_files, env_vars=settings.env_vars, name="onceflow-ingest",
+                             application_args=["--pipeline", str(PIPELINE_FILE), "--mode", "available-now"])
+    started = time.monotonic()
+    submit.submit(settings.application)  # raises AirflowException on a non-zero exit
+    seconds = time.monotonic() - started
+
+    app = finished_app(standalone, f"onceflow-ingest-{pipeline.name}", before)
+    executors = assert_ran_on_the_worker(standalone, app["id"])
+    records = assert_delivered_once(pipeline, broker.bootstrap, [summary])
+    print(f"\nspark-submit via spark_default on {standalone.url}: {records} committed records in {seconds:.1f}s "
+          f"(app {app['id']}, {executors} executor(s))")
