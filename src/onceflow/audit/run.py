@@ -60,8 +60,10 @@ def committed_point(pipeline: Pipeline, mode: str, watermark: dict | None) -> Co
     except RecoveryError:
         identity = None
     ledgers = {name: read_ledger(path) for name, path in _sink_paths(pipeline).items()}
-    earliest = {p: low for p, (low, _high) in
-                watermarks(pipeline.source.bootstrap_servers, pipeline.source.topic).items()}
+    earliest = {}
+    if checkpoint.last_committed is not None or any(ledger.entries for ledger in ledgers.values()):
+        earliest = {p: low for p, (low, _high) in
+                    watermarks(pipeline.source.bootstrap_servers, pipeline.source.topic).items()}
     return plan(pipeline.source.topic, checkpoint, ledgers, mode=mode, watermark=watermark, earliest=earliest,
                 checkpoint_generation=identity.generation if identity else None, running=running)
 

@@ -6,6 +6,13 @@ definition and Checkpoint, and all Checkpoints run under one RunIdentifier (the
 audit's run id), so the Data Docs site shows the audit as one run. (A GX 1.x
 Checkpoint hands the same batch parameters — here: the DataFrame — to every
 validation definition it holds, so each dataset gets its own Checkpoint.)
+
+Cost: with a detailed result format GX runs one more Spark job per expectation
+to fetch sample unexpected values — a full scan each when there are none. So a
+suite runs first with BOOLEAN_ONLY (aggregate metrics bundled into few jobs);
+only a suite that fails runs again with SUMMARY, under the same run id, which
+replaces the stored result: Data Docs and summary.json then show the counts and
+samples of what failed.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from pathlib import Path
 from onceflow.reconcile import FAILED, MAX_SAMPLES, PASSED, Check, jsonable
 
 SITE = "onceflow_audit"
+SMALL = ("reconciliation", "findings")  # one row per partition / per finding
 
 
 @dataclass
@@ -100,9 +108,13 @@ def run_suites(datasets: dict[str, tuple], report_dir: Path, run_name: str) -> G
         suite = ctx.suites.add(suite)
         vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
         cp = ctx.checkpoints.add(gx.Checkpoint(name=f"audit-{name}", validation_definitions=[vd], actions=[],
-                                               result_format={"result_format": "SUMMARY",
-                                                              "partial_unexpected_count": MAX_SAMPLES}))
+                                               result_format={"result_format": "BOOLEAN_ONLY"}))
         outcome = cp.run(batch_parameters={"dataframe": df}, run_id=run_id)
+        if not outcome.success:  # small datasets (reconciliation, findings) can afford the complete rows
+            detail = "COMPLETE" if name in SMALL else "SUMMARY"
+            cp.result_format = {"result_format": detail, "partial_unexpected_count": MAX_SAMPLES}
+            cp.save()
+            outcome = cp.run(batch_parameters={"dataframe": df}, run_id=run_id)
         for validation in outcome.run_results.values():
             stats[name] = dict(validation.statistics)
             checks += [_to_check(name, r) for r in validation.results]
