@@ -180,13 +180,15 @@ def _produce_rows(producer: Producer, topic: str, batches: Iterable) -> int:
 
 def _check_ledger(spec: TaskSpec, task: int, latest: KafkaLedgerRecord | None) -> bool:
     """True if this task partition already committed this batch; raise if the ledger contradicts the query."""
-    if latest is None or latest.batch_id < spec.batch_id:
+    if latest is None:
         return False
     if latest.task_partitions != spec.task_partitions:
         raise _fail(spec, task, f"generation {spec.generation} committed batch {latest.batch_id} with "
                     f"{latest.task_partitions} task partitions but this query uses {spec.task_partitions}: a replay "
                     "would split the batch differently and duplicate rows. Fix: set sinks.kafka.partitions back to "
                     f"{latest.task_partitions}, or start a new writer generation.")
+    if latest.batch_id < spec.batch_id:
+        return False
     if latest.batch_id > spec.batch_id:
         raise _fail(spec, task, f"the ledger already holds batch {latest.batch_id} for this task partition, ahead "
                     f"of batch {spec.batch_id} being written: batch ids went backwards, so the checkpoint was reset "
@@ -203,6 +205,7 @@ def _check_ledger(spec: TaskSpec, task: int, latest: KafkaLedgerRecord | None) -
 def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResult:
     """Write one task partition of one batch in one Kafka transaction, unless already committed."""
     started = time.monotonic()
+    failed: list[KafkaError] = []  # delivery failures: the cause behind an abortable commit/_STATE error
     producer = Producer({
         "bootstrap.servers": spec.bootstrap,
         "transactional.id": spec.transactional_id(task),
@@ -210,6 +213,8 @@ def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResul
         "partitioner": "murmur2_random",  # key -> partition exactly as Java clients (and Spark's sink) do
         "linger.ms": 5,
         "log_level": 3,
+        "delivery.report.only.error": True,
+        "on_delivery": lambda err, msg: failed.append(err) if err is not None else None,
         **spec.producer_config,
     })
     try:
@@ -226,17 +231,20 @@ def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResul
             latest = reader.latest(spec.ledger_topic, lp, key)
             if _check_ledger(spec, task, latest):
                 return TaskResult(task, "skipped", rows, 0, time.monotonic() - started)
-            attempts = _transact(spec, task, producer, batches, lp, key, reader)
+            attempts = _transact(spec, task, producer, batches, lp, key, reader, failed)
         return TaskResult(task, "written", rows, attempts, time.monotonic() - started)
     finally:
         producer.flush(0)
 
 
 def _transact(spec: TaskSpec, task: int, producer: Producer, batches: list, lp: int, key: bytes,
-              reader: LedgerReader) -> int:
-    """begin -> produce rows + ledger record -> commit, per confluent-kafka's transaction contract."""
+              reader: LedgerReader, failed: list[KafkaError]) -> int:
+    """begin -> produce rows + ledger record -> commit, per confluent-kafka's transaction contract:
+    retriable -> retry the call; txn_requires_abort -> abort and redo the whole write (bounded);
+    fatal -> fail the task."""
     last: KafkaError | None = None
     for attempt in range(1, spec.max_attempts + 1):
+        failed.clear()
         try:
             producer.begin_transaction()
             rows = _produce_rows(producer, spec.output_topic, batches)
@@ -254,8 +262,10 @@ def _transact(spec: TaskSpec, task: int, producer: Producer, batches: list, lp: 
             err: KafkaError = exc.args[0]
             if err.fatal():
                 raise _fatal(spec, task, err) from None
-            if err.txn_requires_abort():
-                last = err
+            # produce() reports a transaction that already failed (a delivery error) as _STATE
+            if err.txn_requires_abort() or err.code() == KafkaError._STATE:
+                producer.poll(0)  # serve delivery reports: the cause
+                last = failed[0] if failed else err
                 _abort(spec, task, producer)
                 continue
             _abort(spec, task, producer)
@@ -382,8 +392,8 @@ class KafkaTxnSink:
                     f"ledger topic {self.ledger_topic!r} has retention.ms={retention}, cleanup.policy={policy}: "
                     "ledger records may disappear, and a replay would then write its batch a second time. Fix: "
                     f"set retention.ms=-1 and cleanup.policy=delete on it, or let the sink create it.")
-        self._ledger_partitions = len(admin.list_topics(self.ledger_topic, timeout=15).topics[self.ledger_topic]
-                                      .partitions)
+        _partition_count(admin, self.output_topic)
+        self._ledger_partitions = _partition_count(admin, self.ledger_topic)
 
     # -- one micro-batch
     def spec(self, batch_id: int, start: dict[int, int], end: dict[int, int], source_topic: str) -> TaskSpec:
@@ -458,6 +468,19 @@ class KafkaTxnSink:
     def committed(self) -> dict[tuple[int, int], KafkaLedgerRecord]:
         """(batch_id, task_partition) -> ledger record, for this sink's generation."""
         return self.ledger().committed(self.generation)
+
+
+def _partition_count(admin, topic: str, timeout: float = 60) -> int:
+    """Partitions of a topic, waiting out the moment after creation when metadata shows none."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = admin.list_topics(topic, timeout=15).topics.get(topic)
+        if info is not None and info.error is None and info.partitions:
+            return len(info.partitions)
+        if time.monotonic() > deadline:
+            raise KafkaSinkError(f"topic {topic!r} shows no partitions after {timeout:.0f}s "
+                                 f"({info.error if info is not None else 'missing'}). Fix: check the broker log.")
+        time.sleep(0.2)
 
 
 def _first_line(exc: Exception) -> str:
