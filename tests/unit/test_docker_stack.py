@@ -18,10 +18,15 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import stat
 import subprocess
 import sys
 import threading
+import time
+import urllib.error
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -508,3 +513,87 @@ def test_healthcheck_script_judges_answers():
         server.shutdown()
     result = run(base + "/json/")  # server gone
     assert result.returncode == 1 and "not answering" in result.stderr
+
+
+# -- Airflow's one-shot init and the admin login, for real (SQLite in place of Postgres) -----
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post_json(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        return exc.code, {}
+
+
+@pytest.mark.integration
+def test_airflow_init_migrates_and_creates_the_admin(compose, stack_env, tmp_path):
+    """docker/airflow-init.sh with the stack's Airflow environment; then the real
+    api-server accepts the admin's password from .env (and refuses another)."""
+    overrides = {  # what a container has that this test replaces: Postgres, the volumes, the DAGs
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'airflow.db'}",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "auth" / "passwords.json"),
+        "ONCEFLOW_HOME": str(tmp_path / "state"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(tmp_path / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(tmp_path / "plugins"),
+    }
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    base["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+    # a wrong user list is refused before anything is touched
+    wrong = {**base, **service_env(compose, "airflow-init"), **overrides,
+             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "someone:viewer"}
+    refused = subprocess.run(["bash", str(DOCKER / "airflow-init.sh")], env=wrong, capture_output=True, text=True,
+                             timeout=120)
+    assert refused.returncode == 1 and "does not make admin an admin" in refused.stderr, refused.stderr
+    assert not (tmp_path / "airflow.db").exists()
+
+    env = {**base, **service_env(compose, "airflow-init"), **overrides}
+    init = subprocess.run(["bash", str(DOCKER / "airflow-init.sh")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert init.returncode == 0, f"airflow-init failed:\n{init.stdout[-3000:]}\n{init.stderr[-3000:]}"
+    password_file = Path(overrides["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"])
+    user, password = stack_env["AIRFLOW_ADMIN_USER"], stack_env["AIRFLOW_ADMIN_PASSWORD"]
+    assert json.loads(password_file.read_text()) == {user: password}
+    assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
+    assert all((tmp_path / "state" / d).is_dir() for d in ("tables", "checkpoints", "reports", "pipelines"))
+
+    port = _free_port()
+    api_env = {**base, **service_env(compose, "airflow-api-server"), **overrides}
+    log = open(tmp_path / "api-server.log", "wb")
+    server = subprocess.Popen(["airflow", "api-server", "--port", str(port), "--host", "127.0.0.1"], env=api_env,
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        test = compose["services"]["airflow-api-server"]["healthcheck"]["test"]
+        assert test[:3] == ["CMD", "onceflow-healthcheck", "http://localhost:8080/api/v2/monitor/health"], test
+        check = [sys.executable, str(DOCKER / "healthcheck.py"), f"http://127.0.0.1:{port}/api/v2/monitor/health",
+                 *test[3:]]
+        deadline, last = time.monotonic() + 240, None
+        while time.monotonic() < deadline:
+            assert server.poll() is None, (tmp_path / "api-server.log").read_text()[-3000:]
+            last = subprocess.run(check, capture_output=True, text=True)
+            if last.returncode == 0:
+                break
+            time.sleep(2)
+        else:
+            raise AssertionError(f"api-server not healthy within 240s: {last.stderr}\n"
+                                 + (tmp_path / "api-server.log").read_text()[-3000:])
+        status, body = _post_json(f"http://127.0.0.1:{port}/auth/token", {"username": user, "password": password})
+        assert status in (200, 201) and body.get("access_token"), (status, body)
+        status, _ = _post_json(f"http://127.0.0.1:{port}/auth/token", {"username": user, "password": "wrong"})
+        assert status == 401
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=30)
+        log.close()
