@@ -75,6 +75,8 @@ def submit_settings(app: str, master: str) -> SubmitSettings:
     env.setdefault("ONCEFLOW_HOME", str(state_dir()))
     env.setdefault("ONCEFLOW_JARS", str(jars_dir()))
     env.setdefault("ONCEFLOW_PROJECT", str(project_root()))
+    # the pipeline's spark_master is ${ONCEFLOW_SPARK_MASTER:-local[*]}: the connection decides it
+    env["ONCEFLOW_SPARK_MASTER"] = master
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # spark-submit ships in this environment's bin/ (the pyspark wheel): find it there first
