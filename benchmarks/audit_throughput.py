@@ -1,0 +1,140 @@
+"""Audit throughput on this machine: a full audit of N events, then an incremental one.
+
+    .venv/bin/python benchmarks/audit_throughput.py [--events 5000000] [--increment 0.01]
+                                                    [--state DIR] [--json out.json]
+
+It starts its own broker, produces the events in transactions (2% aborted
+transactions, 1% malformed records), ingests them with the real exactly-once
+job, then measures in one Spark session:
+
+- a full audit (`--full`): committed records audited per second of wall time,
+  and the time of each phase (reconciliation, aggregates, Great Expectations);
+- an incremental audit (`--since-last`) after `--increment` × N more events were
+  produced and ingested: its time relative to the full audit (target ≤ 5%).
+
+`--state DIR` keeps the broker data, tables and checkpoint, so a second run
+skips producing and ingesting (it audits what the state holds, then adds
+`--increment` × that many events for the incremental audit).
+Quote ratios measured within one run, not absolute times: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
+os.environ.setdefault("ONCEFLOW_PROJECT", str(ROOT))
+os.environ.setdefault("ONCEFLOW_DRIVER_MEMORY", "4g")
+sys.path.insert(0, str(ROOT))
+
+TOPIC = "bench-audit"
+
+
+def log(msg: str) -> None:
+    print(f"[audit-bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def produce_and_ingest(spark, broker, pipeline, count: int, seed: int) -> dict:
+    from onceflow.kafka.producer import produce
+    from onceflow.spark.ingest import run_ingest
+
+    t = time.monotonic()
+    done = [0]
+
+    def progress(n: int) -> None:
+        done[0] += n
+        if done[0] % 500_000 < n:
+            log(f"produced {done[0]:,}/{count:,}")
+
+    summary = produce(broker.bootstrap, TOPIC, count, partitions=4, seed=seed, abort_ratio=0.02,
+                      malformed_ratio=0.01, txn_size=1000, keep_records=False, progress=progress)
+    produced_s = time.monotonic() - t
+    log(f"produced {count:,} events in {produced_s:.0f}s; ingesting")
+    t = time.monotonic()
+    result = run_ingest(pipeline, mode="available-now", spark=spark, log=log)
+    assert result.status == "finished", result
+    return {"events": count, "committed": summary.count("committed"), "produce_seconds": round(produced_s, 1),
+            "ingest_seconds": round(time.monotonic() - t, 1), "batches": result.batches}
+
+
+def timed_audit(spark, pipeline, mode: str, reports: Path) -> dict:
+    from onceflow.audit.run import run_audit
+
+    t = time.monotonic()
+    outcome = run_audit(pipeline, mode=mode, report_dir=reports, spark=spark, log=log)
+    wall = time.monotonic() - t
+    s = outcome.summary
+    if outcome.status != "passed":
+        raise SystemExit(f"the {mode} audit did not pass ({outcome.status}): {s['failed_checks'] or s['reason']}")
+    records = s["counts"]["source_records"]
+    return {"mode": mode, "status": outcome.status, "seconds": round(wall, 1), "records": records,
+            "bronze_rows": s["counts"]["bronze_rows"], "rows_per_second": round(records / wall, 1),
+            "timings": s["timings"], "report": str(outcome.report_dir)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=5_000_000)
+    ap.add_argument("--increment", type=float, default=0.01, help="new events for the incremental audit, × events")
+    ap.add_argument("--state", help="keep broker, tables and checkpoint here (reused by the next run)")
+    ap.add_argument("--max-offsets", type=int, default=500_000, help="ingest micro-batch size (offsets)")
+    ap.add_argument("--json", help="also write the figures to this file")
+    args = ap.parse_args()
+
+    state = Path(args.state).resolve() if args.state else Path(tempfile.mkdtemp(prefix="onceflow-audit-bench-"))
+    state.mkdir(parents=True, exist_ok=True)
+    os.environ["ONCEFLOW_HOME"] = str(state)
+    from onceflow import config
+    from onceflow.kafka.broker import LocalBroker
+    from onceflow.spark.session import build_session
+    from tests.conftest import free_port_pair
+    from tests.pipeline_helpers import write_pipeline
+
+    port_file = state / "broker.port"
+    if not port_file.exists():
+        port_file.write_text(str(free_port_pair()))
+    broker = LocalBroker(home=state / "broker", port=int(port_file.read_text()))
+    broker.start(timeout=180)
+    figures: dict = {"machine": {"cpus": os.cpu_count()}, "events": args.events}
+    try:
+        pipeline = config.load(write_pipeline(
+            state / "pipeline", broker.bootstrap, TOPIC,
+            source={"bootstrap_servers": broker.bootstrap, "topic": TOPIC, "starting_offsets": "earliest",
+                    "max_offsets_per_trigger": args.max_offsets}))
+        spark = build_session("onceflow-audit-bench", master="local[2]")
+        marker = state / "ingested.json"  # how many events the kept state holds
+        if marker.exists():
+            figures["setup"] = json.loads(marker.read_text())
+            log(f"reusing the {figures['setup']['events']:,} events ingested in {state}")
+        else:
+            figures["setup"] = produce_and_ingest(spark, broker, pipeline, args.events, seed=1)
+            marker.write_text(json.dumps(figures["setup"]))
+        reports = state / "reports"
+        log("full audit")
+        figures["full"] = timed_audit(spark, pipeline, "full", reports)
+        extra = max(1, int(figures["setup"]["events"] * args.increment))
+        log(f"producing and ingesting {extra:,} more events")
+        figures["increment"] = produce_and_ingest(spark, broker, pipeline, extra, seed=int(time.time()))
+        marker.write_text(json.dumps({**figures["setup"], "events": figures["setup"]["events"] + extra}))
+        log("incremental audit")
+        figures["incremental"] = timed_audit(spark, pipeline, "since-last", reports)
+        figures["incremental_cost_ratio"] = round(figures["incremental"]["seconds"] / figures["full"]["seconds"], 4)
+        figures["incremental_target_met"] = figures["incremental_cost_ratio"] <= 0.05
+    finally:
+        broker.stop()
+    text = json.dumps(figures, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
