@@ -287,3 +287,68 @@ def test_the_plan_is_json_ready():
 def test_flags_never_change_a_healthy_restart(flags):
     plan = decide(facts(checkpoint(B, 2), all_sinks()), **flags)
     assert plan.decision == RESTART and plan.actions == []
+
+
+# -- the recovery record matches its schema ------------------------------------------------------
+def test_records_of_every_decision_match_the_schema(tmp_path):
+    import jsonschema
+
+    from onceflow.recovery.record import RecoveryRecord, read_record
+
+    schema = json.loads((__import__("pathlib").Path(__file__).resolve().parents[2]
+                         / "docs/schemas/recovery-record.schema.json").read_text())
+    ck_bad = checkpoint(B, 2, unusable_reasons=("offsets/2 is unreadable",))
+    plans = [decide(facts(checkpoint(B, 2), all_sinks(), running=True)),
+             decide(facts(MISSING_CK, ledgers(), generation=None)),
+             decide(facts(checkpoint(B, 2), all_sinks())),
+             decide(facts(ck_bad, all_sinks(), earliest={0: 340, 1: 160})),
+             decide(facts(ck_bad, all_sinks(), earliest={0: 340, 1: 160}), accept_loss=True)]
+    assert [p.decision for p in plans] == [REFUSE, NOTHING, RESTART, REFUSE, NEW_GENERATION]
+    for i, plan in enumerate(plans):
+        record = RecoveryRecord(tmp_path, T, f"2026010{i}T000000000000Z", {"dry_run": False, "force": False,
+                                                                          "accept_loss": plan.accept_loss})
+        record.set_plan(plan.as_dict())
+        for a in plan.actions:
+            record.add_action(a.kind, a.description, "done", result={"ok": True})
+        record.finish("refused" if plan.refused else "done", plan.refusal)
+        jsonschema.validate(read_record(record.path), schema)
+    # a record whose planning failed (Kafka down) has no plan, and is still valid
+    failed = RecoveryRecord(tmp_path, T, "20260109T000000000000Z", {"dry_run": True, "force": False,
+                                                                     "accept_loss": False})
+    failed.finish("failed", "cannot plan a recovery without Kafka's offsets")
+    jsonschema.validate(read_record(failed.path), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**read_record(failed.path), "outcome": "maybe"}, schema)
+
+
+# -- LOSS entries, written with delta-rs ----------------------------------------------------------
+def test_a_loss_entry_is_an_idempotent_empty_commit_under_its_own_txn_app_id(tmp_path):
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from onceflow.ledger import app_id, loss_app_id, loss_entry, read_ledger, write_loss
+
+    path = str(tmp_path / "bronze")
+    write_deltalake(path, pa.table({"_partition": pa.array([0], pa.int32()), "_offset": pa.array([1], pa.int64())}),
+                    commit_properties=__import__("deltalake").CommitProperties(
+                        custom_metadata={"userMetadata": entries("bronze", B[:1])[0].to_json()}))
+    entry = loss_entry(T, "bronze", 1, T, {0: 100}, {0: 140}, extra={"recovery": "r1"})
+    assert write_loss(path, entry) == 1
+    assert write_loss(path, entry) is None  # a second attempt finds its txn and writes nothing
+    table = DeltaTable(path)
+    assert table.version() == 1 and table.to_pyarrow_table().num_rows == 1  # no rows added
+    assert table.transaction_version(loss_app_id(T, "bronze", 1)) == 0
+    assert table.transaction_version(app_id(T, "bronze", 1)) is None  # batch 0 of generation 1 stays writable
+    ledger = read_ledger(path)
+    loss = ledger.entries[-1]
+    assert (loss.kind, loss.generation, loss.batch_id, loss.start, loss.end) == (LOSS, 1, -1, {0: 100}, {0: 140})
+    assert loss.extra == {"recovery": "r1"} and ledger.committed_offsets()[0] == 140
+
+
+def test_a_loss_entry_needs_a_real_range():
+    from onceflow.ledger import loss_entry
+
+    with pytest.raises(ValueError, match="start <= end"):
+        loss_entry(T, "bronze", 1, T, {0: 150}, {0: 140})
+    with pytest.raises(ValueError):
+        loss_entry(T, "bronze", 1, T, {}, {0: 140})
