@@ -43,7 +43,7 @@ class IngestProcess:
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
-    def wait_progress(self, more_than: int, timeout: float = 240) -> None:
+    def wait_progress(self, more_than: int, timeout: float = 600) -> None:
         """Until more than `more_than` progress events exist (a batch committed)."""
         deadline = time.monotonic() + timeout
         while self.progress_count() <= more_than:
@@ -54,7 +54,7 @@ class IngestProcess:
                 raise AssertionError(f"no committed batch within {timeout}s:\n{self.tail()}")
             time.sleep(0.2)
 
-    def wait_exit(self, timeout: float = 240) -> int:
+    def wait_exit(self, timeout: float = 600) -> int:
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:

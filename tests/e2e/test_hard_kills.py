@@ -80,7 +80,7 @@ def test_hard_kills_in_every_window_and_at_random(broker, topic, tmp_path):
     for point in faults.POINTS:
         target = _next_batch(pipeline.checkpoint_path)
         job.start(fault=f"{point}@{target}")
-        code = job.wait_exit(timeout=300)
+        code = job.wait_exit(timeout=600)
         assert code == faults.EXIT_CODE, f"expected the injected crash at {point}@{target}, got exit {code}:\n{job.tail()}"
 
     # then kill -9 at random moments, each after the run has committed something
