@@ -276,6 +276,36 @@ def test_stack_addresses_reach_the_code_only_through_the_environment(compose, st
     assert spark_conf()["spark.master"] == "local[*]"
 
 
+def test_everything_onceflow_writes_is_on_a_shared_volume(compose, monkeypatch):
+    """State, tables, checkpoints and reports resolve, through the code's own
+    defaults and the stack's variables, to volumes that the driver side (Airflow,
+    CLI) and the executors (worker) mount at the same place."""
+    from onceflow import config
+    from onceflow.audit.report import report_root
+    from onceflow.paths import state_dir
+
+    def volume_of(service: str, path: str) -> str:
+        mounts = [m.split(":")[:2] for m in compose["services"][service]["volumes"] if not m.startswith(".")]
+        inside = [(target, source) for source, target in mounts if path == target or path.startswith(target + "/")]
+        assert inside, f"{service}: {path} is on no volume (it would be lost with the container)"
+        return max(inside, key=lambda m: len(m[0]))[1]  # the innermost mount wins
+
+    for service in ("airflow-scheduler", "airflow-api-server", "airflow-triggerer", "onceflow", "spark-worker"):
+        env = service_env(compose, service)
+        for key in [k for k in os.environ if k.startswith("ONCEFLOW_")]:
+            monkeypatch.delenv(key)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("ONCEFLOW_PROJECT", "/opt/onceflow")  # the image's ENV
+        pipeline = config.load(ROOT / "pipelines" / "payments.yaml")
+        where = {"state": str(state_dir()), "reports": str(report_root()), "checkpoints": pipeline.checkpoint_path,
+                 **{f"table {n}": pipeline.resolve(getattr(pipeline.sinks, n).path)
+                    for n in ("bronze", "quarantine", "aggregates")}}
+        volumes = {what: volume_of(service, path) for what, path in where.items()}
+        assert volumes == {"state": "state", "reports": "reports", "checkpoints": "checkpoints",
+                           "table bronze": "lake", "table quarantine": "lake", "table aggregates": "lake"}, service
+
+
 def test_the_addresses_name_the_stack_services(compose, stack_env):
     services = compose["services"]
     host, port = stack_env["ONCEFLOW_KAFKA_BOOTSTRAP"].rsplit(":", 1)
