@@ -123,6 +123,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "onceflow.ingest_cli",
     "onceflow.recovery_cli",
     "onceflow.audit.cli",
+    "onceflow.backfill_cli",
 )
 
 

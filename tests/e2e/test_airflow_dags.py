@@ -108,6 +108,32 @@ def test_batch_dag_ingests_and_audits_green(flow):
     assert_exactly_once(flow["pipeline"], flow["bootstrap"], flow["produced"])
 
 
+def test_backfill_over_an_ingested_range_adds_nothing(flow):
+    from onceflow.ledger import read_ledger
+    from onceflow.spark.ingest import table_paths
+
+    paths = table_paths(flow["pipeline"])
+    before = {sink: len(read_ledger(path).entries) + len(read_ledger(path).foreign_commits)
+              for sink, path in paths.items()}
+    committed = read_ledger(paths["bronze"]).committed_offsets()
+    assert committed, "the batch test ingests first"
+    params = {"start_offsets": {str(p): 0 for p in committed}, "end_offsets": {str(p): o for p, o in committed.items()}}
+    run_id, states, _ = _run(flow, "backfill", params)
+    assert states == {"resolve": "success", "backfill": "success", "audit": "success"}, states
+    assert _xcom("afe2e_backfill", run_id, "resolve") == {"start": params["start_offsets"],
+                                                          "end": params["end_offsets"]}
+    after = {sink: len(read_ledger(path).entries) + len(read_ledger(path).foreign_commits)
+             for sink, path in paths.items()}
+    assert after == before          # not one commit: every record of the range was already there
+    assert _xcom("afe2e_backfill", run_id, "audit")["passed"] is True
+    assert_exactly_once(flow["pipeline"], flow["bootstrap"], flow["produced"])
+
+
+def test_backfill_refuses_a_range_past_the_log_end_before_spark_starts(flow):
+    run_id, states, _ = _run(flow, "backfill", {"start_offsets": {"0": 0}, "end_offsets": {"0": 10**9}})
+    assert states["resolve"] == "failed" and states["backfill"] == "upstream_failed", states
+
+
 class Killer(threading.Thread):
     """SIGKILLs the streaming app once it has committed a batch of a run started after `after`."""
 
