@@ -64,10 +64,22 @@ print(next((r.get("state") or "" for r in runs if r.get("run_id") == sys.argv[2]
 ' "$1" "$2"
 }
 
+# Wait (bounded) until the dag-processor has parsed DAG $1.
+wait_for_dag() {
+  local deadline=$(( $(date +%s) + 300 ))
+  until airflow dags details "$1" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] \
+      || fail "DAG $1 not parsed within 300s. Fix: look for import errors in the Airflow UI, or: ${compose[*]} logs airflow-dag-processor"
+    say "waiting for the dag-processor to parse $1 …"
+    sleep 10
+  done
+}
+
 # Trigger one DAG and wait (bounded) until its run ends; fail unless it succeeded.
 run_dag() {
   local dag="$1" run_id deadline state
   run_id="stack-demo-$(date +%s)"
+  wait_for_dag "$dag"
   deadline=$(( $(date +%s) + ${DEMO_RUN_SECONDS:-1800} ))
   airflow dags unpause "$dag" >/dev/null
   airflow dags trigger "$dag" --run-id "$run_id" >/dev/null
