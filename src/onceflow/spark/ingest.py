@@ -294,6 +294,8 @@ def _supervise(query, listener: StatusListener, stop: _StopRequest, mode: str, u
     from pyspark.errors import StreamingQueryException
 
     started = time.monotonic()
+    # --until-idle counts from the query's start, not from building the session and tables
+    listener.last_data_at = max(listener.last_data_at, started)
     try:
         while query.isActive:
             if query.awaitTermination(1.0):
