@@ -86,6 +86,21 @@ class Layout:
                                     "pipeline": self.name, **fields}) + "\n")
 
 
+def _validator():
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    schemas = ROOT / "docs" / "schemas"
+    health = json.loads((schemas / "checkpoint-status.schema.json").read_text())
+    event = json.loads((schemas / "airflow-health-event.schema.json").read_text())
+    registry = Registry().with_resource("https://onceflow.dev/schemas/checkpoint-status.schema.json",
+                                        Resource.from_contents(health))
+    return Draft202012Validator(event, registry=registry)
+
+
+VALIDATOR = _validator()
+
+
 def fire(layout: Layout, fire_on=ALL, **kwargs) -> dict:
     trigger = PipelineHealthTrigger(pipeline_file=str(layout.file), fire_on=fire_on, poll_interval=0.5,
                                     **{"timeout": 60, **kwargs})
@@ -94,7 +109,9 @@ def fire(layout: Layout, fire_on=ALL, **kwargs) -> dict:
         async for event in trigger.run():
             return event.payload
 
-    return asyncio.run(asyncio.wait_for(first(), timeout=120))
+    event = asyncio.run(asyncio.wait_for(first(), timeout=120))
+    VALIDATOR.validate(event)      # docs/schemas/airflow-health-event.schema.json
+    return event
 
 
 STARTED = ("started", 100, {"run_id": "r1", "query_id": QUERY_ID, "pid": 1, "mode": "continuous",
@@ -187,4 +204,5 @@ def test_fires_timeout_and_error(layout, source, tmp_path):
             return event.payload
 
     error = asyncio.run(first())
+    VALIDATOR.validate(error)
     assert error["verdict"] == "error" and "bad.yaml" in error["error"] and "source.bootstrap_servers" in error["error"]

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from tests.airflow_helpers import AIRFLOW_HOME, migrate_db
+from tests.airflow_helpers import AIRFLOW_HOME, ROOT, migrate_db
 
 os.environ.setdefault("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin")
 os.environ.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", "onceflow-test-" + "x" * 64)
@@ -84,6 +84,10 @@ def test_a_forged_token_is_refused(client, project):
 def test_logged_in_user_sees_every_pipeline_and_its_audit(client, token, project):
     resp = client.get("/onceflow/api/pipelines", headers={"Authorization": f"Bearer {token}"})
     assert resp.status_code == 200
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads((ROOT / "docs" / "schemas" / "onceflow-page-pipelines.schema.json").read_text())
+    Draft202012Validator(schema).validate(resp.json())
     rows = {r["pipeline"]: r for r in resp.json()}
     assert set(rows) == {"alpha", "beta"}
     # nothing ever ran: no checkpoint, no status log
