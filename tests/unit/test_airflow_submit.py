@@ -1,0 +1,77 @@
+"""What the operators hand to the apache-spark provider's spark-submit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.airflow_helpers import ROOT  # noqa: F401  (AIRFLOW_HOME before airflow is imported)
+
+from onceflow.airflow.operators import IngestOperator, _descends_from
+from onceflow.airflow.submit import submit_settings
+
+
+@pytest.fixture
+def jars(tmp_path, monkeypatch):
+    folder = tmp_path / "jars" / "spark"
+    folder.mkdir(parents=True)
+    for name in ("delta-spark_2.13-4.0.0.jar", "spark-sql-kafka-0-10_2.13-4.0.0.jar"):
+        (folder / name).write_bytes(b"PK")
+    monkeypatch.setenv("ONCEFLOW_JARS", str(tmp_path / "jars"))
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
+    return folder
+
+
+def test_local_master_settings(jars):
+    s = submit_settings("ingest", "local[2]")
+    assert s.application == str(ROOT / "spark_apps" / "ingest.py")
+    assert "spark.master" not in s.conf and "spark.jars" not in s.conf   # the connection and --jars decide
+    assert s.conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert s.conf["spark.pyspark.python"] == sys.executable
+    assert s.jars.split(",") == [str(p) for p in sorted(jars.glob("*.jar"))]
+    assert s.env_vars["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)   # spark-submit
+    assert s.env_vars["ONCEFLOW_SPARK_MASTER"] == "local[2]" and s.env_vars["ONCEFLOW_JARS"]
+    assert s.py_files is None
+
+
+def test_cluster_master_ships_the_package(jars):
+    s = submit_settings("audit", "spark://master:7077")
+    assert s.application.endswith("spark_apps/audit.py")
+    with zipfile.ZipFile(s.py_files) as zf:
+        names = zf.namelist()
+    assert "onceflow/__init__.py" in names and "onceflow/airflow/submit.py" in names
+    assert not any("__pycache__" in n for n in names)
+
+
+def test_missing_jars_say_how_to_get_them(tmp_path, monkeypatch):
+    from onceflow.errors import SetupError
+
+    monkeypatch.setenv("ONCEFLOW_JARS", str(tmp_path / "none"))
+    with pytest.raises(SetupError, match="onceflow setup"):
+        submit_settings("ingest", "local[2]")
+
+
+def test_ingest_arguments_from_rendered_params():
+    op = IngestOperator(task_id="stream", pipeline_file="pipelines/payments.yaml", mode="continuous",
+                        max_seconds="600", until_idle="None")
+    args = op.arguments({})
+    assert args == ["--pipeline", str(Path("pipelines/payments.yaml").resolve()), "--mode", "continuous",
+                    "--max-seconds", "600"]
+    with pytest.raises(ValueError, match="available-now"):
+        IngestOperator(task_id="x", pipeline_file="p.yaml", mode="forever")
+
+
+def test_only_the_submits_own_descendants_are_signalled():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert _descends_from(child.pid, os.getpid())
+        assert _descends_from(os.getpid(), os.getpid())
+        assert not _descends_from(os.getpid(), child.pid)
+    finally:
+        child.kill()
+        child.wait()
