@@ -233,3 +233,72 @@ def test_ledger_records_round_trip_and_foreign_values_are_ignored():
     assert KafkaLedgerRecord.from_json(record.to_json()) == record
     assert KafkaLedgerRecord.from_json(b"not json") is None
     assert KafkaLedgerRecord.from_json(b'{"onceflow_kafka_ledger": 1}') is None
+
+
+def test_a_new_generation_skips_what_the_previous_one_delivered(broker, source):
+    """Recovery may restart a new generation below what the Kafka sink holds, after
+    the old one died inside a batch: its complete batches and the committed task
+    partitions of its last batch must not be written again."""
+    from pyspark.sql import functions as F
+
+    name, bronze, end = "ks-generations", source["bronze"], source["end"]
+    mid = {p: e // 2 for p, e in end.items()}
+    below = F.lit(False)
+    for p, o in mid.items():
+        below = below | ((F.col("_partition") == p) & (F.col("_offset") < o))
+    old = _sink(broker, source, name)  # generation 1
+    old.write(bronze.where(below), 0, source["start"], mid)
+    spec = old.spec(1, mid, end, source["topic"])
+    task0 = old.prepared(bronze.where(~below)).where(f"{SHARD} = 0").toArrow().to_batches()
+    write_task(spec, 0, task0, sum(b.num_rows for b in task0))  # then generation 1 dies in batch 1
+
+    cfg = KafkaSink(topic=f"{name}-out", ledger_topic=f"{name}-ledger")
+    new = KafkaTxnSink(name, 2, cfg, broker.bootstrap, trigger_seconds=1, source_topic=source["topic"])
+    result = new.write(bronze, 0, source["start"], end)  # the worst case: restarted from the very beginning
+    assert sorted(_event_ids(broker.bootstrap, new.output_topic)) == source["valid"], \
+        "each event exactly once across both generations"
+    assert new.carry.floor == mid and [i["tasks"] for i in new.carry.partial] == [[0]]
+    assert result.rows_written == len(source["valid"]) - bronze.where(below).count() - sum(b.num_rows for b in task0)
+
+    ledger = read_kafka_ledger(broker.bootstrap, new.ledger_topic, name)
+    assert [(e.generation, e.batch_id, e.start) for e in ledger.entries] == [(1, 0, source["start"]), (2, 0, mid)]
+    assert ledger.problems() == [], "generation 2's ledger range starts where generation 1's complete batches end"
+    assert ledger.committed_offsets() == end
+
+    restarted = KafkaTxnSink(name, 2, cfg, broker.bootstrap, trigger_seconds=1, source_topic=source["topic"])
+    assert restarted.write(bronze, 0, source["start"], end).skipped == [0, 1, 2, 3]
+    assert sorted(_event_ids(broker.bootstrap, new.output_topic)) == source["valid"]
+
+    stale = KafkaTxnSink(name, 1, cfg, broker.bootstrap)
+    with pytest.raises(KafkaSinkError, match="outdated checkpoint"):
+        stale.prepare()
+
+
+def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_path):
+    from onceflow.reconcile import PASSED
+    from onceflow.spark.sinks.kafka_audit import output_checks
+    from tests.pipeline_helpers import load_pipeline
+
+    pipeline = load_pipeline(tmp_path, broker.bootstrap, source["topic"], name="ks_audit",
+                             sinks={"bronze": {"path": str(tmp_path / "b")}, "quarantine": {"path": str(tmp_path / "q")},
+                                    "kafka": {"topic": "ks-audit-out", "ledger_topic": "ks-audit-ledger"}})
+    spark = source["bronze"].sparkSession
+    sink = KafkaTxnSink.for_pipeline(pipeline, GENERATION)
+    _write(sink, source, 0)
+    checks = {c.name: c for c in output_checks(spark, pipeline)}
+    assert all(c.status == PASSED for c in checks.values()), {n: c.as_dict() for n, c in checks.items()}
+    assert set(checks) == {"kafka_ledger", "kafka_output_loss", "kafka_output_phantoms", "kafka_output_duplicates"}
+
+    # a copy of one output record, and a record claiming to come from an aborted input transaction
+    one = consume_all(broker.bootstrap, "ks-audit-out")[0]
+    aborted = next(r for r in source["summary"].records if r.aborted and r.kind == VALID)
+    forged = {**json.loads(one[3]), "_partition": aborted.partition, "_offset": aborted.offset}
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("ks-audit-out", one[3], one[2])
+    producer.produce("ks-audit-out", json.dumps(forged).encode(), one[2])
+    producer.flush(30)
+    checks = {c.name: c for c in output_checks(spark, pipeline)}
+    assert checks["kafka_output_duplicates"].status == "failed"
+    assert checks["kafka_output_duplicates"].observed["duplicate_keys"] == 1
+    assert checks["kafka_output_phantoms"].status == "failed" and checks["kafka_output_phantoms"].observed == 1
+    assert checks["kafka_output_loss"].status == PASSED

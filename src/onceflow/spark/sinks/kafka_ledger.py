@@ -74,6 +74,8 @@ class KafkaLedgerRecord:
     key_expr: str  # the key expression the rows were partitioned by
     transactional_id: str
     written_at: int = 0  # ms since the epoch, when the task began its transaction
+    # what earlier generations already delivered, while it still matters (kafka_txn.Carry)
+    carry: dict | None = None
     ledger_partition: int | None = field(default=None, compare=False)  # where it was read from
     ledger_offset: int | None = field(default=None, compare=False)
 
@@ -85,6 +87,8 @@ class KafkaLedgerRecord:
                 "end": {str(p): o for p, o in sorted(self.end.items())},
                 "rows": self.rows, "output_topic": self.output_topic, "key_expr": self.key_expr,
                 "transactional_id": self.transactional_id, "written_at": self.written_at}
+        if self.carry:
+            body["carry"] = self.carry
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
@@ -105,7 +109,7 @@ class KafkaLedgerRecord:
                        end={int(p): int(o) for p, o in body["end"].items()},
                        rows=int(body["rows"]), output_topic=body["output_topic"], key_expr=body["key_expr"],
                        transactional_id=body["transactional_id"], written_at=int(body.get("written_at", 0)),
-                       ledger_partition=partition, ledger_offset=offset)
+                       carry=body.get("carry") or None, ledger_partition=partition, ledger_offset=offset)
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -144,8 +148,8 @@ class LedgerReader:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def stable_end(self, topic: str, partition: int) -> tuple[int, int]:
-        """(low, end): `end` is a last stable offset that covers every record written so far.
+    def stable_end(self, topic: str, partition: int, wait: bool = True) -> tuple[int, int, int]:
+        """(low, stable, log_end); with `wait`, `stable` covers every record written so far.
 
         At read_committed the high watermark a consumer sees is the last stable
         offset (LSO): a transaction still open on the partition holds it back,
@@ -153,14 +157,16 @@ class LedgerReader:
         it ends. So wait until the LSO reaches the log end as it was on entry
         (every record of ours was written before we looked); another writer's
         open transaction ends by commit, abort or its transaction timeout.
+        Without `wait`, the committed records up to the LSO are what can be known
+        now, and `stable < log_end` says an open transaction hides the rest.
         """
         tp = TopicPartition(topic, partition)
         _, log_end = self.uncommitted.get_watermark_offsets(tp, timeout=self.timeout)
         deadline = time.monotonic() + self.timeout
         while True:
             low, stable = self.committed.get_watermark_offsets(tp, timeout=self.timeout)
-            if stable >= log_end:
-                return low, stable
+            if stable >= log_end or not wait:
+                return low, stable, log_end
             if time.monotonic() > deadline:
                 raise KafkaLedgerError(
                     f"ledger topic {topic!r} partition {partition}: an open transaction of another writer holds "
@@ -204,32 +210,39 @@ class LedgerReader:
         finally:
             consumer.unassign()
 
-    def latest(self, topic: str, partition: int, key: bytes, window: int = 64) -> KafkaLedgerRecord | None:
+    def latest(self, topic: str, partition: int, key: bytes, window: int = 64,
+               wait: bool = True) -> KafkaLedgerRecord | None:
         """The newest committed ledger record with `key` in one ledger partition.
 
         Reads backwards in doubling windows from the last stable offset; with one
         ledger partition per task the first window holds the answer.
         """
-        low, hi = self.stable_end(topic, partition)
+        return self.newest(topic, partition, lambda k, r: k == key, window, wait)
+
+    def newest(self, topic: str, partition: int, match, window: int = 64,
+               wait: bool = True) -> KafkaLedgerRecord | None:
+        """The newest committed ledger record for which match(key, record) holds."""
+        low, hi, _ = self.stable_end(topic, partition, wait)
         size = window
         while hi > low:
             lo = max(low, hi - size)
-            found = [r for r in self.read_range(topic, partition, lo, hi) if r[1] == key]
-            for offset, _, value in reversed(found):
+            for offset, key, value in reversed(self.read_range(topic, partition, lo, hi)):
                 record = KafkaLedgerRecord.from_json(value, partition, offset)
-                if record is not None:
+                if record is not None and match(key, record):
                     return record
             hi, size = lo, size * 2
         return None
 
-    def all(self, topic: str, partition: int) -> list[KafkaLedgerRecord]:
-        low, end = self.stable_end(topic, partition)
+    def all(self, topic: str, partition: int) -> tuple[list[KafkaLedgerRecord], tuple[int, int] | None]:
+        """Every committed record readable now, and (stable, log_end) if an open
+        transaction hides the partition's tail (None when nothing is in doubt)."""
+        low, stable, log_end = self.stable_end(topic, partition, wait=False)
         records = []
-        for offset, _, value in self.read_range(topic, partition, low, end):
+        for offset, _, value in self.read_range(topic, partition, low, stable):
             record = KafkaLedgerRecord.from_json(value, partition, offset)
             if record is not None:
                 records.append(record)
-        return records
+        return records, ((stable, log_end) if stable < log_end else None)
 
 
 # -- the whole ledger ----------------------------------------------------------
@@ -255,6 +268,9 @@ class KafkaLedger:
     pipeline: str
     records: list[KafkaLedgerRecord]
     exists: bool = True
+    # ledger partition -> (last stable offset, log end): an open transaction (a writer
+    # mid-commit, or one that crashed and was not fenced yet) hides what follows it
+    in_doubt: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def batches(self) -> dict[tuple[int, int], list[KafkaLedgerRecord]]:
         """(generation, batch_id) -> the records of its committed task partitions."""
@@ -329,7 +345,10 @@ class KafkaLedger:
 
     def as_dict(self) -> dict:
         return {"ledger_topic": self.ledger_topic, "pipeline": self.pipeline, "exists": self.exists,
-                "records": len(self.records), "entries": [e.as_dict() for e in self.entries],
+                "records": len(self.records),
+                "in_doubt": {str(p): {"last_stable_offset": s, "log_end": e}
+                             for p, (s, e) in sorted(self.in_doubt.items())},
+                "entries": [e.as_dict() for e in self.entries],
                 "partial": [p.as_dict() for p in self.partial],
                 "committed_offsets": {str(p): o for p, o in sorted(self.committed_offsets().items())},
                 "problems": self.problems()}
@@ -342,7 +361,12 @@ def _missing(records: Iterable[KafkaLedgerRecord]) -> list[int]:
 
 
 def read_kafka_ledger(bootstrap: str, ledger_topic: str, pipeline: str, timeout: float = 60) -> KafkaLedger:
-    """Every committed ledger record of `pipeline` on `ledger_topic`, oldest first per task."""
+    """Every committed ledger record of `pipeline` on `ledger_topic`, oldest first per task.
+
+    Never waits for open transactions: a crashed writer's transaction stays open
+    until a restart fences it or its timeout passes; `in_doubt` names the ledger
+    partitions whose tail it hides (with one partition per task, only that
+    task's own in-flight record)."""
     from onceflow.kafka.admin import admin_client
 
     try:
@@ -354,8 +378,12 @@ def read_kafka_ledger(bootstrap: str, ledger_topic: str, pipeline: str, timeout:
     if info is None or info.error is not None:
         return KafkaLedger(ledger_topic, pipeline, [], exists=False)
     records: list[KafkaLedgerRecord] = []
+    in_doubt = {}
     with LedgerReader(bootstrap, timeout) as reader:
         for partition in sorted(info.partitions):
-            records.extend(r for r in reader.all(ledger_topic, partition) if r.pipeline == pipeline)
+            found, doubt = reader.all(ledger_topic, partition)
+            records.extend(r for r in found if r.pipeline == pipeline)
+            if doubt:
+                in_doubt[partition] = doubt
     records.sort(key=lambda r: (r.generation, r.batch_id, r.task_partition))
-    return KafkaLedger(ledger_topic, pipeline, records)
+    return KafkaLedger(ledger_topic, pipeline, records, in_doubt=in_doubt)

@@ -31,6 +31,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from onceflow.config import KafkaSink
 from onceflow.errors import OnceflowError
 from onceflow.spark.sinks import faults
+from onceflow.spark.sinks.kafka_carry import Carry, after_generation
 from onceflow.spark.sinks.kafka_ledger import (LEDGER_TOPIC_CONFIG, KafkaLedger, KafkaLedgerRecord, LedgerReader,
                                                default_ledger_topic, ledger_key, ledger_partition,
                                                read_kafka_ledger)
@@ -88,6 +89,7 @@ class TaskSpec:
     retriable_retries: int = 5
     producer_config: dict = field(default_factory=dict)
     fault: faults.Fault | None = None
+    carry: dict | None = None  # what older generations delivered that this batch may still contain
 
     def transactional_id(self, task: int) -> str:
         return transactional_id(self.pipeline, self.generation, task)
@@ -225,7 +227,7 @@ def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResul
             raise (_fatal(spec, task, err) if err.fatal() else
                    _fail(spec, task, f"init_transactions failed: {err.str()}. Fix: check that the broker runs "
                          "and allows transactions (transaction.state.log settings).")) from None
-        with LedgerReader(spec.bootstrap) as reader:
+        with LedgerReader(spec.bootstrap, timeout=spec.txn_timeout_ms / 1000 + 30) as reader:
             lp = ledger_partition(task, spec.ledger_partitions)
             key = ledger_key(spec.pipeline, spec.generation, task)
             latest = reader.latest(spec.ledger_topic, lp, key)
@@ -252,7 +254,8 @@ def _transact(spec: TaskSpec, task: int, producer: Producer, batches: list, lp: 
                 pipeline=spec.pipeline, generation=spec.generation, batch_id=spec.batch_id, task_partition=task,
                 task_partitions=spec.task_partitions, topic=spec.source_topic, start=spec.start, end=spec.end,
                 rows=rows, output_topic=spec.output_topic, key_expr=spec.key_expr,
-                transactional_id=spec.transactional_id(task), written_at=int(time.time() * 1000))
+                transactional_id=spec.transactional_id(task), written_at=int(time.time() * 1000),
+                carry=spec.carry)
             producer.produce(spec.ledger_topic, record.to_json(), key, partition=lp)
             if spec.fault is not None and spec.fault.crashes_task(spec.batch_id, task):
                 _crash_before_commit(spec, task, producer, reader)
@@ -347,6 +350,7 @@ class KafkaTxnSink:
         self.source_topic = source_topic
         self.producer_config = dict(producer_config or {})
         self._ledger_partitions: int | None = None
+        self.carry: Carry | None = None
         self.fault = faults.from_env()  # a malformed fault setting fails at start, not mid-run
         if self.ledger_topic == self.output_topic:
             raise KafkaSinkError(f"sinks.kafka.ledger_topic equals the output topic {self.output_topic!r}; "
@@ -394,18 +398,67 @@ class KafkaTxnSink:
                     f"set retention.ms=-1 and cleanup.policy=delete on it, or let the sink create it.")
         _partition_count(admin, self.output_topic)
         self._ledger_partitions = _partition_count(admin, self.ledger_topic)
+        self.carry = self._fence_and_carry()
+
+    def _fence(self, generation: int, tasks: int) -> None:
+        """init_transactions() for every task id of a generation: aborts what a crashed
+        run left open (read_committed consumers of the output resume at once) and
+        fences zombies of that run."""
+        for task in range(tasks):
+            producer = Producer({"bootstrap.servers": self.bootstrap, "log_level": 3,
+                                 "transactional.id": transactional_id(self.pipeline, generation, task),
+                                 "transaction.timeout.ms": self.txn_timeout_ms, **self.producer_config})
+            try:
+                producer.init_transactions(60)
+            except KafkaException as exc:
+                raise KafkaSinkError(f"fencing {transactional_id(self.pipeline, generation, task)} failed: "
+                                     f"{exc.args[0].str()}. Fix: check that the broker runs and allows "
+                                     "transactions.") from None
+            finally:
+                producer.flush(0)
+
+    def _fence_and_carry(self) -> Carry | None:
+        """Fence this generation's task ids; if this generation has not written yet,
+        fence the previous one too and work out what it already delivered."""
+        self._fence(self.generation, self.task_partitions)
+        ours = lambda key, r: r.pipeline == self.pipeline  # noqa: E731
+        with LedgerReader(self.bootstrap, timeout=self.txn_timeout_ms / 1000 + 30) as reader:
+            newest = [reader.newest(self.ledger_topic, lp, ours, wait=False) for lp in range(self._ledger_partitions)]
+            newer = sorted({r.generation for r in newest if r is not None and r.generation > self.generation})
+            if newer:
+                raise KafkaSinkError(
+                    f"the Kafka sink ledger {self.ledger_topic!r} already holds generation {newer[-1]} of pipeline "
+                    f"{self.pipeline!r}, newer than this query's generation {self.generation}: this query runs from "
+                    "an outdated checkpoint. Fix: stop it; run the pipeline from its current checkpoint.")
+            own = [reader.latest(self.ledger_topic, ledger_partition(t, self._ledger_partitions),
+                                 ledger_key(self.pipeline, self.generation, t), wait=False)
+                   for t in range(self.task_partitions)]
+            if any(own):
+                return Carry.union(Carry.from_json(r.carry) for r in own if r is not None) or None
+            older = max((r.generation for r in newest if r is not None), default=None)
+            if older is None:
+                return None
+            n_old = max(r.task_partitions for r in newest if r is not None and r.generation == older)
+            self._fence(older, n_old)
+            latest = [reader.latest(self.ledger_topic, ledger_partition(t, self._ledger_partitions),
+                                    ledger_key(self.pipeline, older, t)) for t in range(n_old)]
+        return after_generation([r for r in latest if r is not None]) or None
 
     # -- one micro-batch
     def spec(self, batch_id: int, start: dict[int, int], end: dict[int, int], source_topic: str) -> TaskSpec:
         self.prepare()
+        start = {int(p): int(o) for p, o in start.items()}
+        end = {int(p): int(o) for p, o in end.items()}
+        carry = self.carry.for_batch(start) if self.carry else None
+        if carry:  # rows below the floor are not this generation's: its ledger ranges start there
+            start, end = carry.clip(start), carry.clip(end)
         return TaskSpec(pipeline=self.pipeline, generation=self.generation, bootstrap=self.bootstrap,
                         output_topic=self.output_topic, ledger_topic=self.ledger_topic,
                         ledger_partitions=self._ledger_partitions, task_partitions=self.task_partitions,
                         key_expr=self.config.key, source_topic=source_topic, batch_id=int(batch_id),
-                        start={int(p): int(o) for p, o in start.items()},
-                        end={int(p): int(o) for p, o in end.items()},
-                        txn_timeout_ms=self.txn_timeout_ms, producer_config=self.producer_config,
-                        fault=self.fault)
+                        start=start, end=end, txn_timeout_ms=self.txn_timeout_ms,
+                        producer_config=self.producer_config, fault=self.fault,
+                        carry=carry.to_json() if carry else None)
 
     def prepared(self, batch_df):
         """The batch as (key, value) bytes, split deterministically into task partitions.
@@ -436,6 +489,8 @@ class KafkaTxnSink:
         """Write one micro-batch exactly once. `batch_df`: the batch's valid events (bronze columns)."""
         started = time.monotonic()
         spec = self.spec(batch_id, start, end, source_topic or self.source_topic or self._source_topic(batch_df))
+        if spec.carry:  # rows an earlier generation already delivered
+            batch_df = batch_df.where(~Carry.from_json(spec.carry).delivered())
         prepared = self.prepared(batch_df)
         try:
             rows = prepared.mapInArrow(_TaskWriter(spec), RESULT_DDL).collect()
