@@ -75,7 +75,7 @@ class AggregateSink(TableSink):
 
 
 class KafkaSink(_Model):
-    """Transactional Kafka output (see docs/exactly-once.md)."""
+    """Transactional, exactly-once Kafka output (see docs/kafka-sink.md)."""
 
     topic: str = Field(min_length=1)
     bootstrap_servers: str | None = None
