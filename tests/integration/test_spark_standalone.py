@@ -57,6 +57,15 @@ def get_json(url: str) -> dict:
         return json.loads(response.read())
 
 
+def stack_master_opts() -> str:
+    """SPARK_MASTER_OPTS of the stack's spark-master service, with the documented defaults."""
+    from tests.unit.test_docker_stack import ENV_EXAMPLE, interpolate, read_env_file
+
+    raw = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
+    return interpolate(raw["services"]["spark-master"]["environment"]["SPARK_MASTER_OPTS"],
+                       read_env_file(ENV_EXAMPLE))
+
+
 @dataclass
 class Standalone:
     """A Spark standalone master + worker on this machine."""
@@ -85,7 +94,8 @@ class Standalone:
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_DAEMON_MEMORY": "512m",
-                "SPARK_LOG_DIR": str(self.folder), "SPARK_WORKER_DIR": str(self.work_dir)}
+                "SPARK_LOG_DIR": str(self.folder), "SPARK_WORKER_DIR": str(self.work_dir),
+                "SPARK_MASTER_OPTS": stack_master_opts()}
 
     def _start(self, name: str, *args: str) -> None:
         log = open(self.folder / f"{name}.log", "wb")
@@ -117,7 +127,7 @@ class Standalone:
         self.master_ui = self.bound_port("master", r"service 'MasterUI' on port (\d+)")
         self.wait_healthy("spark-master", self.master_json)
         self._start("worker", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                    "--cores", "1", "--memory", "1g", "--webui-port", str(self.worker_ui),
+                    "--cores", "2", "--memory", "1g", "--webui-port", str(self.worker_ui),
                     "--work-dir", str(self.work_dir))
         self.worker_ui = self.bound_port("worker", r"service 'WorkerUI' on port (\d+)")
         self.wait_healthy("spark-worker", self.worker_json)
@@ -182,13 +192,19 @@ def finished_app(cluster: Standalone, name: str, known: set[str]) -> dict:
 
 
 def assert_ran_on_the_worker(cluster: Standalone, app_id: str) -> int:
-    """An executor of the app ran on our worker, and its own log shows it ran tasks."""
+    """An executor of the app ran on our worker, and its own log shows it ran tasks;
+    it got the stack's cores per app (SPARK_APP_CORES), not the whole 2-core worker."""
     worker = get_json(cluster.worker_json)
     executors = [e for e in worker["executors"] + worker["finishedexecutors"] if e["appid"] == app_id]
     assert executors, f"no executor of {app_id} on the worker: {worker}"
-    logs = list((cluster.work_dir / app_id).glob("*/stderr"))
-    assert logs and any("Running task" in log.read_text(errors="replace") for log in logs), (
-        f"no task ran in the executor of {app_id} (logs: {logs})")
+    logs = [log.read_text(errors="replace") for log in (cluster.work_dir / app_id).glob("*/stderr")]
+    assert logs and any("Running task" in log for log in logs), f"no task ran in the executor of {app_id}"
+    cores = re.search(r"-Dspark\.deploy\.defaultCores=(\d+)", stack_master_opts()).group(1)
+    # the worker writes the executor's launch command at the top of its stderr: "java" … "--cores" "1" …
+    launched = [re.search(r'"--cores" "(\d+)"', log) for log in logs]
+    assert [m.group(1) for m in launched if m] == [cores] * len(logs), (
+        f"executors of {app_id} should have {cores} core(s) (spark.deploy.defaultCores): "
+        f"{[log.splitlines()[:3] for log in logs]}")
     return len(executors)
 
 

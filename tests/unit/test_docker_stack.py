@@ -11,6 +11,7 @@ spark_default connection are resolved here from the stack's own environment.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import importlib
 import http.server
@@ -438,11 +439,16 @@ def test_dockerfile_copies_only_what_the_repo_has(compose):
     assert context == ROOT and (context / build["dockerfile"]).resolve() == DOCKERFILE
     copies = [args for op, args in dockerfile_instructions() if op == "COPY" and "--from=" not in args]
     assert copies
+    ignore = [line.strip() for line in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
+              if line.strip() and not line.startswith("#")]
+    assert {".git", ".venv", ".onceflow", "docker/.env"} <= set(ignore), "the context must leave local state out"
     for args in copies:
         sources = [w for w in args.split() if not w.startswith("--")][:-1]
         for source in sources:
             path = ROOT / source
             assert path.exists() and tracked(path), f"{DOCKERFILE}: COPY {source}: not in the repo (fresh clone)"
+            hidden = [pat for pat in ignore if fnmatch.fnmatch(source.rstrip("/"), pat)]
+            assert not hidden, f"{DOCKERFILE}: COPY {source} is excluded from the context by {hidden}"
 
 
 def test_dockerfile_pins_what_the_local_setup_pins():
