@@ -1,0 +1,283 @@
+"""The audit against a real pipeline run: real broker, Spark, Delta, GX, Chromium.
+
+One pipeline is produced and ingested once per module (`run_ingest`,
+available-now); each test audits its own copy of the tables and checkpoint, so
+tampering with one copy never leaks into another test.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from onceflow import config
+from onceflow.audit.run import run_audit
+from onceflow.cli import main
+from onceflow.kafka.admin import watermarks
+from onceflow.kafka.producer import VALID, produce
+from onceflow.ledger import read_ledger
+from onceflow.spark.ingest import run_ingest
+from tests.pipeline_helpers import write_pipeline
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((ROOT / "docs" / "schemas" / "audit-summary.schema.json").read_text())
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def ingested(broker, spark, tmp_path_factory):
+    """A topic with aborted and malformed records, ingested exactly once by the real job."""
+    folder = tmp_path_factory.mktemp("audit-pipeline")
+    topic = f"t-audit-{folder.name}"
+    produced = produce(broker.bootstrap, topic, 2400, partitions=PARTITIONS, seed=11, abort_ratio=0.1,
+                       malformed_ratio=0.05, txn_size=50)
+    pipeline = config.load(write_pipeline(folder, broker.bootstrap, topic,
+                                          source={"bootstrap_servers": broker.bootstrap, "topic": topic,
+                                                  "starting_offsets": "earliest", "max_offsets_per_trigger": 1500}))
+    result = run_ingest(pipeline, spark=spark)
+    assert result.status == "finished" and result.batches >= 2, result
+    return {"folder": folder, "topic": topic, "produced": produced, "bootstrap": broker.bootstrap}
+
+
+def copy_of(ingested, dest: Path) -> config.Pipeline:
+    """The ingested pipeline's tables and checkpoint, copied; a pipeline file pointing at the copy."""
+    shutil.copytree(ingested["folder"], dest, ignore=shutil.ignore_patterns("*.yaml"))
+    topic, bootstrap = ingested["topic"], ingested["bootstrap"]
+    return config.load(write_pipeline(dest, bootstrap, topic,
+                                      source={"bootstrap_servers": bootstrap, "topic": topic,
+                                              "starting_offsets": "earliest", "max_offsets_per_trigger": 1500}))
+
+
+def audit(pipeline, spark, tmp_path, mode="full"):
+    outcome = run_audit(pipeline, mode=mode, report_dir=tmp_path / "reports", spark=spark)
+    jsonschema.validate(outcome.summary, SCHEMA)
+    on_disk = json.loads((outcome.report_dir / "summary.json").read_text())
+    assert on_disk["status"] == outcome.status and on_disk["run_id"] == outcome.run_id
+    return outcome, {c["name"]: c for c in outcome.summary["checks"]}
+
+
+def valid_committed(produced, partition: int) -> list[int]:
+    return sorted(r.offset for r in produced.records if r.partition == partition and not r.aborted and r.kind == VALID)
+
+
+def committed(produced, partition: int) -> list[int]:
+    return sorted(r.offset for r in produced.records if r.partition == partition and not r.aborted)
+
+
+# -- a clean run ---------------------------------------------------------------------
+def test_clean_run_passes_and_counts_equal_the_generators(ingested, spark, tmp_path):
+    pipeline = copy_of(ingested, tmp_path / "p")
+    reports = tmp_path / "reports"
+    assert main(["audit", "--pipeline", pipeline.file, "--report-dir", str(reports)]) == 0
+
+    run_dir = (reports / pipeline.name / "latest").resolve()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    jsonschema.validate(summary, SCHEMA)
+    assert summary["status"] == "passed" and summary["exit_code"] == 0 and summary["failed_checks"] == []
+    produced = ingested["produced"]
+    per_partition = {r["partition"]: r for r in summary["partitions"]}
+    for p in range(PARTITIONS):
+        row = per_partition[p]
+        assert (row["source_records"], row["source_valid"], row["source_malformed"]) == (
+            produced.count("committed", p), produced.count("committed_valid", p),
+            produced.count("committed_malformed", p)), p
+        assert (row["bronze_rows"], row["quarantine_rows"]) == (row["source_valid"], row["source_malformed"])
+        assert row["source_checksum"] == row["sink_checksum"]
+    assert summary["counts"]["source_records"] == produced.count("committed")
+    assert summary["counts"]["aggregate_windows"] > 0
+    # the audited ranges end where Kafka, the checkpoint and every ledger end
+    ends = {p: high for p, (_low, high) in watermarks(ingested["bootstrap"], ingested["topic"]).items()}
+    assert {r["partition"]: (r["start"], r["end"]) for r in summary["ranges"]} == {p: (0, e) for p, e in ends.items()}
+    assert read_ledger(pipeline.resolve(pipeline.sinks.bronze.path)).committed_offsets() == ends
+    # every kind of check ran: reconciliation and GX, each GX suite rendered into Data Docs
+    names = {c["name"] for c in summary["checks"]}
+    assert {"accounting", "loss", "phantoms", "duplicates", "duplicate_event_ids", "content", "aggregates",
+            "checkpoint_ledger_agreement", "ledger_agreement", "ledger_contiguity"} <= names
+    gx_suites = {n.split(".")[1] for n in names if n.startswith("gx.")}
+    assert gx_suites == {"bronze", "quarantine", "aggregates", "reconciliation", "findings"}
+    assert (run_dir / summary["data_docs"]["index"]).is_file() and (run_dir / "index.html").is_file()
+    for page in summary["data_docs"]["suites"].values():
+        assert (run_dir / page).is_file()
+    assert json.loads((reports / pipeline.name / "watermark.json").read_text())["offsets"] == {
+        str(p): e for p, e in ends.items()}
+
+
+# -- tampering: each kind is caught, with its partition and offsets --------------------
+@pytest.fixture(scope="module")
+def dup_and_phantom(ingested, spark, tmp_path_factory):
+    """A copy with one bronze row appended twice and one row at an aborted record's offset."""
+    from pyspark.sql import functions as F
+
+    tmp = tmp_path_factory.mktemp("audit-dup")
+    pipeline = copy_of(ingested, tmp / "p")
+    produced = ingested["produced"]
+    bronze = pipeline.resolve(pipeline.sinks.bronze.path)
+    dup_at = (0, valid_committed(produced, 0)[10])
+    aborted = sorted(r.offset for r in produced.records if r.partition == 1 and r.aborted)
+    phantom_at = (1, aborted[3])
+    rows = spark.read.format("delta").load(bronze)
+    rows.where(f"_partition = {dup_at[0]} AND _offset = {dup_at[1]}").write.format("delta").mode("append").save(bronze)
+    (rows.where("_partition = 1").limit(1).withColumn("_offset", F.lit(phantom_at[1]).cast("bigint"))
+     .withColumn("event_id", F.lit("00000000-0000-4000-8000-00000000beef"))
+     .write.format("delta").mode("append").save(bronze))
+    outcome, checks = audit(pipeline, spark, tmp)
+    return {"outcome": outcome, "checks": checks, "dup_at": dup_at, "phantom_at": phantom_at}
+
+
+def test_a_duplicate_appended_to_bronze_is_caught_with_its_offset(dup_and_phantom):
+    outcome, checks = dup_and_phantom["outcome"], dup_and_phantom["checks"]
+    p, o = dup_and_phantom["dup_at"]
+    assert outcome.status == "failed" and outcome.exit_code == 1
+    dup = checks["duplicates"]
+    assert dup["status"] == "failed" and dup["ranges"] == [{"partition": p, "start": o, "end": o + 1, "count": 1}]
+    assert [(s["_partition"], s["_offset"]) for s in dup["samples"]] == [(p, o), (p, o)]
+    ids = checks["duplicate_event_ids"]
+    assert ids["status"] == "failed" and ids["samples"][0]["offsets"] == [{"partition": p, "offset": o}] * 2
+    assert checks["gx.bronze.expect_compound_columns_to_be_unique[_topic,_partition,_offset]"]["status"] == "failed"
+    assert checks["loss"]["status"] == "passed"
+
+
+def test_a_phantom_row_is_caught_with_its_offset(dup_and_phantom):
+    checks = dup_and_phantom["checks"]
+    p, o = dup_and_phantom["phantom_at"]
+    phantoms = checks["phantoms"]
+    assert phantoms["status"] == "failed" and phantoms["observed"] == 1
+    assert phantoms["ranges"] == [{"partition": p, "start": o, "end": o + 1, "count": 1}]
+    assert phantoms["samples"][0]["event_id"] == "00000000-0000-4000-8000-00000000beef"
+    assert checks["accounting"]["status"] == "failed" and set(checks["accounting"]["partitions"]) == {0, 1}
+    assert checks["gx.findings.unexpected_rows_expectation[phantoms]"]["status"] == "failed"
+    assert set(checks["content"]["partitions"]) == {0, 1}  # partition 2 untouched: its checksum still equal
+
+
+def test_the_report_page_opens_in_chromium_and_shows_the_failing_checks(dup_and_phantom, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is not installed. Fix: apt-get install chromium (.ci/run installs it)"
+    page = dup_and_phantom["outcome"].report_dir / "index.html"
+    shot = tmp_path / "audit-report.png"
+    common = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,2000"]
+    subprocess.run([*common, f"--screenshot={shot}", page.as_uri()], check=True, timeout=120, capture_output=True)
+    assert shot.is_file() and shot.stat().st_size > 20_000, "the screenshot is missing or blank"
+    dom = subprocess.run([*common, "--dump-dom", page.as_uri()], check=True, timeout=120, capture_output=True,
+                         text=True).stdout
+    assert ": FAILED" in dom and "Failing checks" in dom
+    for name in ("duplicates", "phantoms", "accounting"):
+        assert f"id=\"check-{name}\"" in dom, name
+    p, o = dup_and_phantom["phantom_at"]
+    assert f"<td class=\"num\">{o}</td><td class=\"num\">{o + 1}</td>" in dom  # the phantom's offset range
+    docs = dup_and_phantom["outcome"].report_dir / dup_and_phantom["outcome"].summary["data_docs"]["index"]
+    docs_dom = subprocess.run([*common, "--dump-dom", docs.as_uri()], check=True, timeout=120, capture_output=True,
+                              text=True).stdout
+    assert "bronze" in docs_dom and "findings" in docs_dom
+
+
+def test_rows_deleted_from_bronze_are_reported_as_the_exact_offset_ranges(ingested, spark, tmp_path):
+    from delta.tables import DeltaTable
+
+    pipeline = copy_of(ingested, tmp_path / "p")
+    produced = ingested["produced"]
+    valid = valid_committed(produced, 1)
+    low, high = valid[20], valid[60]
+    DeltaTable.forPath(spark, pipeline.resolve(pipeline.sinks.bronze.path)).delete(
+        f"_partition = 1 AND _offset >= {low} AND _offset < {high}")
+    outcome, checks = audit(pipeline, spark, tmp_path)
+
+    # expected: runs of lost records, consecutive among the partition's committed records
+    records = committed(produced, 1)
+    lost = {o for o in valid if low <= o < high}
+    expected, run = [], []
+    for o in records:
+        if o in lost:
+            run.append(o)
+        elif run:
+            expected.append({"partition": 1, "start": run[0], "end": run[-1] + 1, "count": len(run)})
+            run = []
+    if run:
+        expected.append({"partition": 1, "start": run[0], "end": run[-1] + 1, "count": len(run)})
+    loss = checks["loss"]
+    assert outcome.exit_code == 1 and loss["status"] == "failed" and loss["observed"] == len(lost) == 40
+    assert loss["ranges"] == expected
+    assert loss["samples"][0]["_offset"] == low and loss["samples"][0]["event_id"]  # the source record itself
+    assert checks["phantoms"]["status"] == "passed" and checks["duplicates"]["status"] == "passed"
+
+
+def test_an_altered_payload_fails_the_checksum_of_that_partition_only(ingested, spark, tmp_path):
+    from delta.tables import DeltaTable
+
+    pipeline = copy_of(ingested, tmp_path / "p")
+    o = valid_committed(ingested["produced"], 2)[5]
+    DeltaTable.forPath(spark, pipeline.resolve(pipeline.sinks.bronze.path)).update(
+        f"_partition = 2 AND _offset = {o}", {"amount": "amount + 1"})
+    outcome, checks = audit(pipeline, spark, tmp_path)
+    content = checks["content"]
+    assert outcome.exit_code == 1 and content["status"] == "failed" and content["partitions"] == [2]
+    assert content["ranges"] == [{"partition": 2, "start": o, "end": o + 1, "count": 1}]
+    sample = content["samples"][0]
+    from decimal import Decimal
+
+    assert Decimal(sample["sink"]["amount"]) == Decimal(sample["source"]["amount"]) + 1
+    per_partition = {r["partition"]: r for r in outcome.summary["partitions"]}
+    assert [p for p, r in per_partition.items() if r["source_checksum"] != r["sink_checksum"]] == [2]
+    for name in ("accounting", "loss", "phantoms", "duplicates"):
+        assert checks[name]["status"] == "passed", name
+
+
+def test_an_aggregate_changed_by_hand_is_caught(ingested, spark, tmp_path):
+    from delta.tables import DeltaTable
+
+    pipeline = copy_of(ingested, tmp_path / "p")
+    path = pipeline.resolve(pipeline.sinks.aggregates.path)
+    row = spark.read.format("delta").load(path).orderBy("account_id", "window_start").first()
+    DeltaTable.forPath(spark, path).update(
+        f"account_id = '{row['account_id']}' AND window_start = timestamp'{row['window_start']}'",
+        {"events": "events + 1"})
+    outcome, checks = audit(pipeline, spark, tmp_path)
+    agg = checks["aggregates"]
+    assert outcome.exit_code == 1 and agg["status"] == "failed" and agg["observed"]["differing"] == 1
+    sample = agg["samples"][0]
+    assert (sample["kind"], sample["account_id"]) == ("differs", row["account_id"])
+    assert (sample["exp_events"], sample["obs_events"]) == (row["events"], row["events"] + 1)
+    assert checks["gx.findings.unexpected_rows_expectation[aggregates]"]["status"] == "failed"
+    failed = set(outcome.summary["failed_checks"])
+    assert not failed & {"accounting", "loss", "phantoms", "duplicates", "content"}
+
+
+# -- incremental audits ------------------------------------------------------------------
+def test_since_last_audits_only_what_was_committed_since_the_last_passed_audit(ingested, broker, spark, tmp_path):
+    pipeline = copy_of(ingested, tmp_path / "p")
+    first, _ = audit(pipeline, spark, tmp_path, mode="since-last")  # no watermark yet: everything
+    assert first.status == "passed" and any("no passed audit" in n for n in first.summary["notes"])
+    before = {r["partition"]: r["end"] for r in first.summary["ranges"]}
+
+    more = produce(broker.bootstrap, ingested["topic"], 600, partitions=PARTITIONS, seed=12, abort_ratio=0.1,
+                   malformed_ratio=0.05, txn_size=50)
+    run_ingest(pipeline, spark=spark)
+    second, checks = audit(pipeline, spark, tmp_path, mode="since-last")
+    assert second.status == "passed", second.summary["failed_checks"]
+    ranges = {r["partition"]: (r["start"], r["end"]) for r in second.summary["ranges"]}
+    assert {p: s for p, (s, _e) in ranges.items()} == {p: before[p] for p in ranges}
+    assert second.summary["counts"]["source_records"] == more.count("committed")
+    assert second.summary["counts"]["source_malformed"] == more.count("committed_malformed")
+
+    third, _ = audit(pipeline, spark, tmp_path, mode="since-last")  # nothing new
+    assert third.status == "passed" and third.summary["ranges"] == [] and third.summary["counts"]["source_records"] == 0
+
+
+# -- an audit that cannot run ------------------------------------------------------------
+def test_an_audit_that_cannot_run_exits_2_with_the_reason(broker, tmp_path, capsys):
+    yaml = write_pipeline(tmp_path / "empty", broker.bootstrap, "t-audit-never-ingested", name="never_ingested")
+    reports = tmp_path / "reports"
+    assert main(["audit", "--pipeline", str(yaml), "--report-dir", str(reports)]) == 2
+    assert "nothing to audit" in capsys.readouterr().err
+    latest = reports / "never_ingested" / "latest"
+    summary = json.loads((latest / "summary.json").read_text())
+    jsonschema.validate(summary, SCHEMA)
+    assert summary["status"] == "error" and "onceflow ingest" in summary["reason"]
+    assert summary["checks"] == [] and not (reports / "never_ingested" / "watermark.json").exists()
+    assert "could not run" in (latest / "index.html").read_text()
