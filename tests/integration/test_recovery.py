@@ -312,8 +312,8 @@ def _alter_topic(bootstrap: str, topic: str, **configs: str | None) -> None:
     """Set (or, with None, delete) topic configs with incremental_alter_configs."""
     entries = [ConfigEntry(k.replace("_", "."), v or "", incremental_operation=(
         AlterConfigOpType.DELETE if v is None else AlterConfigOpType.SET)) for k, v in configs.items()]
-    futures = admin_client(bootstrap).incremental_alter_configs(
-        [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)])
+    admin = admin_client(bootstrap)  # kept referenced until the futures resolve (a collected client cancels them)
+    futures = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)])
     for future in futures.values():
         future.result(timeout=30)
 
