@@ -352,3 +352,13 @@ def test_a_loss_entry_needs_a_real_range():
         loss_entry(T, "bronze", 1, T, {0: 150}, {0: 140})
     with pytest.raises(ValueError):
         loss_entry(T, "bronze", 1, T, {}, {0: 140})
+
+
+def test_the_aggregates_watermark_is_carried_over_a_loss_entry():
+    led = all_sinks()
+    last = led["aggregates"].entries[-1]
+    led["aggregates"].entries[-1] = LedgerEntry(**{**last.__dict__, "extra": {"watermark": "2026-01-01T00:00:00+00:00",
+                                                                              "late_events": 0}})
+    plan = decide(facts(checkpoint(B, 2), led, earliest={0: 340, 1: 160}), accept_loss=True)
+    extra = {a.params["sink"]: a.params["extra"] for a in action(plan, WRITE_LOSS)}
+    assert extra == {"bronze": {}, "quarantine": {}, "aggregates": {"watermark": "2026-01-01T00:00:00+00:00"}}

@@ -66,8 +66,9 @@ def _write_loss(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
         return {"written": False, "why": "the table does not exist; the loss is in this record only"}
     entry = loss_entry(plan.pipeline, p["sink"], int(p["generation"]), plan.topic,
                        {int(k): v for k, v in p["start"].items()}, {int(k): v for k, v in p["end"].items()},
-                       extra={"recovery": record.id, "reason": "offsets deleted by Kafka retention before this "
-                                                               "sink got them; accepted with --accept-loss"})
+                       extra={**(p.get("extra") or {}), "recovery": record.id,
+                              "reason": "offsets deleted by Kafka retention before this sink got them; accepted "
+                                        "with --accept-loss"})
     version = write_loss(p["table"], entry)
     return {"written": version is not None, "table_version": version,
             **({} if version is not None else {"why": "already recorded by an earlier attempt"})}

@@ -454,13 +454,15 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
                                    {"from": ck.path, "to": aside}))
     for n, ranges in lost_by_sink.items():
         ledger = f.ledgers[n]
+        # the aggregates' watermark lives in their newest entry: carry it over the LOSS entry
+        carried = {k: v for k, v in ((ledger.last.extra or {}) if ledger.last else {}).items() if k == "watermark"}
         plan.actions.append(Action(
             WRITE_LOSS, f"record the loss in the {n} ledger: " + ", ".join(
                 f"partition {p} [{a}, {b})" for p, (a, b) in sorted(ranges.items()))
             + ("" if ledger.exists else " (the table does not exist: kept in the recovery record only)"),
             {"sink": n, "table": ledger.table, "generation": plan.generation,
              "start": {str(p): a for p, (a, b) in sorted(ranges.items())},
-             "end": {str(p): b for p, (a, b) in sorted(ranges.items())}}))
+             "end": {str(p): b for p, (a, b) in sorted(ranges.items())}, "extra": carried}))
     plan.actions.append(Action(
         WRITE_IDENTITY, f"start generation {plan.generation} in a fresh checkpoint at {ck.path}, reading from "
                         + (_fmt(plan.resume) if plan.resume is not None else f.default_starting_offsets),
