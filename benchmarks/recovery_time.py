@@ -146,8 +146,9 @@ def scenario(name: str, pipeline, pipeline_file: Path, logs: Path, runs: int) ->
         row["restart_to_commit_seconds"] = round(event["epoch"] - restarted, 3)
         row["batch_id"] = event["batch_id"]
         job.stop()
+        recover_note = f", recover {row['recover_seconds']}s" if "recover_seconds" in row else ""
         log(f"{name} run {i}: {row['seconds']:.1f}s to the first new committed batch "
-            f"(batch {row['batch_id']}{', recover ' + str(row['recover_seconds']) + 's' if 'recover_seconds' in row else ''})")
+            f"(batch {row['batch_id']}{recover_note})")
         results.append(row)
     return results
 

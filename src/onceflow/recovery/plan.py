@@ -291,8 +291,8 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
         plan.findings.append(Finding(FRESH, f"no sink holds a batch and the checkpoint {why}"))
         plan.case, plan.decision = FRESH, NOTHING
         plan.summary = "nothing to recover: the next run starts as a first run"
-        plan.next_step = (f"start the query (`onceflow ingest`): it reads from "
-                          f"{f.identity.starting_offsets if f.identity and f.identity.starting_offsets else f.default_starting_offsets}")
+        start = (f.identity.starting_offsets if f.identity else None) or f.default_starting_offsets
+        plan.next_step = f"start the query (`onceflow ingest`): it reads from {start}"
         plan.generation = f.identity.generation if f.identity else 0
         return plan
 
