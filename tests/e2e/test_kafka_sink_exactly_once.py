@@ -208,5 +208,5 @@ def test_builtin_kafka_sink_duplicates_under_the_same_schedule(broker, source, t
     from_faults = sum(line["rows"] for line in repeated if line["batch"] in (1, 3))
     assert from_faults > 0 and duplicates >= predicted >= from_faults, (duplicates, predicted, from_faults)
     print(f"\nbuilt-in Kafka sink, same schedule: {duplicates} duplicate records in {sum(out.values())} "
-          f"({predicted} predicted from replayed writes, {from_faults} of them from the batch 1 and batch 3 "
-          "crashes; the rest from a kill that landed inside a write)")
+          f"({from_faults} from the batch 1 and batch 3 crashes, {predicted - from_faults} from the external "
+          f"kill's replayed writes, {duplicates - predicted} from a kill that landed inside a write)")
