@@ -170,6 +170,10 @@ def run_audit(pipeline: Pipeline, mode: str = FULL, report_dir: str | Path | Non
         aggs = reconcile_aggregates(spark, pipeline, point, reconciler.bronze)
         t = lap("reconcile_aggregates", t)
         checks = [*agreement_checks(point), *rows.checks, aggs.check]
+        if pipeline.sinks.kafka is not None:  # the Kafka output topic, at read_committed (docs/kafka-sink.md)
+            from onceflow.spark.sinks.kafka_audit import output_checks
+
+            checks += output_checks(spark, pipeline)
         if aggs.table is not None:
             aggs.table = reconciler.cache(aggs.table)
         datasets = _datasets(spark, pipeline, rows, aggs, reconciler.bronze, reconciler.quarantine)

@@ -64,8 +64,9 @@ def _last_run(pipeline: Pipeline) -> dict:
 
 
 def read_ledgers(pipeline: Pipeline) -> dict[str, Ledger]:
-    """Every Delta sink's ledger; RecoveryError naming the table when a Delta log cannot be read
-    (the ledgers are what recovery trusts, so it will not guess past a damaged one)."""
+    """Every sink's ledger (Delta commit metadata; the Kafka sink's ledger topic); RecoveryError naming
+    the sink when one cannot be read (the ledgers are what recovery trusts, so it will not guess past a
+    damaged one)."""
     from onceflow.spark.ingest import table_paths
 
     ledgers = {}
@@ -76,6 +77,16 @@ def read_ledgers(pipeline: Pipeline) -> dict[str, Ledger]:
             raise RecoveryError(f"the {name} table's Delta log at {path} cannot be read "
                                 f"({type(exc).__name__}: {exc}); recovery needs every sink ledger. Fix: repair or "
                                 "restore the table (its _delta_log), then run `onceflow recover` again.") from None
+    if pipeline.sinks.kafka is not None:  # the Kafka sink's ledger topic, read at read_committed (docs/kafka-sink.md)
+        from onceflow.errors import OnceflowError
+        from onceflow.spark.sinks.kafka_ledger import pipeline_kafka_ledger
+
+        try:
+            ledgers["kafka"] = pipeline_kafka_ledger(pipeline).to_ledger()
+        except OnceflowError as exc:
+            raise RecoveryError(f"the Kafka sink's ledger cannot be read ({exc}); recovery needs every sink "
+                                "ledger. Fix: make the sink's brokers reachable, then run `onceflow recover` "
+                                "again.") from None
     return ledgers
 
 

@@ -379,11 +379,24 @@ def read_kafka_ledger(bootstrap: str, ledger_topic: str, pipeline: str, timeout:
         return KafkaLedger(ledger_topic, pipeline, [], exists=False)
     records: list[KafkaLedgerRecord] = []
     in_doubt = {}
-    with LedgerReader(bootstrap, timeout) as reader:
-        for partition in sorted(info.partitions):
-            found, doubt = reader.all(ledger_topic, partition)
-            records.extend(r for r in found if r.pipeline == pipeline)
-            if doubt:
-                in_doubt[partition] = doubt
+    try:
+        with LedgerReader(bootstrap, timeout) as reader:
+            for partition in sorted(info.partitions):
+                found, doubt = reader.all(ledger_topic, partition)
+                records.extend(r for r in found if r.pipeline == pipeline)
+                if doubt:
+                    in_doubt[partition] = doubt
+    except KafkaException as exc:
+        raise KafkaLedgerError(f"reading ledger topic {ledger_topic!r} on {bootstrap} failed: {exc}. Fix: check "
+                               "that the broker runs and the topic's partitions have a leader.") from None
     records.sort(key=lambda r: (r.generation, r.batch_id, r.task_partition))
     return KafkaLedger(ledger_topic, pipeline, records, in_doubt=in_doubt)
+
+
+def pipeline_kafka_ledger(pipeline) -> KafkaLedger:
+    """The Kafka sink ledger of a pipeline with `sinks.kafka` (addresses from its config)."""
+    sink = pipeline.sinks.kafka
+    if sink is None:
+        raise KafkaLedgerError(f"pipeline {pipeline.name!r} has no sinks.kafka section")
+    return read_kafka_ledger(sink.bootstrap_servers or pipeline.source.bootstrap_servers,
+                             sink.ledger_topic or default_ledger_topic(pipeline.name), pipeline.name)
