@@ -73,7 +73,7 @@ def print_plan(plan, outcome: str, record_path: str, out) -> None:
     out.print(f"outcome: {head}    decision: {plan.decision}    case: {plan.case}")
     out.print("[bold]found[/]")
     for finding in plan.findings:
-        out.print(f"  • [{finding.case}] {escape(finding.detail)}")
+        out.print(f"  • {escape(f'[{finding.case}]')} {escape(finding.detail)}")
     if plan.lost:
         table = Table(title="offsets Kafka no longer holds")
         for col in ("partition", "lost from", "lost to (excl.)", "offsets", "sinks"):

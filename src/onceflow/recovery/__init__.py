@@ -58,7 +58,6 @@ def recover(pipeline: Pipeline, *, dry_run: bool = False, force: bool = False, a
         facts = gather(pipeline, running=False if held else None)
         plan = decide(facts, force=force, accept_loss=accept_loss, stamp=record.id)
         record.set_plan(plan.as_dict())
-        log(f"{pipeline.name}: {plan.summary} (record {record.path})")
         if plan.decision == REFUSE:
             record.finish(REFUSED, plan.refusal)
         elif dry_run:
