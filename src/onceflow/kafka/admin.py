@@ -20,7 +20,7 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, 
         have = len(meta.topics[topic].partitions)
         if have < partitions:
             raise BrokerError(f"topic {topic!r} exists with {have} partitions, fewer than the {partitions} asked for. "
-                              "Fix: use --partitions {have} or a new topic name.")
+                              f"Fix: use --partitions {have} or a new topic name.")
         return False
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1,
                                             config=config or {})])
