@@ -200,7 +200,7 @@ def checkpoint_state(f: Facts) -> tuple[str, str]:
     if f.identity_error:
         return CORRUPT, f"its identity file is unreadable: {f.identity_error}"
     if not ck.exists:
-        return MISSING, f"{ck.path} does not exist" + (" (it is a file)" if ck.problems else "")
+        return MISSING, "the directory does not exist" + ("; a file is in its place" if ck.problems else "")
     if ck.unusable_reasons:
         return CORRUPT, "; ".join(ck.unusable_reasons)
     if ck.topics and f.topic not in ck.topics:
@@ -288,7 +288,7 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
 
     state, why = checkpoint_state(f)
     if not written and (state in (MISSING, PREPARED) or (state == HEALTHY and ck.empty)):
-        plan.findings.append(Finding(FRESH, f"no sink holds a batch and the checkpoint {why}"))
+        plan.findings.insert(0, Finding(FRESH, f"no sink holds a batch; the checkpoint: {why}"))
         plan.case, plan.decision = FRESH, NOTHING
         plan.summary = "nothing to recover: the next run starts as a first run"
         start = (f.identity.starting_offsets if f.identity else None) or f.default_starting_offsets
@@ -298,10 +298,10 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
 
     reason: str | None = None  # why a new generation is needed; None: restart from the checkpoint
     if state in (CORRUPT, MISSING, UNUSABLE):
-        plan.findings.append(Finding(state, f"the checkpoint {ck.path}: {why}"))
+        plan.findings.insert(0, Finding(state, f"the checkpoint {ck.path}: {why}"))
         plan.case, reason = state, f"{state.replace('_', ' ')}: {why}"
     else:
-        plan.findings.append(Finding(DEAD_QUERY, _run_text(f) + f"; the checkpoint is {state}: {why}"))
+        plan.findings.insert(0, Finding(DEAD_QUERY, _run_text(f) + f"; the checkpoint is {state}: {why}"))
         ident = f.identity
         key = (ident.generation if ident else 0, ck.last_committed if ck.last_committed is not None else -1)
         behind = {n: l for n, l in f.ledgers.items() if ck.last_committed is not None and _position_key(l) < key}
@@ -463,9 +463,14 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
             {"sink": n, "table": ledger.table, "generation": plan.generation,
              "start": {str(p): a for p, (a, b) in sorted(ranges.items())},
              "end": {str(p): b for p, (a, b) in sorted(ranges.items())}, "extra": carried}))
+    floors = ""
+    if plan.sink_floors and any(fl != {str(p): o for p, o in (plan.resume or {}).items() if o >= 0}
+                                for fl in plan.sink_floors.values()):
+        floors = "; each sink keeps only rows from its own point: " + ", ".join(
+            f"{n} {_fmt({int(p): o for p, o in fl.items()})}" for n, fl in plan.sink_floors.items())
     plan.actions.append(Action(
         WRITE_IDENTITY, f"start generation {plan.generation} in a fresh checkpoint at {ck.path}, reading from "
-                        + (_fmt(plan.resume) if plan.resume is not None else f.default_starting_offsets),
+                        + (_fmt(plan.resume) if plan.resume is not None else f.default_starting_offsets) + floors,
         {"checkpoint": ck.path, "generation": plan.generation, "starting_offsets": plan.starting_offsets,
          "reason": reason, "sink_floors": plan.sink_floors}))
     if plan.resume is None:
