@@ -281,3 +281,80 @@ def test_an_audit_that_cannot_run_exits_2_with_the_reason(broker, tmp_path, caps
     assert summary["status"] == "error" and "onceflow ingest" in summary["reason"]
     assert summary["checks"] == [] and not (reports / "never_ingested" / "watermark.json").exists()
     assert "could not run" in (latest / "index.html").read_text()
+
+
+
+def test_the_spark_submit_entry_point_passes_the_exit_code_through(broker, tmp_path):
+    """spark_apps/audit.py under spark-submit: the same command, its exit code seen by the caller (Airflow)."""
+    import os
+    import sys
+
+    yaml = write_pipeline(tmp_path / "empty", broker.bootstrap, "t-audit-submit-never", name="submit_never")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    done = subprocess.run([str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]",
+                           str(ROOT / "spark_apps" / "audit.py"), "--pipeline", str(yaml), "--since-last",
+                           "--report-dir", str(tmp_path / "reports")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr  # spark-submit's PythonRunner merges the app's stderr into stdout
+    assert done.returncode == 2, output[-2000:]
+    assert "nothing to audit" in output and "Traceback" not in output
+    summary = json.loads((tmp_path / "reports" / "submit_never" / "latest" / "summary.json").read_text())
+    assert summary["mode"] == "since-last" and summary["exit_code"] == 2
+
+# -- an audit of a running stream ----------------------------------------------------------
+def test_an_audit_of_a_running_stream_judges_the_point_read_at_its_start(ingested, broker, spark, tmp_path):
+    """Records keep arriving and batches keep committing during the audit; the audit
+    must pass and judge exactly the checkpoint's committed offsets read at its start."""
+    import threading
+    import time
+
+    from onceflow.status import StatusLog
+
+    pipeline = copy_of(ingested, tmp_path / "p")
+    pipeline = config.load(write_pipeline(
+        tmp_path / "p", ingested["bootstrap"], ingested["topic"],
+        source={"bootstrap_servers": ingested["bootstrap"], "topic": ingested["topic"],
+                "starting_offsets": "earliest", "max_offsets_per_trigger": 400},
+        trigger={"processing_time": "1 second"}))
+    errors: list[BaseException] = []
+
+    def background(fn, **kw):
+        def run():
+            try:
+                fn(**kw)
+            except BaseException as exc:  # surfaced by the test below
+                errors.append(exc)
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+    producer = background(produce, bootstrap=ingested["bootstrap"], topic=ingested["topic"], count=900,
+                          partitions=PARTITIONS, seed=13, abort_ratio=0.1, malformed_ratio=0.05, txn_size=25,
+                          rate=30, keep_records=False)
+    # idle = no batch with data for 90 s: generous, batches take long on a busy machine
+    job = background(run_ingest, pipeline=pipeline, mode="continuous", until_idle=90, max_seconds=900, spark=spark)
+    status = StatusLog(pipeline.state_path, pipeline.name)
+    deadline = time.monotonic() + 180
+    while not any(e.get("event") == "progress" and e.get("input_rows") for e in status.last_run()):
+        assert not errors, errors
+        assert time.monotonic() < deadline, f"the continuous job committed no batch with rows within 180s: " \
+                                            f"{status.last_run()[-3:]}"
+        time.sleep(1)
+
+    outcome, checks = audit(pipeline, spark, tmp_path)
+    point = outcome.summary["committed_point"]
+    assert outcome.status == "passed", outcome.summary["failed_checks"]
+    assert point["running"] is True
+    audited = {str(r["partition"]): r["end"] for r in outcome.summary["ranges"]}
+    assert audited == point["checkpoint"]["offsets"]  # exactly the checkpoint's point read at the start
+
+    producer.join(timeout=300)
+    job.join(timeout=900)
+    assert not producer.is_alive() and not job.is_alive(), "the producer or the continuous job did not finish"
+    assert not errors, errors
+    final = read_ledger(pipeline.resolve(pipeline.sinks.bronze.path)).committed_offsets()
+    assert any(final[int(p)] > end for p, end in audited.items()), "no batch committed after the audit's point"
+    after, _ = audit(pipeline, spark, tmp_path, mode="since-last")  # the rest, once the stream stopped
+    assert after.status == "passed", after.summary["failed_checks"]
+    assert {r["partition"]: r["end"] for r in after.summary["ranges"]} == {
+        p: e for p, e in final.items() if e > audited[str(p)]}

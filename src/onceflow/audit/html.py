@@ -19,7 +19,7 @@ main{padding:12px 28px 40px;max-width:1400px}
 section{background:#fff;border:1px solid #d0d7de;border-radius:6px;margin:16px 0;padding:12px 16px}
 h2{font-size:16px;margin:4px 0 10px}
 table{border-collapse:collapse;width:100%;font-size:13px}
-th,td{border-bottom:1px solid #eaeef2;padding:4px 8px;text-align:left;vertical-align:top}
+th,td{border-bottom:1px solid #eaeef2;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f6f8fa} td.num{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600;font-size:12px;color:#fff}
 .badge.passed{background:#1a7f37} .badge.failed{background:#cf222e} .badge.skipped{background:#6e7781}
@@ -105,11 +105,17 @@ def render(summary: dict) -> str:
                     + "<th>checksum</th></tr>" + "".join(rows) + "</table></section>")
     if failed:
         body.append("<h2>Failing checks</h2>" + "".join(_check_block(c) for c in failed))
+    def name_cell(c: dict) -> str:  # failing checks link to their block above
+        name = escape(c["name"])
+        return f"<a href='#check-{name}'>{name}</a>" if c["status"] == "failed" else name
+
     rows = "".join(f"<tr class='{'bad' if c['status'] == 'failed' else ''}'><td>{_badge(c['status'])}</td>"
-                   f"<td><a href='#check-{escape(c['name'])}'>{escape(c['name'])}</a></td><td>{escape(c['title'])}</td>"
+                   f"<td>{name_cell(c)}</td><td>{escape(c['title'])}</td>"
                    f"<td>{_v(c.get('expected'))}</td><td>{_v(c.get('observed'))}</td></tr>"
                    for c in sorted(checks, key=lambda c: (c["status"] != "failed", c["source"] != "reconcile")))
-    body.append(f"<section><h2>All checks</h2><table><tr><th>status</th><th>check</th><th>what it proves</th>"
+    body.append("<section><h2>All checks</h2><table><colgroup><col style='width:7%'><col style='width:25%'>"
+                "<col style='width:28%'><col style='width:20%'><col style='width:20%'></colgroup>"
+                "<tr><th>status</th><th>check</th><th>what it proves</th>"
                 f"<th>expected</th><th>observed</th></tr>{rows}</table></section>")
     point = summary.get("committed_point")
     if point:
