@@ -362,3 +362,15 @@ def test_the_aggregates_watermark_is_carried_over_a_loss_entry():
     plan = decide(facts(checkpoint(B, 2), led, earliest={0: 340, 1: 160}), accept_loss=True)
     extra = {a.params["sink"]: a.params["extra"] for a in action(plan, WRITE_LOSS)}
     assert extra == {"bronze": {}, "quarantine": {}, "aggregates": {"watermark": "2026-01-01T00:00:00+00:00"}}
+
+
+def test_the_plan_names_sink_floors_only_where_a_sink_is_ahead():
+    led = ledgers(bronze=entries("bronze", B), quarantine=entries("quarantine", B[:2]),
+                  aggregates=entries("aggregates", B[:2]))
+    ahead = decide(facts(MISSING_CK, led, generation=None))
+    assert "bronze {0: 300, 1: 160}" in action(ahead, WRITE_IDENTITY)[0].description
+    level = decide(facts(MISSING_CK, all_sinks(), generation=None))
+    assert "own point" not in action(level, WRITE_IDENTITY)[0].description
+    lost = decide(facts(checkpoint(B, 2), all_sinks(), earliest={0: 340, 1: 160}), accept_loss=True)
+    assert "own point" not in action(lost, WRITE_IDENTITY)[0].description
+    assert "Kafka's log start {0: 340, 1: 160}" in lost.summary and "40 offsets accepted as lost" in lost.summary

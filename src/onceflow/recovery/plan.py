@@ -464,8 +464,8 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
              "start": {str(p): a for p, (a, b) in sorted(ranges.items())},
              "end": {str(p): b for p, (a, b) in sorted(ranges.items())}, "extra": carried}))
     floors = ""
-    if plan.sink_floors and any(fl != {str(p): o for p, o in (plan.resume or {}).items() if o >= 0}
-                                for fl in plan.sink_floors.values()):
+    resume = plan.resume or {}
+    if plan.sink_floors and any(o > resume.get(int(p), o) for fl in plan.sink_floors.values() for p, o in fl.items()):
         floors = "; each sink keeps only rows from its own point: " + ", ".join(
             f"{n} {_fmt({int(p): o for p, o in fl.items()})}" for n, fl in plan.sink_floors.items())
     plan.actions.append(Action(
@@ -477,8 +477,12 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
         plan.summary = (f"new generation {plan.generation} ({reason}); no sink holds a batch, so it starts from "
                         f"source.starting_offsets ({f.default_starting_offsets})")
     else:
-        plan.summary = (f"new generation {plan.generation} ({reason}), resuming at the lowest committed point of "
-                        f"the sink ledgers {_fmt(plan.resume)}")
+        if plan.lost:
+            plan.summary = (f"new generation {plan.generation} ({reason}), resuming at Kafka's log start "
+                            f"{_fmt(plan.resume)} where the sinks' committed point is no longer held")
+        else:
+            plan.summary = (f"new generation {plan.generation} ({reason}), resuming at the lowest committed point "
+                            f"of the sink ledgers {_fmt(plan.resume)}")
         if any(x.case == SINKS_DISAGREE for x in plan.findings):
             plan.summary += "; each sink skips the rows it already holds (sink floors)"
         if plan.lost:
