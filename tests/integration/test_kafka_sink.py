@@ -302,3 +302,48 @@ def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_pat
     assert checks["kafka_output_duplicates"].observed["duplicate_keys"] == 1
     assert checks["kafka_output_phantoms"].status == "failed" and checks["kafka_output_phantoms"].observed == 1
     assert checks["kafka_output_loss"].status == PASSED
+
+
+def test_recovery_and_audit_read_the_kafka_sink_ledger(broker, spark, tmp_path):
+    """A Kafka sink added to a running pipeline is behind the Delta sinks: after the
+    checkpoint is lost, recovery must resume from the Kafka sink's point (the lowest),
+    the Delta sinks skip what they hold, and the audit checks the output topic."""
+    import shutil
+
+    from onceflow.audit.run import run_audit
+    from onceflow.config import load
+    from onceflow.recovery import plan_recovery, recover
+    from onceflow.spark.ingest import run_ingest
+    from tests.exactly_once import assert_exactly_once
+    from tests.pipeline_helpers import write_pipeline
+
+    topic = "t-kafka-sink-recovery"
+    summary = produce(broker.bootstrap, topic, 2500, partitions=2, seed=31, abort_ratio=0.1, malformed_ratio=0.03)
+    source = {"bootstrap_servers": broker.bootstrap, "topic": topic, "starting_offsets": "earliest",
+              "max_offsets_per_trigger": 1500}
+    sinks = {"bronze": {"path": str(tmp_path / "bronze")}, "quarantine": {"path": str(tmp_path / "quarantine")}}
+    before = load(write_pipeline(tmp_path, broker.bootstrap, topic, name="ks_recovery", source=source, sinks=sinks))
+    run_ingest(before, spark=spark)
+    shutil.rmtree(before.checkpoint_path)
+    kafka = {"topic": "ks-recovery-out", "ledger_topic": "ks-recovery-ledger", "partitions": 2}
+    after = load(write_pipeline(tmp_path, broker.bootstrap, topic, name="ks_recovery", source=source,
+                                sinks={**sinks, "kafka": kafka}))
+
+    plan = plan_recovery(after)
+    assert "kafka" in plan.sink_floors, plan.as_dict()
+    assert set(plan.resume.values()) == {0}, "the Kafka sink holds nothing: resume from the beginning"
+    assert plan.sink_floors["bronze"] != plan.sink_floors["kafka"]
+    assert recover(after).outcome == "done"
+    resumed = run_ingest(after, spark=spark)
+    assert resumed.generation == 1
+
+    assert_exactly_once(after, broker.bootstrap, produced=[summary])  # the Delta sinks skipped what they held
+    valid = sorted(r.event_id for r in summary.records if r.kind == VALID and not r.aborted)
+    assert sorted(_event_ids(broker.bootstrap, "ks-recovery-out")) == valid
+    ledger = read_kafka_ledger(broker.bootstrap, "ks-recovery-ledger", "ks_recovery")
+    assert ledger.problems() == [] and {e.generation for e in ledger.entries} == {1}
+
+    outcome = run_audit(after, report_dir=tmp_path / "reports", spark=spark)
+    checks = {c["name"]: c["status"] for c in outcome.summary["checks"]}
+    assert {checks[n] for n in ("kafka_ledger", "kafka_output_loss", "kafka_output_phantoms",
+                                "kafka_output_duplicates")} == {"passed"}, outcome.summary["checks"]

@@ -204,6 +204,27 @@ def _check_ledger(spec: TaskSpec, task: int, latest: KafkaLedgerRecord | None) -
     return True
 
 
+_READERS: dict[tuple[str, float], LedgerReader] = {}
+
+
+def _in_spark_task() -> bool:
+    from pyspark import TaskContext
+
+    return TaskContext.get() is not None
+
+
+def _reader(bootstrap: str, timeout: float) -> LedgerReader:
+    """In a Spark task, a ledger reader kept for the life of the (reused) Python worker:
+    its consumers hold no state between look-ups (assign/unassign), so later tasks skip
+    their start-up. On the driver, a fresh one (closed by the caller)."""
+    if not _in_spark_task():
+        return LedgerReader(bootstrap, timeout=timeout)
+    key = (bootstrap, timeout)
+    if key not in _READERS:
+        _READERS[key] = LedgerReader(bootstrap, timeout=timeout)
+    return _READERS[key]
+
+
 def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResult:
     """Write one task partition of one batch in one Kafka transaction, unless already committed."""
     started = time.monotonic()
@@ -227,13 +248,23 @@ def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResul
             raise (_fatal(spec, task, err) if err.fatal() else
                    _fail(spec, task, f"init_transactions failed: {err.str()}. Fix: check that the broker runs "
                          "and allows transactions (transaction.state.log settings).")) from None
-        with LedgerReader(spec.bootstrap, timeout=spec.txn_timeout_ms / 1000 + 30) as reader:
+        cache_key = (spec.bootstrap, spec.txn_timeout_ms / 1000 + 30)
+        reader = _reader(*cache_key)
+        healthy = False
+        try:
             lp = ledger_partition(task, spec.ledger_partitions)
             key = ledger_key(spec.pipeline, spec.generation, task)
-            latest = reader.latest(spec.ledger_topic, lp, key)
-            if _check_ledger(spec, task, latest):
+            if _check_ledger(spec, task, reader.latest(spec.ledger_topic, lp, key)):
+                healthy = True
                 return TaskResult(task, "skipped", rows, 0, time.monotonic() - started)
             attempts = _transact(spec, task, producer, batches, lp, key, reader, failed)
+            healthy = True
+        finally:
+            cached = _READERS.get(cache_key) is reader
+            if not healthy or not cached:  # a reader in an unknown state is never reused
+                if cached:
+                    del _READERS[cache_key]
+                reader.close()
         return TaskResult(task, "written", rows, attempts, time.monotonic() - started)
     finally:
         producer.flush(0)
@@ -549,6 +580,11 @@ def _unwrap(exc: Exception) -> Exception:
     """A KafkaSinkError raised in a Python worker reaches the driver wrapped in
     Spark's exceptions; give the user the sink's message, not the JVM stack."""
     text = str(exc)
+    missing = re.search(r"ModuleNotFoundError: No module named '([^']+)'", text)
+    if missing:
+        return KafkaSinkError(f"the Spark Python workers cannot import {missing.group(1)!r}: they run another "
+                              "interpreter than the driver. Fix: set PYSPARK_PYTHON to the Python that has onceflow "
+                              "installed (build_session does so unless it is set already).")
     index = text.rfind(_ERROR_MARK)
     if index < 0:
         return exc
