@@ -202,10 +202,12 @@ def test_truncated_offsets_file_recovers_from_the_ledgers_and_never_shows_a_trac
 
     assert main(["recover", "--pipeline", pipeline.file, "--dry-run"]) == 0
     assert cp.exists() and read_identity(str(cp)).generation == 0  # the dry run changed nothing
+    second = produce(broker.bootstrap, topic, 1500, partitions=2, seed=42, abort_ratio=0.1, malformed_ratio=0.05)
     capsys.readouterr()
-    assert main(["recover", "--pipeline", pipeline.file]) == 0
+    assert main(["recover", "--pipeline", pipeline.file, "--resume"]) == 0  # recover, then run the job
     printed = capsys.readouterr().out
     assert "new generation 1" in printed and "corrupt_checkpoint" in printed
+    assert "finished after" in printed and "(generation 1)" in printed
 
     identity = read_identity(str(cp))
     assert identity.generation == 1
@@ -213,9 +215,6 @@ def test_truncated_offsets_file_recovers_from_the_ledgers_and_never_shows_a_trac
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("checkpoint.broken-")]
     assert len(aside) == 1 and (aside[0] / "offsets" / newest.name).read_text().endswith("batchTim")
 
-    second = produce(broker.bootstrap, topic, 1500, partitions=2, seed=42, abort_ratio=0.1, malformed_ratio=0.05)
-    resumed = run_ingest(pipeline, spark=spark)
-    assert resumed.generation == 1 and resumed.batches >= 1
     assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
     ledgers = _assert_ledgers_contiguous(pipeline)  # generation 1's batch 0 starts where generation 0 ended
     assert ledgers["bronze"].entries[-1].generation == 1
