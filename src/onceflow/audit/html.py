@@ -19,8 +19,9 @@ main{padding:12px 28px 40px;max-width:1400px}
 section{background:#fff;border:1px solid #d0d7de;border-radius:6px;margin:16px 0;padding:12px 16px}
 h2{font-size:16px;margin:4px 0 10px}
 table{border-collapse:collapse;width:100%;font-size:13px}
-th,td{border-bottom:1px solid #eaeef2;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
-th{background:#f6f8fa} td.num{text-align:right;font-variant-numeric:tabular-nums}
+th,td{border-bottom:1px solid #eaeef2;padding:4px 8px;text-align:left;vertical-align:top}
+table.checks td,td code{overflow-wrap:anywhere}
+th{background:#f6f8fa} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600;font-size:12px;color:#fff}
 .badge.passed{background:#1a7f37} .badge.failed{background:#cf222e} .badge.skipped{background:#6e7781}
 tr.bad td{background:#ffebe9}
@@ -43,6 +44,16 @@ def _badge(status: str) -> str:
     return f'<span class="badge {escape(status)}">{escape(status.upper())}</span>'
 
 
+def _samples(samples: list) -> str:
+    """Flat rows as a table (one column per field); nested ones (source vs sink) as one JSON line each."""
+    if all(isinstance(s, dict) and not any(isinstance(v, (dict, list)) for v in s.values()) for s in samples):
+        cols = list(dict.fromkeys(k for s in samples for k in s))
+        head = "".join(f"<th>{escape(str(k))}</th>" for k in cols)
+        rows = "".join("<tr>" + "".join(f"<td>{_v(s.get(k))}</td>" for k in cols) + "</tr>" for s in samples)
+        return f"<table class='samples'><tr>{head}</tr>{rows}</table>"
+    return "".join(f"<pre>{escape(json.dumps(s, default=str)[:2000])}</pre>" for s in samples)
+
+
 def _check_block(c: dict) -> str:
     parts = [f"<h2>{_badge(c['status'])} {escape(c['name'])} <span class='muted'>— {escape(c['title'])}</span></h2>",
              f"<p>expected {_v(c.get('expected'))}, observed {_v(c.get('observed'))}</p>"]
@@ -57,8 +68,7 @@ def _check_block(c: dict) -> str:
                      f"<th>records</th></tr>{rows}</table>"
                      + (f"<p class='muted'>… {more} more ranges in summary.json</p>" if more > 0 else ""))
     if c.get("samples"):
-        parts.append("<p class='muted'>samples:</p>" + "".join(
-            f"<pre>{escape(json.dumps(s, default=str, indent=1)[:2000])}</pre>" for s in c["samples"]))
+        parts.append("<p class='muted'>samples:</p>" + _samples(c["samples"]))
     return f"<section class='check {escape(c['status'])}' id='check-{escape(c['name'])}'>{''.join(parts)}</section>"
 
 
@@ -69,9 +79,15 @@ def render(summary: dict) -> str:
     failed = [c for c in checks if c["status"] == "failed"]
     counts = summary.get("counts") or {}
     title = f"{summary['pipeline']} audit {summary['run_id']}: {status.upper()}"
+    failed_recon = [c["name"] for c in failed if c["source"] == "reconcile"]
+    failed_gx = len(failed) - len(failed_recon)
+    verdict = ""
+    if failed:
+        verdict = "; FAILED: " + ", ".join(failed_recon) + (
+            f"{' and ' if failed_recon else ''}{failed_gx} Great Expectations expectation(s)" if failed_gx else "")
     head = (f"<header class='{escape(status)}'><h1>{escape(title)}</h1><p>{escape(summary.get('mode', ''))} audit of "
             f"topic {escape(str(summary.get('topic')))}; {len(checks) - len(failed)} of {len(checks)} checks passed"
-            f"{'; FAILED: ' + escape(', '.join(c['name'] for c in failed)) if failed else ''}"
+            f"{escape(verdict)}"
             f" — started {escape(str(summary.get('started_at')))}, "
             f"{_v((summary.get('timings') or {}).get('total'))} s</p></header>")
     body = []
@@ -113,7 +129,7 @@ def render(summary: dict) -> str:
                    f"<td>{name_cell(c)}</td><td>{escape(c['title'])}</td>"
                    f"<td>{_v(c.get('expected'))}</td><td>{_v(c.get('observed'))}</td></tr>"
                    for c in sorted(checks, key=lambda c: (c["status"] != "failed", c["source"] != "reconcile")))
-    body.append("<section><h2>All checks</h2><table><colgroup><col style='width:7%'><col style='width:25%'>"
+    body.append("<section><h2>All checks</h2><table class='checks'><colgroup><col style='width:7%'><col style='width:25%'>"
                 "<col style='width:28%'><col style='width:20%'><col style='width:20%'></colgroup>"
                 "<tr><th>status</th><th>check</th><th>what it proves</th>"
                 f"<th>expected</th><th>observed</th></tr>{rows}</table></section>")
