@@ -237,7 +237,7 @@ def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResul
         "linger.ms": 5,
         "log_level": 3,
         "delivery.report.only.error": True,
-        "on_delivery": lambda err, msg: failed.append(err) if err is not None else None,
+        "on_delivery": lambda err, msg: failed.append(err) if _is_cause(err) else None,
         **spec.producer_config,
     })
     try:
@@ -270,6 +270,14 @@ def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResul
         producer.flush(0)
 
 
+_PURGED = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
+
+
+def _is_cause(err: KafkaError | None) -> bool:
+    """A delivery error that explains an abort; purges are our own abort's echo, never the cause."""
+    return err is not None and err.code() not in _PURGED
+
+
 def _transact(spec: TaskSpec, task: int, producer: Producer, batches: list, lp: int, key: bytes,
               reader: LedgerReader, failed: list[KafkaError]) -> int:
     """begin -> produce rows + ledger record -> commit, per confluent-kafka's transaction contract:
@@ -299,7 +307,7 @@ def _transact(spec: TaskSpec, task: int, producer: Producer, batches: list, lp: 
             # produce() reports a transaction that already failed (a delivery error) as _STATE
             if err.txn_requires_abort() or err.code() == KafkaError._STATE:
                 producer.poll(0)  # serve delivery reports: the cause
-                last = failed[0] if failed else err
+                last = failed[0] if failed else (last if last is not None else err)
                 _abort(spec, task, producer)
                 continue
             _abort(spec, task, producer)
