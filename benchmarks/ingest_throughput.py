@@ -114,7 +114,9 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000)
-    ap.add_argument("--max-offsets", type=int, default=250_000, help="maxOffsetsPerTrigger of (a) and (b)")
+    ap.add_argument("--max-offsets", default="250000,1000000",
+                    help="maxOffsetsPerTrigger of (a) and (b); a comma-separated list measures each size "
+                         "(the per-batch cost of the Delta commits shows as the ratio's rise with the size)")
     ap.add_argument("--latency-rate", type=float, default=2000, help="events/s produced while measuring latency")
     ap.add_argument("--latency-seconds", type=float, default=30)
     ap.add_argument("--json", help="also write the figures here")
@@ -137,16 +139,27 @@ def main() -> int:
         print(f"  {committed} committed in {summary.seconds:.1f}s", flush=True)
         spark = build_session("onceflow-bench", master="local[*]")
 
-        # warm the JVM and connector classes once so neither side pays for it
+        # warm the JVM, the connectors and both code paths once, so neither side pays for it
         produce(broker.bootstrap, "warm", min(20_000, args.events), partitions=4, keep_records=False)
-        _, warm = _pipeline(work / "warm", broker.bootstrap, "warm", args.max_offsets)
+        sizes = [int(x) for x in str(args.max_offsets).split(",") if x.strip()]
+        _, warm = _pipeline(work / "warm", broker.bootstrap, "warm", sizes[0])
         run_exactly_once(spark, warm)
+        run_plain_parquet(spark, warm, work / "warm-b")
 
-        _, pipeline = _pipeline(work / "a", broker.bootstrap, "bench", args.max_offsets)
-        print("(a) exactly-once Delta …", flush=True)
-        t_a = run_exactly_once(spark, pipeline)
-        print("(b) plain Parquet, no idempotence …", flush=True)
-        t_b = run_plain_parquet(spark, pipeline, work / "b")
+        runs = []
+        for size in sizes:
+            _, pipeline = _pipeline(work / f"a-{size}", broker.bootstrap, "bench", size)
+            print(f"(a) exactly-once Delta, {size} offsets per trigger …", flush=True)
+            t_a = run_exactly_once(spark, pipeline)
+            print(f"(b) plain Parquet, no idempotence, {size} offsets per trigger …", flush=True)
+            t_b = run_plain_parquet(spark, pipeline, work / f"b-{size}")
+            runs.append({"max_offsets_per_trigger": size, "batches": -(-committed // size),
+                         "exactly_once_records_per_s": round(committed / t_a),
+                         "plain_parquet_records_per_s": round(committed / t_b),
+                         "ratio_exactly_once_vs_parquet": round(t_b / t_a, 3),
+                         "seconds": {"exactly_once": round(t_a, 1), "plain_parquet": round(t_b, 1)},
+                         "extra_seconds_per_batch": round((t_a - t_b) / -(-committed // size), 2)})
+        t_a, t_b = runs[0]["seconds"]["exactly_once"], runs[0]["seconds"]["plain_parquet"]
         print("(c) raw confluent-kafka consumer …", flush=True)
         t_c = run_raw_consumer(broker.bootstrap, "bench")
         spark.stop()
@@ -164,7 +177,9 @@ def main() -> int:
         "exactly_once_records_per_s": round(committed / t_a), "plain_parquet_records_per_s": round(committed / t_b),
         "raw_consumer_records_per_s": round(committed / t_c),
         "ratio_exactly_once_vs_parquet": round(t_b / t_a, 3), "ratio_exactly_once_vs_raw_read": round(t_c / t_a, 3),
+        "max_offsets_per_trigger": sizes[0],
         "seconds": {"exactly_once": round(t_a, 1), "plain_parquet": round(t_b, 1), "raw_consumer": round(t_c, 1)},
+        "by_trigger_size": runs,
         "latency": latency,
     }
     print(json.dumps(figures, indent=2))

@@ -17,7 +17,7 @@ def _offsets(text: str) -> dict[int, int]:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("backfill", help="re-read an offset range and account for every record in the tables")
+    p = sub.add_parser("backfill", help="re-read a committed offset range and re-write what the tables lack, exactly once")
     p.add_argument("--pipeline", default="pipelines/payments.yaml", help="the pipeline YAML")
     p.add_argument("--start-offsets", type=_offsets, required=True, help='first offset per partition: {"0": 100}')
     p.add_argument("--end-offsets", type=_offsets, required=True, help='offset after the last: {"0": 200}')
@@ -36,5 +36,9 @@ def cmd_backfill(args) -> int:
         out.print_json(json.dumps(result.as_dict()))
     else:
         out.print(f"{result.pipeline}: {result.records} committed records in the range, {result.present} already "
-                  f"in the tables, {result.added} added")
+                  f"in the tables, {result.added} re-written "
+                  f"({', '.join(f'{s} {n}' for s, n in result.added_by_sink.items()) or 'none'})")
+        for p, (s, e) in result.left_to_stream.items():
+            out.print(f"partition {p}: offsets [{s}, {e}) are past the stream's committed end; the stream "
+                      "ingests them, so the backfill left them")
     return 0

@@ -18,6 +18,7 @@ LEDGER_KEY = "onceflow_ledger"
 LEDGER_FORMAT = 1
 BATCH = "batch"  # an entry for a micro-batch's rows
 LOSS = "loss"  # offsets Kafka no longer held, accepted as lost by `onceflow recover --accept-loss`
+BACKFILL = "backfill"  # rows `onceflow backfill` re-wrote inside the committed range (kept beside the batches)
 
 
 def app_id(pipeline: str, sink: str, generation: int) -> str:
@@ -90,6 +91,7 @@ class Ledger:
     entries: list[LedgerEntry]
     foreign_commits: list[dict]  # commits with no ledger entry (manual writes, OPTIMIZE, ...)
     exists: bool = True
+    backfills: list[LedgerEntry] = field(default_factory=list)  # BACKFILL entries: repairs, not progress
 
     @property
     def last(self) -> LedgerEntry | None:
@@ -120,7 +122,7 @@ def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) 
         table = DeltaTable(table_path, storage_options=storage_options)
     except TableNotFoundError:
         return Ledger(table=table_path, entries=[], foreign_commits=[], exists=False)
-    entries, foreign = [], []
+    entries, foreign, backfills = [], [], []
     for commit in sorted(table.history(), key=lambda c: c.get("version", -1)):
         entry = LedgerEntry.from_json(commit.get("userMetadata"), version=commit.get("version"),
                                       timestamp=commit.get("timestamp"))
@@ -128,9 +130,11 @@ def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) 
             if commit.get("operation") not in ("CREATE TABLE",):
                 foreign.append({"version": commit.get("version"), "operation": commit.get("operation"),
                                 "timestamp": commit.get("timestamp")})
+        elif entry.kind == BACKFILL:  # a repair inside the committed range: not a step of the stream
+            backfills.append(entry)
         else:
             entries.append(entry)
-    return Ledger(table=table_path, entries=entries, foreign_commits=foreign)
+    return Ledger(table=table_path, entries=entries, foreign_commits=foreign, backfills=backfills)
 
 
 def contiguity_problems(entries: Iterable[LedgerEntry]) -> list[str]:
@@ -206,3 +210,20 @@ def write_loss(table_path: str, entry: LedgerEntry, storage_options: dict[str, s
                                                        app_transactions=[Transaction(txn_app, 0)]),
                     storage_options=storage_options)
     return DeltaTable(table_path, storage_options=storage_options).version()
+
+
+# -- BACKFILL entries (onceflow backfill) ------------------------------------------------
+def backfill_app_id(pipeline: str, sink: str) -> str:
+    """Delta txnAppId of a sink's backfill commits; txnVersion counts them (0, 1, ...).
+
+    Separate from every generation's id, so a backfill never shadows a stream batch.
+    """
+    return f"onceflow:{pipeline}:{sink}:backfill"
+
+
+def backfill_entry(pipeline: str, sink: str, generation: int, sequence: int, topic: str,
+                   start: dict[int, int], end: dict[int, int], rows: int, missing: list[dict]) -> LedgerEntry:
+    """The ledger entry of one backfill commit: the range searched and the offsets it re-wrote."""
+    return LedgerEntry(pipeline=pipeline, sink=sink, generation=generation, batch_id=sequence, topic=topic,
+                       start=dict(sorted(start.items())), end=dict(sorted(end.items())), rows=rows,
+                       kind=BACKFILL, extra={"written": missing})

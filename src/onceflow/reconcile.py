@@ -112,6 +112,7 @@ class SinkView:
     at_point: dict[int, int] | None  # the ledger's end at the checkpoint's committed batch (None: not found)
     ahead: int  # ledger entries beyond the checkpoint's committed batch
     foreign_commits: list[dict]
+    backfills: list[dict] = field(default_factory=list)  # BACKFILL commits: version, rows, written ranges
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -173,11 +174,14 @@ def _sink_view(name: str, ledger: Ledger, cp_end: dict[int, int] | None) -> Sink
                 break
     versions = [e.version for e in entries if e.version is not None]
     versions += [c["version"] for c in ledger.foreign_commits if c.get("version") is not None]
+    versions += [e.version for e in ledger.backfills if e.version is not None]
     last = ledger.last
     return SinkView(name=name, path=ledger.table, exists=ledger.exists, version=max(versions) if versions else None,
                     entries=len(entries), generation=last.generation if last else None,
                     last_batch=last.batch_id if last else None, end=dict(cums[-1]) if cums else {},
-                    at_point=at_point, ahead=ahead, foreign_commits=list(ledger.foreign_commits))
+                    at_point=at_point, ahead=ahead, foreign_commits=list(ledger.foreign_commits),
+                    backfills=[{"version": e.version, "rows": e.rows, "written": e.extra.get("written", [])}
+                               for e in ledger.backfills])
 
 
 def _first_offsets(entries: list[LedgerEntry]) -> dict[int, int]:

@@ -202,3 +202,33 @@ def test_stream_kill_makes_the_sensor_fire_and_recover_brings_it_back(flow):
     assert batch == {"ingest": "success", "audit": "success"}, batch
     counts = assert_exactly_once(flow["pipeline"], flow["bootstrap"], flow["produced"])
     assert counts["bronze"] + counts["quarantine"] == counts["committed"] >= 1500
+
+
+def test_a_stream_that_outlived_its_scheduler_is_watched_not_started_twice(flow, tmp_path):
+    """After a scheduler restart the app of the old window may still run (client mode: it
+    outlives the task that submitted it). The next `<p>_stream` run must watch that copy,
+    never start a second one, and end cleanly when the survivor's window ends."""
+    from tests.ingest_process import IngestProcess
+
+    started_before = sum(e.get("event") == "started" for e in StatusLog(
+        flow["pipeline"].state_path, flow["pipeline"].name).events())
+    _produce(flow, 400, seed=4)
+    survivor = IngestProcess(flow["pipeline"], flow["file"], tmp_path, extra_args=("--max-seconds", "90")).start()
+    try:
+        survivor.wait_progress(survivor.progress_count(), timeout=300)   # it runs and commits
+        holder = RunLock(flow["pipeline"].state_path).holder()
+        assert holder and holder["pid"] == survivor.proc.pid
+        run_id, states, _ = _run(flow, "stream", {"window_seconds": 60, "start_grace_seconds": 20})
+        assert survivor.wait_exit(300) == 0, survivor.tail()   # its own window ended at a batch boundary
+    finally:
+        survivor.kill9()
+    assert states["guard"] == "success" and states["stream"] == "skipped", states   # not submitted again
+    assert states["window_done"] == "success" and states["trigger_recover"] == "skipped", states
+    assert _xcom("afe2e_stream", run_id, "guard")["running"]["pid"] == survivor.proc.pid
+    assert _xcom("afe2e_stream", run_id, "watch")["verdict"] == "stopped"
+    runs = [e for e in StatusLog(flow["pipeline"].state_path, flow["pipeline"].name).events()
+            if e.get("event") == "started"]
+    assert len(runs) == started_before + 1        # one copy of the query ran: the survivor
+    _, batch, _ = _run(flow, "batch")             # the rest, then zero duplicates, zero loss
+    assert batch == {"ingest": "success", "audit": "success"}, batch
+    assert_exactly_once(flow["pipeline"], flow["bootstrap"], flow["produced"])

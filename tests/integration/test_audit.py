@@ -301,6 +301,58 @@ def test_the_spark_submit_entry_point_passes_the_exit_code_through(broker, tmp_p
     summary = json.loads((tmp_path / "reports" / "submit_never" / "latest" / "summary.json").read_text())
     assert summary["mode"] == "since-last" and summary["exit_code"] == 2
 
+# -- backfill: the repair the audit proves ----------------------------------------------
+def test_a_backfill_rewrites_deleted_rows_exactly_once_and_the_audit_passes_again(ingested, spark, tmp_path):
+    """Rows deleted from bronze and quarantine are re-written by `run_backfill`, each
+    table in one commit with a BACKFILL ledger entry; a second backfill adds nothing;
+    offsets past the stream's committed end are left to the stream."""
+    from delta.tables import DeltaTable
+
+    from onceflow.spark.backfill import run_backfill
+
+    pipeline = copy_of(ingested, tmp_path / "p")
+    bronze_path = pipeline.resolve(pipeline.sinks.bronze.path)
+    quarantine_path = pipeline.resolve(pipeline.sinks.quarantine.path)
+    valid = valid_committed(ingested["produced"], 1)
+    low, high = valid[20], valid[60]
+    DeltaTable.forPath(spark, bronze_path).delete(f"_partition = 1 AND _offset >= {low} AND _offset < {high}")
+    quarantined = spark.read.format("delta").load(quarantine_path).where("_partition = 2")
+    lost_quarantine = sorted(r["_offset"] for r in quarantined.select("_offset").collect())
+    assert lost_quarantine, "the generator put malformed records in partition 2"
+    DeltaTable.forPath(spark, quarantine_path).delete("_partition = 2")
+
+    committed_end = read_ledger(bronze_path).committed_offsets()
+    log_end = {p: hi for p, (_, hi) in watermarks(ingested["bootstrap"], ingested["topic"]).items()}
+    messages: list[str] = []
+    result = run_backfill(pipeline, {p: 0 for p in log_end}, log_end, spark=spark, log=messages.append)
+    print("\n".join(messages))  # what `onceflow backfill` logs (docs/runbooks/rows-missing-from-a-table.md)
+    assert result.added_by_sink == {"bronze": 40, "quarantine": len(lost_quarantine)}, result
+    assert result.added == result.records - result.present == 40 + len(lost_quarantine)
+    assert result.end == {str(p): o for p, o in committed_end.items()}
+    assert result.left_to_stream == {str(p): [committed_end[p], hi] for p, hi in log_end.items()
+                                     if hi > committed_end[p]}
+
+    bronze = read_ledger(bronze_path)
+    assert [(b.rows, b.extra["written"]) for b in bronze.backfills] == [
+        (40, [{"_partition": 1, "first": low, "last": valid[59], "rows": 40}])]
+    assert not bronze.problems() and read_ledger(quarantine_path).backfills[0].rows == len(lost_quarantine)
+    restored = spark.read.format("delta").load(bronze_path).where(f"_partition = 1 AND _offset >= {low} "
+                                                                 f"AND _offset < {high}")
+    assert sorted(r["_offset"] for r in restored.collect()) == valid[20:60]
+    assert {r["_batch_id"] for r in restored.collect()} == {-1}
+
+    outcome, checks = audit(pipeline, spark, tmp_path)
+    assert outcome.status == "passed", outcome.summary["failed_checks"]
+    assert any("backfill commit(s) re-wrote 40 row(s)" in n for n in outcome.summary["notes"])
+
+    versions = {path: DeltaTable.forPath(spark, path).history(1).first()["version"]
+                for path in (bronze_path, quarantine_path)}
+    again = run_backfill(pipeline, {p: 0 for p in log_end}, log_end, spark=spark)
+    assert again.added == 0 and again.present == again.records == result.records
+    assert versions == {path: DeltaTable.forPath(spark, path).history(1).first()["version"]
+                        for path in (bronze_path, quarantine_path)}  # not one commit
+
+
 # -- an audit of a running stream ----------------------------------------------------------
 def test_an_audit_of_a_running_stream_judges_the_point_read_at_its_start(ingested, broker, spark, tmp_path):
     """Records keep arriving and batches keep committing during the audit; the audit

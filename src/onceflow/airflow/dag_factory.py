@@ -210,15 +210,19 @@ def backfill_dag(pipeline: Pipeline, file: str) -> DAG:
 
 Give either `start_offsets` + `end_offsets` or `start_time` + `end_time`.
 **resolve** validates the range against Kafka (times become offsets) and refuses
-one the broker no longer holds → **backfill** reads it at read_committed and
-writes only the records the tables do not hold yet (by topic, partition, offset),
-so a range already ingested adds nothing → **audit** checks the result.
+one the broker no longer holds → **backfill** reads the part the stream has
+committed at read_committed and re-writes only the records the tables lack (by
+topic, partition, offset), each table in one commit with a BACKFILL ledger entry,
+so a range already ingested adds nothing and a retry adds nothing more; offsets
+past the stream's committed end are left to the stream → **audit** (full) checks
+the whole table again, the repaired range included.
 """,
     ) as dag:
         resolve = BackfillRangeOperator(task_id="resolve", pipeline_file=file)
         backfill = BackfillOperator(task_id="backfill", pipeline_file=file,
                                     offsets="{{ ti.xcom_pull(task_ids='resolve') | tojson }}")
-        audit = AuditOperator(task_id="audit", pipeline_file=file, audit_mode="incremental",
+        # full: a backfill repairs ranges an incremental audit already passed
+        audit = AuditOperator(task_id="audit", pipeline_file=file, audit_mode="full",
                               outlets=[table_asset(pipeline)])
         resolve >> backfill >> audit
     return dag

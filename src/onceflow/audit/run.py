@@ -89,6 +89,11 @@ def _notes(point: CommittedPoint, mode: str, watermark: dict | None) -> list[str
             ops = ", ".join(f"v{c.get('version')} {c.get('operation')}" for c in sink.foreign_commits[:10])
             notes.append(f"{name}: {len(sink.foreign_commits)} commit(s) without a ledger entry (not written by the "
                          f"streaming job): {ops}")
+        if sink.backfills:
+            rows = sum(b["rows"] for b in sink.backfills)
+            versions = ", ".join(f"v{b['version']}" for b in sink.backfills[:10])
+            notes.append(f"{name}: {len(sink.backfills)} backfill commit(s) re-wrote {rows} row(s) inside the "
+                         f"committed range (versions {versions})")
         if not sink.exists:
             notes.append(f"{name}: the table {sink.path} does not exist")
     return notes

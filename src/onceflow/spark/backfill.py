@@ -1,86 +1,172 @@
-"""Backfill: re-read an offset range of the source and account for every record in it.
+"""Backfill: re-read an offset range of the source and write what the tables lack, exactly once.
 
 The range is read as one batch at read_committed (aborted transactions never
 enter) and validated exactly as the stream does (parse_events). Each record is
-then looked up in the tables by (topic, partition, offset): a record already in
-bronze or quarantine is never written again, so a backfill over a range that was
-ingested adds nothing. Records of the range the tables lack are refused, not
-written: inside the committed ledger they are a gap `onceflow recover` repairs
-from the ledgers, and a write without a ledger entry would break the audit's proof.
+looked up in the tables by (topic, partition, offset): a record already in
+bronze or quarantine is never written again, so a backfill over an ingested
+range adds nothing, and a repeated or retried backfill adds nothing more.
+
+Only the range the stream has committed is backfilled — from where the pipeline
+started reading to the sink ledgers' committed end. Beyond that end the stream
+itself will ingest the records (a backfill there would make it write them a
+second time); before the start they were never part of the pipeline. Records
+the tables lack inside the range (deleted rows, a table restored from an older
+copy) are re-written to bronze or quarantine, one commit per table, each with a
+BACKFILL ledger entry (txnAppId `onceflow:<p>:<sink>:backfill`, txnVersion =
+the sink's backfill count) that the audit lists. The aggregates are not touched:
+the stream counted these records when it first committed them.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError
 
+BACKFILL_BATCH_ID = -1  # the _batch_id of re-written rows: no micro-batch wrote them
+
 
 class BackfillError(OnceflowError):
-    """A backfill range could not be read, or holds records the tables lack."""
+    """A backfill range that cannot be processed; the message names the fix."""
 
 
 @dataclass(frozen=True)
 class BackfillResult:
     pipeline: str
-    start: dict[str, int]
+    start: dict[str, int]      # the range searched (clipped to the committed range)
     end: dict[str, int]
-    records: int       # committed records Kafka holds in the range
-    present: int       # of those, already in bronze or quarantine
-    added: int         # rows written by this backfill
+    records: int               # committed records Kafka holds in that range
+    present: int               # of those, already in bronze or quarantine
+    added: int                 # rows written by this backfill (bronze + quarantine)
+    added_by_sink: dict[str, int] = field(default_factory=dict)
+    left_to_stream: dict[str, list[int]] = field(default_factory=dict)  # past the committed end: [start, end)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
+def clip_to_committed(start: dict[int, int], end: dict[int, int], first: dict[int, int],
+                      committed: dict[int, int]) -> tuple[dict[int, int], dict[int, int], dict[int, tuple[int, int]]]:
+    """Split [start, end) into the part inside [first, committed) and the part past `committed`.
+
+    Raises BackfillError for offsets below where the pipeline started reading.
+    """
+    before = {p: (start[p], min(end[p], first[p])) for p in sorted(start)
+              if p in first and start[p] < min(end[p], first[p])}
+    if before:
+        ranges = ", ".join(f"partition {p}: [{s}, {e})" for p, (s, e) in before.items())
+        raise BackfillError(
+            f"the range reaches below where the pipeline started reading ({ranges}; it starts at "
+            f"{ {p: first[p] for p in before if p in first} or 'no offset yet'}). Those records were never part of "
+            "this pipeline. Fix: start the range at the pipeline's first offsets, or ingest that history with a "
+            "pipeline whose source.starting_offsets covers it.")
+    inside_start, inside_end, beyond = {}, {}, {}
+    for p in sorted(start):
+        hi = min(end[p], committed.get(p, start[p]))
+        if start[p] < hi:
+            inside_start[p], inside_end[p] = start[p], hi
+        if max(start[p], hi) < end[p]:
+            beyond[p] = (max(start[p], hi), end[p])
+    return inside_start, inside_end, beyond
+
+
 def run_backfill(pipeline: Pipeline, start: dict[int, int], end: dict[int, int], spark=None,
                  log=lambda msg: None) -> BackfillResult:
-    """Check [start, end) per partition against the tables; see the module doc."""
-    from pyspark.sql import functions as F
-
+    """Write the records of [start, end) the tables lack; see the module doc."""
+    from onceflow.ledger import read_ledger
+    from onceflow.reconcile import _first_offsets
     from onceflow.spark.ingest import table_paths
-    from onceflow.spark.kafka_read import read_committed_batch
-    from onceflow.spark.parse import parse_events
-    from onceflow.status import RunLock
+    from onceflow.status import AlreadyRunningError, RunLock
 
-    parts = sorted(p for p in start if end.get(p, start[p]) > start[p])
-    keyed = {"start": {str(p): start[p] for p in sorted(start)}, "end": {str(p): end[p] for p in sorted(end)}}
-    if not parts:
-        return BackfillResult(pipeline.name, keyed["start"], keyed["end"], 0, 0, 0)
-    topic = pipeline.source.topic
     lock = RunLock(pipeline.state_path)   # the tables must not move under the comparison
-    lock.acquire(mode="backfill", pipeline=pipeline.name)
     try:
+        lock.acquire(mode="backfill", pipeline=pipeline.name)
+    except AlreadyRunningError as exc:
+        raise BackfillError(f"{pipeline.name}: {exc} A backfill compares the range with the tables, so it runs "
+                            "between stream runs (the stream DAG's bounded windows leave such gaps).") from None
+    try:
+        paths = table_paths(pipeline)
+        ledgers = {sink: read_ledger(paths[sink]) for sink in ("bronze", "quarantine")}
+        committed = _min_offsets([ledgers[s].committed_offsets() for s in ledgers])
+        first = _first_offsets(ledgers["bronze"].entries)
+        inside_start, inside_end, beyond = clip_to_committed(start, end, first, committed)
+        left = {str(p): [s, e] for p, (s, e) in beyond.items()}
+        if beyond:
+            log(f"{pipeline.name}: not backfilled, past the stream's committed end (the stream ingests them): "
+                + ", ".join(f"partition {p} [{s}, {e})" for p, (s, e) in beyond.items()))
+        keyed = {"start": {str(p): o for p, o in inside_start.items()},
+                 "end": {str(p): o for p, o in inside_end.items()}}
+        if not inside_start:
+            return BackfillResult(pipeline.name, keyed["start"], keyed["end"], 0, 0, 0, {}, left)
         if spark is None:
             from onceflow.spark.session import build_session
 
             spark = build_session(f"onceflow-backfill-{pipeline.name}", master=pipeline.spark_master)
-        raw = read_committed_batch(spark, pipeline.source.bootstrap_servers, topic,
-                                   starting=json.dumps({topic: {str(p): start[p] for p in parts}}),
-                                   ending=json.dumps({topic: {str(p): end[p] for p in parts}}))
-        keys = parse_events(raw, pipeline.event).select("_topic", "_partition", "_offset").persist()
-        try:
-            records = keys.count()
-            paths = table_paths(pipeline)
-            held = None
-            for sink in ("bronze", "quarantine"):
-                rows = spark.read.format("delta").load(paths[sink]).select("_topic", "_partition", "_offset")
-                held = rows if held is None else held.unionByName(rows)
-            missing = keys.join(held.where(F.col("_topic") == topic).distinct(),
-                                ["_topic", "_partition", "_offset"], "left_anti")
-            lacking = missing.count()
-            sample = [(r["_partition"], r["_offset"]) for r in missing.orderBy("_partition", "_offset").limit(5).collect()]
-        finally:
-            keys.unpersist()
+        records, added = _write_missing(spark, pipeline, paths, inside_start, inside_end, log)
     finally:
         lock.release()
-    log(f"{pipeline.name}: backfill {keyed}: {records} committed records, {records - lacking} already in the tables")
-    if lacking:
-        raise BackfillError(
-            f"{pipeline.name}: {lacking} of {records} committed records in the range are in neither bronze nor "
-            f"quarantine (first (partition, offset): {sample}). Fix: run `onceflow recover --pipeline "
-            f"{pipeline.file or pipeline.name}` — it re-reads from the sink ledgers; `onceflow audit --full` "
-            "shows the gap.")
-    return BackfillResult(pipeline.name, keyed["start"], keyed["end"], records, records, 0)
+    total = sum(added.values())
+    log(f"{pipeline.name}: backfill {keyed}: {records} committed records, {records - total} already in the "
+        f"tables, {total} re-written ({', '.join(f'{s} {n}' for s, n in added.items())})")
+    return BackfillResult(pipeline.name, keyed["start"], keyed["end"], records, records - total, total, added, left)
+
+
+def _min_offsets(offsets: list[dict[int, int]]) -> dict[int, int]:
+    """Per partition, the end every sink reached (a partition some sink never saw is absent)."""
+    common = set.intersection(*(set(o) for o in offsets)) if offsets else set()
+    return {p: min(o[p] for o in offsets) for p in sorted(common)}
+
+
+def _write_missing(spark, pipeline: Pipeline, paths: dict[str, str], start: dict[int, int],
+                   end: dict[int, int], log) -> tuple[int, dict[str, int]]:
+    from pyspark.sql import functions as F
+
+    from onceflow.ledger import backfill_app_id, backfill_entry, read_ledger
+    from onceflow.spark.kafka_read import read_committed_batch
+    from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
+
+    topic = pipeline.source.topic
+    raw = read_committed_batch(spark, pipeline.source.bootstrap_servers, topic,
+                               starting=json.dumps({topic: {str(p): o for p, o in start.items()}}),
+                               ending=json.dumps({topic: {str(p): o for p, o in end.items()}}))
+    parsed = parse_events(raw, pipeline.event).persist()
+    try:
+        records = parsed.count()
+        held = None
+        for sink in ("bronze", "quarantine"):
+            rows = spark.read.format("delta").load(paths[sink]).select("_topic", "_partition", "_offset")
+            held = rows if held is None else held.unionByName(rows)
+        missing = parsed.join(held.where(F.col("_topic") == topic).distinct(),
+                              ["_topic", "_partition", "_offset"], "left_anti").persist()
+        try:
+            added: dict[str, int] = {}
+            for sink, select in (("bronze", bronze_rows), ("quarantine", quarantine_rows)):
+                ledger = read_ledger(paths[sink])
+                generation = ledger.generation or 1
+                rows = select(missing, BACKFILL_BATCH_ID, generation).persist()
+                try:
+                    spans = rows.groupBy("_partition").agg(F.min("_offset").alias("first"),
+                                                           F.max("_offset").alias("last"),
+                                                           F.count("*").alias("rows")).orderBy("_partition").collect()
+                    count = sum(r["rows"] for r in spans)
+                    if count:
+                        entry = backfill_entry(pipeline.name, sink, generation, len(ledger.backfills), topic, start,
+                                               end, count, [r.asDict() for r in spans])
+                        (rows.write.format("delta").mode("append")
+                         .option("txnAppId", backfill_app_id(pipeline.name, sink))
+                         .option("txnVersion", entry.batch_id)
+                         .option("userMetadata", entry.to_json())
+                         .save(paths[sink]))
+                        log(f"{pipeline.name}: {sink}: re-wrote {count} row(s): "
+                            + ", ".join(f"partition {r['_partition']} offsets {r['first']}..{r['last']} "
+                                        f"({r['rows']})" for r in spans))
+                    added[sink] = count
+                finally:
+                    rows.unpersist()
+        finally:
+            missing.unpersist()
+    finally:
+        parsed.unpersist()
+    return records, added

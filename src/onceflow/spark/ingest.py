@@ -151,6 +151,7 @@ class BatchWriter:
         counts = [F.count(F.when(self.kept(sink) & (~valid if sink == "quarantine" else valid), 1)).alias(sink)
                   for sink in ("bronze", "quarantine", "aggregates")]
         stats = parsed.agg(*counts, F.max(F.when(valid, F.col("event_time"))).alias("max_time"),
+                           F.min(F.when(valid, F.col("event_time"))).alias("min_time"),
                            F.count(F.when(valid & late, 1)).alias("late")).first()
         bronze = bronze_rows(parsed, batch_id, self.generation)
         delta.append(self.above_floor(bronze, "bronze"), self.paths["bronze"],
@@ -179,9 +180,20 @@ class BatchWriter:
         path = self.paths["aggregates"]
         if stats["aggregates"]:
             window = self.pipeline.sinks.aggregates.window
-            delta.merge_aggregates(self.spark, path, delta.batch_aggregates(bronze, window), entry)
+            delta.merge_aggregates(self.spark, path, delta.batch_aggregates(bronze, window), entry,
+                                   window_floor(stats["min_time"], duration_seconds(window)))
         else:  # no rows to merge: an empty commit keeps the ledger contiguous
             delta.append(delta.empty(self.spark, tables.AGGREGATES_DDL), path, entry)
+
+
+def window_floor(moment: datetime | None, window_seconds: float) -> datetime | None:
+    """The start of the tumbling window (epoch-aligned, as Spark's `window()`) holding `moment`."""
+    if moment is None:
+        return None
+    micros = int(window_seconds * 1_000_000)
+    epoch = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    since = int((epoch - datetime(1970, 1, 1, tzinfo=timezone.utc)) / timedelta(microseconds=1))
+    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=since - since % micros)
 
 
 def _starting_offsets(pipeline: Pipeline, identity: CheckpointIdentity) -> str:

@@ -10,6 +10,7 @@ append) so every ledger stays contiguous.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
@@ -59,19 +60,26 @@ def batch_aggregates(bronze: DataFrame, window: str) -> DataFrame:
                     "events", "amount_sum"))
 
 
-def merge_aggregates(spark: SparkSession, path: str, partial: DataFrame, entry: LedgerEntry) -> None:
+def merge_aggregates(spark: SparkSession, path: str, partial: DataFrame, entry: LedgerEntry,
+                     first_window: datetime | None = None) -> None:
     """Add this batch's partial aggregates to the table in one idempotent MERGE.
 
     Increments are only exact if applied once; the txn session conf makes Delta
     skip the whole MERGE when this batch was already merged by this generation.
+    `first_window` (the batch's earliest window start) lets Delta skip, by file
+    statistics, the files of older windows, which no row of the batch can match:
+    the MERGE then costs what the batch touches, not the table's whole history.
     """
     from delta.tables import DeltaTable
 
     batch = F.lit(entry.batch_id).cast("bigint")
     source = partial.withColumn("_batch", batch)
+    condition = "t.account_id = s.account_id AND t.window_start = s.window_start"
+    if first_window is not None:
+        condition += f" AND t.window_start >= timestamp'{first_window.strftime('%Y-%m-%d %H:%M:%S.%f')}+00:00'"
     with _txn(spark, entry):
         (DeltaTable.forPath(spark, path).alias("t")
-         .merge(source.alias("s"), "t.account_id = s.account_id AND t.window_start = s.window_start")
+         .merge(source.alias("s"), condition)
          .whenMatchedUpdate(set={"events": "t.events + s.events",
                                  "amount_sum": "t.amount_sum + s.amount_sum",
                                  "last_batch_id": "s._batch"})
