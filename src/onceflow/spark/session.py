@@ -37,9 +37,6 @@ def spark_conf(master: str | None = None, ui: bool | None = None,
         # the aggregates MERGE source is a deterministic function of a fixed Kafka offset range
         # (re-read identically at read_committed if evicted), so Delta need not copy it first
         "spark.databricks.delta.merge.materializeSource": "none",
-        # the .crc checksum beside each commit is an optional cache of table state: one write
-        # less per commit, three commits per batch (docs/benchmarks.md); readers lose nothing
-        "spark.databricks.delta.writeChecksumFile.enabled": "false",
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     }
     conf.update(extra or {})
