@@ -3,7 +3,8 @@ VENV     ?= .venv
 PYTHON   ?= python3
 PY       := $(VENV)/bin/python
 ONCEFLOW := $(VENV)/bin/onceflow
-PYTEST_ARGS ?=
+# each test by name and the slowest ones: what CI prints (.ci/run runs plain `make test`)
+PYTEST_ARGS ?= -v --durations=15
 
 .PHONY: setup venv jars demo test test-unit lock kafka-start kafka-stop clean
 

@@ -47,6 +47,9 @@ class LedgerEntry:
 
     @property
     def app_id(self) -> str:
+        """The Delta txnAppId its commit is written under (txnVersion: `batch_id`)."""
+        if self.kind == BACKFILL:
+            return backfill_app_id(self.pipeline, self.sink)
         return app_id(self.pipeline, self.sink, self.generation)
 
     def to_json(self) -> str:

@@ -184,7 +184,7 @@ def _sink_view(name: str, ledger: Ledger, cp_end: dict[int, int] | None) -> Sink
                                for e in ledger.backfills])
 
 
-def _first_offsets(entries: list[LedgerEntry]) -> dict[int, int]:
+def first_offsets(entries: list[LedgerEntry]) -> dict[int, int]:
     first: dict[int, int] = {}
     for e in entries:
         for p, o in e.start.items():
@@ -297,7 +297,7 @@ def plan(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode: str = "ful
     end = {p: min(e.get(p, 0) for e in ends) for p in partitions}
 
     entries = next((ledgers[s.name].entries for s in written), [])
-    first = _first_offsets(entries)
+    first = first_offsets(entries)
     if checkpoint is not None and checkpoint.initial_offsets and topic in checkpoint.initial_offsets:
         for p, o in checkpoint.initial_offsets[topic].items():
             first.setdefault(p, o)

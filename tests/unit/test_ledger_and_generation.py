@@ -95,3 +95,11 @@ def test_status_log_keeps_the_last_run_and_skips_torn_lines(tmp_path):
     with open(log.path, "a") as f:
         f.write('{"event": "progr')  # a reader racing a writer sees a torn last line
     assert [e["run_id"] for e in log.last_run()] == ["b"]
+
+
+def test_a_backfill_entry_commits_under_its_own_app_id_never_a_generations():
+    from onceflow.ledger import app_id, backfill_entry
+
+    entry = backfill_entry("p", "bronze", 2, 0, "t", {0: 0}, {0: 10}, 3, [])
+    assert entry.app_id == "onceflow:p:bronze:backfill" != app_id("p", "bronze", 2)
+    assert entry.batch_id == 0  # its txnVersion: the sink's backfill count

@@ -59,7 +59,7 @@ def clip_to_committed(start: dict[int, int], end: dict[int, int], first: dict[in
         ranges = ", ".join(f"partition {p}: [{s}, {e})" for p, (s, e) in before.items())
         raise BackfillError(
             f"the range reaches below where the pipeline started reading ({ranges}; it starts at "
-            f"{ {p: first[p] for p in before if p in first} or 'no offset yet'}). Those records were never part of "
+            f"{ {p: first[p] for p in before} }). Those records were never part of "
             "this pipeline. Fix: start the range at the pipeline's first offsets, or ingest that history with a "
             "pipeline whose source.starting_offsets covers it.")
     inside_start, inside_end, beyond = {}, {}, {}
@@ -76,7 +76,7 @@ def run_backfill(pipeline: Pipeline, start: dict[int, int], end: dict[int, int],
                  log=lambda msg: None) -> BackfillResult:
     """Write the records of [start, end) the tables lack; see the module doc."""
     from onceflow.ledger import read_ledger
-    from onceflow.reconcile import _first_offsets
+    from onceflow.reconcile import first_offsets
     from onceflow.spark.ingest import table_paths
     from onceflow.status import AlreadyRunningError, RunLock
 
@@ -90,7 +90,7 @@ def run_backfill(pipeline: Pipeline, start: dict[int, int], end: dict[int, int],
         paths = table_paths(pipeline)
         ledgers = {sink: read_ledger(paths[sink]) for sink in ("bronze", "quarantine")}
         committed = _min_offsets([ledgers[s].committed_offsets() for s in ledgers])
-        first = _first_offsets(ledgers["bronze"].entries)
+        first = first_offsets(ledgers["bronze"].entries)
         inside_start, inside_end, beyond = clip_to_committed(start, end, first, committed)
         left = {str(p): [s, e] for p, (s, e) in beyond.items()}
         if beyond:
@@ -104,7 +104,7 @@ def run_backfill(pipeline: Pipeline, start: dict[int, int], end: dict[int, int],
             from onceflow.spark.session import build_session
 
             spark = build_session(f"onceflow-backfill-{pipeline.name}", master=pipeline.spark_master)
-        records, added = _write_missing(spark, pipeline, paths, inside_start, inside_end, log)
+        records, added = _write_missing(spark, pipeline, paths, ledgers, inside_start, inside_end, log)
     finally:
         lock.release()
     total = sum(added.values())
@@ -119,13 +119,16 @@ def _min_offsets(offsets: list[dict[int, int]]) -> dict[int, int]:
     return {p: min(o[p] for o in offsets) for p in sorted(common)}
 
 
-def _write_missing(spark, pipeline: Pipeline, paths: dict[str, str], start: dict[int, int],
+def _write_missing(spark, pipeline: Pipeline, paths: dict[str, str], ledgers: dict, start: dict[int, int],
                    end: dict[int, int], log) -> tuple[int, dict[str, int]]:
+    """Anti-join the range with bronze ∪ quarantine; append what is missing, one commit per table.
+    `ledgers` were read under the run lock, so they are still each table's newest."""
     from pyspark.sql import functions as F
 
-    from onceflow.ledger import backfill_app_id, backfill_entry, read_ledger
+    from onceflow.ledger import backfill_entry
     from onceflow.spark.kafka_read import read_committed_batch
     from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
+    from onceflow.spark.sinks import delta
 
     topic = pipeline.source.topic
     raw = read_committed_batch(spark, pipeline.source.bootstrap_servers, topic,
@@ -143,7 +146,7 @@ def _write_missing(spark, pipeline: Pipeline, paths: dict[str, str], start: dict
         try:
             added: dict[str, int] = {}
             for sink, select in (("bronze", bronze_rows), ("quarantine", quarantine_rows)):
-                ledger = read_ledger(paths[sink])
+                ledger = ledgers[sink]
                 generation = ledger.generation or 1
                 rows = select(missing, BACKFILL_BATCH_ID, generation).persist()
                 try:
@@ -154,11 +157,7 @@ def _write_missing(spark, pipeline: Pipeline, paths: dict[str, str], start: dict
                     if count:
                         entry = backfill_entry(pipeline.name, sink, generation, len(ledger.backfills), topic, start,
                                                end, count, [r.asDict() for r in spans])
-                        (rows.write.format("delta").mode("append")
-                         .option("txnAppId", backfill_app_id(pipeline.name, sink))
-                         .option("txnVersion", entry.batch_id)
-                         .option("userMetadata", entry.to_json())
-                         .save(paths[sink]))
+                        delta.append(rows, paths[sink], entry)  # txn (backfill app id, sequence)
                         log(f"{pipeline.name}: {sink}: re-wrote {count} row(s): "
                             + ", ".join(f"partition {r['_partition']} offsets {r['first']}..{r['last']} "
                                         f"({r['rows']})" for r in spans))
