@@ -8,7 +8,8 @@
     appends with no idempotence (Spark's at-least-once baseline);
 (c) a raw confluent-kafka consumer reading the topic at read_committed (the
     ceiling of reading);
-then p50/p95 end-to-end latency (Kafka timestamp → Delta commit holding the row)
+(a) and (b) alternate, `--rounds` times per trigger size, on fresh tables; the
+rates are medians. Then p50/p95 end-to-end latency (Kafka timestamp → Delta commit holding the row)
 of (a) in continuous mode with a 1 s trigger under a steady produce rate.
 Rates are records/s of committed records; quote the ratios, not the absolutes.
 """
@@ -75,6 +76,18 @@ def run_plain_parquet(spark, pipeline, folder: Path) -> float:
     return time.monotonic() - started
 
 
+def merge_rows_copied(pipeline) -> int:
+    """Rows the aggregates MERGEs copied unchanged into new files, over the whole run: 0 with
+    deletion vectors; with plain rewrites it grows with the table, batch after batch."""
+    from deltalake import DeltaTable
+
+    from onceflow.spark.ingest import table_paths
+
+    history = DeltaTable(table_paths(pipeline)["aggregates"]).history()
+    return sum(int((c.get("operationMetrics") or {}).get("numTargetRowsCopied", 0)) for c in history
+               if c.get("operation") == "MERGE")
+
+
 def run_raw_consumer(bootstrap: str, topic: str) -> float:
     from onceflow.kafka.consume import committed_counts
 
@@ -117,6 +130,8 @@ def main() -> int:
     ap.add_argument("--max-offsets", default="250000,1000000",
                     help="maxOffsetsPerTrigger of (a) and (b); a comma-separated list measures each size "
                          "(the per-batch cost of the Delta commits shows as the ratio's rise with the size)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="(a) and (b) run alternately this many times per size; the figures are medians")
     ap.add_argument("--latency-rate", type=float, default=2000, help="events/s produced while measuring latency")
     ap.add_argument("--latency-seconds", type=float, default=30)
     ap.add_argument("--json", help="also write the figures here")
@@ -148,17 +163,26 @@ def main() -> int:
 
         runs = []
         for size in sizes:
-            _, pipeline = _pipeline(work / f"a-{size}", broker.bootstrap, "bench", size)
-            print(f"(a) exactly-once Delta, {size} offsets per trigger …", flush=True)
-            t_a = run_exactly_once(spark, pipeline)
-            print(f"(b) plain Parquet, no idempotence, {size} offsets per trigger …", flush=True)
-            t_b = run_plain_parquet(spark, pipeline, work / f"b-{size}")
-            runs.append({"max_offsets_per_trigger": size, "batches": -(-committed // size),
+            batches = -(-committed // size)
+            t_as, t_bs, copied = [], [], []
+            for r in range(args.rounds):  # alternate (a) and (b) on fresh tables: the JVM warms both alike
+                _, pipeline = _pipeline(work / f"a-{size}-{r}", broker.bootstrap, "bench", size)
+                print(f"round {r + 1}/{args.rounds}, {size} offsets per trigger: (a) exactly-once Delta …", flush=True)
+                t_as.append(run_exactly_once(spark, pipeline))
+                copied.append(merge_rows_copied(pipeline))
+                print(f"round {r + 1}/{args.rounds}, {size} offsets per trigger: (b) plain Parquet …", flush=True)
+                t_bs.append(run_plain_parquet(spark, pipeline, work / f"b-{size}-{r}"))
+            t_a, t_b = statistics.median(t_as), statistics.median(t_bs)
+            runs.append({"max_offsets_per_trigger": size, "batches": batches,
                          "exactly_once_records_per_s": round(committed / t_a),
                          "plain_parquet_records_per_s": round(committed / t_b),
                          "ratio_exactly_once_vs_parquet": round(t_b / t_a, 3),
-                         "seconds": {"exactly_once": round(t_a, 1), "plain_parquet": round(t_b, 1)},
-                         "extra_seconds_per_batch": round((t_a - t_b) / -(-committed // size), 2)})
+                         "ratio_by_round": [round(b / a, 3) for a, b in zip(t_as, t_bs)],
+                         "seconds": {"exactly_once": round(t_a, 1), "plain_parquet": round(t_b, 1),
+                                     "exactly_once_rounds": [round(t, 1) for t in t_as],
+                                     "plain_parquet_rounds": [round(t, 1) for t in t_bs]},
+                         "extra_seconds_per_batch": round((t_a - t_b) / batches, 2),
+                         "aggregates_merge_rows_copied": max(copied)})
         t_a, t_b = runs[0]["seconds"]["exactly_once"], runs[0]["seconds"]["plain_parquet"]
         print("(c) raw confluent-kafka consumer …", flush=True)
         t_c = run_raw_consumer(broker.bootstrap, "bench")

@@ -66,6 +66,9 @@ class TableSink(_Model):
 class AggregateSink(TableSink):
     window: str = "1 minute"
     watermark: str = "10 minutes"
+    # a new table gets deletion vectors: each batch's MERGE then writes only the rows it
+    # changes, instead of copying every file it touches (docs/pipeline-config.md)
+    deletion_vectors: bool = True
 
     @field_validator("window", "watermark")
     @classmethod

@@ -34,6 +34,9 @@ from onceflow.spark.sinks.kafka_txn import KafkaTxnSink
 from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, StatusLog
 
 CONTINUOUS, AVAILABLE_NOW = "continuous", "available-now"
+# The aggregates MERGE updates a few rows per batch: with deletion vectors it marks the old
+# versions deleted instead of rewriting every file that holds one of them.
+DELETION_VECTORS = "delta.enableDeletionVectors"
 MODES = (CONTINUOUS, AVAILABLE_NOW)
 
 
@@ -112,8 +115,10 @@ class BatchWriter:
 
     def ensure_tables(self) -> None:
         ddl = {"bronze": tables.BRONZE_DDL, "quarantine": tables.QUARANTINE_DDL, "aggregates": tables.AGGREGATES_DDL}
+        agg = self.pipeline.sinks.aggregates
+        properties = {"aggregates": {DELETION_VECTORS: "true"} if agg and agg.deletion_vectors else {}}
         for name, path in self.paths.items():
-            delta.ensure_table(self.spark, path, ddl[name])
+            delta.ensure_table(self.spark, path, ddl[name], properties.get(name))
 
     def entry(self, sink: str, batch_id: int, start: dict, end: dict, rows: int, extra: dict | None = None):
         floor = self.floors[sink]

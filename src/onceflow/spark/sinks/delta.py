@@ -23,12 +23,15 @@ _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
-def ensure_table(spark: SparkSession, path: str, ddl: str) -> None:
-    """Create the Delta table with its schema if it does not exist yet (no ledger entry)."""
+def ensure_table(spark: SparkSession, path: str, ddl: str, properties: dict[str, str] | None = None) -> None:
+    """Create the Delta table with its schema (and table properties) if it does not
+    exist yet (no ledger entry). An existing table is left as it is."""
     from delta.tables import DeltaTable
 
-    (DeltaTable.createIfNotExists(spark).location(path)
-     .addColumns(spark.createDataFrame([], ddl).schema).execute())
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(spark.createDataFrame([], ddl).schema)
+    for key, value in (properties or {}).items():
+        builder = builder.property(key, value)
+    builder.execute()
 
 
 def append(df: DataFrame, path: str, entry: LedgerEntry) -> None:
