@@ -13,7 +13,7 @@ from onceflow.errors import RecoveryError
 from onceflow.kafka.admin import watermarks
 from onceflow.kafka.producer import produce
 from onceflow.ledger import read_ledger
-from onceflow.spark.ingest import run_ingest, table_paths
+from onceflow.spark.ingest import deletion_vector_hint, run_ingest, table_paths
 from onceflow.status import StatusLog
 from tests.exactly_once import assert_exactly_once
 from tests.pipeline_helpers import load_pipeline
@@ -102,5 +102,11 @@ def test_the_aggregates_merge_writes_only_the_rows_it_changes(broker, spark, top
         merges = _merges(table_paths(pipeline)["aggregates"])
         copied[dv] = sum(int(m["numTargetRowsCopied"]) for m in merges)
         updated[dv] = sum(int(m["numTargetRowsUpdated"]) for m in merges)
+        assert deletion_vector_hint(pipeline) is None
     assert updated[True] == updated[False] > 0  # later batches did add to windows of earlier ones
     assert copied[True] == 0 and copied[False] > 0, copied
+
+    # a table made without them, under a pipeline that wants them: the job says how to switch them on
+    wants = load_pipeline(tmp_path / "plain", broker.bootstrap, topic, name="p_merge_plain",
+                          sinks={**sinks, "aggregates": {"path": sinks["aggregates"]["path"]}})
+    assert "SET TBLPROPERTIES ('delta.enableDeletionVectors' = true)" in deletion_vector_hint(wants)

@@ -65,6 +65,29 @@ def table_paths(pipeline: Pipeline) -> dict[str, str]:
     return paths
 
 
+def deletion_vector_hint(pipeline: Pipeline) -> str | None:
+    """What to do when the pipeline wants deletion vectors but its existing aggregates
+    table was created without them (by an older onceflow, or by hand); None if fine."""
+    agg = pipeline.sinks.aggregates
+    if agg is None or not agg.deletion_vectors:
+        return None
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    path = table_paths(pipeline)["aggregates"]
+    try:
+        configuration = DeltaTable(path).metadata().configuration
+    except TableNotFoundError:
+        return None  # created with them on the first run
+    if str(configuration.get(DELETION_VECTORS, "false")).lower() == "true":
+        return None
+    return (f"the aggregates table {path} has no deletion vectors: each MERGE copies every file it touches, so "
+            f"batches slow down as the table grows. To turn them on, stop the stream and run "
+            f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{DELETION_VECTORS}' = true) "
+            f"(the audit lists that commit as one without a ledger entry); or set "
+            f"sinks.aggregates.deletion_vectors: false to silence this.")
+
+
 def prepare_checkpoint(pipeline: Pipeline) -> CheckpointIdentity:
     """Decide the writer generation and starting offsets, or refuse with the fix.
 
@@ -283,6 +306,9 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
                           mode=mode, generation=identity.generation,
                           trigger_seconds=duration_seconds(pipeline.trigger.processing_time))
             log(f"{pipeline.name}: query {query.id} started ({mode}, generation {identity.generation})")
+            hint = deletion_vector_hint(pipeline)
+            if hint:
+                log(f"{pipeline.name}: {hint}")
             final, error = _supervise(query, listener, stop, mode, until_idle, max_seconds, log)
             _drain(query, listener)
         finally:
