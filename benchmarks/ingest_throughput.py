@@ -111,6 +111,7 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
     job = IngestProcess(pipeline, pipeline_file, pipeline_file.parent).start()
     try:
         job.wait_progress(more_than=0, timeout=300)  # query up and idle-ready before the clock starts
+        started_ms = time.time() * 1000
         produce(bootstrap, pipeline.source.topic, int(rate * seconds), rate=rate, txn_size=50, keep_records=False)
         time.sleep(5)
         assert job.terminate() == 0, job.tail()
@@ -120,10 +121,10 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
     bronze = table_paths(pipeline)["bronze"]
     commit_ms = {e.batch_id: e.timestamp for e in read_ledger(bronze).entries}
     rows = DeltaTable(bronze).to_pyarrow_table(columns=["_batch_id", "_kafka_ts"]).to_pylist()
-    first_ms = min(r["_kafka_ts"].timestamp() * 1000 for r in rows)
+    rows = [r for r in rows if r["_kafka_ts"].timestamp() * 1000 >= started_ms]  # not the topic-creating record
     lat = sorted((commit_ms[r["_batch_id"]] - r["_kafka_ts"].timestamp() * 1000) / 1000 for r in rows)
     steady = sorted((commit_ms[r["_batch_id"]] - r["_kafka_ts"].timestamp() * 1000) / 1000 for r in rows
-                    if r["_kafka_ts"].timestamp() * 1000 - first_ms >= warm_up * 1000)
+                    if r["_kafka_ts"].timestamp() * 1000 - started_ms >= warm_up * 1000)
     q, qs = statistics.quantiles(lat, n=100), statistics.quantiles(steady, n=100)
     return {"records": len(lat), "p50_s": round(q[49], 3), "p95_s": round(q[94], 3), "rate_per_s": rate,
             "after_warm_up": {"warm_up_s": warm_up, "records": len(steady), "p50_s": round(qs[49], 3),
