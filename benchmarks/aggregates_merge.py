@@ -49,7 +49,6 @@ def measure(spark, work: Path, accounts: int, old_windows: int, merges: int) -> 
 
     from onceflow import tables
     from onceflow.ledger import LedgerEntry
-    from onceflow.spark.ingest import DELETION_VECTORS
     from onceflow.spark.sinks import delta
 
     def entry(batch: int) -> LedgerEntry:
@@ -57,7 +56,7 @@ def measure(spark, work: Path, accounts: int, old_windows: int, merges: int) -> 
 
     paths = {dv: str(work / f"{old_windows}-{'dv' if dv else 'plain'}") for dv in (True, False)}
     for dv, path in paths.items():
-        delta.ensure_table(spark, path, tables.AGGREGATES_DDL, {DELETION_VECTORS: "true"} if dv else None)
+        delta.ensure_table(spark, path, tables.AGGREGATES_DDL, {tables.DELETION_VECTORS: "true"} if dv else None)
         if old_windows:
             delta.merge_aggregates(spark, path, partial(spark, accounts, 0, old_windows), entry(0))
     seconds: dict[bool, list[float]] = {True: [], False: []}

@@ -121,10 +121,11 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
     bronze = table_paths(pipeline)["bronze"]
     commit_ms = {e.batch_id: e.timestamp for e in read_ledger(bronze).entries}
     rows = DeltaTable(bronze).to_pyarrow_table(columns=["_batch_id", "_kafka_ts"]).to_pylist()
-    rows = [r for r in rows if r["_kafka_ts"].timestamp() * 1000 >= started_ms]  # not the topic-creating record
-    lat = sorted((commit_ms[r["_batch_id"]] - r["_kafka_ts"].timestamp() * 1000) / 1000 for r in rows)
-    steady = sorted((commit_ms[r["_batch_id"]] - r["_kafka_ts"].timestamp() * 1000) / 1000 for r in rows
-                    if r["_kafka_ts"].timestamp() * 1000 - started_ms >= warm_up * 1000)
+    # (seconds after producing began, latency) per record; not the topic-creating record before it
+    timed = [((ts - started_ms) / 1000, (commit_ms[r["_batch_id"]] - ts) / 1000)
+             for r in rows if (ts := r["_kafka_ts"].timestamp() * 1000) >= started_ms]
+    lat = sorted(latency for _, latency in timed)
+    steady = sorted(latency for after, latency in timed if after >= warm_up)
     q, qs = statistics.quantiles(lat, n=100), statistics.quantiles(steady, n=100)
     return {"records": len(lat), "p50_s": round(q[49], 3), "p95_s": round(q[94], 3), "rate_per_s": rate,
             "after_warm_up": {"warm_up_s": warm_up, "records": len(steady), "p50_s": round(qs[49], 3),

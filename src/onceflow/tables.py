@@ -24,6 +24,10 @@ AGGREGATES_DDL = (
     "amount_sum DECIMAL(28,2), first_batch_id BIGINT, last_batch_id BIGINT"
 )
 
+# The aggregates MERGE updates a few rows per batch: with deletion vectors it marks their old
+# versions deleted instead of rewriting every file that holds one (docs/exactly-once.md).
+DELETION_VECTORS = "delta.enableDeletionVectors"
+
 # a row of bronze or quarantine is identified by its Kafka coordinates
 SOURCE_KEY = ("_topic", "_partition", "_offset")
 AGGREGATE_KEY = ("account_id", "window_start")

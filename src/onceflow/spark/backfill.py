@@ -104,7 +104,7 @@ def run_backfill(pipeline: Pipeline, start: dict[int, int], end: dict[int, int],
             from onceflow.spark.session import build_session
 
             spark = build_session(f"onceflow-backfill-{pipeline.name}", master=pipeline.spark_master)
-        records, added = _write_missing(spark, pipeline, paths, ledgers, inside_start, inside_end, log)
+        records, added = _write_missing(spark, pipeline, ledgers, inside_start, inside_end, log)
     finally:
         lock.release()
     total = sum(added.values())
@@ -119,7 +119,7 @@ def _min_offsets(offsets: list[dict[int, int]]) -> dict[int, int]:
     return {p: min(o[p] for o in offsets) for p in sorted(common)}
 
 
-def _write_missing(spark, pipeline: Pipeline, paths: dict[str, str], ledgers: dict, start: dict[int, int],
+def _write_missing(spark, pipeline: Pipeline, ledgers: dict, start: dict[int, int],
                    end: dict[int, int], log) -> tuple[int, dict[str, int]]:
     """Anti-join the range with bronze ∪ quarantine; append what is missing, one commit per table.
     `ledgers` were read under the run lock, so they are still each table's newest."""
@@ -139,7 +139,7 @@ def _write_missing(spark, pipeline: Pipeline, paths: dict[str, str], ledgers: di
         records = parsed.count()
         held = None
         for sink in ("bronze", "quarantine"):
-            rows = spark.read.format("delta").load(paths[sink]).select("_topic", "_partition", "_offset")
+            rows = spark.read.format("delta").load(ledgers[sink].table).select("_topic", "_partition", "_offset")
             held = rows if held is None else held.unionByName(rows)
         missing = parsed.join(held.where(F.col("_topic") == topic).distinct(),
                               ["_topic", "_partition", "_offset"], "left_anti").persist()
@@ -157,7 +157,7 @@ def _write_missing(spark, pipeline: Pipeline, paths: dict[str, str], ledgers: di
                     if count:
                         entry = backfill_entry(pipeline.name, sink, generation, len(ledger.backfills), topic, start,
                                                end, count, [r.asDict() for r in spans])
-                        delta.append(rows, paths[sink], entry)  # txn (backfill app id, sequence)
+                        delta.append(rows, ledger.table, entry)  # txn (backfill app id, sequence)
                         log(f"{pipeline.name}: {sink}: re-wrote {count} row(s): "
                             + ", ".join(f"partition {r['_partition']} offsets {r['first']}..{r['last']} "
                                         f"({r['rows']})" for r in spans))

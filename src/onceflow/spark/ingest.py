@@ -34,9 +34,6 @@ from onceflow.spark.sinks.kafka_txn import KafkaTxnSink
 from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, StatusLog
 
 CONTINUOUS, AVAILABLE_NOW = "continuous", "available-now"
-# The aggregates MERGE updates a few rows per batch: with deletion vectors it marks the old
-# versions deleted instead of rewriting every file that holds one of them.
-DELETION_VECTORS = "delta.enableDeletionVectors"
 MODES = (CONTINUOUS, AVAILABLE_NOW)
 
 
@@ -65,11 +62,16 @@ def table_paths(pipeline: Pipeline) -> dict[str, str]:
     return paths
 
 
+def table_properties(pipeline: Pipeline) -> dict[str, dict[str, str]]:
+    """Sink name → the Delta table properties its table is created with (only when created)."""
+    agg = pipeline.sinks.aggregates
+    return {"aggregates": {tables.DELETION_VECTORS: "true"}} if agg is not None and agg.deletion_vectors else {}
+
+
 def deletion_vector_hint(pipeline: Pipeline) -> str | None:
     """What to do when the pipeline wants deletion vectors but its existing aggregates
     table was created without them (by an older onceflow, or by hand); None if fine."""
-    agg = pipeline.sinks.aggregates
-    if agg is None or not agg.deletion_vectors:
+    if tables.DELETION_VECTORS not in table_properties(pipeline).get("aggregates", {}):
         return None
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
@@ -79,11 +81,11 @@ def deletion_vector_hint(pipeline: Pipeline) -> str | None:
         configuration = DeltaTable(path).metadata().configuration
     except TableNotFoundError:
         return None  # created with them on the first run
-    if str(configuration.get(DELETION_VECTORS, "false")).lower() == "true":
+    if str(configuration.get(tables.DELETION_VECTORS, "false")).lower() == "true":
         return None
     return (f"the aggregates table {path} has no deletion vectors: each MERGE copies every file it touches, so "
             f"batches slow down as the table grows. To turn them on, stop the stream and run "
-            f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{DELETION_VECTORS}' = true) "
+            f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{tables.DELETION_VECTORS}' = true) "
             f"(the audit lists that commit as one without a ledger entry); or set "
             f"sinks.aggregates.deletion_vectors: false to silence this.")
 
@@ -138,8 +140,7 @@ class BatchWriter:
 
     def ensure_tables(self) -> None:
         ddl = {"bronze": tables.BRONZE_DDL, "quarantine": tables.QUARANTINE_DDL, "aggregates": tables.AGGREGATES_DDL}
-        agg = self.pipeline.sinks.aggregates
-        properties = {"aggregates": {DELETION_VECTORS: "true"} if agg and agg.deletion_vectors else {}}
+        properties = table_properties(self.pipeline)
         for name, path in self.paths.items():
             delta.ensure_table(self.spark, path, ddl[name], properties.get(name))
 
