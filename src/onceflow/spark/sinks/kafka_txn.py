@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -213,16 +214,24 @@ def _in_spark_task() -> bool:
     return TaskContext.get() is not None
 
 
-def _reader(bootstrap: str, timeout: float) -> LedgerReader:
+@contextmanager
+def _ledger_reader(bootstrap: str, timeout: float) -> Iterator[LedgerReader]:
     """In a Spark task, a ledger reader kept for the life of the (reused) Python worker:
     its consumers hold no state between look-ups (assign/unassign), so later tasks skip
-    their start-up. On the driver, a fresh one (closed by the caller)."""
+    their start-up. One whose block raised is closed, never reused: its state is unknown.
+    On the driver, a fresh one, closed at the end of the block."""
     if not _in_spark_task():
-        return LedgerReader(bootstrap, timeout=timeout)
+        with LedgerReader(bootstrap, timeout=timeout) as reader:
+            yield reader
+        return
     key = (bootstrap, timeout)
-    if key not in _READERS:
-        _READERS[key] = LedgerReader(bootstrap, timeout=timeout)
-    return _READERS[key]
+    reader = _READERS.pop(key, None) or LedgerReader(bootstrap, timeout=timeout)
+    try:
+        yield reader
+    except BaseException:
+        reader.close()
+        raise
+    _READERS[key] = reader
 
 
 def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResult:
@@ -248,23 +257,12 @@ def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResul
             raise (_fatal(spec, task, err) if err.fatal() else
                    _fail(spec, task, f"init_transactions failed: {err.str()}. Fix: check that the broker runs "
                          "and allows transactions (transaction.state.log settings).")) from None
-        cache_key = (spec.bootstrap, spec.txn_timeout_ms / 1000 + 30)
-        reader = _reader(*cache_key)
-        healthy = False
-        try:
+        with _ledger_reader(spec.bootstrap, spec.txn_timeout_ms / 1000 + 30) as reader:
             lp = ledger_partition(task, spec.ledger_partitions)
             key = ledger_key(spec.pipeline, spec.generation, task)
             if _check_ledger(spec, task, reader.latest(spec.ledger_topic, lp, key)):
-                healthy = True
                 return TaskResult(task, "skipped", rows, 0, time.monotonic() - started)
             attempts = _transact(spec, task, producer, batches, lp, key, reader, failed)
-            healthy = True
-        finally:
-            cached = _READERS.get(cache_key) is reader
-            if not healthy or not cached:  # a reader in an unknown state is never reused
-                if cached:
-                    del _READERS[cache_key]
-                reader.close()
         return TaskResult(task, "written", rows, attempts, time.monotonic() - started)
     finally:
         producer.flush(0)
