@@ -61,6 +61,9 @@ class EventSpec(_Model):
 
 class TableSink(_Model):
     path: str = Field(min_length=1)
+    # a new table gets Delta auto compaction: small files are merged after a write once
+    # enough have gathered (docs/pipeline-config.md)
+    auto_compact: bool = True
 
 
 class AggregateSink(TableSink):

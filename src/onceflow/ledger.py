@@ -19,6 +19,10 @@ LEDGER_FORMAT = 1
 BATCH = "batch"  # an entry for a micro-batch's rows
 LOSS = "loss"  # offsets Kafka no longer held, accepted as lost by `onceflow recover --accept-loss`
 BACKFILL = "backfill"  # rows `onceflow backfill` re-wrote inside the committed range (kept beside the batches)
+# Delta operations that move or drop files but change no row. Delta's auto compaction runs
+# right after a MERGE inside the same call and its commit picks up the session's
+# userMetadata, so it carries a copy of the MERGE's ledger entry: a copy, never a step.
+MAINTENANCE_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "REORG"})
 
 
 def app_id(pipeline: str, sink: str, generation: int) -> str:
@@ -92,9 +96,10 @@ class Ledger:
 
     table: str
     entries: list[LedgerEntry]
-    foreign_commits: list[dict]  # commits with no ledger entry (manual writes, OPTIMIZE, ...)
+    foreign_commits: list[dict]  # commits with no ledger entry that may change data (manual writes, ...)
     exists: bool = True
     backfills: list[LedgerEntry] = field(default_factory=list)  # BACKFILL entries: repairs, not progress
+    maintenance: list[dict] = field(default_factory=list)  # compactions, vacuums: no data changed
 
     @property
     def last(self) -> LedgerEntry | None:
@@ -125,19 +130,24 @@ def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) 
         table = DeltaTable(table_path, storage_options=storage_options)
     except TableNotFoundError:
         return Ledger(table=table_path, entries=[], foreign_commits=[], exists=False)
-    entries, foreign, backfills = [], [], []
+    entries, foreign, backfills, maintenance = [], [], [], []
     for commit in sorted(table.history(), key=lambda c: c.get("version", -1)):
+        brief = {"version": commit.get("version"), "operation": commit.get("operation"),
+                 "timestamp": commit.get("timestamp")}
+        if commit.get("operation") in MAINTENANCE_OPERATIONS:
+            maintenance.append(brief)
+            continue
         entry = LedgerEntry.from_json(commit.get("userMetadata"), version=commit.get("version"),
                                       timestamp=commit.get("timestamp"))
         if entry is None:
             if commit.get("operation") not in ("CREATE TABLE",):
-                foreign.append({"version": commit.get("version"), "operation": commit.get("operation"),
-                                "timestamp": commit.get("timestamp")})
+                foreign.append(brief)
         elif entry.kind == BACKFILL:  # a repair inside the committed range: not a step of the stream
             backfills.append(entry)
         else:
             entries.append(entry)
-    return Ledger(table=table_path, entries=entries, foreign_commits=foreign, backfills=backfills)
+    return Ledger(table=table_path, entries=entries, foreign_commits=foreign, backfills=backfills,
+                  maintenance=maintenance)
 
 
 def contiguity_problems(entries: Iterable[LedgerEntry]) -> list[str]:

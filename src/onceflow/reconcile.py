@@ -113,6 +113,7 @@ class SinkView:
     ahead: int  # ledger entries beyond the checkpoint's committed batch
     foreign_commits: list[dict]
     backfills: list[dict] = field(default_factory=list)  # BACKFILL commits: version, rows, written ranges
+    maintenance_commits: int = 0  # compactions and vacuums: files moved, no row changed
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -175,13 +176,15 @@ def _sink_view(name: str, ledger: Ledger, cp_end: dict[int, int] | None) -> Sink
     versions = [e.version for e in entries if e.version is not None]
     versions += [c["version"] for c in ledger.foreign_commits if c.get("version") is not None]
     versions += [e.version for e in ledger.backfills if e.version is not None]
+    versions += [c["version"] for c in ledger.maintenance if c.get("version") is not None]
     last = ledger.last
     return SinkView(name=name, path=ledger.table, exists=ledger.exists, version=max(versions) if versions else None,
                     entries=len(entries), generation=last.generation if last else None,
                     last_batch=last.batch_id if last else None, end=dict(cums[-1]) if cums else {},
                     at_point=at_point, ahead=ahead, foreign_commits=list(ledger.foreign_commits),
                     backfills=[{"version": e.version, "rows": e.rows, "written": e.extra.get("written", [])}
-                               for e in ledger.backfills])
+                               for e in ledger.backfills],
+                    maintenance_commits=len(ledger.maintenance))
 
 
 def first_offsets(entries: list[LedgerEntry]) -> dict[int, int]:

@@ -27,6 +27,9 @@ AGGREGATES_DDL = (
 # The aggregates MERGE updates a few rows per batch: with deletion vectors it marks their old
 # versions deleted instead of rewriting every file that holds one (docs/exactly-once.md).
 DELETION_VECTORS = "delta.enableDeletionVectors"
+# Every batch adds small files; Delta's auto compaction merges them after a write once enough
+# have gathered, so reads and audits do not slow down as a long-running stream goes on.
+AUTO_COMPACT = "delta.autoOptimize.autoCompact"
 
 # a row of bronze or quarantine is identified by its Kafka coordinates
 SOURCE_KEY = ("_topic", "_partition", "_offset")

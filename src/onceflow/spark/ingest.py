@@ -64,30 +64,52 @@ def table_paths(pipeline: Pipeline) -> dict[str, str]:
 
 def table_properties(pipeline: Pipeline) -> dict[str, dict[str, str]]:
     """Sink name → the Delta table properties its table is created with (only when created)."""
-    agg = pipeline.sinks.aggregates
-    return {"aggregates": {tables.DELETION_VECTORS: "true"}} if agg is not None and agg.deletion_vectors else {}
+    sinks = {"bronze": pipeline.sinks.bronze, "quarantine": pipeline.sinks.quarantine,
+             "aggregates": pipeline.sinks.aggregates}
+    out: dict[str, dict[str, str]] = {}
+    for name, sink in sinks.items():
+        if sink is None:
+            continue
+        wanted = {tables.AUTO_COMPACT: "true"} if sink.auto_compact else {}
+        if name == "aggregates" and sink.deletion_vectors:
+            wanted[tables.DELETION_VECTORS] = "true"
+        out[name] = wanted
+    return out
 
 
-def deletion_vector_hint(pipeline: Pipeline) -> str | None:
-    """What to do when the pipeline wants deletion vectors but its existing aggregates
-    table was created without them (by an older onceflow, or by hand); None if fine."""
-    if tables.DELETION_VECTORS not in table_properties(pipeline).get("aggregates", {}):
-        return None
+# why a table wants each property, and the pipeline setting that declines it
+_WHY = {
+    tables.DELETION_VECTORS: ("each MERGE copies every file it touches, so batches slow down as the table grows",
+                              "deletion_vectors"),
+    tables.AUTO_COMPACT: ("nothing merges the small files each batch adds, so reads and audits slow down as the "
+                          "table grows", "auto_compact"),
+}
+
+
+def table_property_hints(pipeline: Pipeline) -> list[str]:
+    """What to do where the pipeline wants a table property but its existing table was
+    created without it (by an older onceflow, or by hand): a line per table and property."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    path = table_paths(pipeline)["aggregates"]
-    try:
-        configuration = DeltaTable(path).metadata().configuration
-    except TableNotFoundError:
-        return None  # created with them on the first run
-    if str(configuration.get(tables.DELETION_VECTORS, "false")).lower() == "true":
-        return None
-    return (f"the aggregates table {path} has no deletion vectors: each MERGE copies every file it touches, so "
-            f"batches slow down as the table grows. To turn them on, stop the stream and run "
-            f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{tables.DELETION_VECTORS}' = true) "
-            f"(the audit lists that commit as one without a ledger entry); or set "
-            f"sinks.aggregates.deletion_vectors: false to silence this.")
+    hints = []
+    paths = table_paths(pipeline)
+    for sink, wanted in table_properties(pipeline).items():
+        if not wanted:
+            continue
+        try:
+            configuration = DeltaTable(paths[sink]).metadata().configuration
+        except TableNotFoundError:
+            continue  # created with them on the first run
+        for key in wanted:
+            if str(configuration.get(key, "false")).lower() != "false":
+                continue
+            why, setting = _WHY[key]
+            hints.append(f"the {sink} table {paths[sink]} lacks {key}: {why}. To turn it on, stop the stream and "
+                         f"run ALTER TABLE delta.`{paths[sink]}` SET TBLPROPERTIES ('{key}' = true) (the audit "
+                         f"lists that commit as one without a ledger entry); or set sinks.{sink}.{setting}: "
+                         f"false to silence this.")
+    return hints
 
 
 def prepare_checkpoint(pipeline: Pipeline) -> CheckpointIdentity:
@@ -307,8 +329,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
                           mode=mode, generation=identity.generation,
                           trigger_seconds=duration_seconds(pipeline.trigger.processing_time))
             log(f"{pipeline.name}: query {query.id} started ({mode}, generation {identity.generation})")
-            hint = deletion_vector_hint(pipeline)
-            if hint:
+            for hint in table_property_hints(pipeline):
                 log(f"{pipeline.name}: {hint}")
             final, error = _supervise(query, listener, stop, mode, until_idle, max_seconds, log)
             _drain(query, listener)
