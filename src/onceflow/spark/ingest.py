@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from onceflow import faults, tables
 from onceflow.checkpoint import batch_offset_range
-from onceflow.config import Pipeline, duration_seconds
+from onceflow.config import AggregateSink, Pipeline, TableSink, duration_seconds
 from onceflow.errors import OnceflowError, RecoveryError
 from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
 from onceflow.ledger import LedgerEntry, read_ledger
@@ -53,27 +53,27 @@ class IngestResult:
     error: str | None = None
 
 
+def _table_sinks(pipeline: Pipeline) -> dict[str, TableSink]:
+    """Sink name → its settings, for every Delta sink the pipeline has."""
+    sinks = pipeline.sinks
+    out: dict[str, TableSink] = {"bronze": sinks.bronze, "quarantine": sinks.quarantine}
+    if sinks.aggregates is not None:
+        out["aggregates"] = sinks.aggregates
+    return out
+
+
 def table_paths(pipeline: Pipeline) -> dict[str, str]:
     """Sink name → resolved Delta table path, for every Delta sink the pipeline has."""
-    sinks = pipeline.sinks
-    paths = {"bronze": pipeline.resolve(sinks.bronze.path), "quarantine": pipeline.resolve(sinks.quarantine.path)}
-    if sinks.aggregates is not None:
-        paths["aggregates"] = pipeline.resolve(sinks.aggregates.path)
-    return paths
+    return {name: pipeline.resolve(sink.path) for name, sink in _table_sinks(pipeline).items()}
 
 
 def table_properties(pipeline: Pipeline) -> dict[str, dict[str, str]]:
     """Sink name → the Delta table properties its table is created with (only when created)."""
-    sinks = {"bronze": pipeline.sinks.bronze, "quarantine": pipeline.sinks.quarantine,
-             "aggregates": pipeline.sinks.aggregates}
     out: dict[str, dict[str, str]] = {}
-    for name, sink in sinks.items():
-        if sink is None:
-            continue
-        wanted = {tables.AUTO_COMPACT: "true"} if sink.auto_compact else {}
-        if name == "aggregates" and sink.deletion_vectors:
-            wanted[tables.DELETION_VECTORS] = "true"
-        out[name] = wanted
+    for name, sink in _table_sinks(pipeline).items():
+        out[name] = {tables.AUTO_COMPACT: "true"} if sink.auto_compact else {}
+        if isinstance(sink, AggregateSink) and sink.deletion_vectors:
+            out[name][tables.DELETION_VECTORS] = "true"
     return out
 
 
