@@ -14,7 +14,6 @@ Quote the ratios; the machine is shared.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -23,9 +22,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
-sys.path.insert(0, str(ROOT))
+from harness import emit
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 WARM_UP = 2
@@ -99,9 +96,7 @@ def main() -> int:
         rows += measure(spark, work, args.accounts, old, args.merges)
     spark.stop()
     figures = {"accounts": args.accounts, "merges": args.merges, "cores": os.cpu_count(), "runs": rows}
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    emit(figures, args.json)
     return 0
 
 

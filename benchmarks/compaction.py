@@ -18,19 +18,13 @@ rounds. Quote the ratios; the machine is shared.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
-os.environ.setdefault("ONCEFLOW_PROJECT", str(ROOT))
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from harness import emit, scratch_broker
 
 SCANS = 3
 
@@ -86,17 +80,10 @@ def main() -> int:
     args = ap.parse_args()
 
     from ingest_throughput import run_exactly_once
-
-    from onceflow.kafka.broker import LocalBroker
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
-    from tests.conftest import free_port_pair
 
-    work = Path(tempfile.mkdtemp(prefix="onceflow-compaction-"))
-    os.environ["ONCEFLOW_HOME"] = str(work / "home")
-    broker = LocalBroker(home=work, port=free_port_pair())
-    broker.start(timeout=120)
-    try:
+    with scratch_broker("onceflow-compaction-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)
         produce(broker.bootstrap, "events", args.events, partitions=4, malformed_ratio=0.01, txn_size=1000,
                 keep_records=False)
@@ -112,8 +99,6 @@ def main() -> int:
                 runs[compact].append(measure(spark, _pipeline(folder, broker.bootstrap, "events", args.max_offsets,
                                                               compact)))
         spark.stop()
-    finally:
-        broker.stop()
 
     def ratio(pick) -> float:
         return round(statistics.median(map(pick, runs[True])) / statistics.median(map(pick, runs[False])), 3)
@@ -124,9 +109,7 @@ def main() -> int:
                           "batch_seconds_median_with_vs_without": ratio(lambda m: m["batch_seconds_median"]),
                           "bronze_files_with_vs_without": ratio(lambda m: m["tables"]["bronze"]["files"]),
                           "bronze_scan_with_vs_without": ratio(lambda m: m["bronze_scan_seconds_median"])}}
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    emit(figures, args.json)
     return 0
 
 

@@ -17,18 +17,13 @@ Rates are records/s of committed records; quote the ratios, not the absolutes.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
-os.environ.setdefault("ONCEFLOW_PROJECT", str(ROOT))
-sys.path.insert(0, str(ROOT))
+from harness import emit, scratch_broker
 
 
 def _pipeline(folder: Path, bootstrap: str, topic: str, max_offsets: int, trigger: str = "1 second"):
@@ -145,16 +140,10 @@ def main() -> int:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
-    from onceflow.kafka.broker import LocalBroker
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
-    from tests.conftest import free_port_pair
 
-    work = Path(tempfile.mkdtemp(prefix="onceflow-bench-"))
-    os.environ["ONCEFLOW_HOME"] = str(work / "home")
-    broker = LocalBroker(home=work, port=free_port_pair())
-    broker.start(timeout=120)
-    try:
+    with scratch_broker("onceflow-bench-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)
         summary = produce(broker.bootstrap, "bench", args.events, partitions=4, malformed_ratio=0.01,
                           txn_size=1000, keep_records=False)
@@ -201,8 +190,6 @@ def main() -> int:
         file, lat_pipeline = _pipeline(work / "latency", broker.bootstrap, "latency", 100_000, "1 second")
         produce(broker.bootstrap, "latency", 1, partitions=4, keep_records=False)  # topic exists before the query
         latency = measure_latency(file, lat_pipeline, broker.bootstrap, args.latency_rate, args.latency_seconds)
-    finally:
-        broker.stop()
 
     figures = {
         "events": args.events, "committed_records": committed, "cores": os.cpu_count(),
@@ -214,9 +201,7 @@ def main() -> int:
         "by_trigger_size": runs,
         "latency": latency,
     }
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    emit(figures, args.json)
     return 0
 
 

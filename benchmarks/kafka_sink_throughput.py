@@ -26,16 +26,12 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from datetime import datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
-os.environ.setdefault("ONCEFLOW_PROJECT", str(ROOT))
-sys.path.insert(0, str(ROOT))
+from harness import emit, scratch_broker
 
 TASKS = 4
 
@@ -215,50 +211,43 @@ def main() -> int:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
-    from onceflow.kafka.broker import LocalBroker
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
-    from tests.conftest import free_port_pair
 
-    work = Path(tempfile.mkdtemp(prefix="onceflow-bench-kafka-sink-"))
-    os.environ["ONCEFLOW_HOME"] = str(work)
-    broker = LocalBroker(home=work, port=free_port_pair())
-    broker.start(timeout=180)
-    spark = None
-    try:
-        print(f"producing {args.events} events …", file=sys.stderr)
-        produce(broker.bootstrap, "bench", args.events, partitions=TASKS, malformed_ratio=0.01, txn_size=500,
-                keep_records=False)
-        spark = build_session("onceflow-bench-kafka-sink", master="local[2]")
-        figures = {"events": args.events, "machine": {"cpus": os.cpu_count()}}
-        print("sink-only throughput …", file=sys.stderr)
-        figures["sink_only"] = sink_only(spark, broker.bootstrap, "bench", args.repeats)
-        print("streaming throughput …", file=sys.stderr)
-        runs: dict[str, list[float]] = {"builtin": [], "txn": []}
-        rows = set()
-        for round_ in range(args.stream_repeats):  # alternating, so neither sink gets the warmer JVM
-            for which in ("builtin", "txn"):
-                seconds, written = streaming(spark, broker.bootstrap, "bench", args.max_offsets, work, which, round_)
-                runs[which].append(seconds)
-                rows.add(written)
-                print(f"  streaming round {round_}: {which} {seconds:.1f}s ({written} rows)", file=sys.stderr)
-        assert len(rows) == 1, f"both sinks must write the same valid events: {rows}"
-        n = rows.pop()
-        t_a, t_b = statistics.median(runs["builtin"]), statistics.median(runs["txn"])
-        figures["streaming"] = {"rows": n, "max_offsets_per_trigger": args.max_offsets,
-                                "seconds": {k: [round(x, 2) for x in v] for k, v in runs.items()},
-                                "rate_builtin": round(n / t_a), "rate_txn": round(n / t_b),
-                                "ratio_txn_to_builtin": round(t_a / t_b, 3)}
-        if not args.skip_latency:
-            print("latency at a 1 s trigger …", file=sys.stderr)
-            figures["latency"] = latency(spark, broker.bootstrap, work, args.latency_rate, args.latency_seconds)
-    finally:
-        if spark is not None:
-            spark.stop()
-        broker.stop()
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    with scratch_broker("onceflow-bench-kafka-sink-", timeout=180) as (work, broker):
+        spark = None
+        try:
+            print(f"producing {args.events} events …", file=sys.stderr)
+            produce(broker.bootstrap, "bench", args.events, partitions=TASKS, malformed_ratio=0.01, txn_size=500,
+                    keep_records=False)
+            spark = build_session("onceflow-bench-kafka-sink", master="local[2]")
+            figures = {"events": args.events, "machine": {"cpus": os.cpu_count()}}
+            print("sink-only throughput …", file=sys.stderr)
+            figures["sink_only"] = sink_only(spark, broker.bootstrap, "bench", args.repeats)
+            print("streaming throughput …", file=sys.stderr)
+            runs: dict[str, list[float]] = {"builtin": [], "txn": []}
+            rows = set()
+            for round_ in range(args.stream_repeats):  # alternating, so neither sink gets the warmer JVM
+                for which in ("builtin", "txn"):
+                    seconds, written = streaming(spark, broker.bootstrap, "bench", args.max_offsets, work,
+                                                 which, round_)
+                    runs[which].append(seconds)
+                    rows.add(written)
+                    print(f"  streaming round {round_}: {which} {seconds:.1f}s ({written} rows)", file=sys.stderr)
+            assert len(rows) == 1, f"both sinks must write the same valid events: {rows}"
+            n = rows.pop()
+            t_a, t_b = statistics.median(runs["builtin"]), statistics.median(runs["txn"])
+            figures["streaming"] = {"rows": n, "max_offsets_per_trigger": args.max_offsets,
+                                    "seconds": {k: [round(x, 2) for x in v] for k, v in runs.items()},
+                                    "rate_builtin": round(n / t_a), "rate_txn": round(n / t_b),
+                                    "ratio_txn_to_builtin": round(t_a / t_b, 3)}
+            if not args.skip_latency:
+                print("latency at a 1 s trigger …", file=sys.stderr)
+                figures["latency"] = latency(spark, broker.bootstrap, work, args.latency_rate, args.latency_seconds)
+        finally:
+            if spark is not None:
+                spark.stop()
+    emit(figures, args.json)
     return 0
 
 

@@ -100,6 +100,7 @@ class Ledger:
     exists: bool = True
     backfills: list[LedgerEntry] = field(default_factory=list)  # BACKFILL entries: repairs, not progress
     maintenance: list[dict] = field(default_factory=list)  # compactions, vacuums: no data changed
+    properties: dict[str, str] = field(default_factory=dict)  # the table's Delta properties (configuration)
 
     @property
     def last(self) -> LedgerEntry | None:
@@ -147,7 +148,7 @@ def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) 
         else:
             entries.append(entry)
     return Ledger(table=table_path, entries=entries, foreign_commits=foreign, backfills=backfills,
-                  maintenance=maintenance)
+                  maintenance=maintenance, properties=dict(table.metadata().configuration))
 
 
 def contiguity_problems(entries: Iterable[LedgerEntry]) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from onceflow.errors import RecoveryError
 from onceflow.kafka.admin import watermarks
 from onceflow.kafka.producer import produce
 from onceflow.ledger import read_ledger
-from onceflow.spark.ingest import run_ingest, table_paths, table_property_hints
+from onceflow.spark.ingest import read_ledgers, run_ingest, table_paths, table_property_hints
 from onceflow.status import StatusLog
 from tests.exactly_once import assert_exactly_once
 from tests.pipeline_helpers import load_pipeline
@@ -102,15 +103,25 @@ def test_the_aggregates_merge_writes_only_the_rows_it_changes(broker, spark, top
         merges = _merges(table_paths(pipeline)["aggregates"])
         copied[dv] = sum(int(m["numTargetRowsCopied"]) for m in merges)
         updated[dv] = sum(int(m["numTargetRowsUpdated"]) for m in merges)
-        assert table_property_hints(pipeline) == []
+        assert table_property_hints(pipeline, read_ledgers(pipeline)) == []
     assert updated[True] == updated[False] > 0  # later batches did add to windows of earlier ones
     assert copied[True] == 0 and copied[False] > 0, copied
 
     # a table made without them, under a pipeline that wants them: the job says how to switch them on
     wants = load_pipeline(tmp_path / "plain", broker.bootstrap, topic, name="p_merge_plain",
                           sinks={**sinks, "aggregates": {"path": sinks["aggregates"]["path"]}})
-    hints = table_property_hints(wants)
+    hints = table_property_hints(wants, read_ledgers(wants))
     assert len(hints) == 1 and "SET TBLPROPERTIES ('delta.enableDeletionVectors' = true)" in hints[0], hints
+
+
+@contextmanager
+def _compacting_after(spark, files: int):
+    """Delta compacts once `files` small files have gathered; its default, 50, is more than a test makes."""
+    spark.conf.set("spark.databricks.delta.autoCompact.minNumFiles", str(files))
+    try:
+        yield
+    finally:
+        spark.conf.unset("spark.databricks.delta.autoCompact.minNumFiles")
 
 
 def test_auto_compaction_merges_small_files_and_leaves_the_ledgers_alone(broker, spark, topic, tmp_path):
@@ -119,11 +130,8 @@ def test_auto_compaction_merges_small_files_and_leaves_the_ledgers_alone(broker,
     ledger entry (Delta takes the session's userMetadata): the ledger must not count it as a step."""
     produce(broker.bootstrap, topic, 8000, partitions=2, seed=23, malformed_ratio=0.02)
     pipeline = load_pipeline(tmp_path, broker.bootstrap, topic)
-    spark.conf.set("spark.databricks.delta.autoCompact.minNumFiles", "3")  # Delta's default is 50
-    try:
+    with _compacting_after(spark, files=3):
         assert run_ingest(pipeline, spark=spark).batches >= 4  # 2000 offsets per trigger
-    finally:
-        spark.conf.unset("spark.databricks.delta.autoCompact.minNumFiles")
     assert_exactly_once(pipeline, broker.bootstrap)
     for name, path in table_paths(pipeline).items():
         ledger, table = read_ledger(path), DeltaTable(path)
@@ -136,17 +144,14 @@ def test_auto_compaction_merges_small_files_and_leaves_the_ledgers_alone(broker,
             assert len(table.file_uris()) < len(ledger.entries), len(table.file_uris())
         if name == "aggregates":  # the case that would have doubled ledger entries
             assert any("onceflow_ledger" in (c.get("userMetadata") or "") for c in compactions)
-    assert table_property_hints(pipeline) == []
+    assert table_property_hints(pipeline, read_ledgers(pipeline)) == []
 
     # a pipeline that declines it gets tables without it, and no compaction
     off = load_pipeline(tmp_path / "off", broker.bootstrap, topic, name="p_no_compact",
                         sinks={s: {"path": str(tmp_path / "off" / s), "auto_compact": False}
                                for s in ("bronze", "quarantine", "aggregates")})
-    spark.conf.set("spark.databricks.delta.autoCompact.minNumFiles", "3")
-    try:
+    with _compacting_after(spark, files=3):
         run_ingest(off, spark=spark)
-    finally:
-        spark.conf.unset("spark.databricks.delta.autoCompact.minNumFiles")
     for name, path in table_paths(off).items():
         assert "OPTIMIZE" not in [c.get("operation") for c in DeltaTable(path).history()], name
-    assert table_property_hints(off) == []
+    assert table_property_hints(off, read_ledgers(off)) == []

@@ -25,7 +25,7 @@ from onceflow.checkpoint import batch_offset_range
 from onceflow.config import AggregateSink, Pipeline, TableSink, duration_seconds
 from onceflow.errors import OnceflowError, RecoveryError
 from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
-from onceflow.ledger import LedgerEntry, read_ledger
+from onceflow.ledger import Ledger, LedgerEntry, read_ledger
 from onceflow.spark.kafka_read import kafka_options
 from onceflow.spark.listener import StatusListener
 from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
@@ -86,33 +86,30 @@ _WHY = {
 }
 
 
-def table_property_hints(pipeline: Pipeline) -> list[str]:
-    """What to do where the pipeline wants a table property but its existing table was
-    created without it (by an older onceflow, or by hand): a line per table and property."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
+def read_ledgers(pipeline: Pipeline) -> dict[str, Ledger]:
+    """Each Delta sink's ledger (and table properties): read once per run, under its run lock."""
+    return {name: read_ledger(path) for name, path in table_paths(pipeline).items()}
 
+
+def table_property_hints(pipeline: Pipeline, ledgers: dict[str, Ledger]) -> list[str]:
+    """What to do where the pipeline wants a table property but its existing table was
+    created without it (by an older onceflow, or by hand): a line per table and property.
+    A table that does not exist yet is created with them."""
     hints = []
-    paths = table_paths(pipeline)
     for sink, wanted in table_properties(pipeline).items():
-        if not wanted:
-            continue
-        try:
-            configuration = DeltaTable(paths[sink]).metadata().configuration
-        except TableNotFoundError:
-            continue  # created with them on the first run
-        for key in wanted:
-            if str(configuration.get(key, "false")).lower() != "false":
+        ledger = ledgers[sink]
+        for key in wanted if ledger.exists else ():
+            if str(ledger.properties.get(key, "false")).lower() != "false":
                 continue
             why, setting = _WHY[key]
-            hints.append(f"the {sink} table {paths[sink]} lacks {key}: {why}. To turn it on, stop the stream and "
-                         f"run ALTER TABLE delta.`{paths[sink]}` SET TBLPROPERTIES ('{key}' = true) (the audit "
+            hints.append(f"the {sink} table {ledger.table} lacks {key}: {why}. To turn it on, stop the stream and "
+                         f"run ALTER TABLE delta.`{ledger.table}` SET TBLPROPERTIES ('{key}' = true) (the audit "
                          f"lists that commit as one without a ledger entry); or set sinks.{sink}.{setting}: "
                          f"false to silence this.")
     return hints
 
 
-def prepare_checkpoint(pipeline: Pipeline) -> CheckpointIdentity:
+def prepare_checkpoint(pipeline: Pipeline, ledgers: dict[str, Ledger]) -> CheckpointIdentity:
     """Decide the writer generation and starting offsets, or refuse with the fix.
 
     A fresh checkpoint beside sinks that already hold batches would restart batch
@@ -120,7 +117,6 @@ def prepare_checkpoint(pipeline: Pipeline) -> CheckpointIdentity:
     """
     cp = pipeline.checkpoint_path
     identity = read_identity(cp)
-    ledgers = {name: read_ledger(path) for name, path in table_paths(pipeline).items()}
     written = {name: l for name, l in ledgers.items() if l.entries}
     newest = max((l.generation for l in written.values()), default=None)
     fix = f"Fix: run `onceflow recover --pipeline {pipeline.file or pipeline.name}`."
@@ -140,10 +136,18 @@ def prepare_checkpoint(pipeline: Pipeline) -> CheckpointIdentity:
     return identity
 
 
+def _last_watermark(ledger: Ledger) -> datetime | None:
+    """The aggregates watermark the last batch recorded (its ledger entry's `extra`)."""
+    last = ledger.last
+    value = (last.extra or {}).get("watermark") if last else None
+    return datetime.fromisoformat(value) if value else None
+
+
 class BatchWriter:
     """The foreachBatch function: every sink of one micro-batch, idempotently."""
 
-    def __init__(self, spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity):
+    def __init__(self, spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity,
+                 ledgers: dict[str, Ledger]):
         self.spark = spark
         self.pipeline = pipeline
         self.generation = identity.generation
@@ -153,12 +157,7 @@ class BatchWriter:
         self.topic = pipeline.source.topic
         agg = pipeline.sinks.aggregates
         self.watermark_delay = timedelta(seconds=duration_seconds(agg.watermark)) if agg else None
-        self.watermark: datetime | None = self._last_watermark() if agg else None
-
-    def _last_watermark(self) -> datetime | None:
-        last = read_ledger(self.paths["aggregates"]).last
-        value = (last.extra or {}).get("watermark") if last else None
-        return datetime.fromisoformat(value) if value else None
+        self.watermark: datetime | None = _last_watermark(ledgers["aggregates"]) if agg else None
 
     def ensure_tables(self) -> None:
         ddl = {"bronze": tables.BRONZE_DDL, "quarantine": tables.QUARANTINE_DDL, "aggregates": tables.AGGREGATES_DDL}
@@ -251,7 +250,8 @@ def _starting_offsets(pipeline: Pipeline, identity: CheckpointIdentity) -> str:
     return identity.starting_offsets or pipeline.source.starting_offsets
 
 
-def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity, mode: str):
+def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity, mode: str,
+                ledgers: dict[str, Ledger]):
     """The streaming query, not yet started."""
     source = pipeline.source
     extra = {}
@@ -263,7 +263,7 @@ def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIde
               .options(**kafka_options(source.bootstrap_servers, source.topic,
                                        _starting_offsets(pipeline, identity), **extra))
               .load())
-    writer = BatchWriter(spark, pipeline, identity)
+    writer = BatchWriter(spark, pipeline, identity, ledgers)
     writer.ensure_tables()
     query = (stream.writeStream.queryName(f"onceflow-{pipeline.name}")
              .option("checkpointLocation", pipeline.checkpoint_path)
@@ -312,7 +312,8 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
     lock.acquire(run_id=run_id, mode=mode, pipeline=pipeline.name)
     started = time.monotonic()
     try:
-        identity = prepare_checkpoint(pipeline)
+        ledgers = read_ledgers(pipeline)
+        identity = prepare_checkpoint(pipeline, ledgers)
         if spark is None:
             from onceflow.spark.session import build_session
 
@@ -324,12 +325,12 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
         stop = _StopRequest()
         stop.install()
         try:
-            query = build_query(spark, pipeline, identity, mode).start()
+            query = build_query(spark, pipeline, identity, mode, ledgers).start()
             status.append(STARTED, run_id=run_id, query_id=str(query.id), pid=os.getpid(),
                           mode=mode, generation=identity.generation,
                           trigger_seconds=duration_seconds(pipeline.trigger.processing_time))
             log(f"{pipeline.name}: query {query.id} started ({mode}, generation {identity.generation})")
-            for hint in table_property_hints(pipeline):
+            for hint in table_property_hints(pipeline, ledgers):
                 log(f"{pipeline.name}: {hint}")
             final, error = _supervise(query, listener, stop, mode, until_idle, max_seconds, log)
             _drain(query, listener)
