@@ -119,12 +119,17 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
     # (seconds after producing began, latency) per record; not the topic-creating record before it
     timed = [((ts - started_ms) / 1000, (commit_ms[r["_batch_id"]] - ts) / 1000)
              for r in rows if (ts := r["_kafka_ts"].timestamp() * 1000) >= started_ms]
-    lat = sorted(latency for _, latency in timed)
-    steady = sorted(latency for after, latency in timed if after >= warm_up)
-    q, qs = statistics.quantiles(lat, n=100), statistics.quantiles(steady, n=100)
-    return {"records": len(lat), "p50_s": round(q[49], 3), "p95_s": round(q[94], 3), "rate_per_s": rate,
-            "after_warm_up": {"warm_up_s": warm_up, "records": len(steady), "p50_s": round(qs[49], 3),
-                              "p95_s": round(qs[94], 3)}}
+    return {**_p50_p95([latency for _, latency in timed]), "rate_per_s": rate,
+            "after_warm_up": {"warm_up_s": warm_up,
+                              **_p50_p95([latency for after, latency in timed if after >= warm_up])}}
+
+
+def _p50_p95(latencies: list[float]) -> dict:
+    """Count, p50 and p95 (None with fewer than two records: a run shorter than the warm-up)."""
+    if len(latencies) < 2:
+        return {"records": len(latencies), "p50_s": None, "p95_s": None}
+    q = statistics.quantiles(latencies, n=100)
+    return {"records": len(latencies), "p50_s": round(q[49], 3), "p95_s": round(q[94], 3)}
 
 
 def main() -> int:
