@@ -23,7 +23,15 @@ import sys
 import time
 from pathlib import Path
 
-from harness import emit, scratch_broker
+from harness import ROOT, emit, scratch_broker
+
+
+def _shipped_sizes() -> str:
+    """The shipped pipeline's batch sizes: available-now (the headline), then continuous."""
+    from onceflow.config import load
+
+    source = load(ROOT / "pipelines" / "payments.yaml").source
+    return f"{source.max_offsets(available_now=True)},{source.max_offsets(available_now=False)}"
 
 
 def _pipeline(folder: Path, bootstrap: str, topic: str, max_offsets: int, trigger: str = "1 second"):
@@ -135,9 +143,11 @@ def _p50_p95(latencies: list[float]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000)
-    ap.add_argument("--max-offsets", default="250000,1000000",
+    ap.add_argument("--max-offsets", default=None,
                     help="maxOffsetsPerTrigger of (a) and (b); a comma-separated list measures each size "
-                         "(the per-batch cost of the Delta commits shows as the ratio's rise with the size)")
+                         "(the per-batch cost of the Delta commits shows as the ratio's rise with the size); "
+                         "the first is the headline. Default: pipelines/payments.yaml's available-now size, "
+                         "then its continuous size")
     ap.add_argument("--rounds", type=int, default=3,
                     help="(a) and (b) run alternately this many times per size; the figures are medians")
     ap.add_argument("--latency-rate", type=float, default=2000, help="events/s produced while measuring latency")
@@ -158,7 +168,7 @@ def main() -> int:
 
         # warm the JVM, the connectors and both code paths once, so neither side pays for it
         produce(broker.bootstrap, "warm", min(20_000, args.events), partitions=4, keep_records=False)
-        sizes = [int(x) for x in str(args.max_offsets).split(",") if x.strip()]
+        sizes = [int(x) for x in str(args.max_offsets or _shipped_sizes()).split(",") if x.strip()]
         _, warm = _pipeline(work / "warm", broker.bootstrap, "warm", sizes[0])
         run_exactly_once(spark, warm)
         run_plain_parquet(spark, warm, work / "warm-b")

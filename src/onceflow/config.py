@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -44,7 +43,16 @@ class Source(_Model):
     topic: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = Field(default=100_000, gt=0)
+    # a scheduled available-now run has no latency to keep: larger batches amortise the
+    # fixed cost of each batch's Delta commits (docs/benchmarks.md). None: as above.
+    available_now_max_offsets_per_trigger: int | None = Field(default=None, gt=0)
     min_partitions: int | None = Field(default=None, gt=0)
+
+    def max_offsets(self, available_now: bool) -> int | None:
+        """Spark's maxOffsetsPerTrigger for a run in this mode (None: no limit)."""
+        if available_now and self.available_now_max_offsets_per_trigger:
+            return self.available_now_max_offsets_per_trigger
+        return self.max_offsets_per_trigger
 
     @field_validator("starting_offsets")
     @classmethod

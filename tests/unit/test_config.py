@@ -47,12 +47,24 @@ def test_unset_variable_without_default(tmp_path):
     (GOOD + "trigger: {processing_time: soon}\n", "trigger.processing_time", "not a duration"),
     (GOOD + "colour: red\n", "colour", "unknown field"),
     (GOOD.replace("name: p1", "name: P-1"), "name", "pattern"),
+    (GOOD.replace("topic: t}", "topic: t, available_now_max_offsets_per_trigger: 0}"),
+     "source.available_now_max_offsets_per_trigger", "greater than 0"),
 ])
 def test_field_errors(tmp_path, text, field, hint):
     with pytest.raises(ConfigError) as exc:
         config.load(write(tmp_path, text), env={})
     msg = str(exc.value)
     assert "p.yaml" in msg and f"field `{field}`" in msg and hint in msg and "Fix" in msg
+
+
+def test_batch_size_per_mode(tmp_path):
+    source = config.load(write(tmp_path, GOOD), env={}).source
+    assert source.max_offsets(available_now=False) == source.max_offsets(available_now=True) == 100_000
+    larger = GOOD.replace("topic: t}", "topic: t, available_now_max_offsets_per_trigger: 1000000}")
+    source = config.load(write(tmp_path, larger), env={}).source
+    assert (source.max_offsets(available_now=False), source.max_offsets(available_now=True)) == (100_000, 1_000_000)
+    shipped = config.load(ROOT / "pipelines" / "payments.yaml", env={}).source
+    assert shipped.max_offsets(available_now=True) > shipped.max_offsets(available_now=False)
 
 
 def test_missing_file_and_bad_yaml(tmp_path):

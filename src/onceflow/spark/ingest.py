@@ -255,8 +255,9 @@ def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIde
     """The streaming query, not yet started."""
     source = pipeline.source
     extra = {}
-    if source.max_offsets_per_trigger:
-        extra["maxOffsetsPerTrigger"] = str(source.max_offsets_per_trigger)
+    max_offsets = source.max_offsets(available_now=mode == AVAILABLE_NOW)
+    if max_offsets:
+        extra["maxOffsetsPerTrigger"] = str(max_offsets)
     if source.min_partitions:
         extra["minPartitions"] = str(source.min_partitions)
     stream = (spark.readStream.format("kafka")
