@@ -28,11 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
-os.environ.setdefault("ONCEFLOW_PROJECT", str(ROOT))
+from harness import emit
+
 os.environ.setdefault("ONCEFLOW_DRIVER_MEMORY", "4g")
-sys.path.insert(0, str(ROOT))
 
 TOPIC = "bench-audit"
 
@@ -137,10 +135,7 @@ def main() -> int:
         figures["incremental_target_met"] = figures["incremental_cost_ratio"] <= 0.05
     finally:
         broker.stop()
-    text = json.dumps(figures, indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text)
+    emit(figures, args.json)
     return 0
 
 

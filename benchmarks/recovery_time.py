@@ -36,9 +36,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
+import harness  # the project and its jars on the path; emit
 
 WAIT = 600  # seconds: bound on every wait (a JVM start on shared cores can be slow)
 CATCH_UP = 3600  # seconds: bound on the final catch-up run before the exactly-once check
@@ -254,12 +252,9 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def emit(report: dict, path: Path | None) -> None:
-    print(json.dumps(report, indent=2))
+    """The JSON (kept in `path` too), then a table people can read."""
+    harness.emit(report, path)
     print_table(report)
-    if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=2) + "\n")
-        log(f"written {path}")
 
 
 def print_table(report: dict) -> None:

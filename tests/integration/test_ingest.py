@@ -15,6 +15,7 @@ from onceflow.kafka.admin import watermarks
 from onceflow.kafka.producer import produce
 from onceflow.ledger import read_ledger
 from onceflow.spark.ingest import read_ledgers, run_ingest, table_paths, table_property_hints
+from onceflow.spark.session import COMPACT_MIN_FILE_BYTES
 from onceflow.status import StatusLog
 from tests.exactly_once import assert_exactly_once
 from tests.pipeline_helpers import load_pipeline
@@ -28,7 +29,10 @@ def test_available_now_lands_every_committed_record_once(broker, spark, topic, t
     result = run_ingest(pipeline, spark=spark)
     assert result.status == "finished" and result.batches >= 3, result  # 2000 offsets per trigger
     second = produce(broker.bootstrap, topic, 3000, partitions=4, seed=8, abort_ratio=0.1, malformed_ratio=0.05)
-    run_ingest(pipeline, spark=spark)
+    # an available-now run takes its own, larger batch size: the second backlog in one batch
+    larger = pipeline.model_copy(update={"source": pipeline.source.model_copy(
+        update={"available_now_max_offsets_per_trigger": 10_000})})
+    assert run_ingest(larger, spark=spark).batches == 1
     counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
     assert counts["quarantine"] == first.count("committed_malformed") + second.count("committed_malformed")
 
@@ -115,13 +119,18 @@ def test_the_aggregates_merge_writes_only_the_rows_it_changes(broker, spark, top
 
 
 @contextmanager
-def _compacting_after(spark, files: int):
-    """Delta compacts once `files` small files have gathered; its default, 50, is more than a test makes."""
-    spark.conf.set("spark.databricks.delta.autoCompact.minNumFiles", str(files))
+def _spark_conf(spark, key: str, value: str):
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.unset("spark.databricks.delta.autoCompact.minNumFiles")
+        spark.conf.set(key, before) if before is not None else spark.conf.unset(key)
+
+
+def _compacting_after(spark, files: int):
+    """Delta compacts once `files` small files have gathered; its default, 50, is more than a test makes."""
+    return _spark_conf(spark, "spark.databricks.delta.autoCompact.minNumFiles", str(files))
 
 
 def test_auto_compaction_merges_small_files_and_leaves_the_ledgers_alone(broker, spark, topic, tmp_path):
@@ -155,3 +164,14 @@ def test_auto_compaction_merges_small_files_and_leaves_the_ledgers_alone(broker,
     for name, path in table_paths(off).items():
         assert "OPTIMIZE" not in [c.get("operation") for c in DeltaTable(path).history()], name
     assert table_property_hints(off, read_ledgers(off)) == []
+
+    # files of at least the session's minimum size are left as they are: a large batch's fresh files
+    # are not rewritten (onceflow's sessions set it; the test's batches are small, so it is lowered here)
+    key = "spark.databricks.delta.autoCompact.minFileSize"
+    assert spark.conf.get(key) == str(COMPACT_MIN_FILE_BYTES)
+    large = load_pipeline(tmp_path / "large", broker.bootstrap, topic, name="p_large_files")
+    with _compacting_after(spark, files=3), _spark_conf(spark, key, "1024"):
+        run_ingest(large, spark=spark)
+    bronze = DeltaTable(table_paths(large)["bronze"])
+    assert min(Path(uri.removeprefix("file://")).stat().st_size for uri in bronze.file_uris()) > 1024
+    assert "OPTIMIZE" not in [c.get("operation") for c in bronze.history()]

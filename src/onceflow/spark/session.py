@@ -15,6 +15,7 @@ from onceflow.jvm import classpath_jars
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+COMPACT_MIN_FILE_BYTES = 8 * 1024 * 1024
 
 
 def spark_conf(master: str | None = None, ui: bool | None = None,
@@ -38,6 +39,10 @@ def spark_conf(master: str | None = None, ui: bool | None = None,
         # (re-read identically at read_committed if evicted), so Delta need not copy it first
         "spark.databricks.delta.merge.materializeSource": "none",
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+        # auto compaction merges the small files of small batches; a file this big is left as
+        # it is (Delta would otherwise rewrite a large batch's fresh files right after writing
+        # them: it compacts on a table's first write in every JVM, whatever minNumFiles says)
+        "spark.databricks.delta.autoCompact.minFileSize": str(COMPACT_MIN_FILE_BYTES),
     }
     conf.update(extra or {})
     return conf
