@@ -106,10 +106,8 @@ def main() -> int:
     broker.start(timeout=180)
     figures: dict = {"machine": {"cpus": os.cpu_count()}, "events": args.events}
     try:
-        pipeline = config.load(write_pipeline(
-            state / "pipeline", broker.bootstrap, TOPIC,
-            source={"bootstrap_servers": broker.bootstrap, "topic": TOPIC, "starting_offsets": "earliest",
-                    "max_offsets_per_trigger": args.max_offsets}))
+        pipeline = config.load(write_pipeline(state / "pipeline", broker.bootstrap, TOPIC,
+                                              max_offsets=args.max_offsets))
         spark = build_session("onceflow-audit-bench", master="local[2]")
         marker = state / "ingested.json"  # how many events the kept state holds
         setup = json.loads(marker.read_text()) if marker.exists() else {"events": 0}

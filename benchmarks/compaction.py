@@ -33,8 +33,7 @@ def _pipeline(folder: Path, bootstrap: str, topic: str, max_offsets: int, compac
     from tests.pipeline_helpers import load_pipeline
 
     return load_pipeline(folder, bootstrap, topic, name=f"compact_{folder.name.replace('-', '_')}",
-                         source={"bootstrap_servers": bootstrap, "topic": topic, "starting_offsets": "earliest",
-                                 "max_offsets_per_trigger": max_offsets},
+                         max_offsets=max_offsets,
                          sinks={"bronze": {"path": str(folder / "bronze"), "auto_compact": compact},
                                 "quarantine": {"path": str(folder / "quarantine"), "auto_compact": compact},
                                 "aggregates": {"path": str(folder / "aggregates"), "auto_compact": compact}})

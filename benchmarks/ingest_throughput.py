@@ -37,10 +37,7 @@ def _shipped_sizes() -> str:
 def _pipeline(folder: Path, bootstrap: str, topic: str, max_offsets: int, trigger: str = "1 second"):
     from tests.pipeline_helpers import pipeline_file
 
-    return pipeline_file(folder, bootstrap, topic,
-                         source={"bootstrap_servers": bootstrap, "topic": topic, "starting_offsets": "earliest",
-                                 "max_offsets_per_trigger": max_offsets},
-                         trigger={"processing_time": trigger})
+    return pipeline_file(folder, bootstrap, topic, max_offsets=max_offsets, trigger={"processing_time": trigger})
 
 
 def run_exactly_once(spark, pipeline) -> float:

@@ -10,16 +10,18 @@ import yaml
 from onceflow import config
 
 
-def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str | None = None, **overrides) -> Path:
-    """A pipeline file whose tables and checkpoint live under `folder`; `overrides`
-    replace top-level sections (e.g. trigger={"processing_time": "500 ms"}). The
-    name defaults to one made from the topic, so each test has its own status files."""
+def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str | None = None, max_offsets: int = 2000,
+                   **overrides) -> Path:
+    """A pipeline file whose tables and checkpoint live under `folder`, reading `topic` from
+    the start, `max_offsets` per batch; `overrides` replace top-level sections (e.g.
+    trigger={"processing_time": "500 ms"}). The name defaults to one made from the topic,
+    so each test has its own status files."""
     folder.mkdir(parents=True, exist_ok=True)
     name = name or "p_" + re.sub(r"[^a-z0-9_]", "_", topic.lower())[:60]
     body = {
         "name": name,
         "source": {"bootstrap_servers": bootstrap, "topic": topic, "starting_offsets": "earliest",
-                   "max_offsets_per_trigger": 2000},
+                   "max_offsets_per_trigger": max_offsets},
         "sinks": {"bronze": {"path": str(folder / "bronze")},
                   "quarantine": {"path": str(folder / "quarantine")},
                   "aggregates": {"path": str(folder / "aggregates"), "window": "1 minute",
