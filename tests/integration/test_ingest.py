@@ -125,7 +125,10 @@ def _spark_conf(spark, key: str, value: str):
     try:
         yield
     finally:
-        spark.conf.set(key, before) if before is not None else spark.conf.unset(key)
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def _compacting_after(spark, files: int):
