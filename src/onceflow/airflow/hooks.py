@@ -24,7 +24,6 @@ from airflow.sdk import BaseHook
 
 from onceflow import config
 from onceflow.config import Pipeline
-from onceflow.paths import state_dir
 from onceflow.status import FINAL, PROGRESS, STARTED, RunLock, StatusLog, now_iso
 
 # verdicts of `onceflow checkpoint status` (onceflow.health)

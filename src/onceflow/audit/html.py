@@ -93,7 +93,7 @@ def render(summary: dict) -> str:
     body = []
     if summary.get("reason"):
         body.append(f"<section><h2>The audit could not run</h2><pre>{escape(summary['reason'])}</pre></section>")
-    links = [f"<a href='summary.json'>summary.json</a>"]
+    links = ["<a href='summary.json'>summary.json</a>"]
     docs = summary.get("data_docs") or {}
     if docs.get("index"):
         links.append(f"<a href='{escape(docs['index'])}'>Great Expectations Data Docs</a>")

@@ -45,8 +45,8 @@ def parse_events(kafka_df: DataFrame, spec: EventSpec) -> DataFrame:
     missing = [F.when(k.isNull() | (k == F.lit("VOID")), F.lit(f)) for f, k in kinds.items()]
     wrong = [F.when(k.isNotNull() & (k != F.lit("VOID")) & (k != F.lit("STRING")), F.concat(F.lit(f + " is "), k))
              for f, k in kinds.items()]
-    amount_text, time_text, id_text = _text("amount"), _text("event_time"), _text("event_id")
-    amount = F.expr(f"try_cast(variant_get(_json, '$.amount', 'string') as decimal(18,2))")
+    amount_text, id_text = _text("amount"), _text("event_id")
+    amount = F.expr("try_cast(variant_get(_json, '$.amount', 'string') as decimal(18,2))")
     event_time = F.expr("try_cast(variant_get(_json, '$.event_time', 'string') as timestamp)")
     currency = _text("currency")
 
