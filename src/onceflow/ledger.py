@@ -43,10 +43,7 @@ class LedgerEntry:
     topic: str
     start: dict[int, int]
     end: dict[int, int]
-    # rows the commit holds; None in a bronze entry, which is committed in the same pass that
-    # reads Kafka, before anything could count them: read_ledger then takes Delta's own
-    # `numOutputRows` metric of that commit
-    rows: int | None = 0
+    rows: int = 0
     kind: str = BATCH
     extra: dict = field(default_factory=dict)
     version: int | None = None  # the Delta table version that holds this entry
@@ -64,18 +61,15 @@ class LedgerEntry:
         body = {LEDGER_KEY: LEDGER_FORMAT, "kind": self.kind, "pipeline": self.pipeline, "sink": self.sink,
                 "generation": self.generation, "batch_id": self.batch_id, "topic": self.topic,
                 "start": {str(p): o for p, o in sorted(self.start.items())},
-                "end": {str(p): o for p, o in sorted(self.end.items())}}
-        if self.rows is not None:
-            body["rows"] = self.rows
+                "end": {str(p): o for p, o in sorted(self.end.items())},
+                "rows": self.rows}
         if self.extra:
             body["extra"] = self.extra
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str, version: int | None = None, timestamp: int | None = None,
-                  rows_written: int | None = None) -> "LedgerEntry | None":
-        """Parse commit metadata; None when it is not an onceflow ledger entry. An entry
-        without `rows` takes `rows_written`: the row count Delta recorded for the commit."""
+    def from_json(cls, text: str, version: int | None = None, timestamp: int | None = None) -> "LedgerEntry | None":
+        """Parse commit metadata; None when it is not an onceflow ledger entry."""
         try:
             body = json.loads(text)
         except (TypeError, ValueError):
@@ -86,7 +80,7 @@ class LedgerEntry:
                    batch_id=int(body["batch_id"]), topic=body["topic"],
                    start={int(p): int(o) for p, o in body["start"].items()},
                    end={int(p): int(o) for p, o in body["end"].items()},
-                   rows=int(body["rows"]) if body.get("rows") is not None else rows_written, kind=body.get("kind", BATCH), extra=body.get("extra") or {},
+                   rows=int(body.get("rows", 0)), kind=body.get("kind", BATCH), extra=body.get("extra") or {},
                    version=version, timestamp=timestamp)
 
     def as_dict(self) -> dict:
@@ -145,7 +139,7 @@ def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) 
             maintenance.append(brief)
             continue
         entry = LedgerEntry.from_json(commit.get("userMetadata"), version=commit.get("version"),
-                                      timestamp=commit.get("timestamp"), rows_written=_rows_written(commit))
+                                      timestamp=commit.get("timestamp"))
         if entry is None:
             if commit.get("operation") not in ("CREATE TABLE",):
                 foreign.append(brief)
@@ -155,12 +149,6 @@ def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) 
             entries.append(entry)
     return Ledger(table=table_path, entries=entries, foreign_commits=foreign, backfills=backfills,
                   maintenance=maintenance, properties=dict(table.metadata().configuration))
-
-
-def _rows_written(commit: dict) -> int | None:
-    """The rows a WRITE commit added, from Delta's commit metrics (None if not recorded)."""
-    value = (commit.get("operationMetrics") or {}).get("numOutputRows")
-    return int(value) if value is not None else None
 
 
 def contiguity_problems(entries: Iterable[LedgerEntry]) -> list[str]:

@@ -27,15 +27,6 @@ def test_entry_round_trips_through_commit_metadata():
     assert LedgerEntry.from_json('{"other": 1}') is None
 
 
-def test_an_entry_without_a_row_count_takes_the_count_delta_recorded_for_its_commit():
-    counted = entry(3, {0: 10}, {0: 20})
-    uncounted = LedgerEntry("p", "bronze", 0, 3, "t", {0: 10}, {0: 20}, rows=None)
-    assert '"rows"' not in uncounted.to_json() and '"rows":1' in counted.to_json()
-    assert LedgerEntry.from_json(uncounted.to_json(), rows_written=9).rows == 9
-    assert LedgerEntry.from_json(uncounted.to_json()).rows is None  # Delta's metrics were off: unknown, not 0
-    assert LedgerEntry.from_json(counted.to_json(), rows_written=9).rows == 1  # the entry's own count wins
-
-
 def test_contiguous_ledger_has_no_problems_across_generations_and_losses():
     entries = [entry(0, {0: 0}, {0: 10}), entry(1, {0: 10}, {0: 25}),
                entry(-1, {0: 25}, {0: 40}, generation=1, kind=LOSS), entry(0, {0: 40}, {0: 50}, generation=1)]

@@ -165,8 +165,7 @@ class BatchWriter:
         for name, path in self.paths.items():
             delta.ensure_table(self.spark, path, ddl[name], properties.get(name))
 
-    def entry(self, sink: str, batch_id: int, start: dict, end: dict, rows: int | None,
-              extra: dict | None = None):
+    def entry(self, sink: str, batch_id: int, start: dict, end: dict, rows: int, extra: dict | None = None):
         floor = self.floors[sink]
         if floor:  # this sink already holds everything below its floor: its range starts there
             start = {p: max(o, floor.get(p, o)) for p, o in start.items()}
@@ -196,14 +195,18 @@ class BatchWriter:
         faults.maybe_crash("after_sink_commit", batch_id)
 
     def _write(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
-        # bronze first: its write is the one pass that reads Kafka, parses and fills the cache
-        # (counting the rows first would be a second pass). Its entry carries no row count;
-        # the ledger takes Delta's own count of the commit (LedgerEntry.rows).
+        wm = self.watermark
+        late = F.col("event_time") < F.lit(wm) if wm is not None else F.lit(False)
+        valid = F.col("reason").isNull()
+        counts = [F.count(F.when(self.kept(sink) & (~valid if sink == "quarantine" else valid), 1)).alias(sink)
+                  for sink in ("bronze", "quarantine", "aggregates")]
+        stats = parsed.agg(*counts, F.max(F.when(valid, F.col("event_time"))).alias("max_time"),
+                           F.min(F.when(valid, F.col("event_time"))).alias("min_time"),
+                           F.count(F.when(valid & late, 1)).alias("late")).first()
         bronze = bronze_rows(parsed, batch_id, self.generation)
         delta.append(self.above_floor(bronze, "bronze"), self.paths["bronze"],
-                     self.entry("bronze", batch_id, start, end, None))
+                     self.entry("bronze", batch_id, start, end, stats["bronze"]))
         faults.maybe_crash("between_sinks", batch_id)
-        stats = self._stats(parsed)  # from the cache
         delta.append(self.above_floor(quarantine_rows(parsed, batch_id, self.generation), "quarantine"),
                      self.paths["quarantine"], self.entry("quarantine", batch_id, start, end, stats["quarantine"]))
         if "aggregates" in self.paths:
@@ -211,18 +214,6 @@ class BatchWriter:
         if self.kafka is not None:  # one Kafka transaction per task partition (docs/kafka-sink.md)
             kafka = self.entry("kafka", batch_id, start, end, 0)
             self.kafka.write(self.above_floor(bronze, "kafka"), batch_id, kafka.start, kafka.end)
-
-    def _stats(self, parsed: DataFrame):
-        """Row counts per sink (above its floor), the valid events' time span and how many
-        of them are older than the watermark."""
-        wm = self.watermark
-        late = F.col("event_time") < F.lit(wm) if wm is not None else F.lit(False)
-        valid = F.col("reason").isNull()
-        counts = [F.count(F.when(self.kept(sink) & (~valid if sink == "quarantine" else valid), 1)).alias(sink)
-                  for sink in ("quarantine", "aggregates")]
-        return parsed.agg(*counts, F.max(F.when(valid, F.col("event_time"))).alias("max_time"),
-                          F.min(F.when(valid, F.col("event_time"))).alias("min_time"),
-                          F.count(F.when(valid & late, 1)).alias("late")).first()
 
     def _aggregate(self, bronze: DataFrame, batch_id: int, start: dict, end: dict, stats) -> None:
         """Merge this batch's per-window sums. Late events (older than the watermark)
