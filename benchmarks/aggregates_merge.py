@@ -42,11 +42,10 @@ def partial(spark, accounts: int, first_window: int, windows: int):
 
 
 def measure(spark, work: Path, accounts: int, old_windows: int, merges: int) -> list[dict]:
-    from deltalake import DeltaTable
-
     from onceflow import tables
     from onceflow.ledger import LedgerEntry
     from onceflow.spark.sinks import delta
+    from tests.pipeline_helpers import merge_metrics
 
     def entry(batch: int) -> LedgerEntry:
         return LedgerEntry("bench", "aggregates", 0, batch, "bench", {0: batch}, {0: batch + 1})
@@ -66,8 +65,7 @@ def measure(spark, work: Path, accounts: int, old_windows: int, merges: int) -> 
             seconds[dv].append(time.monotonic() - started)
     out = []
     for dv, path in paths.items():
-        history = sorted(DeltaTable(path).history(), key=lambda c: c["version"])
-        last = [c.get("operationMetrics") or {} for c in history if c.get("operation") == "MERGE"][-1]
+        last = merge_metrics(path)[-1]
         out.append({"deletion_vectors": dv, "rows_before": old_windows * accounts,
                     "median_seconds": round(statistics.median(seconds[dv][WARM_UP:]), 3),
                     "seconds": [round(s, 2) for s in seconds[dv]],

@@ -81,13 +81,10 @@ def run_plain_parquet(spark, pipeline, folder: Path) -> float:
 def merge_rows_copied(pipeline) -> int:
     """Rows the aggregates MERGEs copied unchanged into new files, over the whole run: 0 with
     deletion vectors; with plain rewrites it grows with the table, batch after batch."""
-    from deltalake import DeltaTable
-
     from onceflow.spark.ingest import table_paths
+    from tests.pipeline_helpers import merge_metrics
 
-    history = DeltaTable(table_paths(pipeline)["aggregates"]).history()
-    return sum(int((c.get("operationMetrics") or {}).get("numTargetRowsCopied", 0)) for c in history
-               if c.get("operation") == "MERGE")
+    return sum(int(m.get("numTargetRowsCopied", 0)) for m in merge_metrics(table_paths(pipeline)["aggregates"]))
 
 
 def run_raw_consumer(bootstrap: str, topic: str) -> float:

@@ -43,3 +43,12 @@ def pipeline_file(folder: Path, bootstrap: str, topic: str, **overrides) -> tupl
     """The file (for subprocesses and CLIs) and the loaded pipeline (for assertions)."""
     path = write_pipeline(folder, bootstrap, topic, **overrides)
     return path, config.load(path)
+
+
+def merge_metrics(table: str) -> list[dict]:
+    """Delta's operation metrics of each MERGE into `table`, oldest first (values as Delta
+    wrote them: strings of numbers)."""
+    from deltalake import DeltaTable
+
+    history = sorted(DeltaTable(table).history(), key=lambda c: c.get("version", -1))
+    return [c.get("operationMetrics") or {} for c in history if c.get("operation") == "MERGE"]

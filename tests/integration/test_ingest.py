@@ -18,7 +18,7 @@ from onceflow.spark.ingest import read_ledgers, run_ingest, table_paths, table_p
 from onceflow.spark.session import COMPACT_MIN_FILE_BYTES
 from onceflow.status import StatusLog
 from tests.exactly_once import assert_exactly_once
-from tests.pipeline_helpers import load_pipeline
+from tests.pipeline_helpers import load_pipeline, merge_metrics
 
 pytestmark = pytest.mark.integration
 
@@ -85,10 +85,6 @@ def test_missing_checkpoint_beside_written_sinks_is_refused(broker, spark, topic
         run_ingest(pipeline, spark=spark)
 
 
-def _merges(path: str) -> list[dict]:
-    return [c.get("operationMetrics") or {} for c in DeltaTable(path).history() if c.get("operation") == "MERGE"]
-
-
 def test_the_aggregates_merge_writes_only_the_rows_it_changes(broker, spark, topic, tmp_path):
     """With deletion vectors (the default) a batch's MERGE copies no unchanged row; without
     them Delta rewrites every file holding a matched row, so each MERGE copies the table."""
@@ -104,7 +100,7 @@ def test_the_aggregates_merge_writes_only_the_rows_it_changes(broker, spark, top
         assert_exactly_once(pipeline, broker.bootstrap)
         table = DeltaTable(table_paths(pipeline)["aggregates"])
         assert ("deletionVectors" in (table.protocol().reader_features or [])) is dv
-        merges = _merges(table_paths(pipeline)["aggregates"])
+        merges = merge_metrics(table_paths(pipeline)["aggregates"])
         copied[dv] = sum(int(m["numTargetRowsCopied"]) for m in merges)
         updated[dv] = sum(int(m["numTargetRowsUpdated"]) for m in merges)
         assert table_property_hints(pipeline, read_ledgers(pipeline)) == []
