@@ -11,11 +11,11 @@ from onceflow import config
 
 
 def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str | None = None, max_offsets: int = 2000,
-                   **overrides) -> Path:
+                   available_now_max_offsets: int | None = None, **overrides) -> Path:
     """A pipeline file whose tables and checkpoint live under `folder`, reading `topic` from
-    the start, `max_offsets` per batch; `overrides` replace top-level sections (e.g.
-    trigger={"processing_time": "500 ms"}). The name defaults to one made from the topic,
-    so each test has its own status files."""
+    the start, `max_offsets` per batch (`available_now_max_offsets` in available-now runs, if
+    given); `overrides` replace top-level sections (e.g. trigger={"processing_time": "500 ms"}).
+    The name defaults to one made from the topic, so each test has its own status files."""
     folder.mkdir(parents=True, exist_ok=True)
     name = name or "p_" + re.sub(r"[^a-z0-9_]", "_", topic.lower())[:60]
     body = {
@@ -29,6 +29,8 @@ def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str | None = 
         "checkpoint": str(folder / "checkpoint"),
         "trigger": {"processing_time": "1 second"},
     }
+    if available_now_max_offsets is not None:
+        body["source"]["available_now_max_offsets_per_trigger"] = available_now_max_offsets
     body.update(overrides)
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(body, sort_keys=False))

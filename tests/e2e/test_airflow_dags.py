@@ -37,10 +37,8 @@ def flow(broker, jars, state_home, tmp_path_factory):
     root = tmp_path_factory.mktemp("airflow-e2e")
     topic = f"t-airflow-e2e-{os.getpid()}"
     file, pipeline = pipeline_file(root / "pipelines", broker.bootstrap, topic, name="afe2e",
-                                   source={"bootstrap_servers": broker.bootstrap, "topic": topic,
-                                           "starting_offsets": "earliest", "max_offsets_per_trigger": 500,
-                                           # scheduled runs catch up in one batch; streams keep 500
-                                           "available_now_max_offsets_per_trigger": 20000},
+                                   # scheduled runs catch up in one batch; streams keep 500 per batch
+                                   max_offsets=500, available_now_max_offsets=20000,
                                    health={"max_lag": 100000, "stalled_after_triggers": 120,
                                            "dead_after_seconds": 120})
     mp = pytest.MonkeyPatch()

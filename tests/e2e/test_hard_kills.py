@@ -69,10 +69,8 @@ def test_hard_kills_in_every_window_and_at_random(broker, topic, tmp_path):
     rng = random.Random(SEED)
     folder = tmp_path / "pipeline"
     file, pipeline = pipeline_file(folder, broker.bootstrap, topic,
-                                   source={"bootstrap_servers": broker.bootstrap, "topic": topic,
-                                           "starting_offsets": "earliest", "max_offsets_per_trigger": 2500,
-                                           # the final catch-up (available-now) takes the backlog in large batches
-                                           "available_now_max_offsets_per_trigger": 60000},
+                                   # the final catch-up (available-now) takes the backlog in large batches
+                                   max_offsets=2500, available_now_max_offsets=60000,
                                    trigger={"processing_time": "500 ms"})
     producer = Producer(broker.bootstrap, topic, EVENTS, rate=700, seed=SEED)
     producer.start()

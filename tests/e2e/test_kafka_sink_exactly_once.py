@@ -120,9 +120,7 @@ def source(broker):
 def test_transactional_sink_is_exactly_once_through_the_kill_schedule(broker, source, tmp_path):
     name = "kafka_e2e"
     out_topic, ledger_topic = "t-e2e-txn-out", "t-e2e-txn-ledger"
-    path = write_pipeline(tmp_path, broker.bootstrap, source["topic"], name=name,
-                          source={"bootstrap_servers": broker.bootstrap, "topic": source["topic"],
-                                  "starting_offsets": "earliest", "max_offsets_per_trigger": MAX_OFFSETS},
+    path = write_pipeline(tmp_path, broker.bootstrap, source["topic"], name=name, max_offsets=MAX_OFFSETS,
                           sinks={"bronze": {"path": str(tmp_path / "bronze")},
                                  "quarantine": {"path": str(tmp_path / "quarantine")},
                                  "kafka": {"topic": out_topic, "ledger_topic": ledger_topic,

@@ -38,9 +38,7 @@ def ingested(broker, spark, tmp_path_factory):
     topic = f"t-audit-{folder.name}"
     produced = produce(broker.bootstrap, topic, 2400, partitions=PARTITIONS, seed=11, abort_ratio=0.1,
                        malformed_ratio=0.05, txn_size=50)
-    pipeline = config.load(write_pipeline(folder, broker.bootstrap, topic,
-                                          source={"bootstrap_servers": broker.bootstrap, "topic": topic,
-                                                  "starting_offsets": "earliest", "max_offsets_per_trigger": 1500}))
+    pipeline = config.load(write_pipeline(folder, broker.bootstrap, topic, max_offsets=1500))
     result = run_ingest(pipeline, spark=spark)
     assert result.status == "finished" and result.batches >= 2, result
     return {"folder": folder, "topic": topic, "produced": produced, "bootstrap": broker.bootstrap}
@@ -50,9 +48,7 @@ def copy_of(ingested, dest: Path) -> config.Pipeline:
     """The ingested pipeline's tables and checkpoint, copied; a pipeline file pointing at the copy."""
     shutil.copytree(ingested["folder"], dest, ignore=shutil.ignore_patterns("*.yaml"))
     topic, bootstrap = ingested["topic"], ingested["bootstrap"]
-    return config.load(write_pipeline(dest, bootstrap, topic,
-                                      source={"bootstrap_servers": bootstrap, "topic": topic,
-                                              "starting_offsets": "earliest", "max_offsets_per_trigger": 1500}))
+    return config.load(write_pipeline(dest, bootstrap, topic, max_offsets=1500))
 
 
 def audit(pipeline, spark, tmp_path, mode="full"):
@@ -364,9 +360,7 @@ def test_an_audit_of_a_running_stream_judges_the_point_read_at_its_start(ingeste
 
     pipeline = copy_of(ingested, tmp_path / "p")
     pipeline = config.load(write_pipeline(
-        tmp_path / "p", ingested["bootstrap"], ingested["topic"],
-        source={"bootstrap_servers": ingested["bootstrap"], "topic": ingested["topic"],
-                "starting_offsets": "earliest", "max_offsets_per_trigger": 400},
+        tmp_path / "p", ingested["bootstrap"], ingested["topic"], max_offsets=400,
         trigger={"processing_time": "1 second"}))
     errors: list[BaseException] = []
 
