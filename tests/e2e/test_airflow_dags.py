@@ -184,7 +184,7 @@ def test_stream_kill_makes_the_sensor_fire_and_recover_brings_it_back(flow):
     assert conf["verdict"] == "dead" and conf["from_run"] == run_id
 
     _produce(flow, 300, seed=3)    # new data arrives while the pipeline is down
-    rec_id, rec, _ = _run(flow, "recover", {**conf, "until_idle_seconds": 45, "catchup_max_seconds": 600})
+    rec_id, rec, _ = _run(flow, "recover", {**conf, "until_idle_seconds": 20, "catchup_max_seconds": 600})
     assert rec == {"begin": "success", "stop": "success", "plan": "success", "execute": "success",
                    "resubmit": "success", "wait_first_batch": "success", "audit": "success",
                    "end": "success"}, rec

@@ -384,8 +384,8 @@ def test_an_audit_of_a_running_stream_judges_the_point_read_at_its_start(ingeste
     producer = background(produce, bootstrap=ingested["bootstrap"], topic=ingested["topic"], count=900,
                           partitions=PARTITIONS, seed=13, abort_ratio=0.1, malformed_ratio=0.05, txn_size=25,
                           rate=30, keep_records=False)
-    # idle = no batch with data for 90 s: generous, batches take long on a busy machine
-    job = background(run_ingest, pipeline=pipeline, mode="continuous", until_idle=90, max_seconds=900, spark=spark)
+    # idle = no batch with data for 40 s (the producer runs about 30 s; a batch in flight still commits)
+    job = background(run_ingest, pipeline=pipeline, mode="continuous", until_idle=40, max_seconds=900, spark=spark)
     deadline = time.monotonic() + 180
     while not any(e.get("event") == "progress" and e.get("input_rows") for e in this_run()):
         assert not errors, errors
