@@ -109,9 +109,7 @@ def test_broker_restart_mid_stream(jars, tmp_path):
     try:
         topic = "restarted"
         folder = tmp_path / "pipeline"
-        source = {"bootstrap_servers": broker.bootstrap, "topic": topic, "starting_offsets": "earliest",
-                  "max_offsets_per_trigger": 1500}
-        file, pipeline = pipeline_file(folder, broker.bootstrap, topic, source=source,
+        file, pipeline = pipeline_file(folder, broker.bootstrap, topic, max_offsets=1500,
                                        trigger={"processing_time": "500 ms"})
         before = produce(broker.bootstrap, topic, 8000, partitions=PARTITIONS, seed=5, abort_ratio=0.06,
                          malformed_ratio=0.015)

@@ -44,11 +44,12 @@ def ingested(broker, spark, tmp_path_factory):
     return {"folder": folder, "topic": topic, "produced": produced, "bootstrap": broker.bootstrap}
 
 
-def copy_of(ingested, dest: Path) -> config.Pipeline:
-    """The ingested pipeline's tables and checkpoint, copied; a pipeline file pointing at the copy."""
+def copy_of(ingested, dest: Path, max_offsets: int = 1500, **overrides) -> config.Pipeline:
+    """The ingested pipeline's tables and checkpoint, copied; a pipeline file pointing at the copy
+    (`max_offsets` and `overrides` as in write_pipeline)."""
     shutil.copytree(ingested["folder"], dest, ignore=shutil.ignore_patterns("*.yaml"))
-    topic, bootstrap = ingested["topic"], ingested["bootstrap"]
-    return config.load(write_pipeline(dest, bootstrap, topic, max_offsets=1500))
+    return config.load(write_pipeline(dest, ingested["bootstrap"], ingested["topic"], max_offsets=max_offsets,
+                                      **overrides))
 
 
 def audit(pipeline, spark, tmp_path, mode="full"):
@@ -358,10 +359,7 @@ def test_an_audit_of_a_running_stream_judges_the_point_read_at_its_start(ingeste
 
     from onceflow.status import StatusLog
 
-    pipeline = copy_of(ingested, tmp_path / "p")
-    pipeline = config.load(write_pipeline(
-        tmp_path / "p", ingested["bootstrap"], ingested["topic"], max_offsets=400,
-        trigger={"processing_time": "1 second"}))
+    pipeline = copy_of(ingested, tmp_path / "p", max_offsets=400, trigger={"processing_time": "1 second"})
     errors: list[BaseException] = []
 
     def background(fn, **kw):
