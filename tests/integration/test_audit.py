@@ -41,7 +41,9 @@ def ingested(broker, spark, tmp_path_factory):
     pipeline = config.load(write_pipeline(folder, broker.bootstrap, topic, max_offsets=1500))
     result = run_ingest(pipeline, spark=spark)
     assert result.status == "finished" and result.batches >= 2, result
-    return {"folder": folder, "topic": topic, "produced": produced, "bootstrap": broker.bootstrap}
+    # the topic's end offsets as ingested: later tests produce more into the same topic
+    ends = {p: high for p, (_low, high) in watermarks(broker.bootstrap, topic).items()}
+    return {"folder": folder, "topic": topic, "produced": produced, "bootstrap": broker.bootstrap, "ends": ends}
 
 
 def copy_of(ingested, dest: Path, max_offsets: int = 1500, **overrides) -> config.Pipeline:
@@ -89,8 +91,8 @@ def test_clean_run_passes_and_counts_equal_the_generators(ingested, spark, tmp_p
         assert row["source_checksum"] == row["sink_checksum"]
     assert summary["counts"]["source_records"] == produced.count("committed")
     assert summary["counts"]["aggregate_windows"] > 0
-    # the audited ranges end where Kafka, the checkpoint and every ledger end
-    ends = {p: high for p, (_low, high) in watermarks(ingested["bootstrap"], ingested["topic"]).items()}
+    # the audited ranges end where Kafka (as ingested), the checkpoint and every ledger end
+    ends = ingested["ends"]
     assert {r["partition"]: (r["start"], r["end"]) for r in summary["ranges"]} == {p: (0, e) for p, e in ends.items()}
     assert read_ledger(pipeline.resolve(pipeline.sinks.bronze.path)).committed_offsets() == ends
     # every kind of check ran: reconciliation and GX, each GX suite rendered into Data Docs
