@@ -4,9 +4,10 @@
 
 Runs the exactly-once job (available-now) over `--events` events at `--max-offsets`
 per trigger, after a warm-up run, and reads Spark's event log of that run: how many
-Spark jobs each batch starts, grouped by what started them (Delta's snapshot state
-reconstruction, the MERGE, appends, auto compaction ...), and how much of the batch
-the jobs themselves take; the rest is driver work between them. Job counts do not
+Spark jobs each batch starts and the seconds they take, grouped by what started them
+(Delta's snapshot state reconstruction, the MERGE, appends, auto compaction ...),
+and how much of the batch the jobs themselves take; the rest is driver work
+between them. Job counts do not
 depend on how busy the machine is, so unlike seconds they show a change by
 themselves. `--jfr F` also records a Java Flight Recording of the driver
 (`jfr print --events jdk.ThreadPark F` shows what it waits for; docs/benchmarks.md).
@@ -57,6 +58,20 @@ def read_jobs(event_logs: Path, first: int, last: int) -> list[dict]:
         elif kind == "SparkListenerJobEnd" and event["Job ID"] in jobs:
             jobs[event["Job ID"]]["end"] = event["Completion Time"]
     return [jobs[j] for j in sorted(jobs)]
+
+
+def seconds_by_step(jobs: list[dict]) -> Counter:
+    """Seconds per step, each job counted with the driver time between the previous
+    job's end and its own end (that gap is mostly the driver planning this job)."""
+    out: Counter = Counter()
+    reach = None
+    for job in sorted(jobs, key=lambda j: j["start"]):
+        end = job["end"] or job["start"]
+        begin = job["start"] if reach is None else min(job["start"], reach)
+        if reach is None or end > reach:
+            out[job["step"]] += (end - max(begin, reach or begin)) / 1000
+            reach = end
+    return out
 
 
 def busy_ms(jobs: list[dict]) -> int:
@@ -132,6 +147,8 @@ def main() -> int:
             "spark_jobs_per_batch": round(len(jobs) / batches, 1),
             "share_of_batch_in_spark_jobs": round(busy_ms(jobs) / 1000 / seconds, 2),
             "jobs_per_batch_by_step": {name: round(n / batches, 1) for name, n in by_step.most_common()},
+            "seconds_per_batch_by_step": {name: round(t / batches, 2)
+                                          for name, t in seconds_by_step(jobs).most_common()},
         }
         if args.jfr:
             figures["jfr"] = str(jfr)
