@@ -7,9 +7,8 @@ per trigger, after a warm-up run, and reads Spark's event log of that run: how m
 Spark jobs each batch starts and the seconds they take, grouped by what started them
 (Delta's snapshot state reconstruction, the MERGE, appends, auto compaction ...),
 and how much of the batch the jobs themselves take; the rest is driver work
-between them. Job counts do not
-depend on how busy the machine is, so unlike seconds they show a change by
-themselves. `--jfr F` also records a Java Flight Recording of the driver
+between them. Job counts do not depend on how busy the machine is, so unlike
+seconds they show a change by themselves. `--jfr F` also records a Java Flight Recording of the driver
 (`jfr print --events jdk.ThreadPark F` shows what it waits for; docs/benchmarks.md).
 """
 
@@ -60,31 +59,20 @@ def read_jobs(event_logs: Path, first: int, last: int) -> list[dict]:
     return [jobs[j] for j in sorted(jobs)]
 
 
-def seconds_by_step(jobs: list[dict]) -> Counter:
-    """Seconds per step, each job counted with the driver time between the previous
-    job's end and its own end (that gap is mostly the driver planning this job)."""
-    out: Counter = Counter()
-    reach = None
+def time_split(jobs: list[dict]) -> tuple[Counter, int]:
+    """(seconds per step, ms inside any job). Each job's step gets the wall time from
+    the previous job's end (or its own start) to its own end, so the driver's time
+    between jobs goes to the job it was planning; overlapping jobs count once."""
+    by_step: Counter = Counter()
+    busy, reach = 0, None
     for job in sorted(jobs, key=lambda j: j["start"]):
-        end = job["end"] or job["start"]
-        begin = job["start"] if reach is None else min(job["start"], reach)
-        if reach is None or end > reach:
-            out[job["step"]] += (end - max(begin, reach or begin)) / 1000
-            reach = end
-    return out
-
-
-def busy_ms(jobs: list[dict]) -> int:
-    """Wall time during which at least one job ran (jobs may overlap)."""
-    total, reach = 0, None
-    for start, end in sorted((j["start"], j["end"] or j["start"]) for j in jobs):
-        if reach is None or start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
+        start, end = job["start"], job["end"] or job["start"]
+        if reach is not None and end <= reach:
+            continue
+        by_step[job["step"]] += (end - (start if reach is None else reach)) / 1000
+        busy += end - (start if reach is None else max(start, reach))
+        reach = end
+    return by_step, busy
 
 
 def main() -> int:
@@ -141,14 +129,15 @@ def main() -> int:
         jobs = read_jobs(events, first_job, last_job)
         batches = result.batches
         by_step = Counter(j["step"] for j in jobs)
+        step_seconds, busy = time_split(jobs)
         figures = {
             "events": args.events, "max_offsets_per_trigger": args.max_offsets, "cores": os.cpu_count(),
             "conf": args.conf, "batches": batches, "seconds_per_batch": round(seconds / batches, 2),
             "spark_jobs_per_batch": round(len(jobs) / batches, 1),
-            "share_of_batch_in_spark_jobs": round(busy_ms(jobs) / 1000 / seconds, 2),
+            "share_of_batch_in_spark_jobs": round(busy / 1000 / seconds, 2),
             "jobs_per_batch_by_step": {name: round(n / batches, 1) for name, n in by_step.most_common()},
             "seconds_per_batch_by_step": {name: round(t / batches, 2)
-                                          for name, t in seconds_by_step(jobs).most_common()},
+                                          for name, t in step_seconds.most_common()},
         }
         if args.jfr:
             figures["jfr"] = str(jfr)

@@ -9,7 +9,8 @@
 (c) a raw confluent-kafka consumer reading the topic at read_committed (the
     ceiling of reading);
 (a) and (b) alternate, `--rounds` times per trigger size, on fresh tables; the
-rates are medians, the ratio (a)/(b) the median of the rounds' paired ratios. Then p50/p95 end-to-end latency (Kafka timestamp → Delta commit holding the row)
+rates are medians, the ratio (a)/(b) the median of the rounds' paired ratios.
+Then p50/p95 end-to-end latency (Kafka timestamp → Delta commit holding the row)
 of (a) in continuous mode with a 1 s trigger under a steady produce rate.
 Rates are records/s of committed records; quote the ratios, not the absolutes.
 """
@@ -181,14 +182,14 @@ def main() -> int:
                 print(f"round {r + 1}/{args.rounds}, {size} offsets per trigger: (b) plain Parquet …", flush=True)
                 t_bs.append(run_plain_parquet(spark, pipeline, work / f"b-{size}-{r}"))
             t_a, t_b = statistics.median(t_as), statistics.median(t_bs)
+            by_round = [b / a for a, b in zip(t_as, t_bs)]
             runs.append({"max_offsets_per_trigger": size, "batches": batches,
                          "exactly_once_records_per_s": round(committed / t_a),
                          "plain_parquet_records_per_s": round(committed / t_b),
                          # each round runs (a) then (b) back to back: its ratio is a pair, so the
                          # machine's drift between rounds cancels; the headline is their median
-                         "ratio_exactly_once_vs_parquet": round(statistics.median(
-                             b / a for a, b in zip(t_as, t_bs)), 3),
-                         "ratio_by_round": [round(b / a, 3) for a, b in zip(t_as, t_bs)],
+                         "ratio_exactly_once_vs_parquet": round(statistics.median(by_round), 3),
+                         "ratio_by_round": [round(r, 3) for r in by_round],
                          "seconds": {"exactly_once": round(t_a, 1), "plain_parquet": round(t_b, 1),
                                      "exactly_once_rounds": [round(t, 1) for t in t_as],
                                      "plain_parquet_rounds": [round(t, 1) for t in t_bs]},
