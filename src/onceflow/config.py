@@ -12,11 +12,11 @@ import re
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from onceflow import events
 from onceflow.errors import ConfigError
 from onceflow.paths import state_dir
+from onceflow.schema.model import AggregatesSpec, Schema
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|min|minutes?|h|hours?)\s*$")
@@ -33,7 +33,7 @@ def duration_seconds(text: str) -> float:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
 class Source(_Model):
@@ -62,11 +62,6 @@ class Source(_Model):
         raise ValueError("must be 'earliest', 'latest' or a JSON object like {\"topic\":{\"0\":42}}")
 
 
-class EventSpec(_Model):
-    max_bytes: int = Field(default=events.MAX_EVENT_BYTES, gt=0)
-    currencies: tuple[str, ...] = events.CURRENCIES
-
-
 class TableSink(_Model):
     path: str = Field(min_length=1)
     # a new table gets Delta auto compaction: small files are merged after a write once
@@ -74,7 +69,9 @@ class TableSink(_Model):
     auto_compact: bool = True
 
 
-class AggregateSink(TableSink):
+class AggregateSink(TableSink, AggregatesSpec):
+    """Per `group_by` and event-time window, the declared `metrics` (schema/model.py)."""
+
     window: str = "1 minute"
     watermark: str = "10 minutes"
     # a new table gets deletion vectors: each batch's MERGE then writes only the rows it
@@ -94,7 +91,8 @@ class KafkaSink(_Model):
     topic: str = Field(min_length=1)
     bootstrap_servers: str | None = None
     ledger_topic: str | None = None
-    key: str = "account_id"
+    # default: the schema's event_id, else the aggregates' first group_by field (Pipeline.kafka_key)
+    key: str | None = None
     value: str = "to_json(struct(*))"
     partitions: int = Field(default=4, gt=0)
 
@@ -127,13 +125,46 @@ class Health(_Model):
 class Pipeline(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     source: Source
-    event: EventSpec = EventSpec()
+    schema_: Schema = Field(alias="schema")
     sinks: Sinks
     checkpoint: str = Field(min_length=1)
     trigger: Trigger = Trigger()
     health: Health = Health()
     spark_master: str | None = None
     file: str = Field(default="", exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data):
+        if isinstance(data, dict) and "event" in data:
+            raise ValueError("the `event` section was replaced by `schema` (fields, types and rules; "
+                             "max_bytes moved to schema.max_bytes, currencies to an `allowed` rule on the field): "
+                             "see docs/pipeline-config.md#schema and pipelines/payments.yaml")
+        return data
+
+    @model_validator(mode="after")
+    def _declared(self) -> "Pipeline":
+        agg = self.sinks.aggregates
+        if agg is not None:
+            agg.check_against(self.schema_)
+        if self.sinks.kafka is not None and self.kafka_key is None:
+            raise ValueError("sinks.kafka.key is not set and there is neither schema.event_id nor an aggregates "
+                             "group_by to default to; set sinks.kafka.key to a SQL expression over bronze columns")
+        return self
+
+    @property
+    def schema(self) -> Schema:  # noqa: F811 - pydantic field is `schema_` (BaseModel has a `schema` method)
+        return self.schema_
+
+    @property
+    def kafka_key(self) -> str | None:
+        """The Kafka sink's record key: as set, else event_id, else the first group_by field."""
+        sink = self.sinks.kafka
+        if sink is not None and sink.key:
+            return sink.key
+        if self.schema_.event_id:
+            return self.schema_.event_id
+        return self.sinks.aggregates.group_by[0] if self.sinks.aggregates is not None else None
 
     def resolve(self, path: str) -> str:
         """A sink/checkpoint path: absolute or URI as is; relative under the state dir."""

@@ -1,28 +1,53 @@
-"""The Delta tables a pipeline writes: their schemas, in one place.
+"""The Delta tables a pipeline writes: their schemas, derived from the declaration.
 
 The streaming job writes them, the audit reads them, the docs describe them;
-all three take the column names from here.
+all three take the column names from here. Bronze holds the declared fields,
+typed, then the provenance columns; quarantine's shape is the same for every
+pipeline; the aggregates table holds the declared group-by fields and metrics
+per event-time window.
 """
 
 from __future__ import annotations
+
+from onceflow.schema.model import AggregatesSpec, Schema
 
 # provenance of every row: where in Kafka it came from, which batch wrote it
 PROVENANCE_DDL = (
     "_topic STRING, _partition INT, _offset BIGINT, _kafka_ts TIMESTAMP, "
     "_batch_id BIGINT, _generation INT, _ingested_at TIMESTAMP"
 )
-
-BRONZE_DDL = (
-    "event_id STRING, account_id STRING, amount DECIMAL(18,2), currency STRING, "
-    "event_time TIMESTAMP, " + PROVENANCE_DDL
-)
+PROVENANCE = ("_topic", "_partition", "_offset", "_kafka_ts", "_batch_id", "_generation", "_ingested_at")
 
 QUARANTINE_DDL = "_key BINARY, _value BINARY, reason STRING, detail STRING, " + PROVENANCE_DDL
+WINDOW_COLUMNS = ("window_start", "window_end")
+BATCH_COLUMNS = ("first_batch_id", "last_batch_id")
 
-AGGREGATES_DDL = (
-    "account_id STRING, window_start TIMESTAMP, window_end TIMESTAMP, events BIGINT, "
-    "amount_sum DECIMAL(28,2), first_batch_id BIGINT, last_batch_id BIGINT"
-)
+
+def bronze_columns(schema: Schema) -> dict[str, str]:
+    """Declared field -> its SQL type, in declaration order."""
+    return {f.name: f.ftype.sql for f in schema.fields}
+
+
+def bronze_ddl(schema: Schema) -> str:
+    return ", ".join(f"`{n}` {t}" for n, t in bronze_columns(schema).items()) + ", " + PROVENANCE_DDL
+
+
+def aggregate_columns(schema: Schema, aggs: AggregatesSpec) -> dict[str, str]:
+    """The aggregates table's columns: group-by fields, window, metrics, first/last batch."""
+    cols = {g: schema.field(g).ftype.sql for g in aggs.group_by}
+    cols |= {"window_start": "TIMESTAMP", "window_end": "TIMESTAMP"}
+    cols |= {m.name: m.sql_type(schema) for m in aggs.parsed_metrics()}
+    return cols | {"first_batch_id": "BIGINT", "last_batch_id": "BIGINT"}
+
+
+def aggregates_ddl(schema: Schema, aggs: AggregatesSpec) -> str:
+    return ", ".join(f"`{n}` {t}" for n, t in aggregate_columns(schema, aggs).items())
+
+
+def aggregate_key(aggs: AggregatesSpec) -> tuple[str, ...]:
+    """One row per group and window."""
+    return (*aggs.group_by, "window_start")
+
 
 # The aggregates MERGE updates a few rows per batch: with deletion vectors it marks their old
 # versions deleted instead of rewriting every file that holds one (docs/exactly-once.md).
@@ -33,4 +58,3 @@ AUTO_COMPACT = "delta.autoOptimize.autoCompact"
 
 # a row of bronze or quarantine is identified by its Kafka coordinates
 SOURCE_KEY = ("_topic", "_partition", "_offset")
-AGGREGATE_KEY = ("account_id", "window_start")

@@ -1,92 +1,219 @@
-"""Validation of raw Kafka records into bronze rows or quarantine rows.
+"""Validation of raw Kafka records into bronze rows or quarantine rows, compiled
+from the pipeline's declared schema.
 
 Pure Spark SQL (Spark 4's VARIANT functions), no Python UDF: the JSON is parsed
-once per record, and each malformed kind gets its own reason code, checked in a
-fixed order so a record has exactly one reason. The audit reuses this function
-to know what bronze *should* hold, so source and sink are judged by one rule.
+once per record. Each record gets exactly one reason, the first check it fails
+in the fixed order of schema/reasons.py, with a `detail` naming the field, the
+rule and the value. Input is strict: one JSON object, optionally surrounded by
+JSON whitespace, in valid UTF-8 (RFC 8259). `try_parse_json` alone reads the
+first value and ignores what follows, so the whole text is also checked: with
+string contents masked, the brackets must close exactly at the end.
+
+The audit does not reuse this module: it judges source records with its own
+implementation of the same rules (schema/reference.py), so a bug here shows as
+a disagreement instead of being agreed with.
 """
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from onceflow import events
-from onceflow.config import EventSpec
+from onceflow import tables
+from onceflow.schema import reasons as R
+from onceflow.schema.model import INT_RANGE, FieldSpec, Schema
 
-_AMOUNT = r"^-?[0-9]{1,16}(\.[0-9]{1,2})?$"
-_UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-
-
-def _field(name: str) -> Column:
-    return F.expr(f"variant_get(_json, '$.{name}')")
-
-
-def _kind(name: str) -> Column:
-    """The JSON type of a field: 'STRING', 'BOOLEAN', 'ARRAY<...>', 'VOID' (null), or SQL NULL if absent."""
-    return F.expr(f"schema_of_variant(variant_get(_json, '$.{name}'))")
-
-
-def _text(name: str) -> Column:
-    return F.expr(f"variant_get(_json, '$.{name}', 'string')")
+UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+# RFC 3339 with a mandatory offset, at most microseconds; years 0001-9999
+TIMESTAMP = r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$"
+DATE = r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_WS = "[ \\t\\n\\r]*"
+# a \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or a low one not preceded by a high one
+_LONE_SURROGATE = (r"(?<!\\)(?:\\\\)*\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                   r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})(?<!\\)(?:\\\\)*\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
-def parse_events(kafka_df: DataFrame, spec: EventSpec) -> DataFrame:
+def decimal_pattern(precision: int, scale: int) -> str:
+    """The decimal text a decimal(p,s) field accepts without rounding (also schema/reference.py's)."""
+    whole = precision - scale
+    head = f"-?[0-9]{{1,{max(whole, 1)}}}" if whole > 0 else "-?0"
+    return f"^{head}(\\.[0-9]{{1,{scale}}})?$" if scale else f"^{head}$"
+
+
+def _single_value(text: Column) -> Column:
+    """True when the text is one bracketed JSON value and nothing else: with strings
+    masked, it starts with an opening bracket, ends with a closing one, and the
+    bracket depth first returns to zero at the very end."""
+    masked = F.regexp_replace(text, _STRING, '""')
+    brackets = F.regexp_replace(masked, r"[^\[\]{}]", "")
+    scan = F.aggregate(
+        F.split(brackets, ""), F.struct(F.lit(0).alias("d"), F.lit(0).alias("z")),
+        lambda acc, c: F.struct(
+            (acc["d"] + F.when(c.isin("{", "["), 1).otherwise(-1)).alias("d"),
+            (acc["z"] + F.when(acc["d"] + F.when(c.isin("{", "["), 1).otherwise(-1) == 0, 1).otherwise(0)).alias("z")))
+    return (masked.rlike(f"^{_WS}[\\[{{]") & masked.rlike(f"[\\]}}]{_WS}$")
+            & (scan["z"] == 1) & (scan["d"] == 0))
+
+
+class _Field:
+    """The Spark expressions of one declared field: presence, type, value, rules."""
+
+    def __init__(self, spec: FieldSpec):
+        self.spec = spec
+        self.t = spec.ftype
+        path = spec.json_path
+        self.kind = F.expr(f"schema_of_variant(variant_get(_json, '{path}'))")
+        self.text = F.expr(f"variant_get(_json, '{path}', 'string')")
+        self.present = self.kind.isNotNull() & (self.kind != "VOID")
+
+    def type_ok(self) -> Column:
+        k, base = self.kind, self.t.base
+        if base in ("string", "timestamp", "date"):
+            return k == "STRING"
+        if base in ("int", "long"):
+            return (k == "BIGINT") | k.rlike(r"^DECIMAL\(\d+,0\)$")
+        if base == "double":
+            return (k == "BIGINT") | k.startswith("DECIMAL") | (k == "DOUBLE") | (k == "FLOAT")
+        if base == "decimal":
+            return (k == "BIGINT") | k.startswith("DECIMAL") | (k == "STRING")
+        return k == "BOOLEAN"
+
+    def value(self) -> Column:
+        """The typed value (NULL when absent or unusable)."""
+        base, text = self.t.base, self.text
+        if base == "string":
+            return text
+        if base == "long":
+            return text.try_cast("bigint")
+        if base == "int":
+            return self._int()
+        if base == "double":
+            return text.try_cast("double")
+        if base == "decimal":
+            return F.when(text.rlike(decimal_pattern(self.t.precision, self.t.scale)), text.try_cast(self.t.sql))
+        if base == "timestamp":
+            return F.when(text.rlike(TIMESTAMP), text.try_cast("timestamp"))
+        if base == "date":
+            return F.when(text.rlike(DATE), text.try_cast("date"))
+        return F.expr(f"try_variant_get(_json, '{self.spec.json_path}', 'boolean')")
+
+    def _int(self) -> Column:
+        lo, hi = INT_RANGE["int"]
+        big = self.text.try_cast("bigint")
+        return F.when(big.between(lo, hi), big.cast("int"))
+
+    def value_ok(self) -> Column:
+        return self.value().isNotNull()
+
+    def unusable(self) -> Column:
+        """Why a present, well-typed value cannot be used (for `detail`)."""
+        base = self.t.base
+        what = {"int": "not an int (32-bit)", "long": "not a long (64-bit)", "double": "not a double",
+                "decimal": f"not a decimal({self.t.precision},{self.t.scale}) without rounding",
+                "timestamp": "not an RFC 3339 timestamp with offset (e.g. 2026-01-01T12:00:00.123456Z)",
+                "date": "not a date (YYYY-MM-DD)", "boolean": "not a boolean", "string": "not a string"}[base]
+        return F.concat(F.lit(f"{self.spec.name} "), _quoted(self.text), F.lit(f" is {what}"))
+
+    def rule_checks(self) -> list[tuple[str, Column, Column]]:
+        """(reason, failed, detail) per declared rule, in the order they are checked."""
+        s, v, text, name = self.spec, self.value(), self.text, self.spec.name
+        out: list[tuple[str, Column, Column]] = []
+        for rule in s.rules():
+            if rule == "allowed":
+                allowed = list(s.allowed)
+                failed = ~(text if self.t.base == "string" else v).isin(*allowed)
+                shown = ", ".join(str(a) for a in allowed)
+                detail = F.concat(F.lit(f"{name} "), _quoted(text), F.lit(f" is not one of {shown}"))
+            elif rule in ("min", "max"):
+                bound = F.lit(Decimal(str(getattr(s, rule))))
+                failed = (v < bound) if rule == "min" else (v > bound)
+                word = "below min" if rule == "min" else "above max"
+                detail = F.concat(F.lit(f"{name} "), _quoted(text), F.lit(f" is {word} {getattr(s, rule)}"))
+            elif rule == "pattern":
+                failed = ~text.rlike(s.pattern)
+                detail = F.concat(F.lit(f"{name} "), _quoted(text), F.lit(f" does not match pattern {s.pattern}"))
+            elif rule == "max_length":
+                failed = F.length(text) > s.max_length
+                detail = F.concat(F.lit(f"{name} is "), F.length(text).cast("string"),
+                                  F.lit(f" characters, more than max_length {s.max_length}"))
+            else:  # uuid
+                failed = ~text.rlike(UUID)
+                detail = F.concat(F.lit(f"{name} "), _quoted(text), F.lit(" is not a UUID"))
+            out.append((R.RULE_REASONS[rule], failed, detail))
+        return out
+
+
+def _quoted(text: Column) -> Column:
+    return F.concat(F.lit("'"), F.substring(F.coalesce(text, F.lit("null")), 1, 200), F.lit("'"))
+
+
+def _first(conditions: list[tuple[Column, Column]]) -> Column:
+    """The value of the first true condition, else NULL."""
+    expr = None
+    for cond, value in conditions:
+        expr = F.when(cond, value) if expr is None else expr.when(cond, value)
+    return expr if expr is not None else F.lit(None).cast("string")
+
+
+def _names(items: list[tuple[str, Column]]) -> Column:
+    return F.concat_ws(", ", *[F.when(c, F.lit(n)) for n, c in items])
+
+
+def parse_events(kafka_df: DataFrame, schema: Schema) -> DataFrame:
     """Kafka rows (key, value, topic, partition, offset, timestamp) → one row per record
-    with the parsed event fields, `reason` (NULL when valid) and `detail`."""
+    with the declared fields (typed), the provenance, `reason` (NULL when valid) and `detail`."""
     raw = kafka_df.select(
         F.col("key").alias("_key"), F.col("value").alias("_value"),
         F.col("topic").alias("_topic"), F.col("partition").alias("_partition"),
         F.col("offset").alias("_offset"), F.col("timestamp").alias("_kafka_ts"),
         F.length("value").alias("_size"),
-    ).withColumn("_json", F.expr("try_parse_json(cast(_value as string))"))
+    ).withColumn("_text", F.col("_value").cast("string")).withColumn("_json", F.expr("try_parse_json(_text)"))
 
-    kinds = {f: _kind(f) for f in events.REQUIRED_FIELDS}
-    missing = [F.when(k.isNull() | (k == F.lit("VOID")), F.lit(f)) for f, k in kinds.items()]
-    wrong = [F.when(k.isNotNull() & (k != F.lit("VOID")) & (k != F.lit("STRING")), F.concat(F.lit(f + " is "), k))
-             for f, k in kinds.items()]
-    amount_text, id_text = _text("amount"), _text("event_id")
-    amount = F.expr("try_cast(variant_get(_json, '$.amount', 'string') as decimal(18,2))")
-    event_time = F.expr("try_cast(variant_get(_json, '$.event_time', 'string') as timestamp)")
-    currency = _text("currency")
-
-    missing_list = F.concat_ws(", ", *missing)
-    wrong_list = F.concat_ws(", ", *wrong)
-    bad_values = F.concat_ws(", ",
-                             F.when(~amount_text.rlike(_AMOUNT) | amount.isNull(), F.lit("amount")),
-                             F.when(event_time.isNull(), F.lit("event_time")),
-                             F.when(~id_text.rlike(_UUID), F.lit("event_id")))
+    text, js = F.col("_text"), F.col("_json")
     top = F.expr("schema_of_variant(_json)")
+    single = _single_value(text)
+    dup_key = js.isNull() & (F.expr("json_array_length(concat('[', _text, ']'))") == 1) & single
+    lone = F.when(text.contains("\\u"), text.rlike(_LONE_SURROGATE)).otherwise(F.lit(False))
+    record = [
+        (F.col("_size") > schema.max_bytes, R.OVERSIZED,
+         F.format_string(f"record is %d bytes, more than the {schema.max_bytes} allowed", F.col("_size"))),
+        (F.col("_value").isNull(), R.INVALID_JSON, F.lit("the record has no value (a tombstone)")),
+        (~F.expr("is_valid_utf8(_text)"), R.INVALID_UTF8, F.lit("the value is not valid UTF-8")),
+        (dup_key, R.DUPLICATE_KEY, F.lit("an object repeats a key")),
+        (js.isNull(), R.INVALID_JSON, F.lit("the value does not start with a JSON value")),
+        (~top.startswith("OBJECT"), R.NOT_AN_OBJECT, F.concat(F.lit("top level is "), top, F.lit(", not an object"))),
+        (~single, R.TRAILING_CONTENT, F.lit("the JSON object is followed by more than whitespace")),
+        (lone, R.LONE_SURROGATE, F.lit("a \\u escape is half of a surrogate pair")),
+    ]
+    fields = [_Field(f) for f in schema.fields]
+    missing = [(f.spec.name, ~f.present) for f in fields if f.spec.required]
+    wrong = [(f.spec.name, f.present & ~f.type_ok()) for f in fields]
+    bad = [(f, f.present & f.type_ok() & ~f.value_ok()) for f in fields]
+    field_checks = []
+    if missing:
+        any_missing = _names(missing)
+        field_checks.append((any_missing != "", R.MISSING_FIELD, F.concat(F.lit("missing or null: "), any_missing)))
+    wrong_list = F.concat_ws(", ", *[F.when(c, F.concat(F.lit(f"{n} is "), f.kind, F.lit(f", expected {f.spec.type}")))
+                                     for (n, c), f in zip(wrong, fields)])
+    field_checks.append((wrong_list != "", R.WRONG_TYPE, wrong_list))
+    field_checks.append((_first([(c, f.unusable()) for f, c in bad]).isNotNull(), R.INVALID_VALUE,
+                         _first([(c, f.unusable()) for f, c in bad])))
+    rules = [(f.present & failed, reason, detail) for f in fields for reason, failed, detail in f.rule_checks()]
+    checks = record + field_checks + rules
+    reason = _first([(c, F.lit(r)) for c, r, _ in checks])
+    detail = _first([(c, d) for c, _, d in checks])
+    return raw.select(*[f.value().alias(f.spec.name) for f in fields],
+                      "_key", "_value", "_topic", "_partition", "_offset", "_kafka_ts",
+                      reason.alias("reason"), detail.alias("detail"))
 
-    reason = (F.when(F.col("_size") > spec.max_bytes, F.lit(events.OVERSIZED))
-              .when(F.col("_json").isNull() | ~top.startswith("OBJECT"), F.lit(events.INVALID_JSON))
-              .when(missing_list != "", F.lit(events.MISSING_FIELD))
-              .when(wrong_list != "", F.lit(events.WRONG_TYPE))
-              .when(bad_values != "", F.lit(events.INVALID_VALUE))
-              .when(amount < 0, F.lit(events.NEGATIVE_AMOUNT))
-              .when(~currency.isin(*spec.currencies), F.lit(events.BAD_CURRENCY)))
-    detail = (F.when(F.col("_size") > spec.max_bytes,
-                     F.format_string(f"record is %d bytes, more than the {spec.max_bytes} allowed", F.col("_size")))
-              .when(F.col("_json").isNull(), F.lit("not parseable as JSON"))
-              .when(~top.startswith("OBJECT"), F.concat(F.lit("top level is "), top, F.lit(", not an object")))
-              .when(missing_list != "", F.concat(F.lit("missing or null: "), missing_list))
-              .when(wrong_list != "", F.concat(wrong_list, F.lit(", expected STRING")))
-              .when(bad_values != "", F.concat(F.lit("unusable value: "), bad_values))
-              .when(amount < 0, F.concat(F.lit("amount "), amount_text, F.lit(" is negative")))
-              .when(~currency.isin(*spec.currencies), F.concat(F.lit("currency "), currency, F.lit(" not allowed"))))
 
-    return raw.select(
-        id_text.alias("event_id"), _text("account_id").alias("account_id"), amount.alias("amount"),
-        currency.alias("currency"), event_time.alias("event_time"),
-        "_key", "_value", "_topic", "_partition", "_offset", "_kafka_ts",
-        reason.alias("reason"), detail.alias("detail"),
-    )
-
-
-def bronze_rows(parsed: DataFrame, batch_id: int, generation: int) -> DataFrame:
-    """The valid records, in the bronze schema (tables.BRONZE_DDL)."""
+def bronze_rows(parsed: DataFrame, schema: Schema, batch_id: int, generation: int) -> DataFrame:
+    """The valid records, in the bronze schema (tables.bronze_ddl)."""
     return (parsed.where(F.col("reason").isNull())
-            .select("event_id", "account_id", "amount", "currency", "event_time",
+            .select(*[F.col(n) for n in tables.bronze_columns(schema)],
                     "_topic", "_partition", "_offset", "_kafka_ts", *_batch_columns(batch_id, generation)))
 
 

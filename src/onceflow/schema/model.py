@@ -1,0 +1,281 @@
+"""The `schema:` section of a pipeline file, validated at load.
+
+Each field has a type and rules that fit the type; a rule that does not fit
+(`pattern` on a double, `min` on a boolean), an unknown type or an `event_time`
+that is not a timestamp is refused when the file is loaded, with the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+TYPES = ("string", "int", "long", "double", "boolean", "timestamp", "date")  # and decimal(p,s)
+NUMERIC = ("int", "long", "double", "decimal")
+_DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+_PATH = re.compile(r"^\$(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+INT_RANGE = {"int": (-(2 ** 31), 2 ** 31 - 1), "long": (-(2 ** 63), 2 ** 63 - 1)}
+# which rules fit which base type
+RULES_FOR = {
+    "allowed": ("string", "int", "long"),
+    "min": NUMERIC, "max": NUMERIC,
+    "pattern": ("string",), "max_length": ("string",), "uuid": ("string",),
+}
+SQL_TYPES = {"string": "STRING", "int": "INT", "long": "BIGINT", "double": "DOUBLE", "boolean": "BOOLEAN",
+             "timestamp": "TIMESTAMP", "date": "DATE"}
+
+
+@dataclass(frozen=True)
+class FieldType:
+    """A declared type: its base name and, for decimals, precision and scale."""
+
+    base: str
+    precision: int = 0
+    scale: int = 0
+
+    @property
+    def sql(self) -> str:
+        return f"DECIMAL({self.precision},{self.scale})" if self.base == "decimal" else SQL_TYPES[self.base]
+
+    @property
+    def numeric(self) -> bool:
+        return self.base in NUMERIC
+
+
+def parse_type(text: str) -> FieldType:
+    """'long' / 'decimal(18,2)' -> FieldType; ValueError naming the accepted types."""
+    t = str(text).strip().lower()
+    if t in TYPES:
+        return FieldType(t)
+    m = _DECIMAL.match(t)
+    if m:
+        p, s = int(m.group(1)), int(m.group(2))
+        if not 1 <= p <= 38 or s > p:
+            raise ValueError(f"decimal({p},{s}) is out of range: precision 1..38, scale 0..precision")
+        return FieldType("decimal", p, s)
+    raise ValueError(f"unknown type {text!r}; use one of {', '.join(TYPES)} or decimal(p,s)")
+
+
+def _declared(rule_value) -> bool:
+    """A rule is declared unless left at its default (None, or False for `uuid`); 0 is a bound."""
+    return rule_value is not None and rule_value is not False
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FieldSpec(_Model):
+    """One event field: where it is in the JSON, its type, and the rules its value obeys."""
+
+    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+    type: str
+    required: bool = True
+    path: str | None = None  # JSON path such as $.meta.ts; default $.<name>
+    allowed: tuple[str | int, ...] | None = None
+    min: float | int | str | None = None
+    max: float | int | str | None = None
+    pattern: str | None = None
+    max_length: int | None = Field(default=None, gt=0)
+    uuid: bool = False
+    examples: tuple[str, ...] | None = None  # values the generator may use (needed with `pattern`)
+
+    @field_validator("type")
+    @classmethod
+    def _type(cls, v: str) -> str:
+        parse_type(v)
+        return v.strip().lower()
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is not None and not _PATH.match(v):
+            raise ValueError(f"path {v!r} is not a JSON path of object keys; write e.g. '$.meta.ts'")
+        return v
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"pattern {v!r} is not a regular expression: {exc}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _rules_fit(self) -> "FieldSpec":
+        base = self.ftype.base
+        for rule, bases in RULES_FOR.items():
+            value = getattr(self, rule)
+            if _declared(value) and base not in bases:
+                raise ValueError(f"field {self.name!r}: rule `{rule}` does not fit type {self.type} "
+                                 f"(it fits {', '.join(bases)}); remove it or change the type")
+        for bound in ("min", "max"):
+            value = getattr(self, bound)
+            if value is not None:
+                try:
+                    Decimal(str(value))
+                except InvalidOperation:
+                    raise ValueError(f"field {self.name!r}: `{bound}` {value!r} is not a number") from None
+        if self.min is not None and self.max is not None and Decimal(str(self.min)) > Decimal(str(self.max)):
+            raise ValueError(f"field {self.name!r}: min {self.min} is above max {self.max}")
+        if self.allowed is not None:
+            if not self.allowed:
+                raise ValueError(f"field {self.name!r}: `allowed` is empty; list the values or remove it")
+            want = str if base == "string" else int
+            wrong = [a for a in self.allowed if not isinstance(a, want) or isinstance(a, bool)]
+            if wrong:
+                raise ValueError(f"field {self.name!r}: allowed values {wrong!r} are not {self.type}s; "
+                                 f"quote strings, write integers bare")
+        if self.pattern is not None and self.examples:
+            bad = [e for e in self.examples if not re.search(self.pattern, e)]
+            if bad:
+                raise ValueError(f"field {self.name!r}: examples {bad!r} do not match pattern {self.pattern!r}")
+        return self
+
+    @property
+    def ftype(self) -> FieldType:
+        return parse_type(self.type)
+
+    @property
+    def json_path(self) -> str:
+        return self.path or f"$.{self.name}"
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The object keys leading to the value: '$.meta.ts' -> ('meta', 'ts')."""
+        return tuple(self.json_path[2:].split("."))
+
+    def rules(self) -> list[str]:
+        """The rules this field declares, in the order they are checked."""
+        return [r for r in RULES_FOR if _declared(getattr(self, r))]
+
+
+class Schema(_Model):
+    """The event: JSON fields with types and rules, the event time, the optional unique id."""
+
+    format: str = "json"
+    max_bytes: int = Field(default=16 * 1024, gt=0)
+    fields: tuple[FieldSpec, ...] = Field(min_length=1)
+    event_time: str
+    event_id: str | None = None
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, v: str) -> str:
+        if v != "json":
+            raise ValueError(f"format {v!r} is not supported; only 'json' is (Avro is planned)")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Schema":
+        names = [f.name for f in self.fields]
+        dups = sorted({n for n in names if names.count(n) > 1})
+        if dups:
+            raise ValueError(f"fields {dups} are declared twice; each field name once")
+        lowered = [n.lower() for n in names]
+        if len(set(lowered)) != len(lowered):
+            raise ValueError("field names differ only in case; Delta column names are case-insensitive")
+        paths = [f.json_path for f in self.fields]
+        clash = sorted({p for p in paths if paths.count(p) > 1})
+        if clash:
+            raise ValueError(f"paths {clash} are read by more than one field")
+        et = self.field(self.event_time)
+        if et is None:
+            raise ValueError(f"event_time {self.event_time!r} is not a declared field; name one of {names}")
+        if et.ftype.base != "timestamp" or not et.required:
+            raise ValueError(f"event_time {self.event_time!r} must be a required timestamp field "
+                             f"(it is {'an optional ' if not et.required else ''}{et.type})")
+        if self.event_id is not None:
+            eid = self.field(self.event_id)
+            if eid is None:
+                raise ValueError(f"event_id {self.event_id!r} is not a declared field; name one of {names}")
+            if eid.ftype.base not in ("string", "int", "long") or not eid.required:
+                raise ValueError(f"event_id {self.event_id!r} must be a required string, int or long field")
+        return self
+
+    def field(self, name: str) -> FieldSpec | None:
+        return next((f for f in self.fields if f.name == name), None)
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+
+_METRIC = re.compile(r"^\s*(count|sum|min|max|avg|mean)\s*(?:\(\s*([A-Za-z][A-Za-z0-9_]*)?\s*\))?\s*$")
+MERGEABLE = ("count", "sum", "min", "max")
+RESERVED_AGGREGATE_COLUMNS = ("window_start", "window_end", "first_batch_id", "last_batch_id")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One aggregate column: `count`, or `sum|min|max(field)`."""
+
+    name: str
+    func: str
+    field: str | None = None
+
+    def sql_type(self, schema: Schema) -> str:
+        if self.func == "count":
+            return "BIGINT"
+        ftype = schema.field(self.field).ftype
+        if self.func == "sum":
+            if ftype.base == "decimal":
+                return f"DECIMAL({min(38, ftype.precision + 10)},{ftype.scale})"
+            return "DOUBLE" if ftype.base == "double" else "BIGINT"
+        return ftype.sql
+
+
+def parse_metric(name: str, text: str) -> Metric:
+    """'sum(reading)' -> Metric; only metrics that merge exactly across batches are accepted."""
+    m = _METRIC.match(str(text))
+    if not m:
+        raise ValueError(f"metric {name}: {text!r} is not count, sum(field), min(field) or max(field)")
+    func, field = m.group(1), m.group(2)
+    if func in ("avg", "mean"):
+        raise ValueError(f"metric {name}: {func} does not merge exactly across batches; declare sum and count "
+                         f"(e.g. {name}_sum: sum({field or 'x'}) and {name}_count: count) and divide when reading")
+    if func == "count":
+        if field:
+            raise ValueError(f"metric {name}: write `count` (rows per group and window), not count({field})")
+        return Metric(name, "count")
+    if not field:
+        raise ValueError(f"metric {name}: {func} needs a field, e.g. {func}(amount)")
+    return Metric(name, func, field)
+
+
+class AggregatesSpec(_Model):
+    """What the aggregates table holds: per group and event-time window, mergeable metrics."""
+
+    group_by: tuple[str, ...] = Field(min_length=1)
+    metrics: dict[str, str] = Field(min_length=1)
+
+    def parsed_metrics(self) -> list[Metric]:
+        return [parse_metric(n, t) for n, t in self.metrics.items()]
+
+    def check_against(self, schema: Schema) -> None:
+        """Group-by fields exist; metric fields exist and are numeric (min/max: or time)."""
+        names = schema.names
+        for g in self.group_by:
+            f = schema.field(g)
+            if f is None:
+                raise ValueError(f"group_by field {g!r} is not declared in schema.fields ({', '.join(names)})")
+            if f.ftype.base in ("double",):
+                raise ValueError(f"group_by field {g!r} is a double: group by a string, integer, date or boolean")
+        for m in self.parsed_metrics():
+            if m.name in self.group_by or m.name in RESERVED_AGGREGATE_COLUMNS or m.name.startswith("_"):
+                raise ValueError(f"metric name {m.name!r} clashes with a group_by field or a reserved column "
+                                 f"({', '.join(RESERVED_AGGREGATE_COLUMNS)})")
+            if m.field is None:
+                continue
+            f = schema.field(m.field)
+            if f is None:
+                raise ValueError(f"metric {m.name}: field {m.field!r} is not declared in schema.fields")
+            ok = f.ftype.numeric or (m.func in ("min", "max") and f.ftype.base in ("timestamp", "date"))
+            if not ok:
+                raise ValueError(f"metric {m.name}: {m.func}({m.field}) needs a numeric field, "
+                                 f"{m.field} is {f.type}")
