@@ -9,12 +9,22 @@ import yaml
 
 from onceflow import config
 
+ROOT = Path(__file__).resolve().parents[1]
+# the shipped payments example: its declared schema and aggregates are the tests' default event
+_PAYMENTS = yaml.safe_load((ROOT / "pipelines" / "payments.yaml").read_text())
+PAYMENTS_SCHEMA_BODY = _PAYMENTS["schema"]
+PAYMENTS_AGGREGATES = {k: _PAYMENTS["sinks"]["aggregates"][k] for k in ("group_by", "metrics")}
+PAYMENTS_SCHEMA = config.Schema.model_validate(PAYMENTS_SCHEMA_BODY)
+
 
 def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str | None = None, max_offsets: int = 2000,
-                   available_now_max_offsets: int | None = None, **overrides) -> Path:
+                   available_now_max_offsets: int | None = None, aggregates: dict | None = None,
+                   **overrides) -> Path:
     """A pipeline file whose tables and checkpoint live under `folder`, reading `topic` from
     the start, `max_offsets` per batch (`available_now_max_offsets` in available-now runs, if
     given); `overrides` replace top-level sections (e.g. trigger={"processing_time": "500 ms"}).
+    The event is the payments example's (schema and aggregates) unless `schema=` and
+    `aggregates=` (group_by and metrics) say otherwise.
     The name defaults to one made from the topic, so each test has its own status files."""
     folder.mkdir(parents=True, exist_ok=True)
     name = name or "p_" + re.sub(r"[^a-z0-9_]", "_", topic.lower())[:60]
@@ -22,10 +32,11 @@ def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str | None = 
         "name": name,
         "source": {"bootstrap_servers": bootstrap, "topic": topic, "starting_offsets": "earliest",
                    "max_offsets_per_trigger": max_offsets},
+        "schema": PAYMENTS_SCHEMA_BODY,
         "sinks": {"bronze": {"path": str(folder / "bronze")},
                   "quarantine": {"path": str(folder / "quarantine")},
                   "aggregates": {"path": str(folder / "aggregates"), "window": "1 minute",
-                                 "watermark": "10 minutes"}},
+                                 "watermark": "10 minutes", **(aggregates or PAYMENTS_AGGREGATES)}},
         "checkpoint": str(folder / "checkpoint"),
         "trigger": {"processing_time": "1 second"},
     }

@@ -93,7 +93,8 @@ class KafkaSink(_Model):
     ledger_topic: str | None = None
     # default: the schema's event_id, else the aggregates' first group_by field (Pipeline.kafka_key)
     key: str | None = None
-    value: str = "to_json(struct(*))"
+    # bronze's columns as JSON; timestamps with microseconds, as bronze holds them
+    value: str = "to_json(struct(*), map('timestampFormat', \"yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX\"))"
     partitions: int = Field(default=4, gt=0)
 
 
@@ -138,7 +139,7 @@ class Pipeline(_Model):
     def _moved(cls, data):
         if isinstance(data, dict) and "event" in data:
             raise ValueError("the `event` section was replaced by `schema` (fields, types and rules; "
-                             "max_bytes moved to schema.max_bytes, currencies to an `allowed` rule on the field): "
+                             "max_bytes moved to schema.max_bytes, a list of allowed values to an `allowed` rule on its field): "
                              "see docs/pipeline-config.md#schema and pipelines/payments.yaml")
         return data
 

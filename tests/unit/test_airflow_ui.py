@@ -20,6 +20,7 @@ os.environ.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", "onceflow-test-" + "x" * 
 
 PIPELINE = """name: {name}
 source: {{bootstrap_servers: "127.0.0.1:1", topic: {name}}}
+schema: {{event_time: ts, fields: [{{name: ts, type: timestamp}}]}}
 sinks: {{bronze: {{path: tables/{name}/bronze}}, quarantine: {{path: tables/{name}/quarantine}}}}
 checkpoint: checkpoints/{name}
 """

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GOOD = """
 name: p1
 source: {bootstrap_servers: "${BOOT:-localhost:9092}", topic: t}
+schema: {event_time: ts, fields: [{name: ts, type: timestamp}]}
 sinks: {bronze: {path: b}, quarantine: {path: q}}
 checkpoint: cp
 """

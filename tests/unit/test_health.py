@@ -17,6 +17,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from tests.pipeline_helpers import PAYMENTS_SCHEMA_BODY
+
 from onceflow.config import Pipeline
 from onceflow.health import EXIT_CODES, pipeline_health
 from onceflow.status import RunLock
@@ -38,7 +40,7 @@ def pipeline(tmp_path, monkeypatch) -> Pipeline:
     monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
     return Pipeline.model_validate({
         "name": "pay", "checkpoint": str(tmp_path / "ck"),
-        "source": {"bootstrap_servers": "localhost:1", "topic": TOPIC},
+        "source": {"bootstrap_servers": "localhost:1", "topic": TOPIC}, "schema": PAYMENTS_SCHEMA_BODY,
         "sinks": {"bronze": {"path": str(tmp_path / "bronze")}, "quarantine": {"path": str(tmp_path / "quar")}},
         "trigger": {"processing_time": "2 seconds"},
         "health": {"max_lag": 100, "stalled_after_triggers": 5, "dead_after_seconds": 60},

@@ -12,6 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from onceflow import config
 from onceflow.audit import report, suites
 from onceflow.audit.html import render
 from onceflow.checkpoint import read_checkpoint
@@ -169,9 +170,12 @@ def test_jsonable_keeps_big_hashes_and_decimals_exact():
 def test_suite_schemas_follow_the_table_ddl():
     from onceflow import tables
 
-    types = suites.ddl_types(tables.BRONZE_DDL)
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
+
+    types = suites.ddl_types(tables.bronze_ddl(PAYMENTS_SCHEMA))
     assert types["amount"] == "DecimalType" and types["_offset"] == "LongType" and len(types) == 12
-    bronze = suites.bronze_suite(("EUR",), committed_valid=42)
+    pipeline = config.load(ROOT / "pipelines" / "payments.yaml", env={})
+    bronze = suites.bronze_suite(pipeline, committed_valid=42)
     counts = [e for e in bronze.expectations if e.expectation_type == "expect_table_row_count_to_equal"]
     assert counts and counts[0].value == 42
     names = {e.meta.get("check") for e in suites.findings_suite().expectations}

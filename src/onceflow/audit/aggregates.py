@@ -1,10 +1,12 @@
 """The streaming aggregate table vs a batch recomputation from bronze, row for row.
 
-The job merges each batch's per-window sums into the table (late events are
+The job merges each batch's per-window metrics into the table (late events are
 added, never dropped), so at every committed point the table must equal
-`GROUP BY account_id, window(event_time)` over the bronze rows of the batches
-the aggregates ledger holds. A full outer join on (account_id, window_start)
-finds windows missing on either side and windows whose counts or sums differ.
+`GROUP BY <group_by>, window(<event_time>)` over the bronze rows of the batches
+the aggregates ledger holds, with the declared metrics computed over all of them
+at once (not merged batch by batch, as the job does). A full outer join on
+(group_by, window_start) finds windows missing on either side and windows whose
+metrics differ.
 
 An incremental audit compares only the windows touched by the newly audited
 bronze rows, recomputed from every bronze row of those windows.
@@ -17,20 +19,21 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from onceflow import tables
 from onceflow.audit.rows import read_table
 from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, SKIPPED, Check, CommittedPoint, check, jsonable
 
-COLUMNS = ("account_id", "window_start", "window_end", "events", "amount_sum")
-KEY = ("account_id", "window_start")
-
-
-def recompute(bronze: DataFrame, window: str) -> DataFrame:
-    """Per account and event-time window: events and amount sum (the batch truth)."""
-    return (bronze.groupBy("account_id", F.window("event_time", window).alias("w"))
-            .agg(F.count(F.lit(1)).alias("events"), F.sum("amount").cast("decimal(28,2)").alias("amount_sum"))
-            .select("account_id", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
-                    "events", "amount_sum"))
+def recompute(bronze: DataFrame, pipeline: Pipeline) -> DataFrame:
+    """Per declared group and event-time window: the declared metrics (the batch truth)."""
+    aggs, schema = pipeline.sinks.aggregates, pipeline.schema
+    types = tables.aggregate_columns(schema, aggs)
+    metrics = aggs.parsed_metrics()
+    exprs = [(F.count(F.lit(1)) if m.func == "count" else F.expr(f"{m.func}(`{m.field}`)")).cast(types[m.name])
+             .alias(m.name) for m in metrics]
+    return (bronze.groupBy(*aggs.group_by, F.window(schema.event_time, aggs.window).alias("w")).agg(*exprs)
+            .select(*aggs.group_by, F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
+                    *[m.name for m in metrics]))
 
 
 @dataclass
@@ -60,10 +63,13 @@ def reconcile_aggregates(spark: SparkSession, pipeline: Pipeline, point: Committ
     else:
         bronze = read_table(spark, pipeline.resolve(pipeline.sinks.bronze.path), point.sinks["bronze"].version,
                             covered)
-    table = read_table(spark, pipeline.resolve(sink.path), view.version, None).select(*COLUMNS)
+    key = list(tables.aggregate_key(sink))
+    values = ["window_end", *[m.name for m in sink.parsed_metrics()]]
+    columns = [*key, *values]
+    table = read_table(spark, pipeline.resolve(sink.path), view.version, None).select(*columns)
 
     if point.mode == "since-last" and point.watermark:
-        touched = recompute(audited_bronze, sink.window).select(*KEY).distinct()
+        touched = recompute(audited_bronze, pipeline).select(*key).distinct()
         bounds = touched.agg(F.min("window_start").alias("lo"), F.max("window_start").alias("hi")).first()
         if bounds["lo"] is None:
             return AggregateReconciliation(check("aggregates", title, True, expected=0, observed=0,
@@ -73,41 +79,51 @@ def reconcile_aggregates(spark: SparkSession, pipeline: Pipeline, point: Committ
         from onceflow.config import duration_seconds
 
         width = int(duration_seconds(sink.window))
-        bronze = bronze.where((F.col("event_time") >= F.lit(bounds["lo"])) &
-                              (F.col("event_time") < F.lit(bounds["hi"]) + F.expr(f"INTERVAL {width} SECONDS")))
-        expected = recompute(bronze, sink.window).join(touched, list(KEY), "left_semi")
-        table = table.join(touched, list(KEY), "left_semi")
+        event_time = F.col(pipeline.schema.event_time)
+        bronze = bronze.where((event_time >= F.lit(bounds["lo"])) &
+                              (event_time < F.lit(bounds["hi"]) + F.expr(f"INTERVAL {width} SECONDS")))
+        expected = _semi(recompute(bronze, pipeline), touched, key)
+        table = _semi(table, touched, key)
     else:
-        expected = recompute(bronze, sink.window)
+        expected = recompute(bronze, pipeline)
 
-    e = expected.select(*KEY, *[F.col(c).alias(f"exp_{c}") for c in COLUMNS if c not in KEY])
-    t = table.select(*KEY, *[F.col(c).alias(f"obs_{c}") for c in COLUMNS if c not in KEY])
-    j = (e.withColumn("_e", F.lit(True)).join(t.withColumn("_t", F.lit(True)), list(KEY), "full_outer")
-         .withColumn("kind", F.when(F.col("_t").isNull(), "missing_in_table")
-                     .when(F.col("_e").isNull(), "not_in_bronze")
-                     .when((F.col("exp_events") != F.col("obs_events")) |
-                           (F.col("exp_amount_sum") != F.col("obs_amount_sum")) |
-                           (F.col("exp_window_end") != F.col("obs_window_end")), "differs")))
+    e = expected.select(*key, *[F.col(c).alias(f"exp_{c}") for c in values]).withColumn("_e", F.lit(True))
+    t = table.select(*key, *[F.col(c).alias(f"obs_{c}") for c in values]).withColumn("_t", F.lit(True))
+    on = [e[c].eqNullSafe(t[c]) for c in key]  # an optional group-by field may be null
+    j = e.join(t, on, "full_outer").select(*[F.coalesce(e[c], t[c]).alias(c) for c in key],
+                                           *[c for c in e.columns + t.columns if c not in key])
+    differs = F.lit(False)
+    for c in values:
+        differs = differs | ~F.col(f"exp_{c}").eqNullSafe(F.col(f"obs_{c}"))
+    j = j.withColumn("kind", F.when(F.col("_t").isNull(), "missing_in_table")
+                     .when(F.col("_e").isNull(), "not_in_bronze").when(differs, "differs"))
     stats = j.agg(F.count(F.col("_e")).alias("expected"), F.count(F.col("_t")).alias("observed"),
                   F.count(F.col("kind")).alias("bad")).first()
     samples, findings = [], []
     if stats["bad"]:
-        rows = (j.where(F.col("kind").isNotNull()).orderBy(*KEY)
-                .select("kind", *KEY, "exp_events", "obs_events", "exp_amount_sum", "obs_amount_sum")
+        shown = [f"{side}_{c}" for c in values if c != "window_end" for side in ("exp", "obs")]
+        rows = (j.where(F.col("kind").isNotNull()).orderBy(*key).select("kind", *key, *shown)
                 .limit(MAX_RANGES).collect())
         findings = [{"check": "aggregates", "partition": None, "start": None, "end": None, "count": 1,
-                     "key": f"{r['account_id']} @ {r['window_start'].isoformat() if r['window_start'] else None}",
+                     "key": " / ".join(str(r[c]) for c in sink.group_by)
+                            + f" @ {r['window_start'].isoformat() if r['window_start'] else None}",
                      "kind": r["kind"]} for r in rows]
         samples = [jsonable(r.asDict()) for r in rows[:MAX_SAMPLES]]
     detail = ""
     if stats["bad"]:
+        metrics = [c for c in values if c != "window_end"]
         detail = f"{stats['bad']} window(s) differ: " + "; ".join(
-            f"{s['kind']} {s['account_id']} {s['window_start']}: events {s['exp_events']} expected, "
-            f"{s['obs_events']} in table; amount {s['exp_amount_sum']} expected, {s['obs_amount_sum']} in table"
+            f"{s['kind']} {' / '.join(str(s[c]) for c in sink.group_by)} {s['window_start']}: "
+            + ", ".join(f"{m} {s[f'exp_{m}']} expected, {s[f'obs_{m}']} in table" for m in metrics)
             for s in samples)
     result = check("aggregates", title, not stats["bad"],
                    expected={"windows": stats["expected"], "differing": 0},
                    observed={"windows": stats["observed"], "differing": stats["bad"]},
                    samples=samples, detail=detail)
     return AggregateReconciliation(result, table, stats["expected"], findings)
+
+
+def _semi(df: DataFrame, keys: DataFrame, columns: list[str]) -> DataFrame:
+    """The rows of `df` whose key is in `keys`, comparing null-safely."""
+    return df.join(keys, [df[c].eqNullSafe(keys[c]) for c in columns], "left_semi")
 

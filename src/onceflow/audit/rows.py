@@ -1,16 +1,18 @@
 """Row reconciliation with Spark: committed Kafka records vs bronze ∪ quarantine.
 
 One full outer join on the Kafka coordinates `(_topic, _partition, _offset)`
-between the committed source records (Kafka at read_committed, validated by the
-job's own `parse_events`) and the sink rows, then one aggregation per partition
+between the committed source records (Kafka at read_committed, judged by the
+audit's own implementation of the declared rules, schema/reference.py — not the
+job's Spark validation, whose bugs it would share) and the sink rows, then one
+aggregation per partition
 gives every count the checks need: accounting, loss, phantoms, duplicates and
 content. Offending offsets are only looked up (and turned into ranges) when a
 count says there are some, so a clean audit pays for one join and one pass.
 
 Content is compared by a 64-bit hash per row over the canonical fields —
-bronze: event_id, account_id, amount, currency, event_time; quarantine: key,
-value, reason — summed per partition as a decimal: order-independent, and any
-added, missing or changed row changes the sum.
+bronze: the declared fields, typed; quarantine: key, value, reason — summed per
+partition as a decimal: order-independent, and any added, missing or changed row
+(a value the job parsed differently, a reason it gave differently) changes the sum.
 """
 
 from __future__ import annotations
@@ -22,19 +24,20 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from onceflow import tables
 from onceflow.config import Pipeline
-from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CommittedPoint, check, jsonable
+from onceflow.schema.model import Schema
+from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, SKIPPED, Check, CommittedPoint, check, jsonable
 from onceflow.spark.kafka_read import kafka_options
 
 _COUNTS = ("source_records", "source_valid", "source_malformed", "bronze_rows", "quarantine_rows", "lost_records",
            "phantom_keys", "phantom_rows", "duplicate_keys", "extra_copies", "content_mismatches")
-BRONZE_FIELDS = ("event_id", "account_id", "amount", "currency", "event_time")
 QUARANTINE_FIELDS = ("_key", "_value", "reason")
 KEY = ("_topic", "_partition", "_offset")
 
 
-def bronze_hash() -> Column:
-    return F.xxhash64(F.lit("bronze"), *[F.col(c) for c in BRONZE_FIELDS])
+def bronze_hash(schema: Schema) -> Column:
+    return F.xxhash64(F.lit("bronze"), *[F.col(c) for c in schema.names])
 
 
 def quarantine_hash() -> Column:
@@ -64,15 +67,53 @@ def read_kafka(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[
     return spark.read.format("kafka").options(**opts).load()
 
 
-def read_source(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]]) -> DataFrame:
-    """Source records parsed with the job's validation (`parse_events`): what the sinks should hold."""
-    from onceflow.spark.parse import parse_events
+_ARROW = {"string": "string", "int": "int32", "long": "int64", "double": "float64", "boolean": "bool_",
+          "date": "date32"}
+SOURCE_DDL = "_key BINARY, _value BINARY, _topic STRING, _partition INT, _offset BIGINT, reason STRING"
 
+
+def _arrow_type(ftype):
+    import pyarrow as pa
+
+    if ftype.base == "decimal":
+        return pa.decimal128(ftype.precision, ftype.scale)
+    if ftype.base == "timestamp":
+        return pa.timestamp("us", tz="UTC")
+    return getattr(pa, _ARROW[ftype.base])()
+
+
+def _judged(schema_json: str):
+    """mapInArrow: each Kafka record judged in a Python worker by schema/reference.Judge."""
+
+    def run(batches):
+        import pyarrow as pa
+
+        from onceflow.schema.model import Schema
+        from onceflow.schema.reference import Judge
+
+        schema = Schema.model_validate_json(schema_json)
+        judge = Judge(schema)
+        for batch in batches:
+            verdicts = [judge.judge(v) for v in batch.column("value").to_pylist()]
+            arrays = [pa.array([v.values[f.name] for v in verdicts], type=_arrow_type(f.ftype)) for f in schema.fields]
+            arrays += [batch.column(c) for c in ("key", "value", "topic", "partition", "offset")]
+            arrays.append(pa.array([v.reason for v in verdicts], type=pa.string()))
+            yield pa.RecordBatch.from_arrays(arrays, names=[*schema.names, "_key", "_value", "_topic", "_partition",
+                                                             "_offset", "reason"])
+
+    return run
+
+
+def read_source(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]]) -> DataFrame:
+    """The committed source records of the ranges, each judged by the audit's own judge:
+    the declared fields (typed) and `reason` (NULL when valid) — what the sinks should hold."""
+    schema = pipeline.schema
     if not ranges:  # nothing new to audit: the same columns, no rows
-        empty = spark.createDataFrame([], "key binary, value binary, topic string, partition int, offset long, "
-                                          "timestamp timestamp, timestampType int")
-        return parse_events(empty, pipeline.event)
-    return parse_events(read_kafka(spark, pipeline, ranges), pipeline.event)
+        raw = spark.createDataFrame([], "key binary, value binary, topic string, partition int, offset long")
+    else:
+        raw = read_kafka(spark, pipeline, ranges).select("key", "value", "topic", "partition", "offset")
+    ddl = ", ".join(f"`{n}` {t}" for n, t in tables.bronze_columns(schema).items()) + ", " + SOURCE_DDL
+    return raw.mapInArrow(_judged(schema.model_dump_json()), ddl)
 
 
 def read_table(spark: SparkSession, path: str, version: int | None, ranges: dict[int, tuple[int, int]] | None):
@@ -132,6 +173,7 @@ class RowReconciler:
         self.quarantine = read_table(spark, pipeline.resolve(pipeline.sinks.quarantine.path),
                                      quarantine.version if quarantine else None, self.ranges)
         self.source = read_source(spark, pipeline, self.ranges)
+        self.schema = pipeline.schema
         self._cached: list[DataFrame] = []
 
     def cache(self, df: DataFrame) -> DataFrame:
@@ -148,9 +190,9 @@ class RowReconciler:
         """One row per Kafka coordinate seen in the source or the sinks (one shuffle: union + group)."""
         zero, one = F.lit(0), F.lit(1)
         src = self.source.select(*KEY, one.alias("s"), F.when(F.col("reason").isNull(), 1).otherwise(0).alias("v"),
-                                 F.when(F.col("reason").isNull(), bronze_hash()).otherwise(quarantine_hash()).alias("h"),
+                                 F.when(F.col("reason").isNull(), bronze_hash(self.schema)).otherwise(quarantine_hash()).alias("h"),
                                  zero.alias("b"), zero.alias("q"))
-        sink = (self.bronze.select(*KEY, zero.alias("s"), zero.alias("v"), bronze_hash().alias("h"), one.alias("b"),
+        sink = (self.bronze.select(*KEY, zero.alias("s"), zero.alias("v"), bronze_hash(self.schema).alias("h"), one.alias("b"),
                                    zero.alias("q"))
                 .unionByName(self.quarantine.select(*KEY, zero.alias("s"), zero.alias("v"), quarantine_hash().alias("h"),
                                                     zero.alias("b"), one.alias("q"))))
@@ -261,7 +303,13 @@ class RowReconciler:
                      detail=_ranges_text("duplicated offsets", ranges, total))
 
     def _event_ids(self, result: RowReconciliation) -> Check:
-        dups = (self.bronze.groupBy("event_id")
+        event_id = self.schema.event_id
+        title = "no two bronze rows share the declared event_id"
+        if event_id is None:
+            return Check("duplicate_event_ids", title, SKIPPED,
+                         detail="the schema declares no event_id: uniqueness of events is not checked "
+                                "(uniqueness of Kafka offsets is, by the duplicates check)")
+        dups = (self.bronze.withColumnRenamed(event_id, "event_id").groupBy("event_id")
                 .agg(F.count(F.lit(1)).alias("rows"),
                      F.sort_array(F.collect_list(F.struct("_partition", "_offset"))).alias("at"))
                 .where(F.col("rows") > 1))
@@ -274,7 +322,7 @@ class RowReconciler:
             for a in r["at"]:
                 result.findings.append({"check": "duplicate_event_ids", "partition": a["_partition"],
                                         "start": a["_offset"], "end": a["_offset"] + 1, "count": 1})
-        return check("duplicate_event_ids", "no two bronze rows share an event_id", not found, expected=0,
+        return check("duplicate_event_ids", title.replace("the declared event_id", event_id), not found, expected=0,
                      observed=total, samples=samples,
                      partitions=sorted({a["_partition"] for r in found for a in r["at"]}),
                      detail="; ".join(f"event_id {s['event_id']} at " + ", ".join(
@@ -305,36 +353,35 @@ class RowReconciler:
 
     # -- samples ----------------------------------------------------------------------
     def source_rows(self, keys: list[tuple[int, int]]) -> list[dict]:
-        """The parsed source records at these coordinates (a small targeted Kafka read)."""
+        """The judged source records at these coordinates (a small targeted Kafka read)."""
         if not keys:
             return []
         spans: dict[int, tuple[int, int]] = {}
         for p, o in keys:
             s, e = spans.get(p, (o, o + 1))
             spans[p] = (min(s, o), max(e, o + 1))
-        from onceflow.spark.parse import parse_events
-
-        df = parse_events(read_kafka(self.spark, self.pipeline, spans), self.pipeline.event)
-        wanted = F.lit(False)
-        for p, o in keys:
-            wanted = wanted | ((F.col("_partition") == p) & (F.col("_offset") == o))
-        cols = ["_partition", "_offset", *BRONZE_FIELDS, "reason"]
-        return [jsonable(r.asDict()) for r in df.where(wanted).select(*cols).orderBy("_partition", "_offset").collect()]
+        df = read_source(self.spark, self.pipeline, spans)
+        cols = ["_partition", "_offset", *self.schema.names, "reason"]
+        return [jsonable(r.asDict()) for r in df.where(_at(keys)).select(*cols).orderBy("_partition", "_offset").collect()]
 
     def sink_rows(self, keys: list[tuple[int, int]]) -> list[dict]:
         """The sink rows at these coordinates, from bronze and quarantine, with their table."""
         if not keys:
             return []
-        wanted = F.lit(False)
-        for p, o in keys:
-            wanted = wanted | ((F.col("_partition") == p) & (F.col("_offset") == o))
-        b = self.bronze.where(wanted).select(F.lit("bronze").alias("table"), "_partition", "_offset",
-                                             *BRONZE_FIELDS, F.lit(None).cast("string").alias("reason"), "_batch_id")
-        q = self.quarantine.where(wanted).select(F.lit("quarantine").alias("table"), "_partition", "_offset",
-                                                 *[F.lit(None).cast(t).alias(c) for c, t in zip(
-                                                     BRONZE_FIELDS, ("string", "string", "decimal(18,2)", "string",
-                                                                     "timestamp"))], "reason", "_batch_id")
+        fields = tables.bronze_columns(self.schema)
+        b = self.bronze.where(_at(keys)).select(F.lit("bronze").alias("table"), "_partition", "_offset",
+                                                *fields, F.lit(None).cast("string").alias("reason"), "_batch_id")
+        q = self.quarantine.where(_at(keys)).select(F.lit("quarantine").alias("table"), "_partition", "_offset",
+                                                    *[F.lit(None).cast(t).alias(c) for c, t in fields.items()],
+                                                    "reason", "_batch_id")
         return [jsonable(r.asDict()) for r in b.unionByName(q).orderBy("_partition", "_offset", "table").collect()]
+
+
+def _at(keys: list[tuple[int, int]]) -> Column:
+    wanted = F.lit(False)
+    for p, o in keys:
+        wanted = wanted | ((F.col("_partition") == p) & (F.col("_offset") == o))
+    return wanted
 
 
 def _ranges_text(what: str, ranges: list[dict], total: int) -> str:

@@ -109,11 +109,11 @@ def _datasets(spark, pipeline: Pipeline, rows, aggs, bronze_df, quarantine_df) -
     findings = spark.createDataFrame([tuple(f.get(c) for c in finding_cols) for f in rows.findings + aggs.findings],
                                      suites.FINDINGS_DDL)
     out = {
-        "bronze": (bronze_df, suites.bronze_suite(pipeline.event.currencies, rows.totals["source_valid"])),
+        "bronze": (bronze_df, suites.bronze_suite(pipeline, rows.totals["source_valid"])),
         "quarantine": (quarantine_df, suites.quarantine_suite(rows.totals["source_malformed"])),
     }
     if aggs.table is not None:
-        out["aggregates"] = (aggs.table, suites.aggregates_suite(aggs.recomputed_rows))
+        out["aggregates"] = (aggs.table, suites.aggregates_suite(pipeline, aggs.recomputed_rows))
     out["reconciliation"] = (recon, suites.reconciliation_suite())
     out["findings"] = (findings, suites.findings_suite())
     return out

@@ -1,10 +1,12 @@
 """The Great Expectations suites of an audit, one per dataset.
 
-- bronze: schema, compound uniqueness of the Kafka coordinates, unique event_id,
-  not-null, value ranges, allowed currencies, and the row count Kafka committed;
-- quarantine: schema, uniqueness, reason codes from the allowed set, row count;
-- aggregates: schema, one row per (account, window), sane counts and sums, and
-  the row count of the batch recomputation;
+- bronze: generated from the declared schema — column types, compound uniqueness
+  of the Kafka coordinates, uniqueness of the declared event_id, not-null for
+  required fields, allowed values, ranges, patterns, lengths, UUIDs — and the row
+  count Kafka committed;
+- quarantine: schema, uniqueness, reason codes from the documented set, row count;
+- aggregates: one row per declared group and window, counts ≥ 1, windows that
+  end after they start, and the row count of the batch recomputation;
 - reconciliation: one row per partition with the counts and checksums of the
   four-way reconciliation, so accounting, loss, phantoms, duplicates and content
   are expectations too;
@@ -22,7 +24,9 @@ import re
 import great_expectations as gx
 import great_expectations.expectations as gxe
 
-from onceflow import events, tables
+from onceflow import tables
+from onceflow.config import Pipeline
+from onceflow.schema import reasons
 
 _UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 
@@ -38,14 +42,15 @@ FINDING_CHECKS = {
     "loss": "committed source records missing from bronze ∪ quarantine (anti-join source → sink)",
     "phantoms": "sink rows without a committed source record (anti-join sink → source)",
     "duplicates": "offsets held by more than one sink row",
-    "duplicate_event_ids": "bronze rows sharing an event_id",
+    "duplicate_event_ids": "bronze rows sharing the declared event_id",
     "content": "rows whose payload differs from their source record",
     "aggregates": "aggregate windows that differ from the batch recomputation from bronze",
 }
 
 
 _SPARK_TYPES = {"STRING": "StringType", "INT": "IntegerType", "BIGINT": "LongType", "TIMESTAMP": "TimestampType",
-                "DECIMAL": "DecimalType", "BINARY": "BinaryType", "BOOLEAN": "BooleanType", "DOUBLE": "DoubleType"}
+                "DECIMAL": "DecimalType", "BINARY": "BinaryType", "BOOLEAN": "BooleanType", "DOUBLE": "DoubleType",
+                "DATE": "DateType"}
 _DDL_COLUMN = re.compile(r"`?(\w+)`?\s+([A-Za-z]+)(?:\(\d+\s*,\s*\d+\))?\s*(?:,|$)")
 
 
@@ -70,17 +75,29 @@ def _not_null(*columns: str) -> list:
     return [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in columns]
 
 
-def bronze_suite(currencies: tuple[str, ...], committed_valid: int) -> gx.ExpectationSuite:
+def bronze_suite(pipeline: Pipeline, committed_valid: int) -> gx.ExpectationSuite:
+    schema = pipeline.schema
+    rules: list = []
+    for f in schema.fields:
+        if f.allowed is not None:
+            rules.append(gxe.ExpectColumnValuesToBeInSet(column=f.name, value_set=list(f.allowed)))
+        if f.min is not None or f.max is not None:
+            rules.append(gxe.ExpectColumnValuesToBeBetween(column=f.name, min_value=f.min, max_value=f.max))
+        if f.pattern is not None:
+            rules.append(gxe.ExpectColumnValuesToMatchRegex(column=f.name, regex=f.pattern))
+        if f.max_length is not None:
+            rules.append(gxe.ExpectColumnValueLengthsToBeBetween(column=f.name, min_value=0, max_value=f.max_length))
+        if f.uuid:
+            rules.append(gxe.ExpectColumnValuesToMatchRegex(column=f.name, regex=_UUID))
+    unique = ([gxe.ExpectColumnValuesToBeUnique(column=schema.event_id, description="no event is stored twice")]
+              if schema.event_id else [])
     return gx.ExpectationSuite(name="bronze", expectations=[
-        *_schema(tables.BRONZE_DDL),
+        *_schema(tables.bronze_ddl(schema)),
         gxe.ExpectCompoundColumnsToBeUnique(column_list=list(tables.SOURCE_KEY),
                                             description="no Kafka record is stored twice"),
-        gxe.ExpectColumnValuesToBeUnique(column="event_id", description="no event is stored twice"),
-        *_not_null("event_id", "account_id", "amount", "currency", "event_time", *tables.SOURCE_KEY, "_batch_id",
-                   "_generation"),
-        gxe.ExpectColumnValuesToBeBetween(column="amount", min_value=0, description="amounts are never negative"),
-        gxe.ExpectColumnValuesToBeInSet(column="currency", value_set=list(currencies)),
-        gxe.ExpectColumnValuesToMatchRegex(column="event_id", regex=_UUID),
+        *unique,
+        *_not_null(*[f.name for f in schema.fields if f.required], *tables.SOURCE_KEY, "_batch_id", "_generation"),
+        *rules,
         gxe.ExpectColumnValuesToBeBetween(column="_offset", min_value=0),
         gxe.ExpectTableRowCountToEqual(value=committed_valid,
                                        description="bronze holds exactly the valid records Kafka committed "
@@ -94,7 +111,7 @@ def quarantine_suite(committed_malformed: int) -> gx.ExpectationSuite:
         gxe.ExpectCompoundColumnsToBeUnique(column_list=list(tables.SOURCE_KEY),
                                             description="no Kafka record is quarantined twice"),
         *_not_null("reason", "detail", *tables.SOURCE_KEY, "_batch_id"),
-        gxe.ExpectColumnValuesToBeInSet(column="reason", value_set=list(events.REASONS),
+        gxe.ExpectColumnValuesToBeInSet(column="reason", value_set=list(reasons.REASONS),
                                         description="every reason is one of the documented codes"),
         gxe.ExpectTableRowCountToEqual(value=committed_malformed,
                                        description="quarantine holds exactly the malformed records Kafka "
@@ -102,13 +119,14 @@ def quarantine_suite(committed_malformed: int) -> gx.ExpectationSuite:
     ])
 
 
-def aggregates_suite(recomputed_windows: int) -> gx.ExpectationSuite:
+def aggregates_suite(pipeline: Pipeline, recomputed_windows: int) -> gx.ExpectationSuite:
+    aggs = pipeline.sinks.aggregates
+    counts = [m.name for m in aggs.parsed_metrics() if m.func == "count"]
     return gx.ExpectationSuite(name="aggregates", expectations=[
-        gxe.ExpectCompoundColumnsToBeUnique(column_list=list(tables.AGGREGATE_KEY),
-                                            description="one row per account and window"),
-        *_not_null("account_id", "window_start", "window_end", "events", "amount_sum"),
-        gxe.ExpectColumnValuesToBeBetween(column="events", min_value=1),
-        gxe.ExpectColumnValuesToBeBetween(column="amount_sum", min_value=0),
+        gxe.ExpectCompoundColumnsToBeUnique(column_list=list(tables.aggregate_key(aggs)),
+                                            description="one row per group and window"),
+        *_not_null("window_start", "window_end", *counts),
+        *[gxe.ExpectColumnValuesToBeBetween(column=c, min_value=1) for c in counts],
         gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A="window_end", column_B="window_start"),
         gxe.ExpectTableRowCountToEqual(value=recomputed_windows,
                                        description="as many windows as the batch recomputation from bronze"),

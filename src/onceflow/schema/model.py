@@ -244,7 +244,7 @@ def parse_metric(name: str, text: str) -> Metric:
             raise ValueError(f"metric {name}: write `count` (rows per group and window), not count({field})")
         return Metric(name, "count")
     if not field:
-        raise ValueError(f"metric {name}: {func} needs a field, e.g. {func}(amount)")
+        raise ValueError(f"metric {name}: {func} needs a field, e.g. {func}(reading)")
     return Metric(name, func, field)
 
 

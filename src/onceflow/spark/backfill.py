@@ -134,7 +134,7 @@ def _write_missing(spark, pipeline: Pipeline, ledgers: dict, start: dict[int, in
     raw = read_committed_batch(spark, pipeline.source.bootstrap_servers, topic,
                                starting=json.dumps({topic: {str(p): o for p, o in start.items()}}),
                                ending=json.dumps({topic: {str(p): o for p, o in end.items()}}))
-    parsed = parse_events(raw, pipeline.event).persist()
+    parsed = parse_events(raw, pipeline.schema).persist()
     try:
         records = parsed.count()
         held = None
@@ -145,7 +145,8 @@ def _write_missing(spark, pipeline: Pipeline, ledgers: dict, start: dict[int, in
                               ["_topic", "_partition", "_offset"], "left_anti").persist()
         try:
             added: dict[str, int] = {}
-            for sink, select in (("bronze", bronze_rows), ("quarantine", quarantine_rows)):
+            selects = {"bronze": lambda df, b, g: bronze_rows(df, pipeline.schema, b, g), "quarantine": quarantine_rows}
+            for sink, select in selects.items():
                 ledger = ledgers[sink]
                 generation = ledger.generation or 1
                 rows = select(missing, BACKFILL_BATCH_ID, generation).persist()

@@ -67,6 +67,14 @@ def table_paths(pipeline: Pipeline) -> dict[str, str]:
     return {name: pipeline.resolve(sink.path) for name, sink in _table_sinks(pipeline).items()}
 
 
+def table_ddls(pipeline: Pipeline) -> dict[str, str]:
+    """Sink name → the DDL its Delta table is created with, derived from the declaration."""
+    out = {"bronze": tables.bronze_ddl(pipeline.schema), "quarantine": tables.QUARANTINE_DDL}
+    if pipeline.sinks.aggregates is not None:
+        out["aggregates"] = tables.aggregates_ddl(pipeline.schema, pipeline.sinks.aggregates)
+    return out
+
+
 def table_properties(pipeline: Pipeline) -> dict[str, dict[str, str]]:
     """Sink name → the Delta table properties its table is created with (only when created)."""
     out: dict[str, dict[str, str]] = {}
@@ -160,7 +168,7 @@ class BatchWriter:
         self.watermark: datetime | None = _last_watermark(ledgers["aggregates"]) if agg else None
 
     def ensure_tables(self) -> None:
-        ddl = {"bronze": tables.BRONZE_DDL, "quarantine": tables.QUARANTINE_DDL, "aggregates": tables.AGGREGATES_DDL}
+        ddl = table_ddls(self.pipeline)
         properties = table_properties(self.pipeline)
         for name, path in self.paths.items():
             delta.ensure_table(self.spark, path, ddl[name], properties.get(name))
@@ -187,7 +195,7 @@ class BatchWriter:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         faults.maybe_crash("before_sink_commit", batch_id)
         start, end = batch_offset_range(self.pipeline.checkpoint_path, batch_id, self.topic)
-        parsed = parse_events(batch_df, self.pipeline.event).persist()
+        parsed = parse_events(batch_df, self.pipeline.schema).persist()
         try:
             self._write(parsed, batch_id, start, end)
         finally:
@@ -196,14 +204,15 @@ class BatchWriter:
 
     def _write(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
         wm = self.watermark
-        late = F.col("event_time") < F.lit(wm) if wm is not None else F.lit(False)
+        event_time = F.col(self.pipeline.schema.event_time)
+        late = event_time < F.lit(wm) if wm is not None else F.lit(False)
         valid = F.col("reason").isNull()
         counts = [F.count(F.when(self.kept(sink) & (~valid if sink == "quarantine" else valid), 1)).alias(sink)
                   for sink in ("bronze", "quarantine", "aggregates")]
-        stats = parsed.agg(*counts, F.max(F.when(valid, F.col("event_time"))).alias("max_time"),
-                           F.min(F.when(valid, F.col("event_time"))).alias("min_time"),
+        stats = parsed.agg(*counts, F.max(F.when(valid, event_time)).alias("max_time"),
+                           F.min(F.when(valid, event_time)).alias("min_time"),
                            F.count(F.when(valid & late, 1)).alias("late")).first()
-        bronze = bronze_rows(parsed, batch_id, self.generation)
+        bronze = bronze_rows(parsed, self.pipeline.schema, batch_id, self.generation)
         delta.append(self.above_floor(bronze, "bronze"), self.paths["bronze"],
                      self.entry("bronze", batch_id, start, end, stats["bronze"]))
         faults.maybe_crash("between_sinks", batch_id)
@@ -229,11 +238,11 @@ class BatchWriter:
         entry = self.entry("aggregates", batch_id, start, end, stats["aggregates"], extra)
         path = self.paths["aggregates"]
         if stats["aggregates"]:
-            window = self.pipeline.sinks.aggregates.window
-            delta.merge_aggregates(self.spark, path, delta.batch_aggregates(bronze, window), entry,
-                                   window_floor(stats["min_time"], duration_seconds(window)))
+            aggs, schema = self.pipeline.sinks.aggregates, self.pipeline.schema
+            delta.merge_aggregates(self.spark, path, delta.batch_aggregates(bronze, schema, aggs, aggs.window), aggs,
+                                   entry, window_floor(stats["min_time"], duration_seconds(aggs.window)))
         else:  # no rows to merge: an empty commit keeps the ledger contiguous
-            delta.append(delta.empty(self.spark, tables.AGGREGATES_DDL), path, entry)
+            delta.append(delta.empty(self.spark, table_ddls(self.pipeline)["aggregates"]), path, entry)
 
 
 def window_floor(moment: datetime | None, window_seconds: float) -> datetime | None:

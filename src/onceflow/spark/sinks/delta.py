@@ -16,7 +16,9 @@ from typing import Iterator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from onceflow import tables
 from onceflow.ledger import LedgerEntry
+from onceflow.schema.model import AggregatesSpec, Metric, Schema
 
 _TXN_APP = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -55,15 +57,31 @@ def _txn(spark: SparkSession, entry: LedgerEntry) -> Iterator[None]:
             spark.conf.unset(key)
 
 
-def batch_aggregates(bronze: DataFrame, window: str) -> DataFrame:
-    """Per account and event-time window: event count and amount sum of these rows."""
-    return (bronze.groupBy("account_id", F.window("event_time", window).alias("w"))
-            .agg(F.count(F.lit(1)).alias("events"), F.sum("amount").cast("decimal(28,2)").alias("amount_sum"))
-            .select("account_id", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
-                    "events", "amount_sum"))
+def batch_aggregates(bronze: DataFrame, schema: Schema, aggs: AggregatesSpec, window: str) -> DataFrame:
+    """Per declared group and event-time window: the declared metrics of these rows."""
+    types = tables.aggregate_columns(schema, aggs)
+    exprs = []
+    for m in aggs.parsed_metrics():
+        if m.func == "count":
+            e = F.count(F.lit(1))
+        else:
+            e = getattr(F, m.func)(F.col(m.field))
+        exprs.append(e.cast(types[m.name]).alias(m.name))
+    return (bronze.groupBy(*aggs.group_by, F.window(schema.event_time, window).alias("w"))
+            .agg(*exprs)
+            .select(*aggs.group_by, F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
+                    *[m.name for m in aggs.parsed_metrics()]))
 
 
-def merge_aggregates(spark: SparkSession, path: str, partial: DataFrame, entry: LedgerEntry,
+def _merged(m: Metric) -> str:
+    """How a metric of the table and one of the batch combine: exactly, in any order."""
+    t, s = f"t.`{m.name}`", f"s.`{m.name}`"
+    if m.func in ("count", "sum"):  # NULL (no non-null value yet) is the identity
+        return f"CASE WHEN {t} IS NULL THEN {s} WHEN {s} IS NULL THEN {t} ELSE {t} + {s} END"
+    return f"{'least' if m.func == 'min' else 'greatest'}({t}, {s})"  # both skip NULLs
+
+
+def merge_aggregates(spark: SparkSession, path: str, partial: DataFrame, aggs: AggregatesSpec, entry: LedgerEntry,
                      first_window: datetime | None = None) -> None:
     """Add this batch's partial aggregates to the table in one idempotent MERGE.
 
@@ -72,24 +90,23 @@ def merge_aggregates(spark: SparkSession, path: str, partial: DataFrame, entry: 
     `first_window` (the batch's earliest window start) lets Delta skip, by file
     statistics, the files of older windows, which no row of the batch can match:
     the MERGE then costs what the batch touches, not the table's whole history.
+    Group keys compare null-safely (`<=>`): an optional group-by field may be null.
     """
     from delta.tables import DeltaTable
 
     batch = F.lit(entry.batch_id).cast("bigint")
     source = partial.withColumn("_batch", batch)
-    condition = "t.account_id = s.account_id AND t.window_start = s.window_start"
+    metrics = aggs.parsed_metrics()
+    condition = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in tables.aggregate_key(aggs))
     if first_window is not None:
         condition += f" AND t.window_start >= timestamp'{first_window.strftime('%Y-%m-%d %H:%M:%S.%f')}+00:00'"
+    inserted = {f"`{c}`": f"s.`{c}`" for c in (*aggs.group_by, "window_start", "window_end",
+                                               *[m.name for m in metrics])}
     with _txn(spark, entry):
         (DeltaTable.forPath(spark, path).alias("t")
          .merge(source.alias("s"), condition)
-         .whenMatchedUpdate(set={"events": "t.events + s.events",
-                                 "amount_sum": "t.amount_sum + s.amount_sum",
-                                 "last_batch_id": "s._batch"})
-         .whenNotMatchedInsert(values={"account_id": "s.account_id", "window_start": "s.window_start",
-                                       "window_end": "s.window_end", "events": "s.events",
-                                       "amount_sum": "s.amount_sum", "first_batch_id": "s._batch",
-                                       "last_batch_id": "s._batch"})
+         .whenMatchedUpdate(set={**{f"`{m.name}`": _merged(m) for m in metrics}, "last_batch_id": "s._batch"})
+         .whenNotMatchedInsert(values={**inserted, "first_batch_id": "s._batch", "last_batch_id": "s._batch"})
          .execute())
 
 

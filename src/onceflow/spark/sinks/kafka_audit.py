@@ -4,7 +4,7 @@ The output is read at read_committed by Spark's batch Kafka source and mapped
 back to the source records it came from through the provenance the records
 carry (`_topic`, `_partition`, `_offset` in the JSON value, as the default
 `value: to_json(struct(*))` writes them). Then, against the committed source
-records (read_committed, validated by the job's own `parse_events`):
+records (read_committed, judged by the audit's own judge, schema/reference.py):
 
 - loss: a valid source record inside the ledger's complete batches with no
   output record;
@@ -32,7 +32,7 @@ from onceflow.spark.kafka_read import kafka_options
 from onceflow.spark.sinks.kafka_ledger import KafkaLedger, default_ledger_topic, read_kafka_ledger
 
 KEY = ("_topic", "_partition", "_offset")
-PROVENANCE_SCHEMA = "event_id STRING, _topic STRING, _partition INT, _offset BIGINT"
+PROVENANCE_SCHEMA = "_topic STRING, _partition INT, _offset BIGINT"
 
 
 def output_topic_and_bootstrap(pipeline: Pipeline) -> tuple[str, str, str]:
@@ -49,7 +49,7 @@ def read_output(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
     raw = spark.read.format("kafka").options(**opts).load()
     parsed = F.from_json(F.col("value").cast("string"), PROVENANCE_SCHEMA)
     return raw.select(F.col("partition").alias("out_partition"), F.col("offset").alias("out_offset"),
-                      parsed["event_id"].alias("event_id"), *[parsed[c].alias(c) for c in KEY])
+                      *[parsed[c].alias(c) for c in KEY])
 
 
 def _span(ledger: KafkaLedger, complete_only: bool) -> dict[int, tuple[int, int]]:

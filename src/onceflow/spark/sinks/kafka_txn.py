@@ -400,7 +400,8 @@ class KafkaTxnSink:
 
         if pipeline.sinks.kafka is None:
             raise KafkaSinkError(f"pipeline {pipeline.name!r} has no sinks.kafka section")
-        return cls(pipeline.name, generation, pipeline.sinks.kafka, pipeline.source.bootstrap_servers,
+        sink = pipeline.sinks.kafka.model_copy(update={"key": pipeline.kafka_key})
+        return cls(pipeline.name, generation, sink, pipeline.source.bootstrap_servers,
                    trigger_seconds=duration_seconds(pipeline.trigger.processing_time),
                    source_topic=pipeline.source.topic, **kwargs)
 
