@@ -44,23 +44,26 @@ def partial(spark, accounts: int, first_window: int, windows: int):
 def measure(spark, work: Path, accounts: int, old_windows: int, merges: int) -> list[dict]:
     from onceflow import tables
     from onceflow.ledger import LedgerEntry
+    from onceflow.schema.model import AggregatesSpec
     from onceflow.spark.sinks import delta
-    from tests.pipeline_helpers import merge_metrics
+    from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, merge_metrics
+
+    aggs = AggregatesSpec.model_validate(PAYMENTS_AGGREGATES)
 
     def entry(batch: int) -> LedgerEntry:
         return LedgerEntry("bench", "aggregates", 0, batch, "bench", {0: batch}, {0: batch + 1})
 
     paths = {dv: str(work / f"{old_windows}-{'dv' if dv else 'plain'}") for dv in (True, False)}
     for dv, path in paths.items():
-        delta.ensure_table(spark, path, tables.AGGREGATES_DDL, {tables.DELETION_VECTORS: "true"} if dv else None)
+        delta.ensure_table(spark, path, tables.aggregates_ddl(PAYMENTS_SCHEMA, aggs), {tables.DELETION_VECTORS: "true"} if dv else None)
         if old_windows:
-            delta.merge_aggregates(spark, path, partial(spark, accounts, 0, old_windows), entry(0))
+            delta.merge_aggregates(spark, path, partial(spark, accounts, 0, old_windows), aggs, entry(0))
     seconds: dict[bool, list[float]] = {True: [], False: []}
     for i in range(merges):
         newest = max(old_windows - 1, 0) + i
         for dv, path in paths.items():
             started = time.monotonic()
-            delta.merge_aggregates(spark, path, partial(spark, accounts, newest, 2), entry(i + 1),
+            delta.merge_aggregates(spark, path, partial(spark, accounts, newest, 2), aggs, entry(i + 1),
                                    T0 + timedelta(minutes=newest))
             seconds[dv].append(time.monotonic() - started)
     out = []

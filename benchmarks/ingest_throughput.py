@@ -61,11 +61,12 @@ def run_plain_parquet(spark, pipeline, folder: Path) -> float:
     source = pipeline.source
 
     def write(batch_df, batch_id):
-        parsed = parse_events(batch_df, pipeline.event).persist()
-        bronze = bronze_rows(parsed, batch_id, 0)
+        parsed = parse_events(batch_df, pipeline.schema).persist()
+        bronze = bronze_rows(parsed, pipeline.schema, batch_id, 0)
         bronze.write.mode("append").parquet(str(folder / "bronze"))
         quarantine_rows(parsed, batch_id, 0).write.mode("append").parquet(str(folder / "quarantine"))
-        batch_aggregates(bronze, pipeline.sinks.aggregates.window).write.mode("append").parquet(
+        aggs = pipeline.sinks.aggregates
+        batch_aggregates(bronze, pipeline.schema, aggs, aggs.window).write.mode("append").parquet(
             str(folder / "aggregates"))
         parsed.unpersist()
 

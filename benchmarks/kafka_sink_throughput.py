@@ -49,18 +49,19 @@ def txn_sink(bootstrap: str, name: str, source_topic: str):
     from onceflow.config import KafkaSink
     from onceflow.spark.sinks.kafka_txn import KafkaTxnSink
 
-    return KafkaTxnSink(name, 0, KafkaSink(topic=f"{name}-out", ledger_topic=f"{name}-ledger", partitions=TASKS),
+    return KafkaTxnSink(name, 0, KafkaSink(topic=f"{name}-out", ledger_topic=f"{name}-ledger", partitions=TASKS,
+                                              key="account_id"),
                         bootstrap, trigger_seconds=1, source_topic=source_topic)
 
 
 def sink_only(spark, bootstrap: str, topic: str, repeats: int) -> dict:
     """The same cached DataFrame through both sinks, alternating, median seconds each."""
-    from onceflow.config import EventSpec
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA as schema
     from onceflow.kafka.admin import ensure_topic
     from onceflow.spark.kafka_read import read_committed_batch
     from onceflow.spark.parse import bronze_rows, parse_events
 
-    bronze = bronze_rows(parse_events(read_committed_batch(spark, bootstrap, topic), EventSpec()), 0, 0).cache()
+    bronze = bronze_rows(parse_events(read_committed_batch(spark, bootstrap, topic), schema), schema, 0, 0).cache()
     rows = bronze.count()
     ends = {r["partition"]: r["end"] for r in
             read_committed_batch(spark, bootstrap, topic).groupBy("partition").agg({"offset": "max"})
@@ -94,7 +95,7 @@ def streaming(spark, bootstrap: str, topic: str, max_offsets: int, folder: Path,
               round_: int) -> tuple[float, int]:
     """An available-now query over the whole topic with one of the sinks; (seconds, valid rows written)."""
     from onceflow.checkpoint import batch_offset_range
-    from onceflow.config import EventSpec
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA as schema
     from onceflow.kafka.admin import ensure_topic
     from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
@@ -110,7 +111,7 @@ def streaming(spark, bootstrap: str, topic: str, max_offsets: int, folder: Path,
     rows = [0]
 
     def write(batch_df, batch_id):
-        bronze = bronze_rows(parse_events(batch_df, EventSpec()), batch_id, 0)
+        bronze = bronze_rows(parse_events(batch_df, schema), schema, batch_id, 0)
         if sink is None:
             builtin_write(bronze, bootstrap, out)
         else:
@@ -155,7 +156,7 @@ def _pcts(values: list[float]) -> dict:
 def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) -> dict:
     """The transactional sink in a 1 s processing-time query under a steady produce rate."""
     from onceflow.checkpoint import batch_offset_range
-    from onceflow.config import EventSpec
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA as schema
     from onceflow.kafka.admin import ensure_topic
     from onceflow.kafka.producer import produce
     from onceflow.spark.kafka_read import kafka_options
@@ -168,7 +169,7 @@ def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) ->
 
     def write(batch_df, batch_id):
         start, end = batch_offset_range(checkpoint, batch_id, topic)
-        sink.write(bronze_rows(parse_events(batch_df, EventSpec()), batch_id, 0), batch_id, start, end)
+        sink.write(bronze_rows(parse_events(batch_df, schema), schema, batch_id, 0), batch_id, start, end)
 
     stop = threading.Event()
     seen = {"read_committed": {}, "read_uncommitted": {}}

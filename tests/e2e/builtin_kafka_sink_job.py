@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 import os
 import sys
 
@@ -35,13 +36,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import functions as F
 
-    from onceflow.config import EventSpec
+    from onceflow import config
     from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
     from onceflow.spark.session import build_session
     from onceflow.spark.sinks import faults
 
     fault = faults.from_env()
+    # the payments example's declared event (this job stands in for what a user would write by hand)
+    schema = config.load(Path(__file__).resolve().parents[2] / "pipelines" / "payments.yaml", env={}).schema
     spark = build_session("onceflow-builtin-kafka-sink", master=os.environ.get("ONCEFLOW_SPARK_MASTER", "local[2]"))
     n = args.partitions
 
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return rows
 
     def batch(batch_df, batch_id: int) -> None:
-        bronze = bronze_rows(parse_events(batch_df, EventSpec()), batch_id, 0)
+        bronze = bronze_rows(parse_events(batch_df, schema), schema, batch_id, 0)
         out = (bronze.select(F.expr(args.key).cast("binary").alias("key"),
                              F.expr(args.value).cast("binary").alias("value"))
                .withColumn("task", F.pmod(F.hash("key"), F.lit(n))).cache())

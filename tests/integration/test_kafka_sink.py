@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from onceflow.config import EventSpec, KafkaSink
+from onceflow.config import KafkaSink
 from onceflow.kafka.admin import ensure_topic
 from onceflow.kafka.producer import VALID, produce
 from onceflow.spark.kafka_read import read_committed_batch
@@ -24,6 +24,7 @@ from onceflow.spark.sinks.kafka_ledger import KafkaLedgerRecord, read_kafka_ledg
 from onceflow.spark.sinks.kafka_txn import (SHARD, KafkaSinkError, KafkaTxnSink, transaction_timeout_ms,
                                             transactional_id, write_task)
 from tests.kafka_helpers import consume_all
+from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
 pytestmark = pytest.mark.integration
 
@@ -36,8 +37,8 @@ def source(broker, spark):
     topic = "t-kafka-sink-source"
     summary = produce(broker.bootstrap, topic, 3000, partitions=4, seed=7, abort_ratio=0.15,
                       malformed_ratio=0.03, txn_size=50)
-    bronze = bronze_rows(parse_events(read_committed_batch(spark, broker.bootstrap, topic), EventSpec()),
-                         0, GENERATION).cache()
+    bronze = bronze_rows(parse_events(read_committed_batch(spark, broker.bootstrap, topic), PAYMENTS_SCHEMA),
+                         PAYMENTS_SCHEMA, 0, GENERATION).cache()
     end = {p: max(r.offset for r in summary.records if r.partition == p) + 1 for p in range(4)}
     return {"topic": topic, "summary": summary, "bronze": bronze, "start": {p: 0 for p in range(4)}, "end": end,
             "valid": sorted(r.event_id for r in summary.records if r.kind == VALID and not r.aborted),
@@ -45,7 +46,7 @@ def source(broker, spark):
 
 
 def _sink(broker, source, name: str, **config) -> KafkaTxnSink:
-    cfg = KafkaSink(topic=f"{name}-out", ledger_topic=f"{name}-ledger", **config)
+    cfg = KafkaSink(topic=f"{name}-out", ledger_topic=f"{name}-ledger", **{"key": "account_id", **config})
     return KafkaTxnSink(name, GENERATION, cfg, broker.bootstrap, trigger_seconds=1, source_topic=source["topic"])
 
 
@@ -196,7 +197,8 @@ def test_bad_key_expression_names_the_field(broker, source):
 
 def test_a_ledger_topic_that_expires_records_is_refused(broker, source):
     ensure_topic(broker.bootstrap, "ks-expiring-ledger", 4, {"retention.ms": "3600000"})
-    sink = KafkaTxnSink("ks-expiring", GENERATION, KafkaSink(topic="ks-expiring-out", ledger_topic="ks-expiring-ledger"),
+    sink = KafkaTxnSink("ks-expiring", GENERATION, KafkaSink(topic="ks-expiring-out", ledger_topic="ks-expiring-ledger",
+                                                                 key="account_id"),
                         broker.bootstrap)
     with pytest.raises(KafkaSinkError, match="retention.ms=3600000"):
         sink.prepare()
@@ -252,7 +254,7 @@ def test_a_new_generation_skips_what_the_previous_one_delivered(broker, source):
     task0 = old.prepared(bronze.where(~below)).where(f"{SHARD} = 0").toArrow().to_batches()
     write_task(spec, 0, task0, sum(b.num_rows for b in task0))  # then generation 1 dies in batch 1
 
-    cfg = KafkaSink(topic=f"{name}-out", ledger_topic=f"{name}-ledger")
+    cfg = KafkaSink(topic=f"{name}-out", ledger_topic=f"{name}-ledger", key="account_id")
     new = KafkaTxnSink(name, 2, cfg, broker.bootstrap, trigger_seconds=1, source_topic=source["topic"])
     result = new.write(bronze, 0, source["start"], end)  # the worst case: restarted from the very beginning
     assert sorted(_event_ids(broker.bootstrap, new.output_topic)) == source["valid"], \
