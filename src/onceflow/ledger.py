@@ -23,6 +23,8 @@ BACKFILL = "backfill"  # rows `onceflow backfill` re-wrote inside the committed 
 # right after a MERGE inside the same call and its commit picks up the session's
 # userMetadata, so it carries a copy of the MERGE's ledger entry: a copy, never a step.
 MAINTENANCE_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "REORG"})
+# onceflow's own schema-evolution commits (spark/evolve.py) say so in their userMetadata
+MAINTENANCE_KEY = "onceflow_maintenance"
 
 
 def app_id(pipeline: str, sink: str, generation: int) -> str:
@@ -135,7 +137,7 @@ def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) 
     for commit in sorted(table.history(), key=lambda c: c.get("version", -1)):
         brief = {"version": commit.get("version"), "operation": commit.get("operation"),
                  "timestamp": commit.get("timestamp")}
-        if commit.get("operation") in MAINTENANCE_OPERATIONS:
+        if commit.get("operation") in MAINTENANCE_OPERATIONS or MAINTENANCE_KEY in (commit.get("userMetadata") or ""):
             maintenance.append(brief)
             continue
         entry = LedgerEntry.from_json(commit.get("userMetadata"), version=commit.get("version"),

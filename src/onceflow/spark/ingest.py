@@ -167,11 +167,20 @@ class BatchWriter:
         self.watermark_delay = timedelta(seconds=duration_seconds(agg.watermark)) if agg else None
         self.watermark: datetime | None = _last_watermark(ledgers["aggregates"]) if agg else None
 
-    def ensure_tables(self) -> None:
+    def ensure_tables(self, ledgers: dict[str, Ledger], log=lambda msg: None) -> None:
+        """Create missing tables; bring existing ones to the declared schema, or refuse (spark/evolve.py)."""
+        from onceflow.spark.evolve import evolve_table
+
         ddl = table_ddls(self.pipeline)
         properties = table_properties(self.pipeline)
+        optional = {f.name.lower() for f in self.pipeline.schema.fields if not f.required}
         for name, path in self.paths.items():
-            delta.ensure_table(self.spark, path, ddl[name], properties.get(name))
+            if ledgers[name].exists:
+                for change in evolve_table(self.spark, path, name, ddl[name], optional,
+                                           self.pipeline.file or self.pipeline.name):
+                    log(f"{self.pipeline.name}: {change}")
+            else:
+                delta.ensure_table(self.spark, path, ddl[name], properties.get(name))
 
     def entry(self, sink: str, batch_id: int, start: dict, end: dict, rows: int, extra: dict | None = None):
         floor = self.floors[sink]
@@ -260,7 +269,7 @@ def _starting_offsets(pipeline: Pipeline, identity: CheckpointIdentity) -> str:
 
 
 def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity, mode: str,
-                ledgers: dict[str, Ledger]):
+                ledgers: dict[str, Ledger], log=lambda msg: None):
     """The streaming query, not yet started."""
     source = pipeline.source
     extra = {}
@@ -274,7 +283,7 @@ def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIde
                                        _starting_offsets(pipeline, identity), **extra))
               .load())
     writer = BatchWriter(spark, pipeline, identity, ledgers)
-    writer.ensure_tables()
+    writer.ensure_tables(ledgers, log)
     query = (stream.writeStream.queryName(f"onceflow-{pipeline.name}")
              .option("checkpointLocation", pipeline.checkpoint_path)
              .foreachBatch(writer))
@@ -335,7 +344,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
         stop = _StopRequest()
         stop.install()
         try:
-            query = build_query(spark, pipeline, identity, mode, ledgers).start()
+            query = build_query(spark, pipeline, identity, mode, ledgers, log).start()
             status.append(STARTED, run_id=run_id, query_id=str(query.id), pid=os.getpid(),
                           mode=mode, generation=identity.generation,
                           trigger_seconds=duration_seconds(pipeline.trigger.processing_time))

@@ -1,0 +1,88 @@
+"""Schema evolution of a pipeline's existing tables, safely.
+
+A changed declaration meets tables written under the old one. Compatible
+changes keep every old row meaningful and are applied before the first batch,
+in commits the ledger counts as maintenance (no row changes):
+
+- a new optional field: `ALTER TABLE … ADD COLUMNS` (old rows read it as NULL);
+- `int` widened to `long`: Delta type widening (`delta.enableTypeWidening`).
+
+Everything else would change what old rows mean and is refused at start with
+the field, what changed, and the fix: a removed or renamed field, a narrowed or
+changed type, a new required field, changed aggregates.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+from pyspark.sql.types import DataType, IntegerType, LongType, StructType
+
+from onceflow.errors import ConfigError
+from onceflow.ledger import MAINTENANCE_KEY
+
+WIDENINGS = {(IntegerType(), LongType())}
+
+
+def _fields(schema: StructType) -> dict[str, DataType]:
+    return {f.name.lower(): f.dataType for f in schema.fields}
+
+
+def evolve_table(spark: SparkSession, path: str, sink: str, declared_ddl: str, optional: set[str],
+                 pipeline_file: str) -> list[str]:
+    """Bring the table at `path` to the declared schema, or refuse; returns what was done."""
+    existing = spark.read.format("delta").load(path).schema
+    declared = spark.createDataFrame([], declared_ddl).schema
+    have, want = _fields(existing), _fields(declared)
+    names = {f.name.lower(): f.name for f in declared.fields}
+    fix = (f"Fix: restore the field's declaration in {pipeline_file}, or give the new event a new pipeline "
+           f"(new tables and checkpoint); see docs/pipeline-config.md#changing-a-schema")
+    problems: list[str] = []
+    added, widened = [], []
+    for name, old in have.items():
+        if name not in want:
+            problems.append(f"{sink}: column `{name}` ({old.simpleString()}) is no longer declared "
+                            f"(removed or renamed)")
+        elif want[name] != old:
+            if (old, want[name]) in WIDENINGS:
+                widened.append(name)
+            else:
+                problems.append(f"{sink}: column `{name}` is {old.simpleString()} in the table but declared "
+                                f"{want[name].simpleString()} (only int → long widens safely)")
+    for name, new in want.items():
+        if name not in have:
+            if sink == "bronze" and name in optional:
+                added.append((names[name], new))
+            else:
+                what = "a required field" if sink == "bronze" else "a new aggregates column"
+                problems.append(f"{sink}: `{names[name]}` is {what}: rows already written have no value for it")
+    if problems:
+        raise ConfigError(f"{pipeline_file}: the declaration no longer fits the existing {sink} table {path}:\n  "
+                          + "\n  ".join(problems) + f"\n{fix}")
+    done: list[str] = []
+    if added or widened:
+        _alter(spark, f"delta.`{path}`", sink, added, [names[n] for n in widened], done)
+    return done
+
+
+def _alter(spark: SparkSession, table: str, sink: str, added: list, widened: list[str], done: list[str]) -> None:
+    """The ALTER commits, marked as onceflow maintenance in their commit info."""
+    import json
+
+    key = "spark.databricks.delta.commitInfo.userMetadata"
+    spark.conf.set(key, json.dumps({MAINTENANCE_KEY: "schema evolution"}))
+    try:
+        _apply(spark, table, sink, added, widened, done)
+    finally:
+        spark.conf.unset(key)
+
+
+def _apply(spark: SparkSession, table: str, sink: str, added: list, widened: list[str], done: list[str]) -> None:
+    if added:
+        cols = ", ".join(f"`{n}` {t.simpleString()}" for n, t in added)
+        spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({cols})")
+        done.append(f"{sink}: added optional column(s) {', '.join(n for n, _ in added)} (old rows read NULL)")
+    if widened:
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+        for name in widened:
+            spark.sql(f"ALTER TABLE {table} ALTER COLUMN `{name}` TYPE BIGINT")
+        done.append(f"{sink}: widened {', '.join(widened)} from int to long")
