@@ -1,0 +1,89 @@
+"""Bad input never passes as good, through the real broker, job, tables and audit.
+
+The corpus of tests/integration/test_validation.py (every strict-input case:
+trailing content, concatenated objects, invalid and overlong UTF-8, duplicate
+keys, lone surrogates, ambiguous timestamps, and every declared rule) is
+produced to a topic; the job must quarantine each malformed record with its
+reason and its raw bytes, whitespace trailers stay valid, and the audit, which
+judges the same records with its own implementation, passes. Then a record the
+job rightly refused is slipped into bronze by hand, as a job with the old
+lenient parser would have written it: the audit fails and names its offset.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import Producer
+from deltalake import DeltaTable
+import pyarrow as pa
+import pytest
+
+from onceflow import config
+from onceflow.audit.run import run_audit
+from onceflow.kafka.admin import ensure_topic
+from onceflow.spark.ingest import run_ingest, table_paths
+from tests.integration.test_validation import MALFORMED, SCHEMA, VALID
+from tests.pipeline_helpers import write_pipeline
+
+pytestmark = pytest.mark.integration
+
+# the corpus's valid records share one id: uniqueness is not what this test is about
+NO_ID = {**SCHEMA.model_dump(mode="json", exclude_none=True), "event_id": None}
+AGGREGATES = {"group_by": ["site"], "metrics": {"events": "count", "total": "sum(amount)", "top": "max(n)"}}
+
+
+@pytest.fixture(scope="module")
+def ingested(broker, spark, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("strict")
+    topic = "t-strict-input"
+    ensure_topic(broker.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 1_000_000})
+    values = VALID + [v for v, _ in MALFORMED]
+    for v in values:
+        producer.produce(topic, value=v, partition=0)
+    producer.flush(30)
+    pipeline = config.load(write_pipeline(folder, broker.bootstrap, topic, schema=NO_ID,
+                                          aggregates=AGGREGATES))
+    result = run_ingest(pipeline, spark=spark)
+    assert result.status == "finished", result
+    return {"pipeline": pipeline, "values": values}
+
+
+def _rows(path: str, columns: list[str]) -> list[dict]:
+    from deltalake import QueryBuilder
+
+    sql = "SELECT " + ", ".join(f'"{c}"' for c in columns) + " FROM t"
+    return pa.table(QueryBuilder().register("t", DeltaTable(path)).execute(sql).read_all()).to_pylist()
+
+
+def test_every_malformed_kind_is_quarantined_with_its_reason_and_raw_bytes(ingested, spark, tmp_path):
+    paths = table_paths(ingested["pipeline"])
+    quarantine = {r["_offset"]: r for r in _rows(paths["quarantine"], ["_offset", "_value", "reason", "detail"])}
+    bronze = {r["_offset"] for r in _rows(paths["bronze"], ["_offset"])}
+    assert bronze == set(range(len(VALID))), "valid records (whitespace trailers too) land in bronze"
+    wrong = {}
+    for i, (value, reason) in enumerate(MALFORMED, start=len(VALID)):
+        row = quarantine.get(i)
+        if row is None or row["reason"] != reason or row["_value"] != value or not row["detail"]:
+            wrong[i] = (value[:60], reason, row and (row["reason"], row["detail"], row["_value"] == value))
+    assert not wrong, wrong
+
+    outcome = run_audit(ingested["pipeline"], report_dir=tmp_path / "reports", spark=spark)
+    assert outcome.status == "passed", outcome.summary["failed_checks"]
+
+
+def test_a_record_slipped_into_bronze_fails_the_audit_with_its_offset(ingested, spark, tmp_path):
+    """As the old parser did: `{valid} xyz` accepted as the valid object it starts with."""
+    pipeline, paths = ingested["pipeline"], table_paths(ingested["pipeline"])
+    offset = next(i for i, (v, r) in enumerate(MALFORMED, start=len(VALID)) if r == "trailing_content")
+    from pyspark.sql import functions as F
+
+    bronze = spark.read.format("delta").load(paths["bronze"])
+    slipped = bronze.where(F.col("_offset") == 0).withColumn("_offset", F.lit(offset).cast("bigint"))
+    slipped.write.format("delta").mode("append").save(paths["bronze"])
+    spark.sql(f"DELETE FROM delta.`{paths['quarantine']}` WHERE _offset = {offset}")
+
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    checks = {c["name"]: c for c in outcome.summary["checks"]}
+    assert outcome.status == "failed" and checks["accounting"]["status"] == "failed"
+    assert checks["content"]["status"] == "failed"
+    assert any(s["_offset"] == offset for s in checks["content"]["samples"]), checks["content"]
