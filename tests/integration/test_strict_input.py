@@ -12,6 +12,10 @@ lenient parser would have written it: the audit fails and names its offset.
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 from confluent_kafka import Producer
 from deltalake import DeltaTable
 import pyarrow as pa
@@ -19,7 +23,9 @@ import pytest
 
 from onceflow import config
 from onceflow.audit.run import run_audit
+from onceflow.errors import ConfigError
 from onceflow.kafka.admin import ensure_topic
+from onceflow.ledger import read_ledger
 from onceflow.spark.ingest import run_ingest, table_paths
 from tests.integration.test_validation import MALFORMED, SCHEMA, VALID
 from tests.pipeline_helpers import write_pipeline
@@ -45,7 +51,14 @@ def ingested(broker, spark, tmp_path_factory):
                                           aggregates=AGGREGATES))
     result = run_ingest(pipeline, spark=spark)
     assert result.status == "finished", result
-    return {"pipeline": pipeline, "values": values}
+    return {"pipeline": pipeline, "values": values, "folder": folder, "topic": topic, "bootstrap": broker.bootstrap}
+
+
+def copy_of(ingested, dest: Path, schema: dict = NO_ID) -> config.Pipeline:
+    """The ingested tables and checkpoint, copied, under a pipeline file declaring `schema`."""
+    shutil.copytree(ingested["folder"], dest, ignore=shutil.ignore_patterns("*.yaml"))
+    return config.load(write_pipeline(dest, ingested["bootstrap"], ingested["topic"], schema=schema,
+                                      aggregates=AGGREGATES, name=ingested["pipeline"].name))
 
 
 def _rows(path: str, columns: list[str]) -> list[dict]:
@@ -73,7 +86,8 @@ def test_every_malformed_kind_is_quarantined_with_its_reason_and_raw_bytes(inges
 
 def test_a_record_slipped_into_bronze_fails_the_audit_with_its_offset(ingested, spark, tmp_path):
     """As the old parser did: `{valid} xyz` accepted as the valid object it starts with."""
-    pipeline, paths = ingested["pipeline"], table_paths(ingested["pipeline"])
+    pipeline = copy_of(ingested, tmp_path / "copy")
+    paths = table_paths(pipeline)
     offset = next(i for i, (v, r) in enumerate(MALFORMED, start=len(VALID)) if r == "trailing_content")
     from pyspark.sql import functions as F
 
@@ -87,3 +101,34 @@ def test_a_record_slipped_into_bronze_fails_the_audit_with_its_offset(ingested, 
     assert outcome.status == "failed" and checks["accounting"]["status"] == "failed"
     assert checks["content"]["status"] == "failed"
     assert any(s["_offset"] == offset for s in checks["content"]["samples"]), checks["content"]
+
+
+def test_compatible_evolution_is_applied_and_audited_and_a_breaking_one_is_refused(ingested, spark, tmp_path):
+    evolved = json.loads(json.dumps(NO_ID))
+    small = next(f for f in evolved["fields"] if f["name"] == "small")
+    small["type"] = "long"  # int widened to long
+    evolved["fields"].append({"name": "battery", "type": "double", "required": False, "path": "$.meta.battery"})
+    site = next(f for f in evolved["fields"] if f["name"] == "site")
+    site["allowed"] = [*site["allowed"], "z"]  # a new allowed value: nothing to change in the tables
+    pipeline = copy_of(ingested, tmp_path / "evolved", evolved)
+    assert run_ingest(pipeline, spark=spark).status == "finished"
+    paths = table_paths(pipeline)
+    types = {f.name: f.dataType.simpleString() for f in spark.read.format("delta").load(paths["bronze"]).schema}
+    assert types["small"] == "bigint" and types["battery"] == "double", types
+    ledger = read_ledger(paths["bronze"])
+    assert len(ledger.maintenance) >= 2 and not ledger.foreign_commits, (ledger.maintenance, ledger.foreign_commits)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    assert outcome.status == "passed", outcome.summary["failed_checks"]
+
+    broken = json.loads(json.dumps(evolved))
+    broken["fields"] = [f for f in broken["fields"] if f["name"] != "code"]  # a field removed
+    for f in broken["fields"]:
+        if f["name"] == "n":
+            f["type"] = "int"  # a type narrowed
+    pipeline = config.load(write_pipeline(tmp_path / "evolved", ingested["bootstrap"], ingested["topic"],
+                                          schema=broken, aggregates=AGGREGATES, name=ingested["pipeline"].name))
+    with pytest.raises(ConfigError) as refused:
+        run_ingest(pipeline, spark=spark)
+    text = str(refused.value)
+    assert "column `code` (string) is no longer declared" in text and "`n` is bigint in the table but declared int" \
+        in text and "Fix:" in text

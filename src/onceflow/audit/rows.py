@@ -82,8 +82,13 @@ def _arrow_type(ftype):
     return getattr(pa, _ARROW[ftype.base])()
 
 
-def _judged(schema_json: str):
-    """mapInArrow: each Kafka record judged in a Python worker by schema/reference.Judge."""
+Segments = list[tuple[str, dict[int, tuple[int, int]]]]
+
+
+def _judged(schema_json: str, segments: Segments):
+    """mapInArrow: each Kafka record judged in a Python worker by schema/reference.Judge, by the
+    declaration in force when its batch was written (`segments`: declaration → offset ranges;
+    records outside them: the current one). Values come out in the current bronze types."""
 
     def run(batches):
         import pyarrow as pa
@@ -92,10 +97,28 @@ def _judged(schema_json: str):
         from onceflow.schema.reference import Judge
 
         schema = Schema.model_validate_json(schema_json)
-        judge = Judge(schema)
+        judges = {schema_json: Judge(schema)}
+        for declared, _ in segments:
+            if declared not in judges:
+                judges[declared] = Judge(Schema.model_validate_json(declared))
+        current = judges[schema_json]
+
+        def judge_for(p: int, o: int) -> Judge:
+            for declared, spans in segments:
+                span = spans.get(p)
+                if span and span[0] <= o < span[1]:
+                    return judges[declared]
+            return current
+
         for batch in batches:
-            verdicts = [judge.judge(v) for v in batch.column("value").to_pylist()]
-            arrays = [pa.array([v.values[f.name] for v in verdicts], type=_arrow_type(f.ftype)) for f in schema.fields]
+            values = batch.column("value").to_pylist()
+            if len(judges) == 1:
+                verdicts = [current.judge(v) for v in values]
+            else:
+                where = zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist())
+                verdicts = [judge_for(p, o).judge(v) for (p, o), v in zip(where, values)]
+            arrays = [pa.array([v.values.get(f.name) for v in verdicts], type=_arrow_type(f.ftype))
+                      for f in schema.fields]
             arrays += [batch.column(c) for c in ("key", "value", "topic", "partition", "offset")]
             arrays.append(pa.array([v.reason for v in verdicts], type=pa.string()))
             yield pa.RecordBatch.from_arrays(arrays, names=[*schema.names, "_key", "_value", "_topic", "_partition",
@@ -104,16 +127,41 @@ def _judged(schema_json: str):
     return run
 
 
-def read_source(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]]) -> DataFrame:
+def declaration_segments(pipeline: Pipeline) -> Segments:
+    """Where an earlier declaration was in force: from the bronze ledger's entries, which
+    record the declaration each batch was judged by (only those that differ from today's)."""
+    from onceflow.ledger import read_ledger
+
+    current = pipeline.schema.model_dump_json()
+    out: Segments = []
+    for e in read_ledger(pipeline.resolve(pipeline.sinks.bronze.path)).entries:
+        declared = (e.extra or {}).get("schema")
+        if not declared or declared == current:
+            continue
+        spans = {p: (s, e.end.get(p, s)) for p, s in e.start.items() if s < e.end.get(p, s)}
+        if out and out[-1][0] == declared:
+            merged = dict(out[-1][1])
+            for p, (s, end) in spans.items():
+                lo, hi = merged.get(p, (s, end))
+                merged[p] = (min(lo, s), max(hi, end))
+            out[-1] = (declared, merged)
+        else:
+            out.append((declared, spans))
+    return out
+
+
+def read_source(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]],
+                segments: Segments | None = None) -> DataFrame:
     """The committed source records of the ranges, each judged by the audit's own judge:
     the declared fields (typed) and `reason` (NULL when valid) — what the sinks should hold."""
     schema = pipeline.schema
+    segments = declaration_segments(pipeline) if segments is None else segments
     if not ranges:  # nothing new to audit: the same columns, no rows
         raw = spark.createDataFrame([], "key binary, value binary, topic string, partition int, offset long")
     else:
         raw = read_kafka(spark, pipeline, ranges).select("key", "value", "topic", "partition", "offset")
     ddl = ", ".join(f"`{n}` {t}" for n, t in tables.bronze_columns(schema).items()) + ", " + SOURCE_DDL
-    return raw.mapInArrow(_judged(schema.model_dump_json()), ddl)
+    return raw.mapInArrow(_judged(schema.model_dump_json(), segments), ddl)
 
 
 def read_table(spark: SparkSession, path: str, version: int | None, ranges: dict[int, tuple[int, int]] | None):
@@ -172,7 +220,8 @@ class RowReconciler:
                                  bronze.version if bronze else None, self.ranges)
         self.quarantine = read_table(spark, pipeline.resolve(pipeline.sinks.quarantine.path),
                                      quarantine.version if quarantine else None, self.ranges)
-        self.source = read_source(spark, pipeline, self.ranges)
+        self.segments = declaration_segments(pipeline)
+        self.source = read_source(spark, pipeline, self.ranges, self.segments)
         self.schema = pipeline.schema
         self._cached: list[DataFrame] = []
 
@@ -360,7 +409,7 @@ class RowReconciler:
         for p, o in keys:
             s, e = spans.get(p, (o, o + 1))
             spans[p] = (min(s, o), max(e, o + 1))
-        df = read_source(self.spark, self.pipeline, spans)
+        df = read_source(self.spark, self.pipeline, spans, self.segments)
         cols = ["_partition", "_offset", *self.schema.names, "reason"]
         return [jsonable(r.asDict()) for r in df.where(_at(keys)).select(*cols).orderBy("_partition", "_offset").collect()]
 

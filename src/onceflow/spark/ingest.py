@@ -163,6 +163,7 @@ class BatchWriter:
         self.kafka = KafkaTxnSink.for_pipeline(pipeline, self.generation) if pipeline.sinks.kafka else None
         self.paths = table_paths(pipeline)
         self.topic = pipeline.source.topic
+        self.schema_json = pipeline.schema.model_dump_json()
         agg = pipeline.sinks.aggregates
         self.watermark_delay = timedelta(seconds=duration_seconds(agg.watermark)) if agg else None
         self.watermark: datetime | None = _last_watermark(ledgers["aggregates"]) if agg else None
@@ -222,8 +223,10 @@ class BatchWriter:
                            F.min(F.when(valid, event_time)).alias("min_time"),
                            F.count(F.when(valid & late, 1)).alias("late")).first()
         bronze = bronze_rows(parsed, self.pipeline.schema, batch_id, self.generation)
+        # the declaration this batch was judged by: after a schema evolution the audit judges
+        # each batch's records by the rules in force when it was written (audit/rows.py)
         delta.append(self.above_floor(bronze, "bronze"), self.paths["bronze"],
-                     self.entry("bronze", batch_id, start, end, stats["bronze"]))
+                     self.entry("bronze", batch_id, start, end, stats["bronze"], {"schema": self.schema_json}))
         faults.maybe_crash("between_sinks", batch_id)
         delta.append(self.above_floor(quarantine_rows(parsed, batch_id, self.generation), "quarantine"),
                      self.paths["quarantine"], self.entry("quarantine", batch_id, start, end, stats["quarantine"]))

@@ -1,0 +1,85 @@
+"""A second shipped pipeline of a different shape: sensor readings (pipelines/sensors.yaml).
+
+Doubles with bounds, an enum unit, an event time nested at $.meta.ts, an optional
+firmware field with a pattern, no event id, aggregates per (site, device) per 10 s
+with count/sum/min/max. Every generated malformed kind lands in quarantine with its
+reason; the aggregates equal a recomputation; the audit passes (and says the
+event-id check was not made); two pipelines of different shapes stream at once on
+one broker, each with its own checkpoint, tables, status and lock, and both audit green.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from onceflow import config
+from onceflow.audit.run import run_audit
+from onceflow.kafka.producer import VALID, produce
+from onceflow.schema.generate import malformed_kinds
+from onceflow.spark.ingest import run_ingest
+from tests.exactly_once import assert_exactly_once
+from tests.ingest_process import IngestProcess
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file, write_pipeline
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+SENSORS = yaml.safe_load((ROOT / "pipelines" / "sensors.yaml").read_text())
+SENSORS_AGGREGATES = {k: v for k, v in SENSORS["sinks"]["aggregates"].items() if k != "path"}
+
+
+def sensors_file(folder: Path, bootstrap: str, topic: str, **overrides) -> Path:
+    return write_pipeline(folder, bootstrap, topic, schema=SENSORS["schema"], aggregates=SENSORS_AGGREGATES,
+                          **overrides)
+
+
+def test_every_generated_malformed_kind_lands_with_its_reason_and_the_audit_passes(broker, spark, tmp_path):
+    pipeline = config.load(sensors_file(tmp_path, broker.bootstrap, "t-sensors-kinds"))
+    summary = produce(broker.bootstrap, "t-sensors-kinds", 3000, schema=pipeline.schema, partitions=3, seed=5,
+                      malformed_ratio=0.3, abort_ratio=0.1)
+    kinds = set(malformed_kinds(pipeline.schema))
+    assert {r.kind for r in summary.records if r.kind != VALID} == kinds
+    assert run_ingest(pipeline, spark=spark).status == "finished"
+    counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[summary])
+    assert counts["quarantine"] > 0 and counts["bronze"] > 0
+
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    checks = {c["name"]: c for c in outcome.summary["checks"]}
+    assert outcome.status == "passed", outcome.summary["failed_checks"]
+    assert checks["duplicate_event_ids"]["status"] == "skipped" and "no event_id" in checks["duplicate_event_ids"][
+        "detail"]
+    assert checks["aggregates"]["status"] == "passed" and outcome.summary["counts"]["aggregate_windows"] > 0
+
+
+def test_two_pipelines_of_different_shapes_stream_at_once_and_both_audit_green(broker, spark, tmp_path):
+    """Each in its own process (its own Spark app), as two users' streams on one machine."""
+    pay_file, payments = pipeline_file(tmp_path / "payments", broker.bootstrap, "t-two-payments", name="two_payments",
+                                       max_offsets=500)
+    sen_file = sensors_file(tmp_path / "sensors", broker.bootstrap, "t-two-sensors", name="two_sensors",
+                            max_offsets=500)
+    sensors = config.load(sen_file)
+    produce(broker.bootstrap, payments.source.topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=1,
+            malformed_ratio=0.05, abort_ratio=0.1)
+    produce(broker.bootstrap, sensors.source.topic, 1500, schema=sensors.schema, partitions=2, seed=2,
+            malformed_ratio=0.05, abort_ratio=0.1)
+    jobs = [IngestProcess(p, f, tmp_path / p.name, extra_args=("--until-idle", "10", "--max-seconds", "400"))
+            for p, f in ((payments, pay_file), (sensors, sen_file))]
+    for job in jobs:
+        job.log_dir.mkdir(parents=True, exist_ok=True)
+        job.start()
+    for job in jobs:
+        job.wait_progress(0, timeout=240)
+    # more data while both run
+    produce(broker.bootstrap, payments.source.topic, 500, schema=PAYMENTS_SCHEMA, partitions=2, seed=3)
+    produce(broker.bootstrap, sensors.source.topic, 500, schema=sensors.schema, partitions=2, seed=4)
+    for job in jobs:
+        assert job.wait_exit(480) == 0, job.tail()
+    assert payments.state_path != sensors.state_path and payments.checkpoint_path != sensors.checkpoint_path
+    for pipeline in (payments, sensors):
+        counts = assert_exactly_once(pipeline, broker.bootstrap)
+        assert counts["committed"] >= 1900, counts
+        outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+        assert outcome.status == "passed", (pipeline.name, outcome.summary["failed_checks"])
