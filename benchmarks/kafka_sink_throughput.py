@@ -159,6 +159,7 @@ def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) ->
     from tests.pipeline_helpers import PAYMENTS_SCHEMA as schema
     from onceflow.kafka.admin import ensure_topic
     from onceflow.kafka.producer import produce
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
     from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
 
@@ -182,7 +183,8 @@ def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) ->
              .trigger(processingTime="1 second").start())
     try:
         time.sleep(15)  # the query is running and has planned its first batches
-        produce(bootstrap, topic, int(rate * seconds), partitions=TASKS, rate=rate, txn_size=50, keep_records=False)
+        produce(bootstrap, topic, int(rate * seconds), schema=PAYMENTS_SCHEMA, partitions=TASKS, rate=rate,
+                txn_size=50, keep_records=False)
         deadline = time.monotonic() + 120
         while len(seen["read_committed"]) < int(rate * seconds) * 0.97 and time.monotonic() < deadline:
             time.sleep(1)
@@ -213,14 +215,15 @@ def main() -> int:
     args = ap.parse_args()
 
     from onceflow.kafka.producer import produce
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
     from onceflow.spark.session import build_session
 
     with scratch_broker("onceflow-bench-kafka-sink-", timeout=180) as (work, broker):
         spark = None
         try:
             print(f"producing {args.events} events …", file=sys.stderr)
-            produce(broker.bootstrap, "bench", args.events, partitions=TASKS, malformed_ratio=0.01, txn_size=500,
-                    keep_records=False)
+            produce(broker.bootstrap, "bench", args.events, schema=PAYMENTS_SCHEMA, partitions=TASKS,
+                    malformed_ratio=0.01, txn_size=500, keep_records=False)
             spark = build_session("onceflow-bench-kafka-sink", master="local[2]")
             figures = {"events": args.events, "machine": {"cpus": os.cpu_count()}}
             print("sink-only throughput …", file=sys.stderr)
