@@ -44,8 +44,8 @@ def produce_and_ingest(spark, broker, pipeline, count: int, seed: int | None, fi
     (seed None) except for the first load, which is reproducible (seed 1): new data
     then lands in new windows, as in a live stream, not in long-closed ones."""
     from onceflow.kafka.producer import produce
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
     from onceflow.spark.ingest import run_ingest
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
     t = time.monotonic()
     done = [0]

@@ -92,10 +92,9 @@ def main() -> int:
         settings[key.strip()] = value.strip()
 
     from onceflow.kafka.producer import produce
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
     from onceflow.spark.ingest import run_ingest
     from onceflow.spark.session import build_session
-    from tests.pipeline_helpers import pipeline_file
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
 
     with scratch_broker("onceflow-bench-batch-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)

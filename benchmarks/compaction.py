@@ -80,8 +80,8 @@ def main() -> int:
 
     from ingest_throughput import run_exactly_once
     from onceflow.kafka.producer import produce
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
     from onceflow.spark.session import build_session
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
     with scratch_broker("onceflow-compaction-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)

@@ -105,9 +105,9 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
     from deltalake import DeltaTable
 
     from onceflow.kafka.producer import produce
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
     from onceflow.ledger import read_ledger
     from onceflow.spark.ingest import table_paths
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
     from tests.ingest_process import IngestProcess
 
     job = IngestProcess(pipeline, pipeline_file, pipeline_file.parent).start()
@@ -156,8 +156,8 @@ def main() -> int:
     args = ap.parse_args()
 
     from onceflow.kafka.producer import produce
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
     from onceflow.spark.session import build_session
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
     with scratch_broker("onceflow-bench-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)

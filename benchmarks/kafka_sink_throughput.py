@@ -159,7 +159,6 @@ def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) ->
     from tests.pipeline_helpers import PAYMENTS_SCHEMA as schema
     from onceflow.kafka.admin import ensure_topic
     from onceflow.kafka.producer import produce
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
     from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
 
@@ -183,7 +182,7 @@ def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) ->
              .trigger(processingTime="1 second").start())
     try:
         time.sleep(15)  # the query is running and has planned its first batches
-        produce(bootstrap, topic, int(rate * seconds), schema=PAYMENTS_SCHEMA, partitions=TASKS, rate=rate,
+        produce(bootstrap, topic, int(rate * seconds), schema=schema, partitions=TASKS, rate=rate,
                 txn_size=50, keep_records=False)
         deadline = time.monotonic() + 120
         while len(seen["read_committed"]) < int(rate * seconds) * 0.97 and time.monotonic() < deadline:
@@ -215,8 +214,8 @@ def main() -> int:
     args = ap.parse_args()
 
     from onceflow.kafka.producer import produce
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
     from onceflow.spark.session import build_session
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
     with scratch_broker("onceflow-bench-kafka-sink-", timeout=180) as (work, broker):
         spark = None
