@@ -18,7 +18,7 @@ from onceflow.schema.generate import VALID, Generator
 from onceflow.schema.model import Schema
 from onceflow.schema.reference import Judge
 from tests.integration.test_validation import SCHEMA as CORPUS_SCHEMA
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, SENSORS_SCHEMA
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, ROOT, SENSORS_SCHEMA
 
 SEEDS = range(40)
 
@@ -178,3 +178,21 @@ def test_unknown_group_by_or_key_field_is_refused():
         Generator(PAYMENTS_SCHEMA, 1, group_by=("nope",))
     with pytest.raises(ConfigError, match="'nope' is not a field"):
         Generator(PAYMENTS_SCHEMA, 1, key_field="nope")
+
+
+def test_cli_lists_the_kinds_and_refuses_what_it_cannot_do(capsys, tmp_path):
+    from onceflow import cli
+
+    assert cli.main(["produce", "--pipeline", "sensors", "--kinds"]) == 0
+    assert capsys.readouterr().out.split() == list(Generator(SENSORS_SCHEMA).kinds())
+    assert cli.main(["produce", "--pipeline", "payments", "--count", "0"]) == 2
+    assert "--count 0 / --rate 0:" in capsys.readouterr().err
+    assert cli.main(["produce", "--rate", "-1"]) == 2
+    assert "Fix: e.g. --count 1000 --rate 200" in capsys.readouterr().err
+    assert cli.main(["produce", "--pipeline", "nope"]) == 2
+    assert "no pipeline named 'nope'" in capsys.readouterr().err
+    body = (ROOT / "pipelines" / "sensors.yaml").read_text().replace(", examples: [v1.0, v1.4, v2.1]", "")
+    (tmp_path / "bare.yaml").write_text(body)
+    assert cli.main(["produce", "--pipeline", str(tmp_path / "bare.yaml"), "--kinds"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "bare.yaml: schema field 'firmware': it has a pattern" in err and "Fix: add `examples: [...]`" in err
