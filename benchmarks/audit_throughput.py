@@ -45,6 +45,7 @@ def produce_and_ingest(spark, broker, pipeline, count: int, seed: int | None, fi
     then lands in new windows, as in a live stream, not in long-closed ones."""
     from onceflow.kafka.producer import produce
     from onceflow.spark.ingest import run_ingest
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
     t = time.monotonic()
     done = [0]
@@ -54,8 +55,9 @@ def produce_and_ingest(spark, broker, pipeline, count: int, seed: int | None, fi
         if done[0] % 500_000 < n:
             log(f"produced {done[0]:,}/{count:,}")
 
-    summary = produce(broker.bootstrap, TOPIC, count, partitions=4, seed=1 if first else seed, abort_ratio=0.02,
-                      malformed_ratio=0.01, txn_size=1000, keep_records=False, progress=progress)
+    summary = produce(broker.bootstrap, TOPIC, count, schema=PAYMENTS_SCHEMA, partitions=4, seed=1 if first else seed,
+                      abort_ratio=0.02, malformed_ratio=0.01, txn_size=1000, keep_records=False,
+                      progress=progress)
     produced_s = time.monotonic() - t
     log(f"produced {count:,} events in {produced_s:.0f}s; ingesting")
     t = time.monotonic()

@@ -94,14 +94,14 @@ def main() -> int:
     from onceflow.kafka.producer import produce
     from onceflow.spark.ingest import run_ingest
     from onceflow.spark.session import build_session
-    from tests.pipeline_helpers import pipeline_file
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
 
     with scratch_broker("onceflow-bench-batch-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)
-        produce(broker.bootstrap, "warm", 3_000, partitions=4, malformed_ratio=0.01, txn_size=1000,
-                keep_records=False)
-        produce(broker.bootstrap, "bench", args.events, partitions=4, malformed_ratio=0.01, txn_size=1000,
-                keep_records=False)
+        produce(broker.bootstrap, "warm", 3_000, schema=PAYMENTS_SCHEMA, partitions=4, malformed_ratio=0.01,
+                txn_size=1000, keep_records=False)
+        produce(broker.bootstrap, "bench", args.events, schema=PAYMENTS_SCHEMA, partitions=4, malformed_ratio=0.01,
+                txn_size=1000, keep_records=False)
         events = work / "events"
         events.mkdir()
         extra = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),

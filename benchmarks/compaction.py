@@ -81,12 +81,13 @@ def main() -> int:
     from ingest_throughput import run_exactly_once
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
     with scratch_broker("onceflow-compaction-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)
-        produce(broker.bootstrap, "events", args.events, partitions=4, malformed_ratio=0.01, txn_size=1000,
-                keep_records=False)
-        produce(broker.bootstrap, "warm", 10_000, partitions=4, keep_records=False)
+        produce(broker.bootstrap, "events", args.events, schema=PAYMENTS_SCHEMA, partitions=4, malformed_ratio=0.01,
+                txn_size=1000, keep_records=False)
+        produce(broker.bootstrap, "warm", 10_000, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)
         spark = build_session("onceflow-compaction", master="local[*]")
         run_exactly_once(spark, _pipeline(work / "warm", broker.bootstrap, "warm", args.max_offsets, True))
         runs: dict[bool, list[dict]] = {False: [], True: []}

@@ -107,13 +107,15 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
     from onceflow.kafka.producer import produce
     from onceflow.ledger import read_ledger
     from onceflow.spark.ingest import table_paths
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
     from tests.ingest_process import IngestProcess
 
     job = IngestProcess(pipeline, pipeline_file, pipeline_file.parent).start()
     try:
         job.wait_progress(more_than=0, timeout=300)  # query up and idle-ready before the clock starts
         started_ms = time.time() * 1000
-        produce(bootstrap, pipeline.source.topic, int(rate * seconds), rate=rate, txn_size=50, keep_records=False)
+        produce(bootstrap, pipeline.source.topic, int(rate * seconds), schema=PAYMENTS_SCHEMA, rate=rate, txn_size=50,
+                keep_records=False)
         time.sleep(5)
         assert job.terminate() == 0, job.tail()
     except BaseException:
@@ -155,17 +157,19 @@ def main() -> int:
 
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
     with scratch_broker("onceflow-bench-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)
-        summary = produce(broker.bootstrap, "bench", args.events, partitions=4, malformed_ratio=0.01,
-                          txn_size=1000, keep_records=False)
+        summary = produce(broker.bootstrap, "bench", args.events, schema=PAYMENTS_SCHEMA, partitions=4,
+                          malformed_ratio=0.01, txn_size=1000, keep_records=False)
         committed = summary.count("committed")
         print(f"  {committed} committed in {summary.seconds:.1f}s", flush=True)
         spark = build_session("onceflow-bench", master="local[*]")
 
         # warm the JVM, the connectors and both code paths once, so neither side pays for it
-        produce(broker.bootstrap, "warm", min(20_000, args.events), partitions=4, keep_records=False)
+        produce(broker.bootstrap, "warm", min(20_000, args.events), schema=PAYMENTS_SCHEMA, partitions=4,
+                keep_records=False)
         sizes = [int(x) for x in str(args.max_offsets or _shipped_sizes()).split(",") if x.strip()]
         _, warm = _pipeline(work / "warm", broker.bootstrap, "warm", sizes[0])
         run_exactly_once(spark, warm)
@@ -204,7 +208,8 @@ def main() -> int:
         print(f"latency: continuous, 1 s trigger, {args.latency_rate:g} events/s for {args.latency_seconds:g}s …",
               flush=True)
         file, lat_pipeline = _pipeline(work / "latency", broker.bootstrap, "latency", 100_000, "1 second")
-        produce(broker.bootstrap, "latency", 1, partitions=4, keep_records=False)  # topic exists before the query
+        # the topic exists before the query
+        produce(broker.bootstrap, "latency", 1, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)
         latency = measure_latency(file, lat_pipeline, broker.bootstrap, args.latency_rate, args.latency_seconds)
 
     figures = {

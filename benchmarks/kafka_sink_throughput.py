@@ -182,7 +182,8 @@ def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) ->
              .trigger(processingTime="1 second").start())
     try:
         time.sleep(15)  # the query is running and has planned its first batches
-        produce(bootstrap, topic, int(rate * seconds), partitions=TASKS, rate=rate, txn_size=50, keep_records=False)
+        produce(bootstrap, topic, int(rate * seconds), schema=schema, partitions=TASKS, rate=rate,
+                txn_size=50, keep_records=False)
         deadline = time.monotonic() + 120
         while len(seen["read_committed"]) < int(rate * seconds) * 0.97 and time.monotonic() < deadline:
             time.sleep(1)
@@ -214,13 +215,14 @@ def main() -> int:
 
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
     with scratch_broker("onceflow-bench-kafka-sink-", timeout=180) as (work, broker):
         spark = None
         try:
             print(f"producing {args.events} events …", file=sys.stderr)
-            produce(broker.bootstrap, "bench", args.events, partitions=TASKS, malformed_ratio=0.01, txn_size=500,
-                    keep_records=False)
+            produce(broker.bootstrap, "bench", args.events, schema=PAYMENTS_SCHEMA, partitions=TASKS,
+                    malformed_ratio=0.01, txn_size=500, keep_records=False)
             spark = build_session("onceflow-bench-kafka-sink", master="local[2]")
             figures = {"events": args.events, "machine": {"cpus": os.cpu_count()}}
             print("sink-only throughput …", file=sys.stderr)

@@ -58,12 +58,13 @@ class Producer(threading.Thread):
 
     def run(self) -> None:
         from onceflow.kafka.producer import produce
+        from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
         seed = 0
         while not self.stop.is_set():
             try:
-                produce(self.bootstrap, self.topic, self.per_batch, partitions=2, seed=seed, txn_size=50,
-                        abort_ratio=0.1, malformed_ratio=0.02, keep_records=False)
+                produce(self.bootstrap, self.topic, self.per_batch, schema=PAYMENTS_SCHEMA, partitions=2, seed=seed,
+                        txn_size=50, abort_ratio=0.1, malformed_ratio=0.02, keep_records=False)
                 self.produced += self.per_batch
             except Exception as exc:  # reported at the end; a benchmark must not hang on it
                 self.error = exc

@@ -15,6 +15,9 @@ _PAYMENTS = yaml.safe_load((ROOT / "pipelines" / "payments.yaml").read_text())
 PAYMENTS_SCHEMA_BODY = _PAYMENTS["schema"]
 PAYMENTS_AGGREGATES = {k: _PAYMENTS["sinks"]["aggregates"][k] for k in ("group_by", "metrics")}
 PAYMENTS_SCHEMA = config.Schema.model_validate(PAYMENTS_SCHEMA_BODY)
+# the sensors example, a second shape (generator and multi-pipeline tests)
+SENSORS = config.load(ROOT / "pipelines" / "sensors.yaml")
+SENSORS_SCHEMA = SENSORS.schema
 
 
 def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str | None = None, max_offsets: int = 2000,

@@ -8,7 +8,7 @@ import sys
 
 from rich.console import Console
 
-from onceflow.errors import OnceflowError
+from onceflow.errors import ConfigError, OnceflowError
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
@@ -61,19 +61,42 @@ def cmd_produce(args) -> int:
 
     from onceflow.kafka.producer import produce
 
-    bootstrap, topic = _source(args)
+    pipeline, group_by, kinds = _produce_plan(args.pipeline)
+    if args.kinds:
+        out.print("\n".join(kinds), markup=False)
+        return 0
+    if args.count < 1 or args.rate < 0:
+        raise ConfigError(f"--count {args.count} / --rate {args.rate:g}: write at least 1 event at a rate of 0 "
+                          f"(as fast as possible) or more events/s. Fix: e.g. --count 1000 --rate 200")
+    bootstrap = args.bootstrap or pipeline.source.bootstrap_servers
+    topic = args.topic or pipeline.source.topic
     with Progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("produce", total=args.count)
-        summary = produce(bootstrap, topic, args.count, partitions=args.partitions, rate=args.rate,
-                          seed=args.seed, abort_ratio=args.abort_ratio, malformed_ratio=args.malformed_ratio,
-                          txn_size=args.txn_size, keep_records=False,
+        summary = produce(bootstrap, topic, args.count, schema=pipeline.schema, group_by=group_by,
+                          partitions=args.partitions, rate=args.rate, seed=args.seed, abort_ratio=args.abort_ratio,
+                          malformed_ratio=args.malformed_ratio, txn_size=args.txn_size, keep_records=False,
                           progress=lambda n: bar.advance(task, n))
     if args.json:
         out.print_json(json.dumps(summary.as_dict()))
     else:
         _print_produce_summary(summary)
     return 0
+
+
+def _produce_plan(spec: str):
+    """The pipeline, its group_by fields and the malformed kinds its schema can produce;
+    a schema the generator cannot make events for is refused naming the file."""
+    from onceflow import config
+    from onceflow.schema.generate import Generator
+
+    pipeline = config.load_named(spec)
+    group_by = pipeline.sinks.aggregates.group_by if pipeline.sinks.aggregates else ()
+    try:
+        kinds = Generator(pipeline.schema, group_by=group_by).kinds()
+    except ConfigError as exc:
+        raise ConfigError(f"{pipeline.file}: {exc}") from None
+    return pipeline, group_by, kinds
 
 
 def _print_produce_summary(summary) -> None:
@@ -89,23 +112,6 @@ def _print_produce_summary(summary) -> None:
     table.add_row("all", *(str(summary.count(k)) for k in ("committed", "committed_valid",
                                                            "committed_malformed", "aborted")), style="bold")
     out.print(table)
-
-
-def _source(args) -> tuple[str, str]:
-    """Bootstrap servers and topic: explicit flags win, else the pipeline file."""
-    bootstrap, topic = getattr(args, "bootstrap", None), getattr(args, "topic", None)
-    if (not bootstrap or not topic) and getattr(args, "pipeline", None):
-        from onceflow import config
-
-        pipeline = config.load(args.pipeline)
-        bootstrap = bootstrap or pipeline.source.bootstrap_servers
-        topic = topic or pipeline.source.topic
-    if not bootstrap or not topic:
-        from onceflow.kafka.broker import LocalBroker
-
-        bootstrap = bootstrap or LocalBroker().bootstrap
-        topic = topic or "payments"
-    return bootstrap, topic
 
 
 # -- demo --------------------------------------------------------------------
@@ -143,17 +149,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="status as JSON")
     p.set_defaults(func=cmd_kafka)
 
-    p = sub.add_parser("produce", help="write synthetic payments events in transactions")
+    p = sub.add_parser("produce", help="write synthetic events of a pipeline's schema in transactions "
+                                        "(docs/generator.md)")
+    p.add_argument("--pipeline", default="payments",
+                   help="pipeline name or YAML path: its schema, topic and bootstrap (default payments)")
     p.add_argument("--count", type=int, default=10_000)
     p.add_argument("--rate", type=float, default=0, help="events/s; 0 = as fast as possible")
     p.add_argument("--partitions", type=int, default=4, help="partitions if the topic is created")
     p.add_argument("--seed", type=int, help="makes the events reproducible")
     p.add_argument("--abort-ratio", type=float, default=0.0, help="fraction of transactions aborted on purpose")
-    p.add_argument("--malformed-ratio", type=float, default=0.0, help="fraction of records malformed on purpose")
+    p.add_argument("--malformed-ratio", type=float, default=0.0,
+                   help="fraction of records malformed on purpose, each kind as often (see --kinds)")
     p.add_argument("--txn-size", type=int, default=100, help="events per transaction")
-    p.add_argument("--pipeline", default="pipelines/payments.yaml", help="take topic and bootstrap from here")
-    p.add_argument("--topic")
-    p.add_argument("--bootstrap")
+    p.add_argument("--topic", help="instead of the pipeline's topic")
+    p.add_argument("--bootstrap", help="instead of the pipeline's bootstrap servers")
+    p.add_argument("--kinds", action="store_true", help="print the malformed kinds the pipeline can produce and exit")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_produce)
 

@@ -233,3 +233,18 @@ def load(path: str | Path, env: dict[str, str] | None = None) -> Pipeline:
 
 def load_all(folder: str | Path) -> list[Pipeline]:
     return [load(p) for p in sorted(Path(folder).glob("*.yaml"))]
+
+
+def load_named(spec: str | Path) -> Pipeline:
+    """A pipeline from a YAML path, or from a bare name as pipelines/<name>.yaml (in the
+    current directory, else in the project's checkout)."""
+    from onceflow.paths import project_root
+
+    path = Path(spec)
+    if path.exists() or "/" in str(spec) or str(spec).endswith((".yaml", ".yml")):
+        return load(path)
+    for folder in (Path("pipelines"), project_root() / "pipelines"):
+        if (folder / f"{spec}.yaml").exists():
+            return load(folder / f"{spec}.yaml")
+    raise ConfigError(f"no pipeline named {spec!r} (looked for pipelines/{spec}.yaml). "
+                      f"Fix: pass a name from pipelines/ or a YAML path, e.g. --pipeline pipelines/payments.yaml")

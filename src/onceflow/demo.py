@@ -31,8 +31,10 @@ def run_demo(pipeline_file: str, count: int, log=print, out=None) -> dict:
     if pipeline.source.bootstrap_servers == broker.bootstrap:
         broker.start(log=log)
     log(f"producing {count} events to {pipeline.source.topic} (5% of transactions aborted, 1% of records malformed)")
-    summary = produce(pipeline.source.bootstrap_servers, pipeline.source.topic, count,
-                      abort_ratio=0.05, malformed_ratio=0.01, keep_records=False)
+    aggregates = pipeline.sinks.aggregates
+    summary = produce(pipeline.source.bootstrap_servers, pipeline.source.topic, count, schema=pipeline.schema,
+                      group_by=aggregates.group_by if aggregates else (), abort_ratio=0.05, malformed_ratio=0.01,
+                      keep_records=False)
     log(f"committed {summary.count('committed')} ({summary.count('committed_malformed')} malformed), "
         f"aborted {summary.count('aborted')}; running the exactly-once job (available-now)")
     result = run_ingest(pipeline, mode="available-now", log=log)

@@ -21,7 +21,7 @@ import pytest
 
 from tests.airflow_helpers import migrate_db  # AIRFLOW_HOME before airflow is imported
 from tests.exactly_once import assert_exactly_once
-from tests.pipeline_helpers import pipeline_file
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
 
 from onceflow.kafka.producer import produce
 from onceflow.status import RunLock, StatusLog
@@ -54,8 +54,8 @@ def flow(broker, jars, state_home, tmp_path_factory):
 
 
 def _produce(flow, count: int, seed: int):
-    summary = produce(flow["bootstrap"], flow["topic"], count, partitions=PARTITIONS, seed=seed,
-                      abort_ratio=0.1, malformed_ratio=0.05, txn_size=25)
+    summary = produce(flow["bootstrap"], flow["topic"], count, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS,
+                      seed=seed, abort_ratio=0.1, malformed_ratio=0.05, txn_size=25)
     flow["produced"].append(summary)
     return summary
 

@@ -25,7 +25,7 @@ from onceflow.spark.ingest import table_paths
 from tests.conftest import free_port_pair
 from tests.exactly_once import assert_exactly_once
 from tests.ingest_process import IngestProcess
-from tests.pipeline_helpers import pipeline_file
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
 
 pytestmark = pytest.mark.e2e
 
@@ -43,7 +43,8 @@ class Producer(threading.Thread):
     def __init__(self, bootstrap: str, topic: str, count: int, rate: float, seed: int):
         super().__init__(daemon=True)
         self.args = (bootstrap, topic, count)
-        self.kw = dict(partitions=PARTITIONS, rate=rate, seed=seed, abort_ratio=0.06, malformed_ratio=0.015)
+        self.kw = dict(schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, rate=rate, seed=seed, abort_ratio=0.06,
+                       malformed_ratio=0.015)
         self.summary = None
         self.error: BaseException | None = None
 
@@ -111,16 +112,16 @@ def test_broker_restart_mid_stream(jars, tmp_path):
         folder = tmp_path / "pipeline"
         file, pipeline = pipeline_file(folder, broker.bootstrap, topic, max_offsets=1500,
                                        trigger={"processing_time": "500 ms"})
-        before = produce(broker.bootstrap, topic, 8000, partitions=PARTITIONS, seed=5, abort_ratio=0.06,
-                         malformed_ratio=0.015)
+        before = produce(broker.bootstrap, topic, 8000, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=5,
+                         abort_ratio=0.06, malformed_ratio=0.015)
         job = IngestProcess(pipeline, file, tmp_path).start()
         job.wait_progress(more_than=0)
 
         broker.stop()  # mid-stream: the job is running, with a backlog left to read
         time.sleep(3)
         broker.start(timeout=120)
-        after = produce(broker.bootstrap, topic, 8000, partitions=PARTITIONS, seed=6, abort_ratio=0.06,
-                        malformed_ratio=0.015)
+        after = produce(broker.bootstrap, topic, 8000, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=6,
+                        abort_ratio=0.06, malformed_ratio=0.015)
         if job.proc.poll() is None:  # the job survived the outage: let it catch up, then stop it cleanly
             seen = job.progress_count()
             job.wait_progress(more_than=seen)

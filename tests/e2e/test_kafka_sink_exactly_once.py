@@ -38,7 +38,7 @@ from onceflow.kafka.producer import VALID, produce
 from onceflow.spark.sinks.kafka_ledger import read_kafka_ledger
 from tests.exactly_once import assert_exactly_once
 from tests.kafka_helpers import consume_all
-from tests.pipeline_helpers import write_pipeline
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -109,7 +109,7 @@ def _ids(bootstrap: str, topic: str, isolation: str) -> Counter:
 @pytest.fixture(scope="module")
 def source(broker):
     topic = "t-e2e-kafka-sink-source"
-    summary = produce(broker.bootstrap, topic, EVENTS, partitions=4, seed=11, abort_ratio=0.1,
+    summary = produce(broker.bootstrap, topic, EVENTS, schema=PAYMENTS_SCHEMA, partitions=4, seed=11, abort_ratio=0.1,
                       malformed_ratio=0.02, txn_size=100)
     valid = Counter(r.event_id for r in summary.records if r.kind == VALID and not r.aborted)
     aborted = {r.event_id for r in summary.records if r.aborted and r.event_id}

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.airflow_helpers import ROOT  # noqa: F401  (AIRFLOW_HOME before airflow is imported)
+from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
 from onceflow.airflow.triggers import PipelineHealthTrigger
 from onceflow.kafka.admin import ensure_topic, list_end_offsets
@@ -34,7 +35,7 @@ def source(broker):
     """A topic with committed records on 2 partitions; its last stable offsets."""
     topic = f"t-airflow-trigger-{os.getpid()}"
     ensure_topic(broker.bootstrap, topic, 2)
-    produce(broker.bootstrap, topic, 40, partitions=2, seed=7, keep_records=False)
+    produce(broker.bootstrap, topic, 40, schema=PAYMENTS_SCHEMA, partitions=2, seed=7, keep_records=False)
     latest = list_end_offsets(broker.bootstrap, topic)["latest"]
     assert sum(latest.values()) >= 40
     return broker.bootstrap, topic, latest

@@ -22,7 +22,7 @@ from onceflow.kafka.admin import watermarks
 from onceflow.kafka.producer import VALID, produce
 from onceflow.ledger import read_ledger
 from onceflow.spark.ingest import run_ingest
-from tests.pipeline_helpers import write_pipeline
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -36,8 +36,8 @@ def ingested(broker, spark, tmp_path_factory):
     """A topic with aborted and malformed records, ingested exactly once by the real job."""
     folder = tmp_path_factory.mktemp("audit-pipeline")
     topic = f"t-audit-{folder.name}"
-    produced = produce(broker.bootstrap, topic, 2400, partitions=PARTITIONS, seed=11, abort_ratio=0.1,
-                       malformed_ratio=0.05, txn_size=50)
+    produced = produce(broker.bootstrap, topic, 2400, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=11,
+                       abort_ratio=0.1, malformed_ratio=0.05, txn_size=50)
     pipeline = config.load(write_pipeline(folder, broker.bootstrap, topic, max_offsets=1500))
     result = run_ingest(pipeline, spark=spark)
     assert result.status == "finished" and result.batches >= 2, result
@@ -254,8 +254,8 @@ def test_since_last_audits_only_what_was_committed_since_the_last_passed_audit(i
     assert first.status == "passed" and any("no passed audit" in n for n in first.summary["notes"])
     before = {r["partition"]: r["end"] for r in first.summary["ranges"]}
 
-    more = produce(broker.bootstrap, ingested["topic"], 600, partitions=PARTITIONS, seed=12, abort_ratio=0.1,
-                   malformed_ratio=0.05, txn_size=50)
+    more = produce(broker.bootstrap, ingested["topic"], 600, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=12,
+                   abort_ratio=0.1, malformed_ratio=0.05, txn_size=50)
     run_ingest(pipeline, spark=spark)
     second, checks = audit(pipeline, spark, tmp_path, mode="since-last")
     assert second.status == "passed", second.summary["failed_checks"]

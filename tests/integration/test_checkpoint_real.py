@@ -28,6 +28,7 @@ from onceflow.kafka.admin import list_end_offsets, watermarks
 from onceflow.kafka.producer import produce
 from onceflow.spark.kafka_read import kafka_options
 from onceflow.status import RunLock, StatusLog
+from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +41,8 @@ SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs/schemas/checkpo
 @pytest.fixture(scope="module")
 def stream(broker, spark, tmp_path_factory):
     """Produce, then run the availableNow query to the end; what each batch saw, per batch id."""
-    first = produce(broker.bootstrap, TOPIC, 600, partitions=PARTITIONS, seed=4, abort_ratio=0.2, txn_size=25)
+    first = produce(broker.bootstrap, TOPIC, 600, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=4,
+                    abort_ratio=0.2, txn_size=25)
     ck = str(tmp_path_factory.mktemp("ckpt") / "checkpoint")
     seen: dict[int, dict] = {}
 
@@ -131,7 +133,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def unread(stream, broker):
     """More events after the query stopped: produced, not yet read."""
     before = watermarks(broker.bootstrap, TOPIC)
-    second = produce(broker.bootstrap, TOPIC, 240, partitions=PARTITIONS, seed=5, abort_ratio=0.25, txn_size=20)
+    second = produce(broker.bootstrap, TOPIC, 240, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=5,
+                     abort_ratio=0.25, txn_size=20)
     after = watermarks(broker.bootstrap, TOPIC)
     return {"summary": second, "span": {p: after[p][1] - before[p][1] for p in after}}
 

@@ -13,21 +13,24 @@ from onceflow.errors import RecoveryError
 from onceflow.kafka.admin import watermarks
 from onceflow.kafka.producer import VALID, produce
 from onceflow.ledger import read_ledger
+from onceflow.schema.generate import Generator
 from onceflow.spark.ingest import read_ledgers, run_ingest, table_paths, table_property_hints
 from onceflow.spark.session import COMPACT_MIN_FILE_BYTES
 from onceflow.status import StatusLog
 from tests.exactly_once import assert_exactly_once
-from tests.pipeline_helpers import load_pipeline, merge_metrics
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, load_pipeline, merge_metrics
 
 pytestmark = pytest.mark.integration
 
 
 def test_available_now_lands_every_committed_record_once(broker, spark, topic, tmp_path):
     pipeline = load_pipeline(tmp_path, broker.bootstrap, topic)
-    first = produce(broker.bootstrap, topic, 6000, partitions=4, seed=7, abort_ratio=0.1, malformed_ratio=0.05)
+    first = produce(broker.bootstrap, topic, 6000, schema=PAYMENTS_SCHEMA, partitions=4, seed=7, abort_ratio=0.1,
+                    malformed_ratio=0.05)
     result = run_ingest(pipeline, spark=spark)
     assert result.status == "finished" and result.batches >= 3, result  # 2000 offsets per trigger
-    second = produce(broker.bootstrap, topic, 3000, partitions=4, seed=8, abort_ratio=0.1, malformed_ratio=0.05)
+    second = produce(broker.bootstrap, topic, 3000, schema=PAYMENTS_SCHEMA, partitions=4, seed=8, abort_ratio=0.1,
+                     malformed_ratio=0.05)
     # an available-now run takes its own, larger batch size: the second backlog in one batch
     larger = pipeline.model_copy(update={"source": pipeline.source.model_copy(
         update={"available_now_max_offsets_per_trigger": 10_000})})
@@ -51,7 +54,8 @@ def test_available_now_lands_every_committed_record_once(broker, spark, topic, t
 
 def test_replaying_a_committed_batch_adds_nothing(broker, spark, topic, tmp_path):
     pipeline = load_pipeline(tmp_path, broker.bootstrap, topic)
-    produce(broker.bootstrap, topic, 5000, partitions=2, seed=3, abort_ratio=0.05, malformed_ratio=0.02)
+    produce(broker.bootstrap, topic, 5000, schema=PAYMENTS_SCHEMA, partitions=2, seed=3, abort_ratio=0.05,
+            malformed_ratio=0.02)
     run_ingest(pipeline, spark=spark)
     paths = table_paths(pipeline)
     before = {n: DeltaTable(p).version() for n, p in paths.items()}
@@ -67,18 +71,20 @@ def test_replaying_a_committed_batch_adds_nothing(broker, spark, topic, tmp_path
 
 def test_every_malformed_kind_lands_in_quarantine_with_its_reason(broker, spark, topic, tmp_path):
     pipeline = load_pipeline(tmp_path, broker.bootstrap, topic)
-    summary = produce(broker.bootstrap, topic, 2000, partitions=2, seed=13, malformed_ratio=0.3)
+    summary = produce(broker.bootstrap, topic, 2000, schema=PAYMENTS_SCHEMA, partitions=2, seed=13,
+                      malformed_ratio=0.3)
     run_ingest(pipeline, spark=spark)
     assert_exactly_once(pipeline, broker.bootstrap, produced=[summary])
     reasons = {r["reason"] for r in DeltaTable(table_paths(pipeline)["quarantine"])
                .to_pyarrow_table(columns=["reason"]).to_pylist()}
     made = {r.kind for r in summary.records if r.kind != VALID and not r.aborted}
-    assert len(made) >= 10 and made <= reasons, f"generated {sorted(made)}, quarantined {sorted(reasons)}"
+    assert made == set(Generator(PAYMENTS_SCHEMA).kinds()), "every kind payments can produce was produced"
+    assert made <= reasons, f"generated {sorted(made)}, quarantined {sorted(reasons)}"
 
 
 def test_missing_checkpoint_beside_written_sinks_is_refused(broker, spark, topic, tmp_path):
     pipeline = load_pipeline(tmp_path, broker.bootstrap, topic)
-    produce(broker.bootstrap, topic, 500, partitions=1, seed=1)
+    produce(broker.bootstrap, topic, 500, schema=PAYMENTS_SCHEMA, partitions=1, seed=1)
     run_ingest(pipeline, spark=spark)
     shutil.rmtree(pipeline.checkpoint_path)
     with pytest.raises(RecoveryError, match=r"checkpoint .* is missing, but the sinks already hold batches.*recover"):
@@ -88,7 +94,7 @@ def test_missing_checkpoint_beside_written_sinks_is_refused(broker, spark, topic
 def test_the_aggregates_merge_writes_only_the_rows_it_changes(broker, spark, topic, tmp_path):
     """With deletion vectors (the default) a batch's MERGE copies no unchanged row; without
     them Delta rewrites every file holding a matched row, so each MERGE copies the table."""
-    produce(broker.bootstrap, topic, 8000, partitions=2, seed=21, malformed_ratio=0.01)
+    produce(broker.bootstrap, topic, 8000, schema=PAYMENTS_SCHEMA, partitions=2, seed=21, malformed_ratio=0.01)
     copied, updated = {}, {}
     for dv in (True, False):
         folder = tmp_path / ("dv" if dv else "plain")
@@ -136,7 +142,7 @@ def test_auto_compaction_merges_small_files_and_leaves_the_ledgers_alone(broker,
     """Every batch adds small files; Delta's auto compaction (on by default) merges them after a
     write. Its commits change no row, and one that follows a MERGE carries a copy of the MERGE's
     ledger entry (Delta takes the session's userMetadata): the ledger must not count it as a step."""
-    produce(broker.bootstrap, topic, 8000, partitions=2, seed=23, malformed_ratio=0.02)
+    produce(broker.bootstrap, topic, 8000, schema=PAYMENTS_SCHEMA, partitions=2, seed=23, malformed_ratio=0.02)
     pipeline = load_pipeline(tmp_path, broker.bootstrap, topic)
     with _compacting_after(spark, files=3):
         assert run_ingest(pipeline, spark=spark).batches >= 4  # 2000 offsets per trigger

@@ -35,7 +35,7 @@ GENERATION = 1
 def source(broker, spark):
     """One input topic with aborted transactions and malformed records, and its bronze rows."""
     topic = "t-kafka-sink-source"
-    summary = produce(broker.bootstrap, topic, 3000, partitions=4, seed=7, abort_ratio=0.15,
+    summary = produce(broker.bootstrap, topic, 3000, schema=PAYMENTS_SCHEMA, partitions=4, seed=7, abort_ratio=0.15,
                       malformed_ratio=0.03, txn_size=50)
     bronze = bronze_rows(parse_events(read_committed_batch(spark, broker.bootstrap, topic), PAYMENTS_SCHEMA),
                          PAYMENTS_SCHEMA, 0, GENERATION).cache()
@@ -320,7 +320,8 @@ def test_recovery_and_audit_read_the_kafka_sink_ledger(broker, spark, tmp_path):
     from tests.pipeline_helpers import write_pipeline
 
     topic = "t-kafka-sink-recovery"
-    summary = produce(broker.bootstrap, topic, 2500, partitions=2, seed=31, abort_ratio=0.1, malformed_ratio=0.03)
+    summary = produce(broker.bootstrap, topic, 2500, schema=PAYMENTS_SCHEMA, partitions=2, seed=31, abort_ratio=0.1,
+                      malformed_ratio=0.03)
     source = {"bootstrap_servers": broker.bootstrap, "topic": topic, "starting_offsets": "earliest",
               "max_offsets_per_trigger": 1500}
     sinks = {"bronze": {"path": str(tmp_path / "bronze")}, "quarantine": {"path": str(tmp_path / "quarantine")}}

@@ -41,7 +41,7 @@ from onceflow.spark.ingest import run_ingest, table_paths
 from onceflow.status import RunLock
 from tests.exactly_once import assert_exactly_once
 from tests.kafka_helpers import consume_all
-from tests.pipeline_helpers import write_pipeline
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +98,8 @@ def _newest(folder: Path) -> Path:
 # -- dead query, healthy checkpoint --------------------------------------------------------
 def test_dead_query_killed_between_sinks_restarts_from_its_checkpoint(broker, spark, topic, tmp_path):
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
-    first = produce(broker.bootstrap, topic, 3000, partitions=2, seed=21, abort_ratio=0.1, malformed_ratio=0.05)
+    first = produce(broker.bootstrap, topic, 3000, schema=PAYMENTS_SCHEMA, partitions=2, seed=21, abort_ratio=0.1,
+                    malformed_ratio=0.05)
     _ingest_and_crash(pipeline, "between_sinks@1")  # bronze has batch 1; quarantine, aggregates, commits/1 not
 
     assert pipeline_health(pipeline)["verdict"] == "dead"
@@ -110,7 +111,8 @@ def test_dead_query_killed_between_sinks_restarts_from_its_checkpoint(broker, sp
 
     result = recover(pipeline)
     assert result.outcome == "done"
-    second = produce(broker.bootstrap, topic, 1000, partitions=2, seed=22, abort_ratio=0.1, malformed_ratio=0.05)
+    second = produce(broker.bootstrap, topic, 1000, schema=PAYMENTS_SCHEMA, partitions=2, seed=22, abort_ratio=0.1,
+                     malformed_ratio=0.05)
     resumed = run_ingest(pipeline, spark=spark)
     assert resumed.status == "finished" and resumed.generation == 0
     assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
@@ -123,7 +125,8 @@ def test_dead_query_killed_between_sinks_restarts_from_its_checkpoint(broker, sp
 
 def test_removed_commit_and_leftover_tmp_file_replay_the_batch_and_keep_the_file(broker, spark, topic, tmp_path):
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
-    produce(broker.bootstrap, topic, 2500, partitions=2, seed=31, abort_ratio=0.1, malformed_ratio=0.05)
+    produce(broker.bootstrap, topic, 2500, schema=PAYMENTS_SCHEMA, partitions=2, seed=31, abort_ratio=0.1,
+            malformed_ratio=0.05)
     run_ingest(pipeline, spark=spark)
     cp = Path(pipeline.checkpoint_path)
     last = _newest(cp / "commits")
@@ -168,7 +171,8 @@ CORRUPTIONS = {  # name: (how, the decision it must get)
 def test_truncated_offsets_file_recovers_from_the_ledgers_and_never_shows_a_traceback(
         broker, spark, topic, tmp_path, capsys):
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
-    first = produce(broker.bootstrap, topic, 2500, partitions=2, seed=41, abort_ratio=0.1, malformed_ratio=0.05)
+    first = produce(broker.bootstrap, topic, 2500, schema=PAYMENTS_SCHEMA, partitions=2, seed=41, abort_ratio=0.1,
+                    malformed_ratio=0.05)
     run_ingest(pipeline, spark=spark)
     cp = Path(pipeline.checkpoint_path)
     pristine = tmp_path / "pristine-checkpoint"
@@ -202,7 +206,8 @@ def test_truncated_offsets_file_recovers_from_the_ledgers_and_never_shows_a_trac
 
     assert main(["recover", "--pipeline", pipeline.file, "--dry-run"]) == 0
     assert cp.exists() and read_identity(str(cp)).generation == 0  # the dry run changed nothing
-    second = produce(broker.bootstrap, topic, 1500, partitions=2, seed=42, abort_ratio=0.1, malformed_ratio=0.05)
+    second = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=42, abort_ratio=0.1,
+                     malformed_ratio=0.05)
     capsys.readouterr()
     assert main(["recover", "--pipeline", pipeline.file, "--resume"]) == 0  # recover, then run the job
     printed = capsys.readouterr().out
@@ -225,10 +230,12 @@ def test_truncated_offsets_file_recovers_from_the_ledgers_and_never_shows_a_trac
 # -- deleted checkpoint ------------------------------------------------------------------------
 def test_deleted_checkpoint_resumes_from_the_ledgers_in_a_new_generation(broker, spark, topic, tmp_path, capsys):
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
-    first = produce(broker.bootstrap, topic, 2500, partitions=2, seed=51, abort_ratio=0.1, malformed_ratio=0.05)
+    first = produce(broker.bootstrap, topic, 2500, schema=PAYMENTS_SCHEMA, partitions=2, seed=51, abort_ratio=0.1,
+                    malformed_ratio=0.05)
     run_ingest(pipeline, spark=spark)
     shutil.rmtree(pipeline.checkpoint_path)
-    second = produce(broker.bootstrap, topic, 1500, partitions=2, seed=52, abort_ratio=0.1, malformed_ratio=0.05)
+    second = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=52, abort_ratio=0.1,
+                     malformed_ratio=0.05)
 
     # while the job runs, recovery refuses and changes nothing
     lock = RunLock(pipeline.state_path)
@@ -258,7 +265,8 @@ def test_deleted_checkpoint_resumes_from_the_ledgers_in_a_new_generation(broker,
 def test_sinks_that_disagree_resume_from_the_lowest_point_each_skipping_what_it_holds(
         broker, spark, topic, tmp_path):
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
-    first = produce(broker.bootstrap, topic, 3000, partitions=2, seed=61, abort_ratio=0.1, malformed_ratio=0.05)
+    first = produce(broker.bootstrap, topic, 3000, schema=PAYMENTS_SCHEMA, partitions=2, seed=61, abort_ratio=0.1,
+                    malformed_ratio=0.05)
     _ingest_and_crash(pipeline, "between_sinks@2")  # bronze holds batch 2, the other sinks stop at batch 1
     shutil.rmtree(pipeline.checkpoint_path)  # ...and the checkpoint is lost as well
     ledgers = _ledgers(pipeline)
@@ -271,7 +279,8 @@ def test_sinks_that_disagree_resume_from_the_lowest_point_each_skipping_what_it_
     assert plan.sink_floors["bronze"] == {str(p): o for p, o in bronze_end.items()}
     assert recover(pipeline).outcome == "done"
 
-    second = produce(broker.bootstrap, topic, 1000, partitions=2, seed=62, abort_ratio=0.1, malformed_ratio=0.05)
+    second = produce(broker.bootstrap, topic, 1000, schema=PAYMENTS_SCHEMA, partitions=2, seed=62, abort_ratio=0.1,
+                     malformed_ratio=0.05)
     resumed = run_ingest(pipeline, spark=spark)
     assert resumed.generation == 1
     assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
@@ -283,12 +292,14 @@ def test_sinks_that_disagree_resume_from_the_lowest_point_each_skipping_what_it_
 # -- checkpoint ahead of a sink ------------------------------------------------------------------
 def test_checkpoint_ahead_of_a_restored_sink_is_refused_then_forced(broker, spark, topic, tmp_path, capsys):
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
-    first = produce(broker.bootstrap, topic, 1500, partitions=2, seed=71, abort_ratio=0.1, malformed_ratio=0.05)
+    first = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=71, abort_ratio=0.1,
+                    malformed_ratio=0.05)
     run_ingest(pipeline, spark=spark)
     bronze = Path(table_paths(pipeline)["bronze"])
     backup = tmp_path / "bronze-backup"
     shutil.copytree(bronze, backup)
-    second = produce(broker.bootstrap, topic, 1500, partitions=2, seed=72, abort_ratio=0.1, malformed_ratio=0.05)
+    second = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=72, abort_ratio=0.1,
+                     malformed_ratio=0.05)
     run_ingest(pipeline, spark=spark)
     shutil.rmtree(bronze)
     shutil.copytree(backup, bronze)  # "restored from last night's copy"
@@ -333,15 +344,18 @@ def test_offsets_deleted_by_retention_are_reported_exactly_and_recorded_when_acc
         broker, spark, topic, tmp_path, capsys):
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
     ensure_topic(broker.bootstrap, topic, 2)
-    read = produce(broker.bootstrap, topic, 1200, partitions=2, seed=81, abort_ratio=0.1, malformed_ratio=0.05)
+    read = produce(broker.bootstrap, topic, 1200, schema=PAYMENTS_SCHEMA, partitions=2, seed=81, abort_ratio=0.1,
+                   malformed_ratio=0.05)
     run_ingest(pipeline, spark=spark)
     committed = read_ledger(table_paths(pipeline)["bronze"]).committed_offsets()
-    unread = produce(broker.bootstrap, topic, 1200, partitions=2, seed=82)  # will be deleted before it is read
+    # will be deleted before it is read
+    unread = produce(broker.bootstrap, topic, 1200, schema=PAYMENTS_SCHEMA, partitions=2, seed=82)
 
     # roll a new segment for what comes next, then delete every closed segment by size retention
     _alter_topic(broker.bootstrap, topic, segment_ms="2000")
     time.sleep(3)
-    kept = produce(broker.bootstrap, topic, 300, partitions=2, seed=83, txn_size=300, malformed_ratio=0.05)
+    kept = produce(broker.bootstrap, topic, 300, schema=PAYMENTS_SCHEMA, partitions=2, seed=83, txn_size=300,
+                   malformed_ratio=0.05)
     _alter_topic(broker.bootstrap, topic, segment_ms=None, retention_bytes="1")
     try:
         low = _wait_for_log_start(broker.bootstrap, topic, committed)

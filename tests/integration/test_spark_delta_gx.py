@@ -8,12 +8,13 @@ import pytest
 
 from onceflow.kafka.producer import produce
 from onceflow.spark.kafka_read import read_committed_batch
+from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
 pytestmark = pytest.mark.integration
 
 
 def test_batch_read_committed_into_delta_counts_per_partition(broker, spark, topic, tmp_path):
-    summary = produce(broker.bootstrap, topic, 4000, partitions=4, seed=21, abort_ratio=0.1,
+    summary = produce(broker.bootstrap, topic, 4000, schema=PAYMENTS_SCHEMA, partitions=4, seed=21, abort_ratio=0.1,
                       malformed_ratio=0.02)
     path = str(tmp_path / "raw")
     read_committed_batch(spark, broker.bootstrap, topic).write.format("delta").save(path)

@@ -35,6 +35,7 @@ from onceflow.ledger import read_ledger
 from onceflow.spark.ingest import table_paths
 from tests.exactly_once import _rows, assert_exactly_once
 from tests.kafka_helpers import consume_all
+from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
 pytestmark = pytest.mark.integration
 
@@ -228,7 +229,8 @@ def known_apps(cluster: Standalone) -> set[str]:
 
 def test_ingest_runs_on_a_standalone_cluster_through_the_stack_settings(broker, standalone, tmp_path, monkeypatch):
     topic = config.load(PIPELINE_FILE, env={}).source.topic
-    summary = produce(broker.bootstrap, topic, 3000, partitions=4, seed=88, abort_ratio=0.1, malformed_ratio=0.03)
+    summary = produce(broker.bootstrap, topic, 3000, schema=PAYMENTS_SCHEMA, partitions=4, seed=88, abort_ratio=0.1,
+                      malformed_ratio=0.03)
     assert summary.aborted_transactions > 0 and summary.count("committed_malformed") > 0
 
     # the stack's mechanism: addresses in the environment, the pipeline file unchanged
@@ -270,7 +272,8 @@ def test_airflow_spark_submit_runs_the_app_on_the_cluster(broker, standalone, tm
     from onceflow.airflow.submit import submit_settings
 
     topic = config.load(PIPELINE_FILE, env={}).source.topic
-    summary = produce(broker.bootstrap, topic, 2000, partitions=4, seed=89, abort_ratio=0.1, malformed_ratio=0.03)
+    summary = produce(broker.bootstrap, topic, 2000, schema=PAYMENTS_SCHEMA, partitions=4, seed=89, abort_ratio=0.1,
+                      malformed_ratio=0.03)
     env = stack_env(tmp_path / "home", broker.bootstrap, standalone.url)
     for key, value in env.items():
         monkeypatch.setenv(key, value)

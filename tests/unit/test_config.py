@@ -27,7 +27,11 @@ def write(tmp_path, text: str) -> Path:
 
 def test_shipped_pipelines_load():
     pipelines = config.load_all(ROOT / "pipelines")
-    assert [p.name for p in pipelines] == ["payments"]
+    assert [p.name for p in pipelines] == ["payments", "sensors"]
+    sensors = pipelines[1]
+    assert sensors.schema.event_id is None and sensors.schema.field("event_time").json_path == "$.meta.ts"
+    assert sensors.sinks.aggregates.group_by == ("site", "device_id") and sensors.kafka_key == "site"
+    assert sensors.checkpoint == "checkpoints/sensors" and sensors.sinks.bronze.path == "tables/sensors/bronze"
 
 
 def test_env_substitution_and_defaults(tmp_path):

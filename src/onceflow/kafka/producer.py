@@ -1,39 +1,44 @@
-"""Synthetic payments events written by a transactional producer.
+"""Synthetic events for a pipeline's declared schema, written by a transactional producer.
 
-Events are grouped into transactions; a chosen fraction of transactions is
-aborted on purpose (read_committed readers must never see them), and a chosen
-fraction of records is malformed on purpose (the pipeline must quarantine them).
-With a seed the whole stream — ids, amounts, times, keys, aborts — is reproducible.
+Events come from schema/generate.py: valid ones keep every declared rule, malformed
+ones each break exactly one check (its reason code is the record's `kind`). They are
+grouped into transactions; a chosen fraction of transactions is aborted on purpose
+(read_committed readers must never see them), and a chosen fraction of records is
+malformed on purpose (the pipeline must quarantine each with its reason). With a seed
+the whole stream — values, times, keys, kinds, aborts — is reproducible.
 """
 
 from __future__ import annotations
 
-import json
-import random
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from confluent_kafka import KafkaException, Producer
 
-from onceflow import events
 from onceflow.errors import ProducerError
 from onceflow.kafka.admin import ensure_topic
+from onceflow.schema.generate import KAFKA_RECORD_LIMIT, VALID, Generator, Made
+from onceflow.schema.model import Schema
 
-VALID = "valid"
+__all__ = ["VALID", "GeneratedRecord", "ProduceSummary", "produce"]
 
 
 @dataclass
 class GeneratedRecord:
-    key: bytes
+    """One record written: `kind` is VALID or the reason code it must be quarantined with;
+    `event_id` the schema's event_id of a valid record (else None); `values` the declared
+    fields of the event (for a malformed record: of the event it was broken from)."""
+
+    key: bytes | None
     value: bytes
-    kind: str  # "valid" or a malformed reason code
-    event_id: str | None
+    kind: str
+    event_id: Any
     txn: int
     aborted: bool
+    values: dict[str, Any] = field(default_factory=dict, repr=False)
     partition: int = -1
     offset: int = -1
 
@@ -63,69 +68,29 @@ class ProduceSummary:
         }
 
 
-class EventFactory:
-    """Deterministic events for a seed; event_time advances 10 ms per event."""
-
-    def __init__(self, seed: int | None, accounts: int = 500, start: datetime | None = None):
-        self.rng = random.Random(seed)
-        self.accounts = accounts
-        self.start = start or (datetime(2026, 1, 1, tzinfo=timezone.utc) if seed is not None
-                               else datetime.now(timezone.utc))
-        self.n = 0
-
-    def valid(self) -> dict:
-        rng = self.rng
-        event = {
-            "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-            "account_id": f"acct-{rng.randrange(self.accounts):05d}",
-            "amount": f"{rng.randrange(1, 1_000_000) / 100:.2f}",
-            "currency": rng.choice(events.CURRENCIES),
-            "event_time": (self.start + timedelta(milliseconds=10 * self.n)).isoformat().replace("+00:00", "Z"),
-        }
-        self.n += 1
-        return event
-
-    def malformed(self, kind: str) -> bytes:
-        event = self.valid()
-        if kind == events.INVALID_JSON:
-            return json.dumps(event).encode()[: self.rng.randrange(5, 40)]
-        if kind == events.MISSING_FIELD:
-            del event[self.rng.choice(events.REQUIRED_FIELDS)]
-        elif kind == events.WRONG_TYPE:
-            event["amount"] = self.rng.choice([["12.00"], {"value": 1}, True])
-        elif kind == events.NEGATIVE_AMOUNT:
-            event["amount"] = f"-{event['amount']}"
-        elif kind == events.OVERSIZED:
-            event["note"] = "x" * (events.MAX_EVENT_BYTES + 1024)
-        else:
-            raise ValueError(f"unknown malformed kind {kind!r}")
-        return json.dumps(event).encode()
-
-    def record(self, malformed_ratio: float) -> tuple[bytes, bytes, str, str | None]:
-        if self.rng.random() < malformed_ratio:
-            kind = events.GENERATED_MALFORMED_KINDS[self.rng.randrange(len(events.GENERATED_MALFORMED_KINDS))]
-            value = self.malformed(kind)
-            key = f"acct-{self.rng.randrange(self.accounts):05d}".encode()
-            return key, value, kind, None
-        event = self.valid()
-        return event["account_id"].encode(), json.dumps(event).encode(), VALID, event["event_id"]
-
-
-def _transactions(factory: EventFactory, count: int, txn_size: int, malformed_ratio: float,
-                  abort_ratio: float) -> Iterator[tuple[bool, list[tuple[bytes, bytes, str, str | None]]]]:
+def _transactions(gen: Generator, count: int, txn_size: int, malformed_ratio: float,
+                  abort_ratio: float) -> Iterator[tuple[bool, list[Made]]]:
     made = 0
     while made < count:
         size = min(txn_size, count - made)
-        abort = factory.rng.random() < abort_ratio
-        yield abort, [factory.record(malformed_ratio) for _ in range(size)]
+        abort = gen.rng.random() < abort_ratio
+        yield abort, [gen.record(malformed_ratio) for _ in range(size)]
         made += size
 
 
-def produce(bootstrap: str, topic: str, count: int, *, partitions: int = 4, rate: float = 0,
-            seed: int | None = None, abort_ratio: float = 0.0, malformed_ratio: float = 0.0,
-            txn_size: int = 100, transactional_id: str | None = None, keep_records: bool = True,
+def produce(bootstrap: str, topic: str, count: int, *, schema: Schema, group_by: Sequence[str] = (),
+            key_field: str | None = None, partitions: int = 4, rate: float = 0, seed: int | None = None,
+            abort_ratio: float = 0.0, malformed_ratio: float = 0.0, txn_size: int = 100,
+            transactional_id: str | None = None, keep_records: bool = True,
             progress: Callable[[int], None] | None = None) -> ProduceSummary:
-    """Write `count` events in transactions of `txn_size`; returns what was written where.
+    """Write `count` events of `schema` in transactions of `txn_size`; returns what was
+    written where.
+
+    group_by: the pipeline's aggregates fields (their values repeat, from a small pool).
+    The Kafka key is the value of `key_field`, by default the schema's event_id, else the
+    first group_by field (as the Kafka sink's default key); with neither, records have
+    no key and the partitioner spreads them. Malformed kinds are drawn uniformly from
+    the kinds the schema can produce (Generator.kinds()).
 
     Aborted transactions still consume offsets (and their records sit in the log
     until the abort marker), which is exactly what read_committed must skip.
@@ -133,25 +98,28 @@ def produce(bootstrap: str, topic: str, count: int, *, partitions: int = 4, rate
     for name, ratio in (("abort_ratio", abort_ratio), ("malformed_ratio", malformed_ratio)):
         if not 0 <= ratio < 1:
             raise ProducerError(f"{name}={ratio} must be in [0, 1)")
+    if count < 0 or txn_size < 1 or rate < 0:
+        raise ProducerError(f"count={count} and rate={rate} must be at least 0, txn_size={txn_size} at least 1")
+    gen = Generator(schema, seed, group_by=group_by, key_field=key_field)
     ensure_topic(bootstrap, topic, partitions)
     producer = Producer({
         "bootstrap.servers": bootstrap,
         "transactional.id": transactional_id or f"onceflow-produce-{uuid.uuid4()}",
         "partitioner": "murmur2_random",  # same key -> same partition as Java clients
         "linger.ms": 20,
-        "message.max.bytes": 1_000_000,
+        "message.max.bytes": KAFKA_RECORD_LIMIT,
     })
     summary = ProduceSummary(topic=topic)
-    factory = EventFactory(seed)
     started = time.monotonic()
     written = 0
     try:
         producer.init_transactions(30)
-        for abort, batch in _transactions(factory, count, txn_size, malformed_ratio, abort_ratio):
+        for abort, batch in _transactions(gen, count, txn_size, malformed_ratio, abort_ratio):
             producer.begin_transaction()
             pending: list[GeneratedRecord] = []
-            for key, value, kind, event_id in batch:
-                rec = GeneratedRecord(key, value, kind, event_id, summary.transactions, abort)
+            for made in batch:
+                rec = GeneratedRecord(made.key, made.value, made.kind, made.event_id, summary.transactions, abort,
+                                      made.values if keep_records else {})
                 pending.append(rec)
 
                 def delivered(err, msg, rec=rec):
