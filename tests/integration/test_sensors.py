@@ -18,7 +18,7 @@ import yaml
 from onceflow import config
 from onceflow.audit.run import run_audit
 from onceflow.kafka.producer import VALID, produce
-from onceflow.schema.generate import malformed_kinds
+from onceflow.schema.generate import Generator
 from onceflow.spark.ingest import run_ingest
 from tests.exactly_once import assert_exactly_once
 from tests.ingest_process import IngestProcess
@@ -40,7 +40,7 @@ def test_every_generated_malformed_kind_lands_with_its_reason_and_the_audit_pass
     pipeline = config.load(sensors_file(tmp_path, broker.bootstrap, "t-sensors-kinds"))
     summary = produce(broker.bootstrap, "t-sensors-kinds", 3000, schema=pipeline.schema, partitions=3, seed=5,
                       malformed_ratio=0.3, abort_ratio=0.1)
-    kinds = set(malformed_kinds(pipeline.schema))
+    kinds = set(Generator(pipeline.schema).kinds())
     assert {r.kind for r in summary.records if r.kind != VALID} == kinds
     assert run_ingest(pipeline, spark=spark).status == "finished"
     counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[summary])
