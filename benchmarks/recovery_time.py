@@ -194,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from onceflow import config
     from onceflow.kafka.broker import LocalBroker
+    from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA_BODY
     from tests.conftest import free_port_pair
 
     broker = LocalBroker(home=home / "broker", port=free_port_pair())
@@ -205,9 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         body = {"name": "bench_recovery",
                 "source": {"bootstrap_servers": broker.bootstrap, "topic": topic, "starting_offsets": "earliest",
                            "max_offsets_per_trigger": 2000},
+                "schema": PAYMENTS_SCHEMA_BODY,
                 "sinks": {"bronze": {"path": "tables/bronze"}, "quarantine": {"path": "tables/quarantine"},
                           "aggregates": {"path": "tables/aggregates", "window": "1 minute",
-                                         "watermark": "10 minutes"}},
+                                         "watermark": "10 minutes", **PAYMENTS_AGGREGATES}},
                 "checkpoint": "checkpoints/bench_recovery", "trigger": {"processing_time": "1 second"},
                 "spark_master": "local[2]"}
         pipeline_file = home / "bench_recovery.yaml"

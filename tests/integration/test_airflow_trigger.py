@@ -50,6 +50,7 @@ class Layout:
         self.file = tmp_path / f"{name}.yaml"
         self.file.write_text(
             f"name: {name}\nsource: {{bootstrap_servers: '{bootstrap}', topic: {topic}}}\n"
+            "schema: {event_time: ts, fields: [{name: ts, type: timestamp}]}\n"
             f"sinks: {{bronze: {{path: {tmp_path}/bronze}}, quarantine: {{path: {tmp_path}/quarantine}}}}\n"
             f"checkpoint: {self.ck}\ntrigger: {{processing_time: 1 second}}\n"
             "health: {max_lag: 1000, stalled_after_triggers: 2, dead_after_seconds: 60}\n")

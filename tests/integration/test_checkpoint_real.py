@@ -28,7 +28,7 @@ from onceflow.kafka.admin import list_end_offsets, watermarks
 from onceflow.kafka.producer import produce
 from onceflow.spark.kafka_read import kafka_options
 from onceflow.status import RunLock, StatusLog
-from tests.pipeline_helpers import PAYMENTS_SCHEMA
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, PAYMENTS_SCHEMA_BODY
 
 pytestmark = pytest.mark.integration
 
@@ -116,7 +116,7 @@ def test_uncommitted_batch_keeps_its_planned_range(stream, tmp_path):
 # -- health and the CLI -----------------------------------------------------------------
 def _pipeline(tmp_path: Path, broker, checkpoint: str, name: str, **health) -> tuple[Pipeline, Path]:
     data = {"name": name, "checkpoint": checkpoint,
-            "source": {"bootstrap_servers": broker.bootstrap, "topic": TOPIC},
+            "source": {"bootstrap_servers": broker.bootstrap, "topic": TOPIC}, "schema": PAYMENTS_SCHEMA_BODY,
             "sinks": {"bronze": {"path": str(tmp_path / "bronze")}, "quarantine": {"path": str(tmp_path / "q")}},
             "trigger": {"processing_time": "1 second"}, "health": health}
     path = tmp_path / f"{name}.yaml"
