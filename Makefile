@@ -6,7 +6,7 @@ ONCEFLOW := $(VENV)/bin/onceflow
 # each test by name and the slowest ones: what CI prints (.ci/run runs plain `make test`)
 PYTEST_ARGS ?= -v --durations=15
 
-.PHONY: setup venv jars demo test test-unit lock kafka-start kafka-stop clean
+.PHONY: setup venv jars demo test test-fast test-unit lock kafka-start kafka-stop clean
 
 setup: venv jars
 
@@ -27,6 +27,11 @@ demo: setup
 test: setup
 	$(PY) -m pip check
 	$(PY) -m pytest $(PYTEST_ARGS) tests
+
+# the inner loop while working: unit tests and the integration tests that start no Spark JVM
+# (the real broker, Airflow triggers, the producer); about 2 minutes (docs/testing.md)
+test-fast: setup
+	$(PY) -m pytest -q --durations=10 -m "not spark and not e2e" tests
 
 test-unit: venv
 	$(PY) -m pytest tests/unit

@@ -73,3 +73,11 @@ def topic(request) -> str:
     """A topic name unique to the test."""
     name = request.node.name.replace("[", "-").replace("]", "").replace("_", "-")
     return f"t-{name}"[:200]
+
+
+def pytest_collection_modifyitems(items):
+    """A test that takes the Spark fixture starts a JVM: mark it, so `make test-fast` leaves it out
+    even if its module forgot the marker."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)

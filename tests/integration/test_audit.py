@@ -24,7 +24,7 @@ from onceflow.ledger import read_ledger
 from onceflow.spark.ingest import run_ingest
 from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_pipeline
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "docs" / "schemas" / "audit-summary.schema.json").read_text())

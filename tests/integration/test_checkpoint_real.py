@@ -30,7 +30,7 @@ from onceflow.spark.kafka_read import kafka_options
 from onceflow.status import RunLock, StatusLog
 from tests.pipeline_helpers import PAYMENTS_SCHEMA, PAYMENTS_SCHEMA_BODY
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
 TOPIC = "t-checkpoint-real"
 PARTITIONS = 3

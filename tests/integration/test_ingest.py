@@ -20,7 +20,7 @@ from onceflow.status import StatusLog
 from tests.exactly_once import assert_exactly_once
 from tests.pipeline_helpers import PAYMENTS_SCHEMA, load_pipeline, merge_metrics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
 
 def test_available_now_lands_every_committed_record_once(broker, spark, topic, tmp_path):

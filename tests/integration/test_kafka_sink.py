@@ -26,7 +26,7 @@ from onceflow.spark.sinks.kafka_txn import (SHARD, KafkaSinkError, KafkaTxnSink,
 from tests.kafka_helpers import consume_all
 from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
 GENERATION = 1
 

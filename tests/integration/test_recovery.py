@@ -43,7 +43,7 @@ from tests.exactly_once import assert_exactly_once
 from tests.kafka_helpers import consume_all
 from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_pipeline
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "docs/schemas/recovery-record.schema.json").read_text())

@@ -24,7 +24,7 @@ from tests.exactly_once import assert_exactly_once
 from tests.ingest_process import IngestProcess
 from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file, write_pipeline
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
 ROOT = Path(__file__).resolve().parents[2]
 SENSORS = yaml.safe_load((ROOT / "pipelines" / "sensors.yaml").read_text())

@@ -10,7 +10,7 @@ from onceflow.kafka.producer import produce
 from onceflow.spark.kafka_read import read_committed_batch
 from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
 
 def test_batch_read_committed_into_delta_counts_per_partition(broker, spark, topic, tmp_path):

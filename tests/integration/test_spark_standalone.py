@@ -37,7 +37,7 @@ from tests.exactly_once import _rows, assert_exactly_once
 from tests.kafka_helpers import consume_all
 from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE_FILE = ROOT / "pipelines" / "payments.yaml"

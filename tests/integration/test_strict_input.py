@@ -30,7 +30,7 @@ from onceflow.spark.ingest import run_ingest, table_paths
 from tests.integration.test_validation import MALFORMED, SCHEMA, VALID
 from tests.pipeline_helpers import write_pipeline
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
 # the corpus's valid records share one id: uniqueness is not what this test is about
 NO_ID = {**SCHEMA.model_dump(mode="json", exclude_none=True), "event_id": None}

@@ -20,7 +20,7 @@ from onceflow.schema.model import Schema
 from onceflow.schema.reference import Judge
 from onceflow.spark.parse import parse_events
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
 SCHEMA = Schema.model_validate({
     "max_bytes": 400, "event_time": "ts", "event_id": "id",
