@@ -28,9 +28,13 @@ def add_parser(sub) -> None:
 def cmd_backfill(args) -> int:
     from onceflow import config
     from onceflow.cli import _log, out
-    from onceflow.spark.backfill import run_backfill
+    from onceflow.kafka.admin import require_pipeline_brokers
 
     pipeline = config.load(args.pipeline)
+    require_pipeline_brokers(pipeline)  # before the JVM starts
+
+    from onceflow.spark.backfill import run_backfill
+
     result = run_backfill(pipeline, args.start_offsets, args.end_offsets, log=_log)
     if args.json:
         out.print_json(json.dumps(result.as_dict()))

@@ -59,9 +59,11 @@ def cmd_kafka(args) -> int:
 def cmd_produce(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from onceflow.kafka.admin import require_broker
     from onceflow.kafka.producer import produce
 
-    bootstrap, topic = _source(args)
+    bootstrap, topic, field, file = _source(args)
+    require_broker(bootstrap, field=field, file=file)
     with Progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("produce", total=args.count)
@@ -91,21 +93,25 @@ def _print_produce_summary(summary) -> None:
     out.print(table)
 
 
-def _source(args) -> tuple[str, str]:
-    """Bootstrap servers and topic: explicit flags win, else the pipeline file."""
+def _source(args) -> tuple[str, str, str, str | None]:
+    """Bootstrap servers and topic: explicit flags win, else the pipeline file.
+    Also where the bootstrap came from (the field and file a fix should name)."""
     bootstrap, topic = getattr(args, "bootstrap", None), getattr(args, "topic", None)
+    field, file = "--bootstrap", None
     if (not bootstrap or not topic) and getattr(args, "pipeline", None):
         from onceflow import config
 
         pipeline = config.load(args.pipeline)
-        bootstrap = bootstrap or pipeline.source.bootstrap_servers
+        if not bootstrap:
+            bootstrap, field, file = pipeline.source.bootstrap_servers, "source.bootstrap_servers", pipeline.file
         topic = topic or pipeline.source.topic
     if not bootstrap or not topic:
         from onceflow.kafka.broker import LocalBroker
 
-        bootstrap = bootstrap or LocalBroker().bootstrap
+        if not bootstrap:
+            bootstrap, field = LocalBroker().bootstrap, "--bootstrap"
         topic = topic or "payments"
-    return bootstrap, topic
+    return bootstrap, topic, field, file
 
 
 # -- demo --------------------------------------------------------------------

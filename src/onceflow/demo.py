@@ -7,6 +7,7 @@ from __future__ import annotations
 from deltalake import DeltaTable
 
 from onceflow import config
+from onceflow.kafka.admin import require_pipeline_brokers
 from onceflow.kafka.broker import LocalBroker
 from onceflow.kafka.consume import committed_counts
 from onceflow.kafka.producer import produce
@@ -30,6 +31,7 @@ def run_demo(pipeline_file: str, count: int, log=print, out=None) -> dict:
     broker = LocalBroker()
     if pipeline.source.bootstrap_servers == broker.bootstrap:
         broker.start(log=log)
+    require_pipeline_brokers(pipeline)  # another broker: it must answer before the JVM starts
     log(f"producing {count} events to {pipeline.source.topic} (5% of transactions aborted, 1% of records malformed)")
     summary = produce(pipeline.source.bootstrap_servers, pipeline.source.topic, count,
                       abort_ratio=0.05, malformed_ratio=0.01, keep_records=False)

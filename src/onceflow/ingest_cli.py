@@ -23,9 +23,13 @@ def cmd_ingest(args) -> int:
 
     from onceflow import config
     from onceflow.cli import _log, out
-    from onceflow.spark.ingest import run_ingest
+    from onceflow.kafka.admin import require_pipeline_brokers
 
     pipeline = config.load(args.pipeline)
+    require_pipeline_brokers(pipeline)  # before the JVM: a broker that is down costs seconds, not minutes
+
+    from onceflow.spark.ingest import run_ingest
+
     result = run_ingest(pipeline, mode=args.mode, until_idle=args.until_idle, max_seconds=args.max_seconds,
                         log=_log)
     if args.json:

@@ -73,6 +73,9 @@ class OnceflowSparkSubmitOperator(SparkSubmitOperator):
         self.log.info("spark-submit %s on master %s (connection %s)", self.application, master, self._conn_id)
 
     def execute(self, context: Any) -> Any:
+        from onceflow.kafka.admin import require_pipeline_brokers
+
+        require_pipeline_brokers(self.onceflow.pipeline)  # a broker that is down fails here, before spark-submit
         self.prepare(context)
         return super().execute(context)
 
