@@ -55,6 +55,24 @@ def cmd_kafka(args) -> int:
     return 0
 
 
+# -- argument checks -----------------------------------------------------------
+def number(flag: str, kind: type = int, minimum: float = 0, below: float | None = None, what: str = "the value"):
+    """An argparse `type` that refuses values out of [minimum, below), naming the flag and the fix."""
+    bound = f">= {minimum:g}" + (f" and < {below:g}" if below is not None else "")
+    fix = f"Fix: pass {flag} N with N {bound}"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'a whole number' if kind is int else 'a number'}. {fix}") from None
+        if not (minimum <= value < (below if below is not None else float("inf"))):  # NaN fails too
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {what} must be {bound}. {fix}")
+        return value
+    return parse
+
+
 # -- produce -----------------------------------------------------------------
 def cmd_produce(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -150,13 +168,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_kafka)
 
     p = sub.add_parser("produce", help="write synthetic payments events in transactions")
-    p.add_argument("--count", type=int, default=10_000)
-    p.add_argument("--rate", type=float, default=0, help="events/s; 0 = as fast as possible")
-    p.add_argument("--partitions", type=int, default=4, help="partitions if the topic is created")
+    p.add_argument("--count", type=number("--count", minimum=1, what="the number of events"),
+                   default=10_000, help="events to write (1 or more)")
+    p.add_argument("--rate", type=number("--rate", float, what="the rate in events/s"), default=0,
+                   help="events/s; 0 = as fast as possible")
+    p.add_argument("--partitions", type=number("--partitions", minimum=1, what="the partition count"),
+                   default=4, help="partitions if the topic is created")
     p.add_argument("--seed", type=int, help="makes the events reproducible")
-    p.add_argument("--abort-ratio", type=float, default=0.0, help="fraction of transactions aborted on purpose")
-    p.add_argument("--malformed-ratio", type=float, default=0.0, help="fraction of records malformed on purpose")
-    p.add_argument("--txn-size", type=int, default=100, help="events per transaction")
+    p.add_argument("--abort-ratio", type=number("--abort-ratio", float, below=1, what="the fraction"), default=0.0,
+                   help="fraction of transactions aborted on purpose, in [0, 1)")
+    p.add_argument("--malformed-ratio", type=number("--malformed-ratio", float, below=1, what="the fraction"),
+                   default=0.0, help="fraction of records malformed on purpose, in [0, 1)")
+    p.add_argument("--txn-size", type=number("--txn-size", minimum=1, what="the transaction size"),
+                   default=100, help="events per transaction")
     p.add_argument("--pipeline", default="pipelines/payments.yaml", help="take topic and bootstrap from here")
     p.add_argument("--topic")
     p.add_argument("--bootstrap")
@@ -165,7 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="the demo: broker, events, exactly-once ingest, summary")
     p.add_argument("--pipeline", default="pipelines/payments.yaml")
-    p.add_argument("--count", type=int, default=20_000)
+    p.add_argument("--count", type=number("--count", minimum=1, what="the number of events"),
+                   default=20_000)
     p.set_defaults(func=cmd_demo)
 
     # command groups that live beside the code they drive: each module has

@@ -6,13 +6,15 @@ import json
 
 
 def add_parser(sub) -> None:
+    from onceflow.cli import number
+
     p = sub.add_parser("ingest", help="run the exactly-once Kafka → Delta job of a pipeline")
     p.add_argument("--pipeline", default="pipelines/payments.yaml", help="the pipeline YAML")
     p.add_argument("--mode", choices=["continuous", "available-now"], default="available-now",
                    help="continuous: run until stopped; available-now: process what is committed, then exit")
-    p.add_argument("--until-idle", type=float, metavar="SECONDS",
+    p.add_argument("--until-idle", type=number("--until-idle", float, what="the idle time"), metavar="SECONDS",
                    help="continuous mode: stop at a batch boundary after this long without new data")
-    p.add_argument("--max-seconds", type=float, metavar="SECONDS",
+    p.add_argument("--max-seconds", type=number("--max-seconds", float, what="the window"), metavar="SECONDS",
                    help="stop at a batch boundary after this long (bounded streaming windows)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_ingest)
