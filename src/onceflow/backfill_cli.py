@@ -6,28 +6,32 @@ import json
 
 
 def add_parser(sub) -> None:
+    from onceflow.config import DEFAULT_PIPELINE
+
     p = sub.add_parser("backfill", help="re-read a committed offset range and re-write what the tables lack, exactly once")
-    p.add_argument("--pipeline", default="pipelines/payments.yaml", help="the pipeline YAML")
+    p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
     p.add_argument("--start-offsets", required=True, help='first offset per partition: {"0": 100}')
     p.add_argument("--end-offsets", required=True, help='offset after the last: {"0": 200}')
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=cmd_backfill)
+    p.set_defaults(func=cmd_backfill, check=check_range)
+
+
+def check_range(args) -> None:
+    """The same check as the <pipeline>_backfill DAG's (onceflow.ranges): a backwards range is
+    refused with the fix, never answered with "0 re-written"; runs before Kafka is asked."""
+    from onceflow.ranges import offset_range
+
+    args.start_offsets, args.end_offsets = offset_range(args.start_offsets, args.end_offsets,
+                                                        "--start-offsets", "--end-offsets")
 
 
 def cmd_backfill(args) -> int:
     from onceflow import config
     from onceflow.cli import _log, out
-    from onceflow.kafka.admin import require_pipeline_brokers
-    from onceflow.ranges import offset_range
-
-    # the same check as the <pipeline>_backfill DAG's: a backwards range is refused, never "0 re-written"
-    start, end = offset_range(args.start_offsets, args.end_offsets, "--start-offsets", "--end-offsets")
-    pipeline = config.load(args.pipeline)
-    require_pipeline_brokers(pipeline)  # before the JVM starts
-
     from onceflow.spark.backfill import run_backfill
 
-    result = run_backfill(pipeline, start, end, log=_log)
+    pipeline = config.load_pipeline(args.pipeline)  # cli.prepare found it and checked its Kafka
+    result = run_backfill(pipeline, args.start_offsets, args.end_offsets, log=_log)
     if args.json:
         out.print_json(json.dumps(result.as_dict()))
     else:

@@ -116,19 +116,13 @@ def _source(args) -> tuple[str, str, str, str | None]:
     Also where the bootstrap came from (the field and file a fix should name)."""
     bootstrap, topic = getattr(args, "bootstrap", None), getattr(args, "topic", None)
     field, file = "--bootstrap", None
-    if (not bootstrap or not topic) and getattr(args, "pipeline", None):
+    if not bootstrap or not topic:
         from onceflow import config
 
-        pipeline = config.load(args.pipeline)
+        pipeline = config.load_pipeline(getattr(args, "pipeline", None))
         if not bootstrap:
             bootstrap, field, file = pipeline.source.bootstrap_servers, "source.bootstrap_servers", pipeline.file
         topic = topic or pipeline.source.topic
-    if not bootstrap or not topic:
-        from onceflow.kafka.broker import LocalBroker
-
-        if not bootstrap:
-            bootstrap, field = LocalBroker().bootstrap, "--bootstrap"
-        topic = topic or "payments"
     return bootstrap, topic, field, file
 
 
@@ -181,14 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
                    default=0.0, help="fraction of records malformed on purpose, in [0, 1)")
     p.add_argument("--txn-size", type=number("--txn-size", minimum=1, what="the transaction size"),
                    default=100, help="events per transaction")
-    p.add_argument("--pipeline", default="pipelines/payments.yaml", help="take topic and bootstrap from here")
+    p.add_argument("--pipeline", help="a pipeline name or YAML path: its topic and bootstrap "
+                                      "(default: payments, unless --topic and --bootstrap are given)")
     p.add_argument("--topic")
     p.add_argument("--bootstrap")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_produce)
 
     p = sub.add_parser("demo", help="the demo: broker, events, exactly-once ingest, summary")
-    p.add_argument("--pipeline", default="pipelines/payments.yaml")
+    p.add_argument("--pipeline", default="payments", help="a pipeline name or YAML path")
     p.add_argument("--count", type=number("--count", minimum=1, what="the number of events"),
                    default=20_000)
     p.set_defaults(func=cmd_demo)
@@ -202,9 +197,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# commands whose pipeline's Kafka must answer before they start (and before any JVM does)
+NEEDS_KAFKA: tuple[str, ...] = ("ingest", "audit", "backfill")
+
+
+def prepare(args) -> None:
+    """What every command gets before it runs, in this order: its own input checks (a command
+    may set `check`), --pipeline resolved from a name or a path (config.find_pipeline, the
+    same from any directory), the pipeline's Kafka checked for the commands that need it."""
+    check = getattr(args, "check", None)
+    if check is not None:
+        check(args)
+    if getattr(args, "pipeline", None) is not None:
+        from onceflow import config
+
+        args.pipeline = str(config.find_pipeline(args.pipeline))
+    if args.command in NEEDS_KAFKA:
+        from onceflow import config
+        from onceflow.kafka.admin import require_pipeline_brokers
+
+        require_pipeline_brokers(config.load(args.pipeline))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        prepare(args)
         return args.func(args)
     except OnceflowError as exc:
         console.print(f"[bold red]error:[/bold red] {exc}", markup=True, highlight=False)

@@ -201,3 +201,51 @@ def load(path: str | Path, env: dict[str, str] | None = None) -> Pipeline:
 
 def load_all(folder: str | Path) -> list[Pipeline]:
     return [load(p) for p in sorted(Path(folder).glob("*.yaml"))]
+
+
+# -- finding a pipeline by name or path ------------------------------------------------
+DEFAULT_PIPELINE = "payments"
+
+
+def pipelines_dir() -> Path:
+    """The project's pipelines folder: $ONCEFLOW_PIPELINES_DIR, else pipelines/ in the checkout
+    (found beside the package, or $ONCEFLOW_PROJECT) — never relative to the working directory."""
+    from onceflow.paths import project_root
+
+    env = os.environ.get("ONCEFLOW_PIPELINES_DIR")
+    return Path(env).resolve() if env else project_root() / "pipelines"
+
+
+def find_pipeline(name_or_path: str | Path | None = None) -> Path:
+    """The YAML file of a pipeline given by name (`payments`: <pipelines dir>/payments.yaml) or by
+    path (absolute; else relative to the working directory, the checkout or the pipelines dir, so
+    `pipelines/payments.yaml` and `payments.yaml` work from anywhere). ConfigError lists the
+    pipelines that exist."""
+    spec = str(name_or_path or DEFAULT_PIPELINE)
+    folder = pipelines_dir()
+    looks_like_path = "/" in spec or os.sep in spec or spec.endswith((".yaml", ".yml"))
+    if looks_like_path:
+        from onceflow.paths import project_root
+
+        path = Path(spec).expanduser()
+        candidates = [path] if path.is_absolute() else [path, project_root() / path, folder / path]
+        for candidate in candidates:
+            if candidate.is_file():
+                return candidate.resolve()
+        raise ConfigError(f"{spec}: no such pipeline file. Fix: pass an existing YAML file, or a pipeline name "
+                          f"({_holds(folder)})")
+    for suffix in (".yaml", ".yml"):
+        if (folder / f"{spec}{suffix}").is_file():
+            return (folder / f"{spec}{suffix}").resolve()
+    raise ConfigError(f"no pipeline named {spec!r} ({_holds(folder)}). Fix: pass one of those names or the path "
+                      "of a pipeline YAML, or set ONCEFLOW_PIPELINES_DIR to the folder that holds yours")
+
+
+def _holds(folder: Path) -> str:
+    names = sorted({p.stem for p in folder.glob("*.y*ml")}) if folder.is_dir() else []
+    return f"{folder} holds: {', '.join(names)}" if names else f"{folder} holds no pipeline YAML"
+
+
+def load_pipeline(name_or_path: str | Path | None = None) -> Pipeline:
+    """find_pipeline + load: what every command's --pipeline means."""
+    return load(find_pipeline(name_or_path))

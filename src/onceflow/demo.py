@@ -27,7 +27,7 @@ def run_demo(pipeline_file: str, count: int, log=print, out=None) -> dict:
 
     from onceflow.spark.ingest import run_ingest, table_paths
 
-    pipeline = config.load(pipeline_file)
+    pipeline = config.load_pipeline(pipeline_file)
     broker = LocalBroker()
     if pipeline.source.bootstrap_servers == broker.bootstrap:
         broker.start(log=log)

@@ -7,9 +7,10 @@ import json
 
 def add_parser(sub) -> None:
     from onceflow.cli import number
+    from onceflow.config import DEFAULT_PIPELINE
 
     p = sub.add_parser("ingest", help="run the exactly-once Kafka → Delta job of a pipeline")
-    p.add_argument("--pipeline", default="pipelines/payments.yaml", help="the pipeline YAML")
+    p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
     p.add_argument("--mode", choices=["continuous", "available-now"], default="available-now",
                    help="continuous: run until stopped; available-now: process what is committed, then exit")
     p.add_argument("--until-idle", type=number("--until-idle", float, what="the idle time"), metavar="SECONDS",
@@ -25,13 +26,9 @@ def cmd_ingest(args) -> int:
 
     from onceflow import config
     from onceflow.cli import _log, out
-    from onceflow.kafka.admin import require_pipeline_brokers
-
-    pipeline = config.load(args.pipeline)
-    require_pipeline_brokers(pipeline)  # before the JVM: a broker that is down costs seconds, not minutes
-
     from onceflow.spark.ingest import run_ingest
 
+    pipeline = config.load_pipeline(args.pipeline)  # cli.prepare found it and checked its Kafka
     result = run_ingest(pipeline, mode=args.mode, until_idle=args.until_idle, max_seconds=args.max_seconds,
                         log=_log)
     if args.json:

@@ -47,7 +47,7 @@ def test_a_broker_that_is_down_is_refused_in_seconds_with_the_address_and_the_fi
     assert seconds < 15, seconds
     message = " ".join(proc.stderr.split())  # rich wraps long lines
     assert f"Kafka is not reachable at {address}" in message and "Connection refused" in message
-    assert FIX.format(file="pipelines/payments.yaml") in message
+    assert FIX.format(file=ROOT / "pipelines" / "payments.yaml") in message
     assert "Traceback" not in proc.stderr and "WARN" not in proc.stderr
     assert not (tmp_path / "spark-warehouse").exists() and not any(tmp_path.glob("**/checkpoints"))
 

@@ -69,12 +69,7 @@ def run_view(events: list[dict]) -> RunView:
 def pipelines_dir() -> Path:
     """Where the DAG factory and the UI look for pipelines/*.yaml: $ONCEFLOW_PIPELINES_DIR,
     else <project>/pipelines."""
-    env = os.environ.get("ONCEFLOW_PIPELINES_DIR")
-    if env:
-        return Path(env).resolve()
-    from onceflow.paths import project_root
-
-    return project_root() / "pipelines"
+    return config.pipelines_dir()
 
 
 def reports_root() -> Path:
