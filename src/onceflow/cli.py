@@ -204,7 +204,8 @@ NEEDS_KAFKA: tuple[str, ...] = ("ingest", "audit", "backfill")
 def prepare(args) -> None:
     """What every command gets before it runs, in this order: its own input checks (a command
     may set `check`), --pipeline resolved from a name or a path (config.find_pipeline, the
-    same from any directory), the pipeline's Kafka checked for the commands that need it."""
+    same from any directory), the audit's report dir, the pipeline's Kafka checked for the
+    commands that need it."""
     check = getattr(args, "check", None)
     if check is not None:
         check(args)
@@ -212,6 +213,10 @@ def prepare(args) -> None:
         from onceflow import config
 
         args.pipeline = str(config.find_pipeline(args.pipeline))
+    if args.command == "audit" and not args.report_dir:
+        from onceflow.paths import reports_dir
+
+        args.report_dir = str(reports_dir())  # <state>/reports unless ONCEFLOW_REPORTS says otherwise
     if args.command in NEEDS_KAFKA:
         from onceflow import config
         from onceflow.kafka.admin import require_pipeline_brokers

@@ -73,10 +73,10 @@ def pipelines_dir() -> Path:
 
 
 def reports_root() -> Path:
-    """Where the audit writes its reports ($ONCEFLOW_REPORTS, else reports/ in the project)."""
-    from onceflow.audit.report import report_root
+    """Where the audit writes its reports ($ONCEFLOW_REPORTS, else <state>/reports)."""
+    from onceflow.paths import reports_dir
 
-    return report_root()
+    return reports_dir()
 
 
 class OnceflowHook(BaseHook):

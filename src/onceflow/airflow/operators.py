@@ -75,9 +75,19 @@ class OnceflowSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> Any:
         from onceflow.kafka.admin import require_pipeline_brokers
 
+        from onceflow.spark.session import spark_dir
+
         require_pipeline_brokers(self.onceflow.pipeline)  # a broker that is down fails here, before spark-submit
         self.prepare(context)
-        return super().execute(context)
+        # the driver JVM starts in this task's working directory and leaves Spark 4.0's
+        # artifacts/ there: start spark-submit in <state>/spark instead
+        here = Path.cwd()
+        spark_dir().mkdir(parents=True, exist_ok=True)
+        os.chdir(spark_dir())
+        try:
+            return super().execute(context)
+        finally:
+            os.chdir(here)
 
     def on_kill(self) -> None:
         """SIGTERM the app first (it stops at a batch boundary), then let the provider kill spark-submit."""
