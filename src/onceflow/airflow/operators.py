@@ -329,6 +329,21 @@ class StopRunningOperator(BaseOperator):
         return stopped
 
 
+class InvalidPipelineOperator(BaseOperator):
+    """The one task of a pipeline file that does not validate: running it fails with the
+    file, the field and the fix (the same text as the DAG's description and docs)."""
+
+    ui_color = "#f8d7da"
+
+    def __init__(self, *, message: str, **kwargs: Any) -> None:
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self.message = message
+
+    def execute(self, context: Any) -> None:
+        raise AirflowFailException(self.message)
+
+
 class RecoveryMarkerOperator(BaseOperator):
     """Set (`begin`) or clear (`end`) the marker that keeps `<p>_stream` from submitting during recovery."""
 
