@@ -60,6 +60,17 @@ def cmd_status(args) -> int:
     return report["exit_code"]
 
 
+def _total_row(rows: list[dict], lag: int | None) -> list[str] | None:
+    """The "all" row: committed, latest and lag summed over the partitions, each only where
+    every partition has a value; no row for one partition, or when nothing sums."""
+    if len(rows) < 2:
+        return None
+    sums = [sum(r[k] for r in rows) if all(r[k] is not None for r in rows) else None for k in ("committed", "latest")]
+    if all(v is None for v in (*sums, lag)):
+        return None
+    return [_num(v) for v in (*sums, lag)]
+
+
 def print_status(report: dict) -> None:
     from rich.table import Table
 
@@ -72,7 +83,9 @@ def print_status(report: dict) -> None:
     for row in report["partitions"]:
         flag = " (behind retention)" if row["behind_retention"] else " (ahead of Kafka)" if row["ahead_of_kafka"] else ""
         table.add_row(str(row["partition"]), _num(row["committed"]), _num(row["latest"]), _num(row["lag"]) + flag)
-    table.add_row("all", "", "", _num(report["lag"]["total"]), style="bold")
+    total = _total_row(report["partitions"], report["lag"]["total"])
+    if total:
+        table.add_row("all", *total, style="bold")
     if report["partitions"]:
         out.print(table)
     if kafka["error"]:

@@ -185,16 +185,7 @@ def load(path: str | Path, env: dict[str, str] | None = None) -> Pipeline:
     try:
         pipeline = Pipeline.model_validate({**data, "file": str(path)})
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            field = _where(err["loc"])
-            if err["type"] == "missing":
-                fix = f"add `{field}` to the file"
-            elif err["type"] == "extra_forbidden":
-                fix = f"remove `{field}` (unknown field; check its spelling against docs/pipeline-config.md)"
-            else:
-                fix = "see docs/pipeline-config.md"
-            lines.append(f"  field `{field}`: {err['msg']} (got {err.get('input')!r}). Fix: {fix}")
+        lines = _field_errors(exc)
         raise ConfigError(f"{path}: invalid pipeline config:\n" + "\n".join(lines)) from None
     return pipeline
 
@@ -249,3 +240,77 @@ def _holds(folder: Path) -> str:
 def load_pipeline(name_or_path: str | Path | None = None) -> Pipeline:
     """find_pipeline + load: what every command's --pipeline means."""
     return load(find_pipeline(name_or_path))
+
+
+# -- validation errors a person can read -------------------------------------------------
+_INTERNAL_FIELDS = ("file",)
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The config model that holds the fields at `loc` (Pipeline for the top level), if any."""
+    model: type[BaseModel] | None = Pipeline
+    for part in loc:
+        field = model.model_fields.get(str(part)) if model is not None else None
+        if field is None:
+            return None
+        model = _model_in(field.annotation)
+    return model
+
+
+def _model_in(annotation) -> type[BaseModel] | None:
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _short(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 4] + " ..."
+
+
+def _field_errors(exc: ValidationError) -> list[str]:
+    """One line per invalid field with its fix. A misspelt field is named with the field it
+    most likely meant (and the "missing" error that the misspelling causes is folded into it);
+    values are shown short, never the whole file's contents."""
+    import difflib
+
+    errors = exc.errors()
+    missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}
+    meant: dict[tuple, str] = {}  # unknown field's loc -> the known field it most likely is
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden":
+            model = _model_at(loc[:-1])
+            known = [f for f in (model.model_fields if model else {}) if f not in _INTERNAL_FIELDS]
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+            if close:
+                meant[loc] = close[0]
+    explained = {loc[:-1] + (name,) for loc, name in meant.items()}
+    lines = []
+    for err in errors:
+        loc = tuple(err["loc"])
+        field = _where(loc)
+        if err["type"] == "missing":
+            if loc in explained:
+                continue
+            lines.append(f"  field `{field}`: missing. Fix: add `{field}` to the file")
+        elif err["type"] == "extra_forbidden":
+            if loc in meant:
+                right = _where(loc[:-1] + (meant[loc],))
+                lines.append(f"  field `{field}`: unknown field; did you mean `{right}`? Fix: rename `{field}` "
+                             f"to `{right}`")
+            else:
+                model = _model_at(loc[:-1])
+                known = ", ".join(f for f in (model.model_fields if model else {}) if f not in _INTERNAL_FIELDS)
+                lines.append(f"  field `{field}`: unknown field. Fix: remove it, or use one of: {known} "
+                             "(docs/pipeline-config.md)")
+        else:
+            lines.append(f"  field `{field}`: {err['msg']} (got {_short(err.get('input'))}). "
+                         "Fix: see docs/pipeline-config.md")
+    return lines

@@ -67,14 +67,14 @@ def stream_dag(pipeline: Pipeline, file: str) -> DAG:
             "start_grace_seconds": Param(300, type="integer", minimum=1,
                                          description="how long the watcher waits for the app to start"),
         },
-        doc_md=_doc(pipeline, file, "continuous streaming in bounded windows") + """
+        doc_md=_doc(pipeline, file, "continuous streaming in bounded windows") + f"""
 
-Each run: **guard** waits while `<p>_recover` works and notes whether a copy of the
+Each run: **guard** waits while `{pipeline.name}_recover` works and notes whether a copy of the
 query already runs (then it is watched, never started twice; the app's run lock
 refuses a second copy anyway) → **stream** submits the ingest app in continuous mode
 for `window_seconds` (it stops at a batch boundary; the next run resumes from the
 checkpoint) while **wait_healthy** and **watch** (deferrable, in the triggerer)
-follow its commits. A stalled, dead, failed or broken verdict triggers `<p>_recover`.
+follow its commits. A stalled, dead, failed or broken verdict triggers `{pipeline.name}_recover`.
 """,
     ) as dag:
         guard = StreamGuardSensor(task_id="guard", pipeline_file=file, timeout=6 * 3600)
@@ -163,9 +163,9 @@ def recover_dag(pipeline: Pipeline, file: str) -> DAG:
             "catchup_max_seconds": Param(600, type="integer", minimum=10, maximum=MAX_WINDOW_SECONDS),
             "until_idle_seconds": Param(20, type="integer", minimum=1),
         },
-        doc_md=_doc(pipeline, file, "recovery") + """
+        doc_md=_doc(pipeline, file, "recovery") + f"""
 
-**begin** marks recovery in progress (`<p>_stream` waits) → **stop** stops a copy
+**begin** marks recovery in progress (`{pipeline.name}_stream` waits) → **stop** stops a copy
 still running (SIGTERM, then SIGKILL) → **plan** (`onceflow recover --dry-run`: the
 plan is in the log and XCom) → **execute** → **resubmit** runs the ingest app from
 the recovered offsets until idle → **wait_first_batch** (deferrable) sees the first
