@@ -53,7 +53,7 @@ kafka-stop: venv
 
 clean:
 	-$(ONCEFLOW) kafka stop
-	rm -rf .onceflow/kafka .onceflow/tables .onceflow/checkpoints .onceflow/pipelines reports
+	rm -rf .onceflow/kafka .onceflow/tables .onceflow/checkpoints .onceflow/pipelines .onceflow/reports .onceflow/spark reports spark-warehouse artifacts
 
 # The docker dev stack (docker/compose.yaml; docs/docker-stack.md). Needs Docker with compose v2.
 .PHONY: stack-up stack-down stack-demo

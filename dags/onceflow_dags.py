@@ -2,7 +2,8 @@
 
 The pipeline files describe the pipelines; the DAG shapes live in
 onceflow.airflow.dag_factory (docs/airflow.md). A pipeline file that does not
-validate shows up here as an import error naming the file and the field.
+validate shows up as its own DAG, invalid_pipeline_<file>, naming the file, the
+field and the fix; the other pipelines keep their DAGs.
 """
 
 from onceflow.airflow.dag_factory import build_dags

@@ -5,24 +5,24 @@ from __future__ import annotations
 import json
 
 
-def _offsets(text: str) -> dict[int, int]:
-    from onceflow.airflow.backfill import RangeError, _offsets as parse
-
-    try:
-        return parse(text, "offsets")
-    except RangeError as exc:
-        import argparse
-
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def add_parser(sub) -> None:
+    from onceflow.config import DEFAULT_PIPELINE
+
     p = sub.add_parser("backfill", help="re-read a committed offset range and re-write what the tables lack, exactly once")
-    p.add_argument("--pipeline", default="pipelines/payments.yaml", help="the pipeline YAML")
-    p.add_argument("--start-offsets", type=_offsets, required=True, help='first offset per partition: {"0": 100}')
-    p.add_argument("--end-offsets", type=_offsets, required=True, help='offset after the last: {"0": 200}')
+    p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
+    p.add_argument("--start-offsets", required=True, help='first offset per partition: {"0": 100}')
+    p.add_argument("--end-offsets", required=True, help='offset after the last: {"0": 200}')
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=cmd_backfill)
+    p.set_defaults(func=cmd_backfill, check=check_range)
+
+
+def check_range(args) -> None:
+    """The same check as the <pipeline>_backfill DAG's (onceflow.ranges): a backwards range is
+    refused with the fix, never answered with "0 re-written"; runs before Kafka is asked."""
+    from onceflow.ranges import offset_range
+
+    args.start_offsets, args.end_offsets = offset_range(args.start_offsets, args.end_offsets,
+                                                        "--start-offsets", "--end-offsets")
 
 
 def cmd_backfill(args) -> int:
@@ -30,7 +30,7 @@ def cmd_backfill(args) -> int:
     from onceflow.cli import _log, out
     from onceflow.spark.backfill import run_backfill
 
-    pipeline = config.load(args.pipeline)
+    pipeline = config.load_pipeline(args.pipeline)  # cli.prepare found it and checked its Kafka
     result = run_backfill(pipeline, args.start_offsets, args.end_offsets, log=_log)
     if args.json:
         out.print_json(json.dumps(result.as_dict()))

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from rich.markup import escape
-
-from onceflow.errors import ConfigError
 
 VERDICT_STYLE = {"healthy": "bold green", "lagging": "bold yellow", "stopped": "bold cyan",
                  "not_started": "bold cyan", "stalled": "bold red", "dead": "bold red", "failed": "bold red",
@@ -21,38 +18,23 @@ SHOW_BATCHES = 10  # newest batches listed by `checkpoint show`
 
 
 def add_parser(sub) -> None:
+    from onceflow.config import DEFAULT_PIPELINE
+
     p = sub.add_parser("checkpoint", help="a pipeline's checkpoint and health (no JVM needed)")
     actions = p.add_subparsers(dest="action", required=True)
 
     s = actions.add_parser("status", help="health verdict: offsets vs Kafka, lag, run state, sink ledgers")
-    s.add_argument("--pipeline", default="pipelines/payments.yaml", help="the pipeline YAML (or its name)")
+    s.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
     s.add_argument("--json", action="store_true", help="print the report as JSON "
                                                        "(docs/schemas/checkpoint-status.schema.json)")
     s.set_defaults(func=cmd_status)
 
     s = actions.add_parser("show", help="what the checkpoint holds: batches, commits, offsets, problems")
     where = s.add_mutually_exclusive_group()
-    where.add_argument("--pipeline", help="the pipeline YAML (or its name); default pipelines/payments.yaml")
+    where.add_argument("--pipeline", help=f"a pipeline name or YAML path (default {DEFAULT_PIPELINE})")
     where.add_argument("--path", help="a checkpoint directory, instead of a pipeline's")
     s.add_argument("--json", action="store_true", help="print what was found as JSON")
     s.set_defaults(func=cmd_show)
-
-
-def _load(spec: str):
-    """A pipeline from a YAML path, or from a bare name as pipelines/<name>.yaml."""
-    from onceflow import config
-    from onceflow.paths import project_root
-
-    path = Path(spec)
-    if not path.exists() and "/" not in spec and not spec.endswith((".yaml", ".yml")):
-        for folder in (Path("pipelines"), project_root() / "pipelines"):
-            if (folder / f"{spec}.yaml").exists():
-                path = folder / f"{spec}.yaml"
-                break
-        else:
-            raise ConfigError(f"no pipeline named {spec!r} (looked for pipelines/{spec}.yaml). "
-                              "Fix: pass the YAML path, e.g. --pipeline pipelines/payments.yaml")
-    return config.load(path)
 
 
 def _print_json(data: dict) -> None:
@@ -68,12 +50,25 @@ def _num(value) -> str:
 def cmd_status(args) -> int:
     from onceflow.health import pipeline_health
 
-    report = pipeline_health(_load(args.pipeline))
+    from onceflow.config import load_pipeline
+
+    report = pipeline_health(load_pipeline(args.pipeline))
     if args.json:
         _print_json(report)
     else:
         print_status(report)
     return report["exit_code"]
+
+
+def _total_row(rows: list[dict], lag: int | None) -> list[str] | None:
+    """The "all" row: committed, latest and lag summed over the partitions, each only where
+    every partition has a value; no row for one partition, or when nothing sums."""
+    if len(rows) < 2:
+        return None
+    sums = [sum(r[k] for r in rows) if all(r[k] is not None for r in rows) else None for k in ("committed", "latest")]
+    if all(v is None for v in (*sums, lag)):
+        return None
+    return [_num(v) for v in (*sums, lag)]
 
 
 def print_status(report: dict) -> None:
@@ -88,7 +83,9 @@ def print_status(report: dict) -> None:
     for row in report["partitions"]:
         flag = " (behind retention)" if row["behind_retention"] else " (ahead of Kafka)" if row["ahead_of_kafka"] else ""
         table.add_row(str(row["partition"]), _num(row["committed"]), _num(row["latest"]), _num(row["lag"]) + flag)
-    table.add_row("all", "", "", _num(report["lag"]["total"]), style="bold")
+    total = _total_row(report["partitions"], report["lag"]["total"])
+    if total:
+        table.add_row("all", *total, style="bold")
     if report["partitions"]:
         out.print(table)
     if kafka["error"]:
@@ -130,7 +127,9 @@ def print_status(report: dict) -> None:
 def cmd_show(args) -> int:
     from onceflow.checkpoint import read_checkpoint
 
-    path = args.path or _load(args.pipeline or "pipelines/payments.yaml").checkpoint_path
+    from onceflow.config import load_pipeline
+
+    path = args.path or load_pipeline(args.pipeline).checkpoint_path
     ck = read_checkpoint(path)
     if args.json:
         data = ck.as_dict()

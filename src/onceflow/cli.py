@@ -47,29 +47,50 @@ def cmd_kafka(args) -> int:
         if args.json:
             out.print_json(json.dumps(status.__dict__))
         else:
-            state = "ready" if status.ready else ("running, not answering" if status.running else "stopped")
-            out.print(f"Kafka broker: {state}; bootstrap {status.bootstrap}; pid {status.pid}; log {status.log_file}")
+            state = ("ready" if status.ready else "running, not answering") + f" (pid {status.pid})" \
+                if status.running else "stopped"
+            out.print(f"Kafka broker: {state}; bootstrap {status.bootstrap}; log {status.log_file}")
+            if not status.running:
+                out.print("start it with `onceflow kafka start`")
         return 0 if status.ready else 1
     elif args.action == "logs":
         out.print(broker.logs(args.lines), markup=False)
     return 0
 
 
+# -- argument checks -----------------------------------------------------------
+def number(flag: str, kind: type = int, minimum: float = 0, below: float | None = None, what: str = "the value"):
+    """An argparse `type` that refuses values out of [minimum, below), naming the flag and the fix."""
+    bound = f">= {minimum:g}" + (f" and < {below:g}" if below is not None else "")
+    fix = f"Fix: pass {flag} N with N {bound}"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'a whole number' if kind is int else 'a number'}. {fix}") from None
+        if not (minimum <= value < (below if below is not None else float("inf"))):  # NaN fails too
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {what} must be {bound}. {fix}")
+        return value
+    return parse
+
+
 # -- produce -----------------------------------------------------------------
 def cmd_produce(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from onceflow.kafka.admin import require_broker
     from onceflow.kafka.producer import produce
 
     pipeline, group_by, kinds = _produce_plan(args.pipeline)
     if args.kinds:
         out.print("\n".join(kinds), markup=False)
         return 0
-    if args.count < 1 or args.rate < 0:
-        raise ConfigError(f"--count {args.count} / --rate {args.rate:g}: write at least 1 event at a rate of 0 "
-                          f"(as fast as possible) or more events/s. Fix: e.g. --count 1000 --rate 200")
     bootstrap = args.bootstrap or pipeline.source.bootstrap_servers
     topic = args.topic or pipeline.source.topic
+    field, file = ("--bootstrap", None) if args.bootstrap else ("source.bootstrap_servers", pipeline.file)
+    require_broker(bootstrap, field=field, file=file)
     with Progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("produce", total=args.count)
@@ -90,7 +111,7 @@ def _produce_plan(spec: str):
     from onceflow import config
     from onceflow.schema.generate import Generator
 
-    pipeline = config.load_named(spec)
+    pipeline = config.load_pipeline(spec)
     group_by = pipeline.sinks.aggregates.group_by if pipeline.sinks.aggregates else ()
     try:
         kinds = Generator(pipeline.schema, group_by=group_by).kinds()
@@ -153,14 +174,19 @@ def build_parser() -> argparse.ArgumentParser:
                                         "(docs/generator.md)")
     p.add_argument("--pipeline", default="payments",
                    help="pipeline name or YAML path: its schema, topic and bootstrap (default payments)")
-    p.add_argument("--count", type=int, default=10_000)
-    p.add_argument("--rate", type=float, default=0, help="events/s; 0 = as fast as possible")
-    p.add_argument("--partitions", type=int, default=4, help="partitions if the topic is created")
+    p.add_argument("--count", type=number("--count", minimum=1, what="the number of events"),
+                   default=10_000, help="events to write (1 or more)")
+    p.add_argument("--rate", type=number("--rate", float, what="the rate in events/s"), default=0,
+                   help="events/s; 0 = as fast as possible")
+    p.add_argument("--partitions", type=number("--partitions", minimum=1, what="the partition count"),
+                   default=4, help="partitions if the topic is created")
     p.add_argument("--seed", type=int, help="makes the events reproducible")
-    p.add_argument("--abort-ratio", type=float, default=0.0, help="fraction of transactions aborted on purpose")
-    p.add_argument("--malformed-ratio", type=float, default=0.0,
-                   help="fraction of records malformed on purpose, each kind as often (see --kinds)")
-    p.add_argument("--txn-size", type=int, default=100, help="events per transaction")
+    p.add_argument("--abort-ratio", type=number("--abort-ratio", float, below=1, what="the fraction"), default=0.0,
+                   help="fraction of transactions aborted on purpose, in [0, 1)")
+    p.add_argument("--malformed-ratio", type=number("--malformed-ratio", float, below=1, what="the fraction"),
+                   default=0.0, help="fraction of records malformed on purpose, each kind as often (see --kinds)")
+    p.add_argument("--txn-size", type=number("--txn-size", minimum=1, what="the transaction size"),
+                   default=100, help="events per transaction")
     p.add_argument("--topic", help="instead of the pipeline's topic")
     p.add_argument("--bootstrap", help="instead of the pipeline's bootstrap servers")
     p.add_argument("--kinds", action="store_true", help="print the malformed kinds the pipeline can produce and exit")
@@ -168,8 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_produce)
 
     p = sub.add_parser("demo", help="the demo: broker, events, exactly-once ingest, summary")
-    p.add_argument("--pipeline", default="pipelines/payments.yaml")
-    p.add_argument("--count", type=int, default=20_000)
+    p.add_argument("--pipeline", default="payments", help="a pipeline name or YAML path")
+    p.add_argument("--count", type=number("--count", minimum=1, what="the number of events"),
+                   default=20_000)
     p.set_defaults(func=cmd_demo)
 
     # command groups that live beside the code they drive: each module has
@@ -181,9 +208,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# commands whose pipeline's Kafka must answer before they start (and before any JVM does)
+NEEDS_KAFKA: tuple[str, ...] = ("ingest", "audit", "backfill")
+
+
+def prepare(args) -> None:
+    """What every command gets before it runs, in this order: its own input checks (a command
+    may set `check`), --pipeline resolved from a name or a path (config.find_pipeline, the
+    same from any directory), the audit's report dir, the pipeline's Kafka checked for the
+    commands that need it."""
+    check = getattr(args, "check", None)
+    if check is not None:
+        check(args)
+    if getattr(args, "pipeline", None) is not None:
+        from onceflow import config
+
+        args.pipeline = str(config.find_pipeline(args.pipeline))
+    if args.command == "audit" and not args.report_dir:
+        from onceflow.paths import reports_dir
+
+        args.report_dir = str(reports_dir())  # <state>/reports unless ONCEFLOW_REPORTS says otherwise
+    if args.command in NEEDS_KAFKA:
+        from onceflow import config
+        from onceflow.kafka.admin import require_pipeline_brokers
+
+        require_pipeline_brokers(config.load(args.pipeline))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        prepare(args)
         return args.func(args)
     except OnceflowError as exc:
         console.print(f"[bold red]error:[/bold red] {exc}", markup=True, highlight=False)

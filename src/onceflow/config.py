@@ -217,16 +217,7 @@ def load(path: str | Path, env: dict[str, str] | None = None) -> Pipeline:
     try:
         pipeline = Pipeline.model_validate({**data, "file": str(path)})
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            field = _where(err["loc"])
-            if err["type"] == "missing":
-                fix = f"add `{field}` to the file"
-            elif err["type"] == "extra_forbidden":
-                fix = f"remove `{field}` (unknown field; check its spelling against docs/pipeline-config.md)"
-            else:
-                fix = "see docs/pipeline-config.md"
-            lines.append(f"  field `{field}`: {err['msg']} (got {err.get('input')!r}). Fix: {fix}")
+        lines = _field_errors(exc)
         raise ConfigError(f"{path}: invalid pipeline config:\n" + "\n".join(lines)) from None
     return pipeline
 
@@ -235,16 +226,123 @@ def load_all(folder: str | Path) -> list[Pipeline]:
     return [load(p) for p in sorted(Path(folder).glob("*.yaml"))]
 
 
-def load_named(spec: str | Path) -> Pipeline:
-    """A pipeline from a YAML path, or from a bare name as pipelines/<name>.yaml (in the
-    current directory, else in the project's checkout)."""
+# -- finding a pipeline by name or path ------------------------------------------------
+DEFAULT_PIPELINE = "payments"
+
+
+def pipelines_dir() -> Path:
+    """The project's pipelines folder: $ONCEFLOW_PIPELINES_DIR, else pipelines/ in the checkout
+    (found beside the package, or $ONCEFLOW_PROJECT) — never relative to the working directory."""
     from onceflow.paths import project_root
 
-    path = Path(spec)
-    if path.exists() or "/" in str(spec) or str(spec).endswith((".yaml", ".yml")):
-        return load(path)
-    for folder in (Path("pipelines"), project_root() / "pipelines"):
-        if (folder / f"{spec}.yaml").exists():
-            return load(folder / f"{spec}.yaml")
-    raise ConfigError(f"no pipeline named {spec!r} (looked for pipelines/{spec}.yaml). "
-                      f"Fix: pass a name from pipelines/ or a YAML path, e.g. --pipeline pipelines/payments.yaml")
+    env = os.environ.get("ONCEFLOW_PIPELINES_DIR")
+    return Path(env).resolve() if env else project_root() / "pipelines"
+
+
+def find_pipeline(name_or_path: str | Path | None = None) -> Path:
+    """The YAML file of a pipeline given by name (`payments`: <pipelines dir>/payments.yaml) or by
+    path (absolute; else relative to the working directory, the checkout or the pipelines dir, so
+    `pipelines/payments.yaml` and `payments.yaml` work from anywhere). ConfigError lists the
+    pipelines that exist."""
+    spec = str(name_or_path or DEFAULT_PIPELINE)
+    folder = pipelines_dir()
+    looks_like_path = "/" in spec or os.sep in spec or spec.endswith((".yaml", ".yml"))
+    if looks_like_path:
+        from onceflow.paths import project_root
+
+        path = Path(spec).expanduser()
+        candidates = [path] if path.is_absolute() else [path, project_root() / path, folder / path]
+        for candidate in candidates:
+            if candidate.is_file():
+                return candidate.resolve()
+        raise ConfigError(f"{spec}: no such pipeline file. Fix: pass an existing YAML file, or a pipeline name "
+                          f"({_holds(folder)})")
+    for suffix in (".yaml", ".yml"):
+        if (folder / f"{spec}{suffix}").is_file():
+            return (folder / f"{spec}{suffix}").resolve()
+    raise ConfigError(f"no pipeline named {spec!r} ({_holds(folder)}). Fix: pass one of those names or the path "
+                      "of a pipeline YAML, or set ONCEFLOW_PIPELINES_DIR to the folder that holds yours")
+
+
+def _holds(folder: Path) -> str:
+    names = sorted({p.stem for p in folder.glob("*.y*ml")}) if folder.is_dir() else []
+    return f"{folder} holds: {', '.join(names)}" if names else f"{folder} holds no pipeline YAML"
+
+
+def load_pipeline(name_or_path: str | Path | None = None) -> Pipeline:
+    """find_pipeline + load: what every command's --pipeline means."""
+    return load(find_pipeline(name_or_path))
+
+
+# -- validation errors a person can read -------------------------------------------------
+_INTERNAL_FIELDS = ("file",)
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The config model that holds the fields at `loc` (Pipeline for the top level), if any."""
+    model: type[BaseModel] | None = Pipeline
+    for part in loc:
+        field = model.model_fields.get(str(part)) if model is not None else None
+        if field is None:
+            return None
+        model = _model_in(field.annotation)
+    return model
+
+
+def _model_in(annotation) -> type[BaseModel] | None:
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _short(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 4] + " ..."
+
+
+def _field_errors(exc: ValidationError) -> list[str]:
+    """One line per invalid field with its fix. A misspelt field is named with the field it
+    most likely meant (and the "missing" error that the misspelling causes is folded into it);
+    values are shown short, never the whole file's contents."""
+    import difflib
+
+    errors = exc.errors()
+    missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}
+    meant: dict[tuple, str] = {}  # unknown field's loc -> the known field it most likely is
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden":
+            model = _model_at(loc[:-1])
+            known = [f for f in (model.model_fields if model else {}) if f not in _INTERNAL_FIELDS]
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+            if close:
+                meant[loc] = close[0]
+    explained = {loc[:-1] + (name,) for loc, name in meant.items()}
+    lines = []
+    for err in errors:
+        loc = tuple(err["loc"])
+        field = _where(loc)
+        if err["type"] == "missing":
+            if loc in explained:
+                continue
+            lines.append(f"  field `{field}`: missing. Fix: add `{field}` to the file")
+        elif err["type"] == "extra_forbidden":
+            if loc in meant:
+                right = _where(loc[:-1] + (meant[loc],))
+                lines.append(f"  field `{field}`: unknown field; did you mean `{right}`? Fix: rename `{field}` "
+                             f"to `{right}`")
+            else:
+                model = _model_at(loc[:-1])
+                known = ", ".join(f for f in (model.model_fields if model else {}) if f not in _INTERNAL_FIELDS)
+                lines.append(f"  field `{field}`: unknown field. Fix: remove it, or use one of: {known} "
+                             "(docs/pipeline-config.md)")
+        else:
+            lines.append(f"  field `{field}`: {err['msg']} (got {_short(err.get('input'))}). "
+                         "Fix: see docs/pipeline-config.md")
+    return lines

@@ -7,6 +7,7 @@ from __future__ import annotations
 from deltalake import DeltaTable
 
 from onceflow import config
+from onceflow.kafka.admin import require_pipeline_brokers
 from onceflow.kafka.broker import LocalBroker
 from onceflow.kafka.consume import committed_counts
 from onceflow.kafka.producer import produce
@@ -26,10 +27,11 @@ def run_demo(pipeline_file: str, count: int, log=print, out=None) -> dict:
 
     from onceflow.spark.ingest import run_ingest, table_paths
 
-    pipeline = config.load(pipeline_file)
+    pipeline = config.load_pipeline(pipeline_file)
     broker = LocalBroker()
     if pipeline.source.bootstrap_servers == broker.bootstrap:
         broker.start(log=log)
+    require_pipeline_brokers(pipeline)  # another broker: it must answer before the JVM starts
     log(f"producing {count} events to {pipeline.source.topic} (5% of transactions aborted, 1% of records malformed)")
     aggregates = pipeline.sinks.aggregates
     summary = produce(pipeline.source.bootstrap_servers, pipeline.source.topic, count, schema=pipeline.schema,

@@ -31,3 +31,7 @@ class RecoveryError(OnceflowError):
 
 class AuditError(OnceflowError):
     """An audit could not run (not: an audit that found a problem)."""
+
+
+class RangeError(OnceflowError):
+    """A requested offset or time range is invalid; the message names the field and the fix."""

@@ -18,7 +18,7 @@ from typing import Callable
 from onceflow.checkpoint import COMMITS, Checkpoint, read_checkpoint
 from onceflow.config import Pipeline, duration_seconds
 from onceflow.errors import OnceflowError
-from onceflow.status import FAILED, FINAL, IDLE, PROGRESS, STARTED, RunLock, StatusLog
+from onceflow.status import FAILED, FINAL, IDLE, PROGRESS, STARTED, RunLock, StatusLog, ended
 
 HEALTHY, LAGGING, STALLED, DEAD, FAILED_V, BROKEN = "healthy", "lagging", "stalled", "dead", "failed", "broken"
 STOPPED_V, NOT_STARTED, UNKNOWN = "stopped", "not_started", "unknown"
@@ -203,7 +203,7 @@ def decide(report: dict, now: float) -> tuple[str, list[str]]:
                           "lock: the job died (killed or crashed) without stopping"]
         if final["status"] == FAILED:
             return FAILED_V, [f"the last run failed at {final['time']}: {final['error']}"]
-        return STOPPED_V, [f"not running; the last run ended {final['status']} at {final['time']}"]
+        return STOPPED_V, [f"not running; the last run {ended(final['status'])} at {final['time']}"]
 
     # running: the lock is held. If the newest run in the log already ended, the
     # holder is a new run that has not logged `started` yet: only the lock's time counts.

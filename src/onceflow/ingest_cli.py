@@ -6,13 +6,16 @@ import json
 
 
 def add_parser(sub) -> None:
+    from onceflow.cli import number
+    from onceflow.config import DEFAULT_PIPELINE
+
     p = sub.add_parser("ingest", help="run the exactly-once Kafka → Delta job of a pipeline")
-    p.add_argument("--pipeline", default="pipelines/payments.yaml", help="the pipeline YAML")
+    p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
     p.add_argument("--mode", choices=["continuous", "available-now"], default="available-now",
                    help="continuous: run until stopped; available-now: process what is committed, then exit")
-    p.add_argument("--until-idle", type=float, metavar="SECONDS",
+    p.add_argument("--until-idle", type=number("--until-idle", float, what="the idle time"), metavar="SECONDS",
                    help="continuous mode: stop at a batch boundary after this long without new data")
-    p.add_argument("--max-seconds", type=float, metavar="SECONDS",
+    p.add_argument("--max-seconds", type=number("--max-seconds", float, what="the window"), metavar="SECONDS",
                    help="stop at a batch boundary after this long (bounded streaming windows)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_ingest)
@@ -25,7 +28,7 @@ def cmd_ingest(args) -> int:
     from onceflow.cli import _log, out
     from onceflow.spark.ingest import run_ingest
 
-    pipeline = config.load(args.pipeline)
+    pipeline = config.load_pipeline(args.pipeline)  # cli.prepare found it and checked its Kafka
     result = run_ingest(pipeline, mode=args.mode, until_idle=args.until_idle, max_seconds=args.max_seconds,
                         log=_log)
     if args.json:

@@ -15,6 +15,12 @@ def state_dir() -> Path:
     return Path(os.environ.get("ONCEFLOW_HOME") or Path.cwd() / ".onceflow").resolve()
 
 
+def reports_dir() -> Path:
+    """Audit reports: $ONCEFLOW_REPORTS, else <state>/reports (with the state they describe)."""
+    env = os.environ.get("ONCEFLOW_REPORTS")
+    return Path(env).resolve() if env else state_dir() / "reports"
+
+
 def jars_dir() -> Path:
     """JVM jars resolved by `onceflow setup`: $ONCEFLOW_JARS, else <state>/jars."""
     env = os.environ.get("ONCEFLOW_JARS")

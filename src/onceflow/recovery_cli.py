@@ -16,11 +16,13 @@ EXIT_REFUSED = 3
 
 
 def add_parser(sub) -> None:
+    from onceflow.config import DEFAULT_PIPELINE
+
     p = sub.add_parser("recover", help="recover a pipeline from its last committed offsets (plan, then act)",
                        description="Find out what broke (dead query, corrupt or lost checkpoint, sinks that "
                                    "disagree, checkpoint ahead of a sink, offsets deleted by Kafka retention), "
                                    "print the plan, and carry it out. Nothing is ever deleted.")
-    p.add_argument("--pipeline", default="pipelines/payments.yaml", help="the pipeline YAML (or its name)")
+    p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
     p.add_argument("--dry-run", action="store_true", help="print the plan and stop (changes nothing)")
     p.add_argument("--force", action="store_true",
                    help="recover even when the checkpoint is ahead of a sink ledger (re-reads what the sink lost)")
@@ -37,12 +39,12 @@ def add_parser(sub) -> None:
 
 
 def cmd_recover(args) -> int:
-    from onceflow.checkpoint_cli import _load
+    from onceflow.config import load_pipeline
     from onceflow.cli import _log, out
     from onceflow.recovery import recover
     from onceflow.recovery.record import DONE, NOTHING_TO_DO, REFUSED
 
-    pipeline = _load(args.pipeline)
+    pipeline = load_pipeline(args.pipeline)
     result = recover(pipeline, dry_run=args.dry_run, force=args.force, accept_loss=args.accept_loss,
                      log=_log if not args.json else (lambda msg: None))
     if args.json:

@@ -24,6 +24,13 @@ from onceflow.errors import OnceflowError
 
 STARTED, PROGRESS, IDLE, FINAL = "started", "progress", "idle", "final"
 FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
+# how a run's final status reads in a sentence ("the last run finished at ...")
+ENDED = {FINISHED: "finished", STOPPED: "was stopped (at a batch boundary)", FAILED: "failed"}
+
+
+def ended(status: str | None) -> str:
+    """'finished' / 'was stopped (at a batch boundary)' / 'failed'; anything else as 'ended <status>'."""
+    return ENDED.get(status or "", f"ended {status}")
 
 
 class AlreadyRunningError(OnceflowError):

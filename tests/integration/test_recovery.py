@@ -34,8 +34,8 @@ from onceflow.kafka.admin import admin_client, ensure_topic, watermarks
 from onceflow.kafka.producer import produce
 from onceflow.ledger import LOSS, read_ledger
 from onceflow.recovery import plan_recovery, recover
-from onceflow.recovery.plan import (AHEAD, CORRUPT, DEAD_QUERY, LEFTOVERS, MISSING, NEW_GENERATION, REFUSE, RESTART,
-                                    RETENTION, SINKS_DISAGREE)
+from onceflow.recovery.plan import (AHEAD, CORRUPT, DEAD_QUERY, LEFTOVERS, MISSING, NEW_GENERATION, NOTHING, REFUSE,
+                                    RESTART, RETENTION, SINKS_DISAGREE, STOPPED)
 from onceflow.recovery.record import list_records, read_record
 from onceflow.spark.ingest import run_ingest, table_paths
 from onceflow.status import RunLock
@@ -163,8 +163,9 @@ CORRUPTIONS = {  # name: (how, the decision it must get)
     "offsets dir is a file": (lambda cp: (shutil.rmtree(cp / "offsets"), (cp / "offsets").write_text("x")),
                               NEW_GENERATION),
     "checkpoint is a file": (lambda cp: (shutil.rmtree(cp), cp.write_text("not a directory")), NEW_GENERATION),
-    # a restart never reads sources/0/0 once batches exist (the offsets log has the start): still healthy
-    "initial offsets junk": (lambda cp: (cp / "sources" / "0" / "0").write_bytes(b"\x00v1\n{\"t\":"), RESTART),
+    # a restart never reads sources/0/0 once batches exist (the offsets log has the start): still healthy,
+    # and the run that wrote it finished cleanly: nothing to recover
+    "initial offsets junk": (lambda cp: (cp / "sources" / "0" / "0").write_bytes(b"\x00v1\n{\"t\":"), NOTHING),
 }
 
 
@@ -191,6 +192,8 @@ def test_truncated_offsets_file_recovers_from_the_ledgers_and_never_shows_a_trac
         record = json.loads(captured.out)
         jsonschema.validate(record, SCHEMA)
         assert record["outcome"] == "dry_run" and record["plan"]["decision"] == decision, (name, record["plan"])
+        if decision == NOTHING:
+            assert record["plan"]["case"] == STOPPED and record["plan"]["actions"] == [], name
         if decision == NEW_GENERATION:
             assert record["plan"]["case"] in (CORRUPT, MISSING), (name, record["plan"]["case"])
             assert record["plan"]["actions"][0]["kind"] == "move_checkpoint_aside", name

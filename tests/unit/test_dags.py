@@ -99,20 +99,51 @@ def test_dags_serialize_as_the_dag_processor_stores_them(bag):
     assert "Audit report" in str(audit)
 
 
-@pytest.mark.parametrize("yaml_text, field", [
+@pytest.mark.parametrize("yaml_text, field, fix", [
     ("name: bad\nsource: {bootstrap_servers: 'x:1', topic: t}\nsinks: {quarantine: {path: q}}\ncheckpoint: c\n",
-     "sinks.bronze"),
+     "sinks.bronze", "Fix: add `sinks.bronze` to the file"),
     ("name: bad\nsource: {bootstrap_servers: 'x:1', topic: 'no spaces'}\n"
-     "sinks: {bronze: {path: b}, quarantine: {path: q}}\ncheckpoint: c\n", "source.topic"),
+     "sinks: {bronze: {path: b}, quarantine: {path: q}}\ncheckpoint: c\n", "source.topic",
+     "Fix: see docs/pipeline-config.md"),
+    ("name: payments\nsource: {bootstrap_servers: 'x:1', topic: t}\n"
+     "sinks: {bronze: {path: b}, quarantine: {path: q}}\ncheckpoint: c\n", "name",
+     "Fix: give each pipeline file its own name"),
 ])
-def test_bad_pipeline_yaml_is_an_import_error_naming_file_and_field(tmp_path, monkeypatch, yaml_text, field):
+def test_a_bad_pipeline_file_is_one_named_error_and_the_good_pipelines_keep_their_dags(
+        tmp_path, monkeypatch, yaml_text, field, fix):
     pipelines = tmp_path / "pipelines"
     pipelines.mkdir()
-    bad = pipelines / "bad.yaml"
+    (pipelines / "payments.yaml").write_text((ROOT / "pipelines" / "payments.yaml").read_text())
+    bad = pipelines / "zz-bad.yaml"  # sorts after payments.yaml: a clash of names is blamed on it
     bad.write_text(yaml_text)
     monkeypatch.setenv("ONCEFLOW_PIPELINES_DIR", str(pipelines))
     dagbag, _ = _dagbag(ROOT / "dags")
-    assert dagbag.dags == {}
-    assert list(dagbag.import_errors) == [str(ROOT / "dags" / "onceflow_dags.py")]
-    message = next(iter(dagbag.import_errors.values()))
-    assert str(bad) in message and f"field `{field}`" in message and "Fix:" in message
+    assert dagbag.import_errors == {}
+    assert set(dagbag.dags) == set(EXPECTED) | {"invalid_pipeline_zz-bad"}
+    invalid = dagbag.dags["invalid_pipeline_zz-bad"]
+    for text in (invalid.description, invalid.doc_md):
+        assert str(bad) in text and f"field `{field}`" in text and fix in text, text
+    assert invalid.dag_display_name == "INVALID zz-bad.yaml" and invalid.schedule is None
+    assert "invalid" in invalid.tags and list(invalid.task_dict) == ["fix_the_pipeline_file"]
+    from airflow.serialization.serialized_objects import DagSerialization  # as the dag processor stores it
+
+    restored = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(invalid))
+    assert restored.description == invalid.description and str(bad) in restored.doc_md
+
+
+def test_each_bad_file_gets_its_own_error_and_running_it_fails_with_the_fix(tmp_path, monkeypatch):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir()
+    (pipelines / "one.yaml").write_text("name: one\nsource: {topic: t}\n")
+    (pipelines / "two.yaml").write_text("name: [unclosed\n")
+    monkeypatch.setenv("ONCEFLOW_PIPELINES_DIR", str(pipelines))
+    dagbag, _ = _dagbag(ROOT / "dags")
+    assert dagbag.import_errors == {}
+    assert set(dagbag.dags) == {"invalid_pipeline_one", "invalid_pipeline_two"}
+    assert "two.yaml: not valid YAML" in dagbag.dags["invalid_pipeline_two"].description
+    task = dagbag.dags["invalid_pipeline_one"].task_dict["fix_the_pipeline_file"]
+    with pytest.raises(AirflowFailException) as failed:
+        task.execute({})
+    assert str(pipelines / "one.yaml") in str(failed.value) and "Fix: add `sinks` to the file" in str(failed.value)

@@ -15,7 +15,7 @@ from onceflow.checkpoint import BatchOffsets, Checkpoint, Problem
 from onceflow.generation import CheckpointIdentity
 from onceflow.ledger import LOSS, Ledger, LedgerEntry, contiguity_problems
 from onceflow.recovery.facts import Facts, KafkaOffsets
-from onceflow.recovery.plan import (AHEAD, CORRUPT, DEAD_QUERY, FRESH, KAFKA_BEHIND, LEFTOVERS, MISSING,
+from onceflow.recovery.plan import (AHEAD, CORRUPT, DEAD_QUERY, FRESH, STOPPED, KAFKA_BEHIND, LEFTOVERS, MISSING,
                                     MOVE_CHECKPOINT, MOVE_LEFTOVERS, NEW_GENERATION, NOTHING, REFUSE, RESTART,
                                     RETENTION, RUNNING, SINKS_DISAGREE, UNUSABLE, WRITE_IDENTITY, WRITE_LOSS, decide)
 
@@ -99,6 +99,35 @@ def test_dead_query_with_healthy_checkpoint_restarts_from_it():
     assert plan.resume == {0: 300, 1: 160}
     assert plan.actions == [] and plan.starting_offsets is None
     assert "no final event" in plan.findings[0].detail and "next batch is 3" in plan.summary
+
+
+# -- a run that ended cleanly: nothing to recover -------------------------------------------------
+CLEAN = {"run_id": "r1", "final": {"status": "finished", "error": None, "time": "2026-11-22T14:08:44.824Z"}}
+
+
+@pytest.mark.parametrize("status, words", [("finished", "finished at"),
+                                           ("stopped", "was stopped (at a batch boundary) at")])
+def test_a_cleanly_stopped_pipeline_is_not_a_dead_query_and_needs_nothing(status, words):
+    run = {"run_id": "r1", "final": {**CLEAN["final"], "status": status}}
+    plan = decide(facts(checkpoint(B, 2), all_sinks(), last_run=run))
+    assert plan.decision == NOTHING and plan.case == STOPPED and plan.actions == []
+    assert [f.case for f in plan.findings] == [STOPPED]
+    assert f"its last run (r1) {words} 2026-11-22T14:08:44.824Z" in plan.findings[0].detail
+    assert "ended" not in plan.findings[0].detail and DEAD_QUERY not in repr(plan.findings)
+    assert plan.summary.startswith("nothing to recover: the last run ended cleanly; the next run continues from "
+                                   "the checkpoint: the next batch is 3")
+
+
+def test_a_clean_stop_with_leftover_files_still_moves_them_aside():
+    tmp = f"{CP}/offsets/.3.1b2c.tmp"
+    ck = checkpoint(B, 2, problems=(Problem(tmp, "leftover temp file from an interrupted write"),))
+    plan = decide(facts(ck, all_sinks(), last_run=CLEAN))
+    assert plan.decision == RESTART and plan.case == STOPPED and action(plan, MOVE_LEFTOVERS)
+
+
+def test_a_finished_run_whose_last_batch_did_not_commit_is_still_a_restart():
+    plan = decide(facts(checkpoint(B, 1), all_sinks(), last_run=CLEAN))  # batch 2 planned, commits/2 missing
+    assert plan.decision == RESTART and plan.case == DEAD_QUERY and "re-runs batch 2" in plan.summary
 
 
 def test_crash_between_sinks_restarts_and_the_replay_absorbs_the_disagreement():
@@ -301,9 +330,10 @@ def test_records_of_every_decision_match_the_schema(tmp_path):
     plans = [decide(facts(checkpoint(B, 2), all_sinks(), running=True)),
              decide(facts(MISSING_CK, ledgers(), generation=None)),
              decide(facts(checkpoint(B, 2), all_sinks())),
+             decide(facts(checkpoint(B, 2), all_sinks(), last_run=CLEAN)),
              decide(facts(ck_bad, all_sinks(), earliest={0: 340, 1: 160})),
              decide(facts(ck_bad, all_sinks(), earliest={0: 340, 1: 160}), accept_loss=True)]
-    assert [p.decision for p in plans] == [REFUSE, NOTHING, RESTART, REFUSE, NEW_GENERATION]
+    assert [p.decision for p in plans] == [REFUSE, NOTHING, RESTART, NOTHING, REFUSE, NEW_GENERATION]
     for i, plan in enumerate(plans):
         record = RecoveryRecord(tmp_path, T, f"2026010{i}T000000000000Z", {"dry_run": False, "force": False,
                                                                           "accept_loss": plan.accept_loss})

@@ -17,30 +17,10 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from onceflow.airflow.hooks import OnceflowHook
 from onceflow.airflow.operators import OnceflowSparkSubmitOperator
+from onceflow.errors import RangeError
+from onceflow.ranges import offset_range
 
-
-class RangeError(ValueError):
-    """A backfill range that cannot be processed; the message names the field and the fix."""
-
-
-def _offsets(value: Any, field: str) -> dict[int, int]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise RangeError(f"{field}: {value!r} is not JSON. Fix: write e.g. {{\"0\": 100, \"1\": 0}}") from None
-    if not isinstance(value, dict) or not value:
-        raise RangeError(f"{field}: expected a non-empty object of partition -> offset, got {value!r}")
-    out: dict[int, int] = {}
-    for p, o in value.items():
-        try:
-            partition, offset = int(p), int(o)
-        except (TypeError, ValueError):
-            raise RangeError(f"{field}: partition {p!r} -> {o!r} is not integer -> integer") from None
-        if partition < 0 or offset < 0:
-            raise RangeError(f"{field}: partition {partition} -> {offset}: partitions and offsets are >= 0")
-        out[partition] = offset
-    return out
+__all__ = ["BackfillOperator", "BackfillRangeOperator", "RangeError", "kafka_offsets_for_times", "validate_range"]
 
 
 def _time_ms(value: Any, field: str) -> int:
@@ -66,10 +46,7 @@ def validate_range(params: dict, watermarks: dict[int, tuple[int, int]],
     if by_offsets:
         if params.get("start_offsets") is None or params.get("end_offsets") is None:
             raise RangeError("start_offsets and end_offsets go together. Fix: give both")
-        start, end = _offsets(params["start_offsets"], "start_offsets"), _offsets(params["end_offsets"], "end_offsets")
-        if set(start) != set(end):
-            raise RangeError(f"start_offsets has partitions {sorted(start)} but end_offsets {sorted(end)}. "
-                             "Fix: give the same partitions in both")
+        start, end = offset_range(params["start_offsets"], params["end_offsets"])
     else:
         if params.get("start_time") is None or params.get("end_time") is None:
             raise RangeError("start_time and end_time go together. Fix: give both")
@@ -79,12 +56,12 @@ def validate_range(params: dict, watermarks: dict[int, tuple[int, int]],
         if offsets_for_times is None:
             raise RangeError("a time range needs Kafka to resolve it")
         start, end = offsets_for_times(t0), offsets_for_times(t1)
+        if any(start[p] > end.get(p, start[p]) for p in start):  # t0 < t1: Kafka's look-up cannot reverse it
+            raise RangeError(f"the times resolved to a backwards range ({start} -> {end})")
     for p in sorted(start):
         if p not in watermarks:
             raise RangeError(f"partition {p} does not exist (the topic has {sorted(watermarks)})")
         low, high = watermarks[p]
-        if start[p] > end[p]:
-            raise RangeError(f"partition {p}: start offset {start[p]} is after end offset {end[p]}")
         if start[p] < low:
             raise RangeError(f"partition {p}: offsets below {low} are gone from Kafka (retention); the range "
                              f"starts at {start[p]}. Fix: start at {low} or later, or recover with --accept-loss")

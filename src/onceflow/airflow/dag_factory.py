@@ -1,13 +1,17 @@
 """Five DAGs per pipeline, built from pipelines/*.yaml: stream, batch, audit, recover, backfill.
 
 dags/onceflow_dags.py only calls build_dags(); everything a DAG does is here
-and in the operators, so it is tested as library code. A pipeline file that
-does not validate raises ConfigError while the DAG file is parsed: Airflow
-shows it as the DAG file's import error, naming the YAML file and the field.
+and in the operators, so it is tested as library code. Pipeline files are
+isolated from each other: one that does not validate becomes one DAG of its own,
+`invalid_pipeline_<file>`, whose description, docs and single task name the
+file, the field and the fix, while every good pipeline keeps its five DAGs.
+(An import error would mark every DAG of the DAG file stale, good ones too.)
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -17,10 +21,12 @@ from airflow.sdk import DAG, Asset, Param
 
 from onceflow import config
 from onceflow.airflow.hooks import HEALTHY, PROBLEMS, STOPPED, pipelines_dir
-from onceflow.airflow.operators import (AuditOperator, IngestOperator, RecoveryMarkerOperator, RecoveryOperator,
-                                        RouteOnVerdictOperator, StopRunningOperator, StreamGuardSensor)
+from onceflow.airflow.operators import (AuditOperator, IngestOperator, InvalidPipelineOperator,
+                                        RecoveryMarkerOperator, RecoveryOperator, RouteOnVerdictOperator,
+                                        StopRunningOperator, StreamGuardSensor)
 from onceflow.airflow.sensors import PipelineHealthSensor
 from onceflow.config import Pipeline
+from onceflow.errors import ConfigError
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 MAX_WINDOW_SECONDS = 4 * 3600
@@ -61,14 +67,14 @@ def stream_dag(pipeline: Pipeline, file: str) -> DAG:
             "start_grace_seconds": Param(300, type="integer", minimum=1,
                                          description="how long the watcher waits for the app to start"),
         },
-        doc_md=_doc(pipeline, file, "continuous streaming in bounded windows") + """
+        doc_md=_doc(pipeline, file, "continuous streaming in bounded windows") + f"""
 
-Each run: **guard** waits while `<p>_recover` works and notes whether a copy of the
+Each run: **guard** waits while `{pipeline.name}_recover` works and notes whether a copy of the
 query already runs (then it is watched, never started twice; the app's run lock
 refuses a second copy anyway) → **stream** submits the ingest app in continuous mode
 for `window_seconds` (it stops at a batch boundary; the next run resumes from the
 checkpoint) while **wait_healthy** and **watch** (deferrable, in the triggerer)
-follow its commits. A stalled, dead, failed or broken verdict triggers `<p>_recover`.
+follow its commits. A stalled, dead, failed or broken verdict triggers `{pipeline.name}_recover`.
 """,
     ) as dag:
         guard = StreamGuardSensor(task_id="guard", pipeline_file=file, timeout=6 * 3600)
@@ -157,9 +163,9 @@ def recover_dag(pipeline: Pipeline, file: str) -> DAG:
             "catchup_max_seconds": Param(600, type="integer", minimum=10, maximum=MAX_WINDOW_SECONDS),
             "until_idle_seconds": Param(20, type="integer", minimum=1),
         },
-        doc_md=_doc(pipeline, file, "recovery") + """
+        doc_md=_doc(pipeline, file, "recovery") + f"""
 
-**begin** marks recovery in progress (`<p>_stream` waits) → **stop** stops a copy
+**begin** marks recovery in progress (`{pipeline.name}_stream` waits) → **stop** stops a copy
 still running (SIGTERM, then SIGKILL) → **plan** (`onceflow recover --dry-run`: the
 plan is in the log and XCom) → **execute** → **resubmit** runs the ingest app from
 the recovered offsets until idle → **wait_first_batch** (deferrable) sees the first
@@ -230,15 +236,51 @@ the whole table again, the repaired range included.
 
 BUILDERS = {"stream": stream_dag, "batch": batch_dag, "audit": audit_dag, "recover": recover_dag,
             "backfill": backfill_dag}
+INVALID_PREFIX = "invalid_pipeline_"
+log = logging.getLogger(__name__)
+
+
+def invalid_dag(file: Path, message: str) -> DAG:
+    """`invalid_pipeline_<file>`: how a pipeline file that does not validate shows in Airflow.
+
+    Its description (the DAG list), docs and only task carry the whole message (file,
+    field, fix); it never runs on its own. Fixing the file replaces it with the pipeline's DAGs."""
+    dag_id = INVALID_PREFIX + re.sub(r"[^A-Za-z0-9_.-]", "_", file.stem)
+    headline = " ".join(message.split())
+    with DAG(
+        dag_id=dag_id, dag_display_name=f"INVALID {file.name}", schedule=None, start_date=START, catchup=False,
+        max_active_runs=1, default_args=_DEFAULTS, tags=["onceflow", "invalid"],
+        description=headline if len(headline) <= 300 else headline[:297] + "...",
+        doc_md=(f"### {file.name} does not validate\n\nThis pipeline file gets no DAGs until it is fixed; "
+                "the other pipelines are not affected.\n\n```\n" + message + "\n```\n\n"
+                "Reference: docs/pipeline-config.md. After the fix, this DAG is replaced by the "
+                "pipeline's DAGs at the next parse."),
+    ) as dag:
+        InvalidPipelineOperator(task_id="fix_the_pipeline_file", message=message)
+    return dag
 
 
 def build_dags(folder: str | Path | None = None) -> dict[str, DAG]:
-    """Every DAG of every pipeline in `folder` (default: pipelines_dir()), keyed by dag_id."""
+    """Every DAG of every pipeline in `folder` (default: pipelines_dir()), keyed by dag_id.
+
+    Each file is built on its own: one that does not validate (or whose name another file
+    already uses) becomes its invalid_dag() and is logged; the others are unaffected."""
     folder = Path(folder) if folder is not None else pipelines_dir()
     dags: dict[str, DAG] = {}
+    owners: dict[str, Path] = {}  # pipeline name -> the file that defined it
     for file in sorted(folder.glob("*.yaml")):
-        pipeline = config.load(file)
-        for kind in KINDS:
-            dag = BUILDERS[kind](pipeline, str(file.resolve()))
+        try:
+            pipeline = config.load(file)
+            if pipeline.name in owners:
+                raise ConfigError(f"{file}: field `name`: {pipeline.name!r} is already the name of "
+                                  f"{owners[pipeline.name]}. Fix: give each pipeline file its own name")
+            built = [BUILDERS[kind](pipeline, str(file.resolve())) for kind in KINDS]
+        except Exception as exc:  # one bad file must not take the other pipelines' DAGs with it
+            message = str(exc) if isinstance(exc, ConfigError) else f"{file}: {type(exc).__name__}: {exc}"
+            log.error("onceflow: %s", message)
+            built = [invalid_dag(file, message)]
+        else:
+            owners[pipeline.name] = file
+        for dag in built:
             dags[dag.dag_id] = dag
     return dags

@@ -69,19 +69,14 @@ def run_view(events: list[dict]) -> RunView:
 def pipelines_dir() -> Path:
     """Where the DAG factory and the UI look for pipelines/*.yaml: $ONCEFLOW_PIPELINES_DIR,
     else <project>/pipelines."""
-    env = os.environ.get("ONCEFLOW_PIPELINES_DIR")
-    if env:
-        return Path(env).resolve()
-    from onceflow.paths import project_root
-
-    return project_root() / "pipelines"
+    return config.pipelines_dir()
 
 
 def reports_root() -> Path:
-    """Where the audit writes its reports ($ONCEFLOW_REPORTS, else reports/ in the project)."""
-    from onceflow.audit.report import report_root
+    """Where the audit writes its reports ($ONCEFLOW_REPORTS, else <state>/reports)."""
+    from onceflow.paths import reports_dir
 
-    return report_root()
+    return reports_dir()
 
 
 class OnceflowHook(BaseHook):

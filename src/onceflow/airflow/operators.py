@@ -73,8 +73,21 @@ class OnceflowSparkSubmitOperator(SparkSubmitOperator):
         self.log.info("spark-submit %s on master %s (connection %s)", self.application, master, self._conn_id)
 
     def execute(self, context: Any) -> Any:
+        from onceflow.kafka.admin import require_pipeline_brokers
+
+        from onceflow.spark.session import spark_dir
+
+        require_pipeline_brokers(self.onceflow.pipeline)  # a broker that is down fails here, before spark-submit
         self.prepare(context)
-        return super().execute(context)
+        # the driver JVM starts in this task's working directory and leaves Spark 4.0's
+        # artifacts/ there: start spark-submit in <state>/spark instead
+        here = Path.cwd()
+        spark_dir().mkdir(parents=True, exist_ok=True)
+        os.chdir(spark_dir())
+        try:
+            return super().execute(context)
+        finally:
+            os.chdir(here)
 
     def on_kill(self) -> None:
         """SIGTERM the app first (it stops at a batch boundary), then let the provider kill spark-submit."""
@@ -314,6 +327,21 @@ class StopRunningOperator(BaseOperator):
         if stopped is None:
             self.log.info("no copy of the query runs")
         return stopped
+
+
+class InvalidPipelineOperator(BaseOperator):
+    """The one task of a pipeline file that does not validate: running it fails with the
+    file, the field and the fix (the same text as the DAG's description and docs)."""
+
+    ui_color = "#f8d7da"
+
+    def __init__(self, *, message: str, **kwargs: Any) -> None:
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self.message = message
+
+    def execute(self, context: Any) -> None:
+        raise AirflowFailException(self.message)
 
 
 class RecoveryMarkerOperator(BaseOperator):

@@ -116,12 +116,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nonceflow: Airflow is ready at http://localhost:{args.port}\n"
               f"onceflow: log in as admin / {password} (kept in {password_file(home)})\n"
               f"onceflow: the onceflow page: http://localhost:{args.port}/plugin/onceflow\n"
-              "onceflow: DAGs start paused; unpause <pipeline>_stream to stream. Ctrl-C stops Airflow.\n", flush=True)
+              f"onceflow: DAGs start paused; unpause {_stream_dags()} to stream. Ctrl-C stops Airflow.\n",
+              flush=True)
         return proc.wait()
     except KeyboardInterrupt:
         return 0
     finally:
         stop(proc)
+
+
+def _stream_dags() -> str:
+    """The real `<name>_stream` DAG ids of the pipelines folder, for the hint printed at start."""
+    from onceflow import config
+
+    names = []
+    for file in sorted(config.pipelines_dir().glob("*.yaml")):
+        try:
+            names.append(f"{config.load(file).name}_stream")
+        except Exception:  # an invalid file shows as its own DAG in the UI
+            continue
+    return " or ".join(names) or "a pipeline's _stream DAG"
 
 
 if __name__ == "__main__":

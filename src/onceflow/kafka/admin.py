@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import socket
+import time
+from typing import TYPE_CHECKING
+
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.errors import BrokerError
+
+if TYPE_CHECKING:
+    from onceflow.config import Pipeline
 
 
 def admin_client(bootstrap: str) -> AdminClient:
@@ -96,13 +103,75 @@ def list_end_offsets(bootstrap: str, topic: str, timeout: float = 10.0,
         return {k: dict(sorted(v.items())) for k, v in out.items()}
     except KafkaException as exc:
         raise BrokerError(f"cannot read the offsets of {topic!r} from Kafka at {bootstrap}: {_kafka_error_text(exc)}. "
-                          "Fix: start the broker (`onceflow kafka start`) or check source.bootstrap_servers.") from None
+                          f"{broker_fix()}") from None
     except TimeoutError:
         raise BrokerError(f"Kafka at {bootstrap} did not answer within {timeout:.0f}s while listing the offsets of "
-                          f"{topic!r}. Fix: start the broker (`onceflow kafka start`) or check "
-                          "source.bootstrap_servers.") from None
+                          f"{topic!r}. {broker_fix()}") from None
 
 
 def _kafka_error_text(exc: KafkaException) -> str:
     err = exc.args[0] if exc.args else exc
     return err.str() if hasattr(err, "str") else str(err)
+
+
+# -- is the broker there? ----------------------------------------------------------------
+REACH_TIMEOUT = 10.0  # seconds a command waits for Kafka before refusing to start (issue: <= 15 s)
+
+
+def broker_fix(field: str = "source.bootstrap_servers", file: str | None = None) -> str:
+    """The one fix every "Kafka is not reachable" message gives."""
+    where = f"{field} in {file}" if file else field
+    return ("Fix: start the embedded broker with `onceflow kafka start`, or point "
+            f"{where} (or ONCEFLOW_KAFKA_BOOTSTRAP) at a running broker.")
+
+
+def _addresses(bootstrap: str) -> list[tuple[str, int]]:
+    """host:port pairs of a bootstrap list ("a:9092,PLAINTEXT://b:9093,[::1]:9094")."""
+    out = []
+    for item in bootstrap.split(","):
+        item = item.strip().split("://", 1)[-1]
+        host, _, port = item.rpartition(":")
+        if host and port.isdigit():
+            out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def _tcp_refusal(bootstrap: str, timeout: float) -> str | None:
+    """Why no bootstrap address accepts a TCP connection, or None if one does (or cannot be told)."""
+    reasons = []
+    for host, port in _addresses(bootstrap):
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return None
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
+    return "; ".join(reasons) or None
+
+
+def require_broker(bootstrap: str, *, timeout: float = REACH_TIMEOUT, field: str = "source.bootstrap_servers",
+                   file: str | None = None) -> None:
+    """Raise BrokerError (the address, the cause and the fix) unless Kafka answers at `bootstrap`
+    within `timeout` seconds. Called before any JVM starts, so a broker that is down costs
+    seconds, not minutes of Spark retrying.
+
+    A refused TCP connection fails at once; an open port must also answer a Kafka metadata
+    request (a port held by something else, or a broker that hangs, is caught too)."""
+    started = time.monotonic()
+    refused = _tcp_refusal(bootstrap, timeout=min(3.0, timeout))
+    if refused:
+        raise BrokerError(f"Kafka is not reachable at {bootstrap} ({refused}). {broker_fix(field, file)}")
+    left = max(1.0, timeout - (time.monotonic() - started))
+    try:
+        _quiet_admin(bootstrap, left).list_topics(timeout=left)
+    except KafkaException as exc:
+        raise BrokerError(f"Kafka is not reachable at {bootstrap}: no answer to a metadata request within "
+                          f"{timeout:.0f}s ({_kafka_error_text(exc)}). {broker_fix(field, file)}") from None
+
+
+def require_pipeline_brokers(pipeline: "Pipeline", timeout: float = REACH_TIMEOUT) -> None:
+    """require_broker for every Kafka cluster a pipeline uses: its source and a Kafka sink elsewhere."""
+    require_broker(pipeline.source.bootstrap_servers, timeout=timeout, file=pipeline.file or None)
+    sink = pipeline.sinks.kafka
+    if sink is not None and sink.bootstrap_servers and sink.bootstrap_servers != pipeline.source.bootstrap_servers:
+        require_broker(sink.bootstrap_servers, timeout=timeout, field="sinks.kafka.bootstrap_servers",
+                       file=pipeline.file or None)

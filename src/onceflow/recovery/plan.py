@@ -28,6 +28,8 @@ from onceflow.checkpoint import Checkpoint
 from onceflow.errors import OnceflowError
 from onceflow.ledger import BATCH, Ledger, LedgerEntry
 from onceflow.recovery.facts import Facts
+from onceflow.status import FINISHED, ended
+from onceflow.status import STOPPED as STOPPED_RUN
 
 # decisions
 RESTART, NEW_GENERATION, NOTHING, REFUSE = "restart", "new_generation", "nothing", "refuse"
@@ -37,6 +39,7 @@ DECISIONS = (RESTART, NEW_GENERATION, NOTHING, REFUSE)
 RUNNING = "running"
 FRESH = "fresh"
 DEAD_QUERY = "dead_query"
+STOPPED = "stopped"  # the last run ended cleanly (finished or stopped) and every batch it planned committed
 CORRUPT = "corrupt_checkpoint"
 MISSING = "missing_checkpoint"
 UNUSABLE = "unusable_checkpoint"
@@ -46,7 +49,7 @@ RETENTION = "retention_loss"
 KAFKA_BEHIND = "kafka_behind_ledger"
 LEDGER_GAP = "ledger_gap"
 LEFTOVERS = "leftover_files"
-CASES = (RUNNING, FRESH, DEAD_QUERY, CORRUPT, MISSING, UNUSABLE, SINKS_DISAGREE, AHEAD, RETENTION,
+CASES = (RUNNING, FRESH, STOPPED, DEAD_QUERY, CORRUPT, MISSING, UNUSABLE, SINKS_DISAGREE, AHEAD, RETENTION,
          KAFKA_BEHIND, LEDGER_GAP, LEFTOVERS)
 
 # actions the executor knows
@@ -292,7 +295,7 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
         plan.case, plan.decision = FRESH, NOTHING
         plan.summary = "nothing to recover: the next run starts as a first run"
         start = (f.identity.starting_offsets if f.identity else None) or f.default_starting_offsets
-        plan.next_step = f"start the query (`onceflow ingest`): it reads from {start}"
+        plan.next_step = f"start the query (`onceflow ingest --pipeline {f.pipeline}`): it reads from {start}"
         plan.generation = f.identity.generation if f.identity else 0
         return plan
 
@@ -301,7 +304,9 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
         plan.findings.insert(0, Finding(state, f"the checkpoint {ck.path}: {why}"))
         plan.case, reason = state, f"{state.replace('_', ' ')}: {why}"
     else:
-        plan.findings.insert(0, Finding(DEAD_QUERY, _run_text(f) + f"; the checkpoint is {state}: {why}"))
+        clean = _stopped_cleanly(f) and ck.uncommitted is None
+        plan.case = STOPPED if clean else DEAD_QUERY
+        plan.findings.insert(0, Finding(plan.case, _run_text(f) + f"; the checkpoint is {state}: {why}"))
         ident = f.identity
         key = (ident.generation if ident else 0, ck.last_committed if ck.last_committed is not None else -1)
         behind = {n: l for n, l in f.ledgers.items() if ck.last_committed is not None and _position_key(l) < key}
@@ -337,6 +342,18 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
     return _new_generation(plan, refuse, f, reason, fix_cmd, accept_loss, stamp)
 
 
+def _start_hint(f: Facts) -> str:
+    """What to run next, with the pipeline's own name and DAG id."""
+    return (f"start the query: `onceflow ingest --pipeline {f.pipeline}` (or `onceflow recover --pipeline "
+            f"{f.pipeline} --resume`); in Airflow the {f.pipeline}_recover DAG resubmits it")
+
+
+def _stopped_cleanly(f: Facts) -> bool:
+    """The last run has a final event saying it finished or was stopped (not failed, not killed)."""
+    final = (f.last_run or {}).get("final") or {}
+    return final.get("status") in (FINISHED, STOPPED_RUN)
+
+
 def _run_text(f: Facts) -> str:
     run = f.last_run
     if not run:
@@ -344,7 +361,8 @@ def _run_text(f: Facts) -> str:
     final = run.get("final")
     if final is None:
         return f"the query is not running: its last run ({run.get('run_id')}) has no final event (killed or crashed)"
-    text = f"the query is not running: its last run ({run.get('run_id')}) ended {final.get('status')}"
+    when = f" at {final['time']}" if final.get("time") else ""
+    text = f"the query is not running: its last run ({run.get('run_id')}) {ended(final.get('status'))}{when}"
     return text + (f": {final['error'][:300]}" if final.get("error") else "")
 
 
@@ -380,8 +398,12 @@ def _restart(plan: Plan, f: Facts, state: str, leftovers: list[str]) -> Plan:
         plan.summary = f"restart from the checkpoint: the next batch is {nxt}, from {_fmt(plan.resume)}"
     if any(x.case == SINKS_DISAGREE for x in plan.findings):
         plan.summary += "; the sinks that are behind catch up in the replay, the others skip it"
-    plan.next_step = ("start the query: `onceflow ingest` (or `onceflow recover --resume`); the Airflow "
-                      "<pipeline>_recover DAG resubmits it")
+    elif plan.case == STOPPED and not plan.actions and state != PREPARED and ck.uncommitted is None:
+        plan.decision = NOTHING
+        plan.summary = ("nothing to recover: the last run ended cleanly; " +
+                        plan.summary.replace("restart from the checkpoint: ", "the next run continues from the "
+                                                                               "checkpoint: "))
+    plan.next_step = _start_hint(f)
     return plan
 
 
@@ -487,6 +509,5 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
             plan.summary += "; each sink skips the rows it already holds (sink floors)"
         if plan.lost:
             plan.summary += f"; {sum(r.count for r in plan.lost)} offsets accepted as lost"
-    plan.next_step = ("start the query: `onceflow ingest` (or `onceflow recover --resume`); the Airflow "
-                      "<pipeline>_recover DAG resubmits it")
+    plan.next_step = _start_hint(f)
     return plan

@@ -8,10 +8,14 @@ at run time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from pathlib import Path
+from typing import Iterator
 
 from onceflow.jvm import classpath_jars
+from onceflow.paths import state_dir
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -34,6 +38,9 @@ def spark_conf(master: str | None = None, ui: bool | None = None,
         "spark.sql.shuffle.partitions": os.environ.get("ONCEFLOW_SHUFFLE_PARTITIONS", "4"),
         "spark.driver.memory": os.environ.get("ONCEFLOW_DRIVER_MEMORY", "2g"),
         "spark.sql.session.timeZone": "UTC",
+        # tables are paths, never catalog names: the default warehouse is only an empty
+        # spark-warehouse/ in the working directory, so it goes under the state dir
+        "spark.sql.warehouse.dir": str(spark_dir() / "warehouse"),
         "spark.databricks.delta.snapshotPartitions": "2",
         # the aggregates MERGE source is a deterministic function of a fixed Kafka offset range
         # (re-read identically at read_committed if evicted), so Delta need not copy it first
@@ -50,6 +57,34 @@ def spark_conf(master: str | None = None, ui: bool | None = None,
 
 # Decided when the JVM starts: under spark-submit they belong to its command line.
 LAUNCH_SETTINGS = ("spark.master", "spark.jars", "spark.driver.memory")
+
+
+def spark_dir() -> Path:
+    """Where Spark's own files go (warehouse, the `artifacts/` its JVM leaves in its working
+    directory, derby.log): <state dir>/spark, never the directory a command is run from."""
+    return state_dir() / "spark"
+
+
+@contextlib.contextmanager
+def jvm_working_dir() -> Iterator[Path]:
+    """Run the block (which starts a Spark JVM) with the working directory at spark_dir().
+
+    Spark 4.0 creates session artifacts under `artifacts/` *relative to the JVM's working
+    directory* (ArtifactManager: Utils.createTempDir("artifacts")), and leaves it behind.
+    The JVM inherits our working directory when it starts, so it starts in the state dir.
+    Relative PYTHONPATH entries are made absolute first: Spark's Python workers start there too."""
+    here = Path.cwd()
+    target = spark_dir()
+    target.mkdir(parents=True, exist_ok=True)
+    if os.environ.get("PYTHONPATH"):
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            str((here / entry).resolve()) if entry and not os.path.isabs(entry) else entry
+            for entry in os.environ["PYTHONPATH"].split(os.pathsep))
+    os.chdir(target)
+    try:
+        yield target
+    finally:
+        os.chdir(here)
 
 
 def under_spark_submit() -> bool:
@@ -75,6 +110,10 @@ def build_session(app_name: str = "onceflow", master: str | None = None, ui: boo
         if submitted and key in LAUNCH_SETTINGS:
             continue
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    if submitted:
+        spark = builder.getOrCreate()
+    else:
+        with jvm_working_dir():  # only matters when this starts the JVM
+            spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("ONCEFLOW_SPARK_LOG_LEVEL", "WARN"))
     return spark

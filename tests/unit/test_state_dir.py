@@ -1,0 +1,52 @@
+"""Everything generated goes under the state dir: audit reports, Spark's warehouse and scratch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from onceflow import cli, paths
+from onceflow.spark.session import jvm_working_dir, spark_conf, spark_dir
+
+
+def test_reports_default_to_the_state_dir_unless_onceflow_reports_says_otherwise(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ONCEFLOW_REPORTS", raising=False)
+    assert paths.reports_dir() == tmp_path / "home" / "reports"
+    monkeypatch.setenv("ONCEFLOW_REPORTS", str(tmp_path / "elsewhere"))
+    assert paths.reports_dir() == tmp_path / "elsewhere"
+
+
+def test_the_audit_command_writes_its_report_under_the_state_dir_by_default(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ONCEFLOW_REPORTS", raising=False)
+    monkeypatch.setattr(cli, "NEEDS_KAFKA", ())  # the Kafka check is tested in test_cli_fail_fast
+    args = cli.build_parser().parse_args(["audit"])
+    cli.prepare(args)
+    assert args.report_dir == str(tmp_path / "home" / "reports")
+    args = cli.build_parser().parse_args(["audit", "--report-dir", str(tmp_path / "r")])
+    cli.prepare(args)
+    assert args.report_dir == str(tmp_path / "r")
+
+
+def test_the_airflow_side_reads_the_same_reports_folder(tmp_path, monkeypatch):
+    from onceflow.airflow.hooks import reports_root
+
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path))
+    monkeypatch.delenv("ONCEFLOW_REPORTS", raising=False)
+    assert reports_root() == paths.reports_dir() == tmp_path / "reports"
+
+
+def test_spark_warehouse_is_under_the_state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path))
+    assert spark_conf()["spark.sql.warehouse.dir"] == str(tmp_path / "spark" / "warehouse")
+
+
+def test_the_jvm_starts_in_the_state_dir_with_an_absolute_pythonpath(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["src", "/abs/lib"]))
+    with jvm_working_dir() as where:
+        assert Path.cwd() == where == spark_dir() == tmp_path / "home" / "spark"
+        assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(tmp_path / "src"), "/abs/lib"]
+    assert Path.cwd() == tmp_path
