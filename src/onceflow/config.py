@@ -306,6 +306,12 @@ def _short(value, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 4] + " ..."
 
 
+def _known(model: type[BaseModel] | None) -> list[str]:
+    """The fields a file may set at this level, as it spells them (aliases: `schema`)."""
+    fields = model.model_fields if model else {}
+    return [info.alias or name for name, info in fields.items() if name not in _INTERNAL_FIELDS]
+
+
 def _field_errors(exc: ValidationError) -> list[str]:
     """One line per invalid field with its fix. A misspelt field is named with the field it
     most likely meant (and the "missing" error that the misspelling causes is folded into it);
@@ -313,13 +319,12 @@ def _field_errors(exc: ValidationError) -> list[str]:
     import difflib
 
     errors = exc.errors()
-    missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}
     meant: dict[tuple, str] = {}  # unknown field's loc -> the known field it most likely is
     for err in errors:
         loc = tuple(err["loc"])
         if err["type"] == "extra_forbidden":
             model = _model_at(loc[:-1])
-            known = [f for f in (model.model_fields if model else {}) if f not in _INTERNAL_FIELDS]
+            known = _known(model)
             close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
             if close:
                 meant[loc] = close[0]
@@ -339,7 +344,7 @@ def _field_errors(exc: ValidationError) -> list[str]:
                              f"to `{right}`")
             else:
                 model = _model_at(loc[:-1])
-                known = ", ".join(f for f in (model.model_fields if model else {}) if f not in _INTERNAL_FIELDS)
+                known = ", ".join(_known(model))
                 lines.append(f"  field `{field}`: unknown field. Fix: remove it, or use one of: {known} "
                              "(docs/pipeline-config.md)")
         else:

@@ -99,13 +99,17 @@ def test_dags_serialize_as_the_dag_processor_stores_them(bag):
     assert "Audit report" in str(audit)
 
 
+SCHEMA = "schema: {event_time: ts, fields: [{name: ts, type: timestamp}]}\n"
+
+
 @pytest.mark.parametrize("yaml_text, field, fix", [
-    ("name: bad\nsource: {bootstrap_servers: 'x:1', topic: t}\nsinks: {quarantine: {path: q}}\ncheckpoint: c\n",
+    ("name: bad\nsource: {bootstrap_servers: 'x:1', topic: t}\n" + SCHEMA + "sinks: {quarantine: {path: q}}\n"
+     "checkpoint: c\n",
      "sinks.bronze", "Fix: add `sinks.bronze` to the file"),
-    ("name: bad\nsource: {bootstrap_servers: 'x:1', topic: 'no spaces'}\n"
+    ("name: bad\nsource: {bootstrap_servers: 'x:1', topic: 'no spaces'}\n" + SCHEMA +
      "sinks: {bronze: {path: b}, quarantine: {path: q}}\ncheckpoint: c\n", "source.topic",
      "Fix: see docs/pipeline-config.md"),
-    ("name: payments\nsource: {bootstrap_servers: 'x:1', topic: t}\n"
+    ("name: payments\nsource: {bootstrap_servers: 'x:1', topic: t}\n" + SCHEMA +
      "sinks: {bronze: {path: b}, quarantine: {path: q}}\ncheckpoint: c\n", "name",
      "Fix: give each pipeline file its own name"),
 ])
@@ -113,7 +117,8 @@ def test_a_bad_pipeline_file_is_one_named_error_and_the_good_pipelines_keep_thei
         tmp_path, monkeypatch, yaml_text, field, fix):
     pipelines = tmp_path / "pipelines"
     pipelines.mkdir()
-    (pipelines / "payments.yaml").write_text((ROOT / "pipelines" / "payments.yaml").read_text())
+    for shipped in ("payments.yaml", "sensors.yaml"):
+        (pipelines / shipped).write_text((ROOT / "pipelines" / shipped).read_text())
     bad = pipelines / "zz-bad.yaml"  # sorts after payments.yaml: a clash of names is blamed on it
     bad.write_text(yaml_text)
     monkeypatch.setenv("ONCEFLOW_PIPELINES_DIR", str(pipelines))

@@ -17,6 +17,7 @@ SHIPPED = ROOT / "pipelines" / "payments.yaml"
 OTHER = """
 name: other
 source: {bootstrap_servers: "localhost:1", topic: other}
+schema: {event_time: ts, fields: [{name: ts, type: timestamp}]}
 sinks: {bronze: {path: b}, quarantine: {path: q}}
 checkpoint: cp
 """
@@ -54,13 +55,13 @@ def test_an_unknown_name_lists_the_pipelines_that_exist_and_the_fix(elsewhere):
     with pytest.raises(ConfigError) as caught:
         config.find_pipeline("paymnets")
     assert str(caught.value) == (
-        f"no pipeline named 'paymnets' ({ROOT / 'pipelines'} holds: payments). Fix: pass one of those names or the "
+        f"no pipeline named 'paymnets' ({ROOT / 'pipelines'} holds: payments, sensors). Fix: pass one of those names or the "
         "path of a pipeline YAML, or set ONCEFLOW_PIPELINES_DIR to the folder that holds yours")
 
 
 def test_a_missing_file_says_so_and_lists_the_names(elsewhere):
     with pytest.raises(ConfigError, match=r"^x/none\.yaml: no such pipeline file\. Fix: pass an existing YAML "
-                                          r"file, or a pipeline name \(.*holds: payments\)$"):
+                                          r"file, or a pipeline name \(.*holds: payments, sensors\)$"):
         config.find_pipeline("x/none.yaml")
 
 
@@ -73,7 +74,7 @@ def test_every_command_takes_a_pipeline_name_and_refuses_an_unknown_one_the_same
     proc = subprocess.run([sys.executable, "-m", "onceflow.cli", *command, "--pipeline", "nope"], cwd=tmp_path,
                           env={**env, "ONCEFLOW_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert (f"error: no pipeline named 'nope' ({ROOT / 'pipelines'} holds: payments). Fix: pass one of those names"
+    assert (f"error: no pipeline named 'nope' ({ROOT / 'pipelines'} holds: payments, sensors). Fix: pass one of those names"
             in " ".join(proc.stderr.split()))
 
 

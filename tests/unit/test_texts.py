@@ -88,7 +88,7 @@ GOOD = (ROOT / "pipelines" / "payments.yaml").read_text()
     (GOOD.replace("  topic: payments", "  topik: payments"),
      "  field `source.topik`: unknown field; did you mean `source.topic`? Fix: rename `source.topik` to "
      "`source.topic`"),
-    (GOOD + "colour: red\n", "  field `colour`: unknown field. Fix: remove it, or use one of: name, source, event, "
+    (GOOD + "colour: red\n", "  field `colour`: unknown field. Fix: remove it, or use one of: name, source, schema, "
                              "sinks, checkpoint, trigger, health, spark_master (docs/pipeline-config.md)"),
     (GOOD.replace("checkpoint: checkpoints/payments\n", ""),
      "  field `checkpoint`: missing. Fix: add `checkpoint` to the file"),
