@@ -355,7 +355,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
         query = None
         try:
             query = build_query(spark, pipeline, identity, mode, ledgers, log).start()
-            gate.jquery = query._jsq
+            gate.query = query
             status.append(STARTED, run_id=run_id, query_id=str(query.id), pid=os.getpid(),
                           mode=mode, generation=identity.generation,
                           trigger_seconds=duration_seconds(pipeline.trigger.processing_time))

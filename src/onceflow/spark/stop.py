@@ -65,7 +65,7 @@ class StopGate:
         self.passed: int | None = None  # the last batch let through to its sinks
         self.held: int | None = None  # the batch held at the gate, planned but not written
         self.stopping = threading.Event()  # the supervisor is calling query.stop()
-        self.jquery = None  # the JVM StreamingQuery, to see that a stop has begun
+        self.query = None  # the StreamingQuery, to see that a stop has begun
         self._lock = threading.Lock()
 
     # -- the stream thread -------------------------------------------------------
@@ -95,7 +95,7 @@ class StopGate:
                     raise
                 raise BatchHeld(self._released(batch_id)) from None
             # the interrupt was consumed elsewhere, but the stop has begun: Spark's state is TERMINATED
-            if self.stopping.is_set() and self.jquery is not None and not self.jquery.isActive():
+            if self.stopping.is_set() and self.query is not None and not self.query.isActive:
                 raise BatchHeld(self._released(batch_id)) from None
         raise RuntimeError(f"batch {batch_id} was held at the stop gate for {self.hold_limit:g}s and the query "
                            "was not stopped; it wrote nothing, and the next run re-plans it")
