@@ -61,9 +61,17 @@ def test_ingest_arguments_from_rendered_params():
                         max_seconds="600", until_idle="None")
     args = op.arguments({})
     assert args == ["--pipeline", str(Path("pipelines/payments.yaml").resolve()), "--mode", "continuous",
-                    "--max-seconds", "600"]
+                    "--stop-timeout", "45", "--max-seconds", "600"]
     with pytest.raises(ValueError, match="available-now"):
         IngestOperator(task_id="x", pipeline_file="p.yaml", mode="forever")
+
+
+def test_the_apps_stop_bound_fits_in_the_kills_grace():
+    op = IngestOperator(task_id="ingest", pipeline_file="p.yaml", mode="available-now", stop_grace=240)
+    args = op.arguments({})
+    assert args[args.index("--stop-timeout") + 1] == "225"  # 240 s grace less the app's exit margin
+    with pytest.raises(ValueError, match="stop_grace=10: must exceed 15s"):
+        IngestOperator(task_id="x", pipeline_file="p.yaml", mode="continuous", stop_grace=10)
 
 
 def test_only_the_submits_own_descendants_are_signalled():

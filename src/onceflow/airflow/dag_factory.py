@@ -31,6 +31,8 @@ from onceflow.errors import ConfigError
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 MAX_WINDOW_SECONDS = 4 * 3600
 STREAM_WINDOW_SECONDS = 1800
+# a scheduled batch's micro-batches are large (2 M offsets took 76 s on 2 cores): its stop may wait for one
+AVAILABLE_NOW_STOP_GRACE = 240.0
 KINDS = ("stream", "batch", "audit", "recover", "backfill")
 
 # retries only where a retry cannot duplicate work: the ingest is idempotent (ledger +
@@ -120,7 +122,7 @@ already ingesting). **audit** then checks the new range and publishes its report
     ) as dag:
         ingest = IngestOperator(task_id="ingest", pipeline_file=file, mode="available-now",
                                 max_seconds=3 * 3600, execution_timeout=timedelta(hours=3, minutes=15),
-                                **_IDEMPOTENT_RETRY)
+                                stop_grace=AVAILABLE_NOW_STOP_GRACE, **_IDEMPOTENT_RETRY)
         audit = AuditOperator(task_id="audit", pipeline_file=file, audit_mode="incremental",
                               trigger_rule="none_failed", outlets=[table_asset(pipeline)], retries=1,
                               retry_delay=timedelta(minutes=1))

@@ -24,6 +24,7 @@ from airflow.sdk import BaseHook
 
 from onceflow import config
 from onceflow.config import Pipeline
+from onceflow.spark.stop import DEFAULT_STOP_TIMEOUT
 from onceflow.status import FINAL, PROGRESS, STARTED, RunLock, StatusLog, now_iso
 
 # verdicts of `onceflow checkpoint status` (onceflow.health)
@@ -149,8 +150,9 @@ class OnceflowHook(BaseHook):
         lock = self.run_lock
         return (lock.holder() or {"pid": None}) if lock.is_held() else None
 
-    def stop_running(self, grace_seconds: float = 120, log: Callable[[str], None] = print) -> dict | None:
+    def stop_running(self, grace_seconds: float | None = None, log: Callable[[str], None] = print) -> dict | None:
         """Stop the running copy: SIGTERM (it stops at a batch boundary), SIGKILL after the grace.
+        The default grace outlasts the app's own stop bound (its `--stop-timeout`, in run.json) by 30 s.
 
         Only a process on this host can be signalled; for another host the error says so.
         Returns the holder that was stopped, None if nothing ran.
@@ -162,6 +164,8 @@ class OnceflowHook(BaseHook):
         if not pid or (host and host != socket.gethostname()):
             raise RuntimeError(f"the {self.name} query runs as pid {pid} on host {host}, not here "
                                f"({socket.gethostname()}). Fix: stop it there (SIGTERM) and run this task again.")
+        if grace_seconds is None:
+            grace_seconds = float(holder.get("stop_timeout") or DEFAULT_STOP_TIMEOUT) + 30
         log(f"stopping the running {self.name} query (pid {pid}) with SIGTERM: it stops at a batch boundary")
         _signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace_seconds

@@ -4,7 +4,9 @@ Spark apps go through the apache-spark provider's SparkSubmitOperator (the
 `spark_default` connection picks the master). Two traps of long-lived
 spark-submit tasks are closed here: every run is bounded (`--max-seconds`, so the
 task always ends), and killing the task first sends SIGTERM to the app, which
-stops at a batch boundary, before the provider's SIGKILL (bounded wait).
+stops at a batch boundary, before the provider's SIGKILL (bounded wait). The
+ingest app's own stop bound (`--stop-timeout`) is `stop_grace` less STOP_MARGIN,
+so it stops, or gives up and says so, before that SIGKILL.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from onceflow.airflow.links import AuditReportLink, report_url
 from onceflow.airflow.submit import submit_settings
 
 _EXIT_CODE = re.compile(r"Error code is: (\d+)")
+# seconds of stop_grace kept for the app's exit after its stop (status, checkpoint check, JVM exit; ~2 s measured)
+STOP_MARGIN = 15.0
 
 
 class OnceflowSparkSubmitOperator(SparkSubmitOperator):
@@ -37,7 +41,9 @@ class OnceflowSparkSubmitOperator(SparkSubmitOperator):
     :param pipeline_file: the pipeline YAML (passed to the app as --pipeline)
     :param app: the entry point in spark_apps/ (ingest, audit, backfill)
     :param app_args: more arguments for the app (templated)
-    :param stop_grace: seconds to wait after SIGTERM on kill before the provider's SIGKILL
+    :param stop_grace: seconds to wait after SIGTERM on kill before the provider's SIGKILL; the
+        ingest app gets `stop_grace - STOP_MARGIN` to stop at a batch boundary, so it must exceed
+        the longest batch by that margin (docs/airflow.md)
     """
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "pipeline_file", "app_args")
@@ -45,6 +51,9 @@ class OnceflowSparkSubmitOperator(SparkSubmitOperator):
 
     def __init__(self, *, pipeline_file: str, app: str, app_args: Sequence[str] = (),
                  conn_id: str = "spark_default", stop_grace: float = 60.0, **kwargs: Any) -> None:
+        if stop_grace <= STOP_MARGIN:
+            raise ValueError(f"stop_grace={stop_grace:g}: must exceed {STOP_MARGIN:g}s, the app's exit after "
+                             "its stop, by at least the longest batch's time")
         kwargs.setdefault("name", f"onceflow-{app}")
         super().__init__(conn_id=conn_id, **kwargs)
         self.pipeline_file = pipeline_file
@@ -143,7 +152,9 @@ class IngestOperator(OnceflowSparkSubmitOperator):
         self.during_recovery = during_recovery
 
     def arguments(self, context: Any) -> list[str]:
-        args = [*super().arguments(context), "--mode", self.mode]
+        # the app's stop bound fits in the kill's grace: it stops, or exits saying it could not, first
+        args = [*super().arguments(context), "--mode", self.mode,
+                "--stop-timeout", f"{self.stop_grace - STOP_MARGIN:g}"]
         if self.max_seconds not in (None, "", "None"):
             args += ["--max-seconds", str(int(float(self.max_seconds)))]
         if self.until_idle not in (None, "", "None"):
@@ -313,11 +324,12 @@ def _json_or_none(text: str) -> Any:
 
 
 class StopRunningOperator(BaseOperator):
-    """Stop the pipeline's running query, if any (SIGTERM, SIGKILL after the grace)."""
+    """Stop the pipeline's running query, if any (SIGTERM, SIGKILL after the grace: by default
+    the app's own stop bound plus 30 s)."""
 
     template_fields: Sequence[str] = ("pipeline_file",)
 
-    def __init__(self, *, pipeline_file: str, grace_seconds: float = 120, **kwargs: Any) -> None:
+    def __init__(self, *, pipeline_file: str, grace_seconds: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pipeline_file = pipeline_file
         self.grace_seconds = grace_seconds

@@ -31,6 +31,8 @@ from onceflow.spark.listener import StatusListener
 from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
 from onceflow.spark.sinks import delta
 from onceflow.spark.sinks.kafka_txn import KafkaTxnSink
+from onceflow.spark.stop import (DEFAULT_STOP_TIMEOUT, StopGate, StopOutcome, discard_held_batch, enter_batch,
+                                 planned_before, register, stop_at_batch_boundary, unregister)
 from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, StatusLog
 
 CONTINUOUS, AVAILABLE_NOW = "continuous", "available-now"
@@ -51,6 +53,7 @@ class IngestResult:
     input_rows: int
     seconds: float
     error: str | None = None
+    stop: dict | None = None  # how a stop went: reason, requested_epoch, seconds, clean, held_batch
 
 
 def _table_sinks(pipeline: Pipeline) -> dict[str, TableSink]:
@@ -203,6 +206,7 @@ class BatchWriter:
         return df.where(self.kept(sink)) if self.floors[sink] else df
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        enter_batch(self.pipeline.checkpoint_path, batch_id, self.spark)  # once a stop is asked: held, not written
         faults.maybe_crash("before_sink_commit", batch_id)
         start, end = batch_offset_range(self.pipeline.checkpoint_path, batch_id, self.topic)
         parsed = parse_events(batch_df, self.pipeline.schema).persist()
@@ -310,28 +314,25 @@ class _StopRequest:
             signal.signal(sig, lambda signum, frame: setattr(self, "reason", signal.Signals(signum).name))
 
 
-def _stop_at_batch_boundary(query, timeout: float = 120) -> None:
-    """Wait until no trigger is running, then stop; a batch in flight is allowed to commit."""
-    deadline = time.monotonic() + timeout
-    while query.isActive and time.monotonic() < deadline:
-        if not query.status.get("isTriggerActive", False):
-            break
-        time.sleep(0.1)
-    query.stop()
+_STOP_JOIN_MS = 30_000  # spark.sql.streaming.stopTimeout: how long query.stop() waits for the stream thread
 
 
 def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float | None = None,
                max_seconds: float | None = None, spark: SparkSession | None = None,
-               log=lambda msg: None) -> IngestResult:
+               log=lambda msg: None, stop_timeout: float = DEFAULT_STOP_TIMEOUT) -> IngestResult:
     """Run the pipeline's query until it finishes (available-now), is idle for
-    `until_idle` seconds, has run `max_seconds`, or receives SIGTERM."""
+    `until_idle` seconds, has run `max_seconds`, or receives SIGTERM. The last three
+    stop it at a batch boundary (onceflow.spark.stop) within `stop_timeout` seconds,
+    or the run fails saying it could not (IngestError)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    if stop_timeout <= 0:
+        raise ValueError(f"stop_timeout must be positive, not {stop_timeout!r}")
     faults.parse(os.environ.get("ONCEFLOW_FAULT"))  # a typo fails now, not mid-run
     run_id = str(uuid.uuid4())
     status = StatusLog(pipeline.state_path, pipeline.name)
     lock = RunLock(pipeline.state_path)
-    lock.acquire(run_id=run_id, mode=mode, pipeline=pipeline.name)
+    lock.acquire(run_id=run_id, mode=mode, pipeline=pipeline.name, stop_timeout=stop_timeout)
     started = time.monotonic()
     try:
         ledgers = read_ledgers(pipeline)
@@ -342,28 +343,44 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
             spark = build_session(f"onceflow-ingest-{pipeline.name}", master=pipeline.spark_master)
         # an idle query reports a heartbeat this often (health: `dead` needs a recent one)
         spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "5000")
+        # query.stop() fails after this long instead of waiting forever for the stream thread
+        spark.conf.set("spark.sql.streaming.stopTimeout", str(_STOP_JOIN_MS))
         listener = StatusListener(status, run_id, pipeline.source.topic)
         spark.streams.addListener(listener)
-        stop = _StopRequest()
-        stop.install()
+        request = _StopRequest()
+        request.install()
+        gate = StopGate(pipeline.checkpoint_path, planned_before(pipeline.checkpoint_path),
+                        hold_limit=stop_timeout + _STOP_JOIN_MS / 1000 + 30)
+        register(gate)
+        query = None
         try:
             query = build_query(spark, pipeline, identity, mode, ledgers, log).start()
+            gate.query = query
             status.append(STARTED, run_id=run_id, query_id=str(query.id), pid=os.getpid(),
                           mode=mode, generation=identity.generation,
                           trigger_seconds=duration_seconds(pipeline.trigger.processing_time))
             log(f"{pipeline.name}: query {query.id} started ({mode}, generation {identity.generation})")
             for hint in table_property_hints(pipeline, ledgers):
                 log(f"{pipeline.name}: {hint}")
-            final, error = _supervise(query, listener, stop, mode, until_idle, max_seconds, log)
-            _drain(query, listener)
+            trigger = duration_seconds(pipeline.trigger.processing_time) if mode == CONTINUOUS else None
+            final, error, stopped = _supervise(query, listener, request, gate, mode, until_idle, max_seconds,
+                                               trigger, stop_timeout, log)
+            if final == STOPPED and gate.held is not None and not query.isActive:
+                log(f"{pipeline.name}: " + discard_held_batch(pipeline.checkpoint_path, gate.held,
+                                                              identity.generation, table_paths(pipeline).values()))
+            _drain(gate, listener)
         finally:
+            if query is None or not query.isActive:  # a query that could not stop keeps its gate closed
+                unregister(gate)
             spark.streams.removeListener(listener)
+        stop_info = stopped.as_dict() if stopped else None
         result = IngestResult(pipeline.name, run_id, final, identity.generation, listener.batches, listener.rows,
-                              round(time.monotonic() - started, 3), error)
+                              round(time.monotonic() - started, 3), error, stop_info)
         status.append(FINAL, run_id=run_id, status=final, error=error, batches=listener.batches,
-                      input_rows=listener.rows)
+                      input_rows=listener.rows, **({"stop": stop_info} if stop_info else {}))
         if final == FAILED:
-            raise IngestError(f"{pipeline.name}: the streaming query failed: {error}")
+            what = "" if stopped and not stopped.clean else "the streaming query failed: "
+            raise IngestError(f"{pipeline.name}: {what}{error}")
         return result
     except IngestError:
         raise
@@ -377,8 +394,10 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
         lock.release()
 
 
-def _supervise(query, listener: StatusListener, stop: _StopRequest, mode: str, until_idle: float | None,
-               max_seconds: float | None, log) -> tuple[str, str | None]:
+def _supervise(query, listener: StatusListener, request: _StopRequest, gate: StopGate, mode: str,
+               until_idle: float | None, max_seconds: float | None, trigger: float | None, stop_timeout: float,
+               log) -> tuple[str, str | None, StopOutcome | None]:
+    """Wait for the query's end or a reason to stop it: (final status, error, how a stop went)."""
     from pyspark.errors import StreamingQueryException
 
     started = time.monotonic()
@@ -388,29 +407,35 @@ def _supervise(query, listener: StatusListener, stop: _StopRequest, mode: str, u
         while query.isActive:
             if query.awaitTermination(1.0):
                 break
-            reason = stop.reason
-            if reason is None and until_idle is not None and time.monotonic() - listener.last_data_at >= until_idle:
+            reason = request.reason
+            if (reason is None and until_idle is not None and time.monotonic() - listener.last_data_at >= until_idle
+                    and gate.writing() is None):  # a batch still writing is not idle
                 reason = f"idle for {until_idle:g}s"
             if reason is None and max_seconds is not None and time.monotonic() - started >= max_seconds:
                 reason = f"ran its {max_seconds:g}s window"
             if reason:
                 log(f"stopping at a batch boundary ({reason})")
-                _stop_at_batch_boundary(query)
-                return STOPPED, None
+                outcome = stop_at_batch_boundary(query, gate, reason, trigger, stop_timeout, log)
+                if not outcome.clean:
+                    return FAILED, outcome.message, outcome
+                if outcome.stopped:
+                    log(f"{outcome.message}, {outcome.seconds:.1f}s after the request")
+                    return STOPPED, None, outcome
+                break  # it ended by itself meanwhile
         query.awaitTermination()
     except StreamingQueryException as exc:
-        return FAILED, _short(exc)
+        return FAILED, _short(exc), None
     exc = query.exception()
     if exc is not None:
-        return FAILED, _short(exc)
-    return (FINISHED if mode == AVAILABLE_NOW else STOPPED), None
+        return FAILED, _short(exc), None
+    return (FINISHED if mode == AVAILABLE_NOW else STOPPED), None, None
 
 
-def _drain(query, listener: StatusListener, timeout: float = 10) -> None:
-    """Progress events reach the listener asynchronously: wait for the last one,
-    so `final` is the last line of a run."""
-    last = query.lastProgress
-    wanted = int(last["batchId"]) if last else None
+def _drain(gate: StopGate, listener: StatusListener, timeout: float = 10) -> None:
+    """Progress events reach the listener asynchronously: wait for the last committed
+    batch's, so `final` is the last line of a run. (Not `query.lastProgress`: after
+    idle triggers it names the next batch id, which never gets a progress event.)"""
+    wanted = gate.passed if gate.passed is not None and gate.writing() is None else None
     deadline = time.monotonic() + timeout
     while wanted is not None and listener.last_batch_id < wanted and time.monotonic() < deadline:
         time.sleep(0.05)
