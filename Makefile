@@ -4,7 +4,7 @@ PYTHON   ?= python3
 PY       := $(VENV)/bin/python
 ONCEFLOW := $(VENV)/bin/onceflow
 # each test by name and the slowest ones: what CI prints (.ci/run runs plain `make test`)
-PYTEST_ARGS ?= -v --durations=15
+PYTEST_ARGS ?= -v --durations=25
 
 .PHONY: setup venv jars demo test test-fast test-unit lock kafka-start kafka-stop clean
 
