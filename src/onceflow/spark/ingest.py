@@ -409,7 +409,8 @@ def _supervise(query, listener: StatusListener, request: _StopRequest, gate: Sto
                 break
             reason = request.reason
             if (reason is None and until_idle is not None and time.monotonic() - listener.last_data_at >= until_idle
-                    and gate.writing() is None):  # a batch still writing is not idle
+                    and gate.writing() is None  # a batch still writing is not idle
+                    and listener.last_empty_at > listener.last_data_at):  # Spark looked and found nothing new
                 reason = f"idle for {until_idle:g}s"
             if reason is None and max_seconds is not None and time.monotonic() - started >= max_seconds:
                 reason = f"ran its {max_seconds:g}s window"

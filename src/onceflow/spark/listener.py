@@ -34,7 +34,8 @@ class StatusListener(StreamingQueryListener):
         self.status = status
         self.run_id = run_id
         self.topic = topic
-        self.last_data_at = time.monotonic()  # for --until-idle
+        self.last_data_at = time.monotonic()  # for --until-idle: the last batch that read records
+        self.last_empty_at = float("-inf")  # ... and the last time Spark looked and found none
         self.batches = 0
         self.rows = 0
         self.last_batch_id = -1
@@ -47,6 +48,8 @@ class StatusListener(StreamingQueryListener):
         rows = int(p.numInputRows or 0)
         if rows:
             self.last_data_at = time.monotonic()
+        else:
+            self.last_empty_at = time.monotonic()
         self.batches += 1
         self.rows += rows
         self.last_batch_id = max(self.last_batch_id, int(p.batchId))
@@ -59,6 +62,7 @@ class StatusListener(StreamingQueryListener):
         faults.maybe_crash("after_checkpoint_commit", int(p.batchId))
 
     def onQueryIdle(self, event) -> None:
+        self.last_empty_at = time.monotonic()
         self.status.append(IDLE, run_id=self.run_id, query_id=str(event.id))
 
     def onQueryTerminated(self, event) -> None:
