@@ -71,3 +71,16 @@ def test_the_listener_writes_the_status_log_and_the_lines(tmp_path):
     assert lines == ["batch 7: 25 rows in 1.5 s; lag 30 > max_lag 10 (lagging)"]
     events = list(StatusLog(tmp_path, "p").events())
     assert events[-1]["batch_id"] == 7 and events[-1]["end_offsets"] == {"0": 40, "1": 10}
+
+
+def test_closing_the_listener_prints_the_batches_still_pending_once(tmp_path):
+    lines = []
+    listener = StatusListener(StatusLog(tmp_path, "p"), "run-1", "t", log=lines.append)
+    source = SimpleNamespace(endOffset=json.dumps({"t": {"0": 5}}), latestOffset=json.dumps({"t": {"0": 5}}))
+    progress = SimpleNamespace(id="q", batchId=0, numInputRows=5, inputRowsPerSecond=5.0,
+                               processedRowsPerSecond=9.0, batchDuration=300, durationMs={}, sources=[source])
+    listener.onQueryProgress(SimpleNamespace(progress=progress))
+    assert lines == []  # less than 5 s since the listener started: held for the next line
+    listener.close()
+    listener.onQueryTerminated(SimpleNamespace(id="q"))
+    assert lines == ["batch 0: 5 rows in 0.3 s; lag 0 (healthy)"]

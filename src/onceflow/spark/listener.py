@@ -71,5 +71,9 @@ class StatusListener(StreamingQueryListener):
             self.batch_log.idle()
 
     def onQueryTerminated(self, event) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Print the batches not printed yet (at most `every` seconds' worth); safe to call twice."""
         if self.batch_log is not None:
             self.batch_log.flush()
