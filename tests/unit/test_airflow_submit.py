@@ -83,3 +83,14 @@ def test_only_the_submits_own_descendants_are_signalled():
     finally:
         child.kill()
         child.wait()
+
+
+def test_submitted_apps_log_at_warn_from_the_first_line(jars, monkeypatch):
+    s = submit_settings("ingest", "local[2]")
+    option = s.conf["spark.driver.extraJavaOptions"]
+    path = Path(option.removeprefix("-Dlog4j2.configurationFile=file:"))
+    assert path == Path(os.environ["ONCEFLOW_HOME"]) / "spark" / "log4j2.properties"
+    assert "rootLogger.level = WARN" in path.read_text()
+    monkeypatch.setenv("ONCEFLOW_SPARK_LOG_LEVEL", "info")
+    submit_settings("ingest", "local[2]")
+    assert "rootLogger.level = INFO" in path.read_text()   # the variable still decides

@@ -345,7 +345,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
         spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "5000")
         # query.stop() fails after this long instead of waiting forever for the stream thread
         spark.conf.set("spark.sql.streaming.stopTimeout", str(_STOP_JOIN_MS))
-        listener = StatusListener(status, run_id, pipeline.source.topic)
+        listener = StatusListener(status, run_id, pipeline.source.topic, log=log, max_lag=pipeline.health.max_lag)
         spark.streams.addListener(listener)
         request = _StopRequest()
         request.install()
@@ -373,6 +373,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
             if query is None or not query.isActive:  # a query that could not stop keeps its gate closed
                 unregister(gate)
             spark.streams.removeListener(listener)
+            listener.close()  # prints the last batches' line (the terminated event may come after removal)
         stop_info = stopped.as_dict() if stopped else None
         result = IngestResult(pipeline.name, run_id, final, identity.generation, listener.batches, listener.rows,
                               round(time.monotonic() - started, 3), error, stop_info)

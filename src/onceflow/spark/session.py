@@ -87,6 +87,37 @@ def jvm_working_dir() -> Iterator[Path]:
         os.chdir(here)
 
 
+LOG4J2 = """# written by onceflow (onceflow.spark.session.log4j2_file): Spark's own logging at {level}
+# (ONCEFLOW_SPARK_LOG_LEVEL) from the first line of a submitted app, so a task log opens with onceflow's lines
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+
+
+def spark_log_level() -> str:
+    return os.environ.get("ONCEFLOW_SPARK_LOG_LEVEL", "WARN").upper()
+
+
+def log4j2_file() -> Path:
+    """<state>/spark/log4j2.properties at spark_log_level(), (re)written when it differs.
+
+    spark-submit starts the driver with Spark's default profile (INFO, ~80 lines before the
+    app runs); `-Dlog4j2.configurationFile` pointing here makes it WARN from the start."""
+    path = spark_dir() / "log4j2.properties"
+    text = LOG4J2.format(level=spark_log_level())
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
 def under_spark_submit() -> bool:
     """True when spark-submit started this Python process (the JVM already runs)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -115,5 +146,5 @@ def build_session(app_name: str = "onceflow", master: str | None = None, ui: boo
     else:
         with jvm_working_dir():  # only matters when this starts the JVM
             spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("ONCEFLOW_SPARK_LOG_LEVEL", "WARN"))
+    spark.sparkContext.setLogLevel(spark_log_level())
     return spark
