@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
     scope.add_argument("--since-last", dest="mode", action="store_const", const="since-last",
                        help="audit only what was committed since the last passed audit")
     p.add_argument("--report-dir", metavar="DIR",
-                   help="report root (default: $ONCEFLOW_REPORTS, else reports/ in the project)")
+                   help="report root (default: $ONCEFLOW_REPORTS, else <state dir>/reports)")
     p.add_argument("--json", action="store_true", help="print summary.json instead of the short verdict")
     p.set_defaults(func=cmd_audit, mode="full")
 

@@ -25,10 +25,10 @@ STATUS_EXIT = {"passed": 0, "failed": 1, "error": 2}
 
 
 def report_root(report_dir: str | os.PathLike | None = None) -> Path:
-    if report_dir:
-        return Path(report_dir).resolve()
-    env = os.environ.get("ONCEFLOW_REPORTS")
-    return Path(env).resolve() if env else project_root() / "reports"
+    """Where audit reports go: `report_dir`, else $ONCEFLOW_REPORTS, else <state>/reports."""
+    from onceflow.paths import reports_dir
+
+    return Path(report_dir).resolve() if report_dir else reports_dir()
 
 
 def new_run_id(now: datetime | None = None) -> str:
