@@ -19,9 +19,9 @@ from onceflow.checkpoint import read_checkpoint
 from onceflow.kafka.producer import produce
 from tests.exactly_once import assert_exactly_once
 from tests.ingest_process import IngestProcess
-from tests.pipeline_helpers import pipeline_file
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts Spark JVMs (not in `make test-fast`)
 
 EVENTS, PER_BATCH = 60_000, 2000
 MARGIN = 15.0  # seconds beyond the longest batch: planning the held batch, the stop, the ledger check
@@ -63,8 +63,8 @@ def _assert_stopped_at_a_boundary(job: IngestProcess, code: int) -> dict:
 
 
 def test_sigterm_and_max_seconds_stop_at_a_batch_boundary_under_a_backlog(broker, topic, tmp_path):
-    produced = produce(broker.bootstrap, topic, EVENTS, partitions=4, seed=2121, abort_ratio=0.05,
-                       malformed_ratio=0.01)
+    produced = produce(broker.bootstrap, topic, EVENTS, schema=PAYMENTS_SCHEMA, partitions=4, seed=2121,
+                       abort_ratio=0.05, malformed_ratio=0.01)
     file, pipeline = pipeline_file(tmp_path / "pipeline", broker.bootstrap, topic, max_offsets=PER_BATCH,
                                    available_now_max_offsets=EVENTS * 2, trigger={"processing_time": "500 ms"})
 
@@ -84,6 +84,6 @@ def test_sigterm_and_max_seconds_stop_at_a_batch_boundary_under_a_backlog(broker
     final = IngestProcess(pipeline, file, tmp_path, mode="available-now").start()
     assert final.wait_exit(timeout=600) == 0, final.tail()
     assert _final(final)["status"] == "finished"
-    counts = assert_exactly_once(pipeline, broker.bootstrap)
+    counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[produced])
     assert counts["committed"] == produced.count("committed")
     print(f"\nSIGTERM: {sigterm}\n--max-seconds 10: {window_stop}")
