@@ -19,7 +19,7 @@ from onceflow.spark.ingest import read_ledgers, run_ingest, table_paths, table_p
 from onceflow.spark.session import COMPACT_MIN_FILE_BYTES
 from onceflow.status import StatusLog
 from tests.exactly_once import assert_exactly_once
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, load_pipeline, merge_metrics
+from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, load_pipeline, merge_metrics
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
@@ -116,7 +116,7 @@ def test_the_aggregates_merge_writes_only_the_rows_it_changes(broker, spark, top
     for dv in (True, False):
         folder = tmp_path / ("dv" if dv else "plain")
         sinks = {"bronze": {"path": str(folder / "bronze")}, "quarantine": {"path": str(folder / "quarantine")},
-                 "aggregates": {"path": str(folder / "aggregates"), "deletion_vectors": dv}}
+                 "aggregates": {"path": str(folder / "aggregates"), "deletion_vectors": dv, **PAYMENTS_AGGREGATES}}
         pipeline = load_pipeline(folder, broker.bootstrap, topic, name=f"p_merge_{'dv' if dv else 'plain'}",
                                  sinks=sinks)
         assert run_ingest(pipeline, spark=spark).batches >= 4  # 2000 offsets per trigger
@@ -132,7 +132,7 @@ def test_the_aggregates_merge_writes_only_the_rows_it_changes(broker, spark, top
 
     # a table made without them, under a pipeline that wants them: the job says how to switch them on
     wants = load_pipeline(tmp_path / "plain", broker.bootstrap, topic, name="p_merge_plain",
-                          sinks={**sinks, "aggregates": {"path": sinks["aggregates"]["path"]}})
+                          sinks={**sinks, "aggregates": {"path": sinks["aggregates"]["path"], **PAYMENTS_AGGREGATES}})
     hints = table_property_hints(wants, read_ledgers(wants))
     assert len(hints) == 1 and "SET TBLPROPERTIES ('delta.enableDeletionVectors' = true)" in hints[0], hints
 
@@ -179,7 +179,8 @@ def test_auto_compaction_merges_small_files_and_leaves_the_ledgers_alone(broker,
 
     # a pipeline that declines it gets tables without it, and no compaction
     off = load_pipeline(tmp_path / "off", broker.bootstrap, topic, name="p_no_compact",
-                        sinks={s: {"path": str(tmp_path / "off" / s), "auto_compact": False}
+                        sinks={s: {"path": str(tmp_path / "off" / s), "auto_compact": False,
+                                   **(PAYMENTS_AGGREGATES if s == "aggregates" else {})}
                                for s in ("bronze", "quarantine", "aggregates")})
     with _compacting_after(spark, files=3):
         run_ingest(off, spark=spark)
