@@ -382,7 +382,7 @@ def test_an_audit_of_a_running_stream_judges_the_point_read_at_its_start(ingeste
         return status.last_run() if started > runs_before else []
 
     producer = background(produce, bootstrap=ingested["bootstrap"], topic=ingested["topic"], count=900,
-                          partitions=PARTITIONS, seed=13, abort_ratio=0.1, malformed_ratio=0.05, txn_size=25,
+                          schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=13, abort_ratio=0.1, malformed_ratio=0.05, txn_size=25,
                           rate=30, keep_records=False)
     # idle = no batch with data for 40 s (the producer runs about 30 s; a batch in flight still commits)
     job = background(run_ingest, pipeline=pipeline, mode="continuous", until_idle=40, max_seconds=900, spark=spark)
