@@ -50,6 +50,7 @@ S3_IMAGES = {"logo-long.png": "logo-long.png", "full_logo_dark.png": "logo-long.
 # makes Chromium refuse a script loaded from file:// (an opaque origin)
 _SRI = re.compile(r"""\s+(integrity|crossorigin)=("[^"]*"|'[^']*')""")
 _S3 = re.compile(re.escape(S3) + r"([A-Za-z0-9_.-]+)(\?[^\"')\s]*)?")
+_LOCAL_IMAGE = re.compile(r"""(["'])(?:\.\./)*static/images/([A-Za-z0-9_.-]+)""")
 _REMOTE = re.compile(r"""<(?:script|img|link)\b[^>]*?\b(?:src|href)\s*=\s*["'](https?://[^"']+)["']"""
                      r"""|url\(\s*['"]?(https?://[^'")]+)""")
 
@@ -68,6 +69,10 @@ def rewrite(text: str, page: Path, site: Path) -> str:
         name = S3_IMAGES.get(match.group(1), match.group(1))
         return _rel(site / "static" / "images" / name, page)
 
+    def local_image(match: re.Match) -> str:  # GX's favicon link on validation pages is one "../" short
+        return match.group(1) + _rel(site / "static" / "images" / match.group(2), page)
+
+    text = _LOCAL_IMAGE.sub(local_image, text)
     return _SRI.sub("", _S3.sub(image, text))
 
 
