@@ -119,12 +119,12 @@ def _page(rows: list[dict[str, Any]]) -> str:
         color = _VERDICT_COLORS.get(r["verdict"], "#555")
         audit = r["audit"]
         if audit is None:
-            audit_cell = "<td class='muted'>no audit yet</td>"
+            audit_cell = "<td class='audit muted'>no audit yet</td>"
         else:
             problems = list(map(str, audit["problems"]))
             state = "passed" if audit["passed"] else "FAILED: " + ", ".join(problems[:4]) + (
                 f" and {len(problems) - 4} more" if len(problems) > 4 else "")
-            audit_cell = (f"<td class='{'ok' if audit['passed'] else 'bad'}'>{e(state)}"
+            audit_cell = (f"<td class='audit {'ok' if audit['passed'] else 'bad'}'>{e(state)}"
                           f"<div class='muted'>{e(str(audit['time'] or ''))}</div></td>")
         links = " · ".join(f"<a href='{e(dag_runs_url(r['pipeline'], kind))}' target='_top'>{kind}</a>"
                            for kind in DAG_KINDS)
@@ -146,8 +146,8 @@ def _page(rows: list[dict[str, Any]]) -> str:
 <style>
  body {{ font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }}
  table {{ border-collapse: collapse; width: 100%; }}
- th, td {{ text-align: left; padding: .5rem .75rem; border-bottom: 1px solid #ddd; vertical-align: top;
-          overflow-wrap: anywhere; }}
+ th, td {{ text-align: left; padding: .5rem .75rem; border-bottom: 1px solid #ddd; vertical-align: top; }}
+ td.audit {{ overflow-wrap: anywhere; }}
  th {{ background: #f4f4f6; }} .num {{ text-align: right; font-variant-numeric: tabular-nums; }}
  .verdict {{ color: #fff; padding: .1rem .5rem; border-radius: .75rem; font-size: .9em; }}
  .muted {{ color: #777; font-size: .85em; }} .ok {{ color: #1b7f3b; }} .bad {{ color: #b00020; font-weight: 600; }}

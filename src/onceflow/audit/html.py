@@ -160,7 +160,7 @@ def _timings(summary: dict) -> str:
         return ""
     longest = max((v for k, v in timings.items() if k != "total" and isinstance(v, (int, float))), default=0) or 1
     rows = []
-    for key, value in timings.items():
+    for key, value in sorted(timings.items(), key=lambda kv: kv[0] == "total"):  # phases, then the total
         width = 0 if key == "total" or not isinstance(value, (int, float)) else int(200 * value / longest)
         bar = f"<span class='bar' style='width:{width}px'></span>" if width else ""
         rows.append(f"<tr><th>{escape(PHASES.get(key, key.replace('_', ' ')))}</th>"

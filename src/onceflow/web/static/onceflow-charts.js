@@ -55,7 +55,7 @@
       if (!b.length) return null;
       return {type: "line", data: {labels: b.map(label), datasets: [
         line("lag (offsets)", b.map(function (p) { return p.lag; }), COLORS.red)]},
-        options: {scales: {y: {beginAtZero: true, title: {display: true, text: "offsets behind Kafka's latest"}}}}};
+        options: {scales: {y: {beginAtZero: true, title: {display: true, text: "offsets"}}}}};
     }
   };
 
