@@ -140,3 +140,13 @@ def test_the_bundled_assets_ship_with_the_package():
     assert '"onceflow.web" = ["static/**/*"]' in pyproject
     for rel in ("chartjs/chart.umd.min.js", "onceflow-charts.js", "datadocs/jquery/jquery.min.js", "README.md"):
         assert (STATIC / rel).is_file(), rel
+
+
+def test_a_passed_audit_shows_its_notes_first_and_no_failure_section():
+    s = {**summary("passed"), "notes": ["since-last: no passed audit of this topic yet, so everything committed "
+                                        "was audited"]}
+    page = render(s)
+    assert page.index("<header class='passed'>") < page.index("id='why'") < page.index("since-last: no passed") \
+        < page.index("id='timings'")
+    assert "Why it failed" not in page and "Failing checks" not in page
+    assert "id='why'" not in render(summary("passed"))  # nothing to say: straight to the timings

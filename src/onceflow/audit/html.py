@@ -136,14 +136,13 @@ def _header(summary: dict, checks: list[dict], failed: list[dict]) -> tuple[str,
 def _why(summary: dict, failed: list[dict]) -> str:
     """The first section: why the audit failed (or could not run) and the notes that explain it."""
     notes = summary.get("notes") or []
-    notes_html = ("<h3>Notes (root-cause clues)</h3><ul class='notes'>"
-                  + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>") if notes else ""
+    items = "<ul class='notes'>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>"
+    notes_html = f"<h3>Notes (root-cause clues)</h3>{items}" if notes else ""
     if summary["status"] == "error":
         return (f"<section class='why error' id='why'><h2>The audit could not run</h2>"
                 f"<pre>{escape(str(summary.get('reason')))}</pre>{notes_html}</section>")
     if not failed:
-        return f"<section id='why'><h2>Notes</h2>{notes_html[len('<h3>Notes (root-cause clues)</h3>'):]}</section>" \
-            if notes else ""
+        return f"<section id='why'><h2>Notes</h2>{items}</section>" if notes else ""
     items = "".join(f"<li><a href='#check-{escape(c['name'])}'><b>{escape(c['name'])}</b></a>: "
                     f"{escape(_short(c.get('detail') or c['title']))}</li>" for c in failed)
     return (f"<section class='why' id='why'><h2>Why it failed: {len(failed)} failing check(s)</h2>"
