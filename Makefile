@@ -48,6 +48,18 @@ kafka-start: setup
 airflow: setup
 	$(PY) -m onceflow.airflow.standalone
 
+# Spark's History Server (from the pyspark installation) on the event logs every onceflow Spark app
+# writes to <state>/spark/events: http://localhost:$(SPARK_HISTORY_PORT); Ctrl-C stops it (docs/runbooks/slow-batch.md)
+SPARK_HISTORY_PORT ?= 18080
+.PHONY: spark-history
+spark-history: venv
+	@events=$$($(PY) -c 'from onceflow.spark.session import event_log_dir; print(event_log_dir().as_uri())'); \
+	spark_home=$$($(PY) -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))'); \
+	echo "Spark History Server on $$events: http://localhost:$(SPARK_HISTORY_PORT) (Ctrl-C stops it)"; \
+	SPARK_HOME=$$spark_home SPARK_HISTORY_OPTS="-Dspark.history.fs.logDirectory=$$events \
+	  -Dspark.history.ui.port=$(SPARK_HISTORY_PORT) -Dspark.history.fs.update.interval=5s" \
+	  exec $$spark_home/bin/spark-class org.apache.spark.deploy.history.HistoryServer
+
 kafka-stop: venv
 	$(ONCEFLOW) kafka stop
 

@@ -27,7 +27,7 @@ from onceflow.spark.session import log4j2_file, spark_conf
 _NOT_IN_CONF = ("spark.master", "spark.jars")
 _ENV_PASSED = ("ONCEFLOW_HOME", "ONCEFLOW_JARS", "ONCEFLOW_PROJECT", "ONCEFLOW_REPORTS",
                "ONCEFLOW_KAFKA_BOOTSTRAP", "ONCEFLOW_SPARK_LOG_LEVEL", "ONCEFLOW_DRIVER_MEMORY",
-               "ONCEFLOW_SHUFFLE_PARTITIONS", "ONCEFLOW_SPARK_UI")
+               "ONCEFLOW_SHUFFLE_PARTITIONS", "ONCEFLOW_SPARK_UI", "ONCEFLOW_SPARK_EVENT_LOG")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Where audit reports live and what they hold.
 
     <root>/<pipeline>/<run id>/summary.json   machine-readable (docs/schemas/audit-summary.schema.json)
-    <root>/<pipeline>/<run id>/index.html     the human summary page
+    <root>/<pipeline>/<run id>/index.html     the human summary page (charts: assets/, bundled Chart.js)
     <root>/<pipeline>/<run id>/data_docs/     the Great Expectations Data Docs site
     <root>/<pipeline>/latest                  → the newest run's directory (a relative symlink)
     <root>/<pipeline>/watermark.json          the end offsets of the last *passed* audit (for --since-last)
@@ -80,6 +80,14 @@ def write_summary(directory: Path, summary: dict) -> Path:
     path = directory / "summary.json"
     path.write_text(json.dumps(summary, indent=2, default=str))
     return path
+
+
+def recent_batches(state_path: Path, pipeline: str) -> list[dict]:
+    """The pipeline's newest batches from its status log (progress events), for the report's charts."""
+    from onceflow.status import StatusLog
+    from onceflow.web import batch_series
+
+    return batch_series(StatusLog(state_path, pipeline).events())
 
 
 def schema_path() -> Path:

@@ -51,8 +51,25 @@ def spark_conf(master: str | None = None, ui: bool | None = None,
         # them: it compacts on a table's first write in every JVM, whatever minNumFiles says)
         "spark.databricks.delta.autoCompact.minFileSize": str(COMPACT_MIN_FILE_BYTES),
     }
+    if event_log_enabled():
+        # every app's jobs, stages and SQL plans, for `make spark-history` after the app is gone
+        # (the live UI is off by default); rolled so a stream that runs for weeks stays readable
+        conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log_dir().as_uri(),
+                     "spark.eventLog.rolling.enabled": "true", "spark.eventLog.rolling.maxFileSize": "128m"})
     conf.update(extra or {})
     return conf
+
+
+def event_log_enabled() -> bool:
+    """Spark event logs are written unless ONCEFLOW_SPARK_EVENT_LOG is false/0/no."""
+    return os.environ.get("ONCEFLOW_SPARK_EVENT_LOG", "true").lower() not in ("0", "false", "no")
+
+
+def event_log_dir() -> Path:
+    """<state>/spark/events: Spark's event logs (created here: Spark refuses to start without it)."""
+    path = spark_dir() / "events"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 # Decided when the JVM starts: under spark-submit they belong to its command line.
