@@ -4,7 +4,7 @@ PYTHON   ?= python3
 PY       := $(VENV)/bin/python
 ONCEFLOW := $(VENV)/bin/onceflow
 # each test by name and the slowest ones: what CI prints (.ci/run runs plain `make test`)
-PYTEST_ARGS ?= -v --durations=15
+PYTEST_ARGS ?= -v --durations=25
 
 .PHONY: setup venv jars demo test test-fast test-unit lock kafka-start kafka-stop clean
 
@@ -47,6 +47,18 @@ kafka-start: setup
 .PHONY: airflow
 airflow: setup
 	$(PY) -m onceflow.airflow.standalone
+
+# Spark's History Server (from the pyspark installation) on the event logs every onceflow Spark app
+# writes to <state>/spark/events: http://localhost:$(SPARK_HISTORY_PORT); Ctrl-C stops it (docs/runbooks/slow-batch.md)
+SPARK_HISTORY_PORT ?= 18080
+.PHONY: spark-history
+spark-history: venv
+	@events=$$($(PY) -c 'from onceflow.spark.session import event_log_dir; print(event_log_dir().as_uri())'); \
+	spark_home=$$($(PY) -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))'); \
+	echo "Spark History Server on $$events: http://localhost:$(SPARK_HISTORY_PORT) (Ctrl-C stops it)"; \
+	SPARK_HOME=$$spark_home SPARK_HISTORY_OPTS="-Dspark.history.fs.logDirectory=$$events \
+	  -Dspark.history.ui.port=$(SPARK_HISTORY_PORT) -Dspark.history.fs.update.interval=5s" \
+	  exec $$spark_home/bin/spark-class org.apache.spark.deploy.history.HistoryServer
 
 kafka-stop: venv
 	$(ONCEFLOW) kafka stop

@@ -30,13 +30,14 @@ SCANS = 3
 
 
 def _pipeline(folder: Path, bootstrap: str, topic: str, max_offsets: int, compact: bool):
-    from tests.pipeline_helpers import load_pipeline
+    from tests.pipeline_helpers import PAYMENTS_AGGREGATES, load_pipeline
 
     return load_pipeline(folder, bootstrap, topic, name=f"compact_{folder.name.replace('-', '_')}",
                          max_offsets=max_offsets,
                          sinks={"bronze": {"path": str(folder / "bronze"), "auto_compact": compact},
                                 "quarantine": {"path": str(folder / "quarantine"), "auto_compact": compact},
-                                "aggregates": {"path": str(folder / "aggregates"), "auto_compact": compact}})
+                                "aggregates": {"path": str(folder / "aggregates"), "auto_compact": compact,
+                                               **PAYMENTS_AGGREGATES}})
 
 
 def measure(spark, pipeline) -> dict:

@@ -137,9 +137,9 @@ def _print_produce_summary(summary) -> None:
 
 # -- demo --------------------------------------------------------------------
 def cmd_demo(args) -> int:
-    from onceflow.demo import run_demo
+    from onceflow.demo import DEFAULT_PIPELINES, run_demo
 
-    result = run_demo(args.pipeline, count=args.count, log=_log, out=out)
+    result = run_demo(args.pipeline or list(DEFAULT_PIPELINES), count=args.count, log=_log, out=out)
     return 0 if result["match"] else 1
 
 
@@ -194,9 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_produce)
 
     p = sub.add_parser("demo", help="the demo: broker, events, exactly-once ingest, summary")
-    p.add_argument("--pipeline", default="payments", help="a pipeline name or YAML path")
+    p.add_argument("--pipeline", action="append",
+                   help="a pipeline name or YAML path; repeat for several (default: payments and sensors)")
     p.add_argument("--count", type=number("--count", minimum=1, what="the number of events"),
-                   default=20_000)
+                   default=20_000, help="events per pipeline")
     p.set_defaults(func=cmd_demo)
 
     # command groups that live beside the code they drive: each module has
@@ -223,7 +224,10 @@ def prepare(args) -> None:
     if getattr(args, "pipeline", None) is not None:
         from onceflow import config
 
-        args.pipeline = str(config.find_pipeline(args.pipeline))
+        if isinstance(args.pipeline, list):  # a command that takes several (demo)
+            args.pipeline = [str(config.find_pipeline(p)) for p in args.pipeline]
+        else:
+            args.pipeline = str(config.find_pipeline(args.pipeline))
     if args.command == "audit" and not args.report_dir:
         from onceflow.paths import reports_dir
 
@@ -232,7 +236,8 @@ def prepare(args) -> None:
         from onceflow import config
         from onceflow.kafka.admin import require_pipeline_brokers
 
-        require_pipeline_brokers(config.load(args.pipeline))
+        for spec in args.pipeline if isinstance(args.pipeline, list) else [args.pipeline]:
+            require_pipeline_brokers(config.load(spec))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """`make demo`: start the broker, produce events (some in aborted transactions,
-some malformed), run the exactly-once job, and show what landed where next to
-what an independent read_committed consumer counts in Kafka."""
+some malformed) for each pipeline — payments and sensors, two shapes side by
+side on one broker — run the exactly-once job of each, and show what landed
+where next to what an independent read_committed consumer counts in Kafka."""
 
 from __future__ import annotations
 
@@ -22,16 +23,35 @@ def _per_partition(path: str) -> dict[int, int]:
     return counts
 
 
-def run_demo(pipeline_file: str, count: int, log=print, out=None) -> dict:
+DEFAULT_PIPELINES = ("payments", "sensors")
+
+
+def run_demo(pipelines: str | list[str] = DEFAULT_PIPELINES, count: int = 20_000, log=print, out=None) -> dict:
+    """Each pipeline in turn on one broker and one Spark session; `match` is True when every
+    pipeline holds each committed record exactly once."""
+    specs = [pipelines] if isinstance(pipelines, str) else list(pipelines)
+    loaded = [config.load_pipeline(spec) for spec in specs]
+    broker = LocalBroker()
+    if any(p.source.bootstrap_servers == broker.bootstrap for p in loaded):
+        broker.start(log=log)
+    for pipeline in loaded:
+        require_pipeline_brokers(pipeline)  # another broker: it must answer before the JVM starts
+    spark = None
+    results = {}
+    for pipeline in loaded:
+        if spark is None:
+            from onceflow.spark.session import build_session
+
+            spark = build_session("onceflow-demo", master=pipeline.spark_master)
+        results[pipeline.name] = _one(pipeline, count, spark, log, out)
+    return {"match": all(r["match"] for r in results.values()), "pipelines": results}
+
+
+def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
     from rich.table import Table
 
     from onceflow.spark.ingest import run_ingest, table_paths
 
-    pipeline = config.load_pipeline(pipeline_file)
-    broker = LocalBroker()
-    if pipeline.source.bootstrap_servers == broker.bootstrap:
-        broker.start(log=log)
-    require_pipeline_brokers(pipeline)  # another broker: it must answer before the JVM starts
     log(f"producing {count} events to {pipeline.source.topic} (5% of transactions aborted, 1% of records malformed)")
     aggregates = pipeline.sinks.aggregates
     summary = produce(pipeline.source.bootstrap_servers, pipeline.source.topic, count, schema=pipeline.schema,
@@ -39,7 +59,7 @@ def run_demo(pipeline_file: str, count: int, log=print, out=None) -> dict:
                       keep_records=False)
     log(f"committed {summary.count('committed')} ({summary.count('committed_malformed')} malformed), "
         f"aborted {summary.count('aborted')}; running the exactly-once job (available-now)")
-    result = run_ingest(pipeline, mode="available-now", log=log)
+    result = run_ingest(pipeline, mode="available-now", log=log, spark=spark)
     log(f"job {result.status}: {result.batches} micro-batches, {result.input_rows} records read")
 
     paths = table_paths(pipeline)

@@ -2,15 +2,15 @@
 through Airflow's login form, opens the DAG list and the onceflow page, and checks what a
 person would see. Screenshots are kept in test-artifacts/airflow-ui/ (git-ignored).
 
-Chromium is driven over its DevTools protocol (a websocket; `websockets` is already an
-Airflow dependency), so no extra browser driver is needed.
+With no network (Chromium resolves only localhost): the onceflow page, an audit report and a
+Great Expectations Data Docs page draw their charts and tables from bundled files, log no
+console error and send no request off this machine.
+
+Chromium is driven over its DevTools protocol (tests/browser.py).
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import itertools
 import json
 import os
 import re
@@ -19,7 +19,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -27,11 +26,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import CHROMIUM, Browser, is_local
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.e2e]
 ARTIFACTS = ROOT / "test-artifacts" / "airflow-ui"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def _free_port() -> int:
@@ -40,100 +39,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class Browser:
-    """Headless Chromium over the DevTools protocol: navigate, evaluate JS, type, screenshot."""
-
-    def __init__(self, width: int = 1400, height: int = 900):
-        from websockets.sync.client import connect
-
-        self.profile = tempfile.mkdtemp(prefix="onceflow-chromium-")
-        self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-             "--no-first-run", "--remote-debugging-port=0", f"--user-data-dir={self.profile}",
-             f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        port, deadline = None, time.monotonic() + 60
-        while port is None and time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            match = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
-            if match:
-                port = int(match.group(1))
-            elif not line and self.proc.poll() is not None:
-                break
-        assert port, f"chromium did not open its DevTools port within 60s (exit {self.proc.poll()})"
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as resp:
-            page = next(p for p in json.load(resp) if p["type"] == "page")
-        self._stack = contextlib.ExitStack()
-        self.ws = self._stack.enter_context(connect(page["webSocketDebuggerUrl"], max_size=64 * 2**20,
-                                                    open_timeout=30))
-        self.ids = itertools.count(1)
-        self.call("Page.enable")
-        self.call("Runtime.enable")
-
-    def call(self, method: str, **params) -> dict:
-        msg_id = next(self.ids)
-        self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
-        deadline = time.monotonic() + 60
-        while True:
-            msg = json.loads(self.ws.recv(timeout=max(1.0, deadline - time.monotonic())))
-            if msg.get("id") == msg_id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return msg.get("result", {})
-
-    def js(self, expression: str):
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
-        if "exceptionDetails" in result:
-            raise RuntimeError(f"{expression[:80]}: {result['exceptionDetails'].get('text')}")
-        return result["result"].get("value")
-
-    def goto(self, url: str) -> None:
-        self.call("Page.navigate", url=url)
-
-    def wait_for(self, expression: str, what: str, timeout: float = 120):
-        deadline, last = time.monotonic() + timeout, None
-        while time.monotonic() < deadline:
-            try:
-                last = self.js(expression)
-                if last:
-                    return last
-            except RuntimeError as exc:  # page still loading
-                last = str(exc)
-            time.sleep(0.5)
-        raise AssertionError(f"waited {timeout:.0f}s for {what} at {self.js('location.href')}; page text: "
-                             f"{self.js('document.body ? document.body.innerText.slice(0, 600) : null')!r}")
-
-    def type_into(self, selector: str, text: str) -> None:
-        """Focus a field and type into it the way a keyboard does (React sees real input events)."""
-        self.js(f"document.querySelector({json.dumps(selector)}).focus()")
-        self.call("Input.insertText", text=text)
-
-    def screenshot(self, *paths: Path) -> None:
-        data = base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"])
-        for path in paths:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-
-    def close(self) -> None:
-        try:
-            self._stack.close()
-        finally:
-            if self.proc.poll() is None:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                    self.proc.wait(timeout=15)
-            shutil.rmtree(self.profile, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def airflow(broker, state_home, tmp_path_factory):
     """`python -m onceflow.airflow.standalone` (what `make airflow` runs) on free ports."""
     home = tmp_path_factory.mktemp("airflow-standalone")
     port = _free_port()
     env = dict(os.environ, ONCEFLOW_KAFKA_BOOTSTRAP=broker.bootstrap, ONCEFLOW_HOME=str(state_home),
+               ONCEFLOW_REPORTS=str(home / "reports"),  # this module's reports (audit_pages writes one)
                AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(_free_port()),
                AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(_free_port()))
     for key in [k for k in env if k.startswith("AIRFLOW__DATABASE__") or k in ("AIRFLOW_HOME",)]:
@@ -152,7 +64,8 @@ def airflow(broker, state_home, tmp_path_factory):
             time.sleep(2)
         text = (home / "standalone.log").read_text()
         password = re.search(r"log in as admin / (\S+)", text).group(1)
-        yield {"url": f"http://localhost:{port}", "password": password, "log": home / "standalone.log"}
+        yield {"url": f"http://localhost:{port}", "password": password, "log": home / "standalone.log",
+               "reports": home / "reports"}
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)  # the launcher stops standalone and its components
@@ -183,9 +96,9 @@ def test_anonymous_visitor_gets_the_login_page_not_the_onceflow_page(airflow, br
     assert "payments" not in browser.js("document.body.innerText")
 
 
-def test_login_dag_list_and_onceflow_page_in_chromium(airflow, browser, tmp_path):
-    url = airflow["url"]
-    browser.goto(f"{url}/")
+def login(browser: Browser, airflow: dict) -> None:
+    """Through Airflow's own login form, as a person does."""
+    browser.goto(f"{airflow['url']}/")
     browser.wait_for("!!document.querySelector('input[name=username]')", "Airflow's login form")
     browser.type_into("input[name=username]", "admin")
     browser.type_into("input[name=password]", airflow["password"])
@@ -193,11 +106,18 @@ def test_login_dag_list_and_onceflow_page_in_chromium(airflow, browser, tmp_path
     browser.js("document.querySelector('button[type=submit]').click()")
     browser.wait_for("!location.pathname.startsWith('/auth')", "leaving the login page")
 
+
+def test_login_dag_list_and_onceflow_page_in_chromium(airflow, browser, tmp_path):
+    url = airflow["url"]
+    login(browser, airflow)
+
     browser.goto(f"{url}/dags")
-    expected = ["payments_stream", "payments_batch", "payments_audit", "payments_recover", "payments_backfill"]
-    browser.wait_for(" && ".join(f"document.body.innerText.includes('{d}')" for d in expected), "the five DAGs")
+    shipped = sorted(p.stem for p in (ROOT / "pipelines").glob("*.yaml"))  # payments, sensors: five DAGs each
+    expected = [f"{name}_{kind}" for name in shipped for kind in ("stream", "batch", "audit", "recover", "backfill")]
+    browser.wait_for(" && ".join(f"document.body.innerText.includes('{d}')" for d in expected),
+                     "the five DAGs of each shipped pipeline")
     text = browser.js("document.body.innerText")
-    assert "@continuous" in text and "5 Dags" in text
+    assert "@continuous" in text and f"{len(expected)} Dags" in text
     browser.screenshot(ARTIFACTS / "dag-list.png", tmp_path / "dag-list.png")
 
     browser.goto(f"{url}/plugin/onceflow")
@@ -214,3 +134,132 @@ def test_login_dag_list_and_onceflow_page_in_chromium(airflow, browser, tmp_path
     assert "payments.yaml" in row
     browser.screenshot(ARTIFACTS / "onceflow-page.png", tmp_path / "onceflow-page.png")
     assert (ARTIFACTS / "onceflow-page.png").stat().st_size > 10_000
+
+
+RUN = "20261124T050854Z-66a52d"
+DATA = ROOT / "tests" / "data" / "audit-report"
+# canvases Chart.js drew on, with ink on them (not an empty box)
+DRAWN = ("Array.from(document.querySelectorAll('canvas[data-chart]')).filter(c => window.Chart && "
+         "Chart.getChart(c) && c.width > 0 && c.getContext('2d').getImageData(0, 0, c.width, c.height).data"
+         ".some((v, i) => i % 4 === 3 && v > 0)).length")
+
+
+def _data_docs(run: Path) -> dict:
+    """A Data Docs site built by Great Expectations itself (on pandas: no Spark JVM for this module),
+    with the audit's first-run result format, then made offline as the audit makes its own."""
+    import great_expectations as gx
+    import pandas as pd
+
+    from onceflow.audit.validate import FIRST_RUN
+    from onceflow.web.datadocs import make_offline
+
+    site = run / "data_docs"
+    ctx = gx.get_context(mode="ephemeral")
+    for name in list(ctx.get_config().data_docs_sites or {}):
+        ctx.delete_data_docs_site(name)
+    ctx.add_data_docs_site(site_name="onceflow_audit", site_config={
+        "class_name": "SiteBuilder", "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(site)}})
+    df = pd.DataFrame({"_partition": [0, 0, 1, 1], "_offset": [0, 1, 0, 1], "amount": [1.5, 2.0, 7.25, 3.0]})
+    batch = ctx.data_sources.add_pandas("onceflow").add_dataframe_asset("bronze") \
+        .add_batch_definition_whole_dataframe("bronze")
+    suite = ctx.suites.add(gx.ExpectationSuite(name="bronze", expectations=[
+        gx.expectations.ExpectColumnValuesToNotBeNull(column="amount"),
+        gx.expectations.ExpectColumnValuesToBeBetween(column="amount", min_value=0, max_value=10_000),
+        gx.expectations.ExpectTableRowCountToEqual(value=4)]))
+    vd = ctx.validation_definitions.add(gx.ValidationDefinition(name="bronze", data=batch, suite=suite))
+    ctx.checkpoints.add(gx.Checkpoint(name="audit-bronze", validation_definitions=[vd], actions=[],
+                                      result_format=dict(FIRST_RUN))).run(batch_parameters={"dataframe": df})
+    ctx.build_data_docs(site_names=["onceflow_audit"])
+    make_offline(site)
+    page = next((site / "validations" / "bronze").rglob("*.html"))
+    return {"index": "data_docs/index.html", "suites": {"bronze": page.relative_to(run).as_posix()}}
+
+
+@pytest.fixture(scope="module")
+def audit_pages(airflow, state_home):
+    """payments' last audit: a real failed audit's summary (tests/data/audit-report) rendered with a
+    status log of 40 batches and a Data Docs site; the same status log for the onceflow page."""
+    from onceflow.audit import report
+    from onceflow.audit.html import write_page
+    from onceflow.status import StatusLog
+    from onceflow.web import batch_series
+
+    status = state_home / "pipelines" / "payments" / "status.jsonl"
+    created = not status.exists()
+    if created:  # another test's run of payments keeps its own log (its batches are charted then)
+        status.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(DATA / "status.jsonl", status)
+    run = airflow["reports"] / "payments" / RUN
+    run.mkdir(parents=True)
+    summary = {**json.loads((DATA / "summary-failed.json").read_text()), "pipeline": "payments",
+               "report_dir": str(run), "batches": batch_series(StatusLog(DATA, "payments").events()),
+               "data_docs": _data_docs(run)}
+    report.write_summary(run, summary)
+    write_page(run, summary)
+    report.point_latest(airflow["reports"], "payments", RUN)
+    yield run
+    if created:
+        status.unlink()
+
+
+def _assert_clean(browser: Browser, what: str) -> None:
+    browser.settle(1.0)
+    assert not browser.errors, f"{what}: console errors {browser.errors}"
+    remote = [u for u in browser.requests if not is_local(u)]
+    assert not remote, f"{what} asked the network for {remote}"
+    browser.reset_log()
+
+
+def test_charts_report_and_data_docs_work_with_no_network(airflow, audit_pages, tmp_path):
+    """Chromium resolves only localhost: every page draws from bundled files, logs no error, calls no one."""
+    if not CHROMIUM:
+        pytest.fail("chromium is not installed. Fix: apt-get install chromium (.ci/run does)")
+    browser = Browser(height=1000, offline=True)
+    try:
+        login(browser, airflow)
+        browser.reset_log()
+
+        # the onceflow page (as Airflow's frame loads it): a row per pipeline, four charts each
+        browser.goto(f"{airflow['url']}/onceflow/")
+        browser.wait_for("!!document.querySelector('section.pipeline-charts[data-pipeline=payments]')",
+                         "payments' charts on the onceflow page")
+        browser.wait_for(f"{DRAWN} >= 4", "payments' charts drawn (durations, rate, lag, partitions)", 30)
+        row = "document.querySelector('tr[data-pipeline=payments]')"
+        runs = browser.js(f"Array.from({row}.querySelectorAll('.dag-runs a')).map(a => a.getAttribute('href'))")
+        assert runs == [f"/dags/payments_{k}/runs" for k in ("stream", "batch", "audit", "recover", "backfill")]
+        assert "lag (offsets)" in browser.js("document.querySelector('thead').innerText")
+        browser.screenshot(ARTIFACTS / "onceflow-page-charts.png", tmp_path / "onceflow-page-charts.png")
+        _assert_clean(browser, "the onceflow page")
+
+        # its "last audit report" link: the report, served by the onceflow page
+        report = browser.js(f"{row}.querySelector('a.report').href")
+        assert report.endswith(f"/onceflow/reports/payments/{RUN}/index.html"), report
+        browser.goto(report)
+        browser.wait_for(f"{DRAWN} === 4", "the report's four charts drawn", 30)
+        first = browser.js("Array.from(document.querySelector('main').children).slice(0, 2).map(e => e.id || e.tagName)")
+        assert first[0] == "why", first  # the verdict header, then why it failed
+        why = browser.js("document.getElementById('why').innerText")
+        assert "v4 DELETE" in why and "loss" in why
+        groups = browser.js("Array.from(document.querySelectorAll('details.group')).map(d => [d.open, "
+                            "d.querySelector('summary').innerText])")
+        assert all(opened == ("✗" in text) for opened, text in groups[:-1]), groups  # passed groups collapsed
+        browser.screenshot(ARTIFACTS / "audit-report-failed.png", tmp_path / "audit-report-failed.png")
+        _assert_clean(browser, "the audit report")
+
+        # the Data Docs validation page it links to: jQuery and bootstrap-table from the site, values shown
+        browser.js("document.querySelector(\"a[href$='.html'][href*='validations']\").click()")
+        browser.wait_for("typeof window.$ === 'function' && !!$.fn.bootstrapTable && "
+                         "document.querySelectorAll('table tbody tr').length > 0", "the Data Docs page's tables")
+        text = browser.js("document.body.innerText")
+        assert "100% not null" in text and "unknown % not null" not in text, text[:2000]
+        browser.screenshot(ARTIFACTS / "data-docs-offline.png", tmp_path / "data-docs-offline.png")
+        _assert_clean(browser, "the Data Docs page")
+
+        # and the report opened from disk, as someone opens a copied report folder
+        browser.goto((audit_pages / "index.html").as_uri())
+        browser.wait_for(f"{DRAWN} === 4", "the report's charts from disk", 30)
+        _assert_clean(browser, "the report from disk")
+    finally:
+        browser.close()
+

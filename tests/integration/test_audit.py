@@ -22,6 +22,7 @@ from onceflow.kafka.admin import watermarks
 from onceflow.kafka.producer import VALID, produce
 from onceflow.ledger import read_ledger
 from onceflow.spark.ingest import run_ingest
+from onceflow.web.datadocs import remote_addresses
 from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
@@ -119,6 +120,18 @@ def test_clean_run_passes_and_counts_equal_the_generators(ingested, first_audit)
     for page in summary["data_docs"]["suites"].values():
         assert (run_dir / page).is_file()
     assert first_audit["watermark"]["offsets"] == {str(p): e for p, e in ends.items()}
+    # the report's batch charts: the job's committed batches from its status log, each with its lag
+    batches = summary["batches"]
+    assert batches and all(b["lag"] is not None and b["seconds"] > 0 for b in batches if b["rows"])
+    assert (run_dir / "assets" / "chart.umd.min.js").is_file()
+    # passing expectations keep what GX observed (BASIC with no samples), here and in Data Docs
+    not_null = [c for c in summary["checks"] if c["source"] == "gx" and "not_be_null" in c["name"]]
+    assert not_null and all(c["status"] == "passed" and c["observed"]["unexpected_count"] == 0
+                            and c["observed"]["element_count"] > 0 for c in not_null)
+    assert "100% not null" in (run_dir / summary["data_docs"]["suites"]["bronze"]).read_text()
+    # and Data Docs load nothing from the network (the browser proof: tests/e2e/test_airflow_ui_browser.py)
+    pages = list((run_dir / "data_docs").rglob("*.html"))
+    assert pages and all(remote_addresses(page.read_text()) == [] for page in pages)
 
 
 # -- tampering: each kind is caught, with its partition and offsets --------------------

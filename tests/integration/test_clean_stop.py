@@ -19,12 +19,14 @@ from onceflow.checkpoint import read_checkpoint
 from onceflow.kafka.producer import produce
 from tests.exactly_once import assert_exactly_once
 from tests.ingest_process import IngestProcess
-from tests.pipeline_helpers import pipeline_file
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts Spark JVMs (not in `make test-fast`)
 
 EVENTS, PER_BATCH = 60_000, 2000
 MARGIN = 15.0  # seconds beyond the longest batch: planning the held batch, the stop, the ledger check
+# the stop's bound: far above a batch here (9 s on idle cores), so a shared machine's slow batch is waited for
+STOP_TIMEOUT = ("--stop-timeout", "400")
 
 
 def _final(job: IngestProcess) -> dict:
@@ -63,27 +65,27 @@ def _assert_stopped_at_a_boundary(job: IngestProcess, code: int) -> dict:
 
 
 def test_sigterm_and_max_seconds_stop_at_a_batch_boundary_under_a_backlog(broker, topic, tmp_path):
-    produced = produce(broker.bootstrap, topic, EVENTS, partitions=4, seed=2121, abort_ratio=0.05,
-                       malformed_ratio=0.01)
+    produced = produce(broker.bootstrap, topic, EVENTS, schema=PAYMENTS_SCHEMA, partitions=4, seed=2121,
+                       abort_ratio=0.05, malformed_ratio=0.01)
     file, pipeline = pipeline_file(tmp_path / "pipeline", broker.bootstrap, topic, max_offsets=PER_BATCH,
                                    available_now_max_offsets=EVENTS * 2, trigger={"processing_time": "500 ms"})
 
     # SIGTERM once the second batch has committed: triggers are running back to back
-    job = IngestProcess(pipeline, file, tmp_path).start()
+    job = IngestProcess(pipeline, file, tmp_path, extra_args=STOP_TIMEOUT).start()
     job.wait_progress(more_than=1)
     sent = time.monotonic()
-    code = job.terminate(timeout=300)
+    code = job.terminate(timeout=480)
     sigterm = {**_assert_stopped_at_a_boundary(job, code), "exit_after_sigterm": round(time.monotonic() - sent, 1)}
     assert sigterm["exit_after_sigterm"] <= sigterm["longest_batch"] + MARGIN + 10, sigterm  # + the JVM's exit
 
     # --max-seconds: the run resumes from that checkpoint and stops itself mid-backlog
-    window = IngestProcess(pipeline, file, tmp_path, extra_args=("--max-seconds", "10")).start()
-    window_stop = _assert_stopped_at_a_boundary(window, window.wait_exit(timeout=300))
+    window = IngestProcess(pipeline, file, tmp_path, extra_args=("--max-seconds", "10", *STOP_TIMEOUT)).start()
+    window_stop = _assert_stopped_at_a_boundary(window, window.wait_exit(timeout=600))
 
     # catch up on the rest, then every committed record is in the tables exactly once
     final = IngestProcess(pipeline, file, tmp_path, mode="available-now").start()
     assert final.wait_exit(timeout=600) == 0, final.tail()
     assert _final(final)["status"] == "finished"
-    counts = assert_exactly_once(pipeline, broker.bootstrap)
+    counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[produced])
     assert counts["committed"] == produced.count("committed")
     print(f"\nSIGTERM: {sigterm}\n--max-seconds 10: {window_stop}")

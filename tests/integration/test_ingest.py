@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,7 +35,13 @@ def test_available_now_lands_every_committed_record_once(broker, spark, topic, t
     # an available-now run takes its own, larger batch size: the second backlog in one batch
     larger = pipeline.model_copy(update={"source": pipeline.source.model_copy(
         update={"available_now_max_offsets_per_trigger": 10_000})})
-    assert run_ingest(larger, spark=spark).batches == 1
+    lines: list[str] = []
+    assert run_ingest(larger, spark=spark, log=lines.append).batches == 1
+    batch_lines = _wait_for(lambda: [x for x in lines if x.startswith("batch ")])
+    # one readable line for the batch: the committed records it read, its seconds, lag and verdict
+    assert len(batch_lines) == 1, lines
+    assert re.fullmatch(rf"batch \d+: {second.count('committed'):,} rows in \d+\.\d s; lag 0 \(healthy\)",
+                        batch_lines[0]), lines
     counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
     assert counts["quarantine"] == first.count("committed_malformed") + second.count("committed_malformed")
 
@@ -50,6 +57,16 @@ def test_available_now_lands_every_committed_record_once(broker, spark, topic, t
 
     events_ = [e["event"] for e in StatusLog(pipeline.state_path, pipeline.name).last_run()]
     assert events_[0] == "started" and events_[-1] == "final" and "progress" in events_
+
+
+def _wait_for(get, timeout: float = 10.0):
+    """The listener's last line may follow the run's return by a moment (Spark's listener bus)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not (found := get()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
 
 
 def test_replaying_a_committed_batch_adds_nothing(broker, spark, topic, tmp_path):
@@ -99,7 +116,7 @@ def test_the_aggregates_merge_writes_only_the_rows_it_changes(broker, spark, top
     for dv in (True, False):
         folder = tmp_path / ("dv" if dv else "plain")
         sinks = {"bronze": {"path": str(folder / "bronze")}, "quarantine": {"path": str(folder / "quarantine")},
-                 "aggregates": {"path": str(folder / "aggregates"), "deletion_vectors": dv}}
+                 "aggregates": {"path": str(folder / "aggregates"), "deletion_vectors": dv, **PAYMENTS_AGGREGATES}}
         pipeline = load_pipeline(folder, broker.bootstrap, topic, name=f"p_merge_{'dv' if dv else 'plain'}",
                                  sinks=sinks)
         assert run_ingest(pipeline, spark=spark).batches >= 4  # 2000 offsets per trigger
@@ -115,7 +132,7 @@ def test_the_aggregates_merge_writes_only_the_rows_it_changes(broker, spark, top
 
     # a table made without them, under a pipeline that wants them: the job says how to switch them on
     wants = load_pipeline(tmp_path / "plain", broker.bootstrap, topic, name="p_merge_plain",
-                          sinks={**sinks, "aggregates": {"path": sinks["aggregates"]["path"]}})
+                          sinks={**sinks, "aggregates": {"path": sinks["aggregates"]["path"], **PAYMENTS_AGGREGATES}})
     hints = table_property_hints(wants, read_ledgers(wants))
     assert len(hints) == 1 and "SET TBLPROPERTIES ('delta.enableDeletionVectors' = true)" in hints[0], hints
 

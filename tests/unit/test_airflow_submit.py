@@ -33,6 +33,8 @@ def test_local_master_settings(jars):
     assert "spark.master" not in s.conf and "spark.jars" not in s.conf   # the connection and --jars decide
     assert s.conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert s.conf["spark.pyspark.python"] == sys.executable
+    # submitted apps write Spark event logs for `make spark-history` (docs/runbooks/slow-batch.md)
+    assert s.conf["spark.eventLog.enabled"] == "true" and s.conf["spark.eventLog.dir"].endswith("/spark/events")
     assert s.jars.split(",") == [str(p) for p in sorted(jars.glob("*.jar"))]
     assert s.env_vars["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)   # spark-submit
     assert s.env_vars["ONCEFLOW_SPARK_MASTER"] == "local[2]" and s.env_vars["ONCEFLOW_JARS"]
@@ -83,3 +85,14 @@ def test_only_the_submits_own_descendants_are_signalled():
     finally:
         child.kill()
         child.wait()
+
+
+def test_submitted_apps_log_at_warn_from_the_first_line(jars, monkeypatch):
+    s = submit_settings("ingest", "local[2]")
+    option = s.conf["spark.driver.extraJavaOptions"]
+    path = Path(option.removeprefix("-Dlog4j2.configurationFile=file:"))
+    assert path == Path(os.environ["ONCEFLOW_HOME"]) / "spark" / "log4j2.properties"
+    assert "rootLogger.level = WARN" in path.read_text()
+    monkeypatch.setenv("ONCEFLOW_SPARK_LOG_LEVEL", "info")
+    submit_settings("ingest", "local[2]")
+    assert "rootLogger.level = INFO" in path.read_text()   # the variable still decides

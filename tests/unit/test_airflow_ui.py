@@ -137,3 +137,40 @@ def test_the_plugin_registers_the_page_the_link_and_the_app(client, token):
     view = plugin["external_views"][0]
     assert view["href"] == "/onceflow/" and view["url_route"] == "onceflow" and view["destination"] == "nav"
     assert any("AuditReportLink" in link for link in plugin["operator_extra_links"])
+
+
+def test_the_page_has_charts_dag_run_links_the_report_link_and_refreshes_itself(client, token, project):
+    import re
+    import shutil
+
+    status = project / "home" / "pipelines" / "alpha"
+    status.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "data" / "audit-report" / "status.jsonl", status / "status.jsonl")
+    client.cookies.set("_token", token)
+    try:
+        page = client.get("/onceflow/").text
+        rows = {r["pipeline"]: r for r in client.get("/onceflow/api/pipelines").json()}
+        scripts = re.findall(r'<script src="([^"]+)"', page)
+        served = [client.get(f"/onceflow/{src}") for src in scripts]
+    finally:
+        client.cookies.clear()
+    assert scripts == ["static/chartjs/chart.umd.min.js", "static/onceflow-charts.js"]  # bundled, no CDN
+    assert all(r.status_code == 200 and "javascript" in r.headers["content-type"] for r in served)
+    assert "https://" not in page.split("<body>")[1]
+    for kind in ("durations", "rate", "lag", "partitions"):
+        assert f"data-chart='{kind}' data-source='chart-alpha'" in page
+    assert len(rows["alpha"]["batches"]) == 40 and rows["alpha"]["batches"][-1]["lag"] is not None
+    assert rows["beta"]["batches"] == []
+    for kind in ("stream", "batch", "audit", "recover", "backfill"):
+        assert f"href='/dags/alpha_{kind}/runs' target='_top'" in page
+    assert "href='/onceflow/reports/alpha/20261122T120000Z/index.html' target='_blank'>last audit report" in page
+    assert "setInterval(refresh, 15000)" in page
+    assert "lag (offsets)" in page and "lag = records" not in page and "counts\noffsets" in page
+
+
+def test_static_files_are_served_and_nothing_outside_them(client, token):
+    auth = {"Authorization": f"Bearer {token}"}
+    assert client.get("/onceflow/static/onceflow-charts.js").status_code == 401  # behind Airflow's login too
+    assert client.get("/onceflow/static/chartjs/LICENSE.md", headers=auth).status_code == 200
+    for path in ("/onceflow/static/../ui.py", "/onceflow/static/%2e%2e/__init__.py", "/onceflow/static/nope.js"):
+        assert client.get(path, headers=auth).status_code == 404, path

@@ -42,6 +42,25 @@ def test_spark_warehouse_is_under_the_state_dir(tmp_path, monkeypatch):
     assert spark_conf()["spark.sql.warehouse.dir"] == str(tmp_path / "spark" / "warehouse")
 
 
+def test_spark_event_logs_go_under_the_state_dir_and_can_be_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path))
+    monkeypatch.delenv("ONCEFLOW_SPARK_EVENT_LOG", raising=False)
+    conf = spark_conf()
+    events = tmp_path / "spark" / "events"
+    assert conf["spark.eventLog.enabled"] == "true" and conf["spark.eventLog.dir"] == events.as_uri()
+    assert conf["spark.eventLog.rolling.enabled"] == "true"
+    assert events.is_dir()  # Spark refuses to start when the directory is missing
+    monkeypatch.setenv("ONCEFLOW_SPARK_EVENT_LOG", "false")
+    assert "spark.eventLog.enabled" not in spark_conf()
+
+
+def test_make_spark_history_opens_the_same_folder():
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    target = makefile[makefile.index("spark-history: venv"):].split("\n\n")[0]
+    assert "event_log_dir()" in target and "org.apache.spark.deploy.history.HistoryServer" in target
+    assert "-Dspark.history.fs.logDirectory=$$events" in target
+
+
 def test_the_jvm_starts_in_the_state_dir_with_an_absolute_pythonpath(tmp_path, monkeypatch):
     monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)

@@ -42,6 +42,7 @@ def test_new_batches_pass_until_a_stop_then_only_an_earlier_runs_batch_passes(tm
     gate.close("SIGTERM")
     gate.enter(3, spark=None)  # an earlier run's batch still passes a closed gate
     assert gate.snapshot() == (3, None)
+    assert StopGate(f"file://{tmp_path}", 4, 1).committed(5)  # a file: URI names the same directory
 
 
 def _ledger_table(path, batch_id: int, generation: int = 0) -> None:

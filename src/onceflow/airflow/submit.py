@@ -21,13 +21,13 @@ import onceflow
 from onceflow.errors import SetupError
 from onceflow.jvm import classpath_jars
 from onceflow.paths import jars_dir, project_root, state_dir
-from onceflow.spark.session import spark_conf
+from onceflow.spark.session import log4j2_file, spark_conf
 
 # set by spark_conf() but decided elsewhere: the master by the connection, the jars by --jars
 _NOT_IN_CONF = ("spark.master", "spark.jars")
 _ENV_PASSED = ("ONCEFLOW_HOME", "ONCEFLOW_JARS", "ONCEFLOW_PROJECT", "ONCEFLOW_REPORTS",
                "ONCEFLOW_KAFKA_BOOTSTRAP", "ONCEFLOW_SPARK_LOG_LEVEL", "ONCEFLOW_DRIVER_MEMORY",
-               "ONCEFLOW_SHUFFLE_PARTITIONS", "ONCEFLOW_SPARK_UI")
+               "ONCEFLOW_SHUFFLE_PARTITIONS", "ONCEFLOW_SPARK_UI", "ONCEFLOW_SPARK_EVENT_LOG")
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,8 @@ def submit_settings(app: str, master: str) -> SubmitSettings:
     conf = {k: v for k, v in spark_conf().items() if k not in _NOT_IN_CONF}
     conf["spark.pyspark.python"] = sys.executable
     conf["spark.pyspark.driver.python"] = sys.executable
+    # the driver logs at WARN from its first line (Spark's default profile for spark-submit is INFO)
+    conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j2_file()}"
     env = {k: os.environ[k] for k in _ENV_PASSED if os.environ.get(k)}
     env.setdefault("ONCEFLOW_HOME", str(state_dir()))
     env.setdefault("ONCEFLOW_JARS", str(jars_dir()))

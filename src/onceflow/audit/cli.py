@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
     scope.add_argument("--since-last", dest="mode", action="store_const", const="since-last",
                        help="audit only what was committed since the last passed audit")
     p.add_argument("--report-dir", metavar="DIR",
-                   help="report root (default: $ONCEFLOW_REPORTS, else reports/ in the project)")
+                   help="report root (default: $ONCEFLOW_REPORTS, else <state dir>/reports)")
     p.add_argument("--json", action="store_true", help="print summary.json instead of the short verdict")
     p.set_defaults(func=cmd_audit, mode="full")
 
@@ -49,5 +49,13 @@ def cmd_audit(args) -> int:
             if check["status"] == "failed":
                 out.print(f"  [red]✗[/red] {check['name']}: {check['detail'] or check['title']}", markup=True,
                           highlight=False)
+    for line in note_lines(s):
+        out.print(line, markup=False, highlight=False)
     out.print(f"report: {outcome.report_dir / 'index.html'}")
     return outcome.exit_code
+
+
+def note_lines(summary: dict) -> list[str]:
+    """The summary's notes as printed under the verdict: the root-cause clues the report
+    shows first (a commit without a ledger entry, retention, the watermark used)."""
+    return [f"  note: {n}" for n in summary.get("notes") or []]

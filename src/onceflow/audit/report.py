@@ -1,7 +1,7 @@
 """Where audit reports live and what they hold.
 
     <root>/<pipeline>/<run id>/summary.json   machine-readable (docs/schemas/audit-summary.schema.json)
-    <root>/<pipeline>/<run id>/index.html     the human summary page
+    <root>/<pipeline>/<run id>/index.html     the human summary page (charts: assets/, bundled Chart.js)
     <root>/<pipeline>/<run id>/data_docs/     the Great Expectations Data Docs site
     <root>/<pipeline>/latest                  → the newest run's directory (a relative symlink)
     <root>/<pipeline>/watermark.json          the end offsets of the last *passed* audit (for --since-last)
@@ -25,10 +25,10 @@ STATUS_EXIT = {"passed": 0, "failed": 1, "error": 2}
 
 
 def report_root(report_dir: str | os.PathLike | None = None) -> Path:
-    if report_dir:
-        return Path(report_dir).resolve()
-    env = os.environ.get("ONCEFLOW_REPORTS")
-    return Path(env).resolve() if env else project_root() / "reports"
+    """Where audit reports go: `report_dir`, else $ONCEFLOW_REPORTS, else <state>/reports."""
+    from onceflow.paths import reports_dir
+
+    return Path(report_dir).resolve() if report_dir else reports_dir()
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -80,6 +80,14 @@ def write_summary(directory: Path, summary: dict) -> Path:
     path = directory / "summary.json"
     path.write_text(json.dumps(summary, indent=2, default=str))
     return path
+
+
+def recent_batches(state_path: Path, pipeline: str) -> list[dict]:
+    """The pipeline's newest batches from its status log (progress events), for the report's charts."""
+    from onceflow.status import StatusLog
+    from onceflow.web import batch_series
+
+    return batch_series(StatusLog(state_path, pipeline).events())
 
 
 def schema_path() -> Path:

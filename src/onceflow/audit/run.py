@@ -209,7 +209,7 @@ def run_audit(pipeline: Pipeline, mode: str = FULL, report_dir: str | Path | Non
 
 def _finish(root: Path, directory: Path, pipeline: Pipeline, run_id: str, summary: dict, t0: float,
             timings: dict) -> AuditOutcome:
-    from onceflow.audit.html import render
+    from onceflow.audit.html import write_page
 
     t = time.monotonic()
     summary["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -217,8 +217,9 @@ def _finish(root: Path, directory: Path, pipeline: Pipeline, run_id: str, summar
     records = (summary.get("counts") or {}).get("source_records")
     if records is not None and timings["total"] > 0:
         summary["throughput_rows_per_second"] = round(records / timings["total"], 1)
+    summary["batches"] = report.recent_batches(pipeline.state_path, pipeline.name)
     report.write_summary(directory, summary)
-    (directory / "index.html").write_text(render(summary))
+    write_page(directory, summary)
     report.point_latest(root, pipeline.name, run_id)
     timings["report"] = round(time.monotonic() - t, 3)
     report.write_summary(directory, summary)

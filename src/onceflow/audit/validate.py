@@ -9,10 +9,16 @@ validation definition it holds, so each dataset gets its own Checkpoint.)
 
 Cost: with a detailed result format GX runs one more Spark job per expectation
 to fetch sample unexpected values — a full scan each when there are none. So a
-suite runs first with BOOLEAN_ONLY (aggregate metrics bundled into few jobs);
-only a suite that fails runs again with SUMMARY, under the same run id, which
-replaces the stored result: Data Docs and summary.json then show the counts and
-samples of what failed.
+suite runs first with BASIC and `partial_unexpected_count: 0` (the aggregate
+metrics bundled into few jobs, as BOOLEAN_ONLY: the sample query becomes a
+`LIMIT 0` that Spark answers without a job; unlike BOOLEAN_ONLY, the computed
+counts and observed values are kept, so Data Docs show them for passing
+expectations instead of "--"); only a suite that fails runs again with SUMMARY,
+under the same run id, which replaces the stored result: Data Docs and
+summary.json then show the counts and samples of what failed.
+
+Data Docs are made to work offline after GX builds them (onceflow.web.datadocs:
+bundled jQuery, Bootstrap, Vega…, never a CDN).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from onceflow.reconcile import FAILED, MAX_SAMPLES, PASSED, Check, jsonable
 
 SITE = "onceflow_audit"
 SMALL = ("reconciliation", "findings")  # one row per partition / per finding
+# the first run of every suite: metrics and observed values, no sample query (see above)
+FIRST_RUN = {"result_format": "BASIC", "partial_unexpected_count": 0}
 
 
 @dataclass
@@ -108,7 +116,7 @@ def run_suites(datasets: dict[str, tuple], report_dir: Path, run_name: str) -> G
         suite = ctx.suites.add(suite)
         vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
         cp = ctx.checkpoints.add(gx.Checkpoint(name=f"audit-{name}", validation_definitions=[vd], actions=[],
-                                               result_format={"result_format": "BOOLEAN_ONLY"}))
+                                               result_format=dict(FIRST_RUN)))
         outcome = cp.run(batch_parameters={"dataframe": df}, run_id=run_id)
         if not outcome.success:  # small datasets (reconciliation, findings) can afford the complete rows
             detail = "COMPLETE" if name in SMALL else "SUMMARY"
@@ -119,6 +127,9 @@ def run_suites(datasets: dict[str, tuple], report_dir: Path, run_name: str) -> G
             stats[name] = dict(validation.statistics)
             checks += [_to_check(name, r) for r in validation.results]
     ctx.build_data_docs(site_names=[SITE])
+    from onceflow.web.datadocs import make_offline
+
+    make_offline(docs_dir)
     pages = {}
     for name in datasets:
         found = sorted((docs_dir / "validations" / name).rglob("*.html"))

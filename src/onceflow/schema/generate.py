@@ -144,6 +144,8 @@ class Generator:
                 out[f.name] = timestamp_text(now)
             elif not f.required and (required_only or rng.random() >= self.optional_ratio):
                 out[f.name] = _ABSENT
+            elif f.name == self.schema.event_id:  # unique per event: the audit checks it
+                out[f.name] = fv.unique(rng, self.n)
             else:
                 out[f.name] = fv.valid(rng, now)
         return out

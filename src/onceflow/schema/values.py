@@ -122,6 +122,21 @@ class FieldValues:
     def _fit(self, text: str) -> str:
         return text[-self.f.max_length:] if self.f.max_length else text
 
+    def unique(self, rng: random.Random, n: int) -> Any:
+        """A valid value that no other event's (the n-th) has: for the schema's event_id. A UUID
+        field draws 128 random bits; otherwise the value carries the event's sequence number
+        (an example or allowed value with the number appended, if that still keeps the rules)."""
+        f, base = self.f, self.t.base
+        if base in ("int", "long") and self.range is not None:
+            return self.range[0] + n % (self.range[1] - self.range[0] + 1)
+        if base != "string" or f.uuid:
+            return self.valid(rng, datetime(2026, 1, 1))
+        for head in (self.choices or [f"{f.name}-"]):
+            candidate = self._fit(f"{head}{n:09d}")
+            if all(keeps(f, r, candidate) for r in f.rules()):
+                return candidate
+        return self.valid(rng, datetime(2026, 1, 1))  # the rules allow no numbering: as drawn
+
     def valid(self, rng: random.Random, now: datetime) -> Any:
         """A value that keeps every rule of the field (from the pool, if it has one)."""
         if self.pool is not None:

@@ -345,7 +345,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
         spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "5000")
         # query.stop() fails after this long instead of waiting forever for the stream thread
         spark.conf.set("spark.sql.streaming.stopTimeout", str(_STOP_JOIN_MS))
-        listener = StatusListener(status, run_id, pipeline.source.topic)
+        listener = StatusListener(status, run_id, pipeline.source.topic, log=log, max_lag=pipeline.health.max_lag)
         spark.streams.addListener(listener)
         request = _StopRequest()
         request.install()
@@ -373,6 +373,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
             if query is None or not query.isActive:  # a query that could not stop keeps its gate closed
                 unregister(gate)
             spark.streams.removeListener(listener)
+            listener.close()  # prints the last batches' line (the terminated event may come after removal)
         stop_info = stopped.as_dict() if stopped else None
         result = IngestResult(pipeline.name, run_id, final, identity.generation, listener.batches, listener.rows,
                               round(time.monotonic() - started, 3), error, stop_info)
@@ -409,7 +410,8 @@ def _supervise(query, listener: StatusListener, request: _StopRequest, gate: Sto
                 break
             reason = request.reason
             if (reason is None and until_idle is not None and time.monotonic() - listener.last_data_at >= until_idle
-                    and gate.writing() is None):  # a batch still writing is not idle
+                    and gate.writing() is None  # a batch still writing is not idle
+                    and listener.last_empty_at > listener.last_data_at):  # Spark looked and found nothing new
                 reason = f"idle for {until_idle:g}s"
             if reason is None and max_seconds is not None and time.monotonic() - started >= max_seconds:
                 reason = f"ran its {max_seconds:g}s window"

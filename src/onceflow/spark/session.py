@@ -51,8 +51,25 @@ def spark_conf(master: str | None = None, ui: bool | None = None,
         # them: it compacts on a table's first write in every JVM, whatever minNumFiles says)
         "spark.databricks.delta.autoCompact.minFileSize": str(COMPACT_MIN_FILE_BYTES),
     }
+    if event_log_enabled():
+        # every app's jobs, stages and SQL plans, for `make spark-history` after the app is gone
+        # (the live UI is off by default); rolled so a stream that runs for weeks stays readable
+        conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log_dir().as_uri(),
+                     "spark.eventLog.rolling.enabled": "true", "spark.eventLog.rolling.maxFileSize": "128m"})
     conf.update(extra or {})
     return conf
+
+
+def event_log_enabled() -> bool:
+    """Spark event logs are written unless ONCEFLOW_SPARK_EVENT_LOG is false/0/no."""
+    return os.environ.get("ONCEFLOW_SPARK_EVENT_LOG", "true").lower() not in ("0", "false", "no")
+
+
+def event_log_dir() -> Path:
+    """<state>/spark/events: Spark's event logs (created here: Spark refuses to start without it)."""
+    path = spark_dir() / "events"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 # Decided when the JVM starts: under spark-submit they belong to its command line.
@@ -87,6 +104,37 @@ def jvm_working_dir() -> Iterator[Path]:
         os.chdir(here)
 
 
+LOG4J2 = """# written by onceflow (onceflow.spark.session.log4j2_file): Spark's own logging at {level}
+# (ONCEFLOW_SPARK_LOG_LEVEL) from the first line of a submitted app, so a task log opens with onceflow's lines
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+
+
+def spark_log_level() -> str:
+    return os.environ.get("ONCEFLOW_SPARK_LOG_LEVEL", "WARN").upper()
+
+
+def log4j2_file() -> Path:
+    """<state>/spark/log4j2.properties at spark_log_level(), (re)written when it differs.
+
+    spark-submit starts the driver with Spark's default profile (INFO, ~80 lines before the
+    app runs); `-Dlog4j2.configurationFile` pointing here makes it WARN from the start."""
+    path = spark_dir() / "log4j2.properties"
+    text = LOG4J2.format(level=spark_log_level())
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
 def under_spark_submit() -> bool:
     """True when spark-submit started this Python process (the JVM already runs)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -115,5 +163,5 @@ def build_session(app_name: str = "onceflow", master: str | None = None, ui: boo
     else:
         with jvm_working_dir():  # only matters when this starts the JVM
             spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("ONCEFLOW_SPARK_LOG_LEVEL", "WARN"))
+    spark.sparkContext.setLogLevel(spark_log_level())
     return spark

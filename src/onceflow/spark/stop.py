@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
+from urllib.parse import urlparse
 
 from onceflow.checkpoint import COMMITS, OFFSETS, read_checkpoint
 from onceflow.ledger import read_ledger
@@ -58,7 +59,7 @@ class StopGate:
     stream thread, through py4j): which batch is writing, which one is held."""
 
     def __init__(self, checkpoint: str, planned_before: int, hold_limit: float):
-        self.checkpoint = Path(checkpoint)
+        self.checkpoint = _local(checkpoint)
         self.planned_before = planned_before  # batches up to here were planned by an earlier run
         self.hold_limit = hold_limit
         self.reason: str | None = None
@@ -125,6 +126,11 @@ class StopGate:
         return passed if passed is not None and not self.committed(passed) else None
 
 
+def _local(checkpoint: str) -> Path:
+    """A checkpoint path or file: URI as a local path (the job reads its checkpoint locally)."""
+    return Path(urlparse(checkpoint).path) if checkpoint.startswith("file:") else Path(checkpoint)
+
+
 # one gate per checkpoint, found by BatchWriter (a query is built before its run registers the gate)
 _GATES: dict[str, StopGate] = {}
 _GATES_LOCK = threading.Lock()
@@ -144,7 +150,7 @@ def unregister(gate: StopGate) -> None:
 def enter_batch(checkpoint: str, batch_id: int, spark) -> None:
     """The gate of foreachBatch: returns at once unless a stop of this checkpoint's run is requested."""
     with _GATES_LOCK:
-        gate = _GATES.get(str(Path(checkpoint)))
+        gate = _GATES.get(str(_local(checkpoint)))
     if gate is not None:
         gate.enter(batch_id, spark)
 

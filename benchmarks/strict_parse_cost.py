@@ -1,0 +1,73 @@
+"""What strict input costs: the job's validation with and without the whole-text checks.
+
+`try_parse_json` alone reads the first JSON value and ignores the rest; strict
+input also checks the whole text (UTF-8 validity, one bracketed value and nothing
+after it, lone surrogate escapes, duplicate keys). This times `parse_events` over
+the same generated payments records (no Kafka: a DataFrame of raw values),
+alternating the shipped, strict validation (a) with one whose whole-text checks
+are switched off (b) in one JVM, and reports the median of the rounds' ratios.
+
+    python benchmarks/strict_parse_cost.py --records 500000 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from harness import emit
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--records", type=int, default=500_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", help="also write the figures here")
+    args = ap.parse_args(argv)
+
+    from datetime import datetime, timezone
+
+    from pyspark.sql import functions as F
+
+    from onceflow.schema.generate import Generator
+    from onceflow.spark import parse
+    from onceflow.spark.session import build_session
+    from tests.pipeline_helpers import PAYMENTS_SCHEMA
+
+    spark = build_session("onceflow-bench-strict-parse", master="local[2]")
+    gen = Generator(PAYMENTS_SCHEMA, seed=1, group_by=("account_id",))
+    values = [gen.record(0.01).value for _ in range(min(args.records, 50_000))]
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    base = spark.createDataFrame([(None, v, "t", 0, i, now, 0) for i, v in enumerate(values)],
+                                 "key binary, value binary, topic string, partition int, offset long, "
+                                 "timestamp timestamp, timestampType int")
+    copies = max(1, args.records // len(values))  # the same records repeated to the asked count
+    raw = base.crossJoin(spark.range(copies).select(F.col("id").alias("_copy"))).drop("_copy").cache()
+    total = raw.count()
+
+    strict_single, strict_lone = parse._single_value, parse._LONE_SURROGATE
+
+    def timed(strict: bool) -> float:
+        if strict:
+            parse._single_value, parse._LONE_SURROGATE = strict_single, strict_lone
+        else:  # first-value parsing only, as before strict input
+            parse._single_value, parse._LONE_SURROGATE = (lambda text: F.lit(True)), "(?!)"
+        started = time.monotonic()
+        parse.parse_events(raw, PAYMENTS_SCHEMA).groupBy("reason").count().collect()
+        return time.monotonic() - started
+
+    timed(True), timed(False)  # warm-up: code generation, caches
+    rounds = []
+    for _ in range(args.rounds):
+        a, b = timed(True), timed(False)
+        rounds.append({"strict_s": round(a, 3), "lenient_s": round(b, 3), "ratio": round(a / b, 3)})
+    parse._single_value, parse._LONE_SURROGATE = strict_single, strict_lone
+    emit({"records": total, "rounds": rounds,
+          "median_ratio_strict_over_lenient": statistics.median(r["ratio"] for r in rounds),
+          "strict_records_per_s": round(total / statistics.median(r["strict_s"] for r in rounds))}, args.json)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
