@@ -30,8 +30,10 @@ class IngestProcess:
     def progress_count(self) -> int:
         return sum(1 for e in self.status.events() if e.get("event") == "progress")
 
-    def start(self, fault: str | None = None) -> "IngestProcess":
-        env = dict(self.env)
+    def start(self, fault: str | None = None, env: dict[str, str] | None = None) -> "IngestProcess":
+        """Start a run; `fault`: ONCEFLOW_FAULT of this run only; `env`: more variables of this run
+        only (e.g. the Kafka sink's ONCEFLOW_FAULT_KAFKA_SINK)."""
+        env = {**self.env, **(env or {})}
         if fault:
             env["ONCEFLOW_FAULT"] = fault
         self.runs += 1

@@ -18,6 +18,9 @@ PAYMENTS_SCHEMA = config.Schema.model_validate(PAYMENTS_SCHEMA_BODY)
 # the sensors example, a second shape (generator and multi-pipeline tests)
 SENSORS = config.load(ROOT / "pipelines" / "sensors.yaml")
 SENSORS_SCHEMA = SENSORS.schema
+_SENSORS = yaml.safe_load((ROOT / "pipelines" / "sensors.yaml").read_text())
+SENSORS_SCHEMA_BODY = _SENSORS["schema"]
+SENSORS_AGGREGATES = {k: v for k, v in _SENSORS["sinks"]["aggregates"].items() if k != "path"}
 
 
 def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str | None = None, max_offsets: int = 2000,

@@ -209,18 +209,29 @@ def test_a_stream_that_outlived_its_scheduler_is_watched_not_started_twice(flow,
     never start a second one, and end cleanly when the survivor's window ends."""
     from tests.ingest_process import IngestProcess
 
-    started_before = sum(e.get("event") == "started" for e in StatusLog(
-        flow["pipeline"].state_path, flow["pipeline"].name).events())
+    status = StatusLog(flow["pipeline"].state_path, flow["pipeline"].name)
+    started_before = sum(e.get("event") == "started" for e in status.events())
     _produce(flow, 400, seed=4)
-    survivor = IngestProcess(flow["pipeline"], flow["file"], tmp_path, extra_args=("--max-seconds", "90")).start()
+    # The survivor's window (--max-seconds) counts from its query's start. The DAG run starts as soon
+    # as that query runs (its `started` event is then the newest run the watcher reads), so the guard
+    # looks seconds later: 45 s leave it ample time, and the survivor's first trigger plans the
+    # 400-event backlog at once, so a batch is in flight and commits even if the window ends first
+    # (it stops at a batch boundary: spark/stop.py). It waited for the first commit and ran 90 s before.
+    survivor = IngestProcess(flow["pipeline"], flow["file"], tmp_path, extra_args=("--max-seconds", "45")).start()
+    progress_before = survivor.progress_count()
     try:
-        survivor.wait_progress(survivor.progress_count(), timeout=300)   # it runs and commits
+        deadline = time.monotonic() + 300
+        while sum(e.get("event") == "started" for e in status.events()) <= started_before:
+            assert survivor.proc.poll() is None, f"the survivor exited before its query started:\n{survivor.tail()}"
+            assert time.monotonic() < deadline, f"the survivor's query did not start within 300s:\n{survivor.tail()}"
+            time.sleep(0.5)
         holder = RunLock(flow["pipeline"].state_path).holder()
         assert holder and holder["pid"] == survivor.proc.pid
         run_id, states, _ = _run(flow, "stream", {"window_seconds": 60, "start_grace_seconds": 20})
         assert survivor.wait_exit(300) == 0, survivor.tail()   # its own window ended at a batch boundary
     finally:
         survivor.kill9()
+    assert survivor.progress_count() > progress_before, "the survivor ran and committed"
     assert states["guard"] == "success" and states["stream"] == "skipped", states   # not submitted again
     assert states["window_done"] == "success" and states["trigger_recover"] == "skipped", states
     assert _xcom("afe2e_stream", run_id, "guard")["running"]["pid"] == survivor.proc.pid

@@ -1,42 +1,89 @@
-"""Exactly-once under hard kills and a broker restart (issue 3's proof).
+"""Exactly-once under hard kills and a broker restart (issue 3's proof), Delta and Kafka sinks together.
 
 The shape of Kafka's transactions system test: seed known records (with aborted
 transactions and malformed records) while the stream runs, kill the driver hard
-— at random moments and once in each fault-injection window — restart from the
-same checkpoint each time, then assert the tables hold every committed record
-exactly once, nothing from an aborted transaction, every malformed record in
-quarantine with its reason, and aggregates equal to a recomputation from bronze.
+— once in each fault-injection window of the job and of its transactional Kafka
+sink, then at random moments — restart from the same checkpoint each time, then
+assert: the Delta tables hold every committed record exactly once, nothing from
+an aborted transaction, every malformed record in quarantine with its reason, and
+aggregates equal to a recomputation from bronze; and a read_committed consumer of
+the Kafka sink's output sees every committed valid event exactly once.
+
+One kill schedule proves both sinks (issue 19: it merged two e2e tests that each
+built a stack and killed the ingest job in every window). Where each assertion of
+the two former tests lives now (H: test_hard_kills_in_every_window_and_at_random,
+K: test_kafka_sink_exactly_once.py::test_transactional_sink_is_exactly_once_through_the_kill_schedule):
+
+  H1 every ONCEFLOW_FAULT run exits with the injected code ........ the job windows loop
+  H2 the producer's summary holds aborted and malformed records .... after the random kills
+  H3 the final available-now run exits 0 (K9: the last run finishes) final run
+  H4 assert_exactly_once: bronze, quarantine (with reasons), aggregates
+     (K17: the Delta sinks of the same job, through the same kills) ... end
+  H5 the committed count equals the producer's ......................... end
+  H6 every Delta ledger is contiguous ...................................... end
+  H7 the schedule ran as planned (runs == windows + random kills) ....... end
+  K1 the crash_after_tasks run dies by SIGKILL ............................. the Kafka windows loop
+  K2 the Kafka ledger then holds that batch partially: tasks 0-1, not 2-3 .. idem
+  K3 that batch is planned, not committed by Spark ......................... idem
+  K4 the killed tasks' records sit in the output log, never committed .. end (log ends kept at the kill)
+  K5 the crash_after_write run dies by SIGKILL ............................. idem
+  K6 the Kafka ledger holds that batch complete, and no partial batch ..... idem
+  K7 that batch is not committed by Spark .................................. idem
+  K8 an external kill -9 after a committed batch ........................... the random kills
+  K10 no event twice at read_committed ..................................... end
+  K11 no committed valid input event missing from the output .............. end
+  K12 no event of an aborted input transaction in the output .............. end
+  K13 output event set == committed valid input event set ................. end
+  K14 read_uncommitted shows the killed attempts (at least those of K4) ... end
+  K15 the Kafka ledger has no problem and no partial batch ................ end
+  K16 the Kafka ledger's rows add up to the committed valid events ........ end
 """
 
 from __future__ import annotations
 
+import json
 import random
+import signal
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from onceflow import faults
+from onceflow.kafka.admin import watermarks
 from onceflow.kafka.broker import LocalBroker
-from onceflow.kafka.producer import produce
+from onceflow.kafka.producer import VALID, produce
 from onceflow.ledger import read_ledger
 from onceflow.spark.ingest import table_paths
+from onceflow.spark.sinks.faults import ENV_FAULT as KAFKA_FAULT, ENV_KILL_PGID
+from onceflow.spark.sinks.kafka_ledger import read_kafka_ledger
 from tests.conftest import free_port_pair
 from tests.exactly_once import assert_exactly_once
 from tests.ingest_process import IngestProcess
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
+from tests.kafka_helpers import consume_all
+from tests.pipeline_helpers import (PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, SENSORS_AGGREGATES, SENSORS_SCHEMA,
+                                    SENSORS_SCHEMA_BODY, pipeline_file)
 
 pytestmark = pytest.mark.e2e
 
 EVENTS, PARTITIONS = 52_000, 4
+TASKS = 4  # the Kafka sink's task partitions
 SEED = 20261122
+# the Kafka sink's own windows (src/onceflow/spark/sinks/faults.py), each aimed at the next batch
+KAFKA_WINDOWS = ("crash_after_tasks:2", "crash_after_write")
+RANDOM_KILLS = 3
 
 
 def _next_batch(checkpoint: str) -> int:
     """The id of the next batch Spark will plan (a fault aimed there must fire)."""
     planned = [int(f.name) for f in Path(checkpoint, "offsets").glob("[0-9]*")]
     return max(planned, default=-1) + 1
+
+
+def _committed_batches(checkpoint: str) -> set[int]:
+    return {int(f.name) for f in Path(checkpoint, "commits").glob("[0-9]*")}
 
 
 class Producer(threading.Thread):
@@ -66,61 +113,121 @@ def _assert_ledgers_contiguous(pipeline) -> None:
         assert read_ledger(path).problems() == [], f"{name} ledger is not contiguous"
 
 
+def _ids(bootstrap: str, topic: str, isolation: str) -> Counter:
+    """Event ids of the Kafka sink's output, read by an independent consumer (not Spark)."""
+    return Counter(json.loads(v)["event_id"] for _, _, _, v in consume_all(bootstrap, topic, isolation, timeout=120))
+
+
 def test_hard_kills_in_every_window_and_at_random(broker, topic, tmp_path):
     rng = random.Random(SEED)
     folder = tmp_path / "pipeline"
-    file, pipeline = pipeline_file(folder, broker.bootstrap, topic,
+    out_topic, ledger_topic = f"{topic}-out", f"{topic}-ledger"
+    sinks = {"bronze": {"path": str(folder / "bronze")}, "quarantine": {"path": str(folder / "quarantine")},
+             "aggregates": {"path": str(folder / "aggregates"), "window": "1 minute", "watermark": "10 minutes",
+                            **PAYMENTS_AGGREGATES},
+             "kafka": {"topic": out_topic, "ledger_topic": ledger_topic, "key": "account_id", "partitions": TASKS}}
+    file, pipeline = pipeline_file(folder, broker.bootstrap, topic, sinks=sinks,
                                    # the final catch-up (available-now) takes the backlog in large batches
                                    max_offsets=2500, available_now_max_offsets=60000,
                                    trigger={"processing_time": "500 ms"})
+    checkpoint = pipeline.checkpoint_path
     producer = Producer(broker.bootstrap, topic, EVENTS, rate=700, seed=SEED)
     producer.start()
     job = IngestProcess(pipeline, file, tmp_path)
 
-    # one crash inside each exactly-once window, aimed at the next batch to be planned
+    # H1: one crash inside each exactly-once window of the job, aimed at the next batch to be planned
     for point in faults.POINTS:
-        target = _next_batch(pipeline.checkpoint_path)
+        target = _next_batch(checkpoint)
         job.start(fault=f"{point}@{target}")
         code = job.wait_exit(timeout=600)
         assert code == faults.EXIT_CODE, f"expected the injected crash at {point}@{target}, got exit {code}:\n{job.tail()}"
 
-    # then kill -9 at random moments, each after the run has committed something
-    for _ in range(3):
+    # K1-K7: then each window of the Kafka sink; the fault kills the driver's whole process group
+    crash_ends: dict[int, int] = {}
+    for window in KAFKA_WINDOWS:
+        target = _next_batch(checkpoint)
+        job.start(env={KAFKA_FAULT: f"{window}@batch:{target}", ENV_KILL_PGID: "self"})
+        code = job.wait_exit(timeout=600)
+        assert code == -signal.SIGKILL, f"{window}@batch:{target} should die by the injected SIGKILL, " \
+                                        f"exit {code}:\n{job.tail()}"
+        ledger = read_kafka_ledger(broker.bootstrap, ledger_topic, pipeline.name)
+        assert target in {int(f.name) for f in Path(checkpoint, "offsets").glob("[0-9]*")}, target
+        assert target not in _committed_batches(checkpoint), f"Spark must not have committed batch {target}"
+        if window.startswith("crash_after_tasks"):  # tasks 0-1 committed batch `target`, 2-3 died before
+            assert [(p.batch_id, p.committed, p.missing) for p in ledger.partial] == [
+                (target, [0, 1], [2, 3])], ledger.as_dict()
+            # the log's end now: what the killed tasks left in it is judged once their transactions are
+            # resolved (at the end), since a read_committed reader stops at the first open transaction
+            crash_ends = {p: high for p, (_low, high) in watermarks(broker.bootstrap, out_topic).items()}
+        else:  # every task committed batch `target` (the replayed partial batch too), Spark did not
+            assert target in [e.batch_id for e in ledger.entries] and ledger.partial == [], ledger.as_dict()
+
+    # H/K8: then kill -9 at random moments, each after the run has committed something
+    for _ in range(RANDOM_KILLS):
         seen = job.progress_count()
         job.start()
         job.wait_progress(more_than=seen)
-        time.sleep(rng.uniform(0.0, 2.5))
+        time.sleep(rng.uniform(0.0, 2.5))  # the kill's moment: a deliberate random delay, not a wait
         job.kill9()
 
-    summary = producer.result()
+    summary = producer.result()  # H2
     assert summary.count("aborted") >= 0.04 * EVENTS and summary.count("committed_malformed") >= 0.01 * EVENTS * 0.9
     final = IngestProcess(pipeline, file, tmp_path, mode="available-now")
     final.start()
-    assert final.wait_exit(timeout=600) == 0, final.tail()
+    assert final.wait_exit(timeout=600) == 0, final.tail()  # H3
 
-    counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[summary])
-    assert counts["committed"] == summary.count("committed")
-    _assert_ledgers_contiguous(pipeline)
-    assert job.runs == len(faults.POINTS) + 3
+    counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[summary])  # H4
+    assert counts["committed"] == summary.count("committed")  # H5
+    _assert_ledgers_contiguous(pipeline)  # H6
+    assert job.runs == len(faults.POINTS) + len(KAFKA_WINDOWS) + RANDOM_KILLS  # H7
+
+    # K10-K16: the Kafka sink's output, through the same kills
+    valid = Counter(r.event_id for r in summary.records if r.kind == VALID and not r.aborted)
+    aborted = {r.event_id for r in summary.records if r.aborted and r.event_id}
+    assert aborted, "the input must hold aborted transactions for the proof to mean anything"
+    committed = _ids(broker.bootstrap, out_topic, "read_committed")
+    duplicated = {i: n for i, n in committed.items() if n > 1}
+    assert not duplicated, f"{len(duplicated)} events more than once at read_committed, e.g. {list(duplicated)[:5]}"
+    lost = set(valid) - set(committed)
+    assert not lost, f"{len(lost)} committed input events missing from the output, e.g. {sorted(lost)[:5]}"
+    assert not set(committed) & aborted, "events of aborted input transactions reached the output"
+    assert set(committed) == set(valid)
+    uncommitted = _ids(broker.bootstrap, out_topic, "read_uncommitted")
+    aborted_attempts = sum(uncommitted.values()) - sum(committed.values())
+    # K4: records in the log at the crash_after_tasks kill that never became committed: the killed tasks'
+    before_crash = lambda isolation: sum(  # noqa: E731
+        1 for p, o, _, _ in consume_all(broker.bootstrap, out_topic, isolation, timeout=120) if o < crash_ends.get(p, 0))
+    in_doubt = before_crash("read_uncommitted") - before_crash("read_committed")
+    assert in_doubt > 0, "the killed tasks' records must sit in the log, uncommitted"
+    assert aborted_attempts >= in_doubt, "read_uncommitted shows the aborted attempts of the killed tasks"  # K14
+    ledger = read_kafka_ledger(broker.bootstrap, ledger_topic, pipeline.name)
+    assert ledger.problems() == [] and ledger.partial == []
+    assert sum(e.rows for e in ledger.entries) == len(valid)
+    print(f"\n{job.runs + 1} runs, {job.runs} killed: {counts['committed']} committed records exactly once in "
+          f"Delta; {len(committed)} events, 0 duplicates at read_committed of the Kafka sink; {aborted_attempts} "
+          f"records of killed attempts visible only at read_uncommitted; {len(ledger.entries)} Kafka batches")
 
 
 def test_broker_restart_mid_stream(jars, tmp_path):
+    """The sensors pipeline (pipelines/sensors.yaml: a double with bounds, a nested event time, no
+    event id, min/max aggregates) through a broker restart: a second declared shape under a fault."""
     broker = LocalBroker(home=tmp_path / "broker", port=free_port_pair())
     broker.start(timeout=120)
     try:
         topic = "restarted"
         folder = tmp_path / "pipeline"
         file, pipeline = pipeline_file(folder, broker.bootstrap, topic, max_offsets=1500,
-                                       trigger={"processing_time": "500 ms"})
-        before = produce(broker.bootstrap, topic, 8000, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=5,
+                                       trigger={"processing_time": "500 ms"}, schema=SENSORS_SCHEMA_BODY,
+                                       aggregates=SENSORS_AGGREGATES)
+        before = produce(broker.bootstrap, topic, 8000, schema=SENSORS_SCHEMA, partitions=PARTITIONS, seed=5,
                          abort_ratio=0.06, malformed_ratio=0.015)
         job = IngestProcess(pipeline, file, tmp_path).start()
         job.wait_progress(more_than=0)
 
         broker.stop()  # mid-stream: the job is running, with a backlog left to read
-        time.sleep(3)
+        time.sleep(3)  # the outage itself (a deliberate 3 s without a broker), not a wait for anything
         broker.start(timeout=120)
-        after = produce(broker.bootstrap, topic, 8000, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=6,
+        after = produce(broker.bootstrap, topic, 8000, schema=SENSORS_SCHEMA, partitions=PARTITIONS, seed=6,
                         abort_ratio=0.06, malformed_ratio=0.015)
         if job.proc.poll() is None:  # the job survived the outage: let it catch up, then stop it cleanly
             seen = job.progress_count()

@@ -151,18 +151,25 @@ def _spark_conf(spark, key: str, value: str):
 
 
 def _compacting_after(spark, files: int):
-    """Delta compacts once `files` small files have gathered; its default, 50, is more than a test makes."""
+    """Delta compacts once `files` small files have gathered; its default, 50, is more than a test makes.
+    The test sets 2, the fewest that still asks for a merge: any table that writes a file per batch is
+    then compacted within two batches, so the test needs two batches per run, not five (issue 19)."""
     return _spark_conf(spark, "spark.databricks.delta.autoCompact.minNumFiles", str(files))
+
+
+COMPACT_AFTER, MAX_OFFSETS = 2, 1000
 
 
 def test_auto_compaction_merges_small_files_and_leaves_the_ledgers_alone(broker, spark, topic, tmp_path):
     """Every batch adds small files; Delta's auto compaction (on by default) merges them after a
     write. Its commits change no row, and one that follows a MERGE carries a copy of the MERGE's
     ledger entry (Delta takes the session's userMetadata): the ledger must not count it as a step."""
-    produce(broker.bootstrap, topic, 8000, schema=PAYMENTS_SCHEMA, partitions=2, seed=23, malformed_ratio=0.02)
-    pipeline = load_pipeline(tmp_path, broker.bootstrap, topic)
-    with _compacting_after(spark, files=3):
-        assert run_ingest(pipeline, spark=spark).batches >= 4  # 2000 offsets per trigger
+    # 2,000 events (and 40 transaction markers) at 1,000 offsets per trigger: two full batches and
+    # a tail; quarantine gets a file per batch from 2% malformed, bronze one per Kafka partition
+    produce(broker.bootstrap, topic, 2000, schema=PAYMENTS_SCHEMA, partitions=2, seed=23, malformed_ratio=0.02)
+    pipeline = load_pipeline(tmp_path, broker.bootstrap, topic, max_offsets=MAX_OFFSETS)
+    with _compacting_after(spark, files=COMPACT_AFTER):
+        assert run_ingest(pipeline, spark=spark).batches >= 2
     assert_exactly_once(pipeline, broker.bootstrap)
     for name, path in table_paths(pipeline).items():
         ledger, table = read_ledger(path), DeltaTable(path)
@@ -178,12 +185,12 @@ def test_auto_compaction_merges_small_files_and_leaves_the_ledgers_alone(broker,
     assert table_property_hints(pipeline, read_ledgers(pipeline)) == []
 
     # a pipeline that declines it gets tables without it, and no compaction
-    off = load_pipeline(tmp_path / "off", broker.bootstrap, topic, name="p_no_compact",
+    off = load_pipeline(tmp_path / "off", broker.bootstrap, topic, name="p_no_compact", max_offsets=MAX_OFFSETS,
                         sinks={s: {"path": str(tmp_path / "off" / s), "auto_compact": False,
                                    **(PAYMENTS_AGGREGATES if s == "aggregates" else {})}
                                for s in ("bronze", "quarantine", "aggregates")})
-    with _compacting_after(spark, files=3):
-        run_ingest(off, spark=spark)
+    with _compacting_after(spark, files=COMPACT_AFTER):
+        assert run_ingest(off, spark=spark).batches >= 2  # enough files that a compaction would have run
     for name, path in table_paths(off).items():
         assert "OPTIMIZE" not in [c.get("operation") for c in DeltaTable(path).history()], name
     assert table_property_hints(off, read_ledgers(off)) == []
@@ -192,8 +199,8 @@ def test_auto_compaction_merges_small_files_and_leaves_the_ledgers_alone(broker,
     # are not rewritten (onceflow's sessions set it; the test's batches are small, so it is lowered here)
     key = "spark.databricks.delta.autoCompact.minFileSize"
     assert spark.conf.get(key) == str(COMPACT_MIN_FILE_BYTES)
-    large = load_pipeline(tmp_path / "large", broker.bootstrap, topic, name="p_large_files")
-    with _compacting_after(spark, files=3), _spark_conf(spark, key, "1024"):
+    large = load_pipeline(tmp_path / "large", broker.bootstrap, topic, name="p_large_files", max_offsets=MAX_OFFSETS)
+    with _compacting_after(spark, files=COMPACT_AFTER), _spark_conf(spark, key, "1024"):
         run_ingest(large, spark=spark)
     bronze = DeltaTable(table_paths(large)["bronze"])
     assert min(Path(uri.removeprefix("file://")).stat().st_size for uri in bronze.file_uris()) > 1024

@@ -50,14 +50,23 @@ SCHEMA = json.loads((ROOT / "docs/schemas/recovery-record.schema.json").read_tex
 SUBPROCESS_TIMEOUT = 600  # a fresh JVM on two shared cores
 
 
-def _pipeline(tmp_path: Path, bootstrap: str, topic: str):
+def _pipeline(tmp_path: Path, bootstrap: str, topic: str, available_now_max_offsets: int | None = None):
+    """1,000 offsets per batch; `available_now_max_offsets`: a larger batch for available-now runs
+    (a test that only needs one batch per run before and after a crash takes its backlog at once)."""
     source = {"bootstrap_servers": bootstrap, "topic": topic, "starting_offsets": "earliest",
               "max_offsets_per_trigger": 1000}
+    if available_now_max_offsets:
+        source["available_now_max_offsets_per_trigger"] = available_now_max_offsets
     return load(write_pipeline(tmp_path, bootstrap, topic, source=source, spark_master="local[2]"))
 
 
 def _ingest_and_crash(pipeline, fault: str) -> None:
-    """`onceflow ingest` in its own process, killed by the injected fault (os._exit: as hard as kill -9)."""
+    """`onceflow ingest` in its own process, killed by the injected fault (os._exit: as hard as kill -9).
+
+    This run keeps its own JVM: the crash ends the whole driver process, and this test session's
+    Spark (the `spark` fixture) must outlive it. Everything the crash does not need is ingested
+    in-process before it (run_ingest with the session's Spark), so the killed run only starts its
+    JVM and crashes in its first batch."""
     faults.parse(fault)
     env = {**os.environ, "ONCEFLOW_FAULT": fault}
     cmd = [sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", pipeline.file, "--mode", "available-now"]
@@ -97,9 +106,12 @@ def _newest(folder: Path) -> Path:
 
 # -- dead query, healthy checkpoint --------------------------------------------------------
 def test_dead_query_killed_between_sinks_restarts_from_its_checkpoint(broker, spark, topic, tmp_path):
-    pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
-    first = produce(broker.bootstrap, topic, 3000, schema=PAYMENTS_SCHEMA, partitions=2, seed=21, abort_ratio=0.1,
+    pipeline = _pipeline(tmp_path, broker.bootstrap, topic, available_now_max_offsets=10_000)
+    first = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=21, abort_ratio=0.1,
                     malformed_ratio=0.05)
+    assert run_ingest(pipeline, spark=spark).batches == 1  # batch 0: committed everywhere, no kill needed
+    crashed = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=23, abort_ratio=0.1,
+                      malformed_ratio=0.05)
     _ingest_and_crash(pipeline, "between_sinks@1")  # bronze has batch 1; quarantine, aggregates, commits/1 not
 
     assert pipeline_health(pipeline)["verdict"] == "dead"
@@ -115,7 +127,7 @@ def test_dead_query_killed_between_sinks_restarts_from_its_checkpoint(broker, sp
                      malformed_ratio=0.05)
     resumed = run_ingest(pipeline, spark=spark)
     assert resumed.status == "finished" and resumed.generation == 0
-    assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
+    assert_exactly_once(pipeline, broker.bootstrap, produced=[first, crashed, second])
     ledgers = _assert_ledgers_contiguous(pipeline)
     # Delta skipped bronze's replay of batch 1: one entry per batch, one generation
     bronze = [e.batch_id for e in ledgers["bronze"].entries]
@@ -267,10 +279,13 @@ def test_deleted_checkpoint_resumes_from_the_ledgers_in_a_new_generation(broker,
 # -- sinks disagree ------------------------------------------------------------------------------
 def test_sinks_that_disagree_resume_from_the_lowest_point_each_skipping_what_it_holds(
         broker, spark, topic, tmp_path):
-    pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
-    first = produce(broker.bootstrap, topic, 3000, schema=PAYMENTS_SCHEMA, partitions=2, seed=61, abort_ratio=0.1,
+    pipeline = _pipeline(tmp_path, broker.bootstrap, topic, available_now_max_offsets=10_000)
+    first = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=61, abort_ratio=0.1,
                     malformed_ratio=0.05)
-    _ingest_and_crash(pipeline, "between_sinks@2")  # bronze holds batch 2, the other sinks stop at batch 1
+    assert run_ingest(pipeline, spark=spark).batches == 1  # batch 0: committed everywhere, no kill needed
+    crashed = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=63, abort_ratio=0.1,
+                      malformed_ratio=0.05)
+    _ingest_and_crash(pipeline, "between_sinks@1")  # bronze holds batch 1, the other sinks stop at batch 0
     shutil.rmtree(pipeline.checkpoint_path)  # ...and the checkpoint is lost as well
     ledgers = _ledgers(pipeline)
     bronze_end, quarantine_end = ledgers["bronze"].committed_offsets(), ledgers["quarantine"].committed_offsets()
@@ -286,7 +301,7 @@ def test_sinks_that_disagree_resume_from_the_lowest_point_each_skipping_what_it_
                      malformed_ratio=0.05)
     resumed = run_ingest(pipeline, spark=spark)
     assert resumed.generation == 1
-    assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
+    assert_exactly_once(pipeline, broker.bootstrap, produced=[first, crashed, second])
     ledgers = _assert_ledgers_contiguous(pipeline)
     first_new = next(e for e in ledgers["bronze"].entries if e.generation == 1)
     assert first_new.start == bronze_end  # bronze's first new entry starts at its own floor

@@ -52,7 +52,9 @@ def test_two_pipelines_of_different_shapes_stream_at_once_and_both_audit_green(b
     }
     kinds = {r.kind for r in produced["two_sensors"][0].records if r.kind != VALID}
     assert kinds == set(Generator(sensors.schema).kinds())
-    jobs = [IngestProcess(p, f, tmp_path / p.name, extra_args=("--until-idle", "10", "--max-seconds", "400"))
+    # --until-idle ends each job once it has caught up; --max-seconds only bounds a hang (a job that
+    # hits it ends cleanly with records left, which the loss check below would then report)
+    jobs = [IngestProcess(p, f, tmp_path / p.name, extra_args=("--until-idle", "10", "--max-seconds", "900"))
             for p, f in ((payments, pay_file), (sensors, sen_file))]
     for job in jobs:
         job.log_dir.mkdir(parents=True, exist_ok=True)
@@ -66,7 +68,7 @@ def test_two_pipelines_of_different_shapes_stream_at_once_and_both_audit_green(b
                                            partitions=3, seed=4, malformed_ratio=0.3,
                                            group_by=sensors.sinks.aggregates.group_by))
     for job in jobs:
-        assert job.wait_exit(480) == 0, job.tail()
+        assert job.wait_exit(960) == 0, job.tail()
     assert payments.state_path != sensors.state_path and payments.checkpoint_path != sensors.checkpoint_path
     for pipeline in (payments, sensors):
         # each record in bronze or quarantine once, each malformed one with its reason, aggregates recomputed

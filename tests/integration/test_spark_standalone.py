@@ -117,7 +117,7 @@ class Standalone:
                 return int(match.group(1))
             for proc in self.procs:
                 assert proc.poll() is None, f"a Spark daemon exited ({proc.args[1]}):\n{self.log_tail(name)}"
-            time.sleep(1)
+            time.sleep(0.25)  # poll: the daemon logs its port within seconds
         raise AssertionError(f"{name} did not log /{pattern}/ within {START_TIMEOUT}s:\n{self.log_tail(name)}")
 
     def start(self) -> None:
@@ -147,7 +147,7 @@ class Standalone:
             last = subprocess.run(command, capture_output=True, text=True)
             if last.returncode == 0:
                 return
-            time.sleep(2)
+            time.sleep(0.5)  # poll: each look runs the healthcheck script
         raise AssertionError(f"{service} not healthy within {START_TIMEOUT}s: {last.stderr.strip()}\n"
                              f"{self.log_tail(service.split('-')[1])}")
 
@@ -187,7 +187,7 @@ def finished_app(cluster: Standalone, name: str, known: set[str]) -> dict:
         apps = [a for a in master["completedapps"] if a["name"] == name and a["id"] not in known]
         if apps or time.monotonic() > deadline:
             break
-        time.sleep(1)
+        time.sleep(0.25)  # poll: the master files the app once its driver unregisters
     assert len(apps) == 1, f"the master has no new finished {name} app within 60s: {master}"
     return apps[0]
 
