@@ -210,7 +210,9 @@ def test_hard_kills_in_every_window_and_at_random(broker, topic, tmp_path):
 
 def test_broker_restart_mid_stream(jars, tmp_path):
     """The sensors pipeline (pipelines/sensors.yaml: a double with bounds, a nested event time, no
-    event id, min/max aggregates) through a broker restart: a second declared shape under a fault."""
+    event id, min/max aggregates) through a broker restart and a hard crash between its sinks: the
+    second declared shape under the faults, sharing this test's stack rather than doubling the
+    kill schedule above (issue 24)."""
     broker = LocalBroker(home=tmp_path / "broker", port=free_port_pair())
     broker.start(timeout=120)
     try:
@@ -233,11 +235,19 @@ def test_broker_restart_mid_stream(jars, tmp_path):
             seen = job.progress_count()
             job.wait_progress(more_than=seen)
             assert job.terminate() == 0, job.tail()
+        # then a hard crash on this shape too, in the window between the sinks' commits (bronze
+        # written, quarantine and aggregates not): more data, so the crashing run has a batch to die in
+        more = produce(broker.bootstrap, topic, 2000, schema=SENSORS_SCHEMA, partitions=PARTITIONS, seed=7,
+                       abort_ratio=0.06, malformed_ratio=0.015)
+        (tmp_path / "crash").mkdir()
+        crash = IngestProcess(pipeline, file, tmp_path / "crash", mode="available-now")
+        crash.start(fault=f"between_sinks@{_next_batch(pipeline.checkpoint_path)}")
+        assert crash.wait_exit(timeout=600) == faults.EXIT_CODE, crash.tail()
         final = IngestProcess(pipeline, file, tmp_path, mode="available-now").start()
         assert final.wait_exit(timeout=600) == 0, final.tail()
 
-        counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[before, after])
-        assert counts["committed"] == before.count("committed") + after.count("committed")
+        counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[before, after, more])
+        assert counts["committed"] == sum(p.count("committed") for p in (before, after, more))
         _assert_ledgers_contiguous(pipeline)
     finally:
         broker.stop()
