@@ -226,6 +226,11 @@ def load_all(folder: str | Path) -> list[Pipeline]:
     return [load(p) for p in sorted(Path(folder).glob("*.yaml"))]
 
 
+# how long a stop may wait for the batch in flight (seconds from the request): one large batch on a small
+# machine, and some; here, not in onceflow.spark.stop, so the CLI and the Airflow hooks read it without Spark
+DEFAULT_STOP_TIMEOUT = 120.0
+
+
 # -- finding a pipeline by name or path ------------------------------------------------
 DEFAULT_PIPELINE = "payments"
 

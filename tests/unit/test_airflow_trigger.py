@@ -6,9 +6,11 @@ tests/integration/test_airflow_trigger.py.
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
-from tests.airflow_helpers import ROOT  # noqa: F401  (AIRFLOW_HOME before airflow is imported)
+importlib.import_module("tests.airflow_helpers")  # sets AIRFLOW_HOME before airflow is imported
 
 from onceflow.airflow.hooks import ERROR, NOT_STARTED, PROBLEMS, TIMEOUT
 from onceflow.airflow.triggers import PipelineHealthTrigger

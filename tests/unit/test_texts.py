@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 
 from onceflow import config
-from onceflow.checkpoint_cli import print_status
-from onceflow.cli import main, out
+from onceflow.cli.checkpoint import print_status
+from onceflow.cli import main
 from onceflow.errors import ConfigError
 from onceflow.status import ended
-from tests.unit.test_health import check, committed_checkpoint, kafka, pipeline, started, status, unreachable  # noqa: F401
+from tests.unit import test_health
+from tests.unit.test_health import check, committed_checkpoint, kafka, started, status, unreachable  # noqa: F401
+
+pipeline = test_health.pipeline  # the fixture, shared
 
 ROOT = Path(__file__).resolve().parents[2]
 

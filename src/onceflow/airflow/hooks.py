@@ -23,8 +23,7 @@ from typing import Any, Callable
 from airflow.sdk import BaseHook
 
 from onceflow import config
-from onceflow.config import Pipeline
-from onceflow.spark.stop import DEFAULT_STOP_TIMEOUT
+from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
 from onceflow.status import FINAL, PROGRESS, STARTED, RunLock, StatusLog, now_iso
 
 # verdicts of `onceflow checkpoint status` (onceflow.health)

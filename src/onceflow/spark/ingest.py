@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from onceflow import faults, tables
 from onceflow.checkpoint import batch_offset_range
-from onceflow.config import AggregateSink, Pipeline, TableSink, duration_seconds
+from onceflow.config import DEFAULT_STOP_TIMEOUT, AggregateSink, Pipeline, TableSink, duration_seconds
 from onceflow.errors import OnceflowError, RecoveryError
 from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
 from onceflow.ledger import Ledger, LedgerEntry, read_ledger
@@ -31,7 +31,7 @@ from onceflow.spark.listener import StatusListener
 from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
 from onceflow.spark.sinks import delta
 from onceflow.spark.sinks.kafka_txn import KafkaTxnSink
-from onceflow.spark.stop import (DEFAULT_STOP_TIMEOUT, StopGate, StopOutcome, discard_held_batch, enter_batch,
+from onceflow.spark.stop import (StopGate, StopOutcome, discard_held_batch, enter_batch,
                                  planned_before, register, stop_at_batch_boundary, unregister)
 from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, StatusLog
 

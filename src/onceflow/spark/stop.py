@@ -38,7 +38,6 @@ from urllib.parse import urlparse
 from onceflow.checkpoint import COMMITS, OFFSETS, read_checkpoint
 from onceflow.ledger import read_ledger
 
-DEFAULT_STOP_TIMEOUT = 120.0  # seconds from the request: one large batch on a small machine, and some
 _POLL = 0.05
 _INTERRUPTED = "java.lang.InterruptedException"
 
