@@ -159,7 +159,7 @@ def check_exactly_once(pipeline, bootstrap: str) -> dict:
     """Catch up (available-now), then compare the tables with a read_committed consumer."""
     from deltalake import DeltaTable
 
-    from onceflow.spark.ingest import table_paths
+    from onceflow.sinks import table_paths
     from tests.kafka_helpers import consume_all
 
     try:

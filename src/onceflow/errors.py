@@ -33,5 +33,9 @@ class AuditError(OnceflowError):
     """An audit could not run (not: an audit that found a problem)."""
 
 
+class SinkError(OnceflowError):
+    """A pipeline's sink or its ledger is missing or unreadable (onceflow.sinks)."""
+
+
 class RangeError(OnceflowError):
     """A requested offset or time range is invalid; the message names the field and the fix."""

@@ -21,7 +21,7 @@ from onceflow import faults
 from onceflow.kafka.broker import LocalBroker
 from onceflow.kafka.producer import produce
 from onceflow.ledger import read_ledger
-from onceflow.spark.ingest import table_paths
+from onceflow.sinks import table_paths
 from tests.conftest import free_port_pair
 from tests.exactly_once import assert_exactly_once
 from tests.ingest_process import IngestProcess

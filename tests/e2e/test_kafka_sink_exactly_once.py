@@ -35,7 +35,7 @@ import pytest
 
 from onceflow import config
 from onceflow.kafka.producer import VALID, produce
-from onceflow.spark.sinks.kafka_ledger import read_kafka_ledger
+from onceflow.kafka.ledger import read_kafka_ledger
 from tests.exactly_once import assert_exactly_once
 from tests.kafka_helpers import consume_all
 from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_pipeline

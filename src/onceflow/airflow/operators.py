@@ -26,9 +26,10 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseBranchOperator, BaseOperator, BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from onceflow.airflow.hooks import PROBLEMS, OnceflowHook, reports_root
+from onceflow.airflow.hooks import OnceflowHook, reports_root
 from onceflow.airflow.links import AuditReportLink, report_url
 from onceflow.airflow.submit import submit_settings
+from onceflow.verdicts import PROBLEMS
 
 _EXIT_CODE = re.compile(r"Error code is: (\d+)")
 # seconds of stop_grace kept for the app's exit after its stop (status, checkpoint check, JVM exit; ~2 s measured)

@@ -16,8 +16,8 @@ from typing import Any, Sequence
 from airflow.sdk import BaseSensorOperator, timezone
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowRescheduleException
 
-from onceflow.airflow.hooks import ERROR, NOT_STARTED, TIMEOUT
 from onceflow.airflow.triggers import PipelineHealthTrigger, observe
+from onceflow.verdicts import Verdict
 
 
 def _optional_float(value: Any) -> float | None:
@@ -49,8 +49,8 @@ class PipelineHealthSensor(BaseSensorOperator):
         kwargs.setdefault("poke_interval", poll_interval)
         super().__init__(**kwargs)
         self.pipeline_file = pipeline_file
-        self.fire_on = list(fire_on)
-        self.fail_on = list(fail_on)
+        self.fire_on = [str(v) for v in fire_on]  # Verdict members, kept as plain strings for serialization
+        self.fail_on = [str(v) for v in fail_on]
         self.since = since
         self.start_grace = start_grace
         self.wait_timeout = wait_timeout
@@ -85,12 +85,12 @@ class PipelineHealthSensor(BaseSensorOperator):
         verdict = event.get("verdict")
         name = event.get("pipeline") or self.pipeline_file
         reasons = "; ".join(event.get("reasons") or []) or "no reasons given"
-        if verdict == ERROR:
+        if verdict == Verdict.ERROR:
             raise AirflowException(f"could not read pipeline {name}: {event.get('error')}")
-        if verdict == TIMEOUT:
+        if verdict == Verdict.TIMEOUT:
             raise AirflowException(f"{name}: no verdict in {self.fire_on} within {self.wait_timeout}s "
                                    f"(last verdict {event.get('last_verdict')}: {reasons})")
-        if verdict == NOT_STARTED:
+        if verdict == Verdict.NOT_STARTED:
             when = timezone.utcnow() + timedelta(seconds=max(self.poll_interval, 5))
             self.log.info("%s: no run has started since %s yet; checking again at %s", name, self.since, when)
             raise AirflowRescheduleException(when)

@@ -12,10 +12,8 @@ from rich.markup import escape
 
 from onceflow.cli.console import out, print_json
 from onceflow.config import DEFAULT_PIPELINE, load_pipeline
+from onceflow.verdicts import STYLES
 
-VERDICT_STYLE = {"healthy": "bold green", "lagging": "bold yellow", "stopped": "bold cyan",
-                 "not_started": "bold cyan", "stalled": "bold red", "dead": "bold red", "failed": "bold red",
-                 "broken": "bold red", "unknown": "bold magenta"}
 SHOW_BATCHES = 10  # newest batches listed by `checkpoint show`
 
 
@@ -110,7 +108,7 @@ def print_status(report: dict) -> None:
     out.print("job: " + "; ".join(bits), markup=False)
     for note in report["notes"]:
         out.print(f"[dim]note:[/dim] {escape(note)}", markup=True)
-    style = VERDICT_STYLE.get(report["verdict"], "bold")
+    style = STYLES.get(report["verdict"], "bold")
     out.print(f"[{style}]{report['verdict'].upper()}[/{style}] — " + escape("; ".join(report["reasons"])), markup=True)
 
 

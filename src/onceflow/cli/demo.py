@@ -65,7 +65,8 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
     from onceflow.kafka.consume import committed_counts
     from onceflow.kafka.producer import produce
     from onceflow.ledger import read_ledger
-    from onceflow.spark.ingest import run_ingest, table_paths
+    from onceflow.sinks import table_paths
+    from onceflow.spark.ingest import run_ingest
 
     log(f"producing {count} events to {pipeline.source.topic} (5% of transactions aborted, 1% of records malformed)")
     aggregates = pipeline.sinks.aggregates

@@ -77,7 +77,7 @@ def run_backfill(pipeline: Pipeline, start: dict[int, int], end: dict[int, int],
     """Write the records of [start, end) the tables lack; see the module doc."""
     from onceflow.ledger import read_ledger
     from onceflow.reconcile import first_offsets
-    from onceflow.spark.ingest import table_paths
+    from onceflow.sinks import table_paths
     from onceflow.status import AlreadyRunningError, RunLock
 
     lock = RunLock(pipeline.state_path)   # the tables must not move under the comparison

@@ -22,10 +22,11 @@ from pyspark.sql import functions as F
 
 from onceflow import faults, tables
 from onceflow.checkpoint import batch_offset_range
-from onceflow.config import DEFAULT_STOP_TIMEOUT, AggregateSink, Pipeline, TableSink, duration_seconds
+from onceflow.config import DEFAULT_STOP_TIMEOUT, AggregateSink, Pipeline, duration_seconds
 from onceflow.errors import OnceflowError, RecoveryError
 from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
-from onceflow.ledger import Ledger, LedgerEntry, read_ledger
+from onceflow.ledger import Ledger, LedgerEntry
+from onceflow.sinks import delta_sinks, read_ledgers, table_paths
 from onceflow.spark.kafka_read import kafka_options
 from onceflow.spark.listener import StatusListener
 from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
@@ -56,20 +57,6 @@ class IngestResult:
     stop: dict | None = None  # how a stop went: reason, requested_epoch, seconds, clean, held_batch
 
 
-def _table_sinks(pipeline: Pipeline) -> dict[str, TableSink]:
-    """Sink name → its settings, for every Delta sink the pipeline has."""
-    sinks = pipeline.sinks
-    out: dict[str, TableSink] = {"bronze": sinks.bronze, "quarantine": sinks.quarantine}
-    if sinks.aggregates is not None:
-        out["aggregates"] = sinks.aggregates
-    return out
-
-
-def table_paths(pipeline: Pipeline) -> dict[str, str]:
-    """Sink name → resolved Delta table path, for every Delta sink the pipeline has."""
-    return {name: pipeline.resolve(sink.path) for name, sink in _table_sinks(pipeline).items()}
-
-
 def table_ddls(pipeline: Pipeline) -> dict[str, str]:
     """Sink name → the DDL its Delta table is created with, derived from the declaration."""
     out = {"bronze": tables.bronze_ddl(pipeline.schema), "quarantine": tables.QUARANTINE_DDL}
@@ -81,7 +68,7 @@ def table_ddls(pipeline: Pipeline) -> dict[str, str]:
 def table_properties(pipeline: Pipeline) -> dict[str, dict[str, str]]:
     """Sink name → the Delta table properties its table is created with (only when created)."""
     out: dict[str, dict[str, str]] = {}
-    for name, sink in _table_sinks(pipeline).items():
+    for name, sink in delta_sinks(pipeline).items():
         out[name] = {tables.AUTO_COMPACT: "true"} if sink.auto_compact else {}
         if isinstance(sink, AggregateSink) and sink.deletion_vectors:
             out[name][tables.DELETION_VECTORS] = "true"
@@ -95,11 +82,6 @@ _WHY = {
     tables.AUTO_COMPACT: ("nothing merges the small files each batch adds, so reads and audits slow down as the "
                           "table grows", "auto_compact"),
 }
-
-
-def read_ledgers(pipeline: Pipeline) -> dict[str, Ledger]:
-    """Each Delta sink's ledger (and table properties): read once per run, under its run lock."""
-    return {name: read_ledger(path) for name, path in table_paths(pipeline).items()}
 
 
 def table_property_hints(pipeline: Pipeline, ledgers: dict[str, Ledger]) -> list[str]:
@@ -335,7 +317,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
     lock.acquire(run_id=run_id, mode=mode, pipeline=pipeline.name, stop_timeout=stop_timeout)
     started = time.monotonic()
     try:
-        ledgers = read_ledgers(pipeline)
+        ledgers = read_ledgers(pipeline, kafka=False)  # each Delta sink's, once per run, under the run lock
         identity = prepare_checkpoint(pipeline, ledgers)
         if spark is None:
             from onceflow.spark.session import build_session

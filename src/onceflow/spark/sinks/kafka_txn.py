@@ -33,7 +33,7 @@ from onceflow.config import KafkaSink
 from onceflow.errors import OnceflowError
 from onceflow.spark.sinks import faults
 from onceflow.spark.sinks.kafka_carry import Carry, after_generation
-from onceflow.spark.sinks.kafka_ledger import (LEDGER_TOPIC_CONFIG, KafkaLedger, KafkaLedgerRecord, LedgerReader,
+from onceflow.kafka.ledger import (LEDGER_TOPIC_CONFIG, KafkaLedger, KafkaLedgerRecord, LedgerReader,
                                                default_ledger_topic, ledger_key, ledger_partition,
                                                read_kafka_ledger)
 
