@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from onceflow.config import Pipeline, TableSink
-from onceflow.errors import OnceflowError, SinkError
+from onceflow.errors import LedgerReadError, OnceflowError, SinkError
 from onceflow.ledger import Ledger, read_ledger
 
 if TYPE_CHECKING:
@@ -55,14 +55,6 @@ def kafka_ledger(pipeline: Pipeline) -> KafkaLedger:
     if pipeline.sinks.kafka is None:
         raise SinkError(f"pipeline {pipeline.name!r} has no sinks.kafka section")
     return pipeline_kafka_ledger(pipeline)
-
-
-class LedgerReadError(SinkError):
-    """A sink's ledger cannot be read; `sink`, `where` and `cause` say which, where and why."""
-
-    def __init__(self, sink: str, where: str, cause: str):
-        super().__init__(f"the {sink} sink's ledger at {where} cannot be read ({cause})")
-        self.sink, self.where, self.cause = sink, where, cause
 
 
 def read_ledgers(pipeline: Pipeline, audit_order: bool = False, kafka: bool = True) -> dict[str, Ledger]:

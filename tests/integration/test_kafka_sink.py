@@ -19,7 +19,7 @@ from onceflow.kafka.admin import ensure_topic
 from onceflow.kafka.producer import VALID, produce
 from onceflow.spark.kafka_read import read_committed_batch
 from onceflow.spark.parse import bronze_rows, parse_events
-from onceflow.spark.sinks import faults
+from onceflow.faults import kafka_sink as faults
 from onceflow.kafka.ledger import KafkaLedgerRecord, read_kafka_ledger
 from onceflow.spark.sinks.kafka_txn import (SHARD, KafkaSinkError, KafkaTxnSink, transaction_timeout_ms,
                                             transactional_id, write_task)

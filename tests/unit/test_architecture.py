@@ -52,6 +52,20 @@ def test_no_module_imports_a_private_name_of_another():
     assert not found, "\n".join(found)
 
 
+def test_every_exception_class_lives_in_errors():
+    """One place to find what can go wrong (onceflow.errors); private helpers (`_Name`) excepted."""
+    found = []
+    for path in sorted((SRC / "onceflow").rglob("*.py")):
+        if path.name == "errors.py" and path.parent.name == "onceflow":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and any(
+                    (b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")).endswith(("Error", "Exception"))
+                    for b in node.bases):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: class {node.name}")
+    assert not found, "\n".join(found)
+
+
 def test_thin_shells_import_only_entry_points():
     """spark_apps/, dags/ and plugins/ are shells over onceflow.cli and onceflow.airflow."""
     found = []

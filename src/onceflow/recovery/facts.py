@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from onceflow import sinks
 from onceflow.checkpoint import Checkpoint, read_checkpoint
 from onceflow.config import Pipeline
-from onceflow.errors import OnceflowError, RecoveryError
+from onceflow.errors import LedgerReadError, OnceflowError, RecoveryError
 from onceflow.generation import CheckpointIdentity, read_identity
 from onceflow.ledger import Ledger
 from onceflow.status import FINAL, RunLock, StatusLog
@@ -70,7 +70,7 @@ def read_ledgers(pipeline: Pipeline) -> dict[str, Ledger]:
     damaged one)."""
     try:
         return sinks.read_ledgers(pipeline)
-    except sinks.LedgerReadError as exc:
+    except LedgerReadError as exc:
         if exc.sink == sinks.KAFKA:
             raise RecoveryError(f"the Kafka sink's ledger cannot be read ({exc.cause}); recovery needs every sink "
                                 "ledger. Fix: make the sink's brokers reachable, then run `onceflow recover` "

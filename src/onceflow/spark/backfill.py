@@ -23,13 +23,9 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from onceflow.config import Pipeline
-from onceflow.errors import OnceflowError
+from onceflow.errors import BackfillError
 
 BACKFILL_BATCH_ID = -1  # the _batch_id of re-written rows: no micro-batch wrote them
-
-
-class BackfillError(OnceflowError):
-    """A backfill range that cannot be processed; the message names the fix."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from onceflow import faults, tables
 from onceflow.checkpoint import batch_offset_range
 from onceflow.config import DEFAULT_STOP_TIMEOUT, AggregateSink, Pipeline, duration_seconds
-from onceflow.errors import OnceflowError, RecoveryError
+from onceflow.errors import IngestError, OnceflowError, RecoveryError
 from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
 from onceflow.ledger import Ledger, LedgerEntry
 from onceflow.sinks import delta_sinks, read_ledgers, table_paths
@@ -38,10 +38,6 @@ from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, 
 
 CONTINUOUS, AVAILABLE_NOW = "continuous", "available-now"
 MODES = (CONTINUOUS, AVAILABLE_NOW)
-
-
-class IngestError(OnceflowError):
-    """The streaming query failed; the message carries Spark's reason."""
 
 
 @dataclass

@@ -30,8 +30,8 @@ from typing import Iterable, Iterator
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from onceflow.config import KafkaSink
-from onceflow.errors import OnceflowError
-from onceflow.spark.sinks import faults
+from onceflow.errors import KafkaSinkError
+from onceflow.faults import kafka_sink as faults
 from onceflow.spark.sinks.kafka_carry import Carry, after_generation
 from onceflow.kafka.ledger import (LEDGER_TOPIC_CONFIG, KafkaLedger, KafkaLedgerRecord, LedgerReader,
                                                default_ledger_topic, ledger_key, ledger_partition,
@@ -44,10 +44,6 @@ TRIGGERS_PER_TXN_TIMEOUT = 10
 SHARD = "_onceflow_task"
 RESULT_DDL = "task INT, status STRING, rows LONG, attempts INT, seconds DOUBLE"
 _ERROR_MARK = "KafkaSinkError: "
-
-
-class KafkaSinkError(OnceflowError):
-    """The transactional Kafka sink could not commit a batch; the message says which task and why."""
 
 
 def transactional_id(pipeline: str, generation: int, task: int) -> str:
