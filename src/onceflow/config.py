@@ -84,6 +84,15 @@ class AggregateSink(TableSink, AggregatesSpec):
         duration_seconds(v)
         return v
 
+    # the durations in seconds, parsed here once (the text stays: Spark SQL reads it as written)
+    @property
+    def window_seconds(self) -> float:
+        return duration_seconds(self.window)
+
+    @property
+    def watermark_seconds(self) -> float:
+        return duration_seconds(self.watermark)
+
 
 class KafkaSink(_Model):
     """Transactional, exactly-once Kafka output (see docs/kafka-sink.md)."""
@@ -113,6 +122,11 @@ class Trigger(_Model):
     def _duration(cls, v: str) -> str:
         duration_seconds(v)
         return v
+
+    @property
+    def seconds(self) -> float:
+        """processing_time in seconds (the text stays: Spark's trigger takes it as written)."""
+        return duration_seconds(self.processing_time)
 
 
 class Health(_Model):

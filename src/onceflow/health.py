@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from onceflow.checkpoint import COMMITS, Checkpoint, read_checkpoint
-from onceflow.config import Pipeline, duration_seconds
+from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError
 from onceflow.status import FAILED, FINAL, IDLE, PROGRESS, STARTED, RunLock, StatusLog, ended
 from onceflow.verdicts import EXIT_CODES, Verdict
@@ -252,7 +252,7 @@ def pipeline_health(pipeline: Pipeline, *, now: float | None = None,
     """The pipeline's health report (see module doc). Never raises for what it finds:
     an unreachable Kafka or a damaged file becomes part of the report."""
     now = time.time() if now is None else now
-    trigger_seconds = duration_seconds(pipeline.trigger.processing_time)
+    trigger_seconds = pipeline.trigger.seconds
     h = pipeline.health
     thresholds = {"max_lag": h.max_lag, "stalled_after_triggers": h.stalled_after_triggers,
                   "trigger_seconds": trigger_seconds,

@@ -23,8 +23,8 @@ from onceflow import config
 from onceflow.airflow.hooks import pipelines_dir
 from onceflow.airflow.operators import (AuditOperator, IngestOperator, InvalidPipelineOperator,
                                         RecoveryMarkerOperator, RecoveryOperator, RouteOnVerdictOperator,
-                                        StopRunningOperator, StreamGuardSensor)
-from onceflow.airflow.sensors import PipelineHealthSensor
+                                        StopRunningOperator)
+from onceflow.airflow.sensors import PipelineHealthSensor, StreamGuardSensor
 from onceflow.config import Pipeline
 from onceflow.errors import ConfigError
 from onceflow.verdicts import PROBLEMS, Verdict

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from onceflow import faults, tables
 from onceflow.checkpoint import batch_offset_range
-from onceflow.config import DEFAULT_STOP_TIMEOUT, AggregateSink, Pipeline, duration_seconds
+from onceflow.config import DEFAULT_STOP_TIMEOUT, AggregateSink, Pipeline
 from onceflow.errors import IngestError, OnceflowError, RecoveryError
 from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
 from onceflow.ledger import Ledger, LedgerEntry
@@ -146,7 +146,7 @@ class BatchWriter:
         self.topic = pipeline.source.topic
         self.schema_json = pipeline.schema.model_dump_json()
         agg = pipeline.sinks.aggregates
-        self.watermark_delay = timedelta(seconds=duration_seconds(agg.watermark)) if agg else None
+        self.watermark_delay = timedelta(seconds=agg.watermark_seconds) if agg else None
         self.watermark: datetime | None = _last_watermark(ledgers["aggregates"]) if agg else None
 
     def ensure_tables(self, ledgers: dict[str, Ledger], log=lambda msg: None) -> None:
@@ -234,7 +234,7 @@ class BatchWriter:
         if stats["aggregates"]:
             aggs, schema = self.pipeline.sinks.aggregates, self.pipeline.schema
             delta.merge_aggregates(self.spark, path, delta.batch_aggregates(bronze, schema, aggs, aggs.window), aggs,
-                                   entry, window_floor(stats["min_time"], duration_seconds(aggs.window)))
+                                   entry, window_floor(stats["min_time"], aggs.window_seconds))
         else:  # no rows to merge: an empty commit keeps the ledger contiguous
             delta.append(delta.empty(self.spark, table_ddls(self.pipeline)["aggregates"]), path, entry)
 
@@ -275,7 +275,7 @@ def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIde
     if mode == AVAILABLE_NOW:
         return query.trigger(availableNow=True)
     # Spark's interval parser knows "milliseconds" but not every unit the config accepts ("ms")
-    millis = round(duration_seconds(pipeline.trigger.processing_time) * 1000)
+    millis = round(pipeline.trigger.seconds * 1000)
     return query.trigger(processingTime=f"{millis} milliseconds")
 
 
@@ -336,11 +336,11 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
             gate.query = query
             status.append(STARTED, run_id=run_id, query_id=str(query.id), pid=os.getpid(),
                           mode=mode, generation=identity.generation,
-                          trigger_seconds=duration_seconds(pipeline.trigger.processing_time))
+                          trigger_seconds=pipeline.trigger.seconds)
             log(f"{pipeline.name}: query {query.id} started ({mode}, generation {identity.generation})")
             for hint in table_property_hints(pipeline, ledgers):
                 log(f"{pipeline.name}: {hint}")
-            trigger = duration_seconds(pipeline.trigger.processing_time) if mode == CONTINUOUS else None
+            trigger = pipeline.trigger.seconds if mode == CONTINUOUS else None
             final, error, stopped = _supervise(query, listener, request, gate, mode, until_idle, max_seconds,
                                                trigger, stop_timeout, log)
             if final == STOPPED and gate.held is not None and not query.isActive:
