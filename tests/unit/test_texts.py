@@ -63,7 +63,7 @@ def test_the_total_row_sums_what_is_known_and_is_left_out_when_nothing_is(pipeli
 
 
 def test_recovery_hints_name_the_real_dag_and_command():
-    from tests.unit.test_recovery_plan import B, all_sinks, checkpoint, decide, facts
+    from tests.unit.recovery.test_plan import B, all_sinks, checkpoint, decide, facts
 
     plan = decide(facts(checkpoint(B, 2), all_sinks()))
     assert "<" not in plan.next_step
