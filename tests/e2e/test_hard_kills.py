@@ -22,7 +22,7 @@ from onceflow.kafka.broker import LocalBroker
 from onceflow.kafka.producer import produce
 from onceflow.ledger import read_ledger
 from onceflow.sinks import table_paths
-from tests.conftest import free_port_pair
+from onceflow.kafka.broker import free_port_pair
 from tests.exactly_once import assert_exactly_once
 from tests.ingest_process import IngestProcess
 from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file

@@ -81,6 +81,16 @@ def test_thin_shells_import_only_entry_points():
     assert not found, "\n".join(found)
 
 
+def test_benchmarks_do_not_import_the_test_fixtures():
+    """benchmarks/ run without pytest: nothing from tests/conftest.py (its helpers live in src)."""
+    found = []
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests.conftest"):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: from {node.module} import ...")
+    assert not found, "\n".join(found)
+
+
 # module -> packages it must not pull in, even transitively; then what it does after importing
 NO_SPARK = ("pyspark", "py4j", "delta", "onceflow.spark")
 PARSE_BACKFILL = ("from onceflow.cli import build_parser; build_parser().parse_args(['backfill', "
