@@ -96,9 +96,8 @@ def main() -> int:
     state.mkdir(parents=True, exist_ok=True)
     os.environ["ONCEFLOW_HOME"] = str(state)
     from onceflow import config
-    from onceflow.kafka.broker import LocalBroker
+    from onceflow.kafka.broker import LocalBroker, free_port_pair
     from onceflow.spark.session import build_session
-    from tests.conftest import free_port_pair
     from tests.pipeline_helpers import write_pipeline
 
     port_file = state / "broker.port"

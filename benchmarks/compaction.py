@@ -45,7 +45,8 @@ def measure(spark, pipeline) -> dict:
     from pyspark.sql import functions as F
 
     from onceflow.ledger import read_ledger
-    from onceflow.spark.ingest import run_ingest, table_paths
+    from onceflow.sinks import table_paths
+    from onceflow.spark.ingest import run_ingest
     from onceflow.status import StatusLog
 
     started = time.monotonic()

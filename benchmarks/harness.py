@@ -27,7 +27,7 @@ def scratch_broker(prefix: str, timeout: float = 120) -> Iterator[tuple[Path, ob
     """A fresh temp folder (its `home` is ONCEFLOW_HOME) and a KRaft broker of its own
     in it, stopped at the end; yields (folder, broker)."""
     from onceflow.kafka.broker import LocalBroker
-    from tests.conftest import free_port_pair
+    from onceflow.kafka.broker import free_port_pair
 
     work = Path(tempfile.mkdtemp(prefix=prefix))
     os.environ["ONCEFLOW_HOME"] = str(work / "home")

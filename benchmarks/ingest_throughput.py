@@ -83,7 +83,7 @@ def run_plain_parquet(spark, pipeline, folder: Path) -> float:
 def merge_rows_copied(pipeline) -> int:
     """Rows the aggregates MERGEs copied unchanged into new files, over the whole run: 0 with
     deletion vectors; with plain rewrites it grows with the table, batch after batch."""
-    from onceflow.spark.ingest import table_paths
+    from onceflow.sinks import table_paths
     from tests.pipeline_helpers import merge_metrics
 
     return sum(int(m.get("numTargetRowsCopied", 0)) for m in merge_metrics(table_paths(pipeline)["aggregates"]))
@@ -106,7 +106,7 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
 
     from onceflow.kafka.producer import produce
     from onceflow.ledger import read_ledger
-    from onceflow.spark.ingest import table_paths
+    from onceflow.sinks import table_paths
     from tests.pipeline_helpers import PAYMENTS_SCHEMA
     from tests.ingest_process import IngestProcess
 

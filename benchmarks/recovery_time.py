@@ -159,7 +159,7 @@ def check_exactly_once(pipeline, bootstrap: str) -> dict:
     """Catch up (available-now), then compare the tables with a read_committed consumer."""
     from deltalake import DeltaTable
 
-    from onceflow.spark.ingest import table_paths
+    from onceflow.sinks import table_paths
     from tests.kafka_helpers import consume_all
 
     try:
@@ -193,9 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     import yaml
 
     from onceflow import config
-    from onceflow.kafka.broker import LocalBroker
+    from onceflow.kafka.broker import LocalBroker, free_port_pair
     from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA_BODY
-    from tests.conftest import free_port_pair
 
     broker = LocalBroker(home=home / "broker", port=free_port_pair())
     producer = None

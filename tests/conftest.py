@@ -7,7 +7,6 @@ everything else a test makes lives under pytest's temp dirs.
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -15,22 +14,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
 os.environ.setdefault("ONCEFLOW_PROJECT", str(ROOT))
-
-
-def free_port_pair() -> int:
-    """A port p such that p and p+1 are both free (client + controller)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port < 65000:
-            try:
-                with socket.socket() as s2:
-                    s2.bind(("127.0.0.1", port + 1))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no free port pair")
 
 
 @pytest.fixture(scope="session")
@@ -51,7 +34,7 @@ def state_home(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def broker(jars, state_home):
     """One real Kafka broker for the session."""
-    from onceflow.kafka.broker import LocalBroker
+    from onceflow.kafka.broker import LocalBroker, free_port_pair
 
     b = LocalBroker(home=state_home / "session-broker", port=free_port_pair())
     b.start(timeout=120)

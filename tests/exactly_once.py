@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 
 from onceflow.config import Pipeline, duration_seconds
 from onceflow.kafka.producer import VALID
-from onceflow.spark.ingest import table_paths
+from onceflow.sinks import table_paths
 from onceflow.tables import aggregate_key
 from tests.kafka_helpers import consume_all
 

@@ -84,6 +84,15 @@ class AggregateSink(TableSink, AggregatesSpec):
         duration_seconds(v)
         return v
 
+    # the durations in seconds, parsed here once (the text stays: Spark SQL reads it as written)
+    @property
+    def window_seconds(self) -> float:
+        return duration_seconds(self.window)
+
+    @property
+    def watermark_seconds(self) -> float:
+        return duration_seconds(self.watermark)
+
 
 class KafkaSink(_Model):
     """Transactional, exactly-once Kafka output (see docs/kafka-sink.md)."""
@@ -113,6 +122,11 @@ class Trigger(_Model):
     def _duration(cls, v: str) -> str:
         duration_seconds(v)
         return v
+
+    @property
+    def seconds(self) -> float:
+        """processing_time in seconds (the text stays: Spark's trigger takes it as written)."""
+        return duration_seconds(self.processing_time)
 
 
 class Health(_Model):
@@ -224,6 +238,11 @@ def load(path: str | Path, env: dict[str, str] | None = None) -> Pipeline:
 
 def load_all(folder: str | Path) -> list[Pipeline]:
     return [load(p) for p in sorted(Path(folder).glob("*.yaml"))]
+
+
+# how long a stop may wait for the batch in flight (seconds from the request): one large batch on a small
+# machine, and some; here, not in onceflow.spark.stop, so the CLI and the Airflow hooks read it without Spark
+DEFAULT_STOP_TIMEOUT = 120.0
 
 
 # -- finding a pipeline by name or path ------------------------------------------------

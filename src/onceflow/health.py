@@ -16,14 +16,11 @@ from pathlib import Path
 from typing import Callable
 
 from onceflow.checkpoint import COMMITS, Checkpoint, read_checkpoint
-from onceflow.config import Pipeline, duration_seconds
+from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError
 from onceflow.status import FAILED, FINAL, IDLE, PROGRESS, STARTED, RunLock, StatusLog, ended
+from onceflow.verdicts import EXIT_CODES, Verdict
 
-HEALTHY, LAGGING, STALLED, DEAD, FAILED_V, BROKEN = "healthy", "lagging", "stalled", "dead", "failed", "broken"
-STOPPED_V, NOT_STARTED, UNKNOWN = "stopped", "not_started", "unknown"
-EXIT_CODES: dict[str, int] = {HEALTHY: 0, LAGGING: 0, STOPPED_V: 0, NOT_STARTED: 0,
-                              STALLED: 1, DEAD: 1, FAILED_V: 1, BROKEN: 2, UNKNOWN: 2}
 RATE_WINDOW = 20  # progress events the commit rate and batch duration are averaged over
 KAFKA_TIMEOUT = 5.0  # seconds; a trigger polls often, a dead broker must not hold it long
 
@@ -109,19 +106,12 @@ def _kafka_facts(pipeline: Pipeline, position: dict[int, int] | None, fresh: boo
 
 def _sink_facts(pipeline: Pipeline) -> dict:
     """Each Delta sink's ledger: the last batch it holds (the sink's own account)."""
-    from onceflow.ledger import read_ledger
+    from onceflow.sinks import read_each_ledger
 
-    sinks = {"bronze": pipeline.sinks.bronze, "quarantine": pipeline.sinks.quarantine,
-             "aggregates": pipeline.sinks.aggregates}
     out = {}
-    for name, sink in sinks.items():
-        if sink is None:
-            continue
-        path = pipeline.resolve(sink.path)
-        try:
-            ledger = read_ledger(path)
-        except Exception as exc:  # a damaged Delta log: report, keep checking the rest
-            out[name] = {"path": path, "exists": None, "error": f"{type(exc).__name__}: {exc}"}
+    for name, (path, ledger, error) in read_each_ledger(pipeline).items():
+        if ledger is None:  # a damaged Delta log: report, keep checking the rest
+            out[name] = {"path": path, "exists": None, "error": error}
             continue
         last = ledger.last
         out[name] = {"path": path, "exists": ledger.exists, "error": None, "entries": len(ledger.entries),
@@ -182,28 +172,29 @@ def _parse_iso(text: str | None) -> float | None:
 
 
 # -- the verdict --------------------------------------------------------------------
-def decide(report: dict, now: float) -> tuple[str, list[str]]:
+def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
     """The verdict and why, from the gathered facts (pure: no I/O). Rules in order, first match wins."""
     th, ck, run, lag = report["thresholds"], report["checkpoint"], report["run"], report["lag"]
     reasons: list[str] = []
     if ck.get("error"):
-        return UNKNOWN, [f"could not read the checkpoint: {ck['error']}"]
+        return Verdict.UNKNOWN, [f"could not read the checkpoint: {ck['error']}"]
     if ck["exists"] and not ck["empty"] and ck["unusable_reasons"]:
-        return BROKEN, ["checkpoint is unusable: " + r for r in ck["unusable_reasons"]]
+        return Verdict.BROKEN, ["checkpoint is unusable: " + r for r in ck["unusable_reasons"]]
     no_checkpoint = not ck["exists"] or ck["empty"]
     if not run["running"]:
         final = run["final"]
         if run["events"] == 0:
             if no_checkpoint:
-                return NOT_STARTED, ["no checkpoint and no run recorded in the status log; the job does not run"]
-            return STOPPED_V, [f"not running; the checkpoint holds batches up to {ck['last_committed']} "
+                return Verdict.NOT_STARTED, ["no checkpoint and no run recorded in the status log; the job does not "
+                                             "run"]
+            return Verdict.STOPPED, [f"not running; the checkpoint holds batches up to {ck['last_committed']} "
                                "but the status log records no run"]
         if final is None:
-            return DEAD, [f"the last run ({run['run_id']}) has no final event and no process holds the run "
+            return Verdict.DEAD, [f"the last run ({run['run_id']}) has no final event and no process holds the run "
                           "lock: the job died (killed or crashed) without stopping"]
         if final["status"] == FAILED:
-            return FAILED_V, [f"the last run failed at {final['time']}: {final['error']}"]
-        return STOPPED_V, [f"not running; the last run {ended(final['status'])} at {final['time']}"]
+            return Verdict.FAILED, [f"the last run failed at {final['time']}: {final['error']}"]
+        return Verdict.STOPPED, [f"not running; the last run {ended(final['status'])} at {final['time']}"]
 
     # running: the lock is held. If the newest run in the log already ended, the
     # holder is a new run that has not logged `started` yet: only the lock's time counts.
@@ -213,26 +204,26 @@ def decide(report: dict, now: float) -> tuple[str, list[str]]:
     alive_since = beat or started_epoch or run["_holder_epoch"]
     if alive_since is not None and now - alive_since > th["dead_after_seconds"]:
         what = "heartbeat (progress or idle event)" if beat is not None else "sign of life since the lock was taken"
-        return DEAD, [f"the run lock is held (pid {(run['holder'] or {}).get('pid')}) but the last {what} is "
+        return Verdict.DEAD, [f"the run lock is held (pid {(run['holder'] or {}).get('pid')}) but the last {what} is "
                       f"{now - alive_since:.0f}s old, more than dead_after_seconds={th['dead_after_seconds']:g}: "
                       "the job hangs"]
     if lag["total"] is None:
         why = report["kafka"]["error"] or "the query's position in the topic is not known yet"
-        return UNKNOWN, [f"the job runs, but its lag cannot be measured: {why}"]
+        return Verdict.UNKNOWN, [f"the job runs, but its lag cannot be measured: {why}"]
     progress_epoch = None if starting else run["_progress_epoch"]
     commit_epoch = max([e for e in (progress_epoch, ck.get("_commit_epoch")) if e is not None], default=None)
     run_start = run["_holder_epoch"] if starting else started_epoch
     since = max([e for e in (commit_epoch, run_start) if e is not None], default=now)
     quiet = now - since
     if lag["total"] > 0 and quiet > th["stalled_after_seconds"]:
-        return STALLED, [f"lag is {lag['total']} but no batch committed for {quiet:.0f}s, more than "
+        return Verdict.STALLED, [f"lag is {lag['total']} but no batch committed for {quiet:.0f}s, more than "
                          f"{th['stalled_after_triggers']} triggers × {th['trigger_seconds']:g}s"]
     if lag["total"] > th["max_lag"]:
-        return LAGGING, [f"lag {lag['total']} is above max_lag={th['max_lag']}; batches still commit "
+        return Verdict.LAGGING, [f"lag {lag['total']} is above max_lag={th['max_lag']}; batches still commit "
                          f"(last {quiet:.0f}s ago)"]
     reasons.append(f"running; lag {lag['total']} ≤ max_lag={th['max_lag']}"
                    + (f"; last commit {quiet:.0f}s ago" if commit_epoch else "; nothing committed yet"))
-    return HEALTHY, reasons
+    return Verdict.HEALTHY, reasons
 
 
 def _notes(report: dict) -> list[str]:
@@ -261,7 +252,7 @@ def pipeline_health(pipeline: Pipeline, *, now: float | None = None,
     """The pipeline's health report (see module doc). Never raises for what it finds:
     an unreachable Kafka or a damaged file becomes part of the report."""
     now = time.time() if now is None else now
-    trigger_seconds = duration_seconds(pipeline.trigger.processing_time)
+    trigger_seconds = pipeline.trigger.seconds
     h = pipeline.health
     thresholds = {"max_lag": h.max_lag, "stalled_after_triggers": h.stalled_after_triggers,
                   "trigger_seconds": trigger_seconds,
@@ -288,8 +279,8 @@ def pipeline_health(pipeline: Pipeline, *, now: float | None = None,
         "sinks": _sink_facts(pipeline),
         "run": _run_facts(pipeline, now),
     }
-    verdict, reasons = decide(report, now)
-    report.update(verdict=verdict, exit_code=EXIT_CODES[verdict], reasons=reasons, notes=_notes(report))
+    verdict, reasons = verdict_of(report, now)
+    report.update(verdict=str(verdict), exit_code=EXIT_CODES[verdict], reasons=reasons, notes=_notes(report))
     for section in (report["checkpoint"], report["run"]):  # internal epochs: not part of the schema
         for key in [k for k in section if k.startswith("_")]:
             del section[key]

@@ -7,7 +7,8 @@ Each of the four tells how far the pipeline got, independently:
 - each sink's ledger (Delta commit metadata) says which batches that table holds;
 - the sink rows carry their Kafka coordinates (`_topic, _partition, _offset`).
 
-This module reads the *committed point* once, at the start (`plan`), so an audit
+This module reads the *committed point* once, at the start (`committed_point`; the
+reader of the four ledgers is `onceflow.sinks.read_committed_point`), so an audit
 of a running stream judges one consistent prefix, and then compares rows and
 aggregates with Spark (`reconcile_rows`, `reconcile_aggregates`). Every check
 comes back as a `Check` with expected/observed values and the offending offsets.
@@ -201,7 +202,7 @@ def _entry_key(e: LedgerEntry) -> tuple:
     return (e.kind, e.generation, e.batch_id, tuple(sorted(e.start.items())), tuple(sorted(e.end.items())))
 
 
-def plan(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode: str = "full",
+def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode: str = "full",
          watermark: dict | None = None, earliest: dict[int, int] | None = None,
          checkpoint_generation: int | None = None, running: bool = False) -> CommittedPoint:
     """Fix the committed point and the ranges to audit; list every disagreement.

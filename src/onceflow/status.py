@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Iterator
 
-from onceflow.errors import OnceflowError
+from onceflow.errors import AlreadyRunningError
 
 STARTED, PROGRESS, IDLE, FINAL = "started", "progress", "idle", "final"
 FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
@@ -31,10 +31,6 @@ ENDED = {FINISHED: "finished", STOPPED: "was stopped (at a batch boundary)", FAI
 def ended(status: str | None) -> str:
     """'finished' / 'was stopped (at a batch boundary)' / 'failed'; anything else as 'ended <status>'."""
     return ENDED.get(status or "", f"ended {status}")
-
-
-class AlreadyRunningError(OnceflowError):
-    """Another process already runs this pipeline's query."""
 
 
 def now_iso() -> str:

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
     from onceflow.spark.session import build_session
-    from onceflow.spark.sinks import faults
+    from onceflow.faults import kafka_sink as faults
 
     fault = faults.from_env()
     # the payments example's declared event (this job stands in for what a user would write by hand)

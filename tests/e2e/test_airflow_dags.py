@@ -109,7 +109,7 @@ def test_batch_dag_ingests_and_audits_green(flow):
 
 def test_backfill_over_an_ingested_range_adds_nothing(flow):
     from onceflow.ledger import read_ledger
-    from onceflow.spark.ingest import table_paths
+    from onceflow.sinks import table_paths
 
     paths = table_paths(flow["pipeline"])
     before = {sink: len(read_ledger(path).entries) + len(read_ledger(path).foreign_commits)

@@ -56,10 +56,10 @@ from onceflow.kafka.admin import watermarks
 from onceflow.kafka.broker import LocalBroker
 from onceflow.kafka.producer import VALID, produce
 from onceflow.ledger import read_ledger
-from onceflow.spark.ingest import table_paths
-from onceflow.spark.sinks.faults import ENV_FAULT as KAFKA_FAULT, ENV_KILL_PGID
-from onceflow.spark.sinks.kafka_ledger import read_kafka_ledger
-from tests.conftest import free_port_pair
+from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT, ENV_KILL_PGID
+from onceflow.kafka.broker import free_port_pair
+from onceflow.kafka.ledger import read_kafka_ledger
+from onceflow.sinks import table_paths
 from tests.exactly_once import assert_exactly_once
 from tests.ingest_process import IngestProcess
 from tests.kafka_helpers import consume_all
@@ -71,7 +71,7 @@ pytestmark = pytest.mark.e2e
 EVENTS, PARTITIONS = 52_000, 4
 TASKS = 4  # the Kafka sink's task partitions
 SEED = 20261122
-# the Kafka sink's own windows (src/onceflow/spark/sinks/faults.py), each aimed at the next batch
+# the Kafka sink's own windows (src/onceflow/faults/kafka_sink.py), each aimed at the next batch
 KAFKA_WINDOWS = ("crash_after_tasks:2", "crash_after_write")
 RANDOM_KILLS = 3
 

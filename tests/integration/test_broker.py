@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from onceflow.errors import BrokerError
 from onceflow.kafka.admin import ensure_topic, partitions_of
 from onceflow.kafka.broker import LocalBroker
-from tests.conftest import free_port_pair
+from onceflow.kafka.broker import free_port_pair
 
 pytestmark = pytest.mark.integration
 

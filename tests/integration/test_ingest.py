@@ -15,7 +15,8 @@ from onceflow.kafka.admin import watermarks
 from onceflow.kafka.producer import VALID, produce
 from onceflow.ledger import read_ledger
 from onceflow.schema.generate import Generator
-from onceflow.spark.ingest import read_ledgers, run_ingest, table_paths, table_property_hints
+from onceflow.sinks import read_ledgers, table_paths
+from onceflow.spark.ingest import run_ingest, table_property_hints
 from onceflow.spark.session import COMPACT_MIN_FILE_BYTES
 from onceflow.status import StatusLog
 from tests.exactly_once import assert_exactly_once

@@ -19,8 +19,8 @@ from onceflow.kafka.admin import ensure_topic
 from onceflow.kafka.producer import VALID, produce
 from onceflow.spark.kafka_read import read_committed_batch
 from onceflow.spark.parse import bronze_rows, parse_events
-from onceflow.spark.sinks import faults
-from onceflow.spark.sinks.kafka_ledger import KafkaLedgerRecord, read_kafka_ledger
+from onceflow.faults import kafka_sink as faults
+from onceflow.kafka.ledger import KafkaLedgerRecord, read_kafka_ledger
 from onceflow.spark.sinks.kafka_txn import (SHARD, KafkaSinkError, KafkaTxnSink, transaction_timeout_ms,
                                             transactional_id, write_task)
 from tests.kafka_helpers import consume_all
@@ -278,7 +278,7 @@ def test_a_new_generation_skips_what_the_previous_one_delivered(broker, source):
 
 def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_path):
     from onceflow.reconcile import PASSED
-    from onceflow.spark.sinks.kafka_audit import output_checks
+    from onceflow.audit.kafka_output import output_checks
     from tests.pipeline_helpers import load_pipeline
 
     pipeline = load_pipeline(tmp_path, broker.bootstrap, source["topic"], name="ks_audit",

@@ -37,7 +37,8 @@ from onceflow.recovery import plan_recovery, recover
 from onceflow.recovery.plan import (AHEAD, CORRUPT, DEAD_QUERY, LEFTOVERS, MISSING, NEW_GENERATION, NOTHING, REFUSE,
                                     RESTART, RETENTION, SINKS_DISAGREE, STOPPED)
 from onceflow.recovery.record import list_records, read_record
-from onceflow.spark.ingest import run_ingest, table_paths
+from onceflow.sinks import table_paths
+from onceflow.spark.ingest import run_ingest
 from onceflow.status import RunLock
 from tests.exactly_once import assert_exactly_once
 from tests.kafka_helpers import consume_all

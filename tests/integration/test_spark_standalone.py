@@ -32,7 +32,7 @@ from onceflow import config
 from onceflow.kafka.admin import watermarks
 from onceflow.kafka.producer import produce
 from onceflow.ledger import read_ledger
-from onceflow.spark.ingest import table_paths
+from onceflow.sinks import table_paths
 from tests.exactly_once import _rows, assert_exactly_once
 from tests.kafka_helpers import consume_all
 from tests.pipeline_helpers import PAYMENTS_SCHEMA

@@ -26,7 +26,8 @@ from onceflow.audit.run import run_audit
 from onceflow.errors import ConfigError
 from onceflow.kafka.admin import ensure_topic
 from onceflow.ledger import read_ledger
-from onceflow.spark.ingest import run_ingest, table_paths
+from onceflow.sinks import table_paths
+from onceflow.spark.ingest import run_ingest
 from tests.integration.test_validation import MALFORMED, SCHEMA, VALID
 from tests.pipeline_helpers import write_pipeline
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 
 from onceflow.audit import report
-from onceflow.audit.cli import note_lines
+from onceflow.cli.audit import note_lines
 from onceflow.audit.html import check_group, chart_data, render, write_page
 from onceflow.status import StatusLog
 from onceflow.web import STATIC, batch_series

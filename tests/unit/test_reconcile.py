@@ -18,7 +18,8 @@ from onceflow.audit.html import render
 from onceflow.checkpoint import read_checkpoint
 from onceflow.errors import AuditError
 from onceflow.ledger import LOSS, Ledger, LedgerEntry
-from onceflow.reconcile import FAILED, PASSED, agreement_checks, jsonable, offset_ranges, plan
+from onceflow.reconcile import FAILED, PASSED, agreement_checks, jsonable, offset_ranges
+from onceflow.reconcile import committed_point as plan
 
 TOPIC = "payments"
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 
 from onceflow import config
-from onceflow.checkpoint_cli import print_status
-from onceflow.cli import main, out
+from onceflow.cli.checkpoint import print_status
+from onceflow.cli import main
 from onceflow.errors import ConfigError
 from onceflow.status import ended
-from tests.unit.test_health import check, committed_checkpoint, kafka, pipeline, started, status, unreachable  # noqa: F401
+from tests.unit import test_health
+from tests.unit.test_health import check, committed_checkpoint, kafka, started, status, unreachable  # noqa: F401
+
+pipeline = test_health.pipeline  # the fixture, shared
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,7 +63,7 @@ def test_the_total_row_sums_what_is_known_and_is_left_out_when_nothing_is(pipeli
 
 
 def test_recovery_hints_name_the_real_dag_and_command():
-    from tests.unit.test_recovery_plan import B, all_sinks, checkpoint, decide, facts
+    from tests.unit.recovery.test_plan import B, all_sinks, checkpoint, decide, facts
 
     plan = decide(facts(checkpoint(B, 2), all_sinks()))
     assert "<" not in plan.next_step

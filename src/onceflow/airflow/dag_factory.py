@@ -20,13 +20,14 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, Asset, Param
 
 from onceflow import config
-from onceflow.airflow.hooks import HEALTHY, PROBLEMS, STOPPED, pipelines_dir
+from onceflow.airflow.hooks import pipelines_dir
 from onceflow.airflow.operators import (AuditOperator, IngestOperator, InvalidPipelineOperator,
                                         RecoveryMarkerOperator, RecoveryOperator, RouteOnVerdictOperator,
-                                        StopRunningOperator, StreamGuardSensor)
-from onceflow.airflow.sensors import PipelineHealthSensor
+                                        StopRunningOperator)
+from onceflow.airflow.sensors import PipelineHealthSensor, StreamGuardSensor
 from onceflow.config import Pipeline
 from onceflow.errors import ConfigError
+from onceflow.verdicts import PROBLEMS, Verdict
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 MAX_WINDOW_SECONDS = 4 * 3600
@@ -86,11 +87,12 @@ follow its commits. A stalled, dead, failed or broken verdict triggers `{pipelin
             execution_timeout=timedelta(seconds=MAX_WINDOW_SECONDS + 900),
             doc_md="spark-submit of the ingest app, continuous, bounded by `window_seconds`.")
         wait_healthy = PipelineHealthSensor(
-            task_id="wait_healthy", pipeline_file=file, fire_on=[HEALTHY, STOPPED, *PROBLEMS], since=since,
+            task_id="wait_healthy", pipeline_file=file, fire_on=[Verdict.HEALTHY, Verdict.STOPPED, *PROBLEMS],
+            since=since,
             start_grace="{{ params.start_grace_seconds }}",
             doc_md="Fires when the window's first batches commit (healthy) or on a problem verdict.")
         watch = PipelineHealthSensor(
-            task_id="watch", pipeline_file=file, fire_on=[STOPPED, *PROBLEMS], since=since,
+            task_id="watch", pipeline_file=file, fire_on=[Verdict.STOPPED, *PROBLEMS], since=since,
             start_grace="{{ params.start_grace_seconds }}",
             doc_md="Follows the window until it stops cleanly or a problem verdict appears.")
         route = RouteOnVerdictOperator(task_id="route", watch_task="watch", problem_task="trigger_recover",
@@ -186,7 +188,8 @@ mark whatever happened. No retries: a half-done recovery is planned again.
                                   until_idle="{{ params.until_idle_seconds }}",
                                   execution_timeout=timedelta(seconds=MAX_WINDOW_SECONDS + 900))
         wait_first_batch = PipelineHealthSensor(
-            task_id="wait_first_batch", pipeline_file=file, fire_on=[HEALTHY, STOPPED, *PROBLEMS],
+            task_id="wait_first_batch", pipeline_file=file,
+            fire_on=[Verdict.HEALTHY, Verdict.STOPPED, *PROBLEMS],
             fail_on=list(PROBLEMS), require_progress=True,
             since="{{ ti.xcom_pull(task_ids='resubmit')['since'] }}", start_grace=300)
         audit = AuditOperator(task_id="audit", pipeline_file=file, audit_mode="incremental",

@@ -23,17 +23,9 @@ from typing import Any, Callable
 from airflow.sdk import BaseHook
 
 from onceflow import config
-from onceflow.config import Pipeline
-from onceflow.spark.stop import DEFAULT_STOP_TIMEOUT
+from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
 from onceflow.status import FINAL, PROGRESS, STARTED, RunLock, StatusLog, now_iso
 
-# verdicts of `onceflow checkpoint status` (onceflow.health)
-HEALTHY, LAGGING, STALLED, DEAD, FAILED, BROKEN, STOPPED, NOT_STARTED = (
-    "healthy", "lagging", "stalled", "dead", "failed", "broken", "stopped", "not_started")
-PROBLEMS = (STALLED, DEAD, FAILED, BROKEN)
-# outcomes the trigger adds to the verdicts
-WAITING = "waiting"  # the run this task waits for has not started yet
-ERROR, TIMEOUT = "error", "timeout"
 
 RECOVERY_MARKER = "recovering.json"
 RECOVERY_MARKER_STALE_SECONDS = 6 * 3600
@@ -103,10 +95,9 @@ class OnceflowHook(BaseHook):
         return self.pipeline.name
 
     def table_path(self, sink: str) -> str:
-        table = getattr(self.pipeline.sinks, sink, None)
-        if table is None or not hasattr(table, "path"):
-            raise ValueError(f"pipeline {self.name} has no Delta sink {sink!r}")
-        return self.pipeline.resolve(table.path)
+        from onceflow.sinks import table_path
+
+        return table_path(self.pipeline, sink)
 
     # -- ledgers --------------------------------------------------------------
     def watermarks(self) -> dict[int, tuple[int, int]]:

@@ -23,12 +23,13 @@ from typing import Any, Sequence
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseBranchOperator, BaseOperator, BaseSensorOperator, PokeReturnValue
+from airflow.sdk import BaseBranchOperator, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from onceflow.airflow.hooks import PROBLEMS, OnceflowHook, reports_root
+from onceflow.airflow.hooks import OnceflowHook, reports_root
 from onceflow.airflow.links import AuditReportLink, report_url
 from onceflow.airflow.submit import submit_settings
+from onceflow.verdicts import PROBLEMS
 
 _EXIT_CODE = re.compile(r"Error code is: (\d+)")
 # seconds of stop_grace kept for the app's exit after its stop (status, checkpoint check, JVM exit; ~2 s measured)
@@ -376,31 +377,6 @@ class RecoveryMarkerOperator(BaseOperator):
             return hook.mark_recovery(context["run_id"])
         hook.clear_recovery()
         return None
-
-
-class StreamGuardSensor(BaseSensorOperator):
-    """Before a stream window: wait (rescheduling, no slot held) while recovery runs; then say
-    whether a copy of the query already runs (it is watched, not started twice)."""
-
-    template_fields: Sequence[str] = ("pipeline_file",)
-
-    def __init__(self, *, pipeline_file: str, **kwargs: Any) -> None:
-        kwargs.setdefault("mode", "reschedule")
-        kwargs.setdefault("poke_interval", 30)
-        super().__init__(**kwargs)
-        self.pipeline_file = pipeline_file
-
-    def poke(self, context: Any) -> PokeReturnValue | bool:
-        hook = OnceflowHook(self.pipeline_file)
-        recovering = hook.recovery_in_progress()
-        if recovering:
-            self.log.info("%s: recovery run %s is in progress; waiting", hook.name, recovering.get("run_id"))
-            return False
-        holder = hook.running_job()
-        if holder is not None:
-            self.log.info("%s: a copy already runs (pid %s); this window watches it", hook.name, holder.get("pid"))
-        return PokeReturnValue(is_done=True, xcom_value={"since": None if holder else time.time(),
-                                                         "running": holder})
 
 
 class RouteOnVerdictOperator(BaseBranchOperator):

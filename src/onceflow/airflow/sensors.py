@@ -1,4 +1,5 @@
-"""PipelineHealthSensor: a deferrable wait for a pipeline verdict (checkpoint progress).
+"""The sensors: PipelineHealthSensor, a deferrable wait for a pipeline verdict (checkpoint
+progress), and StreamGuardSensor, the wait before a stream window while recovery runs.
 
 Deferred, the wait costs a worker slot nothing: PipelineHealthTrigger polls in
 the triggerer. The sensor returns the trigger's event (verdict, reasons, health,
@@ -10,14 +11,16 @@ the sensor reschedule itself, which frees the slot for the task that starts it.
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any, Sequence
 
-from airflow.sdk import BaseSensorOperator, timezone
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, timezone
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowRescheduleException
 
-from onceflow.airflow.hooks import ERROR, NOT_STARTED, TIMEOUT
+from onceflow.airflow.hooks import OnceflowHook
 from onceflow.airflow.triggers import PipelineHealthTrigger, observe
+from onceflow.verdicts import Verdict
 
 
 def _optional_float(value: Any) -> float | None:
@@ -49,8 +52,8 @@ class PipelineHealthSensor(BaseSensorOperator):
         kwargs.setdefault("poke_interval", poll_interval)
         super().__init__(**kwargs)
         self.pipeline_file = pipeline_file
-        self.fire_on = list(fire_on)
-        self.fail_on = list(fail_on)
+        self.fire_on = [str(v) for v in fire_on]  # Verdict members, kept as plain strings for serialization
+        self.fail_on = [str(v) for v in fail_on]
         self.since = since
         self.start_grace = start_grace
         self.wait_timeout = wait_timeout
@@ -71,8 +74,6 @@ class PipelineHealthSensor(BaseSensorOperator):
 
     def poke(self, context: Any) -> Any:
         """Non-deferrable mode: the same look the trigger takes, once per poke."""
-        from airflow.sdk import PokeReturnValue
-
         snap = observe(self.pipeline_file, _optional_float(self.since))
         if snap["verdict"] in self.fire_on:
             return PokeReturnValue(is_done=True, xcom_value=self._outcome(snap))
@@ -85,12 +86,12 @@ class PipelineHealthSensor(BaseSensorOperator):
         verdict = event.get("verdict")
         name = event.get("pipeline") or self.pipeline_file
         reasons = "; ".join(event.get("reasons") or []) or "no reasons given"
-        if verdict == ERROR:
+        if verdict == Verdict.ERROR:
             raise AirflowException(f"could not read pipeline {name}: {event.get('error')}")
-        if verdict == TIMEOUT:
+        if verdict == Verdict.TIMEOUT:
             raise AirflowException(f"{name}: no verdict in {self.fire_on} within {self.wait_timeout}s "
                                    f"(last verdict {event.get('last_verdict')}: {reasons})")
-        if verdict == NOT_STARTED:
+        if verdict == Verdict.NOT_STARTED:
             when = timezone.utcnow() + timedelta(seconds=max(self.poll_interval, 5))
             self.log.info("%s: no run has started since %s yet; checking again at %s", name, self.since, when)
             raise AirflowRescheduleException(when)
@@ -108,3 +109,28 @@ class PipelineHealthSensor(BaseSensorOperator):
                                            f"while {lag} records wait to be read ({reasons})")
             self.log.info("%s: the run committed no batch because nothing was left to read (lag 0)", name)
         return event
+
+
+class StreamGuardSensor(BaseSensorOperator):
+    """Before a stream window: wait (rescheduling, no slot held) while recovery runs; then say
+    whether a copy of the query already runs (it is watched, not started twice)."""
+
+    template_fields: Sequence[str] = ("pipeline_file",)
+
+    def __init__(self, *, pipeline_file: str, **kwargs: Any) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        kwargs.setdefault("poke_interval", 30)
+        super().__init__(**kwargs)
+        self.pipeline_file = pipeline_file
+
+    def poke(self, context: Any) -> PokeReturnValue | bool:
+        hook = OnceflowHook(self.pipeline_file)
+        recovering = hook.recovery_in_progress()
+        if recovering:
+            self.log.info("%s: recovery run %s is in progress; waiting", hook.name, recovering.get("run_id"))
+            return False
+        holder = hook.running_job()
+        if holder is not None:
+            self.log.info("%s: a copy already runs (pid %s); this window watches it", hook.name, holder.get("pid"))
+        return PokeReturnValue(is_done=True, xcom_value={"since": None if holder else time.time(),
+                                                         "running": holder})

@@ -17,7 +17,8 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from onceflow.airflow.hooks import ERROR, NOT_STARTED, TIMEOUT, WAITING, OnceflowHook
+from onceflow.airflow.hooks import OnceflowHook
+from onceflow.verdicts import Verdict
 
 # a run "started since" the task asked, allowing for clocks a little apart
 SINCE_SLACK_SECONDS = 2.0
@@ -30,7 +31,7 @@ def observe(pipeline_file: str, since: float | None = None) -> dict:
     run = hook.last_run()
     verdict = health.get("verdict")
     if since is not None and (run.started_epoch is None or run.started_epoch < since - SINCE_SLACK_SECONDS):
-        verdict = WAITING
+        verdict = Verdict.WAITING.value
     return {"pipeline": hook.name, "verdict": verdict, "reasons": list(health.get("reasons") or []),
             "health": health, "run": run.as_dict(), "since": since, "time": time.time()}
 
@@ -45,7 +46,7 @@ class PipelineHealthTrigger(BaseTrigger):
         if not fire_on:
             raise ValueError("PipelineHealthTrigger needs at least one verdict in fire_on")
         self.pipeline_file = str(pipeline_file)
-        self.fire_on = sorted(set(fire_on))
+        self.fire_on = sorted({str(v) for v in fire_on})
         self.since = float(since) if since is not None else None
         self.start_grace = float(start_grace) if start_grace is not None else None
         self.timeout = float(timeout) if timeout is not None else None
@@ -62,18 +63,18 @@ class PipelineHealthTrigger(BaseTrigger):
             try:
                 snap = await asyncio.to_thread(observe, self.pipeline_file, self.since)
             except Exception as exc:  # an unreadable pipeline will not heal by polling
-                yield TriggerEvent({"verdict": ERROR, "pipeline_file": self.pipeline_file,
+                yield TriggerEvent({"verdict": Verdict.ERROR.value, "pipeline_file": self.pipeline_file,
                                     "error": f"{type(exc).__name__}: {exc}"})
                 return
             waited = time.monotonic() - began
             if snap["verdict"] in self.fire_on:
                 yield TriggerEvent({**snap, "waited_seconds": round(waited, 1)})
                 return
-            if snap["verdict"] == WAITING and self.start_grace is not None and waited >= self.start_grace:
-                yield TriggerEvent({**snap, "verdict": NOT_STARTED, "waited_seconds": round(waited, 1)})
+            if snap["verdict"] == Verdict.WAITING and self.start_grace is not None and waited >= self.start_grace:
+                yield TriggerEvent({**snap, "verdict": Verdict.NOT_STARTED.value, "waited_seconds": round(waited, 1)})
                 return
             if self.timeout is not None and waited >= self.timeout:
-                yield TriggerEvent({**snap, "verdict": TIMEOUT, "last_verdict": snap["verdict"],
+                yield TriggerEvent({**snap, "verdict": Verdict.TIMEOUT.value, "last_verdict": snap["verdict"],
                                     "waited_seconds": round(waited, 1)})
                 return
             self.log.info("%s: verdict %s (waiting for %s)", snap["pipeline"], snap["verdict"],

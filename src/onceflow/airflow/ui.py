@@ -24,13 +24,11 @@ from fastapi.responses import FileResponse, HTMLResponse
 
 from onceflow.airflow.hooks import latest_summary, pipelines_dir, reports_root
 from onceflow.airflow.links import UI_PREFIX, report_url
+from onceflow.verdicts import COLORS, Verdict
 
 REFRESH_SECONDS = 15  # how often the open page reloads its rows and charts
 PAGE_BATCHES = 120  # batches a pipeline's charts show
 DAG_KINDS = ("stream", "batch", "audit", "recover", "backfill")  # the DAGs dags/ builds per pipeline
-_VERDICT_COLORS = {"healthy": "#1b7f3b", "lagging": "#b26b00", "stopped": "#555", "not_started": "#555",
-                   "stalled": "#b00020", "dead": "#b00020", "failed": "#b00020", "broken": "#b00020",
-                   "unknown": "#b26b00", "error": "#b00020"}
 
 
 def pipeline_rows(folder: Path | None = None) -> list[dict[str, Any]]:
@@ -50,7 +48,7 @@ def _row(file: Path) -> dict[str, Any]:
     from onceflow.status import StatusLog
     from onceflow.web import batch_series
 
-    row: dict[str, Any] = {"file": file.name, "pipeline": file.stem, "verdict": "error", "reasons": [],
+    row: dict[str, Any] = {"file": file.name, "pipeline": file.stem, "verdict": str(Verdict.ERROR), "reasons": [],
                            "lag": None, "last_batch": None, "running": None, "audit": None, "batches": []}
     try:
         pipeline = config.load(file)
@@ -116,7 +114,7 @@ def _page(rows: list[dict[str, Any]]) -> str:
     e = html.escape
     body = []
     for r in rows:
-        color = _VERDICT_COLORS.get(r["verdict"], "#555")
+        color = COLORS.get(r["verdict"], "#555")
         audit = r["audit"]
         if audit is None:
             audit_cell = "<td class='audit muted'>no audit yet</td>"

@@ -80,9 +80,7 @@ def reconcile_aggregates(spark: SparkSession, pipeline: Pipeline, point: Committ
                                                  detail="no new bronze rows: no window to compare"),
                                            table.limit(0), 0, [])
         # only bronze rows that can fall into the touched windows (Delta skips files by event_time stats)
-        from onceflow.config import duration_seconds
-
-        width = int(duration_seconds(sink.window))
+        width = int(sink.window_seconds)
         event_time = F.col(pipeline.schema.event_time)
         bronze = bronze.where((event_time >= F.lit(bounds["lo"])) &
                               (event_time < F.lit(bounds["hi"]) + F.expr(f"INTERVAL {width} SECONDS")))

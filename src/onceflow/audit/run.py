@@ -17,7 +17,8 @@ from typing import Callable
 from onceflow.audit import report
 from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError
-from onceflow.reconcile import FAILED, CommittedPoint, agreement_checks, plan
+from onceflow.reconcile import FAILED, CommittedPoint, agreement_checks
+from onceflow.sinks import read_committed_point
 
 FULL, SINCE_LAST = "full", "since-last"
 MODES = (FULL, SINCE_LAST)
@@ -30,42 +31,6 @@ class AuditOutcome:
     run_id: str
     report_dir: Path
     summary: dict
-
-
-def _sink_paths(pipeline: Pipeline) -> dict[str, str]:
-    """Sinks in the order the audit reads their ledgers: the reverse of the job's
-    write order (bronze, quarantine, aggregates), so a table read later holds at
-    least the batches of a table read earlier, even while the job runs."""
-    paths = {}
-    if pipeline.sinks.aggregates is not None:
-        paths["aggregates"] = pipeline.resolve(pipeline.sinks.aggregates.path)
-    paths["quarantine"] = pipeline.resolve(pipeline.sinks.quarantine.path)
-    paths["bronze"] = pipeline.resolve(pipeline.sinks.bronze.path)
-    return paths
-
-
-def committed_point(pipeline: Pipeline, mode: str, watermark: dict | None) -> CommittedPoint:
-    """Read the four ledgers once: checkpoint first, then the sink ledgers, then Kafka's log start."""
-    from onceflow.checkpoint import read_checkpoint
-    from onceflow.errors import RecoveryError
-    from onceflow.generation import read_identity
-    from onceflow.kafka.admin import watermarks
-    from onceflow.ledger import read_ledger
-    from onceflow.status import RunLock
-
-    running = RunLock(pipeline.state_path).is_held()
-    checkpoint = read_checkpoint(pipeline.checkpoint_path)
-    try:
-        identity = read_identity(pipeline.checkpoint_path)
-    except RecoveryError:
-        identity = None
-    ledgers = {name: read_ledger(path) for name, path in _sink_paths(pipeline).items()}
-    earliest = {}
-    if checkpoint.last_committed is not None or any(ledger.entries for ledger in ledgers.values()):
-        earliest = {p: low for p, (low, _high) in
-                    watermarks(pipeline.source.bootstrap_servers, pipeline.source.topic).items()}
-    return plan(pipeline.source.topic, checkpoint, ledgers, mode=mode, watermark=watermark, earliest=earliest,
-                checkpoint_generation=identity.generation if identity else None, running=running)
 
 
 def _notes(point: CommittedPoint, mode: str, watermark: dict | None) -> list[str]:
@@ -149,7 +114,7 @@ def run_audit(pipeline: Pipeline, mode: str = FULL, report_dir: str | Path | Non
                                     f"{pipeline.source.topic!r}: ignored")
             watermark = None
         log(f"{pipeline.name}: reading the committed point (checkpoint, ledgers, Kafka)")
-        point = committed_point(pipeline, mode, watermark)
+        point = read_committed_point(pipeline, mode, watermark)
         t = lap("committed_point", t0)
         summary["committed_point"] = point.as_dict()
         summary["ranges"] = [{"partition": p, "start": s, "end": e} for p, (s, e) in point.ranges().items()]
@@ -176,7 +141,7 @@ def run_audit(pipeline: Pipeline, mode: str = FULL, report_dir: str | Path | Non
         t = lap("reconcile_aggregates", t)
         checks = [*agreement_checks(point), *rows.checks, aggs.check]
         if pipeline.sinks.kafka is not None:  # the Kafka output topic, at read_committed (docs/kafka-sink.md)
-            from onceflow.spark.sinks.kafka_audit import output_checks
+            from onceflow.audit.kafka_output import output_checks
 
             checks += output_checks(spark, pipeline)
         if aggs.table is not None:

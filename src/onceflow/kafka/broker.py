@@ -52,6 +52,23 @@ class BrokerStatus:
     log_file: str
 
 
+def free_port_pair() -> int:
+    """A port p such that p and p+1 are both free (a broker's client + controller ports): for
+    brokers of their own in tests, benchmarks and drills."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < 65000:
+            try:
+                with socket.socket() as s2:
+                    s2.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
+    raise BrokerError("no free pair of adjacent ports on 127.0.0.1 after 50 tries. Fix: free some local ports")
+
+
 def _port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from onceflow import sinks
 from onceflow.checkpoint import Checkpoint, read_checkpoint
 from onceflow.config import Pipeline
-from onceflow.errors import OnceflowError, RecoveryError
+from onceflow.errors import LedgerReadError, OnceflowError, RecoveryError
 from onceflow.generation import CheckpointIdentity, read_identity
-from onceflow.ledger import Ledger, read_ledger
+from onceflow.ledger import Ledger
 from onceflow.status import FINAL, RunLock, StatusLog
 
 KAFKA_TIMEOUT = 15.0  # seconds: recovery is rare and may run while the broker is busy catching up
@@ -67,27 +68,16 @@ def read_ledgers(pipeline: Pipeline) -> dict[str, Ledger]:
     """Every sink's ledger (Delta commit metadata; the Kafka sink's ledger topic); RecoveryError naming
     the sink when one cannot be read (the ledgers are what recovery trusts, so it will not guess past a
     damaged one)."""
-    from onceflow.spark.ingest import table_paths
-
-    ledgers = {}
-    for name, path in table_paths(pipeline).items():
-        try:
-            ledgers[name] = read_ledger(path)
-        except Exception as exc:  # delta-rs raises its own types for a damaged log
-            raise RecoveryError(f"the {name} table's Delta log at {path} cannot be read "
-                                f"({type(exc).__name__}: {exc}); recovery needs every sink ledger. Fix: repair or "
-                                "restore the table (its _delta_log), then run `onceflow recover` again.") from None
-    if pipeline.sinks.kafka is not None:  # the Kafka sink's ledger topic, read at read_committed (docs/kafka-sink.md)
-        from onceflow.errors import OnceflowError
-        from onceflow.spark.sinks.kafka_ledger import pipeline_kafka_ledger
-
-        try:
-            ledgers["kafka"] = pipeline_kafka_ledger(pipeline).to_ledger()
-        except OnceflowError as exc:
-            raise RecoveryError(f"the Kafka sink's ledger cannot be read ({exc}); recovery needs every sink "
+    try:
+        return sinks.read_ledgers(pipeline)
+    except LedgerReadError as exc:
+        if exc.sink == sinks.KAFKA:
+            raise RecoveryError(f"the Kafka sink's ledger cannot be read ({exc.cause}); recovery needs every sink "
                                 "ledger. Fix: make the sink's brokers reachable, then run `onceflow recover` "
                                 "again.") from None
-    return ledgers
+        raise RecoveryError(f"the {exc.sink} table's Delta log at {exc.where} cannot be read ({exc.cause}); "
+                            "recovery needs every sink ledger. Fix: repair or restore the table (its _delta_log), "
+                            "then run `onceflow recover` again.") from None
 
 
 def kafka_offsets(pipeline: Pipeline) -> KafkaOffsets:

@@ -23,13 +23,9 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from onceflow.config import Pipeline
-from onceflow.errors import OnceflowError
+from onceflow.errors import BackfillError
 
 BACKFILL_BATCH_ID = -1  # the _batch_id of re-written rows: no micro-batch wrote them
-
-
-class BackfillError(OnceflowError):
-    """A backfill range that cannot be processed; the message names the fix."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +73,7 @@ def run_backfill(pipeline: Pipeline, start: dict[int, int], end: dict[int, int],
     """Write the records of [start, end) the tables lack; see the module doc."""
     from onceflow.ledger import read_ledger
     from onceflow.reconcile import first_offsets
-    from onceflow.spark.ingest import table_paths
+    from onceflow.sinks import table_paths
     from onceflow.status import AlreadyRunningError, RunLock
 
     lock = RunLock(pipeline.state_path)   # the tables must not move under the comparison

@@ -22,25 +22,22 @@ from pyspark.sql import functions as F
 
 from onceflow import faults, tables
 from onceflow.checkpoint import batch_offset_range
-from onceflow.config import AggregateSink, Pipeline, TableSink, duration_seconds
-from onceflow.errors import OnceflowError, RecoveryError
+from onceflow.config import DEFAULT_STOP_TIMEOUT, AggregateSink, Pipeline
+from onceflow.errors import IngestError, OnceflowError, RecoveryError
 from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
-from onceflow.ledger import Ledger, LedgerEntry, read_ledger
+from onceflow.ledger import Ledger, LedgerEntry
+from onceflow.sinks import delta_sinks, read_ledgers, table_paths
 from onceflow.spark.kafka_read import kafka_options
 from onceflow.spark.listener import StatusListener
 from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
 from onceflow.spark.sinks import delta
 from onceflow.spark.sinks.kafka_txn import KafkaTxnSink
-from onceflow.spark.stop import (DEFAULT_STOP_TIMEOUT, StopGate, StopOutcome, discard_held_batch, enter_batch,
+from onceflow.spark.stop import (StopGate, StopOutcome, discard_held_batch, enter_batch,
                                  planned_before, register, stop_at_batch_boundary, unregister)
 from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, StatusLog
 
 CONTINUOUS, AVAILABLE_NOW = "continuous", "available-now"
 MODES = (CONTINUOUS, AVAILABLE_NOW)
-
-
-class IngestError(OnceflowError):
-    """The streaming query failed; the message carries Spark's reason."""
 
 
 @dataclass
@@ -56,20 +53,6 @@ class IngestResult:
     stop: dict | None = None  # how a stop went: reason, requested_epoch, seconds, clean, held_batch
 
 
-def _table_sinks(pipeline: Pipeline) -> dict[str, TableSink]:
-    """Sink name → its settings, for every Delta sink the pipeline has."""
-    sinks = pipeline.sinks
-    out: dict[str, TableSink] = {"bronze": sinks.bronze, "quarantine": sinks.quarantine}
-    if sinks.aggregates is not None:
-        out["aggregates"] = sinks.aggregates
-    return out
-
-
-def table_paths(pipeline: Pipeline) -> dict[str, str]:
-    """Sink name → resolved Delta table path, for every Delta sink the pipeline has."""
-    return {name: pipeline.resolve(sink.path) for name, sink in _table_sinks(pipeline).items()}
-
-
 def table_ddls(pipeline: Pipeline) -> dict[str, str]:
     """Sink name → the DDL its Delta table is created with, derived from the declaration."""
     out = {"bronze": tables.bronze_ddl(pipeline.schema), "quarantine": tables.QUARANTINE_DDL}
@@ -81,7 +64,7 @@ def table_ddls(pipeline: Pipeline) -> dict[str, str]:
 def table_properties(pipeline: Pipeline) -> dict[str, dict[str, str]]:
     """Sink name → the Delta table properties its table is created with (only when created)."""
     out: dict[str, dict[str, str]] = {}
-    for name, sink in _table_sinks(pipeline).items():
+    for name, sink in delta_sinks(pipeline).items():
         out[name] = {tables.AUTO_COMPACT: "true"} if sink.auto_compact else {}
         if isinstance(sink, AggregateSink) and sink.deletion_vectors:
             out[name][tables.DELETION_VECTORS] = "true"
@@ -95,11 +78,6 @@ _WHY = {
     tables.AUTO_COMPACT: ("nothing merges the small files each batch adds, so reads and audits slow down as the "
                           "table grows", "auto_compact"),
 }
-
-
-def read_ledgers(pipeline: Pipeline) -> dict[str, Ledger]:
-    """Each Delta sink's ledger (and table properties): read once per run, under its run lock."""
-    return {name: read_ledger(path) for name, path in table_paths(pipeline).items()}
 
 
 def table_property_hints(pipeline: Pipeline, ledgers: dict[str, Ledger]) -> list[str]:
@@ -168,7 +146,7 @@ class BatchWriter:
         self.topic = pipeline.source.topic
         self.schema_json = pipeline.schema.model_dump_json()
         agg = pipeline.sinks.aggregates
-        self.watermark_delay = timedelta(seconds=duration_seconds(agg.watermark)) if agg else None
+        self.watermark_delay = timedelta(seconds=agg.watermark_seconds) if agg else None
         self.watermark: datetime | None = _last_watermark(ledgers["aggregates"]) if agg else None
 
     def ensure_tables(self, ledgers: dict[str, Ledger], log=lambda msg: None) -> None:
@@ -256,7 +234,7 @@ class BatchWriter:
         if stats["aggregates"]:
             aggs, schema = self.pipeline.sinks.aggregates, self.pipeline.schema
             delta.merge_aggregates(self.spark, path, delta.batch_aggregates(bronze, schema, aggs, aggs.window), aggs,
-                                   entry, window_floor(stats["min_time"], duration_seconds(aggs.window)))
+                                   entry, window_floor(stats["min_time"], aggs.window_seconds))
         else:  # no rows to merge: an empty commit keeps the ledger contiguous
             delta.append(delta.empty(self.spark, table_ddls(self.pipeline)["aggregates"]), path, entry)
 
@@ -297,7 +275,7 @@ def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIde
     if mode == AVAILABLE_NOW:
         return query.trigger(availableNow=True)
     # Spark's interval parser knows "milliseconds" but not every unit the config accepts ("ms")
-    millis = round(duration_seconds(pipeline.trigger.processing_time) * 1000)
+    millis = round(pipeline.trigger.seconds * 1000)
     return query.trigger(processingTime=f"{millis} milliseconds")
 
 
@@ -335,7 +313,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
     lock.acquire(run_id=run_id, mode=mode, pipeline=pipeline.name, stop_timeout=stop_timeout)
     started = time.monotonic()
     try:
-        ledgers = read_ledgers(pipeline)
+        ledgers = read_ledgers(pipeline, kafka=False)  # each Delta sink's, once per run, under the run lock
         identity = prepare_checkpoint(pipeline, ledgers)
         if spark is None:
             from onceflow.spark.session import build_session
@@ -358,11 +336,11 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
             gate.query = query
             status.append(STARTED, run_id=run_id, query_id=str(query.id), pid=os.getpid(),
                           mode=mode, generation=identity.generation,
-                          trigger_seconds=duration_seconds(pipeline.trigger.processing_time))
+                          trigger_seconds=pipeline.trigger.seconds)
             log(f"{pipeline.name}: query {query.id} started ({mode}, generation {identity.generation})")
             for hint in table_property_hints(pipeline, ledgers):
                 log(f"{pipeline.name}: {hint}")
-            trigger = duration_seconds(pipeline.trigger.processing_time) if mode == CONTINUOUS else None
+            trigger = pipeline.trigger.seconds if mode == CONTINUOUS else None
             final, error, stopped = _supervise(query, listener, request, gate, mode, until_idle, max_seconds,
                                                trigger, stop_timeout, log)
             if final == STOPPED and gate.held is not None and not query.isActive:

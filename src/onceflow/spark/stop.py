@@ -36,22 +36,11 @@ from typing import Callable, Iterable
 from urllib.parse import urlparse
 
 from onceflow.checkpoint import COMMITS, OFFSETS, read_checkpoint
+from onceflow.errors import BatchHeld
 from onceflow.ledger import read_ledger
 
-DEFAULT_STOP_TIMEOUT = 120.0  # seconds from the request: one large batch on a small machine, and some
 _POLL = 0.05
 _INTERRUPTED = "java.lang.InterruptedException"
-
-
-class BatchHeld(Exception):
-    """A batch held at the stop gate was released by `query.stop()`: it wrote nothing.
-
-    The message holds Py4J's error line and the Java exception, and nothing long
-    after them: Spark classifies an exception raised from Python's foreachBatch as
-    a stop's interruption when its text matches `Py4JJavaError: An error occurred
-    while calling…java.lang.InterruptedException` (StreamExecution.PROXY_ERROR),
-    a regex whose stack depth grows with the text after the first part.
-    """
 
 
 class StopGate:

@@ -2,5 +2,5 @@
 
 `kafka_txn.KafkaTxnSink` writes a pipeline's valid events to a Kafka topic
 exactly once (Kafka transactions, fencing, a ledger topic; docs/kafka-sink.md);
-`kafka_ledger` reads that sink's ledger back for the audit and recovery.
+`onceflow.kafka.ledger` reads that sink's ledger back for the audit and recovery.
 """

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from onceflow.spark.sinks.kafka_ledger import KafkaLedgerRecord
+from onceflow.kafka.ledger import KafkaLedgerRecord
 
 
 @dataclass

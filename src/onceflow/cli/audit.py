@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 
+from onceflow.cli.console import console, log, out
+from onceflow.config import DEFAULT_PIPELINE
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("audit", help="prove exactly-once: reconcile Kafka, checkpoint, ledgers and rows; "
                                      "validate with Great Expectations; write a report")
-    p.add_argument("--pipeline", default="pipelines/payments.yaml", help="the pipeline YAML")
+    p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--full", dest="mode", action="store_const", const="full",
                        help="audit everything committed (default)")
@@ -27,10 +30,9 @@ def add_parser(sub) -> None:
 def cmd_audit(args) -> int:
     from onceflow import config
     from onceflow.audit.run import run_audit
-    from onceflow.cli import _log, console, out
 
-    pipeline = config.load(args.pipeline)
-    outcome = run_audit(pipeline, mode=args.mode, report_dir=args.report_dir, log=_log)
+    pipeline = config.load_pipeline(args.pipeline)  # cli.prepare found it and checked its Kafka
+    outcome = run_audit(pipeline, mode=args.mode, report_dir=args.report_dir, log=log)
     s = outcome.summary
     if args.json:
         out.print_json(json.dumps(s, default=str))

@@ -1,21 +1,33 @@
-"""`make demo`: start the broker, produce events (some in aborted transactions,
-some malformed) for each pipeline — payments and sensors, two shapes side by
-side on one broker — run the exactly-once job of each, and show what landed
-where next to what an independent read_committed consumer counts in Kafka."""
+"""`onceflow demo` (`make demo`): start the broker, produce events (some in aborted
+transactions, some malformed) for each pipeline — payments and sensors, two shapes side by
+side on one broker — run the exactly-once job of each, and show what landed where next to
+what an independent read_committed consumer counts in Kafka."""
 
 from __future__ import annotations
 
-from deltalake import DeltaTable
-
 from onceflow import config
-from onceflow.kafka.admin import require_pipeline_brokers
-from onceflow.kafka.broker import LocalBroker
-from onceflow.kafka.consume import committed_counts
-from onceflow.kafka.producer import produce
-from onceflow.ledger import read_ledger
+from onceflow.cli.console import log, number, out
+
+DEFAULT_PIPELINES = ("payments", "sensors")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("demo", help="the demo: broker, events, exactly-once ingest, summary")
+    p.add_argument("--pipeline", action="append",
+                   help="a pipeline name or YAML path; repeat for several (default: payments and sensors)")
+    p.add_argument("--count", type=number("--count", minimum=1, what="the number of events"),
+                   default=20_000, help="events per pipeline")
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args) -> int:
+    result = run_demo(args.pipeline or list(DEFAULT_PIPELINES), count=args.count, log=log, out=out)
+    return 0 if result["match"] else 1
 
 
 def _per_partition(path: str) -> dict[int, int]:
+    from deltalake import DeltaTable
+
     table = DeltaTable(path).to_pyarrow_table(columns=["_partition"])
     counts: dict[int, int] = {}
     for p in table.column("_partition").to_pylist():
@@ -23,12 +35,12 @@ def _per_partition(path: str) -> dict[int, int]:
     return counts
 
 
-DEFAULT_PIPELINES = ("payments", "sensors")
-
-
 def run_demo(pipelines: str | list[str] = DEFAULT_PIPELINES, count: int = 20_000, log=print, out=None) -> dict:
     """Each pipeline in turn on one broker and one Spark session; `match` is True when every
     pipeline holds each committed record exactly once."""
+    from onceflow.kafka.admin import require_pipeline_brokers
+    from onceflow.kafka.broker import LocalBroker
+
     specs = [pipelines] if isinstance(pipelines, str) else list(pipelines)
     loaded = [config.load_pipeline(spec) for spec in specs]
     broker = LocalBroker()
@@ -50,7 +62,11 @@ def run_demo(pipelines: str | list[str] = DEFAULT_PIPELINES, count: int = 20_000
 def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
     from rich.table import Table
 
-    from onceflow.spark.ingest import run_ingest, table_paths
+    from onceflow.kafka.consume import committed_counts
+    from onceflow.kafka.producer import produce
+    from onceflow.ledger import read_ledger
+    from onceflow.sinks import table_paths
+    from onceflow.spark.ingest import run_ingest
 
     log(f"producing {count} events to {pipeline.source.topic} (5% of transactions aborted, 1% of records malformed)")
     aggregates = pipeline.sinks.aggregates

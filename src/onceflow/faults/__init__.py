@@ -1,4 +1,5 @@
-"""Deliberate crashes for tests and drills, off unless ONCEFLOW_FAULT is set.
+"""Deliberate crashes for tests and drills, off unless ONCEFLOW_FAULT is set. (The Kafka sink's
+task-level crashes, which kill the whole driver process group, are `onceflow.faults.kafka_sink`.)
 
 `ONCEFLOW_FAULT=<point>@<batch id>` kills the driver with `os._exit` (no
 cleanup, no final status: as hard as `kill -9`) when batch <batch id> reaches

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
-from tests.airflow_helpers import ROOT  # noqa: F401  (AIRFLOW_HOME before airflow is imported)
+importlib.import_module("tests.airflow_helpers")  # sets AIRFLOW_HOME before airflow is imported
 
 from onceflow.airflow.backfill import RangeError, validate_range
 

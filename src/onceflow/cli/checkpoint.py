@@ -7,19 +7,17 @@ JSON with --json). Exit codes are documented in docs/checkpoint-status.md.
 from __future__ import annotations
 
 import json
-import sys
 
 from rich.markup import escape
 
-VERDICT_STYLE = {"healthy": "bold green", "lagging": "bold yellow", "stopped": "bold cyan",
-                 "not_started": "bold cyan", "stalled": "bold red", "dead": "bold red", "failed": "bold red",
-                 "broken": "bold red", "unknown": "bold magenta"}
+from onceflow.cli.console import out, print_json
+from onceflow.config import DEFAULT_PIPELINE, load_pipeline
+from onceflow.verdicts import STYLES
+
 SHOW_BATCHES = 10  # newest batches listed by `checkpoint show`
 
 
 def add_parser(sub) -> None:
-    from onceflow.config import DEFAULT_PIPELINE
-
     p = sub.add_parser("checkpoint", help="a pipeline's checkpoint and health (no JVM needed)")
     actions = p.add_subparsers(dest="action", required=True)
 
@@ -37,11 +35,6 @@ def add_parser(sub) -> None:
     s.set_defaults(func=cmd_show)
 
 
-def _print_json(data: dict) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-    sys.stdout.flush()
-
-
 def _num(value) -> str:
     return "—" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
 
@@ -50,11 +43,9 @@ def _num(value) -> str:
 def cmd_status(args) -> int:
     from onceflow.health import pipeline_health
 
-    from onceflow.config import load_pipeline
-
     report = pipeline_health(load_pipeline(args.pipeline))
     if args.json:
-        _print_json(report)
+        print_json(report)
     else:
         print_status(report)
     return report["exit_code"]
@@ -73,8 +64,6 @@ def _total_row(rows: list[dict], lag: int | None) -> list[str] | None:
 
 def print_status(report: dict) -> None:
     from rich.table import Table
-
-    from onceflow.cli import out
 
     ck, run, kafka = report["checkpoint"], report["run"], report["kafka"]
     table = Table(title=f"{report['pipeline']}: topic {kafka['topic']} at {kafka['bootstrap']}", title_justify="left")
@@ -119,7 +108,7 @@ def print_status(report: dict) -> None:
     out.print("job: " + "; ".join(bits), markup=False)
     for note in report["notes"]:
         out.print(f"[dim]note:[/dim] {escape(note)}", markup=True)
-    style = VERDICT_STYLE.get(report["verdict"], "bold")
+    style = STYLES.get(report["verdict"], "bold")
     out.print(f"[{style}]{report['verdict'].upper()}[/{style}] — " + escape("; ".join(report["reasons"])), markup=True)
 
 
@@ -127,14 +116,12 @@ def print_status(report: dict) -> None:
 def cmd_show(args) -> int:
     from onceflow.checkpoint import read_checkpoint
 
-    from onceflow.config import load_pipeline
-
     path = args.path or load_pipeline(args.pipeline).checkpoint_path
     ck = read_checkpoint(path)
     if args.json:
         data = ck.as_dict()
         data["batches"] = [_batch_row(ck, b) for b in ck.offsets_files]
-        _print_json(data)
+        print_json(data)
     else:
         print_show(ck)
     if not ck.exists or not ck.usable:
@@ -154,8 +141,6 @@ def print_show(ck) -> None:
     from datetime import datetime, timezone
 
     from rich.table import Table
-
-    from onceflow.cli import out
 
     if not ck.exists:
         out.print(f"no checkpoint at {ck.path}: " + "; ".join(ck.unusable_reasons), markup=False)

@@ -324,7 +324,7 @@ def test_records_of_every_decision_match_the_schema(tmp_path):
 
     from onceflow.recovery.record import RecoveryRecord, read_record
 
-    schema = json.loads((__import__("pathlib").Path(__file__).resolve().parents[2]
+    schema = json.loads((__import__("pathlib").Path(__file__).resolve().parents[3]
                          / "docs/schemas/recovery-record.schema.json").read_text())
     ck_bad = checkpoint(B, 2, unusable_reasons=("offsets/2 is unreadable",))
     plans = [decide(facts(checkpoint(B, 2), all_sinks(), running=True)),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
+from onceflow.cli.console import log, out
+from onceflow.config import DEFAULT_PIPELINE
+
 
 def add_parser(sub) -> None:
-    from onceflow.config import DEFAULT_PIPELINE
-
     p = sub.add_parser("backfill", help="re-read a committed offset range and re-write what the tables lack, exactly once")
     p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
     p.add_argument("--start-offsets", required=True, help='first offset per partition: {"0": 100}')
@@ -27,11 +28,10 @@ def check_range(args) -> None:
 
 def cmd_backfill(args) -> int:
     from onceflow import config
-    from onceflow.cli import _log, out
     from onceflow.spark.backfill import run_backfill
 
     pipeline = config.load_pipeline(args.pipeline)  # cli.prepare found it and checked its Kafka
-    result = run_backfill(pipeline, args.start_offsets, args.end_offsets, log=_log)
+    result = run_backfill(pipeline, args.start_offsets, args.end_offsets, log=log)
     if args.json:
         out.print_json(json.dumps(result.as_dict()))
     else:

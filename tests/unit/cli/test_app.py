@@ -16,7 +16,7 @@ import pytest
 from onceflow.errors import BrokerError
 from onceflow.kafka.admin import require_broker
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIX = ("Fix: start the embedded broker with `onceflow kafka start`, or point source.bootstrap_servers in "
        "{file} (or ONCEFLOW_KAFKA_BOOTSTRAP) at a running broker.")
 

@@ -6,12 +6,16 @@ tests/integration/test_airflow_trigger.py.
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
-from tests.airflow_helpers import ROOT  # noqa: F401  (AIRFLOW_HOME before airflow is imported)
+importlib.import_module("tests.airflow_helpers")  # sets AIRFLOW_HOME before airflow is imported
 
-from onceflow.airflow.hooks import ERROR, NOT_STARTED, PROBLEMS, TIMEOUT
 from onceflow.airflow.triggers import PipelineHealthTrigger
+from onceflow.verdicts import PROBLEMS, Verdict
+
+ERROR, NOT_STARTED, TIMEOUT = Verdict.ERROR, Verdict.NOT_STARTED, Verdict.TIMEOUT
 
 KWARGS = {"pipeline_file": "/x/pipelines/payments.yaml", "fire_on": ["stalled", "healthy", "dead"],
           "since": 1763812345.25, "start_grace": 30.0, "timeout": 600.0, "poll_interval": 2.0}

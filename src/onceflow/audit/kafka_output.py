@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_SAMPLES, SKIPPED, Check, check
 from onceflow.spark.kafka_read import kafka_options
-from onceflow.spark.sinks.kafka_ledger import KafkaLedger, default_ledger_topic, read_kafka_ledger
+from onceflow.kafka.ledger import KafkaLedger, default_ledger_topic, read_kafka_ledger
 
 KEY = ("_topic", "_partition", "_offset")
 PROVENANCE_SCHEMA = "_topic STRING, _partition INT, _offset BIGINT"

@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
-# the constant lives beside the stop; the import stays light (no pyspark)
-from onceflow.spark.stop import DEFAULT_STOP_TIMEOUT
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0 seconds")
-    return value
+from onceflow.cli.console import log, number, out, seconds
+from onceflow.config import DEFAULT_PIPELINE, DEFAULT_STOP_TIMEOUT
 
 
 def add_parser(sub) -> None:
-    from onceflow.cli import number
-    from onceflow.config import DEFAULT_PIPELINE
 
     p = sub.add_parser("ingest", help="run the exactly-once Kafka → Delta job of a pipeline")
     p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
@@ -31,7 +18,7 @@ def add_parser(sub) -> None:
                    help="continuous mode: stop at a batch boundary after this long without new data")
     p.add_argument("--max-seconds", type=number("--max-seconds", float, what="the window"), metavar="SECONDS",
                    help="stop at a batch boundary after this long (bounded streaming windows)")
-    p.add_argument("--stop-timeout", type=_seconds, metavar="SECONDS", default=DEFAULT_STOP_TIMEOUT,
+    p.add_argument("--stop-timeout", type=seconds, metavar="SECONDS", default=DEFAULT_STOP_TIMEOUT,
                    help="how long a stop (SIGTERM, --max-seconds, --until-idle) may wait for the batch in flight "
                         "to commit; past it the run fails, saying so, rather than stop mid-batch "
                         f"(default {DEFAULT_STOP_TIMEOUT:g})")
@@ -43,12 +30,11 @@ def cmd_ingest(args) -> int:
     from dataclasses import asdict
 
     from onceflow import config
-    from onceflow.cli import _log, out
     from onceflow.spark.ingest import run_ingest
 
     pipeline = config.load_pipeline(args.pipeline)  # cli.prepare found it and checked its Kafka
     result = run_ingest(pipeline, mode=args.mode, until_idle=args.until_idle, max_seconds=args.max_seconds,
-                        stop_timeout=args.stop_timeout, log=_log)
+                        stop_timeout=args.stop_timeout, log=log)
     if args.json:
         out.print_json(json.dumps(asdict(result)))
     else:

@@ -30,7 +30,7 @@ from typing import Iterable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from onceflow.errors import OnceflowError
+from onceflow.errors import KafkaLedgerError
 from onceflow.ledger import Ledger, LedgerEntry, contiguity_problems
 
 LEDGER_KEY = "onceflow_kafka_ledger"
@@ -39,10 +39,6 @@ SINK_NAME = "kafka"
 # Topic settings of a ledger topic: records must outlive any replay.
 LEDGER_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
 _OFFSET_INVALID = -1001
-
-
-class KafkaLedgerError(OnceflowError):
-    """The Kafka sink's ledger topic could not be read, or is unusable as a ledger."""
 
 
 def default_ledger_topic(pipeline: str) -> str:

@@ -7,17 +7,15 @@ recovery record as JSON with --json). Exit codes: 0 done / nothing to do / dry r
 
 from __future__ import annotations
 
-import json
-import sys
-
 from rich.markup import escape
+
+from onceflow.cli.console import log, out, print_json, quiet
+from onceflow.config import DEFAULT_PIPELINE, load_pipeline
 
 EXIT_REFUSED = 3
 
 
 def add_parser(sub) -> None:
-    from onceflow.config import DEFAULT_PIPELINE
-
     p = sub.add_parser("recover", help="recover a pipeline from its last committed offsets (plan, then act)",
                        description="Find out what broke (dead query, corrupt or lost checkpoint, sinks that "
                                    "disagree, checkpoint ahead of a sink, offsets deleted by Kafka retention), "
@@ -39,17 +37,14 @@ def add_parser(sub) -> None:
 
 
 def cmd_recover(args) -> int:
-    from onceflow.config import load_pipeline
-    from onceflow.cli import _log, out
     from onceflow.recovery import recover
     from onceflow.recovery.record import DONE, NOTHING_TO_DO, REFUSED
 
     pipeline = load_pipeline(args.pipeline)
     result = recover(pipeline, dry_run=args.dry_run, force=args.force, accept_loss=args.accept_loss,
-                     log=_log if not args.json else (lambda msg: None))
+                     log=log if not args.json else quiet)
     if args.json:
-        sys.stdout.write(json.dumps(result.record, indent=2, default=str) + "\n")
-        sys.stdout.flush()
+        print_json(result.record)
     else:
         print_plan(result.plan, result.outcome, str(result.record_path), out)
     if result.outcome == REFUSED:
@@ -58,7 +53,7 @@ def cmd_recover(args) -> int:
         from onceflow.spark.ingest import run_ingest
 
         run = run_ingest(pipeline, mode=args.mode, until_idle=args.until_idle, max_seconds=args.max_seconds,
-                         log=_log)
+                         log=log)
         out.print(f"{run.pipeline}: {run.status} after {run.seconds:.1f}s — {run.batches} batches, "
                   f"{run.input_rows} records (generation {run.generation})")
     return 0

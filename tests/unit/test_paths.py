@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from onceflow import cli, paths
+from onceflow import paths
+from onceflow.cli import app as cli
 from onceflow.spark.session import jvm_working_dir, spark_conf, spark_dir
 
 

@@ -27,17 +27,13 @@ import time
 from dataclasses import dataclass
 from typing import Callable, NoReturn
 
-from onceflow.errors import OnceflowError
+from onceflow.errors import FaultSpecError
 
 ENV_FAULT = "ONCEFLOW_FAULT_KAFKA_SINK"
 ENV_KILL_PGID = "ONCEFLOW_FAULT_KILL_PGID"
 AFTER_TASKS = "crash_after_tasks"
 AFTER_WRITE = "crash_after_write"
 _SPEC = re.compile(r"^(?P<point>crash_after_tasks?|crash_after_write)(?::(?P<k>\d+))?@batch:(?P<batch>\d+)$")
-
-
-class FaultSpecError(OnceflowError):
-    """The fault-injection environment variables are malformed."""
 
 
 @dataclass(frozen=True)

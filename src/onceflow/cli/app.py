@@ -1,0 +1,66 @@
+"""The `onceflow` command: builds the parser from one module per command group, prepares
+the arguments every command shares (the pipeline, its Kafka), runs the command, and turns
+an OnceflowError into its message and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+
+from onceflow.cli import audit, backfill, checkpoint, demo, ingest, kafka, produce, recover, setup
+from onceflow.cli.console import console
+from onceflow.errors import OnceflowError
+
+# in the order `onceflow --help` lists them; each module has `add_parser(sub)`, which adds
+# its subcommand(s) with set_defaults(func=...) and, where it checks its input, check=...
+COMMANDS = (setup, kafka, produce, demo, checkpoint, ingest, recover, audit, backfill)
+
+# commands whose pipeline's Kafka must answer before they start (and before any JVM does)
+NEEDS_KAFKA: tuple[str, ...] = ("ingest", "audit", "backfill")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="onceflow", description="Kafka into Delta exactly once, provably.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def prepare(args) -> None:
+    """What every command gets before it runs, in this order: its own input checks (a command
+    may set `check`), --pipeline resolved from a name or a path (config.find_pipeline, the
+    same from any directory), the audit's report dir, the pipeline's Kafka checked for the
+    commands that need it."""
+    check = getattr(args, "check", None)
+    if check is not None:
+        check(args)
+    if getattr(args, "pipeline", None) is not None:
+        from onceflow import config
+
+        if isinstance(args.pipeline, list):  # a command that takes several (demo)
+            args.pipeline = [str(config.find_pipeline(p)) for p in args.pipeline]
+        else:
+            args.pipeline = str(config.find_pipeline(args.pipeline))
+    if args.command == "audit" and not args.report_dir:
+        from onceflow.paths import reports_dir
+
+        args.report_dir = str(reports_dir())  # <state>/reports unless ONCEFLOW_REPORTS says otherwise
+    if args.command in NEEDS_KAFKA:
+        from onceflow import config
+        from onceflow.kafka.admin import require_pipeline_brokers
+
+        for spec in args.pipeline if isinstance(args.pipeline, list) else [args.pipeline]:
+            require_pipeline_brokers(config.load_pipeline(spec))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        prepare(args)
+        return args.func(args)
+    except OnceflowError as exc:
+        console.print(f"[bold red]error:[/bold red] {exc}", markup=True, highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        return 130

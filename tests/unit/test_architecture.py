@@ -1,0 +1,117 @@
+"""The layers stay as docs/architecture.md draws them: the import contracts (.importlinter)
+hold, no module imports another's private name, and the parts that must run without
+Spark (recovery, health, the Airflow hooks) or without Airflow (the `onceflow` command's
+parsing) really import neither, checked in a fresh interpreter."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
+SHELLS = ("spark_apps", "dags", "plugins")
+THIN = (*SHELLS, "benchmarks")
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def test_import_contracts_hold():
+    """`lint-imports` on the repo's .importlinter: every contract KEPT (the output says which broke and why)."""
+    run = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
+                          "sys.exit(lint_imports_command())", "--config", str(ROOT / ".importlinter"), "--no-cache"],
+                         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "0 broken" in run.stdout
+
+
+def _python_files() -> list[Path]:
+    files = sorted((SRC / "onceflow").rglob("*.py"))
+    for folder in THIN:
+        files += sorted((ROOT / folder).rglob("*.py"))
+    return files
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """`from onceflow.x import _name` couples to what x may change freely: make it public or move it."""
+    found = []
+    for path in _python_files():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("onceflow"):
+                found += [f"{path.relative_to(ROOT)}:{node.lineno}: from {node.module} import {a.name}"
+                          for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not found, "\n".join(found)
+
+
+def test_every_exception_class_lives_in_errors():
+    """One place to find what can go wrong (onceflow.errors); private helpers (`_Name`) excepted."""
+    found = []
+    for path in sorted((SRC / "onceflow").rglob("*.py")):
+        if path.name == "errors.py" and path.parent.name == "onceflow":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and any(
+                    (b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")).endswith(("Error", "Exception"))
+                    for b in node.bases):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: class {node.name}")
+    assert not found, "\n".join(found)
+
+
+def test_thin_shells_import_only_entry_points():
+    """spark_apps/, dags/ and plugins/ are shells over onceflow.cli and onceflow.airflow."""
+    found = []
+    for path in _python_files():
+        if path.relative_to(ROOT).parts[0] not in SHELLS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: imports {name}" for name in names
+                      if name.startswith(("onceflow", "tests")) and name.split(".")[:2] not in (
+                          ["onceflow", "cli"], ["onceflow", "airflow"])]
+    assert not found, "\n".join(found)
+
+
+def test_benchmarks_do_not_import_the_test_fixtures():
+    """benchmarks/ run without pytest: nothing from tests/conftest.py (its helpers live in src)."""
+    found = []
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests.conftest"):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: from {node.module} import ...")
+    assert not found, "\n".join(found)
+
+
+# module -> packages it must not pull in, even transitively; then what it does after importing
+NO_SPARK = ("pyspark", "py4j", "delta", "onceflow.spark")
+PARSE_BACKFILL = ("from onceflow.cli import build_parser; build_parser().parse_args(['backfill', "
+                  "'--start-offsets', '{\"0\": 1}', '--end-offsets', '{\"0\": 2}'])")
+LIGHT = {
+    "onceflow.recovery": (NO_SPARK, ""),
+    "onceflow.health": (NO_SPARK, ""),
+    "onceflow.airflow.hooks": (NO_SPARK, ""),
+    "onceflow.ranges": (("pyspark", "airflow"), ""),
+    "onceflow.cli": (("pyspark", "airflow"), PARSE_BACKFILL),
+}
+
+
+@pytest.mark.parametrize("module", sorted(LIGHT))
+def test_light_modules_import_no_spark_or_airflow(module):
+    """Imported in a fresh interpreter: none of the forbidden packages lands in sys.modules."""
+    forbidden, then = LIGHT[module]
+    code = (f"import sys, {module}\n{then}\n"
+            f"bad = sorted(m for m in sys.modules if any(m == f or m.startswith(f + '.') for f in {forbidden!r}))\n"
+            "print(' '.join(bad))\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "", f"importing {module} loaded: {run.stdout.split()}"
