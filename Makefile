@@ -5,7 +5,7 @@ PY       := $(VENV)/bin/python
 ONCEFLOW := $(VENV)/bin/onceflow
 # each test by name and the slowest ones: what CI prints (.ci/run runs plain `make test`); two worker
 # processes, a module at a time each: one waits on a trigger or a JVM start while the other computes
-PYTEST_ARGS ?= -v --durations=25 -n 2 --dist loadfile
+PYTEST_ARGS ?= -v --durations=25 -n 2 --dist loadfile --no-loadscope-reorder
 
 .PHONY: setup venv jars demo test test-fast test-unit lock kafka-start kafka-stop clean
 

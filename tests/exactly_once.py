@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from datetime import timedelta
+from pathlib import Path
 
 from deltalake import DeltaTable
 
 from onceflow.config import Pipeline, duration_seconds
 from onceflow.kafka.producer import VALID
+from onceflow.ledger import read_ledger
 from onceflow.sinks import table_paths
 from onceflow.tables import aggregate_key
 from tests.kafka_helpers import consume_all
@@ -101,3 +103,15 @@ def _same(a: list | None, b: list | None) -> bool:
         return a is b
     return all(x == y or (isinstance(x, float) and isinstance(y, float) and abs(x - y) <= 1e-9 * max(1, abs(x)))
                for x, y in zip(a, b))
+
+
+def assert_ledgers_contiguous(pipeline: Pipeline) -> None:
+    """Each Delta sink's ledger: one entry per batch, no gap, no overlap (ledger.problems())."""
+    for name, path in table_paths(pipeline).items():
+        assert read_ledger(path).problems() == [], f"{name} ledger is not contiguous"
+
+
+def next_batch(checkpoint: str) -> int:
+    """The id of the next batch Spark will plan (a fault aimed there must fire)."""
+    planned = [int(f.name) for f in Path(checkpoint, "offsets").glob("[0-9]*")]
+    return max(planned, default=-1) + 1

@@ -1,4 +1,6 @@
-"""Exactly-once under hard kills and a broker restart (issue 3's proof), Delta and Kafka sinks together.
+"""Exactly-once under hard kills (issue 3's proof), Delta and Kafka sinks together.
+
+The broker restart, on the sensors pipeline, is in test_broker_restart.py.
 
 The shape of Kafka's transactions system test: seed known records (with aborted
 transactions and malformed records) while the stream runs, kill the driver hard
@@ -53,18 +55,13 @@ import pytest
 
 from onceflow import faults
 from onceflow.kafka.admin import watermarks
-from onceflow.kafka.broker import LocalBroker
 from onceflow.kafka.producer import VALID, produce
-from onceflow.ledger import read_ledger
 from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT, ENV_KILL_PGID
-from onceflow.kafka.broker import free_port_pair
 from onceflow.kafka.ledger import read_kafka_ledger
-from onceflow.sinks import table_paths
-from tests.exactly_once import assert_exactly_once
+from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, next_batch
 from tests.ingest_process import IngestProcess
 from tests.kafka_helpers import consume_all
-from tests.pipeline_helpers import (PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, SENSORS_AGGREGATES, SENSORS_SCHEMA,
-                                    SENSORS_SCHEMA_BODY, pipeline_file)
+from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, pipeline_file
 
 pytestmark = pytest.mark.e2e
 
@@ -74,12 +71,6 @@ SEED = 20261122
 # the Kafka sink's own windows (src/onceflow/faults/kafka_sink.py), each aimed at the next batch
 KAFKA_WINDOWS = ("crash_after_tasks:2", "crash_after_write")
 RANDOM_KILLS = 3
-
-
-def _next_batch(checkpoint: str) -> int:
-    """The id of the next batch Spark will plan (a fault aimed there must fire)."""
-    planned = [int(f.name) for f in Path(checkpoint, "offsets").glob("[0-9]*")]
-    return max(planned, default=-1) + 1
 
 
 def _committed_batches(checkpoint: str) -> set[int]:
@@ -108,11 +99,6 @@ class Producer(threading.Thread):
         return self.summary
 
 
-def _assert_ledgers_contiguous(pipeline) -> None:
-    for name, path in table_paths(pipeline).items():
-        assert read_ledger(path).problems() == [], f"{name} ledger is not contiguous"
-
-
 def _ids(bootstrap: str, topic: str, isolation: str) -> Counter:
     """Event ids of the Kafka sink's output, read by an independent consumer (not Spark)."""
     return Counter(json.loads(v)["event_id"] for _, _, _, v in consume_all(bootstrap, topic, isolation, timeout=120))
@@ -137,7 +123,7 @@ def test_hard_kills_in_every_window_and_at_random(broker, topic, tmp_path):
 
     # H1: one crash inside each exactly-once window of the job, aimed at the next batch to be planned
     for point in faults.POINTS:
-        target = _next_batch(checkpoint)
+        target = next_batch(checkpoint)
         job.start(fault=f"{point}@{target}")
         code = job.wait_exit(timeout=600)
         assert code == faults.EXIT_CODE, f"expected the injected crash at {point}@{target}, got exit {code}:\n{job.tail()}"
@@ -145,7 +131,7 @@ def test_hard_kills_in_every_window_and_at_random(broker, topic, tmp_path):
     # K1-K7: then each window of the Kafka sink; the fault kills the driver's whole process group
     crash_ends: dict[int, int] = {}
     for window in KAFKA_WINDOWS:
-        target = _next_batch(checkpoint)
+        target = next_batch(checkpoint)
         job.start(env={KAFKA_FAULT: f"{window}@batch:{target}", ENV_KILL_PGID: "self"})
         code = job.wait_exit(timeout=600)
         assert code == -signal.SIGKILL, f"{window}@batch:{target} should die by the injected SIGKILL, " \
@@ -178,7 +164,7 @@ def test_hard_kills_in_every_window_and_at_random(broker, topic, tmp_path):
 
     counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[summary])  # H4
     assert counts["committed"] == summary.count("committed")  # H5
-    _assert_ledgers_contiguous(pipeline)  # H6
+    assert_ledgers_contiguous(pipeline)  # H6
     assert job.runs == len(faults.POINTS) + len(KAFKA_WINDOWS) + RANDOM_KILLS  # H7
 
     # K10-K16: the Kafka sink's output, through the same kills
@@ -206,48 +192,3 @@ def test_hard_kills_in_every_window_and_at_random(broker, topic, tmp_path):
     print(f"\n{job.runs + 1} runs, {job.runs} killed: {counts['committed']} committed records exactly once in "
           f"Delta; {len(committed)} events, 0 duplicates at read_committed of the Kafka sink; {aborted_attempts} "
           f"records of killed attempts visible only at read_uncommitted; {len(ledger.entries)} Kafka batches")
-
-
-def test_broker_restart_mid_stream(jars, tmp_path):
-    """The sensors pipeline (pipelines/sensors.yaml: a double with bounds, a nested event time, no
-    event id, min/max aggregates) through a broker restart and a hard crash between its sinks: the
-    second declared shape under the faults, sharing this test's stack rather than doubling the
-    kill schedule above (issue 24)."""
-    broker = LocalBroker(home=tmp_path / "broker", port=free_port_pair())
-    broker.start(timeout=120)
-    try:
-        topic = "restarted"
-        folder = tmp_path / "pipeline"
-        file, pipeline = pipeline_file(folder, broker.bootstrap, topic, max_offsets=1500,
-                                       trigger={"processing_time": "500 ms"}, schema=SENSORS_SCHEMA_BODY,
-                                       aggregates=SENSORS_AGGREGATES)
-        before = produce(broker.bootstrap, topic, 8000, schema=SENSORS_SCHEMA, partitions=PARTITIONS, seed=5,
-                         abort_ratio=0.06, malformed_ratio=0.015)
-        job = IngestProcess(pipeline, file, tmp_path).start()
-        job.wait_progress(more_than=0)
-
-        broker.stop()  # mid-stream: the job is running, with a backlog left to read
-        time.sleep(3)  # the outage itself (a deliberate 3 s without a broker), not a wait for anything
-        broker.start(timeout=120)
-        after = produce(broker.bootstrap, topic, 8000, schema=SENSORS_SCHEMA, partitions=PARTITIONS, seed=6,
-                        abort_ratio=0.06, malformed_ratio=0.015)
-        if job.proc.poll() is None:  # the job survived the outage: let it catch up, then stop it cleanly
-            seen = job.progress_count()
-            job.wait_progress(more_than=seen)
-            assert job.terminate() == 0, job.tail()
-        # then a hard crash on this shape too, in the window between the sinks' commits (bronze
-        # written, quarantine and aggregates not): more data, so the crashing run has a batch to die in
-        more = produce(broker.bootstrap, topic, 2000, schema=SENSORS_SCHEMA, partitions=PARTITIONS, seed=7,
-                       abort_ratio=0.06, malformed_ratio=0.015)
-        (tmp_path / "crash").mkdir()
-        crash = IngestProcess(pipeline, file, tmp_path / "crash", mode="available-now")
-        crash.start(fault=f"between_sinks@{_next_batch(pipeline.checkpoint_path)}")
-        assert crash.wait_exit(timeout=600) == faults.EXIT_CODE, crash.tail()
-        final = IngestProcess(pipeline, file, tmp_path, mode="available-now").start()
-        assert final.wait_exit(timeout=600) == 0, final.tail()
-
-        counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[before, after, more])
-        assert counts["committed"] == sum(p.count("committed") for p in (before, after, more))
-        _assert_ledgers_contiguous(pipeline)
-    finally:
-        broker.stop()
