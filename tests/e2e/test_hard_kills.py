@@ -54,13 +54,12 @@ from pathlib import Path
 import pytest
 
 from onceflow import faults
-from onceflow.kafka.admin import watermarks
 from onceflow.kafka.producer import VALID, produce
 from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT, ENV_KILL_PGID
 from onceflow.kafka.ledger import read_kafka_ledger
 from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, next_batch
 from tests.ingest_process import IngestProcess
-from tests.kafka_helpers import consume_all
+from tests.kafka_helpers import consume_all, log_ends
 from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, pipeline_file
 
 pytestmark = pytest.mark.e2e
@@ -144,7 +143,7 @@ def test_hard_kills_in_every_window_and_at_random(broker, topic, tmp_path):
                 (target, [0, 1], [2, 3])], ledger.as_dict()
             # the log's end now: what the killed tasks left in it is judged once their transactions are
             # resolved (at the end), since a read_committed reader stops at the first open transaction
-            crash_ends = {p: high for p, (_low, high) in watermarks(broker.bootstrap, out_topic).items()}
+            crash_ends = log_ends(broker.bootstrap, out_topic)
         else:  # every task committed batch `target` (the replayed partial batch too), Spark did not
             assert target in [e.batch_id for e in ledger.entries] and ledger.partial == [], ledger.as_dict()
 

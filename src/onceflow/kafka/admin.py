@@ -49,7 +49,9 @@ def partitions_of(bootstrap: str, topic: str) -> list[int]:
 
 
 def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
-    """{partition: (low, high)}; high is the log end (includes uncommitted and markers)."""
+    """{partition: (low, high)}; high is the last stable offset (read_committed, librdkafka's default):
+    the log end, markers included, unless a transaction is still open, then that transaction's first
+    offset. What a committed reader can reach, so a range past it is refused."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "onceflow-admin",
                          "enable.auto.commit": False})
     try:
