@@ -46,7 +46,8 @@ def measure(spark, work: Path, accounts: int, old_windows: int, merges: int) -> 
     from onceflow.ledger import LedgerEntry
     from onceflow.schema.model import AggregatesSpec
     from onceflow.spark.sinks import delta
-    from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, merge_metrics
+    from harness import merge_metrics
+    from payments import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA
 
     aggs = AggregatesSpec.model_validate(PAYMENTS_AGGREGATES)
 

@@ -45,7 +45,7 @@ def produce_and_ingest(spark, broker, pipeline, count: int, seed: int | None, fi
     then lands in new windows, as in a live stream, not in long-closed ones."""
     from onceflow.kafka.producer import produce
     from onceflow.spark.ingest import run_ingest
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
+    from payments import PAYMENTS_SCHEMA
 
     t = time.monotonic()
     done = [0]
@@ -98,7 +98,7 @@ def main() -> int:
     from onceflow import config
     from onceflow.kafka.broker import LocalBroker, free_port_pair
     from onceflow.spark.session import build_session
-    from tests.pipeline_helpers import write_pipeline
+    from payments import write_pipeline
 
     port_file = state / "broker.port"
     if not port_file.exists():

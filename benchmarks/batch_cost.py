@@ -94,7 +94,7 @@ def main() -> int:
     from onceflow.kafka.producer import produce
     from onceflow.spark.ingest import run_ingest
     from onceflow.spark.session import build_session
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
+    from payments import PAYMENTS_SCHEMA, pipeline_file
 
     with scratch_broker("onceflow-bench-batch-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)

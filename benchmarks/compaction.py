@@ -30,14 +30,14 @@ SCANS = 3
 
 
 def _pipeline(folder: Path, bootstrap: str, topic: str, max_offsets: int, compact: bool):
-    from tests.pipeline_helpers import PAYMENTS_AGGREGATES, load_pipeline
+    from payments import PAYMENTS_AGGREGATES, pipeline_file
 
-    return load_pipeline(folder, bootstrap, topic, name=f"compact_{folder.name.replace('-', '_')}",
+    return pipeline_file(folder, bootstrap, topic, name=f"compact_{folder.name.replace('-', '_')}",
                          max_offsets=max_offsets,
                          sinks={"bronze": {"path": str(folder / "bronze"), "auto_compact": compact},
                                 "quarantine": {"path": str(folder / "quarantine"), "auto_compact": compact},
                                 "aggregates": {"path": str(folder / "aggregates"), "auto_compact": compact,
-                                               **PAYMENTS_AGGREGATES}})
+                                               **PAYMENTS_AGGREGATES}})[1]
 
 
 def measure(spark, pipeline) -> dict:
@@ -83,7 +83,7 @@ def main() -> int:
     from ingest_throughput import run_exactly_once
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
+    from payments import PAYMENTS_SCHEMA
 
     with scratch_broker("onceflow-compaction-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)

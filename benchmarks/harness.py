@@ -1,16 +1,22 @@
 """What the benchmarks here do alike: find the jars and the project, run a scratch
-broker of their own, and print (and keep, with --json) their figures.
+broker of their own, read what landed (Delta MERGE metrics, committed Kafka records),
+run `onceflow ingest` as a process, and print (and keep, with --json) their figures.
 
 A benchmark run as `python benchmarks/<name>.py` has this folder on its path, so
-`from harness import emit, scratch_broker` works from any of them.
+`from harness import emit, scratch_broker` works from any of them. Benchmarks import
+nothing from tests/ (tests/unit/test_architecture.py checks): what they share lives
+here and in payments.py (the shipped payments pipeline).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -46,3 +52,105 @@ def emit(figures: dict, path: str | Path | None) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text + "\n")
+
+
+def merge_metrics(table: str) -> list[dict]:
+    """Delta's operation metrics of each MERGE into `table`, oldest first (values as Delta
+    wrote them: strings of numbers)."""
+    from deltalake import DeltaTable
+
+    history = sorted(DeltaTable(table).history(), key=lambda c: c.get("version", -1))
+    return [c.get("operationMetrics") or {} for c in history if c.get("operation") == "MERGE"]
+
+
+def consume_all(bootstrap: str, topic: str, isolation: str = "read_committed",
+                timeout: float = 60) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """Every record currently readable at `isolation`, read by a plain consumer (not Spark):
+    [(partition, offset, key, value)]."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from onceflow.kafka.admin import partitions_of
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "onceflow-bench-reader",
+                         "enable.auto.commit": False, "isolation.level": isolation,
+                         "auto.offset.reset": "earliest"})
+    try:
+        parts = partitions_of(bootstrap, topic)
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in parts}
+        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        out, done = [], {p for p in parts if ends[p] == 0}
+        deadline = time.monotonic() + timeout
+        while len(done) < len(parts):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"consuming {topic} at {isolation} did not reach the end offsets {ends} "
+                                   f"within {timeout}s (done: {sorted(done)})")
+            msg = consumer.poll(1.0)
+            if msg is None:
+                # at read_committed the last records may be control markers: check position
+                for p in parts:
+                    if consumer.position([TopicPartition(topic, p)])[0].offset >= ends[p]:
+                        done.add(p)
+                continue
+            if msg.error():
+                continue
+            out.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+            if msg.offset() + 1 >= ends[msg.partition()]:
+                done.add(msg.partition())
+        return out
+    finally:
+        consumer.close()
+
+
+class IngestProcess:
+    """`onceflow ingest --mode continuous` in its own process group (Python driver + its
+    Spark JVM), logging to `log_dir`/ingest-<n>.log; waits on its status log's progress."""
+
+    def __init__(self, pipeline, pipeline_file: Path, log_dir: Path):
+        from onceflow.status import StatusLog
+
+        self.cmd = [str(Path(sys.executable).with_name("onceflow")), "ingest", "--pipeline", str(pipeline_file),
+                    "--mode", "continuous"]
+        self.log_dir = log_dir
+        self.env = {**os.environ, "ONCEFLOW_SHUFFLE_PARTITIONS": "2"}
+        self.proc: subprocess.Popen | None = None
+        self.runs = 0
+        self.status = StatusLog(pipeline.state_path, pipeline.name)
+
+    def progress_count(self) -> int:
+        return sum(1 for e in self.status.events() if e.get("event") == "progress")
+
+    def start(self) -> "IngestProcess":
+        self.runs += 1
+        self.log = self.log_dir / f"ingest-{self.runs}.log"
+        self.proc = subprocess.Popen(self.cmd, env=self.env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def wait_progress(self, more_than: int, timeout: float = 600) -> None:
+        """Until more than `more_than` progress events exist (a batch committed)."""
+        deadline = time.monotonic() + timeout
+        while self.progress_count() <= more_than:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ingest exited with {self.proc.returncode} before committing a batch:\n"
+                                   f"{self.tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no committed batch within {timeout}s:\n{self.tail()}")
+            time.sleep(0.2)
+
+    def kill9(self) -> None:
+        """kill -9 the driver and its JVM: no shutdown hook, no final status."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+    def terminate(self, timeout: float = 120) -> int:
+        """SIGTERM to the driver: it stops at a batch boundary and exits."""
+        os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            raise RuntimeError(f"ingest did not exit within {timeout}s:\n{self.tail()}") from None

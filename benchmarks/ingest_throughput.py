@@ -36,7 +36,7 @@ def _shipped_sizes() -> str:
 
 
 def _pipeline(folder: Path, bootstrap: str, topic: str, max_offsets: int, trigger: str = "1 second"):
-    from tests.pipeline_helpers import pipeline_file
+    from payments import pipeline_file
 
     return pipeline_file(folder, bootstrap, topic, max_offsets=max_offsets, trigger={"processing_time": trigger})
 
@@ -84,7 +84,7 @@ def merge_rows_copied(pipeline) -> int:
     """Rows the aggregates MERGEs copied unchanged into new files, over the whole run: 0 with
     deletion vectors; with plain rewrites it grows with the table, batch after batch."""
     from onceflow.sinks import table_paths
-    from tests.pipeline_helpers import merge_metrics
+    from harness import merge_metrics
 
     return sum(int(m.get("numTargetRowsCopied", 0)) for m in merge_metrics(table_paths(pipeline)["aggregates"]))
 
@@ -107,8 +107,8 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
     from onceflow.kafka.producer import produce
     from onceflow.ledger import read_ledger
     from onceflow.sinks import table_paths
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
-    from tests.ingest_process import IngestProcess
+    from harness import IngestProcess
+    from payments import PAYMENTS_SCHEMA
 
     job = IngestProcess(pipeline, pipeline_file, pipeline_file.parent).start()
     try:
@@ -157,7 +157,7 @@ def main() -> int:
 
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
+    from payments import PAYMENTS_SCHEMA
 
     with scratch_broker("onceflow-bench-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)

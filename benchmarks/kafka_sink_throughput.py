@@ -56,7 +56,7 @@ def txn_sink(bootstrap: str, name: str, source_topic: str):
 
 def sink_only(spark, bootstrap: str, topic: str, repeats: int) -> dict:
     """The same cached DataFrame through both sinks, alternating, median seconds each."""
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA as schema
+    from payments import PAYMENTS_SCHEMA as schema
     from onceflow.kafka.admin import ensure_topic
     from onceflow.spark.kafka_read import read_committed_batch
     from onceflow.spark.parse import bronze_rows, parse_events
@@ -95,7 +95,7 @@ def streaming(spark, bootstrap: str, topic: str, max_offsets: int, folder: Path,
               round_: int) -> tuple[float, int]:
     """An available-now query over the whole topic with one of the sinks; (seconds, valid rows written)."""
     from onceflow.checkpoint import batch_offset_range
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA as schema
+    from payments import PAYMENTS_SCHEMA as schema
     from onceflow.kafka.admin import ensure_topic
     from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
@@ -156,7 +156,7 @@ def _pcts(values: list[float]) -> dict:
 def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) -> dict:
     """The transactional sink in a 1 s processing-time query under a steady produce rate."""
     from onceflow.checkpoint import batch_offset_range
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA as schema
+    from payments import PAYMENTS_SCHEMA as schema
     from onceflow.kafka.admin import ensure_topic
     from onceflow.kafka.producer import produce
     from onceflow.spark.kafka_read import kafka_options
@@ -215,7 +215,7 @@ def main() -> int:
 
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
+    from payments import PAYMENTS_SCHEMA
 
     with scratch_broker("onceflow-bench-kafka-sink-", timeout=180) as (work, broker):
         spark = None

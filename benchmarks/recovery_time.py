@@ -58,7 +58,7 @@ class Producer(threading.Thread):
 
     def run(self) -> None:
         from onceflow.kafka.producer import produce
-        from tests.pipeline_helpers import PAYMENTS_SCHEMA
+        from payments import PAYMENTS_SCHEMA
 
         seed = 0
         while not self.stop.is_set():
@@ -160,7 +160,7 @@ def check_exactly_once(pipeline, bootstrap: str) -> dict:
     from deltalake import DeltaTable
 
     from onceflow.sinks import table_paths
-    from tests.kafka_helpers import consume_all
+    from harness import consume_all
 
     try:
         proc = subprocess.run([sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", pipeline.file,
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from onceflow import config
     from onceflow.kafka.broker import LocalBroker, free_port_pair
-    from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA_BODY
+    from payments import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA_BODY
 
     broker = LocalBroker(home=home / "broker", port=free_port_pair())
     producer = None

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     from onceflow.schema.generate import Generator
     from onceflow.spark import parse
     from onceflow.spark.session import build_session
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
+    from payments import PAYMENTS_SCHEMA
 
     spark = build_session("onceflow-bench-strict-parse", master="local[2]")
     gen = Generator(PAYMENTS_SCHEMA, seed=1, group_by=("account_id",))
