@@ -17,8 +17,8 @@ from onceflow.audit.html import check_group, chart_data, render, write_page
 from onceflow.status import StatusLog
 from onceflow.web import STATIC, batch_series
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "audit-report"
-ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parents[2] / "data" / "audit-report"
+ROOT = Path(__file__).resolve().parents[3]
 NOTE = "bronze: 1 commit(s) without a ledger entry (not written by the streaming job): v4 DELETE"
 
 
