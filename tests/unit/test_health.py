@@ -21,7 +21,7 @@ from tests.pipeline_helpers import PAYMENTS_SCHEMA_BODY
 
 from onceflow.config import Pipeline
 from onceflow.health import EXIT_CODES, pipeline_health
-from onceflow.status import RunLock
+from onceflow.status import RunLock, ended
 from tests.unit.test_checkpoint import TOPIC, write_checkpoint
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs/schemas/checkpoint-status.schema.json").read_text())
@@ -285,3 +285,12 @@ def test_cli_show_reports_problems_and_exit_codes(pipeline, capsys):
     (ck / "commits" / "1").write_text("")
     assert cli.main(["checkpoint", "show", "--path", str(ck)]) == 2
     assert "UNUSABLE" in capsys.readouterr().out
+
+
+def test_a_run_that_ended_is_told_in_plain_words(pipeline):
+    assert [ended(s) for s in ("finished", "stopped", "failed")] == [
+        "finished", "was stopped (at a batch boundary)", "failed"]
+    committed_checkpoint(pipeline)
+    status(pipeline, started(100), ("final", 80, {"status": "finished", "error": None}))
+    reason = check(pipeline)["reasons"][0]
+    assert reason.startswith("not running; the last run finished at ") and "ended" not in reason

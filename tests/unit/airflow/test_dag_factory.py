@@ -152,3 +152,13 @@ def test_each_bad_file_gets_its_own_error_and_running_it_fails_with_the_fix(tmp_
     with pytest.raises(AirflowFailException) as failed:
         task.execute({})
     assert str(pipelines / "one.yaml") in str(failed.value) and "Fix: add `sinks` to the file" in str(failed.value)
+
+
+def test_dag_docs_name_the_real_dag_ids():
+    from onceflow.airflow.dag_factory import build_dags
+
+    dags = build_dags(ROOT / "pipelines")
+    for dag in dags.values():
+        assert "<p>" not in dag.doc_md and "<pipeline>" not in dag.doc_md, dag.dag_id
+    assert "triggers `payments_recover`" in dags["payments_stream"].doc_md
+    assert "(`payments_stream` waits)" in dags["payments_recover"].doc_md

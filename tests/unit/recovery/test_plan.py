@@ -404,3 +404,11 @@ def test_the_plan_names_sink_floors_only_where_a_sink_is_ahead():
     lost = decide(facts(checkpoint(B, 2), all_sinks(), earliest={0: 340, 1: 160}), accept_loss=True)
     assert "own point" not in action(lost, WRITE_IDENTITY)[0].description
     assert "Kafka's log start {0: 340, 1: 160}" in lost.summary and "40 offsets accepted as lost" in lost.summary
+
+
+def test_recovery_hints_name_the_real_dag_and_command():
+    plan = decide(facts(checkpoint(B, 2), all_sinks()))
+    assert "<" not in plan.next_step
+    assert plan.next_step == (f"start the query: `onceflow ingest --pipeline {plan.pipeline}` (or `onceflow recover "
+                              f"--pipeline {plan.pipeline} --resume`); in Airflow the {plan.pipeline}_recover DAG "
+                              "resubmits it")

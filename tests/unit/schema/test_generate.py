@@ -185,7 +185,7 @@ def test_cli_lists_the_kinds_and_refuses_what_it_cannot_do(capsys, tmp_path):
 
     assert cli.main(["produce", "--pipeline", "sensors", "--kinds"]) == 0
     assert capsys.readouterr().out.split() == list(Generator(SENSORS_SCHEMA).kinds())
-    with pytest.raises(SystemExit) as refused:  # argparse refuses it, with the fix (tests/unit/test_texts.py)
+    with pytest.raises(SystemExit) as refused:  # argparse refuses it, with the fix (tests/unit/cli/test_refusals.py)
         cli.main(["produce", "--pipeline", "payments", "--count", "0"])
     assert refused.value.code == 2 and "Fix: pass --count N with N >= 1" in capsys.readouterr().err
     assert cli.main(["produce", "--pipeline", "nope"]) == 2
