@@ -94,6 +94,35 @@ def test_benchmarks_import_nothing_from_tests():
     assert not found, "\n".join(found)
 
 
+# tests/unit files that name no module, on purpose: they check across modules or outside src
+NOT_A_MODULE = {
+    "test_architecture.py": "the layers of the whole package",
+    "test_docker_stack.py": "docker/, not Python",
+    "cli/test_refusals.py": "every command's refusals, side by side",
+}
+
+
+def test_unit_tests_mirror_the_package():
+    """tests/unit/<dir>/test_<x>.py tests src/onceflow/<dir>/<x> (a module or a package), or an
+    aspect of it as test_<x>_<aspect>.py; anything else is listed in NOT_A_MODULE with why."""
+    unit, package = ROOT / "tests" / "unit", SRC / "onceflow"
+    found = []
+    for path in sorted(unit.rglob("test_*.py")):
+        rel = path.relative_to(unit)
+        where = package.joinpath(*rel.parts[:-1])
+        names = ({p.stem for p in where.glob("*.py")} | {p.name for p in where.iterdir() if (p / "__init__.py").exists()}
+                 if where.is_dir() else set())
+        if rel.as_posix() not in NOT_A_MODULE and not any(
+                path.stem[5:] == n or path.stem[5:].startswith(n + "_") for n in names - {"__init__"}):
+            module = (where / path.stem[5:]).relative_to(ROOT).as_posix()
+            found.append(f"tests/unit/{rel.as_posix()}: no module {module} (.py or package); "
+                         "rename it after the module it tests, or list it in NOT_A_MODULE with why")
+    for folder in sorted({p.parent for p in unit.rglob("test_*.py")}):
+        if not (folder / "__init__.py").exists():
+            found.append(f"{folder.relative_to(ROOT)}: no __init__.py (test modules of the same name would clash)")
+    assert not found, "\n".join(found)
+
+
 # module -> packages it must not pull in, even transitively; then what it does after importing
 NO_SPARK = ("pyspark", "py4j", "delta", "onceflow.spark")
 PARSE_BACKFILL = ("from onceflow.cli import build_parser; build_parser().parse_args(['backfill', "
