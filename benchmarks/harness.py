@@ -63,44 +63,6 @@ def merge_metrics(table: str) -> list[dict]:
     return [c.get("operationMetrics") or {} for c in history if c.get("operation") == "MERGE"]
 
 
-def consume_all(bootstrap: str, topic: str, isolation: str = "read_committed",
-                timeout: float = 60) -> list[tuple[int, int, bytes | None, bytes | None]]:
-    """Every record currently readable at `isolation`, read by a plain consumer (not Spark):
-    [(partition, offset, key, value)]."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from onceflow.kafka.admin import partitions_of
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "onceflow-bench-reader",
-                         "enable.auto.commit": False, "isolation.level": isolation,
-                         "auto.offset.reset": "earliest"})
-    try:
-        parts = partitions_of(bootstrap, topic)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in parts}
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        out, done = [], {p for p in parts if ends[p] == 0}
-        deadline = time.monotonic() + timeout
-        while len(done) < len(parts):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"consuming {topic} at {isolation} did not reach the end offsets {ends} "
-                                   f"within {timeout}s (done: {sorted(done)})")
-            msg = consumer.poll(1.0)
-            if msg is None:
-                # at read_committed the last records may be control markers: check position
-                for p in parts:
-                    if consumer.position([TopicPartition(topic, p)])[0].offset >= ends[p]:
-                        done.add(p)
-                continue
-            if msg.error():
-                continue
-            out.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
-            if msg.offset() + 1 >= ends[msg.partition()]:
-                done.add(msg.partition())
-        return out
-    finally:
-        consumer.close()
-
-
 class IngestProcess:
     """`onceflow ingest --mode continuous` in its own process group (Python driver + its
     Spark JVM), logging to `log_dir`/ingest-<n>.log; waits on its status log's progress."""

@@ -160,7 +160,7 @@ def check_exactly_once(pipeline, bootstrap: str) -> dict:
     from deltalake import DeltaTable
 
     from onceflow.sinks import table_paths
-    from harness import consume_all
+    from onceflow.kafka.consume import read_records as consume_all
 
     try:
         proc = subprocess.run([sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", pipeline.file,
