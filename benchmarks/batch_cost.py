@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from harness import emit, scratch_broker
+from harness import add_conf_option, conf_settings, emit, scratch_broker
 
 
 def step(description: str, call_site: str) -> str:
@@ -79,17 +79,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=12_000)
     ap.add_argument("--max-offsets", type=int, default=1_000, help="maxOffsetsPerTrigger of the measured run")
-    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                    help="an extra Spark setting for the session (repeatable), to see what it changes")
+    add_conf_option(ap)
     ap.add_argument("--jfr", help="also record a Java Flight Recording of the driver to this file")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
-    settings = {}
-    for setting in args.conf:
-        key, sep, value = setting.partition("=")
-        if not sep:
-            ap.error(f"--conf takes KEY=VALUE, not {setting!r}")
-        settings[key.strip()] = value.strip()
+    settings = conf_settings(ap, args.conf)
 
     from onceflow.kafka.producer import produce
     from onceflow.spark.ingest import run_ingest

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import emit, scratch_broker
+from harness import emit, run_exactly_once, scratch_broker
 
 SCANS = 3
 
@@ -80,7 +80,6 @@ def main() -> int:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
-    from ingest_throughput import run_exactly_once
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
     from payments import PAYMENTS_SCHEMA

@@ -10,6 +10,7 @@ here and in payments.py (the shipped payments pipeline).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -52,6 +53,35 @@ def emit(figures: dict, path: str | Path | None) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text + "\n")
+
+
+def add_conf_option(ap: argparse.ArgumentParser) -> None:
+    """`--conf KEY=VALUE` (repeatable): extra Spark settings, to see what one changes."""
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="an extra Spark setting for the session (repeatable), to see what it changes")
+
+
+def conf_settings(ap: argparse.ArgumentParser, values: list[str]) -> dict[str, str]:
+    """The `--conf` values as a dict; a value without `=` stops the command with the fix."""
+    settings = {}
+    for setting in values:
+        key, sep, value = setting.partition("=")
+        if not sep:
+            ap.error(f"--conf takes KEY=VALUE, not {setting!r}")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+def run_exactly_once(spark, pipeline) -> tuple[float, int]:
+    """Seconds and batches of one available-now run of the exactly-once job (batches as its
+    listener counts them: one per query progress event; transaction markers take offsets
+    too: 1,000,000 records at 1,000,000 per trigger make a second, small batch)."""
+    from onceflow.spark.ingest import run_ingest
+
+    started = time.monotonic()
+    result = run_ingest(pipeline, mode="available-now", spark=spark)
+    assert result.status == "finished", result
+    return time.monotonic() - started, result.batches
 
 
 def merge_metrics(table: str) -> list[dict]:

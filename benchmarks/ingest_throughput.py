@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import ROOT, emit, scratch_broker
+from harness import ROOT, emit, run_exactly_once, scratch_broker
 
 
 def _shipped_sizes() -> str:
@@ -39,17 +39,6 @@ def _pipeline(folder: Path, bootstrap: str, topic: str, max_offsets: int, trigge
     from payments import pipeline_file
 
     return pipeline_file(folder, bootstrap, topic, max_offsets=max_offsets, trigger={"processing_time": trigger})
-
-
-def run_exactly_once(spark, pipeline) -> tuple[float, int]:
-    """Seconds and batches of one available-now run (transaction markers take offsets too:
-    1,000,000 records at 1,000,000 per trigger make a second, small batch)."""
-    from onceflow.spark.ingest import run_ingest
-
-    started = time.monotonic()
-    result = run_ingest(pipeline, mode="available-now", spark=spark)
-    assert result.status == "finished", result
-    return time.monotonic() - started, result.batches
 
 
 def run_plain_parquet(spark, pipeline, folder: Path) -> float:
