@@ -1,6 +1,7 @@
 """Ingest throughput and latency, measured in one run on this machine.
 
     .venv/bin/python benchmarks/ingest_throughput.py [--events 1000000] [--json out.json]
+    .venv/bin/python benchmarks/ingest_throughput.py --latency-only --latency-rate 1000 --latency-seconds 75
 
 (a) the exactly-once job (bronze + quarantine appends and the aggregates MERGE,
     each an idempotent Delta commit with its ledger entry);
@@ -11,7 +12,8 @@
 (a) and (b) alternate, `--rounds` times per trigger size, on fresh tables; the
 rates are medians, the ratio (a)/(b) the median of the rounds' paired ratios.
 Then p50/p95 end-to-end latency (Kafka timestamp → Delta commit holding the row)
-of (a) in continuous mode with a 1 s trigger under a steady produce rate.
+of (a) in continuous mode with a 1 s trigger under a steady produce rate, for
+bronze and, separately, for the aggregates table.
 Rates are records/s of committed records; quote the ratios, not the absolutes.
 """
 
@@ -110,15 +112,38 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
     except BaseException:
         job.kill9()
         raise
-    bronze = table_paths(pipeline)["bronze"]
-    commit_ms = {e.batch_id: e.timestamp for e in read_ledger(bronze).entries}
+    paths = table_paths(pipeline)
+    bronze = paths["bronze"]
     rows = DeltaTable(bronze).to_pyarrow_table(columns=["_batch_id", "_kafka_ts"]).to_pylist()
-    # (seconds after producing began, latency) per record; not the topic-creating record before it
-    timed = [((ts - started_ms) / 1000, (commit_ms[r["_batch_id"]] - ts) / 1000)
-             for r in rows if (ts := r["_kafka_ts"].timestamp() * 1000) >= started_ms]
-    return {**_p50_p95([latency for _, latency in timed]), "rate_per_s": rate,
-            "after_warm_up": {"warm_up_s": warm_up,
-                              **_p50_p95([latency for after, latency in timed if after >= warm_up])}}
+
+    def figures(table: str) -> dict:
+        """Kafka timestamp → the commit of the table's ledger entry for the record's batch (every
+        sink's entries carry the stream's batch ids)."""
+        commit_ms = {e.batch_id: e.timestamp for e in read_ledger(table).entries}
+        # (seconds after producing began, latency) per record; not the topic-creating record before it
+        timed = [((ts - started_ms) / 1000, (commit_ms[r["_batch_id"]] - ts) / 1000)
+                 for r in rows if (ts := r["_kafka_ts"].timestamp() * 1000) >= started_ms]
+        return {**_p50_p95([latency for _, latency in timed]),
+                "after_warm_up": {"warm_up_s": warm_up,
+                                  **_p50_p95([latency for after, latency in timed if after >= warm_up])}}
+
+    out = {**figures(bronze), "rate_per_s": rate, "seconds": seconds}
+    if "aggregates" in paths:
+        out["aggregates"] = figures(paths["aggregates"])
+    return out
+
+
+def _latency(work: Path, broker, args) -> dict:
+    """The continuous job at the shipped size and a 1 s trigger, fed at a steady rate."""
+    from onceflow.kafka.producer import produce
+    from payments import PAYMENTS_SCHEMA
+
+    print(f"latency: continuous, 1 s trigger, {args.latency_rate:g} events/s for {args.latency_seconds:g}s …",
+          flush=True)
+    file, pipeline = _pipeline(work / "latency", broker.bootstrap, "latency", 100_000, "1 second")
+    # the topic exists before the query
+    produce(broker.bootstrap, "latency", 1, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)
+    return measure_latency(file, pipeline, broker.bootstrap, args.latency_rate, args.latency_seconds)
 
 
 def _p50_p95(latencies: list[float]) -> dict:
@@ -142,7 +167,12 @@ def main() -> int:
     ap.add_argument("--latency-rate", type=float, default=2000, help="events/s produced while measuring latency")
     ap.add_argument("--latency-seconds", type=float, default=30)
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--latency-only", action="store_true", help="measure the latency alone (no throughput rounds)")
     args = ap.parse_args()
+    if args.latency_only:
+        with scratch_broker("onceflow-bench-") as (work, broker):
+            emit({"cores": os.cpu_count(), "latency": _latency(work, broker, args)}, args.json)
+        return 0
 
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
@@ -194,12 +224,7 @@ def main() -> int:
         t_c = run_raw_consumer(broker.bootstrap, "bench")
         spark.stop()
 
-        print(f"latency: continuous, 1 s trigger, {args.latency_rate:g} events/s for {args.latency_seconds:g}s …",
-              flush=True)
-        file, lat_pipeline = _pipeline(work / "latency", broker.bootstrap, "latency", 100_000, "1 second")
-        # the topic exists before the query
-        produce(broker.bootstrap, "latency", 1, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)
-        latency = measure_latency(file, lat_pipeline, broker.bootstrap, args.latency_rate, args.latency_seconds)
+        latency = _latency(work, broker, args)
 
     figures = {
         "events": args.events, "committed_records": committed, "cores": os.cpu_count(),
