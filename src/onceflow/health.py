@@ -15,9 +15,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from onceflow.checkpoint import COMMITS, Checkpoint, read_checkpoint
+from onceflow.checkpoint import COMMITS, Checkpoint
 from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError
+from onceflow.sinks import PipelineFacts, read_facts
 from onceflow.status import FAILED, FINAL, IDLE, PROGRESS, STARTED, RunLock, StatusLog, ended
 from onceflow.verdicts import EXIT_CODES, Verdict
 
@@ -41,14 +42,13 @@ def _kafka_end_offsets(bootstrap: str, topic: str) -> dict[str, dict[int, int]]:
 
 
 # -- the facts ---------------------------------------------------------------------
-def _checkpoint_facts(pipeline: Pipeline) -> tuple[Checkpoint | None, dict]:
+def _checkpoint_facts(pipeline: Pipeline, facts: PipelineFacts) -> tuple[Checkpoint | None, dict]:
+    ck = facts.checkpoint
     topic = pipeline.source.topic
-    try:
-        ck = read_checkpoint(pipeline.checkpoint_path)
-    except OnceflowError as exc:  # a remote URI: not readable without a JVM
-        return None, {"path": pipeline.checkpoint_path, "exists": None, "usable": None, "error": str(exc),
-                      "unusable_reasons": [], "problems": [], "query_id": None, "last_committed": None,
-                      "uncommitted": None, "last_commit_at": None}
+    if ck is None:  # a remote URI: not readable without a JVM
+        return None, {"path": pipeline.checkpoint_path, "exists": None, "usable": None,
+                      "error": str(facts.checkpoint_error), "unusable_reasons": [], "problems": [], "query_id": None,
+                      "last_committed": None, "uncommitted": None, "last_commit_at": None}
     commit_epoch = None
     if ck.last_committed is not None:
         try:
@@ -75,7 +75,7 @@ def _position(ck: Checkpoint | None, topic: str) -> dict[int, int] | None:
 
 
 def _kafka_facts(pipeline: Pipeline, position: dict[int, int] | None, fresh: bool,
-                 end_offsets: EndOffsets) -> tuple[dict, list]:
+                 facts: PipelineFacts) -> tuple[dict, list]:
     """Kafka's offsets, and one row per partition: committed / latest / lag.
 
     A partition the query has no position in is read from the log start (Spark
@@ -83,12 +83,10 @@ def _kafka_facts(pipeline: Pipeline, position: dict[int, int] | None, fresh: boo
     not started (`fresh`) with starting_offsets=earliest. Otherwise no position
     means no lag (a broken checkpoint gives no trustworthy position)."""
     src = pipeline.source
-    kafka: dict = {"bootstrap": src.bootstrap_servers, "topic": src.topic, "error": None}
-    try:
-        offsets = end_offsets(src.bootstrap_servers, src.topic)
-    except Exception as exc:  # unreachable, unknown topic: reported, never raised
-        kafka["error"] = str(exc)
-        offsets = None
+    # unreachable, unknown topic: reported, never raised
+    kafka: dict = {"bootstrap": src.bootstrap_servers, "topic": src.topic,
+                   "error": str(facts.kafka_error) if facts.kafka_error is not None else None}
+    offsets = facts.kafka
     rows = []
     parts = sorted(set(position or {}) | set((offsets or {}).get("latest", {})))
     for p in parts:
@@ -104,14 +102,13 @@ def _kafka_facts(pipeline: Pipeline, position: dict[int, int] | None, fresh: boo
     return kafka, rows
 
 
-def _sink_facts(pipeline: Pipeline) -> dict:
+def _sink_facts(facts: PipelineFacts) -> dict:
     """Each Delta sink's ledger: the last batch it holds (the sink's own account)."""
-    from onceflow.sinks import read_each_ledger
-
     out = {}
-    for name, (path, ledger, error) in read_each_ledger(pipeline).items():
+    for name, path in facts.paths.items():
+        ledger = facts.ledgers.get(name)
         if ledger is None:  # a damaged Delta log: report, keep checking the rest
-            out[name] = {"path": path, "exists": None, "error": error}
+            out[name] = {"path": path, "exists": None, "error": facts.ledger_errors[name].cause}
             continue
         last = ledger.last
         out[name] = {"path": path, "exists": ledger.exists, "error": None, "entries": len(ledger.entries),
@@ -258,10 +255,10 @@ def pipeline_health(pipeline: Pipeline, *, now: float | None = None,
                   "trigger_seconds": trigger_seconds,
                   "stalled_after_seconds": round(h.stalled_after_triggers * trigger_seconds, 3),
                   "dead_after_seconds": h.dead_after_seconds}
-    ck, ck_facts = _checkpoint_facts(pipeline)
+    facts = read_facts(pipeline, with_kafka_ledger=False, kafka_offsets=end_offsets or _kafka_end_offsets)
+    ck, ck_facts = _checkpoint_facts(pipeline, facts)
     fresh = ck is not None and (not ck.exists or ck.empty)
-    kafka, rows = _kafka_facts(pipeline, _position(ck, pipeline.source.topic), fresh,
-                               end_offsets or _kafka_end_offsets)
+    kafka, rows = _kafka_facts(pipeline, _position(ck, pipeline.source.topic), fresh, facts)
     lags = [r["lag"] for r in rows]
     total = sum(lags) if rows and all(x is not None for x in lags) else None
     report = {
@@ -276,7 +273,7 @@ def pipeline_health(pipeline: Pipeline, *, now: float | None = None,
         "kafka": kafka,
         "partitions": rows,
         "lag": {"total": total, "max_partition": max(lags) if total is not None else None},
-        "sinks": _sink_facts(pipeline),
+        "sinks": _sink_facts(facts),
         "run": _run_facts(pipeline, now),
     }
     verdict, reasons = verdict_of(report, now)

@@ -12,13 +12,16 @@ the batches of a table read earlier, even while the job runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 from onceflow.config import Pipeline, TableSink
 from onceflow.errors import LedgerReadError, OnceflowError, SinkError
 from onceflow.ledger import Ledger, read_ledger
 
 if TYPE_CHECKING:
+    from onceflow.checkpoint import Checkpoint
+    from onceflow.generation import CheckpointIdentity
     from onceflow.kafka.ledger import KafkaLedger
     from onceflow.reconcile import CommittedPoint
 
@@ -60,54 +63,111 @@ def kafka_ledger(pipeline: Pipeline) -> KafkaLedger:
 def read_ledgers(pipeline: Pipeline, audit_order: bool = False, kafka: bool = True) -> dict[str, Ledger]:
     """Every sink's ledger, each read once: the Delta sinks' (commit metadata), then with `kafka`
     the Kafka sink's ledger topic as a Ledger. LedgerReadError names the first that cannot be read."""
+    ledgers, errors = _read_each(pipeline, audit_order, kafka)
+    for error in errors.values():
+        raise error
+    return ledgers
+
+
+def _read_each(pipeline: Pipeline, audit_order: bool, kafka: bool) -> tuple[dict[str, Ledger],
+                                                                             dict[str, LedgerReadError]]:
+    """The ledgers that could be read and, by sink, why the others could not, in the order read."""
     ledgers: dict[str, Ledger] = {}
+    errors: dict[str, LedgerReadError] = {}
     for name, path in table_paths(pipeline, audit_order=audit_order).items():
         try:
             ledgers[name] = read_ledger(path)
         except Exception as exc:  # delta-rs raises its own types for a damaged log
-            raise LedgerReadError(name, path, f"{type(exc).__name__}: {exc}") from None
+            errors[name] = LedgerReadError(name, path, f"{type(exc).__name__}: {exc}")
     if kafka and pipeline.sinks.kafka is not None:
         try:
             ledgers[KAFKA] = kafka_ledger(pipeline).to_ledger()
         except OnceflowError as exc:
-            raise LedgerReadError(KAFKA, "its ledger topic", str(exc)) from None
-    return ledgers
+            errors[KAFKA] = LedgerReadError(KAFKA, "its ledger topic", str(exc))
+    return ledgers, errors
 
 
-def read_each_ledger(pipeline: Pipeline) -> dict[str, tuple[str, Ledger | None, str | None]]:
-    """Each Delta sink: (path, its ledger or None, the error if it could not be read). For reports
-    that show every sink even when one is damaged (health)."""
-    out: dict[str, tuple[str, Ledger | None, str | None]] = {}
-    for name, path in table_paths(pipeline).items():
+@dataclass
+class PipelineFacts:
+    """The four ledgers of a pipeline (run lock, Spark checkpoint, sink ledgers, Kafka's
+    offsets) as one read found them. Reading never raises for what it finds: each
+    caller applies its own policy to the errors (health reports them, recovery and
+    the audit refuse to go on)."""
+
+    running: bool
+    holder: dict | None  # run.json of the process holding the run lock
+    checkpoint: Checkpoint | None  # None: unreadable without a JVM (checkpoint_error says why)
+    checkpoint_error: OnceflowError | None
+    identity: CheckpointIdentity | None
+    identity_error: str | None  # _onceflow.json exists but cannot be read
+    paths: dict[str, str]  # Delta sink -> table path, in the order read
+    ledgers: dict[str, Ledger]  # the sinks whose ledgers could be read, in the order read
+    ledger_errors: dict[str, LedgerReadError] = field(default_factory=dict)
+    kafka: dict[str, dict[int, int]] | None = None  # {"earliest": {p: o}, "latest": {p: o}}
+    kafka_error: Exception | None = None  # unreachable, unknown topic, ...
+
+    def ledgers_or_raise(self) -> dict[str, Ledger]:
+        """Every ledger, or the first LedgerReadError."""
+        for error in self.ledger_errors.values():
+            raise error
+        return self.ledgers
+
+
+def read_facts(pipeline: Pipeline, *, audit_order: bool = False, with_kafka_ledger: bool = True,
+               kafka_offsets: Callable[[str, str], dict[str, dict[int, int]]] | None = None) -> PipelineFacts:
+    """Read the four ledgers once, in the order that makes a running job safe to judge: the
+    run lock and the checkpoint first, then the sink ledgers (write order, or the audit's),
+    then Kafka's offsets (`kafka_offsets(bootstrap, topic)`, default `list_end_offsets`).
+    Health, recovery and the audit all gather their facts here."""
+    from onceflow.checkpoint import read_checkpoint
+    from onceflow.generation import read_identity
+    from onceflow.status import RunLock
+
+    lock = RunLock(pipeline.state_path)
+    running = lock.is_held()
+    holder = lock.holder() if running else None
+    checkpoint, checkpoint_error = None, None
+    try:
+        checkpoint = read_checkpoint(pipeline.checkpoint_path)
+    except OnceflowError as exc:  # a remote URI: not readable without a JVM
+        checkpoint_error = exc
+    identity, identity_error = None, None
+    if checkpoint is not None and checkpoint.exists:
         try:
-            out[name] = (path, read_ledger(path), None)
-        except Exception as exc:  # a damaged Delta log: report, keep reading the rest
-            out[name] = (path, None, f"{type(exc).__name__}: {exc}")
-    return out
+            identity = read_identity(pipeline.checkpoint_path)
+        except OnceflowError as exc:
+            identity_error = str(exc).split(". Fix:")[0]
+        except OSError as exc:  # e.g. a directory where the file should be
+            identity_error = f"{pipeline.checkpoint_path}/_onceflow.json cannot be read ({exc.strerror})"
+    paths = table_paths(pipeline, audit_order=audit_order)
+    ledgers, errors = _read_each(pipeline, audit_order, with_kafka_ledger)
+    facts = PipelineFacts(running=running, holder=holder, checkpoint=checkpoint, checkpoint_error=checkpoint_error,
+                          identity=identity, identity_error=identity_error, paths=paths, ledgers=ledgers,
+                          ledger_errors=errors)
+    if kafka_offsets is None:
+        from onceflow.kafka.admin import list_end_offsets as kafka_offsets
+    try:
+        facts.kafka = kafka_offsets(pipeline.source.bootstrap_servers, pipeline.source.topic)
+    except Exception as exc:  # noqa: BLE001 - each caller decides: health reports it, the others refuse
+        facts.kafka_error = exc
+    return facts
 
 
 def read_committed_point(pipeline: Pipeline, mode: str = "full", watermark: dict | None = None) -> CommittedPoint:
-    """The four ledgers read once, in the order that makes a running job safe to judge: the run
-    lock and the checkpoint first, then the Delta sink ledgers (audit order), then Kafka's log
-    start; onceflow.reconcile.committed_point fixes the committed point from them."""
-    from onceflow.checkpoint import read_checkpoint
-    from onceflow.errors import RecoveryError
-    from onceflow.generation import read_identity
-    from onceflow.kafka.admin import watermarks
+    """The committed point of the audit (onceflow.reconcile.committed_point) from the four
+    ledgers, read once in the audit's order (read_facts)."""
     from onceflow.reconcile import committed_point
-    from onceflow.status import RunLock
 
-    running = RunLock(pipeline.state_path).is_held()
-    checkpoint = read_checkpoint(pipeline.checkpoint_path)
-    try:
-        identity = read_identity(pipeline.checkpoint_path)
-    except RecoveryError:
-        identity = None
-    ledgers = read_ledgers(pipeline, audit_order=True, kafka=False)
+    facts = read_facts(pipeline, audit_order=True, with_kafka_ledger=False)
+    if facts.checkpoint_error is not None:
+        raise facts.checkpoint_error
+    ledgers = facts.ledgers_or_raise()
     earliest = {}
-    if checkpoint.last_committed is not None or any(ledger.entries for ledger in ledgers.values()):
-        earliest = {p: low for p, (low, _high) in
-                    watermarks(pipeline.source.bootstrap_servers, pipeline.source.topic).items()}
-    return committed_point(pipeline.source.topic, checkpoint, ledgers, mode=mode, watermark=watermark,
-                           earliest=earliest, checkpoint_generation=identity.generation if identity else None,
-                           running=running)
+    if facts.checkpoint.last_committed is not None or any(ledger.entries for ledger in ledgers.values()):
+        if facts.kafka_error is not None:
+            raise facts.kafka_error
+        earliest = dict(facts.kafka["earliest"])
+    return committed_point(pipeline.source.topic, facts.checkpoint, ledgers, mode=mode, watermark=watermark,
+                           earliest=earliest,
+                           checkpoint_generation=facts.identity.generation if facts.identity else None,
+                           running=facts.running)

@@ -2,8 +2,9 @@
 
 Gathering is the only part of planning that touches the outside world, so it is
 kept apart from the decision (`onceflow.recovery.plan.decide`), which is pure and
-unit-tested on hand-made facts. Nothing here starts a JVM: the checkpoint is read
-as files, the ledgers with delta-rs, Kafka with confluent-kafka.
+unit-tested on hand-made facts. They are read by onceflow.sinks.read_facts, as health's
+and the audit's are; this module refuses what cannot be read. Nothing here starts a
+JVM: the checkpoint is read as files, the ledgers with delta-rs, Kafka with confluent-kafka.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from onceflow import sinks
-from onceflow.checkpoint import Checkpoint, read_checkpoint
+from onceflow.checkpoint import Checkpoint
 from onceflow.config import Pipeline
-from onceflow.errors import LedgerReadError, OnceflowError, RecoveryError
-from onceflow.generation import CheckpointIdentity, read_identity
+from onceflow.errors import LedgerReadError, RecoveryError
+from onceflow.generation import CheckpointIdentity
 from onceflow.ledger import Ledger
 from onceflow.status import FINAL, RunLock, StatusLog
 
@@ -64,12 +65,11 @@ def _last_run(pipeline: Pipeline) -> dict:
             if final else None}
 
 
-def read_ledgers(pipeline: Pipeline) -> dict[str, Ledger]:
-    """Every sink's ledger (Delta commit metadata; the Kafka sink's ledger topic); RecoveryError naming
-    the sink when one cannot be read (the ledgers are what recovery trusts, so it will not guess past a
-    damaged one)."""
+def _ledgers(facts: sinks.PipelineFacts) -> dict[str, Ledger]:
+    """Every sink's ledger; RecoveryError naming the sink when one cannot be read (the ledgers are
+    what recovery trusts, so it will not guess past a damaged one)."""
     try:
-        return sinks.read_ledgers(pipeline)
+        return facts.ledgers_or_raise()
     except LedgerReadError as exc:
         if exc.sink == sinks.KAFKA:
             raise RecoveryError(f"the Kafka sink's ledger cannot be read ({exc.cause}); recovery needs every sink "
@@ -80,35 +80,27 @@ def read_ledgers(pipeline: Pipeline) -> dict[str, Ledger]:
                             "then run `onceflow recover` again.") from None
 
 
-def kafka_offsets(pipeline: Pipeline) -> KafkaOffsets:
+def _kafka_offsets(bootstrap: str, topic: str) -> dict[str, dict[int, int]]:
     from onceflow.kafka.admin import list_end_offsets
 
-    src = pipeline.source
-    try:
-        offsets = list_end_offsets(src.bootstrap_servers, src.topic, timeout=KAFKA_TIMEOUT)
-    except OnceflowError as exc:
-        raise RecoveryError(f"cannot plan a recovery without Kafka's offsets (to check that the resume point "
-                            f"is still retained): {exc}") from None
-    return KafkaOffsets(earliest=offsets["earliest"], latest=offsets["latest"])
+    return list_end_offsets(bootstrap, topic, timeout=KAFKA_TIMEOUT)
 
 
 def gather(pipeline: Pipeline, running: bool | None = None) -> Facts:
-    """Read everything the decision needs. `running`: whether another process runs the
-    job (None: ask the run lock)."""
-    lock = RunLock(pipeline.state_path)
+    """Read everything the decision needs (onceflow.sinks.read_facts), refusing what cannot be
+    read. `running`: whether another process runs the job (None: ask the run lock)."""
+    f = sinks.read_facts(pipeline, kafka_offsets=_kafka_offsets)
+    if f.checkpoint_error is not None:
+        raise RecoveryError(f"cannot plan a recovery: {f.checkpoint_error}") from None
+    ledgers = _ledgers(f)
+    if f.kafka_error is not None:
+        raise RecoveryError(f"cannot plan a recovery without Kafka's offsets (to check that the resume point "
+                            f"is still retained): {f.kafka_error}") from None
     if running is None:
-        running = lock.is_held()
-    checkpoint = read_checkpoint(pipeline.checkpoint_path)
-    identity, identity_error = None, None
-    if checkpoint.exists:
-        try:
-            identity = read_identity(pipeline.checkpoint_path)
-        except OnceflowError as exc:
-            identity_error = str(exc).split(". Fix:")[0]
-        except OSError as exc:  # e.g. a directory where the file should be
-            identity_error = f"{pipeline.checkpoint_path}/_onceflow.json cannot be read ({exc.strerror})"
+        running = f.running
     return Facts(pipeline=pipeline.name, pipeline_file=pipeline.file, topic=pipeline.source.topic,
-                 default_starting_offsets=pipeline.source.starting_offsets, checkpoint=checkpoint,
-                 identity=identity, identity_error=identity_error, ledgers=read_ledgers(pipeline),
-                 kafka=kafka_offsets(pipeline), running=running, holder=lock.holder() if running else None,
+                 default_starting_offsets=pipeline.source.starting_offsets, checkpoint=f.checkpoint,
+                 identity=f.identity, identity_error=f.identity_error, ledgers=ledgers,
+                 kafka=KafkaOffsets(earliest=f.kafka["earliest"], latest=f.kafka["latest"]), running=running,
+                 holder=(f.holder or RunLock(pipeline.state_path).holder()) if running else None,
                  last_run=_last_run(pipeline))
