@@ -160,7 +160,7 @@ def check_exactly_once(pipeline, bootstrap: str) -> dict:
     from deltalake import DeltaTable
 
     from onceflow.sinks import table_paths
-    from onceflow.kafka.consume import read_records as consume_all
+    from onceflow.kafka.consume import read_records
 
     try:
         proc = subprocess.run([sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", pipeline.file,
@@ -169,7 +169,7 @@ def check_exactly_once(pipeline, bootstrap: str) -> dict:
         return {"error": f"the catch-up run did not finish within {CATCH_UP}s; not checked"}
     if proc.returncode != 0:
         return {"error": proc.stderr[-2000:]}
-    committed = {(p, o) for p, o, _, _ in consume_all(bootstrap, pipeline.source.topic, "read_committed")}
+    committed = {(p, o) for p, o, _, _ in read_records(bootstrap, pipeline.source.topic, "read_committed")}
     paths = table_paths(pipeline)
     landed = Counter((r["_partition"], r["_offset"]) for name in ("bronze", "quarantine")
                      for r in DeltaTable(paths[name]).to_pyarrow_table(columns=["_partition", "_offset"]).to_pylist())

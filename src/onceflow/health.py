@@ -19,7 +19,7 @@ from onceflow.checkpoint import COMMITS, Checkpoint
 from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError
 from onceflow.sinks import PipelineFacts, read_facts
-from onceflow.status import FAILED, FINAL, IDLE, PROGRESS, STARTED, RunLock, StatusLog, ended
+from onceflow.status import FAILED, FINAL, IDLE, PROGRESS, STARTED, StatusLog, ended
 from onceflow.verdicts import EXIT_CODES, Verdict
 
 RATE_WINDOW = 20  # progress events the commit rate and batch duration are averaged over
@@ -33,12 +33,6 @@ def _iso(epoch: float | None) -> str | None:
     if epoch is None:
         return None
     return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _kafka_end_offsets(bootstrap: str, topic: str) -> dict[str, dict[int, int]]:
-    from onceflow.kafka.admin import list_end_offsets
-
-    return list_end_offsets(bootstrap, topic, timeout=KAFKA_TIMEOUT)
 
 
 # -- the facts ---------------------------------------------------------------------
@@ -118,11 +112,10 @@ def _sink_facts(facts: PipelineFacts) -> dict:
     return out
 
 
-def _run_facts(pipeline: Pipeline, now: float) -> dict:
+def _run_facts(pipeline: Pipeline, facts: PipelineFacts, now: float) -> dict:
     """The newest run from the status log, the lock, and rates from recent progress events."""
     run = StatusLog(pipeline.state_path, pipeline.name).last_run()
-    lock = RunLock(pipeline.state_path)
-    running = lock.is_held()
+    running = facts.running
     started = next((e for e in run if e.get("event") == STARTED), None)
     final = run[-1] if run and run[-1].get("event") == FINAL else None
     progress = [e for e in run if e.get("event") == PROGRESS]
@@ -132,10 +125,9 @@ def _run_facts(pipeline: Pipeline, now: float) -> dict:
     if len(recent) >= 2 and recent[-1]["epoch"] > recent[0]["epoch"]:
         rate = round((len(recent) - 1) / (recent[-1]["epoch"] - recent[0]["epoch"]) * 60, 2)
     durations = [e["batch_duration_ms"] for e in recent if isinstance(e.get("batch_duration_ms"), (int, float))]
-    holder = lock.holder() if running else None
     return {
         "running": running,
-        "holder": holder,
+        "holder": facts.holder,
         "events": len(run),
         "run_id": (started or final or {}).get("run_id"),
         "mode": (started or {}).get("mode"),
@@ -155,7 +147,7 @@ def _run_facts(pipeline: Pipeline, now: float) -> dict:
         "_started_epoch": (started or {}).get("epoch"),
         "_progress_epoch": progress[-1]["epoch"] if progress else None,
         "_beat_epoch": beats[-1]["epoch"] if beats else None,
-        "_holder_epoch": _parse_iso((holder or {}).get("started")),
+        "_holder_epoch": _parse_iso((facts.holder or {}).get("started")),
     }
 
 
@@ -255,7 +247,7 @@ def pipeline_health(pipeline: Pipeline, *, now: float | None = None,
                   "trigger_seconds": trigger_seconds,
                   "stalled_after_seconds": round(h.stalled_after_triggers * trigger_seconds, 3),
                   "dead_after_seconds": h.dead_after_seconds}
-    facts = read_facts(pipeline, with_kafka_ledger=False, kafka_offsets=end_offsets or _kafka_end_offsets)
+    facts = read_facts(pipeline, with_kafka_ledger=False, kafka_timeout=KAFKA_TIMEOUT, kafka_offsets=end_offsets)
     ck, ck_facts = _checkpoint_facts(pipeline, facts)
     fresh = ck is not None and (not ck.exists or ck.empty)
     kafka, rows = _kafka_facts(pipeline, _position(ck, pipeline.source.topic), fresh, facts)
@@ -274,7 +266,7 @@ def pipeline_health(pipeline: Pipeline, *, now: float | None = None,
         "partitions": rows,
         "lag": {"total": total, "max_partition": max(lags) if total is not None else None},
         "sinks": _sink_facts(facts),
-        "run": _run_facts(pipeline, now),
+        "run": _run_facts(pipeline, facts, now),
     }
     verdict, reasons = verdict_of(report, now)
     report.update(verdict=str(verdict), exit_code=EXIT_CODES[verdict], reasons=reasons, notes=_notes(report))

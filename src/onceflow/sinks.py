@@ -63,18 +63,23 @@ def kafka_ledger(pipeline: Pipeline) -> KafkaLedger:
 def read_ledgers(pipeline: Pipeline, audit_order: bool = False, kafka: bool = True) -> dict[str, Ledger]:
     """Every sink's ledger, each read once: the Delta sinks' (commit metadata), then with `kafka`
     the Kafka sink's ledger topic as a Ledger. LedgerReadError names the first that cannot be read."""
-    ledgers, errors = _read_each(pipeline, audit_order, kafka)
+    ledgers, errors = _read_each(pipeline, table_paths(pipeline, audit_order=audit_order), kafka)
+    return _unless_unread(ledgers, errors)
+
+
+def _unless_unread(ledgers: dict[str, Ledger], errors: dict[str, LedgerReadError]) -> dict[str, Ledger]:
+    """The ledgers, or the first LedgerReadError."""
     for error in errors.values():
         raise error
     return ledgers
 
 
-def _read_each(pipeline: Pipeline, audit_order: bool, kafka: bool) -> tuple[dict[str, Ledger],
-                                                                             dict[str, LedgerReadError]]:
+def _read_each(pipeline: Pipeline, paths: dict[str, str], kafka: bool) -> tuple[dict[str, Ledger],
+                                                                                 dict[str, LedgerReadError]]:
     """The ledgers that could be read and, by sink, why the others could not, in the order read."""
     ledgers: dict[str, Ledger] = {}
     errors: dict[str, LedgerReadError] = {}
-    for name, path in table_paths(pipeline, audit_order=audit_order).items():
+    for name, path in paths.items():
         try:
             ledgers[name] = read_ledger(path)
         except Exception as exc:  # delta-rs raises its own types for a damaged log
@@ -108,17 +113,17 @@ class PipelineFacts:
 
     def ledgers_or_raise(self) -> dict[str, Ledger]:
         """Every ledger, or the first LedgerReadError."""
-        for error in self.ledger_errors.values():
-            raise error
-        return self.ledgers
+        return _unless_unread(self.ledgers, self.ledger_errors)
 
 
 def read_facts(pipeline: Pipeline, *, audit_order: bool = False, with_kafka_ledger: bool = True,
+               kafka_timeout: float = 10.0,
                kafka_offsets: Callable[[str, str], dict[str, dict[int, int]]] | None = None) -> PipelineFacts:
     """Read the four ledgers once, in the order that makes a running job safe to judge: the
     run lock and the checkpoint first, then the sink ledgers (write order, or the audit's),
-    then Kafka's offsets (`kafka_offsets(bootstrap, topic)`, default `list_end_offsets`).
-    Health, recovery and the audit all gather their facts here."""
+    then Kafka's offsets (`list_end_offsets` within `kafka_timeout` s; `kafka_offsets(bootstrap,
+    topic)` replaces it in tests of health's rules). Health, recovery and the audit all gather
+    their facts here."""
     from onceflow.checkpoint import read_checkpoint
     from onceflow.generation import read_identity
     from onceflow.status import RunLock
@@ -140,14 +145,18 @@ def read_facts(pipeline: Pipeline, *, audit_order: bool = False, with_kafka_ledg
         except OSError as exc:  # e.g. a directory where the file should be
             identity_error = f"{pipeline.checkpoint_path}/_onceflow.json cannot be read ({exc.strerror})"
     paths = table_paths(pipeline, audit_order=audit_order)
-    ledgers, errors = _read_each(pipeline, audit_order, with_kafka_ledger)
+    ledgers, errors = _read_each(pipeline, paths, with_kafka_ledger)
     facts = PipelineFacts(running=running, holder=holder, checkpoint=checkpoint, checkpoint_error=checkpoint_error,
                           identity=identity, identity_error=identity_error, paths=paths, ledgers=ledgers,
                           ledger_errors=errors)
-    if kafka_offsets is None:
-        from onceflow.kafka.admin import list_end_offsets as kafka_offsets
+    src = pipeline.source
     try:
-        facts.kafka = kafka_offsets(pipeline.source.bootstrap_servers, pipeline.source.topic)
+        if kafka_offsets is not None:
+            facts.kafka = kafka_offsets(src.bootstrap_servers, src.topic)
+        else:
+            from onceflow.kafka.admin import list_end_offsets
+
+            facts.kafka = list_end_offsets(src.bootstrap_servers, src.topic, timeout=kafka_timeout)
     except Exception as exc:  # noqa: BLE001 - each caller decides: health reports it, the others refuse
         facts.kafka_error = exc
     return facts

@@ -17,7 +17,7 @@ from onceflow.config import Pipeline
 from onceflow.errors import LedgerReadError, RecoveryError
 from onceflow.generation import CheckpointIdentity
 from onceflow.ledger import Ledger
-from onceflow.status import FINAL, RunLock, StatusLog
+from onceflow.status import FINAL, StatusLog
 
 KAFKA_TIMEOUT = 15.0  # seconds: recovery is rare and may run while the broker is busy catching up
 
@@ -80,16 +80,10 @@ def _ledgers(facts: sinks.PipelineFacts) -> dict[str, Ledger]:
                             "then run `onceflow recover` again.") from None
 
 
-def _kafka_offsets(bootstrap: str, topic: str) -> dict[str, dict[int, int]]:
-    from onceflow.kafka.admin import list_end_offsets
-
-    return list_end_offsets(bootstrap, topic, timeout=KAFKA_TIMEOUT)
-
-
 def gather(pipeline: Pipeline, running: bool | None = None) -> Facts:
     """Read everything the decision needs (onceflow.sinks.read_facts), refusing what cannot be
     read. `running`: whether another process runs the job (None: ask the run lock)."""
-    f = sinks.read_facts(pipeline, kafka_offsets=_kafka_offsets)
+    f = sinks.read_facts(pipeline, kafka_timeout=KAFKA_TIMEOUT)
     if f.checkpoint_error is not None:
         raise RecoveryError(f"cannot plan a recovery: {f.checkpoint_error}") from None
     ledgers = _ledgers(f)
@@ -102,5 +96,5 @@ def gather(pipeline: Pipeline, running: bool | None = None) -> Facts:
                  default_starting_offsets=pipeline.source.starting_offsets, checkpoint=f.checkpoint,
                  identity=f.identity, identity_error=f.identity_error, ledgers=ledgers,
                  kafka=KafkaOffsets(earliest=f.kafka["earliest"], latest=f.kafka["latest"]), running=running,
-                 holder=(f.holder or RunLock(pipeline.state_path).holder()) if running else None,
+                 holder=f.holder if running else None,
                  last_run=_last_run(pipeline))
