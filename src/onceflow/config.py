@@ -77,8 +77,12 @@ class AggregateSink(TableSink, AggregatesSpec):
     # a new table gets deletion vectors: each batch's MERGE then writes only the rows it
     # changes, instead of copying every file it touches (docs/pipeline-config.md)
     deletion_vectors: bool = True
+    # how often a continuous run merges the bronze batches that arrived since the last
+    # merge (one MERGE for all of them, off the batches' path; an available-now run merges
+    # at its end): the aggregates trail bronze by about this much (docs/pipeline-config.md)
+    merge_every: str = "10 seconds"
 
-    @field_validator("window", "watermark")
+    @field_validator("window", "watermark", "merge_every")
     @classmethod
     def _duration(cls, v: str) -> str:
         duration_seconds(v)
@@ -92,6 +96,10 @@ class AggregateSink(TableSink, AggregatesSpec):
     @property
     def watermark_seconds(self) -> float:
         return duration_seconds(self.watermark)
+
+    @property
+    def merge_every_seconds(self) -> float:
+        return duration_seconds(self.merge_every)
 
 
 class KafkaSink(_Model):

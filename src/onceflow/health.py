@@ -18,7 +18,8 @@ from typing import Callable
 from onceflow.checkpoint import COMMITS, Checkpoint
 from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError
-from onceflow.sinks import PipelineFacts, read_facts
+from onceflow.ledger import follower_lag
+from onceflow.sinks import FOLLOWS, PipelineFacts, read_facts
 from onceflow.status import FAILED, FINAL, IDLE, PROGRESS, STARTED, StatusLog, ended
 from onceflow.verdicts import EXIT_CODES, Verdict
 
@@ -109,6 +110,9 @@ def _sink_facts(facts: PipelineFacts) -> dict:
                      "last_batch": last.batch_id if last else None, "generation": last.generation if last else None,
                      "version": last.version if last else None,
                      "last_commit_at": _iso(last.timestamp / 1000) if last and last.timestamp else None}
+        leader = facts.ledgers.get(FOLLOWS.get(name, ""))
+        if leader is not None:  # the aggregates trail bronze by up to `merge_every` while the job runs
+            out[name]["trails_batches"] = len(follower_lag(leader, ledger)[0])
     return out
 
 

@@ -58,8 +58,7 @@ class LedgerEntry:
             return backfill_app_id(self.pipeline, self.sink)
         return app_id(self.pipeline, self.sink, self.generation)
 
-    def to_json(self) -> str:
-        """The commit metadata string written with the batch's rows."""
+    def _body(self) -> dict:
         body = {LEDGER_KEY: LEDGER_FORMAT, "kind": self.kind, "pipeline": self.pipeline, "sink": self.sink,
                 "generation": self.generation, "batch_id": self.batch_id, "topic": self.topic,
                 "start": {str(p): o for p, o in sorted(self.start.items())},
@@ -67,23 +66,55 @@ class LedgerEntry:
                 "rows": self.rows}
         if self.extra:
             body["extra"] = self.extra
-        return json.dumps(body, separators=(",", ":"))
+        return body
+
+    def to_json(self) -> str:
+        """The commit metadata string written with the batch's rows."""
+        return json.dumps(self._body(), separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str, version: int | None = None, timestamp: int | None = None) -> "LedgerEntry | None":
-        """Parse commit metadata; None when it is not an onceflow ledger entry."""
-        try:
-            body = json.loads(text)
-        except (TypeError, ValueError):
-            return None
-        if not isinstance(body, dict) or body.get(LEDGER_KEY) != LEDGER_FORMAT:
-            return None
+    def _from_body(cls, body: dict, version: int | None, timestamp: int | None) -> "LedgerEntry":
         return cls(pipeline=body["pipeline"], sink=body["sink"], generation=int(body["generation"]),
                    batch_id=int(body["batch_id"]), topic=body["topic"],
                    start={int(p): int(o) for p, o in body["start"].items()},
                    end={int(p): int(o) for p, o in body["end"].items()},
                    rows=int(body.get("rows", 0)), kind=body.get("kind", BATCH), extra=body.get("extra") or {},
                    version=version, timestamp=timestamp)
+
+    @classmethod
+    def from_json(cls, text: str, version: int | None = None, timestamp: int | None = None) -> "LedgerEntry | None":
+        """Parse commit metadata; None when it is not one onceflow ledger entry."""
+        entries = entries_from_json(text, version, timestamp)
+        return entries[0] if entries is not None and len(entries) == 1 else None
+
+
+GROUP = "group"  # one commit holding several batches' entries (the aggregates follower's merges)
+
+
+def group_json(entries: list[LedgerEntry]) -> str:
+    """The commit metadata of one commit that holds several batches, each with its own
+    entry, oldest first: the aggregates follower merges every bronze batch that arrived
+    since its last merge in one commit (onceflow.spark.follower), and the ledger still
+    tells batch by batch what the table holds."""
+    if not entries:
+        raise ValueError("a ledger group needs at least one entry")
+    return json.dumps({LEDGER_KEY: LEDGER_FORMAT, "kind": GROUP, "entries": [e._body() for e in entries]},
+                      separators=(",", ":"))
+
+
+def entries_from_json(text: str | None, version: int | None = None,
+                      timestamp: int | None = None) -> list[LedgerEntry] | None:
+    """The ledger entries of one commit's metadata: one, or a group's, all at `version`;
+    None when it is not onceflow's."""
+    try:
+        body = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(body, dict) or body.get(LEDGER_KEY) != LEDGER_FORMAT:
+        return None
+    if body.get("kind") == GROUP:
+        return [LedgerEntry._from_body(e, version, timestamp) for e in body.get("entries") or []]
+    return [LedgerEntry._from_body(body, version, timestamp)]
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -140,15 +171,16 @@ def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) 
         if commit.get("operation") in MAINTENANCE_OPERATIONS or MAINTENANCE_KEY in (commit.get("userMetadata") or ""):
             maintenance.append(brief)
             continue
-        entry = LedgerEntry.from_json(commit.get("userMetadata"), version=commit.get("version"),
-                                      timestamp=commit.get("timestamp"))
-        if entry is None:
+        found = entries_from_json(commit.get("userMetadata"), version=commit.get("version"),
+                                  timestamp=commit.get("timestamp"))
+        if found is None:
             if commit.get("operation") not in ("CREATE TABLE",):
                 foreign.append(brief)
-        elif entry.kind == BACKFILL:  # a repair inside the committed range: not a step of the stream
-            backfills.append(entry)
-        else:
-            entries.append(entry)
+        for entry in found or ():
+            if entry.kind == BACKFILL:  # a repair inside the committed range: not a step of the stream
+                backfills.append(entry)
+            else:
+                entries.append(entry)
     return Ledger(table=table_path, entries=entries, foreign_commits=foreign, backfills=backfills,
                   maintenance=maintenance, properties=dict(table.metadata().configuration))
 
@@ -173,6 +205,20 @@ def contiguity_problems(entries: Iterable[LedgerEntry]) -> list[str]:
                                     f"at {start}, but the previous entry ended it at {before}")
         prev = entry
     return problems
+
+
+def follower_lag(leader: Ledger, follower: Ledger) -> tuple[list[LedgerEntry], dict[int, int]]:
+    """How a table derived from another's batches (the aggregates from bronze) stands against it:
+    (the leader's entries that reach past the follower's committed offsets, oldest first: what it
+    still lacks; the partitions where the follower holds offsets the leader does not: {p: its end}).
+
+    Offsets, not batch ids, decide, as the sink floors of a new writer generation do: after bronze
+    is restored from an older copy and re-reads what it lost, the aggregates skip the rows below
+    their own end instead of counting them twice."""
+    floor = follower.committed_offsets()
+    missing = [e for e in leader.entries if any(o > floor.get(p, -1) for p, o in e.end.items())]
+    held = leader.committed_offsets()
+    return missing, {p: o for p, o in floor.items() if o > held.get(p, -1)}
 
 
 # -- writing LOSS entries (onceflow recover --accept-loss) -------------------------------
@@ -210,22 +256,12 @@ def write_loss(table_path: str, entry: LedgerEntry, storage_options: dict[str, s
     skips a repeated txnAppId/txnVersion. Returns the new table version, or None
     when the entry was already there.
     """
-    import pyarrow as pa
-    from deltalake import DeltaTable, write_deltalake
-    from deltalake.transaction import CommitProperties, Transaction
+    from onceflow.deltars import Appender
 
     if entry.kind != LOSS:
         raise ValueError(f"write_loss writes LOSS entries only, not {entry.kind!r}")
-    txn_app = loss_app_id(entry.pipeline, entry.sink, entry.generation)
-    table = DeltaTable(table_path, storage_options=storage_options)
-    if table.transaction_version(txn_app) is not None:
-        return None
-    schema = pa.schema(table.schema().to_arrow())
-    write_deltalake(table_path, schema.empty_table(), mode="append",
-                    commit_properties=CommitProperties(custom_metadata={"userMetadata": entry.to_json()},
-                                                       app_transactions=[Transaction(txn_app, 0)]),
-                    storage_options=storage_options)
-    return DeltaTable(table_path, storage_options=storage_options).version()
+    return Appender(table_path, storage_options).append(
+        None, entry.to_json(), loss_app_id(entry.pipeline, entry.sink, entry.generation), 0)
 
 
 # -- BACKFILL entries (onceflow backfill) ------------------------------------------------

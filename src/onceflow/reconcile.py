@@ -23,7 +23,8 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Iterable
 
-from onceflow.ledger import BATCH, LOSS, Ledger, LedgerEntry
+from onceflow.ledger import BATCH, LOSS, Ledger, LedgerEntry, follower_lag
+from onceflow.sinks import FOLLOWS
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 MAX_RANGES = 1000  # offending offset ranges listed per check (the count is always exact)
@@ -115,6 +116,8 @@ class SinkView:
     foreign_commits: list[dict]
     backfills: list[dict] = field(default_factory=list)  # BACKFILL commits: version, rows, written ranges
     maintenance_commits: int = 0  # compactions and vacuums: files moved, no row changed
+    follows: str | None = None  # the sink whose batches this one is derived from (sinks.FOLLOWS)
+    trails: int | None = None  # batches of that sink this one does not hold yet (merged by the next run)
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -212,7 +215,8 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
     can only have moved them further); `earliest` is Kafka's log start per partition.
     The audited end is the checkpoint's committed offsets where the ledgers agree,
     else the minimum of all four; the start is where the pipeline began (full) or the
-    watermark of the last passed audit (since-last).
+    watermark of the last passed audit (since-last). A follower (the aggregates) does not
+    bound the end: it may trail, and is judged over the batches its own ledger holds.
     """
     problems: dict[str, list[str]] = {"checkpoint_ledger_agreement": [], "ledger_agreement": [],
                                       "ledger_contiguity": []}
@@ -232,6 +236,14 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
             f"the checkpoint {cp_info['path']} {why}; the audit goes up to the sink ledgers only")
 
     sinks = {name: _sink_view(name, ledger, cp_end) for name, ledger in ledgers.items()}
+    for name, leader in FOLLOWS.items():  # a follower may trail its leader, never lead it
+        if name in sinks and leader in ledgers and sinks[name].exists:
+            missing, ahead = follower_lag(ledgers[leader], ledgers[name])
+            sinks[name].follows, sinks[name].trails = leader, len(missing)
+            if ahead:
+                problems["ledger_agreement"].append(
+                    f"{name} holds offsets {keyed(ahead)}, beyond what {leader} holds "
+                    f"({keyed(ledgers[leader].committed_offsets())}): they cannot have been merged from {leader}")
     written = [s for s in sinks.values() if s.entries]
     if not written and cp_end is None:
         from onceflow.errors import AuditError
@@ -245,6 +257,8 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
             continue
         if s.at_point is None:
             behind = {p: (s.end.get(p), o) for p, o in cp_end.items() if s.end.get(p, -1) < o}
+            if behind and s.follows:
+                continue  # a follower trailing its leader: the next merge brings it up (it is audited as far as it got)
             if behind:
                 parts = ", ".join(f"partition {p}: ledger {have}, checkpoint {want}"
                                   for p, (have, want) in sorted(behind.items()))
@@ -277,10 +291,9 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
     if len(names) > 1:
         counts = {n: len(ledgers[n].entries) - sinks[n].ahead if sinks[n].at_point is not None
                   else len(ledgers[n].entries) for n in names}
-        common = min(counts.values())
-        ref = names[0]
-        for n in names[1:]:
-            for i in range(common):
+        ref = next((n for n in names if not sinks[n].follows), names[0])
+        for n in (n for n in names if n != ref):
+            for i in range(min(counts[ref], counts[n])):
                 a, b = ledgers[ref].entries[i], ledgers[n].entries[i]
                 if _entry_key(a) != _entry_key(b):
                     problems["ledger_agreement"].append(
@@ -288,7 +301,7 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
                         f"{keyed(a.start)}→{keyed(a.end)}, {n} holds batch {b.batch_id} (generation {b.generation}) "
                         f"{keyed(b.start)}→{keyed(b.end)}")
                     break
-            if counts[n] != counts[ref]:
+            if counts[n] != counts[ref] and not sinks[n].follows:  # a follower may trail (SinkView.trails)
                 problems["ledger_agreement"].append(
                     f"{ref} holds {counts[ref]} ledger entries up to the committed point, {n} holds {counts[n]}")
     for n, ledger in ledgers.items():
@@ -296,11 +309,11 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
 
     # the end: the checkpoint's point where every ledger reached it, else the minimum of all
     ends = [cp_end] if cp_end is not None else []
-    ends += [s.at_point if s.at_point is not None else s.end for s in sinks.values() if s.exists]
+    ends += [s.at_point if s.at_point is not None else s.end for s in sinks.values() if s.exists and not s.follows]
     partitions = sorted({p for e in ends for p in e})
     end = {p: min(e.get(p, 0) for e in ends) for p in partitions}
 
-    entries = next((ledgers[s.name].entries for s in written), [])
+    entries = next((ledgers[s.name].entries for s in written if not s.follows), [])
     first = first_offsets(entries)
     if checkpoint is not None and checkpoint.initial_offsets and topic in checkpoint.initial_offsets:
         for p, o in checkpoint.initial_offsets[topic].items():

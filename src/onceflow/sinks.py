@@ -26,6 +26,16 @@ if TYPE_CHECKING:
     from onceflow.reconcile import CommittedPoint
 
 KAFKA = "kafka"  # the Kafka sink's name, beside the Delta sinks' (bronze, quarantine, aggregates)
+# Sinks written from another sink's table, not from Kafka: sink -> the sink it follows. The
+# aggregates follow bronze (onceflow.spark.follower): they hold a prefix of bronze's batches,
+# entry for entry, and may trail the checkpoint; a new writer generation never resumes Kafka
+# at their point, and they take no floors or LOSS entries of their own (they copy bronze's).
+FOLLOWS = {"aggregates": "bronze"}
+
+
+def fed_by_kafka(ledgers: dict[str, Ledger]) -> dict[str, Ledger]:
+    """The ledgers of the sinks written from Kafka (every sink but the followers), in the same order."""
+    return {name: ledger for name, ledger in ledgers.items() if name not in FOLLOWS}
 
 
 def delta_sinks(pipeline: Pipeline) -> dict[str, TableSink]:

@@ -26,6 +26,8 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from deltalake import DeltaTable
 
 from onceflow import faults
+from onceflow.audit.run import run_audit
+from onceflow.checkpoint import read_checkpoint
 from onceflow.cli import main
 from onceflow.config import load
 from onceflow.generation import read_identity
@@ -34,8 +36,8 @@ from onceflow.kafka.admin import admin_client, ensure_topic, watermarks
 from onceflow.kafka.producer import produce
 from onceflow.ledger import LOSS, read_ledger
 from onceflow.recovery import plan_recovery, recover
-from onceflow.recovery.plan import (AHEAD, CORRUPT, DEAD_QUERY, LEFTOVERS, MISSING, NEW_GENERATION, NOTHING, REFUSE,
-                                    RESTART, RETENTION, SINKS_DISAGREE, STOPPED)
+from onceflow.recovery.plan import (AHEAD, CORRUPT, DEAD_QUERY, FOLLOWER_LAG, LEFTOVERS, MISSING, NEW_GENERATION,
+                                    NOTHING, REFUSE, RESTART, RETENTION, SINKS_DISAGREE, STOPPED)
 from onceflow.recovery.record import list_records, read_record
 from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
@@ -103,6 +105,43 @@ def _remove(path: Path) -> None:
 
 def _newest(folder: Path) -> Path:
     return max((f for f in folder.iterdir() if f.name.isdigit()), key=lambda f: int(f.name))
+
+
+# -- a kill between bronze's commit and the aggregates' merge ------------------------------------
+def test_killed_before_the_aggregates_merge_catches_up_from_bronze(broker, spark, topic, tmp_path):
+    """The aggregates follow bronze (spark/follower.py): an available-now run merges them at its end.
+    Killed there, after bronze, quarantine and the checkpoint committed batch 1 but before the
+    aggregates merged it: the audit of that state passes (the aggregates are judged over the batches
+    they hold, and trail bronze), recovery says they catch up from bronze, and the next run merges
+    batch 1 from bronze with nothing new from Kafka: every record counted exactly once."""
+    pipeline = _pipeline(tmp_path, broker.bootstrap, topic, available_now_max_offsets=10_000)
+    first = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=31, abort_ratio=0.1,
+                    malformed_ratio=0.05)
+    assert run_ingest(pipeline, spark=spark).batches == 1
+    crashed = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=33, abort_ratio=0.1,
+                      malformed_ratio=0.05)
+    _ingest_and_crash(pipeline, "before_aggregates_commit@1")
+    ledgers = _ledgers(pipeline)
+    assert [e.batch_id for e in ledgers["bronze"].entries] == [0, 1] == [e.batch_id for e in
+                                                                         ledgers["quarantine"].entries]
+    assert [e.batch_id for e in ledgers["aggregates"].entries] == [0]
+    assert read_checkpoint(pipeline.checkpoint_path).last_committed == 1
+
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    checks = {c["name"]: c for c in outcome.summary["checks"]}
+    assert outcome.status == "passed", {n: c["detail"] for n, c in checks.items() if c["status"] == "failed"}
+    assert checks["aggregates"]["status"] == "passed" and checks["aggregates"]["expected"]["windows"] > 0
+    assert outcome.summary["committed_point"]["sinks"]["aggregates"]["trails"] == 1
+
+    plan = plan_recovery(pipeline)
+    assert plan.decision == RESTART and plan.case == DEAD_QUERY and plan.actions == [], plan.summary
+    assert [f.case for f in plan.findings if f.case in (FOLLOWER_LAG, SINKS_DISAGREE)] == [FOLLOWER_LAG]
+    assert recover(pipeline).outcome == "done"
+    resumed = run_ingest(pipeline, spark=spark)
+    assert resumed.status == "finished" and resumed.batches == 0  # nothing new from Kafka
+    assert_exactly_once(pipeline, broker.bootstrap, produced=[first, crashed])
+    ledgers = _assert_ledgers_contiguous(pipeline)
+    assert [e.batch_id for e in ledgers["aggregates"].entries] == [0, 1]
 
 
 # -- dead query, healthy checkpoint --------------------------------------------------------
@@ -392,18 +431,22 @@ def test_offsets_deleted_by_retention_are_reported_exactly_and_recorded_when_acc
     plan = plan_recovery(pipeline)
     assert plan.decision == REFUSE and plan.case == RETENTION
     assert [(r.partition, r.start, r.end) for r in plan.lost] == [(p, committed[p], low[p]) for p in (0, 1)]
-    assert all(r.sinks == ["bronze", "quarantine", "aggregates"] for r in plan.lost)
+    assert all(r.sinks == ["bronze", "quarantine"] for r in plan.lost)  # the aggregates follow bronze
     assert read_identity(pipeline.checkpoint_path).generation == 0
 
-    # with it: a LOSS entry per sink, then a new generation from the log start
+    # with it: a LOSS entry per sink Kafka feeds, then a new generation from the log start
     result = recover(pipeline, accept_loss=True)
     assert result.outcome == "done" and result.plan.resume == low
     for name, ledger in _ledgers(pipeline).items():
         loss = [e for e in ledger.entries if e.kind == LOSS]
-        assert [(e.generation, e.batch_id, e.start, e.end) for e in loss] == [(1, -1, committed, low)], name
+        assert [(e.generation, e.batch_id, e.start, e.end) for e in loss] == (
+            [] if name == "aggregates" else [(1, -1, committed, low)]), name
     resumed = run_ingest(pipeline, spark=spark)
     assert resumed.generation == 1
-    _assert_ledgers_contiguous(pipeline)
+    # the aggregates' follower copied bronze's LOSS entry when it merged past it
+    for name, ledger in _assert_ledgers_contiguous(pipeline).items():
+        loss = [e for e in ledger.entries if e.kind == LOSS]
+        assert [(e.generation, e.batch_id, e.start, e.end) for e in loss] == [(1, -1, committed, low)], name
 
     # what landed is exactly: everything read before, plus everything Kafka still holds; none of the lost
     before = {(r.partition, r.offset) for r in read.records if not r.aborted}

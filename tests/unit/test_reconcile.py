@@ -88,6 +88,27 @@ def test_a_ledger_behind_the_checkpoint_fails_and_bounds_the_audit(tmp_path):
     assert "ledger_agreement" in failed  # bronze holds 3 entries, quarantine 2
 
 
+def test_aggregates_that_trail_bronze_are_a_lag_not_a_disagreement(tmp_path):
+    """The aggregates follow bronze (sinks.FOLLOWS): after a kill between bronze's commit and the
+    aggregates' merge they hold fewer batches. That is no disagreement and does not bound the
+    audited range; the aggregates are judged over the batches their ledger holds."""
+    cp = write_checkpoint(tmp_path / "cp", BATCHES, committed=2, initial=INITIAL)
+    trailing = Ledger("/t/aggregates", entries("aggregates", BATCHES[:1], INITIAL), [])
+    point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL, aggregates=trailing), earliest=INITIAL,
+                 checkpoint_generation=0)
+    assert point.end == {0: 400, 1: 300}
+    assert all(c.status == PASSED for c in agreement_checks(point)), point.problems
+    view = point.sinks["aggregates"]
+    assert (view.follows, view.trails, view.end) == ("bronze", 2, {0: 100, 1: 80})
+    assert point.sinks["bronze"].follows is None
+
+    # a follower holding offsets bronze does not cannot have merged them from it
+    ahead = Ledger("/t/aggregates", entries("aggregates", BATCHES + [{0: 500, 1: 300}], INITIAL), [])
+    point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL, aggregates=ahead), earliest=INITIAL, running=True)
+    failed = {c.name: c for c in agreement_checks(point) if c.status == FAILED}
+    assert "aggregates holds offsets {'0': 500}, beyond what bronze holds" in failed["ledger_agreement"].detail
+
+
 def test_one_uncommitted_batch_ahead_is_normal_but_more_is_not(tmp_path):
     ahead = BATCHES + [{0: 500, 1: 350}]
     cp = write_checkpoint(tmp_path / "cp", ahead, committed=2, initial=INITIAL)  # offsets/3 planned, not committed

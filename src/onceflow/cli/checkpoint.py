@@ -90,6 +90,7 @@ def print_status(report: dict) -> None:
                   f"{pending}; {len(ck['problems'])} problem(s)", markup=False)
     sinks = ", ".join(f"{name} {_num(s.get('last_batch')) if not s['error'] else 'unreadable'}"
                       + (f" (g{s['generation']})" if s.get("generation") is not None else "")
+                      + (f", {s['trails_batches']} batch(es) to merge" if s.get("trails_batches") else "")
                       for name, s in report["sinks"].items())
     if sinks:
         out.print(f"sink ledgers, last batch: {sinks}", markup=False)

@@ -6,9 +6,11 @@ cleanup, no final status: as hard as `kill -9`) when batch <batch id> reaches
 <point>, so the hardest windows of exactly-once are exercised on purpose:
 
 - `before_sink_commit`      the batch is planned (offsets/N written), nothing committed
-- `between_sinks`           bronze committed, quarantine and aggregates not yet
+- `between_sinks`           bronze committed, quarantine not yet
 - `after_sink_commit`       every sink committed, Spark's commits/N not yet written
 - `after_checkpoint_commit` commits/N written too (the next run starts at N+1)
+- `before_aggregates_commit` the aggregates follower is about to commit a merge that holds
+                            bronze batch N (bronze has it; the aggregates do not yet)
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from __future__ import annotations
 import os
 import sys
 
-POINTS = ("before_sink_commit", "between_sinks", "after_sink_commit", "after_checkpoint_commit")
+POINTS = ("before_sink_commit", "between_sinks", "after_sink_commit", "after_checkpoint_commit",
+          "before_aggregates_commit")
 EXIT_CODE = 86  # tells a test the crash was the injected one
 
 

@@ -50,9 +50,19 @@ class Facts:
     last_run: dict = field(default_factory=dict)  # {"run_id", "final": {"status", "error"} | None}
 
     @property
+    def fed(self) -> dict[str, Ledger]:
+        """The ledgers of the sinks written from Kafka: where a restart resumes reading is theirs to
+        say. The aggregates follow bronze (sinks.FOLLOWS) and catch up from it, not from Kafka."""
+        return sinks.fed_by_kafka(self.ledgers)
+
+    @property
+    def followers(self) -> dict[str, Ledger]:
+        return {name: ledger for name, ledger in self.ledgers.items() if name in sinks.FOLLOWS}
+
+    @property
     def written(self) -> dict[str, Ledger]:
-        """The sinks that hold at least one ledger entry."""
-        return {name: ledger for name, ledger in self.ledgers.items() if ledger.entries}
+        """The sinks written from Kafka that hold at least one ledger entry."""
+        return {name: ledger for name, ledger in self.fed.items() if ledger.entries}
 
 
 def _last_run(pipeline: Pipeline) -> dict:

@@ -8,7 +8,8 @@ match wins (docs/recovery.md):
 3. no checkpoint state and no sink batches        → nothing to do (a first run)
 4. checkpoint healthy and in step with the sinks  → restart from the checkpoint; a replayed batch is
                                                     skipped by the sinks that hold it (Delta txn ids),
-                                                    so sinks that disagree by one batch need nothing more
+                                                    so sinks that disagree by one batch need nothing more;
+                                                    aggregates that trail bronze catch up from bronze
 5. checkpoint ahead of a sink ledger              → refuse without --force; with it, case 6
 6. checkpoint corrupt, missing, unidentified, of an older generation than the sinks, behind the
    sinks, or its resume point deleted by Kafka    → move it aside and start a new writer generation at
@@ -26,8 +27,9 @@ from dataclasses import asdict, dataclass, field
 
 from onceflow.checkpoint import Checkpoint
 from onceflow.errors import OnceflowError
-from onceflow.ledger import BATCH, Ledger, LedgerEntry
+from onceflow.ledger import BATCH, Ledger, LedgerEntry, follower_lag
 from onceflow.recovery.facts import Facts
+from onceflow.sinks import FOLLOWS
 from onceflow.status import FINISHED, ended
 from onceflow.status import STOPPED as STOPPED_RUN
 
@@ -49,8 +51,10 @@ RETENTION = "retention_loss"
 KAFKA_BEHIND = "kafka_behind_ledger"
 LEDGER_GAP = "ledger_gap"
 LEFTOVERS = "leftover_files"
+FOLLOWER_LAG = "follower_lag"  # the aggregates trail bronze: the next run merges the rest from bronze
+FOLLOWER_AHEAD = "follower_ahead"  # the aggregates hold offsets bronze does not (bronze restored from a copy)
 CASES = (RUNNING, FRESH, STOPPED, DEAD_QUERY, CORRUPT, MISSING, UNUSABLE, SINKS_DISAGREE, AHEAD, RETENTION,
-         KAFKA_BEHIND, LEDGER_GAP, LEFTOVERS)
+         KAFKA_BEHIND, LEDGER_GAP, LEFTOVERS, FOLLOWER_LAG, FOLLOWER_AHEAD)
 
 # actions the executor knows
 MOVE_CHECKPOINT = "move_checkpoint_aside"
@@ -271,7 +275,7 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
                                "would race with it on the checkpoint and the tables. Fix: stop it first (SIGTERM "
                                f"stops it at a batch boundary), then run `{fix_cmd}` again.")
 
-    foreign = {n: l.last.topic for n, l in written.items() if l.last.topic != f.topic}
+    foreign = {n: l.last.topic for n, l in f.ledgers.items() if l.last and l.last.topic != f.topic}
     if foreign:
         detail = ", ".join(f"{n} from {t!r}" for n, t in foreign.items())
         plan.findings.append(Finding(UNUSABLE, f"the sinks were written from another topic: {detail}"))
@@ -283,10 +287,11 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
     for n, l in f.ledgers.items():
         for problem in l.problems():
             plan.findings.append(Finding(LEDGER_GAP, f"{n} ledger: {problem}"))
-    positions = {n: (_position_key(l), l.committed_offsets()) for n, l in f.ledgers.items()}
+    positions = {n: (_position_key(l), l.committed_offsets()) for n, l in f.fed.items()}
     if written and len({(k, tuple(sorted(o.items()))) for k, o in positions.values()}) > 1:
         plan.findings.append(Finding(SINKS_DISAGREE, "the sinks stopped at different points: " + "; ".join(
-            f"{n} holds {_where(l)}" for n, l in f.ledgers.items())))
+            f"{n} holds {_where(l)}" for n, l in f.fed.items())))
+    plan.findings += _follower_findings(f)
     leftovers = _leftover_files(ck) if ck.exists else []
 
     state, why = checkpoint_state(f)
@@ -309,7 +314,7 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
         plan.findings.insert(0, Finding(plan.case, _run_text(f) + f"; the checkpoint is {state}: {why}"))
         ident = f.identity
         key = (ident.generation if ident else 0, ck.last_committed if ck.last_committed is not None else -1)
-        behind = {n: l for n, l in f.ledgers.items() if ck.last_committed is not None and _position_key(l) < key}
+        behind = {n: l for n, l in f.fed.items() if ck.last_committed is not None and _position_key(l) < key}
         if behind:
             committed = _restart_position(f)
             detail = "; ".join(f"{n} holds {_where(l)}" for n, l in behind.items())
@@ -340,6 +345,27 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
     if reason is None:
         return _restart(plan, f, state, leftovers)
     return _new_generation(plan, refuse, f, reason, fix_cmd, accept_loss, stamp)
+
+
+def _follower_findings(f: Facts) -> list[Finding]:
+    """How each follower (the aggregates) stands against the sink it follows: the next run merges
+    what it lacks from that sink's table, without reading Kafka, and skips what it already holds."""
+    out = []
+    for name, ledger in f.followers.items():
+        leader = f.ledgers.get(FOLLOWS[name])
+        if leader is None or not ledger.exists:
+            continue
+        missing, ahead = follower_lag(leader, ledger)
+        if ahead:
+            out.append(Finding(FOLLOWER_AHEAD, (
+                f"{name} holds offsets {FOLLOWS[name]} does not ({_fmt(ahead)}; {FOLLOWS[name]} holds "
+                f"{_where(leader)}): once {FOLLOWS[name]} has them again, the next runs merge only its rows from "
+                f"{name}'s point on, so none is counted twice")))
+        if missing:
+            out.append(Finding(FOLLOWER_LAG, (
+                f"{name} trails {FOLLOWS[name]} by {len(missing)} batch(es) (it holds {_where(ledger)}): the next "
+                f"run merges them from {FOLLOWS[name]}, without reading Kafka again")))
+    return out
 
 
 def _start_hint(f: Facts) -> str:
@@ -418,12 +444,12 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
     lost_by_sink: dict[str, dict[int, tuple[int, int]]] = {}
     if written:
         origin: dict[int, int] = {}  # per partition, where the pipeline began reading
-        for ledger in f.ledgers.values():
+        for ledger in f.fed.values():
             for entry in ledger.entries:
                 for p, o in entry.start.items():
                     origin[p] = min(origin.get(p, o), o)
         parts = sorted(origin)
-        points = {n: {p: l.committed_offsets().get(p, origin[p]) for p in parts} for n, l in f.ledgers.items()}
+        points = {n: {p: l.committed_offsets().get(p, origin[p]) for p in parts} for n, l in f.fed.items()}
         missing = [p for p in parts if p not in kafka.latest]
         past = {n: {p: o for p, o in pts.items() if p in kafka.latest and o > kafka.latest[p]}
                 for n, pts in points.items()}
@@ -476,15 +502,13 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
                                    {"from": ck.path, "to": aside}))
     for n, ranges in lost_by_sink.items():
         ledger = f.ledgers[n]
-        # the aggregates' watermark lives in their newest entry: carry it over the LOSS entry
-        carried = {k: v for k, v in ((ledger.last.extra or {}) if ledger.last else {}).items() if k == "watermark"}
         plan.actions.append(Action(
             WRITE_LOSS, f"record the loss in the {n} ledger: " + ", ".join(
                 f"partition {p} [{a}, {b})" for p, (a, b) in sorted(ranges.items()))
             + ("" if ledger.exists else " (the table does not exist: kept in the recovery record only)"),
             {"sink": n, "table": ledger.table, "generation": plan.generation,
              "start": {str(p): a for p, (a, b) in sorted(ranges.items())},
-             "end": {str(p): b for p, (a, b) in sorted(ranges.items())}, "extra": carried}))
+             "end": {str(p): b for p, (a, b) in sorted(ranges.items())}, "extra": {}}))
     floors = ""
     resume = plan.resume or {}
     if plan.sink_floors and any(o > resume.get(int(p), o) for fl in plan.sink_floors.values() for p, o in fl.items()):

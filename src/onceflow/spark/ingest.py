@@ -1,8 +1,10 @@
-"""The exactly-once streaming job: Kafka → Delta bronze, quarantine and aggregates.
+"""The exactly-once streaming job: Kafka → Delta bronze and quarantine, aggregates behind them.
 
-One micro-batch = one idempotent Delta commit per table, each holding the
-batch's ledger entry (docs/exactly-once.md). The same job runs continuously
-(processingTime trigger) or as a scheduled batch (availableNow).
+One micro-batch = one idempotent Delta commit each to bronze and quarantine, each
+holding the batch's ledger entry (docs/exactly-once.md); the follower
+(spark/follower.py) merges bronze's batches into the aggregates and compacts the
+tables on its own schedule, off the batch's path. The same job runs continuously (processingTime
+trigger) or as a scheduled batch (availableNow).
 
     run_ingest(pipeline, mode="available-now")
 """
@@ -15,18 +17,18 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow import faults, tables
 from onceflow.checkpoint import batch_offset_range
 from onceflow.config import DEFAULT_STOP_TIMEOUT, AggregateSink, Pipeline
+from onceflow.deltars import Appender
 from onceflow.errors import IngestError, OnceflowError, RecoveryError
 from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
 from onceflow.ledger import Ledger, LedgerEntry
 from onceflow.sinks import delta_sinks, read_ledgers, table_paths
+from onceflow.spark.follower import Follower
 from onceflow.spark.kafka_read import kafka_options
 from onceflow.spark.listener import StatusListener
 from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
@@ -38,6 +40,9 @@ from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, 
 
 CONTINUOUS, AVAILABLE_NOW = "continuous", "available-now"
 MODES = (CONTINUOUS, AVAILABLE_NOW)
+# a batch's quarantine up to this many rows is committed by delta-rs from the driver (milliseconds);
+# a larger one by Spark's Delta writer (about half a second, whatever it holds): same txn, same entry
+DRIVER_QUARANTINE_ROWS = 50_000
 
 
 @dataclass
@@ -125,29 +130,23 @@ def prepare_checkpoint(pipeline: Pipeline, ledgers: dict[str, Ledger]) -> Checkp
     return identity
 
 
-def _last_watermark(ledger: Ledger) -> datetime | None:
-    """The aggregates watermark the last batch recorded (its ledger entry's `extra`)."""
-    last = ledger.last
-    value = (last.extra or {}).get("watermark") if last else None
-    return datetime.fromisoformat(value) if value else None
-
-
 class BatchWriter:
-    """The foreachBatch function: every sink of one micro-batch, idempotently."""
+    """The foreachBatch function: bronze, quarantine and the Kafka sink of one micro-batch,
+    idempotently; bronze's entry then goes to the follower."""
 
     def __init__(self, spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity,
-                 ledgers: dict[str, Ledger]):
+                 follower: Follower | None = None, driver_quarantine_rows: int = DRIVER_QUARANTINE_ROWS):
         self.spark = spark
         self.pipeline = pipeline
         self.generation = identity.generation
-        self.floors = {sink: identity.floor(sink) for sink in ("bronze", "quarantine", "aggregates", "kafka")}
+        self.floors = {sink: identity.floor(sink) for sink in ("bronze", "quarantine", "kafka")}
         self.kafka = KafkaTxnSink.for_pipeline(pipeline, self.generation) if pipeline.sinks.kafka else None
         self.paths = table_paths(pipeline)
         self.topic = pipeline.source.topic
         self.schema_json = pipeline.schema.model_dump_json()
-        agg = pipeline.sinks.aggregates
-        self.watermark_delay = timedelta(seconds=agg.watermark_seconds) if agg else None
-        self.watermark: datetime | None = _last_watermark(ledgers["aggregates"]) if agg else None
+        self.follower = follower
+        self.driver_quarantine_rows = driver_quarantine_rows
+        self.quarantine = Appender(self.paths["quarantine"])
 
     def ensure_tables(self, ledgers: dict[str, Ledger], log=lambda msg: None) -> None:
         """Create missing tables; bring existing ones to the declared schema, or refuse (spark/evolve.py)."""
@@ -183,11 +182,13 @@ class BatchWriter:
     def above_floor(self, df: DataFrame, sink: str) -> DataFrame:
         return df.where(self.kept(sink)) if self.floors[sink] else df
 
-    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+    def __call__(self, parsed: DataFrame, batch_id: int) -> None:
+        """One micro-batch, already validated: the query parses as part of its plan (build_query),
+        so the large validation expression is built and analysed once per run, not per batch."""
         enter_batch(self.pipeline.checkpoint_path, batch_id, self.spark)  # once a stop is asked: held, not written
         faults.maybe_crash("before_sink_commit", batch_id)
         start, end = batch_offset_range(self.pipeline.checkpoint_path, batch_id, self.topic)
-        parsed = parse_events(batch_df, self.pipeline.schema).persist()
+        parsed = parsed.persist()
         try:
             self._write(parsed, batch_id, start, end)
         finally:
@@ -195,58 +196,26 @@ class BatchWriter:
         faults.maybe_crash("after_sink_commit", batch_id)
 
     def _write(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
-        wm = self.watermark
-        event_time = F.col(self.pipeline.schema.event_time)
-        late = event_time < F.lit(wm) if wm is not None else F.lit(False)
         valid = F.col("reason").isNull()
-        counts = [F.count(F.when(self.kept(sink) & (~valid if sink == "quarantine" else valid), 1)).alias(sink)
-                  for sink in ("bronze", "quarantine", "aggregates")]
-        stats = parsed.agg(*counts, F.max(F.when(valid, event_time)).alias("max_time"),
-                           F.min(F.when(valid, event_time)).alias("min_time"),
-                           F.count(F.when(valid & late, 1)).alias("late")).first()
+        stats = parsed.agg(F.count(F.when(self.kept("bronze") & valid, 1)).alias("bronze"),
+                           F.count(F.when(self.kept("quarantine") & ~valid, 1)).alias("quarantine")).first()
         bronze = bronze_rows(parsed, self.pipeline.schema, batch_id, self.generation)
         # the declaration this batch was judged by: after a schema evolution the audit judges
         # each batch's records by the rules in force when it was written (audit/rows.py)
-        delta.append(self.above_floor(bronze, "bronze"), self.paths["bronze"],
-                     self.entry("bronze", batch_id, start, end, stats["bronze"], {"schema": self.schema_json}))
+        bronze_entry = self.entry("bronze", batch_id, start, end, stats["bronze"], {"schema": self.schema_json})
+        delta.append(self.above_floor(bronze, "bronze"), self.paths["bronze"], bronze_entry)
         faults.maybe_crash("between_sinks", batch_id)
-        delta.append(self.above_floor(quarantine_rows(parsed, batch_id, self.generation), "quarantine"),
-                     self.paths["quarantine"], self.entry("quarantine", batch_id, start, end, stats["quarantine"]))
-        if "aggregates" in self.paths:
-            self._aggregate(self.above_floor(bronze, "aggregates"), batch_id, start, end, stats)
+        quarantine = self.above_floor(quarantine_rows(parsed, batch_id, self.generation), "quarantine")
+        entry = self.entry("quarantine", batch_id, start, end, stats["quarantine"])
+        if stats["quarantine"] <= self.driver_quarantine_rows:
+            delta.append_from_driver(quarantine, self.quarantine, entry)
+        else:
+            delta.append(quarantine, self.paths["quarantine"], entry)
+        if self.follower is not None:
+            self.follower.add(bronze_entry)
         if self.kafka is not None:  # one Kafka transaction per task partition (docs/kafka-sink.md)
             kafka = self.entry("kafka", batch_id, start, end, 0)
             self.kafka.write(self.above_floor(bronze, "kafka"), batch_id, kafka.start, kafka.end)
-
-    def _aggregate(self, bronze: DataFrame, batch_id: int, start: dict, end: dict, stats) -> None:
-        """Merge this batch's per-window sums. Late events (older than the watermark)
-        are still added, never dropped, so the table always equals a recomputation
-        from bronze; the watermark says which windows are closed."""
-        if stats["max_time"] is not None:
-            candidate = stats["max_time"].replace(tzinfo=timezone.utc) - self.watermark_delay
-            if self.watermark is None or candidate > self.watermark:
-                self.watermark = candidate
-        extra = {"late_events": stats["late"]}
-        if self.watermark is not None:
-            extra["watermark"] = self.watermark.isoformat()
-        entry = self.entry("aggregates", batch_id, start, end, stats["aggregates"], extra)
-        path = self.paths["aggregates"]
-        if stats["aggregates"]:
-            aggs, schema = self.pipeline.sinks.aggregates, self.pipeline.schema
-            delta.merge_aggregates(self.spark, path, delta.batch_aggregates(bronze, schema, aggs, aggs.window), aggs,
-                                   entry, window_floor(stats["min_time"], aggs.window_seconds))
-        else:  # no rows to merge: an empty commit keeps the ledger contiguous
-            delta.append(delta.empty(self.spark, table_ddls(self.pipeline)["aggregates"]), path, entry)
-
-
-def window_floor(moment: datetime | None, window_seconds: float) -> datetime | None:
-    """The start of the tumbling window (epoch-aligned, as Spark's `window()`) holding `moment`."""
-    if moment is None:
-        return None
-    micros = int(window_seconds * 1_000_000)
-    epoch = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
-    since = int((epoch - datetime(1970, 1, 1, tzinfo=timezone.utc)) / timedelta(microseconds=1))
-    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=since - since % micros)
 
 
 def _starting_offsets(pipeline: Pipeline, identity: CheckpointIdentity) -> str:
@@ -254,7 +223,7 @@ def _starting_offsets(pipeline: Pipeline, identity: CheckpointIdentity) -> str:
 
 
 def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity, mode: str,
-                ledgers: dict[str, Ledger], log=lambda msg: None):
+                ledgers: dict[str, Ledger], log=lambda msg: None, follower: Follower | None = None):
     """The streaming query, not yet started."""
     source = pipeline.source
     extra = {}
@@ -267,9 +236,9 @@ def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIde
               .options(**kafka_options(source.bootstrap_servers, source.topic,
                                        _starting_offsets(pipeline, identity), **extra))
               .load())
-    writer = BatchWriter(spark, pipeline, identity, ledgers)
+    writer = BatchWriter(spark, pipeline, identity, follower)
     writer.ensure_tables(ledgers, log)
-    query = (stream.writeStream.queryName(f"onceflow-{pipeline.name}")
+    query = (parse_events(stream, pipeline.schema).writeStream.queryName(f"onceflow-{pipeline.name}")
              .option("checkpointLocation", pipeline.checkpoint_path)
              .foreachBatch(writer))
     if mode == AVAILABLE_NOW:
@@ -323,6 +292,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
         spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "5000")
         # query.stop() fails after this long instead of waiting forever for the stream thread
         spark.conf.set("spark.sql.streaming.stopTimeout", str(_STOP_JOIN_MS))
+        follower = Follower(spark, pipeline, ledgers, continuous=mode == CONTINUOUS, log=log)
         listener = StatusListener(status, run_id, pipeline.source.topic, log=log, max_lag=pipeline.health.max_lag)
         spark.streams.addListener(listener)
         request = _StopRequest()
@@ -332,8 +302,10 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
         register(gate)
         query = None
         try:
-            query = build_query(spark, pipeline, identity, mode, ledgers, log).start()
+            query = build_query(spark, pipeline, identity, mode, ledgers, log, follower).start()
             gate.query = query
+            if follower is not None:
+                follower.start()
             status.append(STARTED, run_id=run_id, query_id=str(query.id), pid=os.getpid(),
                           mode=mode, generation=identity.generation,
                           trigger_seconds=pipeline.trigger.seconds)
@@ -342,11 +314,18 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
                 log(f"{pipeline.name}: {hint}")
             trigger = pipeline.trigger.seconds if mode == CONTINUOUS else None
             final, error, stopped = _supervise(query, listener, request, gate, mode, until_idle, max_seconds,
-                                               trigger, stop_timeout, log)
+                                               trigger, stop_timeout, log, follower)
             if final == STOPPED and gate.held is not None and not query.isActive:
                 log(f"{pipeline.name}: " + discard_held_batch(pipeline.checkpoint_path, gate.held,
                                                               identity.generation, table_paths(pipeline).values()))
             _drain(gate, listener)
+            if follower is not None and not query.isActive:
+                try:  # the aggregates catch up with every batch bronze committed in this run
+                    follower.finish()
+                except Exception as exc:  # noqa: BLE001 - the run fails with it
+                    if final != FAILED:  # a failed query's own error is the one to tell
+                        final, stopped = FAILED, None
+                        error = f"the follower failed (aggregates, compaction): {type(exc).__name__}: {_short(exc)}"
         finally:
             if query is None or not query.isActive:  # a query that could not stop keeps its gate closed
                 unregister(gate)
@@ -358,7 +337,8 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
         status.append(FINAL, run_id=run_id, status=final, error=error, batches=listener.batches,
                       input_rows=listener.rows, **({"stop": stop_info} if stop_info else {}))
         if final == FAILED:
-            what = "" if stopped and not stopped.clean else "the streaming query failed: "
+            what = "" if (stopped and not stopped.clean) or error.startswith("the follower") \
+                else "the streaming query failed: "
             raise IngestError(f"{pipeline.name}: {what}{error}")
         return result
     except IngestError:
@@ -375,7 +355,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
 
 def _supervise(query, listener: StatusListener, request: _StopRequest, gate: StopGate, mode: str,
                until_idle: float | None, max_seconds: float | None, trigger: float | None, stop_timeout: float,
-               log) -> tuple[str, str | None, StopOutcome | None]:
+               log, follower: Follower | None = None) -> tuple[str, str | None, StopOutcome | None]:
     """Wait for the query's end or a reason to stop it: (final status, error, how a stop went)."""
     from pyspark.errors import StreamingQueryException
 
@@ -393,6 +373,8 @@ def _supervise(query, listener: StatusListener, request: _StopRequest, gate: Sto
                 reason = f"idle for {until_idle:g}s"
             if reason is None and max_seconds is not None and time.monotonic() - started >= max_seconds:
                 reason = f"ran its {max_seconds:g}s window"
+            if reason is None and follower is not None and follower.error is not None:
+                reason = "the follower failed"  # the run fails with its error (follower.finish)
             if reason:
                 log(f"stopping at a batch boundary ({reason})")
                 outcome = stop_at_batch_boundary(query, gate, reason, trigger, stop_timeout, log)

@@ -42,14 +42,18 @@ def spark_conf(master: str | None = None, ui: bool | None = None,
         # spark-warehouse/ in the working directory, so it goes under the state dir
         "spark.sql.warehouse.dir": str(spark_dir() / "warehouse"),
         "spark.databricks.delta.snapshotPartitions": "2",
-        # the aggregates MERGE source is a deterministic function of a fixed Kafka offset range
-        # (re-read identically at read_committed if evicted), so Delta need not copy it first
+        # the aggregates MERGE source is a deterministic function of bronze at a pinned version
+        # (spark/follower.py), so Delta need not copy it first
         "spark.databricks.delta.merge.materializeSource": "none",
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
-        # auto compaction merges the small files of small batches; a file this big is left as
-        # it is (Delta would otherwise rewrite a large batch's fresh files right after writing
-        # them: it compacts on a table's first write in every JVM, whatever minNumFiles says)
+        # compaction merges the small files of small batches; a file this big is left as it is
+        # (Delta's own auto compaction would otherwise rewrite a large batch's fresh files right
+        # after writing them: it compacts on a table's first write in every JVM)
         "spark.databricks.delta.autoCompact.minFileSize": str(COMPACT_MIN_FILE_BYTES),
+        # ...but not after each commit: Delta's post-commit check rebuilds the snapshot state
+        # (about 0.4 s of a small batch on 2 cores); the streaming job's follower thread
+        # compacts the tables between batches with these same thresholds (spark/compaction.py)
+        "spark.databricks.delta.autoCompact.enabled": "false",
     }
     if event_log_enabled():
         # every app's jobs, stages and SQL plans, for `make spark-history` after the app is gone

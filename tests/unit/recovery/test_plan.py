@@ -18,10 +18,12 @@ from onceflow.recovery.facts import Facts, KafkaOffsets
 from onceflow.recovery.plan import (AHEAD, CORRUPT, DEAD_QUERY, FRESH, STOPPED, KAFKA_BEHIND, LEFTOVERS, MISSING,
                                     MOVE_CHECKPOINT, MOVE_LEFTOVERS, NEW_GENERATION, NOTHING, REFUSE, RESTART,
                                     RETENTION, RUNNING, SINKS_DISAGREE, UNUSABLE, WRITE_IDENTITY, WRITE_LOSS, decide)
+from onceflow.recovery.plan import FOLLOWER_AHEAD, FOLLOWER_LAG
 
 T = "payments"
 CP = "/state/checkpoint"
 SINKS = ("bronze", "quarantine", "aggregates")
+FED = ("bronze", "quarantine")  # written from Kafka; the aggregates follow bronze (sinks.FOLLOWS)
 
 
 def entries(sink: str, ends: list[dict[int, int]], generation: int = 0, first_batch: int = 0,
@@ -161,7 +163,7 @@ def test_corrupt_checkpoint_starts_a_new_generation_at_the_ledgers_point():
     assert action(plan, MOVE_CHECKPOINT)[0].params == {"from": CP, "to": f"{CP}.broken-STAMP"}
     ident = action(plan, WRITE_IDENTITY)[0].params
     assert ident["generation"] == 1 and ident["starting_offsets"] == plan.starting_offsets
-    assert ident["sink_floors"] == {s: {"0": 300, "1": 160} for s in SINKS}
+    assert ident["sink_floors"] == {s: {"0": 300, "1": 160} for s in FED}
 
 
 def test_missing_checkpoint_moves_nothing_and_names_every_kafka_partition():
@@ -213,17 +215,19 @@ def test_sinks_that_disagree_resume_from_the_lowest_point_with_per_sink_floors()
                   aggregates=entries("aggregates", B[:1]))
     plan = decide(facts(MISSING_CK, led, generation=None))
     assert plan.decision == NEW_GENERATION and any(f.case == SINKS_DISAGREE for f in plan.findings)
-    assert plan.resume == {0: 100, 1: 50}  # aggregates is the furthest behind
-    assert plan.sink_floors == {"bronze": {"0": 300, "1": 160}, "quarantine": {"0": 200, "1": 120},
-                                "aggregates": {"0": 100, "1": 50}}
+    assert plan.resume == {0: 200, 1: 120}  # quarantine is the furthest behind of the sinks Kafka feeds
+    assert plan.sink_floors == {"bronze": {"0": 300, "1": 160}, "quarantine": {"0": 200, "1": 120}}
     assert "sink floors" in plan.summary
+    # the aggregates trail bronze by two batches: merged from bronze by the next run, not re-read from Kafka
+    lag = [f.detail for f in plan.findings if f.case == FOLLOWER_LAG]
+    assert len(lag) == 1 and "aggregates trails bronze by 2 batch(es)" in lag[0] and "from bronze" in lag[0]
 
 
 def test_an_empty_sink_beside_written_ones_is_read_from_the_pipelines_origin():
-    led = ledgers(bronze=entries("bronze", B, start={0: 10, 1: 5}), quarantine=entries("quarantine", B,
+    led = ledgers(bronze=entries("bronze", B, start={0: 10, 1: 5}), aggregates=entries("aggregates", B,
                                                                                           start={0: 10, 1: 5}))
     plan = decide(facts(MISSING_CK, led, generation=None))
-    assert plan.resume == {0: 10, 1: 5} and plan.sink_floors["aggregates"] == {"0": 10, "1": 5}
+    assert plan.resume == {0: 10, 1: 5} and plan.sink_floors["quarantine"] == {"0": 10, "1": 5}
 
 
 # -- checkpoint ahead of a sink ----------------------------------------------------------------
@@ -250,7 +254,7 @@ def test_checkpoint_ahead_with_force_rereads_what_the_sink_lost():
 def test_retention_past_the_resume_point_is_refused_with_the_exact_lost_ranges():
     plan = decide(facts(checkpoint(B, 2), all_sinks(), earliest={0: 340, 1: 160}))
     assert plan.decision == REFUSE and plan.case == RETENTION and plan.override == "--accept-loss"
-    assert [(r.partition, r.start, r.end, r.sinks) for r in plan.lost] == [(0, 300, 340, list(SINKS))]
+    assert [(r.partition, r.start, r.end, r.sinks) for r in plan.lost] == [(0, 300, 340, list(FED))]
     assert "[300, 340)" in plan.refusal and plan.actions == []
 
 
@@ -259,9 +263,10 @@ def test_accepted_loss_records_loss_entries_and_resumes_at_the_log_start():
     assert plan.decision == NEW_GENERATION and plan.generation == 1
     assert plan.resume == {0: 340, 1: 160}
     losses = action(plan, WRITE_LOSS)
+    # the aggregates get none: their follower copies bronze's LOSS entry when it reaches it
     assert [(a.params["sink"], a.params["start"], a.params["end"]) for a in losses] == [
-        (s, {"0": 300}, {"0": 340}) for s in SINKS]
-    assert [a.kind for a in plan.actions] == [MOVE_CHECKPOINT, *[WRITE_LOSS] * 3, WRITE_IDENTITY]
+        (s, {"0": 300}, {"0": 340}) for s in FED]
+    assert [a.kind for a in plan.actions] == [MOVE_CHECKPOINT, *[WRITE_LOSS] * 2, WRITE_IDENTITY]
     # the loss entry keeps each ledger contiguous: old batch → loss → the new generation's batch 0
     for a in losses:
         loss = LedgerEntry(T, a.params["sink"], 1, -1, T, {0: 300}, {0: 340}, kind=LOSS)
@@ -273,10 +278,10 @@ def test_loss_is_per_sink_when_the_sinks_disagree():
     led = ledgers(bronze=entries("bronze", B), quarantine=entries("quarantine", B[:2]),
                   aggregates=entries("aggregates", B[:2]))
     plan = decide(facts(checkpoint(B, 1), led, earliest={0: 250, 1: 0}), accept_loss=True)
-    # bronze holds up to 300 > 250: it lost nothing; the other two lost [200, 250)
-    assert [(r.partition, r.start, r.end, r.sinks) for r in plan.lost] == [(0, 200, 250, ["quarantine",
-                                                                                         "aggregates"])]
-    assert [a.params["sink"] for a in action(plan, WRITE_LOSS)] == ["quarantine", "aggregates"]
+    # bronze holds up to 300 > 250: it lost nothing; quarantine lost [200, 250); the aggregates trail
+    # bronze, which still holds those rows: they lose nothing either
+    assert [(r.partition, r.start, r.end, r.sinks) for r in plan.lost] == [(0, 200, 250, ["quarantine"])]
+    assert [a.params["sink"] for a in action(plan, WRITE_LOSS)] == ["quarantine"]
     assert plan.resume == {0: 250, 1: 120}
 
 
@@ -309,7 +314,7 @@ def test_the_plan_is_json_ready():
     plan = decide(facts(checkpoint(B, 2), all_sinks(), earliest={0: 340, 1: 160}), accept_loss=True)
     body = json.loads(json.dumps(plan.as_dict()))
     assert body["decision"] == "new_generation" and body["resume"] == {"0": 340, "1": 160}
-    assert body["lost"] == [{"partition": 0, "start": 300, "end": 340, "sinks": list(SINKS), "count": 40}]
+    assert body["lost"] == [{"partition": 0, "start": 300, "end": 340, "sinks": list(FED), "count": 40}]
 
 
 @pytest.mark.parametrize("flags", [{}, {"force": True}, {"accept_loss": True}])
@@ -384,14 +389,17 @@ def test_a_loss_entry_needs_a_real_range():
         loss_entry(T, "bronze", 1, T, {}, {0: 140})
 
 
-def test_the_aggregates_watermark_is_carried_over_a_loss_entry():
-    led = all_sinks()
-    last = led["aggregates"].entries[-1]
-    led["aggregates"].entries[-1] = LedgerEntry(**{**last.__dict__, "extra": {"watermark": "2026-01-01T00:00:00+00:00",
-                                                                              "late_events": 0}})
-    plan = decide(facts(checkpoint(B, 2), led, earliest={0: 340, 1: 160}), accept_loss=True)
-    extra = {a.params["sink"]: a.params["extra"] for a in action(plan, WRITE_LOSS)}
-    assert extra == {"bronze": {}, "quarantine": {}, "aggregates": {"watermark": "2026-01-01T00:00:00+00:00"}}
+def test_aggregates_holding_offsets_bronze_lacks_are_named():
+    """Bronze restored from an older copy: the aggregates hold more. --force re-reads what bronze
+    lost; the follower then skips the rows below its own point (ledger.follower_lag)."""
+    led = ledgers(bronze=entries("bronze", B[:1]), quarantine=entries("quarantine", B),
+                  aggregates=entries("aggregates", B))
+    plan = decide(facts(checkpoint(B, 2), led), force=True)
+    assert plan.decision == NEW_GENERATION and plan.sink_floors == {"bronze": {"0": 100, "1": 50},
+                                                                    "quarantine": {"0": 300, "1": 160}}
+    ahead = [f.detail for f in plan.findings if f.case == FOLLOWER_AHEAD]
+    assert len(ahead) == 1 and "aggregates holds offsets bronze does not ({0: 300, 1: 160}" in ahead[0]
+    assert not [f for f in plan.findings if f.case == FOLLOWER_LAG]
 
 
 def test_the_plan_names_sink_floors_only_where_a_sink_is_ahead():

@@ -1,10 +1,11 @@
-"""The Delta sinks of one micro-batch: bronze, quarantine, aggregates.
+"""Writes to the Delta sinks: bronze and quarantine appends, the aggregates MERGE.
 
-Each table gets exactly one commit per batch, made idempotent by Delta's
-`txnAppId`/`txnVersion` (= batch id) and carrying the batch's ledger entry in
-its commit metadata. A replayed batch is therefore skipped table by table, and
+Bronze and quarantine get exactly one commit per micro-batch, made idempotent by
+Delta's `txnAppId`/`txnVersion` (= batch id) and carrying the batch's ledger entry
+in its commit metadata. A replayed batch is therefore skipped table by table, and
 each table alone can tell how far it got. Empty batches still commit (an empty
-append) so every ledger stays contiguous.
+append) so every ledger stays contiguous. The aggregates follower
+(onceflow.spark.follower) merges several batches per commit, one entry each.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow import tables
+from onceflow.deltars import Appender
 from onceflow.ledger import LedgerEntry
 from onceflow.schema.model import AggregatesSpec, Metric, Schema
 
@@ -45,11 +47,11 @@ def append(df: DataFrame, path: str, entry: LedgerEntry) -> None:
 
 
 @contextmanager
-def _txn(spark: SparkSession, entry: LedgerEntry) -> Iterator[None]:
+def _txn(spark: SparkSession, app_id: str, version: int, metadata: str) -> Iterator[None]:
     """Delta's session-level idempotence for DML (MERGE has no writer options)."""
-    spark.conf.set(_TXN_APP, entry.app_id)
-    spark.conf.set(_TXN_VERSION, str(entry.batch_id))
-    spark.conf.set(_USER_METADATA, entry.to_json())
+    spark.conf.set(_TXN_APP, app_id)
+    spark.conf.set(_TXN_VERSION, str(version))
+    spark.conf.set(_USER_METADATA, metadata)
     try:
         yield
     finally:
@@ -81,20 +83,22 @@ def _merged(m: Metric) -> str:
     return f"{'least' if m.func == 'min' else 'greatest'}({t}, {s})"  # both skip NULLs
 
 
-def merge_aggregates(spark: SparkSession, path: str, partial: DataFrame, aggs: AggregatesSpec, entry: LedgerEntry,
-                     first_window: datetime | None = None) -> None:
-    """Add this batch's partial aggregates to the table in one idempotent MERGE.
+def merge_aggregates(spark: SparkSession, path: str, partial: DataFrame, aggs: AggregatesSpec, app_id: str,
+                     version: int, metadata: str, first_window: datetime | None = None) -> None:
+    """Add partial aggregates to the table in one idempotent MERGE whose commit holds `metadata`.
 
-    Increments are only exact if applied once; the txn session conf makes Delta
-    skip the whole MERGE when this batch was already merged by this generation.
-    `first_window` (the batch's earliest window start) lets Delta skip, by file
-    statistics, the files of older windows, which no row of the batch can match:
-    the MERGE then costs what the batch touches, not the table's whole history.
+    Increments are only exact if applied once; the txn session conf (`app_id`,
+    `version`) makes Delta skip the whole MERGE when it was already committed.
+    `first_window` (the earliest window start in `partial`) lets Delta skip, by file
+    statistics, the files of older windows, which no row of `partial` can match:
+    the MERGE then costs what it touches, not the table's whole history.
     Group keys compare null-safely (`<=>`): an optional group-by field may be null.
+    `first_batch_id`/`last_batch_id` of a row record the `version` (the newest bronze
+    batch of the merge) that inserted it and that last added to it.
     """
     from delta.tables import DeltaTable
 
-    batch = F.lit(entry.batch_id).cast("bigint")
+    batch = F.lit(version).cast("bigint")
     source = partial.withColumn("_batch", batch)
     metrics = aggs.parsed_metrics()
     condition = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in tables.aggregate_key(aggs))
@@ -102,7 +106,7 @@ def merge_aggregates(spark: SparkSession, path: str, partial: DataFrame, aggs: A
         condition += f" AND t.window_start >= timestamp'{first_window.strftime('%Y-%m-%d %H:%M:%S.%f')}+00:00'"
     inserted = {f"`{c}`": f"s.`{c}`" for c in (*aggs.group_by, "window_start", "window_end",
                                                *[m.name for m in metrics])}
-    with _txn(spark, entry):
+    with _txn(spark, app_id, version, metadata):
         (DeltaTable.forPath(spark, path).alias("t")
          .merge(source.alias("s"), condition)
          .whenMatchedUpdate(set={**{f"`{m.name}`": _merged(m) for m in metrics}, "last_batch_id": "s._batch"})
@@ -110,6 +114,10 @@ def merge_aggregates(spark: SparkSession, path: str, partial: DataFrame, aggs: A
          .execute())
 
 
-def empty(spark: SparkSession, ddl: str) -> DataFrame:
-    return spark.createDataFrame([], ddl)
+def append_from_driver(df: DataFrame, appender: Appender, entry: LedgerEntry) -> int | None:
+    """The same idempotent append as `append`, committed by delta-rs from the driver
+    (onceflow.deltars): for a few rows, such as a batch's quarantine, in milliseconds
+    instead of a Delta-Spark commit's half second. The rows are collected to the driver:
+    the caller keeps it for small row counts."""
+    return appender.append(df.toArrow(), entry.to_json(), entry.app_id, entry.batch_id)
 

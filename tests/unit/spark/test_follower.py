@@ -2,7 +2,7 @@
 
 from datetime import datetime, timedelta, timezone
 
-from onceflow.spark.ingest import window_floor
+from onceflow.spark.follower import window_floor
 
 
 def test_the_floor_is_the_epoch_aligned_window_start_as_spark_computes_it():

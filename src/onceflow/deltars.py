@@ -1,0 +1,59 @@
+"""Delta commits made from Python with delta-rs, no JVM: small appends that carry a ledger entry.
+
+A Delta-Spark commit costs about half a second of driver work on 2 cores whatever it
+holds (snapshot state, commit protocol, post-commit hooks; docs/benchmarks.md), and a
+micro-batch's quarantine usually holds a few rows or none. delta-rs commits them in
+milliseconds. The streaming job appends the quarantine of each batch here when it is
+small (and an aggregates merge that holds no rows), recovery its LOSS entries. Both writers speak the same Delta protocol, and the
+same `txn` action makes a commit idempotent for either: Delta-Spark skips an
+(app id, version) it has already seen, and so does `Appender.append`.
+"""
+
+from __future__ import annotations
+
+
+
+class Appender:
+    """Idempotent appends to one Delta table, its log read once and then incrementally."""
+
+    def __init__(self, path: str, storage_options: dict[str, str] | None = None):
+        self.path = path
+        self.storage_options = storage_options
+        self._table = None
+
+    def table(self):
+        """The table's delta-rs handle, brought up to its newest version."""
+        from deltalake import DeltaTable
+
+        if self._table is None:
+            self._table = DeltaTable(self.path, storage_options=self.storage_options)
+        else:
+            self._table.update_incremental()
+        return self._table
+
+    def append(self, data, metadata: str, app_id: str, version: int) -> int | None:
+        """Append `data` (a pyarrow Table, or anything `pa.table` takes; None: no rows)
+        in one commit holding `metadata` as its userMetadata and the transaction
+        (`app_id`, `version`). Returns the new table version, or None when a commit with
+        that app id at this version or later is already there (a replayed batch)."""
+        import pyarrow as pa
+        from deltalake import write_deltalake
+        from deltalake.transaction import CommitProperties, Transaction
+
+        table = self.table()
+        seen = table.transaction_version(app_id)
+        if seen is not None and seen >= version:
+            return None
+        schema = pa.schema(table.schema().to_arrow())
+        rows = schema.empty_table() if data is None else data if isinstance(data, pa.Table) else pa.table(data)
+        rows = rows.select(schema.names).cast(schema) if rows.num_rows else schema.empty_table()
+        write_deltalake(table, rows, mode="append", storage_options=self.storage_options,
+                        commit_properties=CommitProperties(custom_metadata={"userMetadata": metadata},
+                                                           app_transactions=[Transaction(app_id, version)]))
+        table.update_incremental()
+        return table.version()
+
+    def small_files(self, below_bytes: int) -> int:
+        """How many of the table's data files are smaller than `below_bytes`."""
+        sizes = self.table().get_add_actions(flatten=True).column("size_bytes").to_pylist()
+        return sum(1 for size in sizes if size < below_bytes)

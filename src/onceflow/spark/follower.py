@@ -1,0 +1,273 @@
+"""The follower: what comes after the batches, in a thread of its own, off their path.
+
+A micro-batch commits bronze and quarantine, hands bronze's ledger entry here and is
+done; it waits neither for the aggregates nor for compaction. The follower
+
+- merges, on its own schedule (`sinks.aggregates.merge_every` in a continuous run; once
+  at the end of an available-now run), every bronze batch that arrived since its last
+  merge into the aggregates: it reads those batches' rows back from bronze by
+  (generation, batch id), adds their per-window metrics in one idempotent MERGE, and
+  writes one ledger entry per bronze batch into that commit (ledger.group_json). So a
+  one-second stream pays for the MERGE every few seconds instead of every batch
+  (docs/exactly-once.md#the-aggregates-follow-bronze);
+- compacts the tables once enough small files have gathered (spark/compaction.py).
+
+The aggregates' checkpoint is their own ledger: a run starts from the bronze batches
+that reach past the aggregates' committed offsets (ledger.follower_lag), so a kill
+between bronze's commit and the aggregates' loses nothing and merges nothing twice;
+the next run merges those batches from bronze. Rows below those offsets are skipped,
+as a sink floor skips them: after bronze was restored from an older copy and a new
+generation re-read what it lost, the aggregates do not count those rows twice. Late
+events (older than the watermark) are added, never dropped, so the table always
+equals a recomputation from the bronze batches its ledger holds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Callable
+
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+
+from onceflow import faults
+from onceflow.config import Pipeline
+from onceflow.deltars import Appender
+from onceflow.ledger import LOSS, Ledger, LedgerEntry, app_id, follower_lag, group_json, loss_app_id
+from onceflow.sinks import table_path, table_paths
+from onceflow.spark.compaction import Compactor
+from onceflow.spark.sinks import delta
+
+MAX_GROUP_BATCHES = 500  # bronze batches merged in one commit at most (its metadata holds an entry each)
+AVAILABLE_NOW_GROUP_ROWS = 5_000_000  # an available-now run merges before its end once this many rows wait
+COMPACT_EVERY = 10.0  # seconds between compaction checks of a continuous run without aggregates
+
+
+def _last_watermark(ledger: Ledger) -> datetime | None:
+    """The aggregates watermark the newest entry recorded (its `extra`)."""
+    last = ledger.last
+    value = (last.extra or {}).get("watermark") if last else None
+    return datetime.fromisoformat(value) if value else None
+
+
+def window_floor(moment: datetime | None, window_seconds: float) -> datetime | None:
+    """The start of the tumbling window (epoch-aligned, as Spark's `window()`) holding `moment`."""
+    if moment is None:
+        return None
+    micros = int(window_seconds * 1_000_000)
+    epoch = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    since = int((epoch - datetime(1970, 1, 1, tzinfo=timezone.utc)) / timedelta(microseconds=1))
+    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=since - since % micros)
+
+
+def batches_filter(entries: list[LedgerEntry]) -> Column:
+    """Bronze rows written by these batches: `_generation`/`_batch_id` runs, so Delta can skip
+    files by their statistics (LOSS entries hold no rows)."""
+    runs: list[tuple[int, int, int]] = []  # generation, first batch, last batch
+    for e in entries:
+        if e.kind == LOSS:
+            continue
+        if runs and runs[-1][0] == e.generation and runs[-1][2] + 1 == e.batch_id:
+            runs[-1] = (e.generation, runs[-1][1], e.batch_id)
+        else:
+            runs.append((e.generation, e.batch_id, e.batch_id))
+    cond = F.lit(False)
+    for g, lo, hi in runs:
+        cond = cond | ((F.col("_generation") == g) & F.col("_batch_id").between(lo, hi))
+    return cond
+
+
+def own_session(spark: SparkSession) -> SparkSession:
+    """A session of the same Spark app with the same settings, for the follower's thread: the
+    MERGE's txn settings (session conf) must never reach a bronze write of the batch thread."""
+    session = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if spark.conf.isModifiable(key):
+            session.conf.set(key, value)
+    return session
+
+
+def above(floor: dict[int, int]) -> Column:
+    """Bronze rows at or above the floor (the aggregates hold every row below it)."""
+    keep = F.lit(True)
+    for p, o in floor.items():
+        keep = keep & ~((F.col("_partition") == p) & (F.col("_offset") < o))
+    return keep
+
+
+def raised(offsets: dict[int, int], floor: dict[int, int]) -> dict[int, int]:
+    """A ledger range bound moved up to the floor: the rows below it were merged before."""
+    return {p: max(o, floor.get(p, o)) for p, o in offsets.items()}
+
+
+class AggregatesMerger:
+    """The aggregates' side of the follower: the bronze batches still to merge, and the merge."""
+
+    def __init__(self, spark: SparkSession, pipeline: Pipeline, ledgers: dict[str, Ledger],
+                 log: Callable[[str], None] = lambda msg: None):
+        pending, _ = follower_lag(ledgers["bronze"], ledgers["aggregates"])
+        self.spark = spark
+        self.pipeline = pipeline
+        self.aggs = pipeline.sinks.aggregates
+        self.bronze_path = table_path(pipeline, "bronze")
+        self.path = table_path(pipeline, "aggregates")
+        self.watermark = _last_watermark(ledgers["aggregates"])
+        self.log = log
+        self.pending: list[LedgerEntry] = list(pending)
+        # per partition, the offset below which the aggregates hold every bronze row
+        self.floor: dict[int, int] = ledgers["aggregates"].committed_offsets()
+        self._known = {**self.floor, **ledgers["bronze"].committed_offsets()}  # bronze's end, as far as told
+        self._bronze = Appender(self.bronze_path)  # for bronze's version only: the follower never writes it
+        self._empty = Appender(self.path)
+
+    def add(self, entry: LedgerEntry) -> bool:
+        """Queue a bronze batch; False for a replayed one it already has or merged."""
+        if not any(o > self._known.get(p, -1) for p, o in entry.end.items()):
+            return False
+        self._known.update(entry.end)
+        self.pending.append(entry)
+        return True
+
+    def waiting_rows(self) -> int:
+        return sum(e.rows for e in self.pending)
+
+    def merge(self, group: list[LedgerEntry]) -> None:
+        """One commit to the aggregates table holding `group`'s bronze batches and an entry each."""
+        started = time.monotonic()
+        schema, aggs = self.pipeline.schema, self.aggs
+        event_time = F.col(schema.event_time)
+        version = self._bronze.table().version()  # pinned: the MERGE may read its source twice
+        rows = (self.spark.read.format("delta").option("versionAsOf", version).load(self.bronze_path)
+                .where(batches_filter(group) & above(self.floor)))
+        before = self.watermark
+        late = event_time < F.lit(before) if before is not None else F.lit(False)
+        stats = {(r["_generation"], r["_batch_id"]): r for r in
+                 rows.groupBy("_generation", "_batch_id")
+                 .agg(F.count(F.lit(1)).alias("rows"), F.max(event_time).alias("max_time"),
+                      F.min(event_time).alias("min_time"), F.count(F.when(late, 1)).alias("late")).collect()}
+        newest = max((r["max_time"] for r in stats.values()), default=None)
+        if newest is not None:
+            candidate = newest.replace(tzinfo=timezone.utc) - timedelta(seconds=aggs.watermark_seconds)
+            if self.watermark is None or candidate > self.watermark:
+                self.watermark = candidate
+        entries = []
+        for e in group:
+            s = stats.get((e.generation, e.batch_id))
+            extra = {"late_events": s["late"] if s else 0}
+            if self.watermark is not None:
+                extra["watermark"] = self.watermark.isoformat()
+            entries.append(LedgerEntry(pipeline=e.pipeline, sink="aggregates", generation=e.generation,
+                                       batch_id=e.batch_id, topic=e.topic, start=raised(e.start, self.floor),
+                                       end=raised(e.end, self.floor), rows=s["rows"] if s else 0, kind=e.kind,
+                                       extra=extra))
+        last = group[-1]
+        txn = ((loss_app_id(last.pipeline, "aggregates", last.generation), 0) if last.kind == LOSS
+               else (app_id(last.pipeline, "aggregates", last.generation), last.batch_id))
+        for e in group:
+            faults.maybe_crash("before_aggregates_commit", e.batch_id)
+        total = sum(r["rows"] for r in stats.values())
+        if total:
+            oldest = min(r["min_time"] for r in stats.values())
+            delta.merge_aggregates(self.spark, self.path, delta.batch_aggregates(rows, schema, aggs, aggs.window),
+                                   aggs, txn[0], txn[1], group_json(entries),
+                                   window_floor(oldest, aggs.window_seconds))
+        else:  # no rows: an empty commit keeps the ledger contiguous (delta-rs: milliseconds)
+            self._empty.append(None, group_json(entries), *txn)
+        for e in entries:
+            self.floor.update(e.end)
+        span = (f"batch {group[0].batch_id}" if len(group) == 1
+                else f"batches {group[0].batch_id}–{last.batch_id}")
+        self.log(f"{self.pipeline.name}: aggregates: merged {span} ({total:,} rows) in "
+                 f"{time.monotonic() - started:.1f}s")
+
+
+
+class Follower:
+    """The run's second thread: merges the aggregates (when the pipeline declares them) and
+    compacts the tables, on its own schedule. Its errors fail the run (run_ingest)."""
+
+    def __init__(self, spark: SparkSession, pipeline: Pipeline, ledgers: dict[str, Ledger], continuous: bool,
+                 log: Callable[[str], None] = lambda msg: None):
+        self.spark = own_session(spark)
+        self.pipeline = pipeline
+        self.merger = (AggregatesMerger(self.spark, pipeline, ledgers, log)
+                       if pipeline.sinks.aggregates is not None else None)
+        self.compactor = Compactor(self.spark, table_paths(pipeline), log=lambda msg: log(f"{pipeline.name}: {msg}"))
+        every = pipeline.sinks.aggregates.merge_every_seconds if self.merger else COMPACT_EVERY
+        self.every = every if continuous else None  # available-now: at the end
+        self.merges = 0
+        self.error: BaseException | None = None
+        self._new = False  # batches committed since the last cycle
+        self._cv = threading.Condition()
+        self._stopping = False
+        self._last = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name=f"onceflow-follower-{pipeline.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def add(self, entry: LedgerEntry) -> None:
+        """A bronze batch committed (or found committed, on a replay): merge it in a while."""
+        with self._cv:
+            self._new = True
+            if self.merger is not None and self.merger.add(entry):
+                self._cv.notify()
+
+    @property
+    def lag(self) -> int:
+        """Bronze batches not merged into the aggregates yet."""
+        with self._cv:
+            return len(self.merger.pending) if self.merger else 0
+
+    def finish(self) -> None:
+        """Stop the thread and do what is left, here: at the end of a run the aggregates hold
+        every batch bronze holds, and the tables are compacted. Raises what failed."""
+        with self._cv:
+            self._stopping = True
+            self._cv.notify()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self.error is not None:
+            raise self.error
+        self._cycle(everything=True)
+
+    def _due(self) -> bool:
+        pending = self.merger.pending if self.merger else []
+        if len(pending) >= MAX_GROUP_BATCHES:
+            return True
+        if self.every is None:  # available-now: at the end, unless much has gathered
+            return bool(pending) and self.merger.waiting_rows() >= AVAILABLE_NOW_GROUP_ROWS
+        return (bool(pending) or self._new) and time.monotonic() - self._last >= self.every
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cv:
+                    while not self._stopping and not self._due():
+                        wait = None if self.every is None else max(0.05, self.every - (time.monotonic() - self._last))
+                        self._cv.wait(timeout=wait)
+                    if self._stopping:
+                        return
+                self._cycle()
+        except BaseException as exc:  # noqa: BLE001 - the run reads it and fails with it
+            self.error = exc
+
+    def _cycle(self, everything: bool = False) -> None:
+        """Merge what waits (all of it with `everything`, else one group), then compact."""
+        self._last = time.monotonic()
+        with self._cv:
+            self._new = False
+        while self.merger is not None:
+            with self._cv:  # the batch thread appends meanwhile
+                group = self.merger.pending[:MAX_GROUP_BATCHES]
+            if not group:
+                break
+            self.merger.merge(group)
+            with self._cv:
+                del self.merger.pending[:len(group)]
+            self.merges += 1
+            if not everything:
+                break
+        self.compactor.run()
