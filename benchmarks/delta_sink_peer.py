@@ -1,22 +1,27 @@
 """The exactly-once job's micro-batch against its peer: Spark's own Delta streaming sink.
 
-    .venv/bin/python benchmarks/delta_sink_peer.py [--events 15000] [--max-offsets 1000] [--rounds 2] [--conf K=V] [--json F]
+    .venv/bin/python benchmarks/delta_sink_peer.py [--events 15000] [--max-offsets 1000] [--rounds 3] [--conf K=V] [--json F]
 
 What a user would write without onceflow is `writeStream.format("delta")`, itself
 exactly-once for one table (Delta's txn id per batch). So the price of onceflow's extra
-guarantees (ledgers, quarantine, aggregates MERGE, audits) is the per-batch time of
+guarantees (ledgers, quarantine, the aggregates, audits) is the per-batch time of
 (a) onceflow's exactly-once job on the shipped payments pipeline, available-now
-    (bronze and quarantine appends, the aggregates MERGE, each with its ledger entry), over
+    (bronze and quarantine commits with their ledger entries; the follower merges the
+    aggregates at the run's end, off the batches' path), over
 (b) `readStream.format("kafka")` → onceflow's own `parse_events` + `bronze_rows` (the valid
     records: the rows (a) lands in bronze; `_batch_id` is the literal 0, a plain stream has
     no batch id) → `writeStream.format("delta")` with a checkpoint, `availableNow`.
 Both read the same topic at read_committed from the earliest offset, `--max-offsets` per
-trigger, in one JVM (one SparkSession), each round (a) then (b) into fresh tables and a
-fresh checkpoint, after one uncounted warm-up run of each. Seconds per batch = the run's
-wall time (query start-up included) / its batches, counted from the query's progress
-events: (a) by run_ingest's listener (IngestResult.batches), (b) from the query's
-`recentProgress`; both count every batch that ran, also one holding only transaction
-markers. Each table must hold exactly the valid records produced, or the run fails.
+trigger, in one JVM (one SparkSession), each round both sides into fresh tables and a fresh
+checkpoint, alternating which goes first, after one uncounted warm-up run of each.
+
+Two figures per side and round:
+- seconds per batch: the median of Spark's own `triggerExecution` of each batch (its
+  progress events), the same measure for both: what a batch costs, trigger to trigger;
+- run seconds per batch: the run's wall time (start-up included; for (a) also the
+  aggregates' merge at the end, reported apart) / its batches.
+Each table must hold exactly the valid records produced, counted with delta-rs (another
+reader than the Spark that wrote them), or the run fails.
 """
 
 from __future__ import annotations
@@ -28,12 +33,58 @@ import sys
 import time
 from pathlib import Path
 
-from harness import add_conf_option, conf_settings, emit, run_exactly_once, scratch_broker
+from harness import add_conf_option, conf_settings, emit, scratch_broker
 
 PARTITIONS = 4
 
 
-def run_delta_sink(spark, pipeline, folder: Path) -> tuple[float, int]:
+class Durations:
+    """Spark's progress events of every query, by query name: each batch's triggerExecution (ms)."""
+
+    def __init__(self, spark):
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        self.by_query: dict[str, list[int]] = {}
+        durations = self
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event): pass
+            def onQueryIdle(self, event): pass
+            def onQueryTerminated(self, event): pass
+
+            def onQueryProgress(self, event):
+                p = event.progress
+                durations.by_query.setdefault(p.name, []).append(int((p.durationMs or {}).get("triggerExecution", 0)))
+
+        spark.streams.addListener(Listener())
+
+    def median_seconds(self, query: str, batches: int, timeout: float = 10) -> float:
+        """The median triggerExecution of `query`'s batches, once all `batches` events arrived."""
+        deadline = time.monotonic() + timeout
+        while len(self.by_query.get(query, [])) < batches and time.monotonic() < deadline:
+            time.sleep(0.05)  # progress events reach the listener asynchronously
+        times = self.by_query.get(query) or [0]
+        return statistics.median(times) / 1000
+
+
+def run_onceflow(spark, pipeline) -> tuple[float, int, float]:
+    """Seconds and batches of one available-now run of the exactly-once job, and the seconds
+    its follower spent merging the aggregates at the end (from its log line)."""
+    from onceflow.spark.ingest import run_ingest
+
+    merged: list[float] = []
+
+    def log(msg: str) -> None:
+        if "aggregates: merged" in msg:
+            merged.append(float(msg.rsplit(" in ", 1)[1].rstrip("s")))
+
+    started = time.monotonic()
+    result = run_ingest(pipeline, mode="available-now", spark=spark, log=log)
+    assert result.status == "finished", result
+    return time.monotonic() - started, result.batches, sum(merged)
+
+
+def run_delta_sink(spark, pipeline, folder: Path, name: str) -> tuple[float, int]:
     """Seconds and batches of one available-now run of Spark's Delta sink into `folder`/bronze."""
     from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
@@ -45,7 +96,8 @@ def run_delta_sink(spark, pipeline, folder: Path) -> tuple[float, int]:
               .load())
     rows = bronze_rows(parse_events(stream, schema), schema, 0, 0)
     started = time.monotonic()
-    query = (rows.writeStream.format("delta").option("checkpointLocation", str(folder / "checkpoint"))
+    query = (rows.writeStream.queryName(name).format("delta")
+             .option("checkpointLocation", str(folder / "checkpoint"))
              .trigger(availableNow=True).start(str(folder / "bronze")))
     query.awaitTermination()
     seconds = time.monotonic() - started
@@ -53,9 +105,11 @@ def run_delta_sink(spark, pipeline, folder: Path) -> tuple[float, int]:
     return seconds, len({p["batchId"] for p in query.recentProgress})
 
 
-def landed(spark, path: str | Path, expected: int, what: str) -> int:
-    """Rows in the Delta table at `path`; fails when they are not the `expected` valid records."""
-    count = spark.read.format("delta").load(str(path)).count()
+def landed(path: str | Path, expected: int, what: str) -> int:
+    """Rows in the Delta table at `path`, read with delta-rs; fails unless they are the `expected` valid records."""
+    from deltalake import DeltaTable
+
+    count = DeltaTable(str(path)).count()
     assert count == expected, f"{what}: {count} rows landed in {path}, expected the {expected} valid records"
     return count
 
@@ -64,7 +118,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=15_000)
     ap.add_argument("--max-offsets", type=int, default=1_000, help="maxOffsetsPerTrigger of both sides")
-    ap.add_argument("--rounds", type=int, default=2, help="(a) then (b), this many times; figures are medians")
+    ap.add_argument("--rounds", type=int, default=3, help="both sides this many times, alternating which goes "
+                                                          "first; figures are medians")
     add_conf_option(ap)
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
@@ -88,41 +143,61 @@ def main() -> int:
             return pipeline_file(work / name, broker.bootstrap, topic, max_offsets=args.max_offsets)[1]
 
         print("warming up both sides (not counted) …", flush=True)
+        durations = Durations(spark)
         warm_a = pipeline("warm-a", "warm")
-        run_exactly_once(spark, warm_a)
-        landed(spark, table_paths(warm_a)["bronze"], warm.count("committed_valid"), "warm-up (a)")
-        run_delta_sink(spark, warm_a, work / "warm-b")
-        landed(spark, work / "warm-b" / "bronze", warm.count("committed_valid"), "warm-up (b)")
+        run_onceflow(spark, warm_a)
+        landed(table_paths(warm_a)["bronze"], warm.count("committed_valid"), "warm-up (a)")
+        run_delta_sink(spark, warm_a, work / "warm-b", "delta-sink-warm")
+        landed(work / "warm-b" / "bronze", warm.count("committed_valid"), "warm-up (b)")
 
-        side = {"onceflow": {"seconds": [], "batches": [], "rows": []},
-                "delta_sink": {"seconds": [], "batches": [], "rows": []}}
-        for r in range(args.rounds):  # (a) then (b) back to back: a round's ratio is a pair
+        keys = ("batch", "run", "batches", "rows")
+        side = {"onceflow": {k: [] for k in (*keys, "merge")}, "delta_sink": {k: [] for k in keys}}
+
+        def side_a(r: int) -> None:
             print(f"round {r + 1}/{args.rounds}: (a) onceflow exactly-once …", flush=True)
             a = pipeline(f"a-{r}", "bench")
-            seconds, batches = run_exactly_once(spark, a)
-            rows = landed(spark, table_paths(a)["bronze"], valid, "(a) onceflow bronze")
-            for key, value in zip(("seconds", "batches", "rows"), (seconds, batches, rows)):
+            seconds, batches, merge = run_onceflow(spark, a)
+            values = (durations.median_seconds(f"onceflow-{a.name}", batches), seconds / batches, batches,
+                      landed(table_paths(a)["bronze"], valid, "(a) onceflow bronze"), merge)
+            for key, value in zip((*keys, "merge"), values):
                 side["onceflow"][key].append(value)
+
+        def side_b(r: int) -> None:
             print(f"round {r + 1}/{args.rounds}: (b) Spark's Delta sink …", flush=True)
-            seconds, batches = run_delta_sink(spark, a, work / f"b-{r}")
-            rows = landed(spark, work / f"b-{r}" / "bronze", valid, "(b) Delta sink")
-            for key, value in zip(("seconds", "batches", "rows"), (seconds, batches, rows)):
+            a = pipeline(f"b-{r}-pipeline", "bench")
+            seconds, batches = run_delta_sink(spark, a, work / f"b-{r}", f"delta-sink-{r}")
+            values = (durations.median_seconds(f"delta-sink-{r}", batches), seconds / batches, batches,
+                      landed(work / f"b-{r}" / "bronze", valid, "(b) Delta sink"))
+            for key, value in zip(keys, values):
                 side["delta_sink"][key].append(value)
+
+        for r in range(args.rounds):  # a round's ratio is a pair; which side goes first alternates
+            for run in ((side_a, side_b) if r % 2 == 0 else (side_b, side_a)):
+                run(r)
         spark.stop()
 
-    per_batch = {name: [s / b for s, b in zip(v["seconds"], v["batches"])] for name, v in side.items()}
-    medians = {name: statistics.median(v) for name, v in per_batch.items()}
+    a, b = side["onceflow"], side["delta_sink"]
+
+    def ratios(key: str) -> list[float]:
+        return [round(x / y, 2) for x, y in zip(a[key], b[key])]
+
     figures = {
         "events": args.events, "committed_records": summary.count("committed"), "valid_records": valid,
         "max_offsets_per_trigger": args.max_offsets, "partitions": PARTITIONS, "rounds": args.rounds,
         "cores": os.cpu_count(), "conf": args.conf,
-        "seconds_per_batch": {**{f"{n}_rounds": [round(x, 2) for x in v] for n, v in per_batch.items()},
-                              **{f"{n}_median": round(m, 2) for n, m in medians.items()}},
-        "ratio_onceflow_vs_delta_sink_by_round": [round(a / b, 2) for a, b in zip(*per_batch.values())],
-        "ratio_onceflow_vs_delta_sink_of_medians": round(medians["onceflow"] / medians["delta_sink"], 2),
-        "batches": {name: v["batches"] for name, v in side.items()},
-        "seconds": {name: [round(s, 1) for s in v["seconds"]] for name, v in side.items()},
-        "rows_landed": {"onceflow_bronze": side["onceflow"]["rows"], "delta_sink": side["delta_sink"]["rows"]},
+        "seconds_per_batch": {"onceflow_rounds": [round(x, 3) for x in a["batch"]],
+                              "delta_sink_rounds": [round(x, 3) for x in b["batch"]],
+                              "onceflow_median": round(statistics.median(a["batch"]), 3),
+                              "delta_sink_median": round(statistics.median(b["batch"]), 3)},
+        "ratio_by_round": ratios("batch"),
+        "ratio_median": statistics.median(ratios("batch")),
+        "run_seconds_per_batch": {"onceflow_rounds": [round(x, 2) for x in a["run"]],
+                                  "delta_sink_rounds": [round(x, 2) for x in b["run"]]},
+        "run_ratio_by_round": ratios("run"),
+        "run_ratio_median": statistics.median(ratios("run")),
+        "onceflow_aggregates_merge_seconds": [round(x, 1) for x in a["merge"]],
+        "batches": {"onceflow": a["batches"], "delta_sink": b["batches"]},
+        "rows_landed": {"onceflow_bronze": a["rows"], "delta_sink": b["rows"]},
     }
     emit(figures, args.json)
     return 0

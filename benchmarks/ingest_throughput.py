@@ -3,8 +3,9 @@
     .venv/bin/python benchmarks/ingest_throughput.py [--events 1000000] [--json out.json]
     .venv/bin/python benchmarks/ingest_throughput.py --latency-only --latency-rate 1000 --latency-seconds 75
 
-(a) the exactly-once job (bronze + quarantine appends and the aggregates MERGE,
-    each an idempotent Delta commit with its ledger entry);
+(a) the exactly-once job (bronze and quarantine appends per batch, each an idempotent
+    Delta commit with its ledger entry; the follower merges the aggregates from bronze,
+    at the run's end in available-now, every `merge_every` in continuous mode);
 (b) the same query — same parsing, same outputs — written as plain Parquet
     appends with no idempotence (Spark's at-least-once baseline);
 (c) a raw confluent-kafka consumer reading the topic at read_committed (the
