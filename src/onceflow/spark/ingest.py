@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow import faults, tables
@@ -197,20 +197,32 @@ class BatchWriter:
 
     def _write(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
         valid = F.col("reason").isNull()
-        stats = parsed.agg(F.count(F.when(self.kept("bronze") & valid, 1)).alias("bronze"),
-                           F.count(F.when(self.kept("quarantine") & ~valid, 1)).alias("quarantine")).first()
+        counts = (F.count(F.when(self.kept("bronze") & valid, 1)).alias("bronze"),
+                  F.count(F.when(self.kept("quarantine") & ~valid, 1)).alias("quarantine"))
+
+        def quarantine(df: DataFrame) -> DataFrame:
+            return self.above_floor(quarantine_rows(df, batch_id, self.generation), "quarantine")
+
+        if sum(o - start.get(p, 0) for p, o in end.items()) <= self.driver_quarantine_rows:
+            # a batch this small (its offsets bound its records): one Spark job brings the
+            # quarantine's rows to the driver and counts both sinks' rows on the way
+            seen = Observation(f"batch-{batch_id}")
+            rows = quarantine(parsed.observe(seen, *counts)).toArrow()
+            stats = seen.get
+        else:
+            stats = parsed.agg(*counts).first()
+            rows = quarantine(parsed).toArrow() if stats["quarantine"] <= self.driver_quarantine_rows else None
         bronze = bronze_rows(parsed, self.pipeline.schema, batch_id, self.generation)
         # the declaration this batch was judged by: after a schema evolution the audit judges
         # each batch's records by the rules in force when it was written (audit/rows.py)
         bronze_entry = self.entry("bronze", batch_id, start, end, stats["bronze"], {"schema": self.schema_json})
         delta.append(self.above_floor(bronze, "bronze"), self.paths["bronze"], bronze_entry)
         faults.maybe_crash("between_sinks", batch_id)
-        quarantine = self.above_floor(quarantine_rows(parsed, batch_id, self.generation), "quarantine")
         entry = self.entry("quarantine", batch_id, start, end, stats["quarantine"])
-        if stats["quarantine"] <= self.driver_quarantine_rows:
-            delta.append_from_driver(quarantine, self.quarantine, entry)
-        else:
-            delta.append(quarantine, self.paths["quarantine"], entry)
+        if rows is not None:  # committed by delta-rs from the driver: milliseconds
+            self.quarantine.append(rows, entry.to_json(), entry.app_id, entry.batch_id)
+        else:  # too many rows for the driver: Spark's Delta writer, same txn, same entry
+            delta.append(quarantine(parsed), self.paths["quarantine"], entry)
         if self.follower is not None:
             self.follower.add(bronze_entry)
         if self.kafka is not None:  # one Kafka transaction per task partition (docs/kafka-sink.md)

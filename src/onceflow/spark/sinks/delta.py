@@ -18,7 +18,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow import tables
-from onceflow.deltars import Appender
 from onceflow.ledger import LedgerEntry
 from onceflow.schema.model import AggregatesSpec, Metric, Schema
 
@@ -112,12 +111,3 @@ def merge_aggregates(spark: SparkSession, path: str, partial: DataFrame, aggs: A
          .whenMatchedUpdate(set={**{f"`{m.name}`": _merged(m) for m in metrics}, "last_batch_id": "s._batch"})
          .whenNotMatchedInsert(values={**inserted, "first_batch_id": "s._batch", "last_batch_id": "s._batch"})
          .execute())
-
-
-def append_from_driver(df: DataFrame, appender: Appender, entry: LedgerEntry) -> int | None:
-    """The same idempotent append as `append`, committed by delta-rs from the driver
-    (onceflow.deltars): for a few rows, such as a batch's quarantine, in milliseconds
-    instead of a Delta-Spark commit's half second. The rows are collected to the driver:
-    the caller keeps it for small row counts."""
-    return appender.append(df.toArrow(), entry.to_json(), entry.app_id, entry.batch_id)
-
