@@ -183,7 +183,6 @@ class AggregatesMerger:
                  f"{time.monotonic() - started:.1f}s")
 
 
-
 class Follower:
     """The run's second thread: merges the aggregates (when the pipeline declares them) and
     compacts the tables, on its own schedule. Its errors fail the run (run_ingest)."""
@@ -197,7 +196,6 @@ class Follower:
         self.compactor = Compactor(self.spark, table_paths(pipeline), log=lambda msg: log(f"{pipeline.name}: {msg}"))
         every = pipeline.sinks.aggregates.merge_every_seconds if self.merger else COMPACT_EVERY
         self.every = every if continuous else None  # available-now: at the end
-        self.merges = 0
         self.error: BaseException | None = None
         self._new = False  # batches committed since the last cycle
         self._cv = threading.Condition()
@@ -214,12 +212,6 @@ class Follower:
             self._new = True
             if self.merger is not None and self.merger.add(entry):
                 self._cv.notify()
-
-    @property
-    def lag(self) -> int:
-        """Bronze batches not merged into the aggregates yet."""
-        with self._cv:
-            return len(self.merger.pending) if self.merger else 0
 
     def finish(self) -> None:
         """Stop the thread and do what is left, here: at the end of a run the aggregates hold
@@ -267,7 +259,6 @@ class Follower:
             self.merger.merge(group)
             with self._cv:
                 del self.merger.pending[:len(group)]
-            self.merges += 1
             if not everything:
                 break
         self.compactor.run()

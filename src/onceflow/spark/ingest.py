@@ -316,8 +316,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
         try:
             query = build_query(spark, pipeline, identity, mode, ledgers, log, follower).start()
             gate.query = query
-            if follower is not None:
-                follower.start()
+            follower.start()
             status.append(STARTED, run_id=run_id, query_id=str(query.id), pid=os.getpid(),
                           mode=mode, generation=identity.generation,
                           trigger_seconds=pipeline.trigger.seconds)
@@ -331,7 +330,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
                 log(f"{pipeline.name}: " + discard_held_batch(pipeline.checkpoint_path, gate.held,
                                                               identity.generation, table_paths(pipeline).values()))
             _drain(gate, listener)
-            if follower is not None and not query.isActive:
+            if not query.isActive:
                 try:  # the aggregates catch up with every batch bronze committed in this run
                     follower.finish()
                 except Exception as exc:  # noqa: BLE001 - the run fails with it
