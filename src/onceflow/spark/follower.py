@@ -38,6 +38,7 @@ from onceflow.deltars import Appender
 from onceflow.ledger import LOSS, Ledger, LedgerEntry, app_id, follower_lag, group_json, loss_app_id
 from onceflow.sinks import table_path, table_paths
 from onceflow.spark.compaction import Compactor
+from onceflow.spark.floors import above, raised
 from onceflow.spark.sinks import delta
 
 MAX_GROUP_BATCHES = 500  # bronze batches merged in one commit at most (its metadata holds an entry each)
@@ -87,19 +88,6 @@ def own_session(spark: SparkSession) -> SparkSession:
         if spark.conf.isModifiable(key):
             session.conf.set(key, value)
     return session
-
-
-def above(floor: dict[int, int]) -> Column:
-    """Bronze rows at or above the floor (the aggregates hold every row below it)."""
-    keep = F.lit(True)
-    for p, o in floor.items():
-        keep = keep & ~((F.col("_partition") == p) & (F.col("_offset") < o))
-    return keep
-
-
-def raised(offsets: dict[int, int], floor: dict[int, int]) -> dict[int, int]:
-    """A ledger range bound moved up to the floor: the rows below it were merged before."""
-    return {p: max(o, floor.get(p, o)) for p, o in offsets.items()}
 
 
 class AggregatesMerger:

@@ -28,6 +28,7 @@ from onceflow.errors import IngestError, OnceflowError, RecoveryError
 from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
 from onceflow.ledger import Ledger, LedgerEntry
 from onceflow.sinks import delta_sinks, read_ledgers, table_paths
+from onceflow.spark.floors import above, raised
 from onceflow.spark.follower import Follower
 from onceflow.spark.kafka_read import kafka_options
 from onceflow.spark.listener import StatusListener
@@ -166,18 +167,14 @@ class BatchWriter:
     def entry(self, sink: str, batch_id: int, start: dict, end: dict, rows: int, extra: dict | None = None):
         floor = self.floors[sink]
         if floor:  # this sink already holds everything below its floor: its range starts there
-            start = {p: max(o, floor.get(p, o)) for p, o in start.items()}
-            end = {p: max(o, floor.get(p, o)) for p, o in end.items()}
+            start, end = raised(start, floor), raised(end, floor)
         return LedgerEntry(pipeline=self.pipeline.name, sink=sink, generation=self.generation, batch_id=batch_id,
                            topic=self.topic, start=start, end=end, rows=rows, extra=extra or {})
 
     def kept(self, sink: str):
         """True for rows this sink does not hold yet: those at or above its floor
         (rows committed by an earlier generation; see CheckpointIdentity.sink_floors)."""
-        keep = F.lit(True)
-        for p, o in self.floors[sink].items():
-            keep = keep & ~((F.col("_partition") == p) & (F.col("_offset") < o))
-        return keep
+        return above(self.floors[sink])
 
     def above_floor(self, df: DataFrame, sink: str) -> DataFrame:
         return df.where(self.kept(sink)) if self.floors[sink] else df
