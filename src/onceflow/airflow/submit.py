@@ -27,7 +27,8 @@ from onceflow.spark.session import log4j2_file, spark_conf
 _NOT_IN_CONF = ("spark.master", "spark.jars")
 _ENV_PASSED = ("ONCEFLOW_HOME", "ONCEFLOW_JARS", "ONCEFLOW_PROJECT", "ONCEFLOW_REPORTS",
                "ONCEFLOW_KAFKA_BOOTSTRAP", "ONCEFLOW_SPARK_LOG_LEVEL", "ONCEFLOW_DRIVER_MEMORY",
-               "ONCEFLOW_SHUFFLE_PARTITIONS", "ONCEFLOW_SPARK_UI", "ONCEFLOW_SPARK_EVENT_LOG")
+               "ONCEFLOW_SHUFFLE_PARTITIONS", "ONCEFLOW_SPARK_UI", "ONCEFLOW_SPARK_EVENT_LOG",
+               "ONCEFLOW_CLASS_ARCHIVE", "ONCEFLOW_DRIVER_JAVA_OPTIONS")
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ def submit_settings(app: str, master: str) -> SubmitSettings:
     conf["spark.pyspark.python"] = sys.executable
     conf["spark.pyspark.driver.python"] = sys.executable
     # the driver logs at WARN from its first line (Spark's default profile for spark-submit is INFO)
-    conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j2_file()}"
+    conf["spark.driver.extraJavaOptions"] = " ".join(o for o in (
+        conf.get("spark.driver.extraJavaOptions"), f"-Dlog4j2.configurationFile=file:{log4j2_file()}") if o)
     env = {k: os.environ[k] for k in _ENV_PASSED if os.environ.get(k)}
     env.setdefault("ONCEFLOW_HOME", str(state_dir()))
     env.setdefault("ONCEFLOW_JARS", str(jars_dir()))

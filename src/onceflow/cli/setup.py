@@ -1,4 +1,5 @@
-"""`onceflow setup`: resolve the JVM jars (broker, Spark connectors) once."""
+"""`onceflow setup`: resolve the JVM jars (broker, Spark connectors) once, and archive the
+Spark driver's classes so that drivers start sooner (onceflow.spark.class_archive)."""
 
 from __future__ import annotations
 
@@ -16,4 +17,7 @@ def cmd_setup(args) -> int:
 
     jvm.check_versions()
     jvm.resolve(force=args.force, log=log)
+    from onceflow.spark import class_archive
+
+    class_archive.build(log=log, force=args.force)
     return 0

@@ -16,6 +16,7 @@ from typing import Iterator
 
 from onceflow.jvm import classpath_jars
 from onceflow.paths import state_dir
+from onceflow.spark import class_archive
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -55,6 +56,9 @@ def spark_conf(master: str | None = None, ui: bool | None = None,
         # compacts the tables between batches with these same thresholds (spark/compaction.py)
         "spark.databricks.delta.autoCompact.enabled": "false",
     }
+    java_options = driver_java_options()
+    if java_options:
+        conf["spark.driver.extraJavaOptions"] = java_options
     if event_log_enabled():
         # every app's jobs, stages and SQL plans, for `make spark-history` after the app is gone
         # (the live UI is off by default); rolled so a stream that runs for weeks stays readable
@@ -62,6 +66,13 @@ def spark_conf(master: str | None = None, ui: bool | None = None,
                      "spark.eventLog.rolling.enabled": "true", "spark.eventLog.rolling.maxFileSize": "128m"})
     conf.update(extra or {})
     return conf
+
+
+def driver_java_options() -> str:
+    """The driver JVM's options: the class-data archive when there is one (spark/class_archive.py),
+    then ONCEFLOW_DRIVER_JAVA_OPTIONS (e.g. a Flight Recording, or `-XX:TieredStopAtLevel=1`
+    for short-lived drivers on a small machine: docs/pipeline-config.md#environment)."""
+    return " ".join(o for o in (class_archive.java_options(), os.environ.get("ONCEFLOW_DRIVER_JAVA_OPTIONS", "")) if o)
 
 
 def event_log_enabled() -> bool:
@@ -77,7 +88,7 @@ def event_log_dir() -> Path:
 
 
 # Decided when the JVM starts: under spark-submit they belong to its command line.
-LAUNCH_SETTINGS = ("spark.master", "spark.jars", "spark.driver.memory")
+LAUNCH_SETTINGS = ("spark.master", "spark.jars", "spark.driver.memory", "spark.driver.extraJavaOptions")
 
 
 def spark_dir() -> Path:
