@@ -12,6 +12,11 @@ from pathlib import Path
 from onceflow.status import StatusLog
 
 ONCEFLOW = str(Path(sys.executable).with_name("onceflow"))
+# The drivers tests start as processes live for a batch or a few (a kill, a crash, a window): with
+# the C1 compiler alone they start sooner on 2 cores (benchmarks/driver_startup.py). The session's
+# long-lived in-process driver (the `spark` fixture) keeps the JVM's default, where C2 pays off:
+# test_ingest took 300 s with C1 against 253 s without (docs/testing.md).
+SHORT_LIVED_DRIVER = {"ONCEFLOW_DRIVER_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1"}
 
 
 class IngestProcess:
@@ -22,7 +27,7 @@ class IngestProcess:
         self.pipeline = pipeline
         self.cmd = [ONCEFLOW, "ingest", "--pipeline", str(pipeline_file), "--mode", mode, *extra_args]
         self.log_dir = log_dir
-        self.env = {**os.environ, "ONCEFLOW_SHUFFLE_PARTITIONS": "2", **(env or {})}
+        self.env = {**os.environ, "ONCEFLOW_SHUFFLE_PARTITIONS": "2", **SHORT_LIVED_DRIVER, **(env or {})}
         self.proc: subprocess.Popen | None = None
         self.runs = 0
         self.status = StatusLog(pipeline.state_path, pipeline.name)

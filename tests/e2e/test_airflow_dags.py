@@ -21,6 +21,7 @@ import pytest
 
 from tests.airflow_helpers import migrate_db  # AIRFLOW_HOME before airflow is imported
 from tests.exactly_once import assert_exactly_once
+from tests.ingest_process import SHORT_LIVED_DRIVER
 from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
 
 from onceflow.kafka.producer import produce
@@ -46,6 +47,8 @@ def flow(broker, jars, state_home, tmp_path_factory):
     mp.setenv("ONCEFLOW_REPORTS", str(root / "reports"))
     mp.setenv("ONCEFLOW_SPARK_LOG_LEVEL", "ERROR")
     mp.setenv("ONCEFLOW_SHUFFLE_PARTITIONS", "2")
+    for key, value in SHORT_LIVED_DRIVER.items():  # each task's spark-submit driver runs one app and exits
+        mp.setenv(key, value)
     from onceflow.airflow.dag_factory import build_dags
 
     yield {"file": file, "pipeline": pipeline, "bootstrap": broker.bootstrap, "topic": topic,

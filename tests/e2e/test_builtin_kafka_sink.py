@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from onceflow.kafka.producer import VALID, produce
+from tests.ingest_process import SHORT_LIVED_DRIVER
 from tests.kafka_helpers import consume_all
 from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
@@ -47,7 +48,7 @@ BASELINE_JOB = Path(__file__).with_name("builtin_kafka_sink_job.py")
 
 def _env(state: Path, fault: str | None) -> dict[str, str]:
     env = dict(os.environ, ONCEFLOW_HOME=str(state), ONCEFLOW_SPARK_MASTER="local[2]",
-               PYSPARK_PYTHON=sys.executable, ONCEFLOW_SPARK_LOG_LEVEL="ERROR")
+               PYSPARK_PYTHON=sys.executable, ONCEFLOW_SPARK_LOG_LEVEL="ERROR", **SHORT_LIVED_DRIVER)
     env.pop("ONCEFLOW_FAULT_KAFKA_SINK", None)
     if fault:
         env.update(ONCEFLOW_FAULT_KAFKA_SINK=fault, ONCEFLOW_FAULT_KILL_PGID="self")

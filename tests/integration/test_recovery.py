@@ -42,6 +42,7 @@ from onceflow.recovery.record import list_records, read_record
 from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
 from onceflow.status import RunLock
+from tests.ingest_process import SHORT_LIVED_DRIVER
 from tests.exactly_once import assert_exactly_once
 from tests.kafka_helpers import consume_all
 from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_pipeline
@@ -71,7 +72,7 @@ def _ingest_and_crash(pipeline, fault: str) -> None:
     in-process before it (run_ingest with the session's Spark), so the killed run only starts its
     JVM and crashes in its first batch."""
     faults.parse(fault)
-    env = {**os.environ, "ONCEFLOW_FAULT": fault}
+    env = {**os.environ, **SHORT_LIVED_DRIVER, "ONCEFLOW_FAULT": fault}
     cmd = [sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", pipeline.file, "--mode", "available-now"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert proc.returncode == faults.EXIT_CODE, (
