@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -48,7 +49,9 @@ def child(folder: str, bootstrap: str, topic: str, events: int) -> None:
         elif message.startswith("batch 0:"):
             marks["first_batch"] = time.monotonic() - started
 
-    _, pipeline = pipeline_file(Path(folder), bootstrap, topic, max_offsets=events + 100)
+    # a name of its own: each run has its own state (status, generation), not only its own tables
+    name = "startup_" + re.sub(r"[^a-z0-9_]", "_", Path(folder).name.lower())
+    _, pipeline = pipeline_file(Path(folder), bootstrap, topic, name=name, max_offsets=events + 100)
     run_ingest(pipeline, mode="available-now", spark=spark, log=log)
     marks["end"] = time.monotonic() - started
     spark.stop()

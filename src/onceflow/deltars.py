@@ -13,6 +13,13 @@ from __future__ import annotations
 
 
 
+def table_schema_json(path: str) -> str:
+    """The table's schema as its log states it: the JSON of Spark's StructType (Delta's protocol)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(path).schema().to_json()
+
+
 class Appender:
     """Idempotent appends to one Delta table, its log read once and then incrementally."""
 

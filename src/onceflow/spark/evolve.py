@@ -14,9 +14,12 @@ changed type, a new required field, changed aggregates.
 
 from __future__ import annotations
 
+import json
+
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType, IntegerType, LongType, StructType
 
+from onceflow.deltars import table_schema_json
 from onceflow.errors import ConfigError
 from onceflow.ledger import MAINTENANCE_KEY
 
@@ -30,7 +33,9 @@ def _fields(schema: StructType) -> dict[str, DataType]:
 def evolve_table(spark: SparkSession, path: str, sink: str, declared_ddl: str, optional: set[str],
                  pipeline_file: str) -> list[str]:
     """Bring the table at `path` to the declared schema, or refuse; returns what was done."""
-    existing = spark.read.format("delta").load(path).schema
+    # read from the log with delta-rs: Spark would build the table's snapshot state for it, seconds
+    # of a fresh driver's start (the batches load what they need when they run)
+    existing = StructType.fromJson(json.loads(table_schema_json(path)))
     declared = spark.createDataFrame([], declared_ddl).schema
     have, want = _fields(existing), _fields(declared)
     names = {f.name.lower(): f.name for f in declared.fields}
@@ -66,8 +71,6 @@ def evolve_table(spark: SparkSession, path: str, sink: str, declared_ddl: str, o
 
 def _alter(spark: SparkSession, table: str, sink: str, added: list, widened: list[str], done: list[str]) -> None:
     """The ALTER commits, marked as onceflow maintenance in their commit info."""
-    import json
-
     key = "spark.databricks.delta.commitInfo.userMetadata"
     spark.conf.set(key, json.dumps({MAINTENANCE_KEY: "schema evolution"}))
     try:
