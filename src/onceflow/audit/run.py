@@ -64,15 +64,14 @@ def _notes(point: CommittedPoint, mode: str, watermark: dict | None) -> list[str
     return notes
 
 
-def _datasets(spark, pipeline: Pipeline, rows, aggs, bronze_df, quarantine_df) -> dict:
+def _datasets(pipeline: Pipeline, rows, aggs, bronze_df, quarantine_df) -> dict:
     from onceflow.audit import suites
+    from onceflow.audit.validate import Rows
 
-    recon_cols = list(suites.ddl_types(suites.RECONCILIATION_DDL))
-    recon = spark.createDataFrame([tuple(r.get(c) for c in recon_cols) for r in rows.partitions],
-                                  suites.RECONCILIATION_DDL)
-    finding_cols = list(suites.ddl_types(suites.FINDINGS_DDL))
-    findings = spark.createDataFrame([tuple(f.get(c) for c in finding_cols) for f in rows.findings + aggs.findings],
-                                     suites.FINDINGS_DDL)
+    recon_cols = suites.ddl_types(suites.RECONCILIATION_DDL)
+    recon = Rows(recon_cols, [tuple(r.get(c) for c in recon_cols) for r in rows.partitions])
+    finding_cols = suites.ddl_types(suites.FINDINGS_DDL)
+    findings = Rows(finding_cols, [tuple(f.get(c) for c in finding_cols) for f in rows.findings + aggs.findings])
     out = {
         "bronze": (bronze_df, suites.bronze_suite(pipeline, rows.totals["source_valid"])),
         "quarantine": (quarantine_df, suites.quarantine_suite(rows.totals["source_malformed"])),
@@ -146,7 +145,7 @@ def run_audit(pipeline: Pipeline, mode: str = FULL, report_dir: str | Path | Non
             checks += output_checks(spark, pipeline)
         if aggs.table is not None:
             aggs.table = reconciler.cache(aggs.table)
-        datasets = _datasets(spark, pipeline, rows, aggs, reconciler.bronze, reconciler.quarantine)
+        datasets = _datasets(pipeline, rows, aggs, reconciler.bronze, reconciler.quarantine)
         log(f"{pipeline.name}: running Great Expectations ({', '.join(datasets)})")
         gx = run_suites(datasets, directory, run_id)
         t = lap("great_expectations", t)
