@@ -27,8 +27,9 @@ from onceflow.spark.session import log4j2_file, spark_conf
 _NOT_IN_CONF = ("spark.master", "spark.jars")
 _ENV_PASSED = ("ONCEFLOW_HOME", "ONCEFLOW_JARS", "ONCEFLOW_PROJECT", "ONCEFLOW_REPORTS",
                "ONCEFLOW_KAFKA_BOOTSTRAP", "ONCEFLOW_SPARK_LOG_LEVEL", "ONCEFLOW_DRIVER_MEMORY",
-               "ONCEFLOW_SHUFFLE_PARTITIONS", "ONCEFLOW_SPARK_UI", "ONCEFLOW_SPARK_EVENT_LOG",
-               "ONCEFLOW_CLASS_ARCHIVE", "ONCEFLOW_DRIVER_JAVA_OPTIONS")
+               "ONCEFLOW_SHUFFLE_PARTITIONS", "ONCEFLOW_SPARK_UI", "ONCEFLOW_SPARK_EVENT_LOG")
+# (the driver's JVM options, ONCEFLOW_CLASS_ARCHIVE and ONCEFLOW_DRIVER_JAVA_OPTIONS included, reach
+# spark-submit's command line through `conf`: the app's own session never sets launch settings)
 
 
 @dataclass(frozen=True)
