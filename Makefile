@@ -12,11 +12,14 @@ PYTEST_ARGS ?= -v --durations=25 -n 2 --dist loadfile --no-loadscope-reorder
 setup: venv jars
 
 venv: $(VENV)/.installed
+# uv, pinned, installs the lock's exact wheels in parallel: 48 s from an empty cache here against
+# 108 s for pip (2026-11-27); pip stays in the venv for `pip check` and `make lock`
+UV_VERSION ?= 0.13.9
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -r requirements.txt
-	$(VENV)/bin/pip install -q --no-deps -e .
+	$(VENV)/bin/pip install -q uv==$(UV_VERSION)
+	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.txt
+	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	touch $@
 
 jars: venv
