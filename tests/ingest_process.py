@@ -42,7 +42,11 @@ class IngestProcess:
         if fault:
             env["ONCEFLOW_FAULT"] = fault
         self.runs += 1
-        self.log = self.log_dir / f"ingest-{self.runs}.log"
+        # the first free name: several IngestProcess of one test share its log folder
+        n = 1
+        while (self.log_dir / f"ingest-{n}.log").exists():
+            n += 1
+        self.log = self.log_dir / f"ingest-{n}.log"
         self.proc = subprocess.Popen(self.cmd, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         return self

@@ -64,7 +64,11 @@ from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, pipelin
 
 pytestmark = pytest.mark.e2e
 
-EVENTS, PARTITIONS = 52_000, 4
+# Every run must find a batch to plan at its fault: 10 killed runs plan at most 2 new batches each
+# (PER_BATCH offsets), so 30,000 events leave the catch-up run 10,000 or more. A fresh driver's first
+# batch took as long for 600 records as for 2,300 (about 10 s on 2 cores, 2026-11-27), so smaller
+# batches keep every window and cut what the catch-up and the oracles read (52,000 and 2,500 before)
+EVENTS, PARTITIONS, PER_BATCH = 30_000, 4, 1000
 TASKS = 4  # the Kafka sink's task partitions
 SEED = 20261122
 # the Kafka sink's own windows (src/onceflow/faults/kafka_sink.py), each aimed at the next batch
@@ -113,7 +117,7 @@ def test_hard_kills_in_every_window_and_at_random(broker, topic, tmp_path):
              "kafka": {"topic": out_topic, "ledger_topic": ledger_topic, "key": "account_id", "partitions": TASKS}}
     file, pipeline = pipeline_file(folder, broker.bootstrap, topic, sinks=sinks,
                                    # the final catch-up (available-now) takes the backlog in large batches
-                                   max_offsets=2500, available_now_max_offsets=60000,
+                                   max_offsets=PER_BATCH, available_now_max_offsets=60000,
                                    trigger={"processing_time": "500 ms"})
     checkpoint = pipeline.checkpoint_path
     producer = Producer(broker.bootstrap, topic, EVENTS, rate=700, seed=SEED)

@@ -23,7 +23,10 @@ from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts Spark JVMs (not in `make test-fast`)
 
-EVENTS, PER_BATCH = 60_000, 2000
+# a backlog through both stopped runs: the SIGTERM run commits 2-3 batches and the 10 s window
+# at most 4 here (2,000 each), so 24,000 events leave the window a backlog with room to spare; 60,000
+# only made the catch-up and the oracle read 2.5x as much (issue 19)
+EVENTS, PER_BATCH = 24_000, 2000
 MARGIN = 15.0  # seconds beyond the longest batch: planning the held batch, the stop, the ledger check
 # the stop's bound: far above a batch here (9 s on idle cores), so a shared machine's slow batch is waited for
 STOP_TIMEOUT = ("--stop-timeout", "400")
@@ -86,6 +89,7 @@ def test_sigterm_and_max_seconds_stop_at_a_batch_boundary_under_a_backlog(broker
     final = IngestProcess(pipeline, file, tmp_path, mode="available-now").start()
     assert final.wait_exit(timeout=600) == 0, final.tail()
     assert _final(final)["status"] == "finished"
+    assert _final(final)["batches"] >= 1, "the window must have stopped under a backlog (raise EVENTS)"
     counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[produced])
     assert counts["committed"] == produced.count("committed")
     print(f"\nSIGTERM: {sigterm}\n--max-seconds 10: {window_stop}")
