@@ -21,7 +21,7 @@ import onceflow
 from onceflow.errors import SetupError
 from onceflow.jvm import classpath_jars
 from onceflow.paths import jars_dir, project_root, state_dir
-from onceflow.spark.session import log4j2_file, spark_conf
+from onceflow.spark.session import driver_java_options, spark_conf
 
 # set by spark_conf() but decided elsewhere: the master by the connection, the jars by --jars
 _NOT_IN_CONF = ("spark.master", "spark.jars")
@@ -74,8 +74,7 @@ def submit_settings(app: str, master: str) -> SubmitSettings:
     conf["spark.pyspark.python"] = sys.executable
     conf["spark.pyspark.driver.python"] = sys.executable
     # the driver logs at WARN from its first line (Spark's default profile for spark-submit is INFO)
-    conf["spark.driver.extraJavaOptions"] = " ".join(o for o in (
-        conf.get("spark.driver.extraJavaOptions"), f"-Dlog4j2.configurationFile=file:{log4j2_file()}") if o)
+    conf["spark.driver.extraJavaOptions"] = driver_java_options(log_config=True)
     env = {k: os.environ[k] for k in _ENV_PASSED if os.environ.get(k)}
     env.setdefault("ONCEFLOW_HOME", str(state_dir()))
     env.setdefault("ONCEFLOW_JARS", str(jars_dir()))

@@ -136,7 +136,7 @@ class BatchWriter:
     idempotently; bronze's entry then goes to the follower."""
 
     def __init__(self, spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity,
-                 follower: Follower | None = None, driver_quarantine_rows: int = DRIVER_QUARANTINE_ROWS):
+                 follower: Follower, driver_quarantine_rows: int = DRIVER_QUARANTINE_ROWS):
         self.spark = spark
         self.pipeline = pipeline
         self.generation = identity.generation
@@ -220,8 +220,7 @@ class BatchWriter:
             self.quarantine.append(rows, entry.to_json(), entry.app_id, entry.batch_id)
         else:  # too many rows for the driver: Spark's Delta writer, same txn, same entry
             delta.append(quarantine(parsed), self.paths["quarantine"], entry)
-        if self.follower is not None:
-            self.follower.add(bronze_entry)
+        self.follower.add(bronze_entry)
         if self.kafka is not None:  # one Kafka transaction per task partition (docs/kafka-sink.md)
             kafka = self.entry("kafka", batch_id, start, end, 0)
             self.kafka.write(self.above_floor(bronze, "kafka"), batch_id, kafka.start, kafka.end)
@@ -232,7 +231,7 @@ def _starting_offsets(pipeline: Pipeline, identity: CheckpointIdentity) -> str:
 
 
 def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity, mode: str,
-                ledgers: dict[str, Ledger], log=lambda msg: None, follower: Follower | None = None):
+                ledgers: dict[str, Ledger], follower: Follower, log=lambda msg: None):
     """The streaming query, not yet started."""
     source = pipeline.source
     extra = {}
@@ -311,7 +310,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
         register(gate)
         query = None
         try:
-            query = build_query(spark, pipeline, identity, mode, ledgers, log, follower).start()
+            query = build_query(spark, pipeline, identity, mode, ledgers, follower, log).start()
             gate.query = query
             follower.start()
             status.append(STARTED, run_id=run_id, query_id=str(query.id), pid=os.getpid(),
@@ -363,7 +362,7 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
 
 def _supervise(query, listener: StatusListener, request: _StopRequest, gate: StopGate, mode: str,
                until_idle: float | None, max_seconds: float | None, trigger: float | None, stop_timeout: float,
-               log, follower: Follower | None = None) -> tuple[str, str | None, StopOutcome | None]:
+               log, follower: Follower) -> tuple[str, str | None, StopOutcome | None]:
     """Wait for the query's end or a reason to stop it: (final status, error, how a stop went)."""
     from pyspark.errors import StreamingQueryException
 
@@ -381,7 +380,7 @@ def _supervise(query, listener: StatusListener, request: _StopRequest, gate: Sto
                 reason = f"idle for {until_idle:g}s"
             if reason is None and max_seconds is not None and time.monotonic() - started >= max_seconds:
                 reason = f"ran its {max_seconds:g}s window"
-            if reason is None and follower is not None and follower.error is not None:
+            if reason is None and follower.error is not None:
                 reason = "the follower failed"  # the run fails with its error (follower.finish)
             if reason:
                 log(f"stopping at a batch boundary ({reason})")

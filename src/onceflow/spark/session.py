@@ -68,11 +68,16 @@ def spark_conf(master: str | None = None, ui: bool | None = None,
     return conf
 
 
-def driver_java_options() -> str:
-    """The driver JVM's options: the class-data archive when there is one (spark/class_archive.py),
-    then ONCEFLOW_DRIVER_JAVA_OPTIONS (e.g. a Flight Recording, or `-XX:TieredStopAtLevel=1`
-    for short-lived drivers on a small machine: docs/pipeline-config.md#environment)."""
-    return " ".join(o for o in (class_archive.java_options(), os.environ.get("ONCEFLOW_DRIVER_JAVA_OPTIONS", "")) if o)
+def driver_java_options(log_config: bool = False) -> str:
+    """The driver JVM's options, joined here only: the class-data archive when there is one
+    (spark/class_archive.py), then ONCEFLOW_DRIVER_JAVA_OPTIONS (e.g. a Flight Recording, or
+    `-XX:TieredStopAtLevel=1` for short-lived drivers on a small machine:
+    docs/pipeline-config.md#environment); with `log_config`, our log4j file (spark-submit's
+    drivers, which would otherwise log at Spark's INFO until the app sets the level)."""
+    options = [class_archive.java_options(), os.environ.get("ONCEFLOW_DRIVER_JAVA_OPTIONS", "")]
+    if log_config:
+        options.append(f"-Dlog4j2.configurationFile=file:{log4j2_file()}")
+    return " ".join(o for o in options if o)
 
 
 def event_log_enabled() -> bool:
