@@ -40,7 +40,6 @@ from pathlib import Path
 from onceflow.reconcile import FAILED, MAX_SAMPLES, PASSED, Check, jsonable
 
 SITE = "onceflow_audit"
-SMALL = ("reconciliation", "findings")  # one row per partition / per finding
 _SQLITE_TYPES = {"IntegerType": "INTEGER", "LongType": "INTEGER", "StringType": "TEXT"}
 # the first run of every suite: metrics and observed values, no sample query (see above)
 FIRST_RUN = {"result_format": "BASIC", "partial_unexpected_count": 0}
@@ -158,8 +157,8 @@ def _run_suites(datasets: dict[str, tuple], report_dir: Path, run_name: str, db:
         cp = ctx.checkpoints.add(gx.Checkpoint(name=f"audit-{name}", validation_definitions=[vd], actions=[],
                                                result_format=dict(FIRST_RUN)))
         outcome = cp.run(batch_parameters=params, run_id=run_id)
-        if not outcome.success:  # small datasets (reconciliation, findings) can afford the complete rows
-            detail = "COMPLETE" if name in SMALL else "SUMMARY"
+        if not outcome.success:  # the small tables (reconciliation, findings) can afford the complete rows
+            detail = "COMPLETE" if isinstance(data, Rows) else "SUMMARY"
             cp.result_format = {"result_format": detail, "partial_unexpected_count": MAX_SAMPLES}
             cp.save()
             outcome = cp.run(batch_parameters=params, run_id=run_id)
