@@ -19,12 +19,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from harness import emit, scratch_broker
+from harness import child_figures, emit, scratch_broker
 
 GROUP = "onceflow-bench-audit"
 
@@ -86,12 +85,7 @@ def main() -> int:
         spark.stop()
         cold = []
         for i in range(args.cold):
-            out = subprocess.run([sys.executable, __file__, "--child", str(folder), broker.bootstrap, "bench"],
-                                 capture_output=True, text=True, timeout=900, env=os.environ)
-            line = next((x for x in out.stdout.splitlines() if x.startswith("FIGURES ")), None)
-            if out.returncode != 0 or line is None:
-                sys.exit(f"the cold audit failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
-            cold.append(json.loads(line.removeprefix("FIGURES ")))
+            cold.append(child_figures(__file__, [str(folder), broker.bootstrap, "bench"]))
             print(f"cold audit {i + 1}: {cold[-1]}", flush=True)
     later = warm[1:] or warm
     figures = {"events": args.events, "cores": os.cpu_count(),

@@ -21,12 +21,11 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from harness import emit, scratch_broker
+from harness import child_figures, emit, scratch_broker
 
 VARIANTS = {"plain": {"ONCEFLOW_CLASS_ARCHIVE": "false"},
             "archive": {},
@@ -77,13 +76,8 @@ def main() -> int:
             order = list(VARIANTS) if r % 2 == 0 else list(reversed(VARIANTS))
             for name in order:
                 print(f"round {r + 1}: {name} …", flush=True)
-                out = subprocess.run([sys.executable, __file__, "--child", str(work / f"{name}-{r}"), broker.bootstrap,
-                                      "bench", str(args.events)], env={**os.environ, **VARIANTS[name]},
-                                     capture_output=True, text=True, timeout=900)
-                line = next((x for x in out.stdout.splitlines() if x.startswith("FIGURES ")), None)
-                if out.returncode != 0 or line is None:
-                    sys.exit(f"{name} failed (exit {out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
-                runs[name].append(json.loads(line.removeprefix("FIGURES ")))
+                runs[name].append(child_figures(__file__, [str(work / f"{name}-{r}"), broker.bootstrap, "bench",
+                                                           str(args.events)], env=VARIANTS[name]))
     medians = {name: {k: round(statistics.median(r[k] for r in rs), 1) for k in rs[0]} for name, rs in runs.items()}
     figures = {"events": args.events, "rounds": args.rounds, "cores": os.cpu_count(), "median_seconds": medians,
                "runs": runs,

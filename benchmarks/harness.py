@@ -46,6 +46,18 @@ def scratch_broker(prefix: str, timeout: float = 120) -> Iterator[tuple[Path, ob
         broker.stop()
 
 
+def child_figures(script: str, args: list[str], env: dict | None = None, timeout: float = 900) -> dict:
+    """Run `script --child *args` in a fresh process (a new driver JVM) and return the figures it
+    printed as its `FIGURES {json}` line; exit with its output when it failed."""
+    out = subprocess.run([sys.executable, script, "--child", *args], env={**os.environ, **(env or {})},
+                         capture_output=True, text=True, timeout=timeout)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("FIGURES ")), None)
+    if out.returncode != 0 or line is None:
+        sys.exit(f"{Path(script).name} --child {' '.join(args)} failed (exit {out.returncode}):\n"
+                 f"{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+    return json.loads(line.removeprefix("FIGURES "))
+
+
 def emit(figures: dict, path: str | Path | None) -> None:
     """Print the figures as JSON, and write them to `path` too when given."""
     text = json.dumps(figures, indent=2)

@@ -68,10 +68,8 @@ def _datasets(pipeline: Pipeline, rows, aggs, bronze_df, quarantine_df) -> dict:
     from onceflow.audit import suites
     from onceflow.audit.validate import Rows
 
-    recon_cols = suites.ddl_types(suites.RECONCILIATION_DDL)
-    recon = Rows(recon_cols, [tuple(r.get(c) for c in recon_cols) for r in rows.partitions])
-    finding_cols = suites.ddl_types(suites.FINDINGS_DDL)
-    findings = Rows(finding_cols, [tuple(f.get(c) for c in finding_cols) for f in rows.findings + aggs.findings])
+    recon = Rows.from_dicts(suites.RECONCILIATION_DDL, rows.partitions)
+    findings = Rows.from_dicts(suites.FINDINGS_DDL, rows.findings + aggs.findings)
     out = {
         "bronze": (bronze_df, suites.bronze_suite(pipeline, rows.totals["source_valid"])),
         "quarantine": (quarantine_df, suites.quarantine_suite(rows.totals["source_malformed"])),

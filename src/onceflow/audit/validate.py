@@ -51,6 +51,14 @@ class Rows:
     columns: dict[str, str]
     rows: list[tuple]
 
+    @classmethod
+    def from_dicts(cls, ddl: str, records: list[dict]) -> "Rows":
+        """The DDL's columns, in order, of each record (a missing key is NULL)."""
+        from onceflow.audit.suites import ddl_types
+
+        columns = ddl_types(ddl)
+        return cls(columns, [tuple(r.get(c) for c in columns) for r in records])
+
 
 @dataclass
 class GxOutcome:

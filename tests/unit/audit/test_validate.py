@@ -10,29 +10,26 @@ from onceflow.audit.validate import Rows, run_suites
 from onceflow.reconcile import FAILED, PASSED
 
 
-def _recon_row(partition: int, lost: int = 0) -> tuple:
-    cols = suites.ddl_types(suites.RECONCILIATION_DDL)
-    row = {c: 0 for c in cols} | {"partition": partition, "start": 0, "end": 10, "source_records": 10,
-                                   "source_valid": 9, "source_malformed": 1, "bronze_rows": 9 - lost,
-                                   "quarantine_rows": 1, "sink_rows": 10 - lost, "lost_records": lost,
-                                   "source_checksum": "12345678901234567890123", "sink_checksum":
-                                   "12345678901234567890123" if not lost else "-42"}
-    return tuple(row[c] for c in cols)
+def _recon_row(partition: int, lost: int = 0) -> dict:
+    checksum = "12345678901234567890123"
+    return {c: 0 for c in suites.ddl_types(suites.RECONCILIATION_DDL)} | {
+        "partition": partition, "start": 0, "end": 10, "source_records": 10, "source_valid": 9,
+        "source_malformed": 1, "bronze_rows": 9 - lost, "quarantine_rows": 1, "sink_rows": 10 - lost,
+        "lost_records": lost, "source_checksum": checksum, "sink_checksum": checksum if not lost else "-42"}
 
 
-def _datasets(recon_rows: list[tuple], findings: list[dict]) -> dict:
-    finding_cols = suites.ddl_types(suites.FINDINGS_DDL)
-    return {"reconciliation": (Rows(suites.ddl_types(suites.RECONCILIATION_DDL), recon_rows),
+def _datasets(recon_rows: list[dict], findings: list[dict]) -> dict:
+    return {"reconciliation": (Rows.from_dicts(suites.RECONCILIATION_DDL, recon_rows),
                                suites.reconciliation_suite()),
-            "findings": (Rows(finding_cols, [tuple(f.get(c) for c in finding_cols) for f in findings]),
-                         suites.findings_suite())}
+            "findings": (Rows.from_dicts(suites.FINDINGS_DDL, findings), suites.findings_suite())}
 
 
 def test_clean_small_tables_pass(tmp_path):
     out = run_suites(_datasets([_recon_row(0), _recon_row(1)], []), tmp_path, "run-clean")
     assert {c.status for c in out.checks} == {PASSED}
     assert len(out.checks) == len(suites.reconciliation_suite().expectations) + len(suites.FINDING_CHECKS)
-    assert out.statistics["reconciliation"]["evaluated_expectations"] == 8
+    expected = len(suites.reconciliation_suite().expectations)
+    assert out.statistics["reconciliation"]["evaluated_expectations"] == expected
     assert (tmp_path / out.docs_index).is_file() and set(out.suite_pages) == {"reconciliation", "findings"}
 
 
