@@ -34,6 +34,7 @@ from onceflow.kafka.producer import produce
 from onceflow.ledger import read_ledger
 from onceflow.sinks import table_paths
 from tests.exactly_once import _rows, assert_exactly_once
+from tests.ingest_process import SHORT_LIVED_DRIVER
 from tests.kafka_helpers import consume_all
 from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
@@ -244,7 +245,7 @@ def test_ingest_runs_on_a_standalone_cluster_through_the_stack_settings(broker, 
         proc = subprocess.run(
             [sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", str(PIPELINE_FILE),
              "--mode", "available-now", "--json"],
-            env={**os.environ, **env, "PYSPARK_PYTHON": sys.executable}, cwd=tmp_path,
+            env={**os.environ, **env, **SHORT_LIVED_DRIVER, "PYSPARK_PYTHON": sys.executable}, cwd=tmp_path,
             capture_output=True, text=True, timeout=APP_TIMEOUT)
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"`onceflow ingest` on {standalone.url} did not finish within {APP_TIMEOUT}s:\n"
@@ -275,7 +276,7 @@ def test_airflow_spark_submit_runs_the_app_on_the_cluster(broker, standalone, tm
     summary = produce(broker.bootstrap, topic, 2000, schema=PAYMENTS_SCHEMA, partitions=4, seed=89, abort_ratio=0.1,
                       malformed_ratio=0.03)
     env = stack_env(tmp_path / "home", broker.bootstrap, standalone.url)
-    for key, value in env.items():
+    for key, value in {**env, **SHORT_LIVED_DRIVER}.items():  # the driver runs one app and exits
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", standalone.url)
     pipeline = config.load(PIPELINE_FILE)
