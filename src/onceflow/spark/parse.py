@@ -167,8 +167,8 @@ def parse_events(kafka_df: DataFrame, schema: Schema) -> DataFrame:
     with the declared fields (typed), the provenance, `reason` (NULL when valid) and `detail`."""
     # `_json` comes out of a one-element explode, a generator the optimizer cannot push a filter
     # through: bronze's and quarantine's `reason IS [NOT] NULL` filters are otherwise pushed below the
-    # projection that parses, with the parse inlined once per field that reads it, so each record's
-    # JSON was parsed a dozen times (2.2x the whole parse's cost; docs/benchmarks.md, issue #22).
+    # projection that parses, with the parse inlined into every reference to `_json`: the payments
+    # plan parsed each record's JSON 75 times, 2.2x the whole parse's cost (docs/benchmarks.md, #22).
     # explode(array(NULL)) still yields its one row, so an unparsable record keeps its row.
     raw = kafka_df.select(
         F.col("key").alias("_key"), F.col("value").alias("_value"),
