@@ -248,5 +248,5 @@ def test_a_stream_that_outlived_its_scheduler_is_watched_not_started_twice(flow,
     # the rest (the survivor's one batch planned the whole backlog, so usually nothing), in the
     # session's warm driver: a batch DAG run here cost two fresh drivers, and test_batch_dag_ingests_
     # and_audits_green proves that DAG; then zero duplicates, zero loss
-    assert run_ingest(flow["pipeline"], mode="available-now", spark=spark).status == "finished"
+    assert run_ingest(flow["pipeline"], spark=spark).status == "finished"
     assert_exactly_once(flow["pipeline"], flow["bootstrap"], flow["produced"])

@@ -62,7 +62,7 @@ def test_broker_restart_mid_stream(jars, spark, tmp_path):
         crash.start(fault=f"between_sinks@{next_batch(pipeline.checkpoint_path)}")
         assert crash.wait_exit(timeout=600) == faults.EXIT_CODE, crash.tail()
         # the catch-up is killed by nothing: the session's warm driver runs it (issue 19)
-        final = run_ingest(pipeline, mode="available-now", spark=spark)
+        final = run_ingest(pipeline, spark=spark)
         assert final.status == "finished", final
 
         counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[before, after, more])

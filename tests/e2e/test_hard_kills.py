@@ -164,7 +164,7 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path
     assert summary.count("aborted") >= 0.04 * EVENTS and summary.count("committed_malformed") >= 0.01 * EVENTS * 0.9
     # the catch-up is killed by nothing, so it runs in the session's warm driver (a fresh one cost
     # 60-75 s on 2 busy cores): the same job from the same checkpoint, as `onceflow ingest` runs it
-    final = run_ingest(pipeline, mode="available-now", spark=spark)
+    final = run_ingest(pipeline, spark=spark)
     assert final.status == "finished", final  # H3
 
     counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[summary])  # H4

@@ -88,7 +88,7 @@ def test_sigterm_and_max_seconds_stop_at_a_batch_boundary_under_a_backlog(broker
 
     # catch up on the rest, then every committed record is in the tables exactly once
     # (killed by nothing, so in the session's warm driver: a fresh one cost a minute on busy cores)
-    final = run_ingest(pipeline, mode="available-now", spark=spark)
+    final = run_ingest(pipeline, spark=spark)
     assert final.status == "finished", final
     assert final.batches >= 1, "the window must have stopped under a backlog (raise EVENTS)"
     counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[produced])

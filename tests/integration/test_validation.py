@@ -18,7 +18,7 @@ import pytest
 from onceflow.schema import reasons as R
 from onceflow.schema.model import Schema
 from onceflow.schema.reference import Judge
-from onceflow.spark.parse import parse_events
+from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
@@ -115,3 +115,19 @@ def test_job_and_judge_agree_on_every_kind_and_value(spark):
     first = {f: rows[0][f] for f in SCHEMA.names}
     assert first["amount"] == Decimal("12.50") and first["ts"] == datetime(2026, 1, 1, 0, 0, 0, 123456)
     assert rows[3]["day"] == date(2026, 2, 28) and rows[3]["x"] == 1000.0 and rows[3]["small"] == -3
+
+
+def test_the_sinks_split_parses_each_record_once_and_keeps_every_row(spark):
+    """Bronze's and quarantine's filters on `reason` must not be pushed below the parse: Catalyst
+    then inlines try_parse_json into every reference (75 parses per payments record, docs/benchmarks.md,
+    issue #22). One parse per record in each sink's plan; every record lands in exactly one sink,
+    the unparsable ones too."""
+    values = VALID + [v for v, _ in MALFORMED]
+    parsed = parse_events(_kafka_rows(spark, values), SCHEMA)
+    bronze, quarantine = bronze_rows(parsed, SCHEMA, 0, 0), quarantine_rows(parsed, 0, 0)
+    for name, rows in (("bronze", bronze), ("quarantine", quarantine)):
+        plan = rows._jdf.queryExecution().optimizedPlan().toString()
+        assert plan.count("VariantExpressionEvalUtils.parseJson") == 1, f"{name}: the JSON is parsed more than once"
+    assert bronze.count() == len(VALID)
+    assert sorted(r["_offset"] for r in quarantine.select("_offset").collect()) == list(
+        range(len(VALID), len(values)))
