@@ -105,6 +105,55 @@ def run_delta_sink(spark, pipeline, folder: Path, name: str) -> tuple[float, int
     return seconds, len({p["batchId"] for p in query.recentProgress})
 
 
+def peer_stream(folder: str, bootstrap: str, topic: str, max_offsets: int, trigger: str) -> None:
+    """The peer as a continuous stream in a process of its own (a fresh driver, as `onceflow
+    ingest` runs): `readStream` → `parse_events` + `bronze_rows` → `writeStream.format("delta")`
+    into `folder`/bronze with a `trigger` processing-time trigger, until SIGTERM. It prints
+    STARTED once its first batch is committed (the latency clock starts after that)."""
+    import signal
+    import threading
+
+    from onceflow.spark.kafka_read import kafka_options
+    from onceflow.spark.parse import bronze_rows, parse_events
+    from onceflow.spark.session import build_session
+    from payments import PAYMENTS_SCHEMA as schema
+
+    spark = build_session("onceflow-bench-peer-stream")  # onceflow's own settings, master as `ingest` has it
+    stream = (spark.readStream.format("kafka")
+              .options(**kafka_options(bootstrap, topic, "earliest", maxOffsetsPerTrigger=str(max_offsets))).load())
+    query = (bronze_rows(parse_events(stream, schema), schema, 0, 0).writeStream.queryName("delta-sink-stream")
+             .format("delta").option("checkpointLocation", str(Path(folder) / "checkpoint"))
+             .trigger(processingTime=trigger).start(str(Path(folder) / "bronze")))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    while query.lastProgress is None and not stop.wait(0.2):
+        pass  # poll: the first batch (the topic's first record) commits within seconds
+    print("STARTED", flush=True)
+    stop.wait()
+    query.stop()  # at a batch boundary, as `onceflow ingest` stops on SIGTERM
+    spark.stop()
+
+
+def commit_latencies(table: str | Path, since_ms: float) -> list[tuple[float, float]]:
+    """(seconds after `since_ms`, latency) per row of a Delta table whose Kafka timestamp is at or
+    after `since_ms`: the commit that added the row's file (its commitInfo timestamp, read from
+    the log's JSON) minus the row's `_kafka_ts`. Read with pyarrow, not with the Spark that wrote it."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    out = []
+    for log in sorted(Path(table, "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        committed = next(a["commitInfo"]["timestamp"] for a in actions if "commitInfo" in a)
+        for add in (a["add"] for a in actions if "add" in a):
+            for ts in pq.read_table(Path(table, add["path"]), columns=["_kafka_ts"]).column(0).to_pylist():
+                ms = ts.timestamp() * 1000
+                if ms >= since_ms:
+                    out.append(((ms - since_ms) / 1000, (committed - ms) / 1000))
+    return out
+
+
 def landed(path: str | Path, expected: int, what: str) -> int:
     """Rows in the Delta table at `path`, read with delta-rs; fails unless they are the `expected` valid records."""
     from deltalake import DeltaTable
@@ -204,4 +253,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--stream-child":
+        peer_stream(*sys.argv[2:5], int(sys.argv[5]), sys.argv[6])
+        sys.exit(0)
     sys.exit(main())

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/ingest_throughput.py [--events 1000000] [--json out.json]
     .venv/bin/python benchmarks/ingest_throughput.py --latency-only --latency-rate 1000 --latency-seconds 75
     .venv/bin/python benchmarks/ingest_throughput.py --latency-only --latency-rate 1000 --latency-seconds 150  # + steady
+    .venv/bin/python benchmarks/ingest_throughput.py --latency-only --latency-peer ...  # + Spark's Delta sink alike
 
 (a) the exactly-once job (bronze and quarantine appends per batch, each an idempotent
     Delta commit with its ledger entry; the follower merges the aggregates from bronze,
@@ -91,6 +92,7 @@ def run_raw_consumer(bootstrap: str, topic: str) -> float:
     return time.monotonic() - started
 
 
+LATENCY_MAX_OFFSETS = 100_000  # maxOffsetsPerTrigger of both latency streams: the shipped continuous size
 STEADY_AFTER = 60  # seconds: by then a fresh driver has compiled its hot code and worked off its first backlog
 
 
@@ -150,10 +152,50 @@ def _latency(work: Path, broker, args) -> dict:
 
     print(f"latency: continuous, 1 s trigger, {args.latency_rate:g} events/s for {args.latency_seconds:g}s …",
           flush=True)
-    file, pipeline = _pipeline(work / "latency", broker.bootstrap, "latency", 100_000, "1 second")
+    file, pipeline = _pipeline(work / "latency", broker.bootstrap, "latency", LATENCY_MAX_OFFSETS, "1 second")
     # the topic exists before the query
     produce(broker.bootstrap, "latency", 1, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)
     return measure_latency(file, pipeline, broker.bootstrap, args.latency_rate, args.latency_seconds)
+
+
+def measure_peer_latency(work: Path, bootstrap: str, rate: float, seconds: float, warm_up: float = 15) -> dict:
+    """The same measure for the peer a user would otherwise write, Spark's own Delta sink
+    (delta_sink_peer.peer_stream: the same parse, bronze rows only), as a continuous stream
+    in a fresh process with the same trigger and batch size, under the same produce rate."""
+    import signal
+    import subprocess
+
+    from delta_sink_peer import commit_latencies
+    from onceflow.kafka.producer import produce
+    from payments import PAYMENTS_SCHEMA
+
+    topic, folder = "latency-peer", work / "latency-peer"
+    folder.mkdir(parents=True)
+    produce(bootstrap, topic, 1, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)  # the topic exists
+    log = open(folder / "peer.log", "wb")
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("delta_sink_peer.py")), "--stream-child",
+                             str(folder), bootstrap, topic, str(LATENCY_MAX_OFFSETS), "1 second"],
+                            env={**os.environ, "ONCEFLOW_SHUFFLE_PARTITIONS": "2"}, stdout=subprocess.PIPE,
+                            stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        line = proc.stdout.readline()  # STARTED: its first batch is committed, as measure_latency waits for
+        assert line.strip() == b"STARTED", f"the peer stream did not start (exit {proc.poll()}): see {log.name}"
+        started_ms = time.time() * 1000
+        produce(bootstrap, topic, int(rate * seconds), schema=PAYMENTS_SCHEMA, rate=rate, txn_size=50,
+                keep_records=False)
+        time.sleep(5)
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(120) == 0, f"the peer stream failed: see {log.name}"
+    except BaseException:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    timed = commit_latencies(folder / "bronze", started_ms)
+    out = {**_p50_p95([latency for _, latency in timed]), "rate_per_s": rate, "seconds": seconds,
+           "after_warm_up": {"warm_up_s": warm_up, **_p50_p95([lat for after, lat in timed if after >= warm_up])}}
+    if seconds >= STEADY_AFTER + 60:
+        out["steady"] = {"after_s": STEADY_AFTER, **_p50_p95([lat for after, lat in timed if after >= STEADY_AFTER])}
+    return out
 
 
 def _p50_p95(latencies: list[float]) -> dict:
@@ -178,10 +220,17 @@ def main() -> int:
     ap.add_argument("--latency-seconds", type=float, default=30)
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("--latency-only", action="store_true", help="measure the latency alone (no throughput rounds)")
+    ap.add_argument("--latency-peer", action="store_true",
+                    help="also measure the latency of Spark's own Delta sink (the peer) the same way, after onceflow's")
     args = ap.parse_args()
     if args.latency_only:
         with scratch_broker("onceflow-bench-") as (work, broker):
-            emit({"cores": os.cpu_count(), "latency": _latency(work, broker, args)}, args.json)
+            figures = {"cores": os.cpu_count(), "latency": _latency(work, broker, args)}
+            if args.latency_peer:
+                print("latency of the peer, Spark's Delta sink: the same rate, trigger and batch size …", flush=True)
+                figures["latency_peer_delta_sink"] = measure_peer_latency(
+                    work, broker.bootstrap, args.latency_rate, args.latency_seconds)
+            emit(figures, args.json)
         return 0
 
     from onceflow.kafka.producer import produce
