@@ -3,8 +3,8 @@
 A micro-batch commits bronze and quarantine, hands bronze's ledger entry here and is
 done; it waits neither for the aggregates nor for compaction. The follower
 
-- merges, on its own schedule (`sinks.aggregates.merge_every` in a continuous run; once
-  at the end of an available-now run), every bronze batch that arrived since its last
+- merges, on its own schedule (`sinks.aggregates.merge_every` after the previous merge
+  ends, in a continuous run; once at the end of an available-now run), every bronze batch that arrived since its last
   merge into the aggregates: it reads those batches' rows back from bronze by
   (generation, batch id), adds their per-window metrics in one idempotent MERGE, and
   writes one ledger entry per bronze batch into that commit (ledger.group_json). So a
@@ -235,8 +235,10 @@ class Follower:
             self.error = exc
 
     def _cycle(self, everything: bool = False) -> None:
-        """Merge what waits (all of it with `everything`, else one group), then compact."""
-        self._last = time.monotonic()
+        """Merge what waits (all of it with `everything`, else one group), then compact. The next
+        cycle is due `every` seconds after this one ends, not after it starts: a MERGE slower than
+        `every` would otherwise start the next one at once and hold a core for good, and the
+        batches' latency is what pays (docs/benchmarks.md, the follower's pause)."""
         with self._cv:
             self._new = False
         while self.merger is not None:
@@ -250,3 +252,4 @@ class Follower:
             if not everything:
                 break
         self.compactor.run()
+        self._last = time.monotonic()
