@@ -22,6 +22,9 @@ Two figures per side and round:
   aggregates' merge at the end, reported apart) / its batches.
 Each table must hold exactly the valid records produced, counted with delta-rs (another
 reader than the Spark that wrote them), or the run fails.
+
+The same peer as a continuous stream (`peer_stream`, run by `ingest_throughput.py
+--latency-peer`) gives its end-to-end latency beside onceflow's.
 """
 
 from __future__ import annotations
@@ -139,6 +142,7 @@ def commit_latencies(table: str | Path, since_ms: float) -> list[tuple[float, fl
     after `since_ms`: the commit that added the row's file (its commitInfo timestamp, read from
     the log's JSON) minus the row's `_kafka_ts`. Read with pyarrow, not with the Spark that wrote it."""
     import json
+    from urllib.parse import unquote
 
     import pyarrow.parquet as pq
 
@@ -146,8 +150,9 @@ def commit_latencies(table: str | Path, since_ms: float) -> list[tuple[float, fl
     for log in sorted(Path(table, "_delta_log").glob("*.json")):
         actions = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
         committed = next(a["commitInfo"]["timestamp"] for a in actions if "commitInfo" in a)
-        for add in (a["add"] for a in actions if "add" in a):
-            for ts in pq.read_table(Path(table, add["path"]), columns=["_kafka_ts"]).column(0).to_pylist():
+        # new rows only: a compaction's rewritten files (dataChange false) hold rows committed before
+        for add in (a["add"] for a in actions if "add" in a and a["add"].get("dataChange", True)):
+            for ts in pq.read_table(Path(table, unquote(add["path"])), columns=["_kafka_ts"]).column(0).to_pylist():
                 ms = ts.timestamp() * 1000
                 if ms >= since_ms:
                     out.append(((ms - since_ms) / 1000, (committed - ms) / 1000))

@@ -131,13 +131,7 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
         # (seconds after producing began, latency) per record; not the topic-creating record before it
         timed = [((ts - started_ms) / 1000, (commit_ms[r["_batch_id"]] - ts) / 1000)
                  for r in rows if (ts := r["_kafka_ts"].timestamp() * 1000) >= started_ms]
-        out = {**_p50_p95([latency for _, latency in timed]),
-               "after_warm_up": {"warm_up_s": warm_up,
-                                 **_p50_p95([latency for after, latency in timed if after >= warm_up])}}
-        if seconds >= STEADY_AFTER + 60:  # a long run: also its steady state, the fresh JVM's first minute left out
-            out["steady"] = {"after_s": STEADY_AFTER,
-                             **_p50_p95([latency for after, latency in timed if after >= STEADY_AFTER])}
-        return out
+        return _latency_figures(timed, seconds, warm_up)
 
     out = {**figures(bronze), "rate_per_s": rate, "seconds": seconds}
     if "aggregates" in paths:
@@ -190,8 +184,14 @@ def measure_peer_latency(work: Path, bootstrap: str, rate: float, seconds: float
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         raise
-    timed = commit_latencies(folder / "bronze", started_ms)
-    out = {**_p50_p95([latency for _, latency in timed]), "rate_per_s": rate, "seconds": seconds,
+    return {**_latency_figures(commit_latencies(folder / "bronze", started_ms), seconds, warm_up),
+            "rate_per_s": rate, "seconds": seconds}
+
+
+def _latency_figures(timed: list[tuple[float, float]], seconds: float, warm_up: float) -> dict:
+    """p50/p95 of (seconds after producing began, latency) pairs: over all records, after the
+    warm-up, and for a long run also its steady state (the fresh JVM's first minute left out)."""
+    out = {**_p50_p95([latency for _, latency in timed]),
            "after_warm_up": {"warm_up_s": warm_up, **_p50_p95([lat for after, lat in timed if after >= warm_up])}}
     if seconds >= STEADY_AFTER + 60:
         out["steady"] = {"after_s": STEADY_AFTER, **_p50_p95([lat for after, lat in timed if after >= STEADY_AFTER])}
