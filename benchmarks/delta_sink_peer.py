@@ -111,8 +111,8 @@ def run_delta_sink(spark, pipeline, folder: Path, name: str) -> tuple[float, int
 def peer_stream(folder: str, bootstrap: str, topic: str, max_offsets: int, trigger: str) -> None:
     """The peer as a continuous stream in a process of its own (a fresh driver, as `onceflow
     ingest` runs): `readStream` → `parse_events` + `bronze_rows` → `writeStream.format("delta")`
-    into `folder`/bronze with a `trigger` processing-time trigger, until SIGTERM. It prints
-    STARTED once its first batch is committed (the latency clock starts after that)."""
+    into `folder`/bronze with a `trigger` processing-time trigger, until SIGTERM. It writes
+    `folder`/started once its first batch is committed (the latency clock starts after that)."""
     import signal
     import threading
 
@@ -131,9 +131,10 @@ def peer_stream(folder: str, bootstrap: str, topic: str, max_offsets: int, trigg
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     while query.lastProgress is None and not stop.wait(0.2):
         pass  # poll: the first batch (the topic's first record) commits within seconds
-    print("STARTED", flush=True)
+    Path(folder, "started").touch()
     stop.wait()
-    query.stop()  # at a batch boundary, as `onceflow ingest` stops on SIGTERM
+    query.processAllAvailable()  # what was produced lands, so no slow last batch is left out of the figures
+    query.stop()
     spark.stop()
 
 

@@ -169,11 +169,14 @@ def measure_peer_latency(work: Path, bootstrap: str, rate: float, seconds: float
     log = open(folder / "peer.log", "wb")
     proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("delta_sink_peer.py")), "--stream-child",
                              str(folder), bootstrap, topic, str(LATENCY_MAX_OFFSETS), "1 second"],
-                            env={**os.environ, "ONCEFLOW_SHUFFLE_PARTITIONS": "2"}, stdout=subprocess.PIPE,
-                            stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+                            env={**os.environ, "ONCEFLOW_SHUFFLE_PARTITIONS": "2"}, stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        line = proc.stdout.readline()  # STARTED: its first batch is committed, as measure_latency waits for
-        assert line.strip() == b"STARTED", f"the peer stream did not start (exit {proc.poll()}): see {log.name}"
+        deadline = time.monotonic() + 300  # its first batch committed, as measure_latency waits for onceflow's
+        while not (folder / "started").exists():
+            assert proc.poll() is None, f"the peer stream exited with {proc.returncode}: see {log.name}"
+            assert time.monotonic() < deadline, f"the peer stream committed no batch within 300s: see {log.name}"
+            time.sleep(0.2)  # poll: a fresh driver's first batch takes 10-30 s
         started_ms = time.time() * 1000
         produce(bootstrap, topic, int(rate * seconds), schema=PAYMENTS_SCHEMA, rate=rate, txn_size=50,
                 keep_records=False)
