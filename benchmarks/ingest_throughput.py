@@ -93,6 +93,7 @@ def run_raw_consumer(bootstrap: str, topic: str) -> float:
 
 
 LATENCY_MAX_OFFSETS = 100_000  # maxOffsetsPerTrigger of both latency streams: the shipped continuous size
+LATENCY_TRIGGER = "1 second"  # both latency streams' processing-time trigger
 STEADY_AFTER = 60  # seconds: by then a fresh driver has compiled its hot code and worked off its first backlog
 
 
@@ -146,7 +147,7 @@ def _latency(work: Path, broker, args) -> dict:
 
     print(f"latency: continuous, 1 s trigger, {args.latency_rate:g} events/s for {args.latency_seconds:g}s …",
           flush=True)
-    file, pipeline = _pipeline(work / "latency", broker.bootstrap, "latency", LATENCY_MAX_OFFSETS, "1 second")
+    file, pipeline = _pipeline(work / "latency", broker.bootstrap, "latency", LATENCY_MAX_OFFSETS, LATENCY_TRIGGER)
     # the topic exists before the query
     produce(broker.bootstrap, "latency", 1, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)
     return measure_latency(file, pipeline, broker.bootstrap, args.latency_rate, args.latency_seconds)
@@ -168,7 +169,7 @@ def measure_peer_latency(work: Path, bootstrap: str, rate: float, seconds: float
     produce(bootstrap, topic, 1, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)  # the topic exists
     log = open(folder / "peer.log", "wb")
     proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("delta_sink_peer.py")), "--stream-child",
-                             str(folder), bootstrap, topic, str(LATENCY_MAX_OFFSETS), "1 second"],
+                             str(folder), bootstrap, topic, str(LATENCY_MAX_OFFSETS), LATENCY_TRIGGER],
                             env={**os.environ, "ONCEFLOW_SHUFFLE_PARTITIONS": "2"}, stdout=log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -187,6 +188,8 @@ def measure_peer_latency(work: Path, bootstrap: str, rate: float, seconds: float
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         raise
+    finally:
+        log.close()
     return {**_latency_figures(commit_latencies(folder / "bronze", started_ms), seconds, warm_up),
             "rate_per_s": rate, "seconds": seconds}
 

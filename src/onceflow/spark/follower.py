@@ -4,12 +4,12 @@ A micro-batch commits bronze and quarantine, hands bronze's ledger entry here an
 done; it waits neither for the aggregates nor for compaction. The follower
 
 - merges, on its own schedule (`sinks.aggregates.merge_every` after the previous merge
-  ends, in a continuous run; once at the end of an available-now run), every bronze batch that arrived since its last
-  merge into the aggregates: it reads those batches' rows back from bronze by
-  (generation, batch id), adds their per-window metrics in one idempotent MERGE, and
-  writes one ledger entry per bronze batch into that commit (ledger.group_json). So a
-  one-second stream pays for the MERGE every few seconds instead of every batch
-  (docs/exactly-once.md#the-aggregates-follow-bronze);
+  ends, in a continuous run; once at the end of an available-now run), every bronze
+  batch that arrived since its last merge into the aggregates: it reads those batches'
+  rows back from bronze by (generation, batch id), adds their per-window metrics in one
+  idempotent MERGE, and writes one ledger entry per bronze batch into that commit
+  (ledger.group_json). So a one-second stream pays for the MERGE every few seconds
+  instead of every batch (docs/exactly-once.md#the-aggregates-follow-bronze);
 - compacts the tables once enough small files have gathered (spark/compaction.py).
 
 The aggregates' checkpoint is their own ledger: a run starts from the bronze batches
