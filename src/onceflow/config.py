@@ -47,6 +47,11 @@ class Source(_Model):
     # fixed cost of each batch's Delta commits (docs/benchmarks.md). None: as above.
     available_now_max_offsets_per_trigger: int | None = Field(default=None, gt=0)
     min_partitions: int | None = Field(default=None, gt=0)
+    # a batch of at most this many offsets is brought to the driver and committed by delta-rs
+    # (milliseconds per table, against about half a second for a Delta-Spark commit); larger
+    # ones by Spark's Delta writer. The driver holds the batch's rows: lower it for wide
+    # records, 0 for Spark's writer always (docs/pipeline-config.md)
+    driver_commit_max_offsets: int = Field(default=50_000, ge=0)
 
     def max_offsets(self, available_now: bool) -> int | None:
         """Spark's maxOffsetsPerTrigger for a run in this mode (None: no limit)."""

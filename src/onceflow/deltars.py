@@ -2,9 +2,10 @@
 
 A Delta-Spark commit costs about half a second of driver work on 2 cores whatever it
 holds (snapshot state, commit protocol, post-commit hooks; docs/benchmarks.md), and a
-micro-batch's quarantine usually holds a few rows or none. delta-rs commits them in
-milliseconds. The streaming job appends the quarantine of each batch here when it is
-small (and an aggregates merge that holds no rows), recovery its LOSS entries. Both writers speak the same Delta protocol, and the
+continuous stream's micro-batch holds a few thousand records. delta-rs commits them in
+milliseconds. The streaming job appends a small batch's bronze and quarantine here (a
+large batch's quarantine too, when it is small; an aggregates merge that holds no
+rows), recovery its LOSS entries. Both writers speak the same Delta protocol, and the
 same `txn` action makes a commit idempotent for either: Delta-Spark skips an
 (app id, version) it has already seen, and so does `Appender.append`.
 """

@@ -33,9 +33,11 @@ def test_available_now_lands_every_committed_record_once(broker, spark, topic, t
     assert result.status == "finished" and result.batches >= 3, result  # 2000 offsets per trigger
     second = produce(broker.bootstrap, topic, 3000, schema=PAYMENTS_SCHEMA, partitions=4, seed=8, abort_ratio=0.1,
                      malformed_ratio=0.05)
-    # an available-now run takes its own, larger batch size: the second backlog in one batch
+    # an available-now run takes its own, larger batch size: the second backlog in one batch. The
+    # first run's small batches were committed from the driver (delta-rs); this one is over the
+    # driver's limit, so Spark's Delta writer commits its bronze, with the same txn and entry
     larger = pipeline.model_copy(update={"source": pipeline.source.model_copy(
-        update={"available_now_max_offsets_per_trigger": 10_000})})
+        update={"available_now_max_offsets_per_trigger": 10_000, "driver_commit_max_offsets": 1000})})
     lines: list[str] = []
     assert run_ingest(larger, spark=spark, log=lines.append).batches == 1
     batch_lines = _wait_for(lambda: [x for x in lines if x.startswith("batch ")])
@@ -45,6 +47,12 @@ def test_available_now_lands_every_committed_record_once(broker, spark, topic, t
                         batch_lines[0]), lines
     counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
     assert counts["quarantine"] == first.count("committed_malformed") + second.count("committed_malformed")
+
+    # bronze's batches were committed by both writers: the small ones by delta-rs, the large one by Spark
+    engines = [c.get("engineInfo", "") for c in DeltaTable(table_paths(pipeline)["bronze"]).history()
+               if c.get("operation") == "WRITE"]
+    assert sum(e.startswith("delta-rs") for e in engines) >= 3, engines
+    assert sum(e.startswith("Apache-Spark") for e in engines) == 1, engines
 
     # each sink's ledger is contiguous and ends at the topic's end
     for name, path in table_paths(pipeline).items():
@@ -174,8 +182,8 @@ def test_auto_compaction_merges_small_files_and_leaves_the_ledgers_alone(broker,
     (spark/compaction.py; Delta's own per-commit check is off). Its OPTIMIZE commits change no row,
     carry no ledger entry, and the ledger counts them as maintenance, never as a step."""
     # 2 x 1,000 events (and 20 transaction markers each) at 1,000 offsets per trigger, in two runs:
-    # quarantine gets a file per batch from 2% malformed (written by delta-rs), bronze one per Kafka
-    # partition, aggregates one per run (an available-now run merges once, at its end)
+    # bronze and quarantine get a file per batch (written by delta-rs from the driver), aggregates
+    # one per run (an available-now run merges once, at its end)
     pipeline = load_pipeline(tmp_path, broker.bootstrap, topic, max_offsets=MAX_OFFSETS)
     for seed in (23, 24):
         produce(broker.bootstrap, topic, 1000, schema=PAYMENTS_SCHEMA, partitions=2, seed=seed, malformed_ratio=0.02)
@@ -189,7 +197,7 @@ def test_auto_compaction_merges_small_files_and_leaves_the_ledgers_alone(broker,
         assert [c["version"] for c in ledger.maintenance] == sorted(c["version"] for c in compactions), name
         assert ledger.problems() == [] and ledger.foreign_commits == [], name
         assert [e.batch_id for e in ledger.entries] == list(range(len(ledger.entries))), name
-        if name == "bronze":  # each batch wrote a file per Kafka partition; far fewer are left
+        if name == "bronze":  # each batch wrote a file; fewer are left
             assert len(table.file_uris()) < len(ledger.entries), len(table.file_uris())
         assert not any("onceflow_ledger" in (c.get("userMetadata") or "") for c in compactions), name
     assert table_property_hints(pipeline, read_ledgers(pipeline)) == []

@@ -54,6 +54,8 @@ def test_unset_variable_without_default(tmp_path):
     (GOOD.replace("name: p1", "name: P-1"), "name", "pattern"),
     (GOOD.replace("topic: t}", "topic: t, available_now_max_offsets_per_trigger: 0}"),
      "source.available_now_max_offsets_per_trigger", "greater than 0"),
+    (GOOD.replace("topic: t}", "topic: t, driver_commit_max_offsets: -1}"),
+     "source.driver_commit_max_offsets", "greater than or equal to 0"),
 ])
 def test_field_errors(tmp_path, text, field, hint):
     with pytest.raises(ConfigError) as exc:

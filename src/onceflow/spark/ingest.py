@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow import faults, tables
@@ -32,7 +32,7 @@ from onceflow.spark.floors import above, raised
 from onceflow.spark.follower import Follower
 from onceflow.spark.kafka_read import kafka_options
 from onceflow.spark.listener import StatusListener
-from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
+from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows, sink_rows
 from onceflow.spark.sinks import delta
 from onceflow.spark.sinks.kafka_txn import KafkaTxnSink
 from onceflow.spark.stop import (StopGate, StopOutcome, discard_held_batch, enter_batch,
@@ -41,9 +41,6 @@ from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, 
 
 CONTINUOUS, AVAILABLE_NOW = "continuous", "available-now"
 MODES = (CONTINUOUS, AVAILABLE_NOW)
-# a batch's quarantine up to this many rows is committed by delta-rs from the driver (milliseconds);
-# a larger one by Spark's Delta writer (about half a second, whatever it holds): same txn, same entry
-DRIVER_QUARANTINE_ROWS = 50_000
 
 
 @dataclass
@@ -136,7 +133,7 @@ class BatchWriter:
     idempotently; bronze's entry then goes to the follower."""
 
     def __init__(self, spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity,
-                 follower: Follower, driver_quarantine_rows: int = DRIVER_QUARANTINE_ROWS):
+                 follower: Follower):
         self.spark = spark
         self.pipeline = pipeline
         self.generation = identity.generation
@@ -146,7 +143,10 @@ class BatchWriter:
         self.topic = pipeline.source.topic
         self.schema_json = pipeline.schema.model_dump_json()
         self.follower = follower
-        self.driver_quarantine_rows = driver_quarantine_rows
+        # a batch of up to this many records (its offsets bound them) is committed from the driver;
+        # a larger one's bronze by Spark, its quarantine from the driver if it holds up to as many rows
+        self.driver_rows = pipeline.source.driver_commit_max_offsets
+        self.bronze = Appender(self.paths["bronze"])
         self.quarantine = Appender(self.paths["quarantine"])
 
     def ensure_tables(self, ledgers: dict[str, Ledger], log=lambda msg: None) -> None:
@@ -185,45 +185,68 @@ class BatchWriter:
         enter_batch(self.pipeline.checkpoint_path, batch_id, self.spark)  # once a stop is asked: held, not written
         faults.maybe_crash("before_sink_commit", batch_id)
         start, end = batch_offset_range(self.pipeline.checkpoint_path, batch_id, self.topic)
-        parsed = parsed.persist()
+        # its offsets bound a batch's records: a small one is committed from the driver
+        small = sum(o - start.get(p, 0) for p, o in end.items()) <= self.driver_rows
+        reread = not small or self.kafka is not None  # read more than once: cached
+        parsed = parsed.persist() if reread else parsed
         try:
-            self._write(parsed, batch_id, start, end)
+            if small:
+                self._write_from_driver(parsed, batch_id, start, end)
+            else:
+                self._write_with_spark(parsed, batch_id, start, end)
+            self._write_kafka(parsed, batch_id, start, end)
         finally:
-            parsed.unpersist()
+            if reread:
+                parsed.unpersist()
         faults.maybe_crash("after_sink_commit", batch_id)
 
-    def _write(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
-        valid = F.col("reason").isNull()
-        counts = (F.count(F.when(self.kept("bronze") & valid, 1)).alias("bronze"),
-                  F.count(F.when(self.kept("quarantine") & ~valid, 1)).alias("quarantine"))
-
-        def quarantine(df: DataFrame) -> DataFrame:
-            return self.above_floor(quarantine_rows(df, batch_id, self.generation), "quarantine")
-
-        if sum(o - start.get(p, 0) for p, o in end.items()) <= self.driver_quarantine_rows:
-            # a batch this small (its offsets bound its records): one Spark job brings the
-            # quarantine's rows to the driver and counts both sinks' rows on the way
-            seen = Observation(f"batch-{batch_id}")
-            rows = quarantine(parsed.observe(seen, *counts)).toArrow()
-            stats = seen.get
-        else:
-            stats = parsed.agg(*counts).first()
-            rows = quarantine(parsed).toArrow() if stats["quarantine"] <= self.driver_quarantine_rows else None
-        bronze = bronze_rows(parsed, self.pipeline.schema, batch_id, self.generation)
+    def _bronze_entry(self, batch_id: int, start: dict, end: dict, rows: int) -> LedgerEntry:
         # the declaration this batch was judged by: after a schema evolution the audit judges
         # each batch's records by the rules in force when it was written (audit/rows.py)
-        bronze_entry = self.entry("bronze", batch_id, start, end, stats["bronze"], {"schema": self.schema_json})
-        delta.append(self.above_floor(bronze, "bronze"), self.paths["bronze"], bronze_entry)
+        return self.entry("bronze", batch_id, start, end, rows, {"schema": self.schema_json})
+
+    def _write_from_driver(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
+        """A small batch: one Spark job brings both sinks' rows to the driver, and delta-rs
+        commits each table in milliseconds (a Delta-Spark commit costs about half a second of
+        driver work whatever it holds; docs/benchmarks.md). Same txn, same entries."""
+        import pyarrow.compute as pc
+
+        rows = sink_rows(parsed, self.pipeline.schema, batch_id, self.generation,
+                         self.kept("bronze"), self.kept("quarantine")).toArrow()
+        to_bronze = rows.column("_to_bronze")
+        bronze, quarantine = rows.filter(to_bronze), rows.filter(pc.invert(to_bronze))
+        entry = self._bronze_entry(batch_id, start, end, bronze.num_rows)
+        self.bronze.append(bronze, entry.to_json(), entry.app_id, entry.batch_id)
         faults.maybe_crash("between_sinks", batch_id)
-        entry = self.entry("quarantine", batch_id, start, end, stats["quarantine"])
-        if rows is not None:  # committed by delta-rs from the driver: milliseconds
-            self.quarantine.append(rows, entry.to_json(), entry.app_id, entry.batch_id)
+        q_entry = self.entry("quarantine", batch_id, start, end, quarantine.num_rows)
+        self.quarantine.append(quarantine, q_entry.to_json(), q_entry.app_id, q_entry.batch_id)
+        self.follower.add(entry)
+
+    def _write_with_spark(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
+        """A large batch: Spark's Delta writer commits bronze (the rows stay in the executors);
+        the quarantine, usually small, still goes through the driver."""
+        valid = F.col("reason").isNull()
+        stats = parsed.agg(F.count(F.when(self.kept("bronze") & valid, 1)).alias("bronze"),
+                           F.count(F.when(self.kept("quarantine") & ~valid, 1)).alias("quarantine")).first()
+        quarantine = self.above_floor(quarantine_rows(parsed, batch_id, self.generation), "quarantine")
+        entry = self._bronze_entry(batch_id, start, end, stats["bronze"])
+        delta.append(self.above_floor(self._bronze_frame(parsed, batch_id), "bronze"), self.paths["bronze"], entry)
+        faults.maybe_crash("between_sinks", batch_id)
+        q_entry = self.entry("quarantine", batch_id, start, end, stats["quarantine"])
+        if stats["quarantine"] <= self.driver_rows:  # delta-rs from the driver: milliseconds
+            self.quarantine.append(quarantine.toArrow(), q_entry.to_json(), q_entry.app_id, q_entry.batch_id)
         else:  # too many rows for the driver: Spark's Delta writer, same txn, same entry
-            delta.append(quarantine(parsed), self.paths["quarantine"], entry)
-        self.follower.add(bronze_entry)
+            delta.append(quarantine, self.paths["quarantine"], q_entry)
+        self.follower.add(entry)
+
+    def _bronze_frame(self, parsed: DataFrame, batch_id: int) -> DataFrame:
+        return bronze_rows(parsed, self.pipeline.schema, batch_id, self.generation)
+
+    def _write_kafka(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
         if self.kafka is not None:  # one Kafka transaction per task partition (docs/kafka-sink.md)
             kafka = self.entry("kafka", batch_id, start, end, 0)
-            self.kafka.write(self.above_floor(bronze, "kafka"), batch_id, kafka.start, kafka.end)
+            self.kafka.write(self.above_floor(self._bronze_frame(parsed, batch_id), "kafka"), batch_id,
+                             kafka.start, kafka.end)
 
 
 def _starting_offsets(pipeline: Pipeline, identity: CheckpointIdentity) -> str:

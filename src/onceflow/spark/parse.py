@@ -230,6 +230,20 @@ def quarantine_rows(parsed: DataFrame, batch_id: int, generation: int) -> DataFr
                     "_topic", "_partition", "_offset", "_kafka_ts", *_batch_columns(batch_id, generation)))
 
 
+def sink_rows(parsed: DataFrame, schema: Schema, batch_id: int, generation: int,
+              bronze_kept: Column, quarantine_kept: Column) -> DataFrame:
+    """Both sinks' rows of a batch in one frame, so one Spark job brings a small batch to the
+    driver: `_to_bronze` says where a row goes, each table takes its own columns
+    (bronze_rows, quarantine_rows); rows below a sink's floor are left out."""
+    valid = F.col("reason").isNull()
+    to_bronze = valid & bronze_kept
+    return (parsed.where(to_bronze | (~valid & quarantine_kept))
+            .select(to_bronze.alias("_to_bronze"), *[F.col(n) for n in tables.bronze_columns(schema)],
+                    # the raw bytes only where the quarantine keeps them: half the transfer
+                    *[F.when(~valid, F.col(c)).alias(c) for c in ("_key", "_value")], "reason", "detail",
+                    "_topic", "_partition", "_offset", "_kafka_ts", *_batch_columns(batch_id, generation)))
+
+
 def _batch_columns(batch_id: int, generation: int) -> list[Column]:
     return [F.lit(batch_id).cast("bigint").alias("_batch_id"), F.lit(generation).cast("int").alias("_generation"),
             F.current_timestamp().alias("_ingested_at")]
