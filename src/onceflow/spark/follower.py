@@ -171,6 +171,35 @@ class AggregatesMerger:
                  f"{time.monotonic() - started:.1f}s")
 
 
+class Schedule:
+    """When the follower's next cycle is due. In a continuous run, `every` seconds after the
+    previous cycle ENDED, once something waits: counted from its start, a MERGE slower than
+    `every` would start the next one at once and hold a core for good, and the batches'
+    latency is what pays (docs/benchmarks.md, the follower's pause). In an available-now run
+    (`every` None), at the end, unless much has gathered. No Spark here: tested alone."""
+
+    def __init__(self, every: float | None, clock: Callable[[], float] = time.monotonic):
+        self.every = every
+        self.clock = clock
+        self._ended = clock()
+
+    def due(self, batches: int, rows: int, new: bool) -> bool:
+        """`batches` bronze batches (`rows` rows) wait to be merged; `new`: any batch committed
+        since the last cycle (a pipeline without aggregates still compacts)."""
+        if batches >= MAX_GROUP_BATCHES:
+            return True
+        if self.every is None:
+            return batches > 0 and rows >= AVAILABLE_NOW_GROUP_ROWS
+        return (batches > 0 or new) and self.clock() - self._ended >= self.every
+
+    def wait(self) -> float | None:
+        """Seconds to sleep before asking again (None: until woken)."""
+        return None if self.every is None else max(0.05, self.every - (self.clock() - self._ended))
+
+    def cycle_ended(self) -> None:
+        self._ended = self.clock()
+
+
 class Follower:
     """The run's second thread: merges the aggregates (when the pipeline declares them) and
     compacts the tables, on its own schedule. Its errors fail the run (run_ingest)."""
@@ -183,12 +212,11 @@ class Follower:
                        if pipeline.sinks.aggregates is not None else None)
         self.compactor = Compactor(self.spark, table_paths(pipeline), log=lambda msg: log(f"{pipeline.name}: {msg}"))
         every = pipeline.sinks.aggregates.merge_every_seconds if self.merger else COMPACT_EVERY
-        self.every = every if continuous else None  # available-now: at the end
+        self.schedule = Schedule(every if continuous else None)  # available-now: at the end
         self.error: BaseException | None = None
         self._new = False  # batches committed since the last cycle
         self._cv = threading.Condition()
         self._stopping = False
-        self._last = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"onceflow-follower-{pipeline.name}", daemon=True)
 
     def start(self) -> None:
@@ -214,20 +242,16 @@ class Follower:
         self._cycle(everything=True)
 
     def _due(self) -> bool:
-        pending = self.merger.pending if self.merger else []
-        if len(pending) >= MAX_GROUP_BATCHES:
-            return True
-        if self.every is None:  # available-now: at the end, unless much has gathered
-            return bool(pending) and self.merger.waiting_rows() >= AVAILABLE_NOW_GROUP_ROWS
-        return (bool(pending) or self._new) and time.monotonic() - self._last >= self.every
+        if self.merger is None:
+            return self.schedule.due(0, 0, self._new)
+        return self.schedule.due(len(self.merger.pending), self.merger.waiting_rows(), self._new)
 
     def _run(self) -> None:
         try:
             while True:
                 with self._cv:
                     while not self._stopping and not self._due():
-                        wait = None if self.every is None else max(0.05, self.every - (time.monotonic() - self._last))
-                        self._cv.wait(timeout=wait)
+                        self._cv.wait(timeout=self.schedule.wait())
                     if self._stopping:
                         return
                 self._cycle()
@@ -235,10 +259,8 @@ class Follower:
             self.error = exc
 
     def _cycle(self, everything: bool = False) -> None:
-        """Merge what waits (all of it with `everything`, else one group), then compact. The next
-        cycle is due `every` seconds after this one ends, not after it starts: a MERGE slower than
-        `every` would otherwise start the next one at once and hold a core for good, and the
-        batches' latency is what pays (docs/benchmarks.md, the follower's pause)."""
+        """Merge what waits (all of it with `everything`, else one group), then compact; the
+        schedule counts its pause from here (Schedule)."""
         with self._cv:
             self._new = False
         while self.merger is not None:
@@ -252,4 +274,4 @@ class Follower:
             if not everything:
                 break
         self.compactor.run()
-        self._last = time.monotonic()
+        self.schedule.cycle_ended()

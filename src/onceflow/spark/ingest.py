@@ -186,7 +186,7 @@ class BatchWriter:
         faults.maybe_crash("before_sink_commit", batch_id)
         start, end = batch_offset_range(self.pipeline.checkpoint_path, batch_id, self.topic)
         # its offsets bound a batch's records: a small one is committed from the driver
-        small = sum(o - start.get(p, 0) for p, o in end.items()) <= self.driver_rows
+        small = self._from_driver(sum(o - start.get(p, 0) for p, o in end.items()))
         reread = not small or self.kafka is not None  # read more than once: cached
         parsed = parsed.persist() if reread else parsed
         try:
@@ -199,6 +199,10 @@ class BatchWriter:
             if reread:
                 parsed.unpersist()
         faults.maybe_crash("after_sink_commit", batch_id)
+
+    def _from_driver(self, rows: int) -> bool:
+        """Whether this many rows are committed from the driver (0 in the setting: never)."""
+        return 0 < self.driver_rows and rows <= self.driver_rows
 
     def _bronze_entry(self, batch_id: int, start: dict, end: dict, rows: int) -> LedgerEntry:
         # the declaration this batch was judged by: after a schema evolution the audit judges
@@ -233,7 +237,7 @@ class BatchWriter:
         delta.append(self.above_floor(self._bronze_frame(parsed, batch_id), "bronze"), self.paths["bronze"], entry)
         faults.maybe_crash("between_sinks", batch_id)
         q_entry = self.entry("quarantine", batch_id, start, end, stats["quarantine"])
-        if stats["quarantine"] <= self.driver_rows:  # delta-rs from the driver: milliseconds
+        if self._from_driver(stats["quarantine"]):  # delta-rs from the driver: milliseconds
             self.quarantine.append(quarantine.toArrow(), q_entry.to_json(), q_entry.app_id, q_entry.batch_id)
         else:  # too many rows for the driver: Spark's Delta writer, same txn, same entry
             delta.append(quarantine, self.paths["quarantine"], q_entry)

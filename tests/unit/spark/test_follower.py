@@ -1,8 +1,11 @@
-"""The aggregates MERGE prunes target files below the batch's first window: the floor must be exact."""
+"""The follower: the aggregates MERGE prunes target files below the batch's first window (the
+floor must be exact), and its schedule pauses after a cycle ends."""
 
 from datetime import datetime, timedelta, timezone
 
-from onceflow.spark.follower import window_floor
+import pytest
+
+from onceflow.spark.follower import AVAILABLE_NOW_GROUP_ROWS, MAX_GROUP_BATCHES, Schedule, window_floor
 
 
 def test_the_floor_is_the_epoch_aligned_window_start_as_spark_computes_it():
@@ -19,3 +22,43 @@ def test_a_moment_on_a_boundary_is_its_own_window_start_and_zones_are_honoured()
 
 def test_no_valid_event_means_no_pruning():
     assert window_floor(None, 60) is None
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_pause_counts_from_the_end_of_a_cycle_not_its_start():
+    """A MERGE slower than `merge_every` must not start the next one at once: the follower
+    would hold a core for good and the batches' latency would pay (docs/benchmarks.md)."""
+    clock = _Clock()
+    schedule = Schedule(10.0, clock)
+    assert not schedule.due(batches=0, rows=0, new=False)
+    clock.now = 9.9
+    assert not schedule.due(batches=3, rows=3000, new=True)
+    assert schedule.wait() == pytest.approx(0.1)
+    clock.now = 10.0
+    assert schedule.due(batches=3, rows=3000, new=True)
+    clock.now = 25.0  # the cycle that started at 10 s took 15 s
+    schedule.cycle_ended()
+    clock.now = 30.0  # 20 s after it started, 5 s after it ended: not yet
+    assert not schedule.due(batches=5, rows=5000, new=True)
+    assert schedule.wait() == pytest.approx(5.0)
+    clock.now = 35.0
+    assert schedule.due(batches=5, rows=5000, new=True)
+    assert not schedule.due(batches=0, rows=0, new=False), "nothing waits: nothing to do"
+    assert schedule.due(batches=0, rows=0, new=True), "a pipeline without aggregates still compacts"
+
+
+def test_an_available_now_run_merges_at_its_end_unless_much_has_gathered():
+    clock = _Clock()
+    schedule = Schedule(None, clock)
+    clock.now = 1e6
+    assert not schedule.due(batches=10, rows=AVAILABLE_NOW_GROUP_ROWS - 1, new=True)
+    assert schedule.wait() is None
+    assert schedule.due(batches=10, rows=AVAILABLE_NOW_GROUP_ROWS, new=True)
+    assert schedule.due(batches=MAX_GROUP_BATCHES, rows=0, new=True), "a commit holds at most this many entries"
