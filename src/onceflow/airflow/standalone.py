@@ -78,8 +78,12 @@ def wait_ready(port: int, home: Path, proc: subprocess.Popen, timeout: float = 3
                        f"Fix: look at the standalone output above; is port {port} free?")
 
 
-def stop(proc: subprocess.Popen, timeout: float = 30) -> None:
-    """SIGINT is how standalone stops its components; then the process group, by its id."""
+def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
+    """SIGINT is how standalone stops its components; then the process group, by its id.
+    Airflow 3.3's idle scheduler (with its LocalExecutor workers) and triggerer outlive both
+    the SIGINT and standalone's SIGTERM: still there 30 s later, when the API server, the
+    dag-processor and the log servers were gone within 4 s. So 10 s, not longer, before
+    the group is killed: a longer wait changes nothing but the time Ctrl-C takes."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
         try:
