@@ -20,7 +20,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
@@ -105,43 +105,40 @@ def merge_metrics(table: str) -> list[dict]:
     return [c.get("operationMetrics") or {} for c in history if c.get("operation") == "MERGE"]
 
 
-class IngestProcess:
-    """`onceflow ingest --mode continuous` in its own process group (Python driver + its
-    Spark JVM), logging to `log_dir`/ingest-<n>.log; waits on its status log's progress."""
+class StreamProcess:
+    """A driver (Python + its Spark JVM) in a process group of its own, logging to a file: what
+    the benchmarks that run a stream as a process share. It is started, awaited with a bound
+    (`wait_until`), stopped at a batch boundary by SIGTERM, or killed whole with SIGKILL."""
 
-    def __init__(self, pipeline, pipeline_file: Path, log_dir: Path):
-        from onceflow.status import StatusLog
-
-        self.cmd = [str(Path(sys.executable).with_name("onceflow")), "ingest", "--pipeline", str(pipeline_file),
-                    "--mode", "continuous"]
+    def __init__(self, cmd: list[str], log_dir: Path, name: str, env: dict | None = None):
+        self.cmd = cmd
         self.log_dir = log_dir
-        self.env = {**os.environ, "ONCEFLOW_SHUFFLE_PARTITIONS": "2"}
+        self.name = name
+        self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen | None = None
         self.runs = 0
-        self.status = StatusLog(pipeline.state_path, pipeline.name)
+        self._out = None
 
-    def progress_count(self) -> int:
-        return sum(1 for e in self.status.events() if e.get("event") == "progress")
-
-    def start(self) -> "IngestProcess":
+    def start(self) -> "StreamProcess":
         self.runs += 1
-        self.log = self.log_dir / f"ingest-{self.runs}.log"
-        self.proc = subprocess.Popen(self.cmd, env=self.env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
+        self.log = self.log_dir / f"{self.name}-{self.runs}.log"
+        self._out = open(self.log, "wb")
+        self.proc = subprocess.Popen(self.cmd, env=self.env, stdout=self._out, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         return self
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
-    def wait_progress(self, more_than: int, timeout: float = 600) -> None:
-        """Until more than `more_than` progress events exist (a batch committed)."""
+    def wait_until(self, ready: Callable[[], bool], what: str, timeout: float = 600) -> None:
+        """Poll `ready` until it holds; fail with the log's tail if the process exits first or
+        `timeout` seconds pass (a fresh driver's first batch takes 10-30 s)."""
         deadline = time.monotonic() + timeout
-        while self.progress_count() <= more_than:
+        while not ready():
             if self.proc.poll() is not None:
-                raise RuntimeError(f"ingest exited with {self.proc.returncode} before committing a batch:\n"
-                                   f"{self.tail()}")
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} before {what}:\n{self.tail()}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"no committed batch within {timeout}s:\n{self.tail()}")
+                raise RuntimeError(f"no {what} from {self.name} within {timeout:.0f}s:\n{self.tail()}")
             time.sleep(0.2)
 
     def kill9(self) -> None:
@@ -149,12 +146,39 @@ class IngestProcess:
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
+        self._close()
 
     def terminate(self, timeout: float = 120) -> int:
-        """SIGTERM to the driver: it stops at a batch boundary and exits."""
+        """SIGTERM to the driver: it stops at a batch boundary and exits; killed if it does not."""
         os.kill(self.proc.pid, signal.SIGTERM)
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill9()
-            raise RuntimeError(f"ingest did not exit within {timeout}s:\n{self.tail()}") from None
+            raise RuntimeError(f"{self.name} did not exit within {timeout}s:\n{self.tail()}") from None
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+
+class IngestProcess(StreamProcess):
+    """`onceflow ingest --mode continuous` as a StreamProcess, awaited on its status log."""
+
+    def __init__(self, pipeline, pipeline_file: Path, log_dir: Path):
+        from onceflow.status import StatusLog
+
+        super().__init__([str(Path(sys.executable).with_name("onceflow")), "ingest", "--pipeline",
+                          str(pipeline_file), "--mode", "continuous"], log_dir, "ingest",
+                         env={"ONCEFLOW_SHUFFLE_PARTITIONS": "2"})
+        self.status = StatusLog(pipeline.state_path, pipeline.name)
+
+    def progress_count(self) -> int:
+        return sum(1 for e in self.status.events() if e.get("event") == "progress")
+
+    def wait_progress(self, more_than: int, timeout: float = 600) -> None:
+        """Until more than `more_than` progress events exist (a batch committed)."""
+        self.wait_until(lambda: self.progress_count() > more_than, "a committed batch", timeout)

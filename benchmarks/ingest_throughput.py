@@ -134,7 +134,8 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
                  for r in rows if (ts := r["_kafka_ts"].timestamp() * 1000) >= started_ms]
         return _latency_figures(timed, seconds, warm_up)
 
-    out = {**figures(bronze), "rate_per_s": rate, "seconds": seconds}
+    # records still in Kafka when the stream stopped (a short run's backlog) are not in the figures
+    out = {**figures(bronze), "produced": int(rate * seconds), "rate_per_s": rate, "seconds": seconds}
     if "aggregates" in paths:
         out["aggregates"] = figures(paths["aggregates"])
     return out
@@ -157,41 +158,30 @@ def measure_peer_latency(work: Path, bootstrap: str, rate: float, seconds: float
     """The same measure for the peer a user would otherwise write, Spark's own Delta sink
     (delta_sink_peer.peer_stream: the same parse, bronze rows only), as a continuous stream
     in a fresh process with the same trigger and batch size, under the same produce rate."""
-    import signal
-    import subprocess
-
     from delta_sink_peer import commit_latencies
+    from harness import StreamProcess
     from onceflow.kafka.producer import produce
     from payments import PAYMENTS_SCHEMA
 
     topic, folder = "latency-peer", work / "latency-peer"
     folder.mkdir(parents=True)
     produce(bootstrap, topic, 1, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)  # the topic exists
-    log = open(folder / "peer.log", "wb")
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("delta_sink_peer.py")), "--stream-child",
-                             str(folder), bootstrap, topic, str(LATENCY_MAX_OFFSETS), LATENCY_TRIGGER],
-                            env={**os.environ, "ONCEFLOW_SHUFFLE_PARTITIONS": "2"}, stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    peer = StreamProcess([sys.executable, str(Path(__file__).with_name("delta_sink_peer.py")), "--stream-child",
+                          str(folder), bootstrap, topic, str(LATENCY_MAX_OFFSETS), LATENCY_TRIGGER],
+                         folder, "peer", env={"ONCEFLOW_SHUFFLE_PARTITIONS": "2"}).start()
     try:
-        deadline = time.monotonic() + 300  # its first batch committed, as measure_latency waits for onceflow's
-        while not (folder / "started").exists():
-            assert proc.poll() is None, f"the peer stream exited with {proc.returncode}: see {log.name}"
-            assert time.monotonic() < deadline, f"the peer stream committed no batch within 300s: see {log.name}"
-            time.sleep(0.2)  # poll: a fresh driver's first batch takes 10-30 s
+        # its first batch committed (the child writes the file), as measure_latency waits for onceflow's
+        peer.wait_until((folder / "started").exists, "a committed batch", timeout=300)
         started_ms = time.time() * 1000
         produce(bootstrap, topic, int(rate * seconds), schema=PAYMENTS_SCHEMA, rate=rate, txn_size=50,
                 keep_records=False)
         time.sleep(5)
-        os.kill(proc.pid, signal.SIGTERM)
-        assert proc.wait(120) == 0, f"the peer stream failed: see {log.name}"
+        assert peer.terminate() == 0, f"the peer stream failed:\n{peer.tail()}"
     except BaseException:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        peer.kill9()
         raise
-    finally:
-        log.close()
     return {**_latency_figures(commit_latencies(folder / "bronze", started_ms), seconds, warm_up),
-            "rate_per_s": rate, "seconds": seconds}
+            "produced": int(rate * seconds), "rate_per_s": rate, "seconds": seconds}
 
 
 def _latency_figures(timed: list[tuple[float, float]], seconds: float, warm_up: float) -> dict:

@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from collections import Counter
 from pathlib import Path
 
 import harness  # the project and its jars on the path; emit
+from harness import StreamProcess
 
 WAIT = 600  # seconds: bound on every wait (a JVM start on shared cores can be slow)
 CATCH_UP = 3600  # seconds: bound on the final catch-up run before the exactly-once check
@@ -73,31 +73,10 @@ class Producer(threading.Thread):
             self.stop.wait(self.pause)
 
 
-class Job:
+def start_job(pipeline_file: Path, logs: Path) -> StreamProcess:
     """One `onceflow ingest --mode continuous` process, in its own process group."""
-
-    def __init__(self, pipeline_file: Path, logs: Path):
-        self.logs = logs
-        self.out = open(logs / f"ingest-{uuid.uuid4().hex[:8]}.log", "w")
-        cmd = [sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", str(pipeline_file),
-               "--mode", "continuous"]
-        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def kill9(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=WAIT)
-        self.out.close()
-
-    def stop(self) -> None:
-        """SIGTERM stops the query at a batch boundary; SIGKILL if it will not."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=WAIT)
-        self.out.close()
+    return StreamProcess([sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", str(pipeline_file),
+                          "--mode", "continuous"], logs, f"ingest-{uuid.uuid4().hex[:8]}").start()
 
 
 def first_progress(status, pid: int, since: float, timeout: float = WAIT) -> tuple[dict, dict]:
@@ -124,7 +103,7 @@ def scenario(name: str, pipeline, pipeline_file: Path, logs: Path, runs: int) ->
     status = StatusLog(pipeline.state_path, pipeline.name)
     results = []
     for i in range(1, runs + 1):
-        job = Job(pipeline_file, logs)
+        job = start_job(pipeline_file, logs)
         first_progress(status, job.proc.pid, time.time() - 1)  # running and committing
         time.sleep(3)
         job.kill9()
@@ -141,13 +120,13 @@ def scenario(name: str, pipeline, pipeline_file: Path, logs: Path, runs: int) ->
             row["recover_seconds"] = round(time.time() - started, 3)
             row["generation"] = record["plan"]["generation"]
         restarted = time.time()
-        job = Job(pipeline_file, logs)
+        job = start_job(pipeline_file, logs)
         started, event = first_progress(status, job.proc.pid, restarted - 1)
         row["seconds"] = round(event["epoch"] - broke, 3)
         row["restart_to_query_started_seconds"] = round(started["epoch"] - restarted, 3)
         row["restart_to_commit_seconds"] = round(event["epoch"] - restarted, 3)
         row["batch_id"] = event["batch_id"]
-        job.stop()
+        job.terminate()
         recover_note = f", recover {row['recover_seconds']}s" if "recover_seconds" in row else ""
         log(f"{name} run {i}: {row['seconds']:.1f}s to the first new committed batch "
             f"(batch {row['batch_id']}{recover_note})")
