@@ -54,13 +54,17 @@ SCHEMA = json.loads((ROOT / "docs/schemas/recovery-record.schema.json").read_tex
 SUBPROCESS_TIMEOUT = 600  # a fresh JVM on two shared cores
 
 
-def _pipeline(tmp_path: Path, bootstrap: str, topic: str, available_now_max_offsets: int | None = None):
+def _pipeline(tmp_path: Path, bootstrap: str, topic: str, available_now_max_offsets: int | None = None,
+              driver_commit_max_offsets: int | None = None):
     """1,000 offsets per batch; `available_now_max_offsets`: a larger batch for available-now runs
-    (a test that only needs one batch per run before and after a crash takes its backlog at once)."""
+    (a test that only needs one batch per run before and after a crash takes its backlog at once);
+    `driver_commit_max_offsets`: 0 for Spark's Delta writer on every batch."""
     source = {"bootstrap_servers": bootstrap, "topic": topic, "starting_offsets": "earliest",
               "max_offsets_per_trigger": 1000}
     if available_now_max_offsets:
         source["available_now_max_offsets_per_trigger"] = available_now_max_offsets
+    if driver_commit_max_offsets is not None:
+        source["driver_commit_max_offsets"] = driver_commit_max_offsets
     return load(write_pipeline(tmp_path, bootstrap, topic, source=source, spark_master="local[2]"))
 
 
@@ -147,7 +151,10 @@ def test_killed_before_the_aggregates_merge_catches_up_from_bronze(broker, spark
 
 # -- dead query, healthy checkpoint --------------------------------------------------------
 def test_dead_query_killed_between_sinks_restarts_from_its_checkpoint(broker, spark, topic, tmp_path):
-    pipeline = _pipeline(tmp_path, broker.bootstrap, topic, available_now_max_offsets=10_000)
+    # Spark's Delta writer commits every batch here: the kill schedule (tests/e2e/test_hard_kills.py)
+    # crashes driver-committed (delta-rs) batches in every window, this test the other writer
+    pipeline = _pipeline(tmp_path, broker.bootstrap, topic, available_now_max_offsets=10_000,
+                         driver_commit_max_offsets=0)
     first = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=21, abort_ratio=0.1,
                     malformed_ratio=0.05)
     assert run_ingest(pipeline, spark=spark).batches == 1  # batch 0: committed everywhere, no kill needed
@@ -173,6 +180,9 @@ def test_dead_query_killed_between_sinks_restarts_from_its_checkpoint(broker, sp
     # Delta skipped bronze's replay of batch 1: one entry per batch, one generation
     bronze = [e.batch_id for e in ledgers["bronze"].entries]
     assert bronze == list(range(len(bronze))) and {e.generation for e in ledgers["bronze"].entries} == {0}
+    engines = {c.get("engineInfo", "").split("/")[0] for c in DeltaTable(table_paths(pipeline)["bronze"]).history()
+               if c.get("operation") == "WRITE"}
+    assert engines == {"Apache-Spark"}, engines  # the writer this test is for
     assert [r["outcome"] for r in _records(pipeline)] == ["done"]
 
 

@@ -216,18 +216,20 @@ def parse_events(kafka_df: DataFrame, schema: Schema) -> DataFrame:
                       reason.alias("reason"), detail.alias("detail"))
 
 
+_SOURCE = ("_topic", "_partition", "_offset", "_kafka_ts")  # where a record came from (tables.PROVENANCE)
+
+
 def bronze_rows(parsed: DataFrame, schema: Schema, batch_id: int, generation: int) -> DataFrame:
     """The valid records, in the bronze schema (tables.bronze_ddl)."""
     return (parsed.where(F.col("reason").isNull())
-            .select(*[F.col(n) for n in tables.bronze_columns(schema)],
-                    "_topic", "_partition", "_offset", "_kafka_ts", *_batch_columns(batch_id, generation)))
+            .select(*[F.col(n) for n in tables.bronze_columns(schema)], *_SOURCE,
+                    *_batch_columns(batch_id, generation)))
 
 
 def quarantine_rows(parsed: DataFrame, batch_id: int, generation: int) -> DataFrame:
     """The invalid records with their raw bytes and reason (tables.QUARANTINE_DDL)."""
     return (parsed.where(F.col("reason").isNotNull())
-            .select("_key", "_value", "reason", "detail",
-                    "_topic", "_partition", "_offset", "_kafka_ts", *_batch_columns(batch_id, generation)))
+            .select("_key", "_value", "reason", "detail", *_SOURCE, *_batch_columns(batch_id, generation)))
 
 
 def sink_rows(parsed: DataFrame, schema: Schema, batch_id: int, generation: int,
@@ -241,7 +243,7 @@ def sink_rows(parsed: DataFrame, schema: Schema, batch_id: int, generation: int,
             .select(to_bronze.alias("_to_bronze"), *[F.col(n) for n in tables.bronze_columns(schema)],
                     # the raw bytes only where the quarantine keeps them: half the transfer
                     *[F.when(~valid, F.col(c)).alias(c) for c in ("_key", "_value")], "reason", "detail",
-                    "_topic", "_partition", "_offset", "_kafka_ts", *_batch_columns(batch_id, generation)))
+                    *_SOURCE, *_batch_columns(batch_id, generation)))
 
 
 def _batch_columns(batch_id: int, generation: int) -> list[Column]:
