@@ -8,14 +8,7 @@ from types import SimpleNamespace
 from onceflow.spark.batch_log import BatchLog, lag_of
 from onceflow.spark.listener import StatusListener
 from onceflow.status import StatusLog
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.manual_clock import ManualClock
 
 
 def test_lag_is_kafkas_latest_minus_the_batch_end_per_partition():
@@ -24,7 +17,7 @@ def test_lag_is_kafkas_latest_minus_the_batch_end_per_partition():
 
 
 def test_a_fast_trigger_prints_one_line_every_few_seconds_summing_the_batches():
-    lines, clock = [], Clock()
+    lines, clock = [], ManualClock()
     log = BatchLog(lines.append, max_lag=1000, every=5, clock=clock)
     for batch in range(12):  # a 1-second trigger
         clock.now += 1
@@ -36,7 +29,7 @@ def test_a_fast_trigger_prints_one_line_every_few_seconds_summing_the_batches():
 
 
 def test_slow_batches_each_get_their_line_and_lag_above_max_lag_is_lagging():
-    lines, clock = [], Clock()
+    lines, clock = [], ManualClock()
     log = BatchLog(lines.append, max_lag=50_000, every=5, clock=clock)
     clock.now = 60
     log.batch(0, rows=2_000_000, seconds=58.4, lag=1_200_000)
@@ -47,7 +40,7 @@ def test_slow_batches_each_get_their_line_and_lag_above_max_lag_is_lagging():
 
 
 def test_an_idle_stream_says_so_once_a_minute():
-    lines, clock = [], Clock()
+    lines, clock = [], ManualClock()
     log = BatchLog(lines.append, every=5, idle_every=60, clock=clock)
     clock.now = 10
     log.batch(3, rows=1, seconds=0.5, lag=0)

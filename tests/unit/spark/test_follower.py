@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from onceflow.spark.follower import AVAILABLE_NOW_GROUP_ROWS, MAX_GROUP_BATCHES, Schedule, window_floor
+from tests.manual_clock import ManualClock
 
 
 def test_the_floor_is_the_epoch_aligned_window_start_as_spark_computes_it():
@@ -24,18 +25,10 @@ def test_no_valid_event_means_no_pruning():
     assert window_floor(None, 60) is None
 
 
-class _Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_the_pause_counts_from_the_end_of_a_cycle_not_its_start():
     """A MERGE slower than `merge_every` must not start the next one at once: the follower
     would hold a core for good and the batches' latency would pay (docs/benchmarks.md)."""
-    clock = _Clock()
+    clock = ManualClock()
     schedule = Schedule(10.0, clock)
     assert not schedule.due(batches=0, rows=0, new=False)
     clock.now = 9.9
@@ -55,7 +48,7 @@ def test_the_pause_counts_from_the_end_of_a_cycle_not_its_start():
 
 
 def test_an_available_now_run_merges_at_its_end_unless_much_has_gathered():
-    clock = _Clock()
+    clock = ManualClock()
     schedule = Schedule(None, clock)
     clock.now = 1e6
     assert not schedule.due(batches=10, rows=AVAILABLE_NOW_GROUP_ROWS - 1, new=True)
