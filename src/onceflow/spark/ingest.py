@@ -190,10 +190,8 @@ class BatchWriter:
         reread = not small or self.kafka is not None  # read more than once: cached
         parsed = parsed.persist() if reread else parsed
         try:
-            if small:
-                self._write_from_driver(parsed, batch_id, start, end)
-            else:
-                self._write_with_spark(parsed, batch_id, start, end)
+            write = self._write_from_driver if small else self._write_with_spark
+            self.follower.add(write(parsed, batch_id, start, end))  # bronze's entry: merge it in a while
             self._write_kafka(parsed, batch_id, start, end)
         finally:
             if reread:
@@ -209,7 +207,7 @@ class BatchWriter:
         # each batch's records by the rules in force when it was written (audit/rows.py)
         return self.entry("bronze", batch_id, start, end, rows, {"schema": self.schema_json})
 
-    def _write_from_driver(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
+    def _write_from_driver(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> LedgerEntry:
         """A small batch: one Spark job brings both sinks' rows to the driver, and delta-rs
         commits each table in milliseconds (a Delta-Spark commit costs about half a second of
         driver work whatever it holds; docs/benchmarks.md). Same txn, same entries."""
@@ -224,9 +222,9 @@ class BatchWriter:
         faults.maybe_crash("between_sinks", batch_id)
         q_entry = self.entry("quarantine", batch_id, start, end, quarantine.num_rows)
         self.quarantine.append(quarantine, q_entry.to_json(), q_entry.app_id, q_entry.batch_id)
-        self.follower.add(entry)
+        return entry
 
-    def _write_with_spark(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
+    def _write_with_spark(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> LedgerEntry:
         """A large batch: Spark's Delta writer commits bronze (the rows stay in the executors);
         the quarantine, usually small, still goes through the driver."""
         valid = F.col("reason").isNull()
@@ -241,7 +239,7 @@ class BatchWriter:
             self.quarantine.append(quarantine.toArrow(), q_entry.to_json(), q_entry.app_id, q_entry.batch_id)
         else:  # too many rows for the driver: Spark's Delta writer, same txn, same entry
             delta.append(quarantine, self.paths["quarantine"], q_entry)
-        self.follower.add(entry)
+        return entry
 
     def _bronze_frame(self, parsed: DataFrame, batch_id: int) -> DataFrame:
         return bronze_rows(parsed, self.pipeline.schema, batch_id, self.generation)
