@@ -149,10 +149,18 @@ def test_killed_before_the_aggregates_merge_catches_up_from_bronze(broker, spark
     assert [e.batch_id for e in ledgers["aggregates"].entries] == [0, 1]
 
 
-# -- dead query, healthy checkpoint --------------------------------------------------------
-def test_dead_query_killed_between_sinks_restarts_from_its_checkpoint(broker, spark, topic, tmp_path):
-    # Spark's Delta writer commits every batch here: the kill schedule (tests/e2e/test_hard_kills.py)
-    # crashes driver-committed (delta-rs) batches in every window, this test the other writer
+# -- a kill between two sinks' commits: back with its checkpoint, and with the checkpoint lost too --
+def test_killed_between_sinks_restarts_from_its_checkpoint_or_with_it_lost_from_each_sinks_point(
+        broker, spark, topic, tmp_path):
+    """One driver killed between bronze's and quarantine's commits of batch 1, recovered twice from
+    that crash's state. A, as it is: a dead query whose checkpoint is healthy restarts in its
+    generation and Delta skips bronze's replay. B, the same state with the checkpoint lost as well:
+    the sinks disagree, and a new generation resumes from the lowest committed point, each sink
+    skipping what it holds. (Two tests until issue 19, each starting a fresh driver only to crash
+    it into this same state; B now starts from a copy of A's tables and status taken at the crash.)"""
+    # Spark's Delta writer commits every batch of the crashed run: the kill schedule
+    # (tests/e2e/test_hard_kills.py) crashes driver-committed (delta-rs) batches in every window,
+    # this test the other writer
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic, available_now_max_offsets=10_000,
                          driver_commit_max_offsets=0)
     first = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=21, abort_ratio=0.1,
@@ -161,7 +169,13 @@ def test_dead_query_killed_between_sinks_restarts_from_its_checkpoint(broker, sp
     crashed = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=23, abort_ratio=0.1,
                       malformed_ratio=0.05)
     _ingest_and_crash(pipeline, "between_sinks@1")  # bronze has batch 1; quarantine, aggregates, commits/1 not
+    at_crash = tmp_path / "at-crash"  # B's starting point: the tables and the status, as the crash left them
+    for name, path in table_paths(pipeline).items():
+        assert Path(path).is_dir(), name  # batch 0 reached every table
+        shutil.copytree(path, at_crash / name)
+    shutil.copytree(pipeline.state_path, at_crash / "state")
 
+    # A: the checkpoint is healthy
     assert pipeline_health(pipeline)["verdict"] == "dead"
     plan = plan_recovery(pipeline)
     assert plan.decision == RESTART and plan.case == DEAD_QUERY and plan.generation == 0, plan.summary
@@ -184,6 +198,32 @@ def test_dead_query_killed_between_sinks_restarts_from_its_checkpoint(broker, sp
                if c.get("operation") == "WRITE"}
     assert engines == {"Apache-Spark"}, engines  # the writer this test is for
     assert [r["outcome"] for r in _records(pipeline)] == ["done"]
+
+    # B: the crash's state again, in new paths under the same pipeline name (its ledgers and the
+    # status belong to that name), and without a checkpoint. `second` is already in the topic.
+    lost = _pipeline(tmp_path / "lost", broker.bootstrap, topic, available_now_max_offsets=10_000)
+    assert lost.name == pipeline.name and lost.state_path == pipeline.state_path
+    for name, path in table_paths(lost).items():
+        shutil.copytree(at_crash / name, path)
+    shutil.rmtree(lost.state_path)
+    shutil.copytree(at_crash / "state", lost.state_path)
+    assert not Path(lost.checkpoint_path).exists()  # ...and the checkpoint is lost as well
+    ledgers = _ledgers(lost)
+    bronze_end, quarantine_end = ledgers["bronze"].committed_offsets(), ledgers["quarantine"].committed_offsets()
+    assert bronze_end != quarantine_end
+
+    plan = plan_recovery(lost)
+    assert plan.decision == NEW_GENERATION and any(f.case == SINKS_DISAGREE for f in plan.findings)
+    assert plan.resume == quarantine_end  # the lowest committed point
+    assert plan.sink_floors["bronze"] == {str(p): o for p, o in bronze_end.items()}
+    assert recover(lost).outcome == "done"
+
+    resumed = run_ingest(lost, spark=spark)
+    assert resumed.generation == 1
+    assert_exactly_once(lost, broker.bootstrap, produced=[first, crashed, second])
+    ledgers = _assert_ledgers_contiguous(lost)
+    first_new = next(e for e in ledgers["bronze"].entries if e.generation == 1)
+    assert first_new.start == bronze_end  # bronze's first new entry starts at its own floor
 
 
 def test_removed_commit_and_leftover_tmp_file_replay_the_batch_and_keep_the_file(broker, spark, topic, tmp_path):
@@ -325,37 +365,6 @@ def test_deleted_checkpoint_resumes_from_the_ledgers_in_a_new_generation(broker,
     assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
     _assert_ledgers_contiguous(pipeline)
     assert [r["outcome"] for r in _records(pipeline)] == ["refused", "done", "done"]
-
-
-# -- sinks disagree ------------------------------------------------------------------------------
-def test_sinks_that_disagree_resume_from_the_lowest_point_each_skipping_what_it_holds(
-        broker, spark, topic, tmp_path):
-    pipeline = _pipeline(tmp_path, broker.bootstrap, topic, available_now_max_offsets=10_000)
-    first = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=61, abort_ratio=0.1,
-                    malformed_ratio=0.05)
-    assert run_ingest(pipeline, spark=spark).batches == 1  # batch 0: committed everywhere, no kill needed
-    crashed = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=63, abort_ratio=0.1,
-                      malformed_ratio=0.05)
-    _ingest_and_crash(pipeline, "between_sinks@1")  # bronze holds batch 1, the other sinks stop at batch 0
-    shutil.rmtree(pipeline.checkpoint_path)  # ...and the checkpoint is lost as well
-    ledgers = _ledgers(pipeline)
-    bronze_end, quarantine_end = ledgers["bronze"].committed_offsets(), ledgers["quarantine"].committed_offsets()
-    assert bronze_end != quarantine_end
-
-    plan = plan_recovery(pipeline)
-    assert plan.decision == NEW_GENERATION and any(f.case == SINKS_DISAGREE for f in plan.findings)
-    assert plan.resume == quarantine_end  # the lowest committed point
-    assert plan.sink_floors["bronze"] == {str(p): o for p, o in bronze_end.items()}
-    assert recover(pipeline).outcome == "done"
-
-    second = produce(broker.bootstrap, topic, 1000, schema=PAYMENTS_SCHEMA, partitions=2, seed=62, abort_ratio=0.1,
-                     malformed_ratio=0.05)
-    resumed = run_ingest(pipeline, spark=spark)
-    assert resumed.generation == 1
-    assert_exactly_once(pipeline, broker.bootstrap, produced=[first, crashed, second])
-    ledgers = _assert_ledgers_contiguous(pipeline)
-    first_new = next(e for e in ledgers["bronze"].entries if e.generation == 1)
-    assert first_new.start == bronze_end  # bronze's first new entry starts at its own floor
 
 
 # -- checkpoint ahead of a sink ------------------------------------------------------------------
