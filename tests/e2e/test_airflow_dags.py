@@ -190,7 +190,9 @@ def test_stream_kill_makes_the_sensor_fire_and_recover_brings_it_back(flow):
     assert conf["verdict"] == "dead" and conf["from_run"] == run_id
 
     _produce(flow, 300, seed=3)    # new data arrives while the pipeline is down
-    rec_id, rec, _ = _run(flow, "recover", {**conf, "until_idle_seconds": 20, "catchup_max_seconds": 600})
+    # every record is produced before the run: the resubmitted stream need not idle the default 20 s
+    # before it ends (the `resubmit` task ends with it, and the DAG run waits for that)
+    rec_id, rec, _ = _run(flow, "recover", {**conf, "until_idle_seconds": 5, "catchup_max_seconds": 600})
     assert rec == {"begin": "success", "stop": "success", "plan": "success", "execute": "success",
                    "resubmit": "success", "wait_first_batch": "success", "audit": "success",
                    "end": "success"}, rec
@@ -220,10 +222,11 @@ def test_a_stream_that_outlived_its_scheduler_is_watched_not_started_twice(flow,
     _produce(flow, 400, seed=4)
     # The survivor's window (--max-seconds) counts from its query's start. The DAG run starts as soon
     # as that query runs (its `started` event is then the newest run the watcher reads), so the guard
-    # looks seconds later: 45 s leave it ample time, and the survivor's first trigger plans the
-    # 400-event backlog at once, so a batch is in flight and commits even if the window ends first
-    # (it stops at a batch boundary: spark/stop.py). It waited for the first commit and ran 90 s before.
-    survivor = IngestProcess(flow["pipeline"], flow["file"], tmp_path, extra_args=("--max-seconds", "45")).start()
+    # looks under a second later (0.3 s after the run began, 2026-11-27): 25 s leave it ample time, and
+    # the survivor's first trigger plans the 400-event backlog at once, so a batch is in flight and
+    # commits even if the window ends first (it stops at a batch boundary: spark/stop.py). It waited
+    # for the first commit and ran 90 s before, then 45 s.
+    survivor = IngestProcess(flow["pipeline"], flow["file"], tmp_path, extra_args=("--max-seconds", "25")).start()
     progress_before = survivor.progress_count()
     try:
         deadline = time.monotonic() + 300
