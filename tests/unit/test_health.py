@@ -248,6 +248,8 @@ def test_real_client_against_a_closed_port_reports_instead_of_raising(pipeline):
     r = validate(pipeline_health(p, now=NOW))
     assert r["verdict"] == "stopped"
     assert f"127.0.0.1:{port}" in r["kafka"]["error"] and "Fix:" in r["kafka"]["error"]
+    # told by the refused connection itself, not by a request that timed out
+    assert "Connection refused" in r["kafka"]["error"], r["kafka"]["error"]
 
 
 def test_cli_status_json_and_exit_codes(pipeline, tmp_path, capsys, held):

@@ -88,6 +88,12 @@ def list_end_offsets(bootstrap: str, topic: str, timeout: float = 10.0,
     from confluent_kafka import IsolationLevel
     from confluent_kafka.admin import OffsetSpec
 
+    # a broker that is down refuses the connection at once: say so now, not after `timeout` s of
+    # librdkafka reconnecting (`onceflow checkpoint status`, the health sensors and the onceflow
+    # page answer in milliseconds for a stopped broker, not in seconds per pipeline)
+    refused = _tcp_refusal(bootstrap, timeout=min(1.0, timeout), definite=True)
+    if refused:
+        raise BrokerError(f"Kafka is not reachable at {bootstrap} ({refused}). {broker_fix()}")
     admin = _quiet_admin(bootstrap, timeout)
     try:
         if partitions is None:
@@ -138,14 +144,20 @@ def _addresses(bootstrap: str) -> list[tuple[str, int]]:
     return out
 
 
-def _tcp_refusal(bootstrap: str, timeout: float) -> str | None:
-    """Why no bootstrap address accepts a TCP connection, or None if one does (or cannot be told)."""
+def _tcp_refusal(bootstrap: str, timeout: float, definite: bool = False) -> str | None:
+    """Why no bootstrap address accepts a TCP connection, or None if one does (or cannot be told).
+    `definite`: only a refused connection or an unknown host counts; a timeout or any other error
+    is "cannot be told" (None), so a slow network is left to Kafka's own timeout."""
     reasons = []
     for host, port in _addresses(bootstrap):
         try:
             with socket.create_connection((host, port), timeout=timeout):
                 return None
+        except (ConnectionRefusedError, socket.gaierror) as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
         except OSError as exc:
+            if definite:
+                return None
             reasons.append(f"{host}:{port}: {exc.strerror or exc}")
     return "; ".join(reasons) or None
 
