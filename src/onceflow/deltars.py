@@ -12,6 +12,13 @@ same `txn` action makes a commit idempotent for either: Delta-Spark skips an
 
 from __future__ import annotations
 
+from onceflow.errors import TableFeatureError
+
+# Spark's writer supports every Delta table feature; delta-rs some (liquid clustering, row
+# tracking and identity columns need ones it lacks: domainMetadata, rowTracking, ...)
+FEATURE_FIX = ("drop the feature from the table (ALTER TABLE ... DROP FEATURE), or, for bronze and quarantine, "
+               "set source.driver_commit_max_offsets: 0 in the pipeline file so that Spark's Delta writer "
+               "commits every batch (a running stream switches to it by itself; docs/pipeline-config.md)")
 
 
 def table_schema_json(path: str) -> str:
@@ -46,18 +53,24 @@ class Appender:
         that app id at this version or later is already there (a replayed batch)."""
         import pyarrow as pa
         from deltalake import write_deltalake
+        from deltalake.exceptions import DeltaError
         from deltalake.transaction import CommitProperties, Transaction
 
-        table = self.table()
-        seen = table.transaction_version(app_id)
-        if seen is not None and seen >= version:
-            return None
-        schema = pa.schema(table.schema().to_arrow())
-        rows = schema.empty_table() if data is None else data if isinstance(data, pa.Table) else pa.table(data)
-        rows = rows.select(schema.names).cast(schema) if rows.num_rows else schema.empty_table()
-        write_deltalake(table, rows, mode="append", storage_options=self.storage_options,
-                        commit_properties=CommitProperties(custom_metadata={"userMetadata": metadata},
-                                                           app_transactions=[Transaction(app_id, version)]))
+        try:
+            table = self.table()
+            seen = table.transaction_version(app_id)
+            if seen is not None and seen >= version:
+                return None
+            schema = pa.schema(table.schema().to_arrow())
+            rows = schema.empty_table() if data is None else data if isinstance(data, pa.Table) else pa.table(data)
+            rows = rows.select(schema.names).cast(schema) if rows.num_rows else schema.empty_table()
+            write_deltalake(table, rows, mode="append", storage_options=self.storage_options,
+                            commit_properties=CommitProperties(custom_metadata={"userMetadata": metadata},
+                                                               app_transactions=[Transaction(app_id, version)]))
+        except DeltaError as exc:  # refused before anything is written: the commit is all or nothing
+            if "nsupported" not in str(exc):  # "Unsupported table features required: [DomainMetadata]"
+                raise
+            raise TableFeatureError(self.path, str(exc), FEATURE_FIX) from exc
         table.update_incremental()
         return table.version()
 

@@ -41,6 +41,14 @@ class RangeError(OnceflowError):
     """A requested offset or time range is invalid; the message names the field and the fix."""
 
 
+class TableFeatureError(SinkError):
+    """delta-rs cannot commit to a Delta table: the table uses a feature delta-rs does not support."""
+
+    def __init__(self, path: str, reason: str, fix: str):
+        super().__init__(f"delta-rs cannot commit to the Delta table at {path} ({reason}). Fix: {fix}")
+        self.path, self.reason = path, reason
+
+
 class KafkaLedgerError(OnceflowError):
     """The Kafka sink's ledger topic could not be read, or is unusable as a ledger."""
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from onceflow.errors import RecoveryError
+from onceflow.deltars import Appender
+from onceflow.errors import RecoveryError, TableFeatureError
 from onceflow.kafka.admin import watermarks
 from onceflow.kafka.producer import VALID, produce
 from onceflow.ledger import read_ledger
@@ -93,6 +94,47 @@ def test_replaying_a_committed_batch_adds_nothing(broker, spark, topic, tmp_path
     after = {n: DeltaTable(p).version() for n, p in paths.items()}
     # Delta skipped every replayed write: no table got a new version
     assert after == before, f"a replayed batch must not commit again: {before} -> {after}"
+
+
+def test_a_table_feature_delta_rs_cannot_write_sends_the_run_to_sparks_writer_exactly_once(
+        broker, spark, topic, tmp_path):
+    """A user turns on a Delta feature delta-rs cannot write (domainMetadata, which liquid clustering
+    and row tracking bring) on quarantine. The next small batch commits bronze from the driver, is
+    refused at quarantine, and goes to Spark's writer: bronze's commit is skipped through the same
+    txn, quarantine is written; every later batch of the run is Spark's. Exactly once throughout."""
+    pipeline = load_pipeline(tmp_path, broker.bootstrap, topic)  # 2,000 offsets per trigger
+    first = produce(broker.bootstrap, topic, 1000, schema=PAYMENTS_SCHEMA, partitions=2, seed=41, abort_ratio=0.1,
+                    malformed_ratio=0.05)
+    assert run_ingest(pipeline, spark=spark).batches == 1
+    paths = table_paths(pipeline)
+    spark.sql(f"ALTER TABLE delta.`{paths['quarantine']}` SET TBLPROPERTIES ('delta.feature.domainMetadata' = "
+              "'supported')")
+    assert "domainMetadata" in (DeltaTable(paths["quarantine"]).protocol().writer_features or [])
+    second = produce(broker.bootstrap, topic, 2500, schema=PAYMENTS_SCHEMA, partitions=2, seed=42, abort_ratio=0.1,
+                     malformed_ratio=0.05)
+    lines: list[str] = []
+    result = run_ingest(pipeline, spark=spark, log=lines.append)
+    assert result.status == "finished" and result.batches == 2, result
+    switched = [x for x in lines if "delta-rs cannot commit to" in x]
+    assert len(switched) == 1 and paths["quarantine"] in switched[0] and "DomainMetadata" in switched[0], lines
+    assert "driver_commit_max_offsets: 0" in switched[0]
+
+    assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
+    writes = {name: [c.get("engineInfo", "").split("/")[0].split("-")[0] for c in
+                     reversed(DeltaTable(path).history()) if c.get("operation") == "WRITE"]
+              for name, path in paths.items() if name != "aggregates"}
+    # bronze: run 1, then the refused batch (committed before quarantine refused), then Spark's batch
+    assert writes == {"bronze": ["delta", "delta", "Apache"], "quarantine": ["delta", "Apache", "Apache"]}, writes
+    for name, path in paths.items():
+        ledger = read_ledger(path)
+        assert ledger.problems() == [] and [e.batch_id for e in ledger.entries] == [0, 1, 2], (name, ledger.entries)
+    # where no writer can take over (the follower's empty merges, recovery's LOSS entries), the
+    # refusal is an error that names the table, the feature and the fix
+    with pytest.raises(TableFeatureError) as refused:
+        Appender(paths["quarantine"]).append(None, "{}", "a-new-writer", 0)
+    message = str(refused.value)
+    assert paths["quarantine"] in message and "DomainMetadata" in message and "DROP FEATURE" in message
+    assert "Fix:" in message and "driver_commit_max_offsets: 0" in message
 
 
 def test_every_malformed_kind_lands_in_quarantine_with_its_reason(broker, spark, topic, tmp_path):

@@ -24,7 +24,7 @@ from onceflow import faults, tables
 from onceflow.checkpoint import batch_offset_range
 from onceflow.config import DEFAULT_STOP_TIMEOUT, AggregateSink, Pipeline
 from onceflow.deltars import Appender
-from onceflow.errors import IngestError, OnceflowError, RecoveryError
+from onceflow.errors import IngestError, OnceflowError, RecoveryError, TableFeatureError
 from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
 from onceflow.ledger import Ledger, LedgerEntry
 from onceflow.sinks import delta_sinks, read_ledgers, table_paths
@@ -133,8 +133,9 @@ class BatchWriter:
     idempotently; bronze's entry then goes to the follower."""
 
     def __init__(self, spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity,
-                 follower: Follower):
+                 follower: Follower, log=lambda msg: None):
         self.spark = spark
+        self.log = log
         self.pipeline = pipeline
         self.generation = identity.generation
         self.floors = {sink: identity.floor(sink) for sink in ("bronze", "quarantine", "kafka")}
@@ -190,13 +191,26 @@ class BatchWriter:
         reread = not small or self.kafka is not None  # read more than once: cached
         parsed = parsed.persist() if reread else parsed
         try:
-            write = self._write_from_driver if small else self._write_with_spark
-            self.follower.add(write(parsed, batch_id, start, end))  # bronze's entry: merge it in a while
+            self.follower.add(self._write_delta(parsed, batch_id, start, end, small))  # merged in a while
             self._write_kafka(parsed, batch_id, start, end)
         finally:
             if reread:
                 parsed.unpersist()
         faults.maybe_crash("after_sink_commit", batch_id)
+
+    def _write_delta(self, parsed: DataFrame, batch_id: int, start: dict, end: dict, small: bool) -> LedgerEntry:
+        """Bronze and quarantine; bronze's entry. A table with a feature delta-rs cannot write sends
+        this batch and the rest of the run to Spark's writer, which skips, through the same txn,
+        what delta-rs already committed of this batch (bronze, when only quarantine refused)."""
+        if small:
+            try:
+                return self._write_from_driver(parsed, batch_id, start, end)
+            except TableFeatureError as exc:
+                self.driver_rows = 0
+                self.log(f"{self.pipeline.name}: delta-rs cannot commit to {exc.path} ({exc.reason}): from batch "
+                         f"{batch_id} on, this run commits every batch with Spark's Delta writer "
+                         "(`source.driver_commit_max_offsets: 0` says so in the pipeline file)")
+        return self._write_with_spark(parsed, batch_id, start, end)
 
     def _from_driver(self, rows: int) -> bool:
         """Whether this many rows are committed from the driver (0 in the setting: never)."""
@@ -269,7 +283,7 @@ def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIde
               .options(**kafka_options(source.bootstrap_servers, source.topic,
                                        _starting_offsets(pipeline, identity), **extra))
               .load())
-    writer = BatchWriter(spark, pipeline, identity, follower)
+    writer = BatchWriter(spark, pipeline, identity, follower, log)
     writer.ensure_tables(ledgers, log)
     query = (parse_events(stream, pipeline.schema).writeStream.queryName(f"onceflow-{pipeline.name}")
              .option("checkpointLocation", pipeline.checkpoint_path)
