@@ -71,3 +71,12 @@ def merge_metrics(table: str) -> list[dict]:
 
     history = sorted(DeltaTable(table).history(), key=lambda c: c.get("version", -1))
     return [c.get("operationMetrics") or {} for c in history if c.get("operation") == "MERGE"]
+
+
+def write_engines(table: str) -> list[str]:
+    """The engine of each WRITE commit to `table`, oldest first: "delta-rs" (the driver's commits)
+    or "Apache-Spark" (Spark's Delta writer), from the commit's engineInfo."""
+    from deltalake import DeltaTable
+
+    history = sorted(DeltaTable(table).history(), key=lambda c: c.get("version", -1))
+    return [c.get("engineInfo", "").split("/")[0].split(":")[0] for c in history if c.get("operation") == "WRITE"]

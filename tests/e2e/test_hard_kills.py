@@ -57,8 +57,7 @@ from onceflow import faults
 from onceflow.kafka.producer import VALID, produce
 from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT, ENV_KILL_PGID
 from onceflow.kafka.ledger import read_kafka_ledger
-from onceflow.ledger import read_ledger
-from onceflow.sinks import table_paths
+from onceflow.sinks import read_ledgers
 from onceflow.spark.ingest import run_ingest
 from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, next_batch
 from tests.ingest_process import IngestProcess
@@ -85,9 +84,9 @@ def _unmerged_batch(pipeline) -> int | None:
     its first cycle, seconds after the driver starts, so a crash aimed there costs one fresh driver's
     start; aimed at the next batch to be planned, the run first had to finish a whole merge of
     the earlier runs' batches (a fresh JVM's first MERGE, 45 s on 2 busy cores) and then some."""
-    paths = table_paths(pipeline)
-    merged = {(e.generation, e.batch_id) for e in read_ledger(paths["aggregates"]).entries}
-    waiting = [e.batch_id for e in read_ledger(paths["bronze"]).entries if (e.generation, e.batch_id) not in merged]
+    ledgers = read_ledgers(pipeline, kafka=False)
+    merged = {(e.generation, e.batch_id) for e in ledgers["aggregates"].entries}
+    waiting = [e.batch_id for e in ledgers["bronze"].entries if (e.generation, e.batch_id) not in merged]
     return min(waiting, default=None)
 
 

@@ -21,7 +21,7 @@ from onceflow.spark.ingest import run_ingest, table_property_hints
 from onceflow.spark.session import COMPACT_MIN_FILE_BYTES
 from onceflow.status import StatusLog
 from tests.exactly_once import assert_exactly_once
-from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, load_pipeline, merge_metrics
+from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, load_pipeline, merge_metrics, write_engines
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
@@ -50,10 +50,9 @@ def test_available_now_lands_every_committed_record_once(broker, spark, topic, t
     assert counts["quarantine"] == first.count("committed_malformed") + second.count("committed_malformed")
 
     # bronze's batches were committed by both writers: the small ones by delta-rs, the large one by Spark
-    engines = [c.get("engineInfo", "") for c in DeltaTable(table_paths(pipeline)["bronze"]).history()
-               if c.get("operation") == "WRITE"]
-    assert sum(e.startswith("delta-rs") for e in engines) >= 3, engines
-    assert sum(e.startswith("Apache-Spark") for e in engines) == 1, engines
+    engines = write_engines(table_paths(pipeline)["bronze"])
+    assert engines.count("delta-rs") >= 3, engines
+    assert engines.count("Apache-Spark") == 1, engines
 
     # each sink's ledger is contiguous and ends at the topic's end
     for name, path in table_paths(pipeline).items():
@@ -120,11 +119,10 @@ def test_a_table_feature_delta_rs_cannot_write_sends_the_run_to_sparks_writer_ex
     assert "driver_commit_max_offsets: 0" in switched[0]
 
     assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
-    writes = {name: [c.get("engineInfo", "").split("/")[0].split("-")[0] for c in
-                     reversed(DeltaTable(path).history()) if c.get("operation") == "WRITE"]
-              for name, path in paths.items() if name != "aggregates"}
+    writes = {name: write_engines(paths[name]) for name in ("bronze", "quarantine")}
     # bronze: run 1, then the refused batch (committed before quarantine refused), then Spark's batch
-    assert writes == {"bronze": ["delta", "delta", "Apache"], "quarantine": ["delta", "Apache", "Apache"]}, writes
+    assert writes == {"bronze": ["delta-rs", "delta-rs", "Apache-Spark"],
+                      "quarantine": ["delta-rs", "Apache-Spark", "Apache-Spark"]}, writes
     for name, path in paths.items():
         ledger = read_ledger(path)
         assert ledger.problems() == [] and [e.batch_id for e in ledger.entries] == [0, 1, 2], (name, ledger.entries)

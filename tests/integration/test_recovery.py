@@ -45,7 +45,7 @@ from onceflow.status import RunLock
 from tests.ingest_process import SHORT_LIVED_DRIVER
 from tests.exactly_once import assert_exactly_once
 from tests.kafka_helpers import consume_all
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_pipeline
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_engines, write_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
@@ -194,8 +194,7 @@ def test_killed_between_sinks_restarts_from_its_checkpoint_or_with_it_lost_from_
     # Delta skipped bronze's replay of batch 1: one entry per batch, one generation
     bronze = [e.batch_id for e in ledgers["bronze"].entries]
     assert bronze == list(range(len(bronze))) and {e.generation for e in ledgers["bronze"].entries} == {0}
-    engines = {c.get("engineInfo", "").split("/")[0] for c in DeltaTable(table_paths(pipeline)["bronze"]).history()
-               if c.get("operation") == "WRITE"}
+    engines = set(write_engines(table_paths(pipeline)["bronze"]))
     assert engines == {"Apache-Spark"}, engines  # the writer this test is for
     assert [r["outcome"] for r in _records(pipeline)] == ["done"]
 

@@ -153,11 +153,9 @@ def _tcp_refusal(bootstrap: str, timeout: float, definite: bool = False) -> str 
         try:
             with socket.create_connection((host, port), timeout=timeout):
                 return None
-        except (ConnectionRefusedError, socket.gaierror) as exc:
-            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
         except OSError as exc:
-            if definite:
-                return None
+            if definite and not isinstance(exc, (ConnectionRefusedError, socket.gaierror)):
+                return None  # a timeout, or another error: cannot be told
             reasons.append(f"{host}:{port}: {exc.strerror or exc}")
     return "; ".join(reasons) or None
 
