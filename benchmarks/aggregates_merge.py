@@ -19,12 +19,12 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from harness import emit
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 WARM_UP = 2
 
 
@@ -32,22 +32,28 @@ def partial(spark, accounts: int, first_window: int, windows: int):
     """A batch's partial aggregates: `accounts` rows in each of `windows` windows."""
     from pyspark.sql import functions as F
 
-    return (spark.range(accounts * windows)
-            .select(F.format_string("acct-%05d", (F.col("id") % accounts).cast("int")).alias("account_id"),
-                    (F.lit(T0) + F.make_interval(mins=F.lit(first_window) + (F.col("id") / accounts).cast("int")))
-                    .alias("window_start"))
-            .withColumn("window_end", F.col("window_start") + F.expr("interval 1 minute"))
-            .withColumn("events", F.lit(3).cast("bigint"))
-            .withColumn("amount_sum", F.lit(10).cast("decimal(28,2)")))
+    return (
+        spark.range(accounts * windows)
+        .select(
+            F.format_string("acct-%05d", (F.col("id") % accounts).cast("int")).alias("account_id"),
+            (F.lit(T0) + F.make_interval(mins=F.lit(first_window) + (F.col("id") / accounts).cast("int"))).alias(
+                "window_start"
+            ),
+        )
+        .withColumn("window_end", F.col("window_start") + F.expr("interval 1 minute"))
+        .withColumn("events", F.lit(3).cast("bigint"))
+        .withColumn("amount_sum", F.lit(10).cast("decimal(28,2)"))
+    )
 
 
 def measure(spark, work: Path, accounts: int, old_windows: int, merges: int) -> list[dict]:
+    from harness import merge_metrics
+    from payments import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA
+
     from onceflow import tables
     from onceflow.ledger import LedgerEntry
     from onceflow.schema.model import AggregatesSpec
     from onceflow.spark.sinks import delta
-    from harness import merge_metrics
-    from payments import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA
 
     aggs = AggregatesSpec.model_validate(PAYMENTS_AGGREGATES)
 
@@ -56,7 +62,9 @@ def measure(spark, work: Path, accounts: int, old_windows: int, merges: int) -> 
 
     paths = {dv: str(work / f"{old_windows}-{'dv' if dv else 'plain'}") for dv in (True, False)}
     for dv, path in paths.items():
-        delta.ensure_table(spark, path, tables.aggregates_ddl(PAYMENTS_SCHEMA, aggs), {tables.DELETION_VECTORS: "true"} if dv else None)
+        delta.ensure_table(
+            spark, path, tables.aggregates_ddl(PAYMENTS_SCHEMA, aggs), {tables.DELETION_VECTORS: "true"} if dv else None
+        )
         if old_windows:
             delta.merge_aggregates(spark, path, partial(spark, accounts, 0, old_windows), aggs, entry(0))
     seconds: dict[bool, list[float]] = {True: [], False: []}
@@ -64,16 +72,22 @@ def measure(spark, work: Path, accounts: int, old_windows: int, merges: int) -> 
         newest = max(old_windows - 1, 0) + i
         for dv, path in paths.items():
             started = time.monotonic()
-            delta.merge_aggregates(spark, path, partial(spark, accounts, newest, 2), aggs, entry(i + 1),
-                                   T0 + timedelta(minutes=newest))
+            delta.merge_aggregates(
+                spark, path, partial(spark, accounts, newest, 2), aggs, entry(i + 1), T0 + timedelta(minutes=newest)
+            )
             seconds[dv].append(time.monotonic() - started)
     out = []
     for dv, path in paths.items():
         last = merge_metrics(path)[-1]
-        out.append({"deletion_vectors": dv, "rows_before": old_windows * accounts,
-                    "median_seconds": round(statistics.median(seconds[dv][WARM_UP:]), 3),
-                    "seconds": [round(s, 2) for s in seconds[dv]],
-                    "last_merge_rows_copied": int(last.get("numTargetRowsCopied", 0))})
+        out.append(
+            {
+                "deletion_vectors": dv,
+                "rows_before": old_windows * accounts,
+                "median_seconds": round(statistics.median(seconds[dv][WARM_UP:]), 3),
+                "seconds": [round(s, 2) for s in seconds[dv]],
+                "last_merge_rows_copied": int(last.get("numTargetRowsCopied", 0)),
+            }
+        )
     return out
 
 
@@ -93,8 +107,10 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="onceflow-bench-merge-"))
     rows = []
     for old in (int(x) for x in args.old_windows.split(",") if x.strip()):
-        print(f"{old * args.accounts} rows in the table: {args.merges} MERGEs with and without deletion vectors …",
-              flush=True)
+        print(
+            f"{old * args.accounts} rows in the table: {args.merges} MERGEs with and without deletion vectors …",
+            flush=True,
+        )
         rows += measure(spark, work, args.accounts, old, args.merges)
     spark.stop()
     figures = {"accounts": args.accounts, "merges": args.merges, "cores": os.cpu_count(), "runs": rows}

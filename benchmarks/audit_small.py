@@ -39,15 +39,19 @@ def _audit(spark, pipeline, reports: Path) -> dict:
     if outcome.status != "passed":
         sys.exit(f"the audit did not pass: {outcome.summary.get('reason') or outcome.summary['failed_checks']}")
     jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(GROUP)) - before
-    return {"seconds": round(seconds, 2), "spark_jobs": jobs,
-            **{k: v for k, v in outcome.summary["timings"].items() if k not in ("total", "report")}}
+    return {
+        "seconds": round(seconds, 2),
+        "spark_jobs": jobs,
+        **{k: v for k, v in outcome.summary["timings"].items() if k not in ("total", "report")},
+    }
 
 
 def child(folder: str, bootstrap: str, topic: str) -> None:
     """A fresh driver: session + one audit; prints its figures as one JSON line."""
     started = time.monotonic()
-    from onceflow.spark.session import build_session
     from payments import pipeline_file
+
+    from onceflow.spark.session import build_session
 
     spark = build_session("onceflow-bench-audit-cold", master="local[*]", extra={"spark.eventLog.enabled": "false"})
     _, pipeline = pipeline_file(Path(folder), bootstrap, topic, name="audit_small", max_offsets=1_000_000)
@@ -65,18 +69,28 @@ def main() -> int:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
+    from payments import PAYMENTS_SCHEMA, pipeline_file
+
     from onceflow.kafka.producer import produce
     from onceflow.spark.ingest import run_ingest
     from onceflow.spark.session import build_session
-    from payments import PAYMENTS_SCHEMA, pipeline_file
 
     with scratch_broker("onceflow-bench-audit-small-") as (work, broker):
-        produce(broker.bootstrap, "bench", args.events, schema=PAYMENTS_SCHEMA, partitions=4, malformed_ratio=0.02,
-                txn_size=500, keep_records=False)
+        produce(
+            broker.bootstrap,
+            "bench",
+            args.events,
+            schema=PAYMENTS_SCHEMA,
+            partitions=4,
+            malformed_ratio=0.02,
+            txn_size=500,
+            keep_records=False,
+        )
         folder = work / "pipeline"
         _, pipeline = pipeline_file(folder, broker.bootstrap, "bench", name="audit_small", max_offsets=1_000_000)
-        spark = build_session("onceflow-bench-audit-small", master="local[*]",
-                              extra={"spark.eventLog.enabled": "false"})
+        spark = build_session(
+            "onceflow-bench-audit-small", master="local[*]", extra={"spark.eventLog.enabled": "false"}
+        )
         run_ingest(pipeline, mode="available-now", spark=spark)
         warm = []
         for i in range(args.audits):
@@ -88,9 +102,13 @@ def main() -> int:
             cold.append(child_figures(__file__, [str(folder), broker.bootstrap, "bench"]))
             print(f"cold audit {i + 1}: {cold[-1]}", flush=True)
     later = warm[1:] or warm
-    figures = {"events": args.events, "cores": os.cpu_count(),
-               "warm_median": {k: round(statistics.median(a[k] for a in later), 2) for k in later[0]},
-               "warm": warm, "cold": cold}
+    figures = {
+        "events": args.events,
+        "cores": os.cpu_count(),
+        "warm_median": {k: round(statistics.median(a[k] for a in later), 2) for k in later[0]},
+        "warm": warm,
+        "cold": cold,
+    }
     emit(figures, args.json)
     return 0
 

@@ -43,9 +43,10 @@ def produce_and_ingest(spark, broker, pipeline, count: int, seed: int | None, fi
     """Produce `count` events and ingest them. Event times continue from the wall clock
     (seed None) except for the first load, which is reproducible (seed 1): new data
     then lands in new windows, as in a live stream, not in long-closed ones."""
+    from payments import PAYMENTS_SCHEMA
+
     from onceflow.kafka.producer import produce
     from onceflow.spark.ingest import run_ingest
-    from payments import PAYMENTS_SCHEMA
 
     t = time.monotonic()
     done = [0]
@@ -55,16 +56,31 @@ def produce_and_ingest(spark, broker, pipeline, count: int, seed: int | None, fi
         if done[0] % 500_000 < n:
             log(f"produced {done[0]:,}/{count:,}")
 
-    summary = produce(broker.bootstrap, TOPIC, count, schema=PAYMENTS_SCHEMA, partitions=4, seed=1 if first else seed,
-                      abort_ratio=0.02, malformed_ratio=0.01, txn_size=1000, keep_records=False,
-                      progress=progress)
+    summary = produce(
+        broker.bootstrap,
+        TOPIC,
+        count,
+        schema=PAYMENTS_SCHEMA,
+        partitions=4,
+        seed=1 if first else seed,
+        abort_ratio=0.02,
+        malformed_ratio=0.01,
+        txn_size=1000,
+        keep_records=False,
+        progress=progress,
+    )
     produced_s = time.monotonic() - t
     log(f"produced {count:,} events in {produced_s:.0f}s; ingesting")
     t = time.monotonic()
     result = run_ingest(pipeline, mode="available-now", spark=spark, log=log)
     assert result.status == "finished", result
-    return {"events": count, "committed": summary.count("committed"), "produce_seconds": round(produced_s, 1),
-            "ingest_seconds": round(time.monotonic() - t, 1), "batches": result.batches}
+    return {
+        "events": count,
+        "committed": summary.count("committed"),
+        "produce_seconds": round(produced_s, 1),
+        "ingest_seconds": round(time.monotonic() - t, 1),
+        "batches": result.batches,
+    }
 
 
 def timed_audit(spark, pipeline, mode: str, reports: Path) -> dict:
@@ -77,15 +93,26 @@ def timed_audit(spark, pipeline, mode: str, reports: Path) -> dict:
     if outcome.status != "passed":
         raise SystemExit(f"the {mode} audit did not pass ({outcome.status}): {s['failed_checks'] or s['reason']}")
     records = s["counts"]["source_records"]
-    return {"mode": mode, "status": outcome.status, "seconds": round(wall, 1), "records": records,
-            "bronze_rows": s["counts"]["bronze_rows"], "rows_per_second": round(records / wall, 1),
-            "timings": s["timings"], "report": str(outcome.report_dir)}
+    return {
+        "mode": mode,
+        "status": outcome.status,
+        "seconds": round(wall, 1),
+        "records": records,
+        "bronze_rows": s["counts"]["bronze_rows"],
+        "rows_per_second": round(records / wall, 1),
+        "timings": s["timings"],
+        "report": str(outcome.report_dir),
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--events", type=int, default=5_200_000,
-                    help="events produced (2%% of transactions aborted, 1%% malformed: ≈ 5.04 M bronze rows)")
+    ap.add_argument(
+        "--events",
+        type=int,
+        default=5_200_000,
+        help="events produced (2%% of transactions aborted, 1%% malformed: ≈ 5.04 M bronze rows)",
+    )
     ap.add_argument("--increment", type=float, default=0.01, help="new events for the incremental audit, × events")
     ap.add_argument("--state", help="keep broker, tables and checkpoint here (reused by the next run)")
     ap.add_argument("--max-offsets", type=int, default=500_000, help="ingest micro-batch size (offsets)")
@@ -95,10 +122,11 @@ def main() -> int:
     state = Path(args.state).resolve() if args.state else Path(tempfile.mkdtemp(prefix="onceflow-audit-bench-"))
     state.mkdir(parents=True, exist_ok=True)
     os.environ["ONCEFLOW_HOME"] = str(state)
+    from payments import write_pipeline
+
     from onceflow import config
     from onceflow.kafka.broker import LocalBroker, free_port_pair
     from onceflow.spark.session import build_session
-    from payments import write_pipeline
 
     port_file = state / "broker.port"
     if not port_file.exists():
@@ -107,15 +135,17 @@ def main() -> int:
     broker.start(timeout=180)
     figures: dict = {"machine": {"cpus": os.cpu_count()}, "events": args.events}
     try:
-        pipeline = config.load(write_pipeline(state / "pipeline", broker.bootstrap, TOPIC,
-                                              max_offsets=args.max_offsets))
+        pipeline = config.load(
+            write_pipeline(state / "pipeline", broker.bootstrap, TOPIC, max_offsets=args.max_offsets)
+        )
         spark = build_session("onceflow-audit-bench", master="local[2]")
         marker = state / "ingested.json"  # how many events the kept state holds
         setup = json.loads(marker.read_text()) if marker.exists() else {"events": 0}
         if setup["events"] < args.events:  # a fresh state, or one to top up to --events
             log(f"the state holds {setup['events']:,} events; producing {args.events - setup['events']:,} more")
-            added = produce_and_ingest(spark, broker, pipeline, args.events - setup["events"], seed=None,
-                                       first=setup["events"] == 0)
+            added = produce_and_ingest(
+                spark, broker, pipeline, args.events - setup["events"], seed=None, first=setup["events"] == 0
+            )
             setup = {**added, "events": args.events}
             marker.write_text(json.dumps(setup))
         else:

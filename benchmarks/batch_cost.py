@@ -28,11 +28,13 @@ from harness import add_conf_option, conf_settings, emit, scratch_broker
 def step(description: str, call_site: str) -> str:
     """What a Spark job was for, from its job description (Delta names most of its jobs)."""
     d = description.lower()
-    for needle, name in (("compute snapshot", "Delta: snapshot state reconstruction"),
-                         ("merge", "aggregates MERGE (scan, rewrite, deletion vectors)"),
-                         ("optimizing", "Delta auto compaction"),
-                         ("filtering files", "Delta: file listing for a scan"),
-                         ("checkpoint", "Delta log checkpoint")):
+    for needle, name in (
+        ("compute snapshot", "Delta: snapshot state reconstruction"),
+        ("merge", "aggregates MERGE (scan, rewrite, deletion vectors)"),
+        ("optimizing", "Delta auto compaction"),
+        ("filtering files", "Delta: file listing for a scan"),
+        ("checkpoint", "Delta log checkpoint"),
+    ):
         if needle in d:
             return name
     if call_site.startswith("save at"):
@@ -51,9 +53,12 @@ def read_jobs(event_logs: Path, first: int, last: int) -> list[dict]:
         if kind == "SparkListenerJobStart" and first <= event["Job ID"] < last:
             stages = event.get("Stage Infos") or [{}]
             jobs[event["Job ID"]] = {
-                "step": step(event.get("Properties", {}).get("spark.job.description") or "",
-                             stages[-1].get("Stage Name", "")),
-                "start": event["Submission Time"], "end": None}
+                "step": step(
+                    event.get("Properties", {}).get("spark.job.description") or "", stages[-1].get("Stage Name", "")
+                ),
+                "start": event["Submission Time"],
+                "end": None,
+            }
         elif kind == "SparkListenerJobEnd" and event["Job ID"] in jobs:
             jobs[event["Job ID"]]["end"] = event["Completion Time"]
     return [jobs[j] for j in sorted(jobs)]
@@ -85,27 +90,48 @@ def main() -> int:
     args = ap.parse_args()
     settings = conf_settings(ap, args.conf)
 
+    from payments import PAYMENTS_SCHEMA, pipeline_file
+
     from onceflow.kafka.producer import produce
     from onceflow.spark.ingest import run_ingest
     from onceflow.spark.session import build_session
-    from payments import PAYMENTS_SCHEMA, pipeline_file
 
     with scratch_broker("onceflow-bench-batch-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)
-        produce(broker.bootstrap, "warm", 3_000, schema=PAYMENTS_SCHEMA, partitions=4, malformed_ratio=0.01,
-                txn_size=1000, keep_records=False)
-        produce(broker.bootstrap, "bench", args.events, schema=PAYMENTS_SCHEMA, partitions=4, malformed_ratio=0.01,
-                txn_size=1000, keep_records=False)
+        produce(
+            broker.bootstrap,
+            "warm",
+            3_000,
+            schema=PAYMENTS_SCHEMA,
+            partitions=4,
+            malformed_ratio=0.01,
+            txn_size=1000,
+            keep_records=False,
+        )
+        produce(
+            broker.bootstrap,
+            "bench",
+            args.events,
+            schema=PAYMENTS_SCHEMA,
+            partitions=4,
+            malformed_ratio=0.01,
+            txn_size=1000,
+            keep_records=False,
+        )
         events = work / "events"
         events.mkdir()
-        extra = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
-                 "spark.eventLog.compress": "false"}
+        extra = {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": events.as_uri(),
+            "spark.eventLog.compress": "false",
+        }
         extra.update(settings)
         if args.jfr:
             jfr = Path(args.jfr).resolve()
             extra["spark.driver.extraJavaOptions"] = (
                 f"-XX:FlightRecorderOptions:stackdepth=256 "
-                f"-XX:StartFlightRecording=filename={jfr},settings=profile,dumponexit=true")
+                f"-XX:StartFlightRecording=filename={jfr},settings=profile,dumponexit=true"
+            )
         spark = build_session("onceflow-bench-batch", master="local[*]", extra=extra)
         scheduler = spark.sparkContext._jsc.sc().dagScheduler()
 
@@ -125,13 +151,16 @@ def main() -> int:
         by_step = Counter(j["step"] for j in jobs)
         step_seconds, busy = time_split(jobs)
         figures = {
-            "events": args.events, "max_offsets_per_trigger": args.max_offsets, "cores": os.cpu_count(),
-            "conf": args.conf, "batches": batches, "seconds_per_batch": round(seconds / batches, 2),
+            "events": args.events,
+            "max_offsets_per_trigger": args.max_offsets,
+            "cores": os.cpu_count(),
+            "conf": args.conf,
+            "batches": batches,
+            "seconds_per_batch": round(seconds / batches, 2),
             "spark_jobs_per_batch": round(len(jobs) / batches, 1),
             "share_of_batch_in_spark_jobs": round(busy / 1000 / seconds, 2),
             "jobs_per_batch_by_step": {name: round(n / batches, 1) for name, n in by_step.most_common()},
-            "seconds_per_batch_by_step": {name: round(t / batches, 2)
-                                          for name, t in step_seconds.most_common()},
+            "seconds_per_batch_by_step": {name: round(t / batches, 2) for name, t in step_seconds.most_common()},
         }
         if args.jfr:
             figures["jfr"] = str(jfr)

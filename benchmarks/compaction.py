@@ -32,12 +32,18 @@ SCANS = 3
 def _pipeline(folder: Path, bootstrap: str, topic: str, max_offsets: int, compact: bool):
     from payments import PAYMENTS_AGGREGATES, pipeline_file
 
-    return pipeline_file(folder, bootstrap, topic, name=f"compact_{folder.name.replace('-', '_')}",
-                         max_offsets=max_offsets,
-                         sinks={"bronze": {"path": str(folder / "bronze"), "auto_compact": compact},
-                                "quarantine": {"path": str(folder / "quarantine"), "auto_compact": compact},
-                                "aggregates": {"path": str(folder / "aggregates"), "auto_compact": compact,
-                                               **PAYMENTS_AGGREGATES}})[1]
+    return pipeline_file(
+        folder,
+        bootstrap,
+        topic,
+        name=f"compact_{folder.name.replace('-', '_')}",
+        max_offsets=max_offsets,
+        sinks={
+            "bronze": {"path": str(folder / "bronze"), "auto_compact": compact},
+            "quarantine": {"path": str(folder / "quarantine"), "auto_compact": compact},
+            "aggregates": {"path": str(folder / "aggregates"), "auto_compact": compact, **PAYMENTS_AGGREGATES},
+        },
+    )[1]
 
 
 def measure(spark, pipeline) -> dict:
@@ -53,23 +59,34 @@ def measure(spark, pipeline) -> dict:
     result = run_ingest(pipeline, mode="available-now", spark=spark)
     seconds = time.monotonic() - started
     assert result.status == "finished", result
-    batches = [e["batch_duration_ms"] / 1000 for e in StatusLog(pipeline.state_path, pipeline.name).last_run()
-               if e["event"] == "progress" and e.get("input_rows")]
+    batches = [
+        e["batch_duration_ms"] / 1000
+        for e in StatusLog(pipeline.state_path, pipeline.name).last_run()
+        if e["event"] == "progress" and e.get("input_rows")
+    ]
     tables = {}
     for name, path in table_paths(pipeline).items():
         ledger = read_ledger(path)
-        tables[name] = {"files": len(spark.read.format("delta").load(path).inputFiles()),
-                        "batches": len(ledger.entries), "compactions": len(ledger.maintenance)}
+        tables[name] = {
+            "files": len(spark.read.format("delta").load(path).inputFiles()),
+            "batches": len(ledger.entries),
+            "compactions": len(ledger.maintenance),
+        }
     bronze = spark.read.format("delta").load(table_paths(pipeline)["bronze"])
     scans = []
     for _ in range(SCANS + 1):  # the first scan warms the file listing; not counted
         t = time.monotonic()
         bronze.agg(F.count(F.lit(1)), F.sum("amount")).collect()
         scans.append(time.monotonic() - t)
-    return {"auto_compact": any(t["compactions"] for t in tables.values()), "ingest_seconds": round(seconds, 1),
-            "batches": len(batches), "batch_seconds_median": round(statistics.median(batches), 2),
-            "batch_seconds_max": round(max(batches), 2), "tables": tables,
-            "bronze_scan_seconds_median": round(statistics.median(scans[1:]), 3)}
+    return {
+        "auto_compact": any(t["compactions"] for t in tables.values()),
+        "ingest_seconds": round(seconds, 1),
+        "batches": len(batches),
+        "batch_seconds_median": round(statistics.median(batches), 2),
+        "batch_seconds_max": round(max(batches), 2),
+        "tables": tables,
+        "bronze_scan_seconds_median": round(statistics.median(scans[1:]), 3),
+    }
 
 
 def main() -> int:
@@ -80,36 +97,56 @@ def main() -> int:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
+    from payments import PAYMENTS_SCHEMA
+
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
-    from payments import PAYMENTS_SCHEMA
 
     with scratch_broker("onceflow-compaction-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)
-        produce(broker.bootstrap, "events", args.events, schema=PAYMENTS_SCHEMA, partitions=4, malformed_ratio=0.01,
-                txn_size=1000, keep_records=False)
+        produce(
+            broker.bootstrap,
+            "events",
+            args.events,
+            schema=PAYMENTS_SCHEMA,
+            partitions=4,
+            malformed_ratio=0.01,
+            txn_size=1000,
+            keep_records=False,
+        )
         produce(broker.bootstrap, "warm", 10_000, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)
         spark = build_session("onceflow-compaction", master="local[*]")
         run_exactly_once(spark, _pipeline(work / "warm", broker.bootstrap, "warm", args.max_offsets, True))
         runs: dict[bool, list[dict]] = {False: [], True: []}
         for r in range(args.rounds):
-            for compact in ((False, True) if r % 2 == 0 else (True, False)):
-                print(f"round {r + 1}/{args.rounds}: {args.max_offsets} offsets per batch, auto compaction "
-                      f"{'on' if compact else 'off'} …", flush=True)
+            for compact in (False, True) if r % 2 == 0 else (True, False):
+                print(
+                    f"round {r + 1}/{args.rounds}: {args.max_offsets} offsets per batch, auto compaction "
+                    f"{'on' if compact else 'off'} …",
+                    flush=True,
+                )
                 folder = work / f"{'on' if compact else 'off'}-{r}"
-                runs[compact].append(measure(spark, _pipeline(folder, broker.bootstrap, "events", args.max_offsets,
-                                                              compact)))
+                runs[compact].append(
+                    measure(spark, _pipeline(folder, broker.bootstrap, "events", args.max_offsets, compact))
+                )
         spark.stop()
 
     def ratio(pick) -> float:
         return round(statistics.median(map(pick, runs[True])) / statistics.median(map(pick, runs[False])), 3)
 
-    figures = {"events": args.events, "max_offsets_per_trigger": args.max_offsets, "cores": os.cpu_count(),
-               "without": runs[False], "with": runs[True],
-               "ratios": {"ingest_seconds_with_vs_without": ratio(lambda m: m["ingest_seconds"]),
-                          "batch_seconds_median_with_vs_without": ratio(lambda m: m["batch_seconds_median"]),
-                          "bronze_files_with_vs_without": ratio(lambda m: m["tables"]["bronze"]["files"]),
-                          "bronze_scan_with_vs_without": ratio(lambda m: m["bronze_scan_seconds_median"])}}
+    figures = {
+        "events": args.events,
+        "max_offsets_per_trigger": args.max_offsets,
+        "cores": os.cpu_count(),
+        "without": runs[False],
+        "with": runs[True],
+        "ratios": {
+            "ingest_seconds_with_vs_without": ratio(lambda m: m["ingest_seconds"]),
+            "batch_seconds_median_with_vs_without": ratio(lambda m: m["batch_seconds_median"]),
+            "bronze_files_with_vs_without": ratio(lambda m: m["tables"]["bronze"]["files"]),
+            "bronze_scan_with_vs_without": ratio(lambda m: m["bronze_scan_seconds_median"]),
+        },
+    }
     emit(figures, args.json)
     return 0
 

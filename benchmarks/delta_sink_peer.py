@@ -51,9 +51,14 @@ class Durations:
         durations = self
 
         class Listener(StreamingQueryListener):
-            def onQueryStarted(self, event): pass
-            def onQueryIdle(self, event): pass
-            def onQueryTerminated(self, event): pass
+            def onQueryStarted(self, event):
+                pass
+
+            def onQueryIdle(self, event):
+                pass
+
+            def onQueryTerminated(self, event):
+                pass
 
             def onQueryProgress(self, event):
                 p = event.progress
@@ -93,15 +98,27 @@ def run_delta_sink(spark, pipeline, folder: Path, name: str) -> tuple[float, int
     from onceflow.spark.parse import bronze_rows, parse_events
 
     source, schema = pipeline.source, pipeline.schema
-    stream = (spark.readStream.format("kafka")
-              .options(**kafka_options(source.bootstrap_servers, source.topic, "earliest",
-                                       maxOffsetsPerTrigger=str(source.max_offsets(available_now=True))))
-              .load())
+    stream = (
+        spark.readStream.format("kafka")
+        .options(
+            **kafka_options(
+                source.bootstrap_servers,
+                source.topic,
+                "earliest",
+                maxOffsetsPerTrigger=str(source.max_offsets(available_now=True)),
+            )
+        )
+        .load()
+    )
     rows = bronze_rows(parse_events(stream, schema), schema, 0, 0)
     started = time.monotonic()
-    query = (rows.writeStream.queryName(name).format("delta")
-             .option("checkpointLocation", str(folder / "checkpoint"))
-             .trigger(availableNow=True).start(str(folder / "bronze")))
+    query = (
+        rows.writeStream.queryName(name)
+        .format("delta")
+        .option("checkpointLocation", str(folder / "checkpoint"))
+        .trigger(availableNow=True)
+        .start(str(folder / "bronze"))
+    )
     query.awaitTermination()
     seconds = time.monotonic() - started
     # the progress list is updated by the stream thread before it ends: complete after awaitTermination
@@ -116,17 +133,26 @@ def peer_stream(folder: str, bootstrap: str, topic: str, max_offsets: int, trigg
     import signal
     import threading
 
+    from payments import PAYMENTS_SCHEMA as schema
+
     from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
     from onceflow.spark.session import build_session
-    from payments import PAYMENTS_SCHEMA as schema
 
     spark = build_session("onceflow-bench-peer-stream")  # onceflow's own settings, master as `ingest` has it
-    stream = (spark.readStream.format("kafka")
-              .options(**kafka_options(bootstrap, topic, "earliest", maxOffsetsPerTrigger=str(max_offsets))).load())
-    query = (bronze_rows(parse_events(stream, schema), schema, 0, 0).writeStream.queryName("delta-sink-stream")
-             .format("delta").option("checkpointLocation", str(Path(folder) / "checkpoint"))
-             .trigger(processingTime=trigger).start(str(Path(folder) / "bronze")))
+    stream = (
+        spark.readStream.format("kafka")
+        .options(**kafka_options(bootstrap, topic, "earliest", maxOffsetsPerTrigger=str(max_offsets)))
+        .load()
+    )
+    query = (
+        bronze_rows(parse_events(stream, schema), schema, 0, 0)
+        .writeStream.queryName("delta-sink-stream")
+        .format("delta")
+        .option("checkpointLocation", str(Path(folder) / "checkpoint"))
+        .trigger(processingTime=trigger)
+        .start(str(Path(folder) / "bronze"))
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     while query.lastProgress is None and not stop.wait(0.2):
@@ -173,24 +199,45 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=15_000)
     ap.add_argument("--max-offsets", type=int, default=1_000, help="maxOffsetsPerTrigger of both sides")
-    ap.add_argument("--rounds", type=int, default=3, help="both sides this many times, alternating which goes "
-                                                          "first; figures are medians")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="both sides this many times, alternating which goes first; figures are medians",
+    )
     add_conf_option(ap)
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
     settings = conf_settings(ap, args.conf)
 
+    from payments import PAYMENTS_SCHEMA, pipeline_file
+
     from onceflow.kafka.producer import produce
     from onceflow.sinks import table_paths
     from onceflow.spark.session import build_session
-    from payments import PAYMENTS_SCHEMA, pipeline_file
 
     with scratch_broker("onceflow-bench-peer-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)
-        summary = produce(broker.bootstrap, "bench", args.events, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS,
-                          malformed_ratio=0.01, txn_size=1000, keep_records=False)
-        warm = produce(broker.bootstrap, "warm", 3 * args.max_offsets, schema=PAYMENTS_SCHEMA,
-                       partitions=PARTITIONS, malformed_ratio=0.01, txn_size=1000, keep_records=False)
+        summary = produce(
+            broker.bootstrap,
+            "bench",
+            args.events,
+            schema=PAYMENTS_SCHEMA,
+            partitions=PARTITIONS,
+            malformed_ratio=0.01,
+            txn_size=1000,
+            keep_records=False,
+        )
+        warm = produce(
+            broker.bootstrap,
+            "warm",
+            3 * args.max_offsets,
+            schema=PAYMENTS_SCHEMA,
+            partitions=PARTITIONS,
+            malformed_ratio=0.01,
+            txn_size=1000,
+            keep_records=False,
+        )
         valid = summary.count("committed_valid")
         spark = build_session("onceflow-bench-peer", master="local[*]", extra=settings)
 
@@ -212,8 +259,13 @@ def main() -> int:
             print(f"round {r + 1}/{args.rounds}: (a) onceflow exactly-once …", flush=True)
             a = pipeline(f"a-{r}", "bench")
             seconds, batches, merge = run_onceflow(spark, a)
-            values = (durations.median_seconds(f"onceflow-{a.name}", batches), seconds / batches, batches,
-                      landed(table_paths(a)["bronze"], valid, "(a) onceflow bronze"), merge)
+            values = (
+                durations.median_seconds(f"onceflow-{a.name}", batches),
+                seconds / batches,
+                batches,
+                landed(table_paths(a)["bronze"], valid, "(a) onceflow bronze"),
+                merge,
+            )
             for key, value in zip((*keys, "merge"), values):
                 side["onceflow"][key].append(value)
 
@@ -221,13 +273,17 @@ def main() -> int:
             print(f"round {r + 1}/{args.rounds}: (b) Spark's Delta sink …", flush=True)
             a = pipeline(f"b-{r}-pipeline", "bench")
             seconds, batches = run_delta_sink(spark, a, work / f"b-{r}", f"delta-sink-{r}")
-            values = (durations.median_seconds(f"delta-sink-{r}", batches), seconds / batches, batches,
-                      landed(work / f"b-{r}" / "bronze", valid, "(b) Delta sink"))
+            values = (
+                durations.median_seconds(f"delta-sink-{r}", batches),
+                seconds / batches,
+                batches,
+                landed(work / f"b-{r}" / "bronze", valid, "(b) Delta sink"),
+            )
             for key, value in zip(keys, values):
                 side["delta_sink"][key].append(value)
 
         for r in range(args.rounds):  # a round's ratio is a pair; which side goes first alternates
-            for run in ((side_a, side_b) if r % 2 == 0 else (side_b, side_a)):
+            for run in (side_a, side_b) if r % 2 == 0 else (side_b, side_a):
                 run(r)
         spark.stop()
 
@@ -237,17 +293,26 @@ def main() -> int:
         return [round(x / y, 2) for x, y in zip(a[key], b[key])]
 
     figures = {
-        "events": args.events, "committed_records": summary.count("committed"), "valid_records": valid,
-        "max_offsets_per_trigger": args.max_offsets, "partitions": PARTITIONS, "rounds": args.rounds,
-        "cores": os.cpu_count(), "conf": args.conf,
-        "seconds_per_batch": {"onceflow_rounds": [round(x, 3) for x in a["batch"]],
-                              "delta_sink_rounds": [round(x, 3) for x in b["batch"]],
-                              "onceflow_median": round(statistics.median(a["batch"]), 3),
-                              "delta_sink_median": round(statistics.median(b["batch"]), 3)},
+        "events": args.events,
+        "committed_records": summary.count("committed"),
+        "valid_records": valid,
+        "max_offsets_per_trigger": args.max_offsets,
+        "partitions": PARTITIONS,
+        "rounds": args.rounds,
+        "cores": os.cpu_count(),
+        "conf": args.conf,
+        "seconds_per_batch": {
+            "onceflow_rounds": [round(x, 3) for x in a["batch"]],
+            "delta_sink_rounds": [round(x, 3) for x in b["batch"]],
+            "onceflow_median": round(statistics.median(a["batch"]), 3),
+            "delta_sink_median": round(statistics.median(b["batch"]), 3),
+        },
         "ratio_by_round": ratios("batch"),
         "ratio_median": statistics.median(ratios("batch")),
-        "run_seconds_per_batch": {"onceflow_rounds": [round(x, 2) for x in a["run"]],
-                                  "delta_sink_rounds": [round(x, 2) for x in b["run"]]},
+        "run_seconds_per_batch": {
+            "onceflow_rounds": [round(x, 2) for x in a["run"]],
+            "delta_sink_rounds": [round(x, 2) for x in b["run"]],
+        },
         "run_ratio_by_round": ratios("run"),
         "run_ratio_median": statistics.median(ratios("run")),
         "onceflow_aggregates_merge_seconds": [round(x, 1) for x in a["merge"]],

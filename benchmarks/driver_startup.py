@@ -27,18 +27,21 @@ from pathlib import Path
 
 from harness import child_figures, emit, scratch_broker
 
-VARIANTS = {"plain": {"ONCEFLOW_CLASS_ARCHIVE": "false"},
-            "archive": {},
-            "archive+c1": {"ONCEFLOW_DRIVER_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1"}}
+VARIANTS = {
+    "plain": {"ONCEFLOW_CLASS_ARCHIVE": "false"},
+    "archive": {},
+    "archive+c1": {"ONCEFLOW_DRIVER_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1"},
+}
 
 
 def child(folder: str, bootstrap: str, topic: str, events: int) -> None:
     """One fresh driver: prints its figures as one JSON line."""
     started = time.time()
+    from payments import pipeline_file
+
     from onceflow.spark.ingest import run_ingest
     from onceflow.spark.session import build_session
     from onceflow.status import PROGRESS, STARTED, StatusLog
-    from payments import pipeline_file
 
     spark = build_session("onceflow-bench-startup", master="local[*]", extra={"spark.eventLog.enabled": "false"})
     marks = {"session": time.time() - started}
@@ -62,26 +65,45 @@ def main() -> int:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
+    from payments import PAYMENTS_SCHEMA
+
     from onceflow.kafka.producer import produce
     from onceflow.spark import class_archive
-    from payments import PAYMENTS_SCHEMA
 
     if not class_archive.usable():
         sys.exit("no usable class-data archive. Fix: run `onceflow setup` (or `make setup`) first.")
     with scratch_broker("onceflow-bench-startup-") as (work, broker):
-        produce(broker.bootstrap, "bench", args.events, schema=PAYMENTS_SCHEMA, partitions=4, malformed_ratio=0.01,
-                txn_size=1000, keep_records=False)
+        produce(
+            broker.bootstrap,
+            "bench",
+            args.events,
+            schema=PAYMENTS_SCHEMA,
+            partitions=4,
+            malformed_ratio=0.01,
+            txn_size=1000,
+            keep_records=False,
+        )
         runs: dict[str, list[dict]] = {name: [] for name in VARIANTS}
         for r in range(args.rounds):
             order = list(VARIANTS) if r % 2 == 0 else list(reversed(VARIANTS))
             for name in order:
                 print(f"round {r + 1}: {name} …", flush=True)
-                runs[name].append(child_figures(__file__, [str(work / f"{name}-{r}"), broker.bootstrap, "bench",
-                                                           str(args.events)], env=VARIANTS[name]))
+                runs[name].append(
+                    child_figures(
+                        __file__,
+                        [str(work / f"{name}-{r}"), broker.bootstrap, "bench", str(args.events)],
+                        env=VARIANTS[name],
+                    )
+                )
     medians = {name: {k: round(statistics.median(r[k] for r in rs), 1) for k in rs[0]} for name, rs in runs.items()}
-    figures = {"events": args.events, "rounds": args.rounds, "cores": os.cpu_count(), "median_seconds": medians,
-               "runs": runs,
-               "end_ratio_to_plain": {n: round(m["end"] / medians["plain"]["end"], 2) for n, m in medians.items()}}
+    figures = {
+        "events": args.events,
+        "rounds": args.rounds,
+        "cores": os.cpu_count(),
+        "median_seconds": medians,
+        "runs": runs,
+        "end_ratio_to_plain": {n: round(m["end"] / medians["plain"]["end"], 2) for n, m in medians.items()},
+    }
     emit(figures, args.json)
     return 0
 

@@ -18,9 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
@@ -33,8 +33,7 @@ if str(ROOT) not in sys.path:
 def scratch_broker(prefix: str, timeout: float = 120) -> Iterator[tuple[Path, object]]:
     """A fresh temp folder (its `home` is ONCEFLOW_HOME) and a KRaft broker of its own
     in it, stopped at the end; yields (folder, broker)."""
-    from onceflow.kafka.broker import LocalBroker
-    from onceflow.kafka.broker import free_port_pair
+    from onceflow.kafka.broker import LocalBroker, free_port_pair
 
     work = Path(tempfile.mkdtemp(prefix=prefix))
     os.environ["ONCEFLOW_HOME"] = str(work / "home")
@@ -49,12 +48,19 @@ def scratch_broker(prefix: str, timeout: float = 120) -> Iterator[tuple[Path, ob
 def child_figures(script: str, args: list[str], env: dict | None = None, timeout: float = 900) -> dict:
     """Run `script --child *args` in a fresh process (a new driver JVM) and return the figures it
     printed as its `FIGURES {json}` line; exit with its output when it failed."""
-    out = subprocess.run([sys.executable, script, "--child", *args], env={**os.environ, **(env or {})},
-                         capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, script, "--child", *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     line = next((x for x in out.stdout.splitlines() if x.startswith("FIGURES ")), None)
     if out.returncode != 0 or line is None:
-        sys.exit(f"{Path(script).name} --child {' '.join(args)} failed (exit {out.returncode}):\n"
-                 f"{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+        sys.exit(
+            f"{Path(script).name} --child {' '.join(args)} failed (exit {out.returncode}):\n"
+            f"{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+        )
     return json.loads(line.removeprefix("FIGURES "))
 
 
@@ -69,8 +75,13 @@ def emit(figures: dict, path: str | Path | None) -> None:
 
 def add_conf_option(ap: argparse.ArgumentParser) -> None:
     """`--conf KEY=VALUE` (repeatable): extra Spark settings, to see what one changes."""
-    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                    help="an extra Spark setting for the session (repeatable), to see what it changes")
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra Spark setting for the session (repeatable), to see what it changes",
+    )
 
 
 def conf_settings(ap: argparse.ArgumentParser, values: list[str]) -> dict[str, str]:
@@ -119,12 +130,18 @@ class StreamProcess:
         self.runs = 0
         self._out = None
 
-    def start(self) -> "StreamProcess":
+    def start(self) -> StreamProcess:
         self.runs += 1
         self.log = self.log_dir / f"{self.name}-{self.runs}.log"
         self._out = open(self.log, "wb")
-        self.proc = subprocess.Popen(self.cmd, env=self.env, stdout=self._out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.cmd,
+            env=self.env,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         return self
 
     def tail(self, lines: int = 40) -> str:
@@ -171,9 +188,19 @@ class IngestProcess(StreamProcess):
     def __init__(self, pipeline, pipeline_file: Path, log_dir: Path):
         from onceflow.status import StatusLog
 
-        super().__init__([str(Path(sys.executable).with_name("onceflow")), "ingest", "--pipeline",
-                          str(pipeline_file), "--mode", "continuous"], log_dir, "ingest",
-                         env={"ONCEFLOW_SHUFFLE_PARTITIONS": "2"})
+        super().__init__(
+            [
+                str(Path(sys.executable).with_name("onceflow")),
+                "ingest",
+                "--pipeline",
+                str(pipeline_file),
+                "--mode",
+                "continuous",
+            ],
+            log_dir,
+            "ingest",
+            env={"ONCEFLOW_SHUFFLE_PARTITIONS": "2"},
+        )
         self.status = StatusLog(pipeline.state_path, pipeline.name)
 
     def progress_count(self) -> int:

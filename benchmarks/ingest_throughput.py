@@ -62,24 +62,39 @@ def run_plain_parquet(spark, pipeline, folder: Path) -> float:
         quarantine_rows(parsed, batch_id, 0).write.mode("append").parquet(str(folder / "quarantine"))
         aggs = pipeline.sinks.aggregates
         batch_aggregates(bronze, pipeline.schema, aggs, aggs.window).write.mode("append").parquet(
-            str(folder / "aggregates"))
+            str(folder / "aggregates")
+        )
         parsed.unpersist()
 
-    stream = (spark.readStream.format("kafka")
-              .options(**kafka_options(source.bootstrap_servers, source.topic, "earliest",
-                                       maxOffsetsPerTrigger=str(source.max_offsets_per_trigger)))
-              .load())
+    stream = (
+        spark.readStream.format("kafka")
+        .options(
+            **kafka_options(
+                source.bootstrap_servers,
+                source.topic,
+                "earliest",
+                maxOffsetsPerTrigger=str(source.max_offsets_per_trigger),
+            )
+        )
+        .load()
+    )
     started = time.monotonic()
-    (stream.writeStream.foreachBatch(write).option("checkpointLocation", str(folder / "checkpoint"))
-     .trigger(availableNow=True).start().awaitTermination())
+    (
+        stream.writeStream.foreachBatch(write)
+        .option("checkpointLocation", str(folder / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+        .awaitTermination()
+    )
     return time.monotonic() - started
 
 
 def merge_rows_copied(pipeline) -> int:
     """Rows the aggregates MERGEs copied unchanged into new files, over the whole run: 0 with
     deletion vectors; with plain rewrites it grows with the table, batch after batch."""
-    from onceflow.sinks import table_paths
     from harness import merge_metrics
+
+    from onceflow.sinks import table_paths
 
     return sum(int(m.get("numTargetRowsCopied", 0)) for m in merge_metrics(table_paths(pipeline)["aggregates"]))
 
@@ -97,25 +112,33 @@ LATENCY_TRIGGER = "1 second"  # both latency streams' processing-time trigger
 STEADY_AFTER = 60  # seconds: by then a fresh driver has compiled its hot code and worked off its first backlog
 
 
-def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, seconds: float,
-                    warm_up: float = 15) -> dict:
+def measure_latency(
+    pipeline_file: Path, pipeline, bootstrap: str, rate: float, seconds: float, warm_up: float = 15
+) -> dict:
     """p50/p95 of (Delta commit time of the row's batch) − (the record's Kafka timestamp):
     over all records, and over those produced after the first `warm_up` seconds (a fresh
     JVM's first batches also pay for class loading and JIT compilation)."""
     from deltalake import DeltaTable
+    from harness import IngestProcess
+    from payments import PAYMENTS_SCHEMA
 
     from onceflow.kafka.producer import produce
     from onceflow.ledger import read_ledger
     from onceflow.sinks import table_paths
-    from harness import IngestProcess
-    from payments import PAYMENTS_SCHEMA
 
     job = IngestProcess(pipeline, pipeline_file, pipeline_file.parent).start()
     try:
         job.wait_progress(more_than=0, timeout=300)  # query up and idle-ready before the clock starts
         started_ms = time.time() * 1000
-        produce(bootstrap, pipeline.source.topic, int(rate * seconds), schema=PAYMENTS_SCHEMA, rate=rate, txn_size=50,
-                keep_records=False)
+        produce(
+            bootstrap,
+            pipeline.source.topic,
+            int(rate * seconds),
+            schema=PAYMENTS_SCHEMA,
+            rate=rate,
+            txn_size=50,
+            keep_records=False,
+        )
         time.sleep(5)
         assert job.terminate() == 0, job.tail()
     except BaseException:
@@ -130,8 +153,11 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
         sink's entries carry the stream's batch ids)."""
         commit_ms = {e.batch_id: e.timestamp for e in read_ledger(table).entries}
         # (seconds after producing began, latency) per record; not the topic-creating record before it
-        timed = [((ts - started_ms) / 1000, (commit_ms[r["_batch_id"]] - ts) / 1000)
-                 for r in rows if (ts := r["_kafka_ts"].timestamp() * 1000) >= started_ms]
+        timed = [
+            ((ts - started_ms) / 1000, (commit_ms[r["_batch_id"]] - ts) / 1000)
+            for r in rows
+            if (ts := r["_kafka_ts"].timestamp() * 1000) >= started_ms
+        ]
         return _latency_figures(timed, seconds, warm_up)
 
     # records still in Kafka when the stream stopped (a short run's backlog) are not in the figures
@@ -143,11 +169,13 @@ def measure_latency(pipeline_file: Path, pipeline, bootstrap: str, rate: float, 
 
 def _latency(work: Path, broker, args) -> dict:
     """The continuous job at the shipped size and a 1 s trigger, fed at a steady rate."""
-    from onceflow.kafka.producer import produce
     from payments import PAYMENTS_SCHEMA
 
-    print(f"latency: continuous, 1 s trigger, {args.latency_rate:g} events/s for {args.latency_seconds:g}s …",
-          flush=True)
+    from onceflow.kafka.producer import produce
+
+    print(
+        f"latency: continuous, 1 s trigger, {args.latency_rate:g} events/s for {args.latency_seconds:g}s …", flush=True
+    )
     file, pipeline = _pipeline(work / "latency", broker.bootstrap, "latency", LATENCY_MAX_OFFSETS, LATENCY_TRIGGER)
     # the topic exists before the query
     produce(broker.bootstrap, "latency", 1, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)
@@ -160,35 +188,55 @@ def measure_peer_latency(work: Path, bootstrap: str, rate: float, seconds: float
     in a fresh process with the same trigger and batch size, under the same produce rate."""
     from delta_sink_peer import commit_latencies
     from harness import StreamProcess
-    from onceflow.kafka.producer import produce
     from payments import PAYMENTS_SCHEMA
+
+    from onceflow.kafka.producer import produce
 
     topic, folder = "latency-peer", work / "latency-peer"
     folder.mkdir(parents=True)
     produce(bootstrap, topic, 1, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)  # the topic exists
-    peer = StreamProcess([sys.executable, str(Path(__file__).with_name("delta_sink_peer.py")), "--stream-child",
-                          str(folder), bootstrap, topic, str(LATENCY_MAX_OFFSETS), LATENCY_TRIGGER],
-                         folder, "peer", env={"ONCEFLOW_SHUFFLE_PARTITIONS": "2"}).start()
+    peer = StreamProcess(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("delta_sink_peer.py")),
+            "--stream-child",
+            str(folder),
+            bootstrap,
+            topic,
+            str(LATENCY_MAX_OFFSETS),
+            LATENCY_TRIGGER,
+        ],
+        folder,
+        "peer",
+        env={"ONCEFLOW_SHUFFLE_PARTITIONS": "2"},
+    ).start()
     try:
         # its first batch committed (the child writes the file), as measure_latency waits for onceflow's
         peer.wait_until((folder / "started").exists, "a committed batch", timeout=300)
         started_ms = time.time() * 1000
-        produce(bootstrap, topic, int(rate * seconds), schema=PAYMENTS_SCHEMA, rate=rate, txn_size=50,
-                keep_records=False)
+        produce(
+            bootstrap, topic, int(rate * seconds), schema=PAYMENTS_SCHEMA, rate=rate, txn_size=50, keep_records=False
+        )
         time.sleep(5)
         assert peer.terminate() == 0, f"the peer stream failed:\n{peer.tail()}"
     except BaseException:
         peer.kill9()
         raise
-    return {**_latency_figures(commit_latencies(folder / "bronze", started_ms), seconds, warm_up),
-            "produced": int(rate * seconds), "rate_per_s": rate, "seconds": seconds}
+    return {
+        **_latency_figures(commit_latencies(folder / "bronze", started_ms), seconds, warm_up),
+        "produced": int(rate * seconds),
+        "rate_per_s": rate,
+        "seconds": seconds,
+    }
 
 
 def _latency_figures(timed: list[tuple[float, float]], seconds: float, warm_up: float) -> dict:
     """p50/p95 of (seconds after producing began, latency) pairs: over all records, after the
     warm-up, and for a long run also its steady state (the fresh JVM's first minute left out)."""
-    out = {**_p50_p95([latency for _, latency in timed]),
-           "after_warm_up": {"warm_up_s": warm_up, **_p50_p95([lat for after, lat in timed if after >= warm_up])}}
+    out = {
+        **_p50_p95([latency for _, latency in timed]),
+        "after_warm_up": {"warm_up_s": warm_up, **_p50_p95([lat for after, lat in timed if after >= warm_up])},
+    }
     if seconds >= STEADY_AFTER + 60:
         out["steady"] = {"after_s": STEADY_AFTER, **_p50_p95([lat for after, lat in timed if after >= STEADY_AFTER])}
     return out
@@ -205,19 +253,29 @@ def _p50_p95(latencies: list[float]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000)
-    ap.add_argument("--max-offsets", default=None,
-                    help="maxOffsetsPerTrigger of (a) and (b); a comma-separated list measures each size "
-                         "(the per-batch cost of the Delta commits shows as the ratio's rise with the size); "
-                         "the first is the headline. Default: pipelines/payments.yaml's available-now size, "
-                         "then its continuous size")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="(a) and (b) run alternately this many times per size; the figures are medians")
+    ap.add_argument(
+        "--max-offsets",
+        default=None,
+        help="maxOffsetsPerTrigger of (a) and (b); a comma-separated list measures each size "
+        "(the per-batch cost of the Delta commits shows as the ratio's rise with the size); "
+        "the first is the headline. Default: pipelines/payments.yaml's available-now size, "
+        "then its continuous size",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="(a) and (b) run alternately this many times per size; the figures are medians",
+    )
     ap.add_argument("--latency-rate", type=float, default=2000, help="events/s produced while measuring latency")
     ap.add_argument("--latency-seconds", type=float, default=30)
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("--latency-only", action="store_true", help="measure the latency alone (no throughput rounds)")
-    ap.add_argument("--latency-peer", action="store_true",
-                    help="also measure the latency of Spark's own Delta sink (the peer) the same way, after onceflow's")
+    ap.add_argument(
+        "--latency-peer",
+        action="store_true",
+        help="also measure the latency of Spark's own Delta sink (the peer) the same way, after onceflow's",
+    )
     args = ap.parse_args()
     if args.latency_only:
         with scratch_broker("onceflow-bench-") as (work, broker):
@@ -225,25 +283,36 @@ def main() -> int:
             if args.latency_peer:
                 print("latency of the peer, Spark's Delta sink: the same rate, trigger and batch size …", flush=True)
                 figures["latency_peer_delta_sink"] = measure_peer_latency(
-                    work, broker.bootstrap, args.latency_rate, args.latency_seconds)
+                    work, broker.bootstrap, args.latency_rate, args.latency_seconds
+                )
             emit(figures, args.json)
         return 0
 
+    from payments import PAYMENTS_SCHEMA
+
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
-    from payments import PAYMENTS_SCHEMA
 
     with scratch_broker("onceflow-bench-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)
-        summary = produce(broker.bootstrap, "bench", args.events, schema=PAYMENTS_SCHEMA, partitions=4,
-                          malformed_ratio=0.01, txn_size=1000, keep_records=False)
+        summary = produce(
+            broker.bootstrap,
+            "bench",
+            args.events,
+            schema=PAYMENTS_SCHEMA,
+            partitions=4,
+            malformed_ratio=0.01,
+            txn_size=1000,
+            keep_records=False,
+        )
         committed = summary.count("committed")
         print(f"  {committed} committed in {summary.seconds:.1f}s", flush=True)
         spark = build_session("onceflow-bench", master="local[*]")
 
         # warm the JVM, the connectors and both code paths once, so neither side pays for it
-        produce(broker.bootstrap, "warm", min(20_000, args.events), schema=PAYMENTS_SCHEMA, partitions=4,
-                keep_records=False)
+        produce(
+            broker.bootstrap, "warm", min(20_000, args.events), schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False
+        )
         sizes = [int(x) for x in str(args.max_offsets or _shipped_sizes()).split(",") if x.strip()]
         _, warm = _pipeline(work / "warm", broker.bootstrap, "warm", sizes[0])
         run_exactly_once(spark, warm)
@@ -262,18 +331,26 @@ def main() -> int:
                 t_bs.append(run_plain_parquet(spark, pipeline, work / f"b-{size}-{r}"))
             t_a, t_b = statistics.median(t_as), statistics.median(t_bs)
             by_round = [b / a for a, b in zip(t_as, t_bs)]
-            runs.append({"max_offsets_per_trigger": size, "batches": batches,
-                         "exactly_once_records_per_s": round(committed / t_a),
-                         "plain_parquet_records_per_s": round(committed / t_b),
-                         # each round runs (a) then (b) back to back: its ratio is a pair, so the
-                         # machine's drift between rounds cancels; the headline is their median
-                         "ratio_exactly_once_vs_parquet": round(statistics.median(by_round), 3),
-                         "ratio_by_round": [round(r, 3) for r in by_round],
-                         "seconds": {"exactly_once": round(t_a, 1), "plain_parquet": round(t_b, 1),
-                                     "exactly_once_rounds": [round(t, 1) for t in t_as],
-                                     "plain_parquet_rounds": [round(t, 1) for t in t_bs]},
-                         "extra_seconds_per_batch": round((t_a - t_b) / batches, 2),
-                         "aggregates_merge_rows_copied": max(copied)})
+            runs.append(
+                {
+                    "max_offsets_per_trigger": size,
+                    "batches": batches,
+                    "exactly_once_records_per_s": round(committed / t_a),
+                    "plain_parquet_records_per_s": round(committed / t_b),
+                    # each round runs (a) then (b) back to back: its ratio is a pair, so the
+                    # machine's drift between rounds cancels; the headline is their median
+                    "ratio_exactly_once_vs_parquet": round(statistics.median(by_round), 3),
+                    "ratio_by_round": [round(r, 3) for r in by_round],
+                    "seconds": {
+                        "exactly_once": round(t_a, 1),
+                        "plain_parquet": round(t_b, 1),
+                        "exactly_once_rounds": [round(t, 1) for t in t_as],
+                        "plain_parquet_rounds": [round(t, 1) for t in t_bs],
+                    },
+                    "extra_seconds_per_batch": round((t_a - t_b) / batches, 2),
+                    "aggregates_merge_rows_copied": max(copied),
+                }
+            )
         t_a, t_b = runs[0]["seconds"]["exactly_once"], runs[0]["seconds"]["plain_parquet"]
         print("(c) raw confluent-kafka consumer …", flush=True)
         t_c = run_raw_consumer(broker.bootstrap, "bench")
@@ -282,8 +359,11 @@ def main() -> int:
         latency = _latency(work, broker, args)
 
     figures = {
-        "events": args.events, "committed_records": committed, "cores": os.cpu_count(),
-        "exactly_once_records_per_s": round(committed / t_a), "plain_parquet_records_per_s": round(committed / t_b),
+        "events": args.events,
+        "committed_records": committed,
+        "cores": os.cpu_count(),
+        "exactly_once_records_per_s": round(committed / t_a),
+        "plain_parquet_records_per_s": round(committed / t_b),
         "raw_consumer_records_per_s": round(committed / t_c),
         "ratio_exactly_once_vs_parquet": runs[0]["ratio_exactly_once_vs_parquet"],
         "ratio_exactly_once_vs_raw_read": round(t_c / t_a, 3),

@@ -40,32 +40,49 @@ def builtin_write(df, bootstrap: str, topic: str) -> None:
     """Spark's own Kafka sink: key/value columns, at-least-once."""
     from pyspark.sql import functions as F
 
-    (df.select(F.expr("account_id").cast("binary").alias("key"),
-               F.expr("to_json(struct(*))").cast("binary").alias("value"))
-     .write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).save())
+    (
+        df.select(
+            F.expr("account_id").cast("binary").alias("key"), F.expr("to_json(struct(*))").cast("binary").alias("value")
+        )
+        .write.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .save()
+    )
 
 
 def txn_sink(bootstrap: str, name: str, source_topic: str):
     from onceflow.config import KafkaSink
     from onceflow.spark.sinks.kafka_txn import KafkaTxnSink
 
-    return KafkaTxnSink(name, 0, KafkaSink(topic=f"{name}-out", ledger_topic=f"{name}-ledger", partitions=TASKS,
-                                              key="account_id"),
-                        bootstrap, trigger_seconds=1, source_topic=source_topic)
+    return KafkaTxnSink(
+        name,
+        0,
+        KafkaSink(topic=f"{name}-out", ledger_topic=f"{name}-ledger", partitions=TASKS, key="account_id"),
+        bootstrap,
+        trigger_seconds=1,
+        source_topic=source_topic,
+    )
 
 
 def sink_only(spark, bootstrap: str, topic: str, repeats: int) -> dict:
     """The same cached DataFrame through both sinks, alternating, median seconds each."""
     from payments import PAYMENTS_SCHEMA as schema
+
     from onceflow.kafka.admin import ensure_topic
     from onceflow.spark.kafka_read import read_committed_batch
     from onceflow.spark.parse import bronze_rows, parse_events
 
     bronze = bronze_rows(parse_events(read_committed_batch(spark, bootstrap, topic), schema), schema, 0, 0).cache()
     rows = bronze.count()
-    ends = {r["partition"]: r["end"] for r in
-            read_committed_batch(spark, bootstrap, topic).groupBy("partition").agg({"offset": "max"})
-            .withColumnRenamed("max(offset)", "end").collect()}
+    ends = {
+        r["partition"]: r["end"]
+        for r in read_committed_batch(spark, bootstrap, topic)
+        .groupBy("partition")
+        .agg({"offset": "max"})
+        .withColumnRenamed("max(offset)", "end")
+        .collect()
+    }
     times: dict[str, list[float]] = {"builtin": [], "txn": []}
     for i in range(repeats + 1):  # round 0 is the warm-up
         out = f"bench-builtin-{i}"
@@ -82,25 +99,33 @@ def sink_only(spark, bootstrap: str, topic: str, repeats: int) -> dict:
         if i:
             times["builtin"].append(t_builtin)
             times["txn"].append(t_txn)
-        print(f"  sink-only round {i}{' (warm-up)' if not i else ''}: built-in {t_builtin:.2f}s, "
-              f"transactional {t_txn:.2f}s", file=sys.stderr)
+        print(
+            f"  sink-only round {i}{' (warm-up)' if not i else ''}: built-in {t_builtin:.2f}s, "
+            f"transactional {t_txn:.2f}s",
+            file=sys.stderr,
+        )
     bronze.unpersist()
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"rows": rows, "repeats": repeats, "seconds": {k: [round(x, 3) for x in v] for k, v in times.items()},
-            "rate_builtin": round(rows / med["builtin"]), "rate_txn": round(rows / med["txn"]),
-            "ratio_txn_to_builtin": round(med["builtin"] / med["txn"], 3)}
+    return {
+        "rows": rows,
+        "repeats": repeats,
+        "seconds": {k: [round(x, 3) for x in v] for k, v in times.items()},
+        "rate_builtin": round(rows / med["builtin"]),
+        "rate_txn": round(rows / med["txn"]),
+        "ratio_txn_to_builtin": round(med["builtin"] / med["txn"], 3),
+    }
 
 
-def streaming(spark, bootstrap: str, topic: str, max_offsets: int, folder: Path, which: str,
-              round_: int) -> tuple[float, int]:
+def streaming(
+    spark, bootstrap: str, topic: str, max_offsets: int, folder: Path, which: str, round_: int
+) -> tuple[float, int]:
     """An available-now query over the whole topic with one of the sinks; (seconds, valid rows written)."""
-    from onceflow.checkpoint import batch_offset_range
     from payments import PAYMENTS_SCHEMA as schema
-    from onceflow.kafka.admin import ensure_topic
+
+    from onceflow.checkpoint import batch_offset_range
+    from onceflow.kafka.admin import ensure_topic, watermarks
     from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
-
-    from onceflow.kafka.admin import watermarks
 
     checkpoint = str(folder / f"checkpoint-{which}-{round_}")
     out = f"bench-stream-{which}-{round_}"
@@ -118,11 +143,19 @@ def streaming(spark, bootstrap: str, topic: str, max_offsets: int, folder: Path,
             start, end = batch_offset_range(checkpoint, batch_id, topic)
             rows[0] += sink.write(bronze, batch_id, start, end).rows_written
 
-    stream = (spark.readStream.format("kafka")
-              .options(**kafka_options(bootstrap, topic, "earliest", maxOffsetsPerTrigger=str(max_offsets))).load())
+    stream = (
+        spark.readStream.format("kafka")
+        .options(**kafka_options(bootstrap, topic, "earliest", maxOffsetsPerTrigger=str(max_offsets)))
+        .load()
+    )
     started = time.monotonic()
-    (stream.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
-     .trigger(availableNow=True).start().awaitTermination())
+    (
+        stream.writeStream.foreachBatch(write)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+        .awaitTermination()
+    )
     seconds = time.monotonic() - started
     if sink is None:  # a non-transactional topic: its log end is its record count
         rows[0] = sum(high for _, high in watermarks(bootstrap, out).values())
@@ -132,8 +165,15 @@ def streaming(spark, bootstrap: str, topic: str, max_offsets: int, folder: Path,
 def _arrivals(bootstrap: str, topic: str, isolation: str, stop: threading.Event, seen: dict) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{isolation}",
-                         "isolation.level": isolation, "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{isolation}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(TASKS)])
     while not stop.is_set():
         for msg in consumer.consume(1000, 0.1):
@@ -149,14 +189,19 @@ def _pcts(values: list[float]) -> dict:
     if not values:
         return {"n": 0}
     q = statistics.quantiles(values, n=100)
-    return {"n": len(values), "p50_ms": round(q[49] * 1000), "p95_ms": round(q[94] * 1000),
-            "p99_ms": round(q[98] * 1000)}
+    return {
+        "n": len(values),
+        "p50_ms": round(q[49] * 1000),
+        "p95_ms": round(q[94] * 1000),
+        "p99_ms": round(q[98] * 1000),
+    }
 
 
 def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) -> dict:
     """The transactional sink in a 1 s processing-time query under a steady produce rate."""
-    from onceflow.checkpoint import batch_offset_range
     from payments import PAYMENTS_SCHEMA as schema
+
+    from onceflow.checkpoint import batch_offset_range
     from onceflow.kafka.admin import ensure_topic
     from onceflow.kafka.producer import produce
     from onceflow.spark.kafka_read import kafka_options
@@ -173,17 +218,31 @@ def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) ->
 
     stop = threading.Event()
     seen = {"read_committed": {}, "read_uncommitted": {}}
-    readers = [threading.Thread(target=_arrivals, args=(bootstrap, sink.output_topic, iso, stop, seen[iso]),
-                                daemon=True) for iso in seen]
+    readers = [
+        threading.Thread(target=_arrivals, args=(bootstrap, sink.output_topic, iso, stop, seen[iso]), daemon=True)
+        for iso in seen
+    ]
     for t in readers:
         t.start()
-    stream = (spark.readStream.format("kafka").options(**kafka_options(bootstrap, topic, "latest")).load())
-    query = (stream.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
-             .trigger(processingTime="1 second").start())
+    stream = spark.readStream.format("kafka").options(**kafka_options(bootstrap, topic, "latest")).load()
+    query = (
+        stream.writeStream.foreachBatch(write)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="1 second")
+        .start()
+    )
     try:
         time.sleep(15)  # the query is running and has planned its first batches
-        produce(bootstrap, topic, int(rate * seconds), schema=schema, partitions=TASKS, rate=rate,
-                txn_size=50, keep_records=False)
+        produce(
+            bootstrap,
+            topic,
+            int(rate * seconds),
+            schema=schema,
+            partitions=TASKS,
+            rate=rate,
+            txn_size=50,
+            keep_records=False,
+        )
         deadline = time.monotonic() + 120
         while len(seen["read_committed"]) < int(rate * seconds) * 0.97 and time.monotonic() < deadline:
             time.sleep(1)
@@ -197,8 +256,15 @@ def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) ->
     rc = [seen["read_committed"][i] for i in both]
     ru = [seen["read_uncommitted"][i] for i in both]
     cost = [a - b for a, b in zip(rc, ru)]
-    return {"trigger": "1 second", "rate": rate, "seconds": seconds, "events_seen": len(both),
-            "read_committed": _pcts(rc), "read_uncommitted": _pcts(ru), "read_committed_cost": _pcts(cost)}
+    return {
+        "trigger": "1 second",
+        "rate": rate,
+        "seconds": seconds,
+        "events_seen": len(both),
+        "read_committed": _pcts(rc),
+        "read_uncommitted": _pcts(ru),
+        "read_committed_cost": _pcts(cost),
+    }
 
 
 def main() -> int:
@@ -213,16 +279,25 @@ def main() -> int:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
+    from payments import PAYMENTS_SCHEMA
+
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
-    from payments import PAYMENTS_SCHEMA
 
     with scratch_broker("onceflow-bench-kafka-sink-", timeout=180) as (work, broker):
         spark = None
         try:
             print(f"producing {args.events} events …", file=sys.stderr)
-            produce(broker.bootstrap, "bench", args.events, schema=PAYMENTS_SCHEMA, partitions=TASKS,
-                    malformed_ratio=0.01, txn_size=500, keep_records=False)
+            produce(
+                broker.bootstrap,
+                "bench",
+                args.events,
+                schema=PAYMENTS_SCHEMA,
+                partitions=TASKS,
+                malformed_ratio=0.01,
+                txn_size=500,
+                keep_records=False,
+            )
             spark = build_session("onceflow-bench-kafka-sink", master="local[2]")
             figures = {"events": args.events, "machine": {"cpus": os.cpu_count()}}
             print("sink-only throughput …", file=sys.stderr)
@@ -232,18 +307,23 @@ def main() -> int:
             rows = set()
             for round_ in range(args.stream_repeats):  # alternating, so neither sink gets the warmer JVM
                 for which in ("builtin", "txn"):
-                    seconds, written = streaming(spark, broker.bootstrap, "bench", args.max_offsets, work,
-                                                 which, round_)
+                    seconds, written = streaming(
+                        spark, broker.bootstrap, "bench", args.max_offsets, work, which, round_
+                    )
                     runs[which].append(seconds)
                     rows.add(written)
                     print(f"  streaming round {round_}: {which} {seconds:.1f}s ({written} rows)", file=sys.stderr)
             assert len(rows) == 1, f"both sinks must write the same valid events: {rows}"
             n = rows.pop()
             t_a, t_b = statistics.median(runs["builtin"]), statistics.median(runs["txn"])
-            figures["streaming"] = {"rows": n, "max_offsets_per_trigger": args.max_offsets,
-                                    "seconds": {k: [round(x, 2) for x in v] for k, v in runs.items()},
-                                    "rate_builtin": round(n / t_a), "rate_txn": round(n / t_b),
-                                    "ratio_txn_to_builtin": round(t_a / t_b, 3)}
+            figures["streaming"] = {
+                "rows": n,
+                "max_offsets_per_trigger": args.max_offsets,
+                "seconds": {k: [round(x, 2) for x in v] for k, v in runs.items()},
+                "rate_builtin": round(n / t_a),
+                "rate_txn": round(n / t_b),
+                "ratio_txn_to_builtin": round(t_a / t_b, 3),
+            }
             if not args.skip_latency:
                 print("latency at a 1 s trigger …", file=sys.stderr)
                 figures["latency"] = latency(spark, broker.bootstrap, work, args.latency_rate, args.latency_seconds)

@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 
 import yaml
-
 from harness import ROOT
+
 from onceflow import config
 
 PAYMENTS_FILE = ROOT / "pipelines" / "payments.yaml"
@@ -22,8 +22,9 @@ PAYMENTS_AGGREGATES = {k: _PAYMENTS["sinks"]["aggregates"][k] for k in ("group_b
 PAYMENTS_SCHEMA = config.load(PAYMENTS_FILE).schema
 
 
-def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str | None = None, max_offsets: int = 2000,
-                   **overrides) -> Path:
+def write_pipeline(
+    folder: Path, bootstrap: str, topic: str, name: str | None = None, max_offsets: int = 2000, **overrides
+) -> Path:
     """A payments pipeline file whose tables and checkpoint live under `folder`, reading
     `topic` from the start, `max_offsets` per batch; `overrides` replace top-level
     sections (e.g. trigger={"processing_time": "500 ms"}). The name defaults to one made
@@ -32,13 +33,23 @@ def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str | None = 
     name = name or "p_" + re.sub(r"[^a-z0-9_]", "_", topic.lower())[:60]
     body = {
         "name": name,
-        "source": {"bootstrap_servers": bootstrap, "topic": topic, "starting_offsets": "earliest",
-                   "max_offsets_per_trigger": max_offsets},
+        "source": {
+            "bootstrap_servers": bootstrap,
+            "topic": topic,
+            "starting_offsets": "earliest",
+            "max_offsets_per_trigger": max_offsets,
+        },
         "schema": PAYMENTS_SCHEMA_BODY,
-        "sinks": {"bronze": {"path": str(folder / "bronze")},
-                  "quarantine": {"path": str(folder / "quarantine")},
-                  "aggregates": {"path": str(folder / "aggregates"), "window": "1 minute",
-                                 "watermark": "10 minutes", **PAYMENTS_AGGREGATES}},
+        "sinks": {
+            "bronze": {"path": str(folder / "bronze")},
+            "quarantine": {"path": str(folder / "quarantine")},
+            "aggregates": {
+                "path": str(folder / "aggregates"),
+                "window": "1 minute",
+                "watermark": "10 minutes",
+                **PAYMENTS_AGGREGATES,
+            },
+        },
         "checkpoint": str(folder / "checkpoint"),
         "trigger": {"processing_time": "1 second"},
     }

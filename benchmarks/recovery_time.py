@@ -57,14 +57,25 @@ class Producer(threading.Thread):
         self.error: Exception | None = None
 
     def run(self) -> None:
-        from onceflow.kafka.producer import produce
         from payments import PAYMENTS_SCHEMA
+
+        from onceflow.kafka.producer import produce
 
         seed = 0
         while not self.stop.is_set():
             try:
-                produce(self.bootstrap, self.topic, self.per_batch, schema=PAYMENTS_SCHEMA, partitions=2, seed=seed,
-                        txn_size=50, abort_ratio=0.1, malformed_ratio=0.02, keep_records=False)
+                produce(
+                    self.bootstrap,
+                    self.topic,
+                    self.per_batch,
+                    schema=PAYMENTS_SCHEMA,
+                    partitions=2,
+                    seed=seed,
+                    txn_size=50,
+                    abort_ratio=0.1,
+                    malformed_ratio=0.02,
+                    keep_records=False,
+                )
                 self.produced += self.per_batch
             except Exception as exc:  # reported at the end; a benchmark must not hang on it
                 self.error = exc
@@ -75,8 +86,11 @@ class Producer(threading.Thread):
 
 def start_job(pipeline_file: Path, logs: Path) -> StreamProcess:
     """One `onceflow ingest --mode continuous` process, in its own process group."""
-    return StreamProcess([sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", str(pipeline_file),
-                          "--mode", "continuous"], logs, f"ingest-{uuid.uuid4().hex[:8]}").start()
+    return StreamProcess(
+        [sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", str(pipeline_file), "--mode", "continuous"],
+        logs,
+        f"ingest-{uuid.uuid4().hex[:8]}",
+    ).start()
 
 
 def first_progress(status, pid: int, since: float, timeout: float = WAIT) -> tuple[dict, dict]:
@@ -112,8 +126,12 @@ def scenario(name: str, pipeline, pipeline_file: Path, logs: Path, runs: int) ->
         if name == "deleted-checkpoint":
             shutil.rmtree(pipeline.checkpoint_path)
             started = time.time()
-            proc = subprocess.run([sys.executable, "-m", "onceflow.cli", "recover", "--pipeline",
-                                   str(pipeline_file), "--json"], capture_output=True, text=True, timeout=WAIT)
+            proc = subprocess.run(
+                [sys.executable, "-m", "onceflow.cli", "recover", "--pipeline", str(pipeline_file), "--json"],
+                capture_output=True,
+                text=True,
+                timeout=WAIT,
+            )
             if proc.returncode != 0:
                 raise RuntimeError(f"onceflow recover exited {proc.returncode}: {proc.stderr[-2000:]}")
             record = json.loads(proc.stdout)
@@ -128,8 +146,10 @@ def scenario(name: str, pipeline, pipeline_file: Path, logs: Path, runs: int) ->
         row["batch_id"] = event["batch_id"]
         job.terminate()
         recover_note = f", recover {row['recover_seconds']}s" if "recover_seconds" in row else ""
-        log(f"{name} run {i}: {row['seconds']:.1f}s to the first new committed batch "
-            f"(batch {row['batch_id']}{recover_note})")
+        log(
+            f"{name} run {i}: {row['seconds']:.1f}s to the first new committed batch "
+            f"(batch {row['batch_id']}{recover_note})"
+        )
         results.append(row)
     return results
 
@@ -138,22 +158,33 @@ def check_exactly_once(pipeline, bootstrap: str) -> dict:
     """Catch up (available-now), then compare the tables with a read_committed consumer."""
     from deltalake import DeltaTable
 
-    from onceflow.sinks import table_paths
     from onceflow.kafka.consume import read_records
+    from onceflow.sinks import table_paths
 
     try:
-        proc = subprocess.run([sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", pipeline.file,
-                               "--mode", "available-now"], capture_output=True, text=True, timeout=CATCH_UP)
+        proc = subprocess.run(
+            [sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", pipeline.file, "--mode", "available-now"],
+            capture_output=True,
+            text=True,
+            timeout=CATCH_UP,
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"the catch-up run did not finish within {CATCH_UP}s; not checked"}
     if proc.returncode != 0:
         return {"error": proc.stderr[-2000:]}
     committed = {(p, o) for p, o, _, _ in read_records(bootstrap, pipeline.source.topic, "read_committed")}
     paths = table_paths(pipeline)
-    landed = Counter((r["_partition"], r["_offset"]) for name in ("bronze", "quarantine")
-                     for r in DeltaTable(paths[name]).to_pyarrow_table(columns=["_partition", "_offset"]).to_pylist())
-    return {"committed_records": len(committed), "duplicates": sum(1 for n in landed.values() if n > 1),
-            "missing": len(committed - set(landed)), "unexpected": len(set(landed) - committed)}
+    landed = Counter(
+        (r["_partition"], r["_offset"])
+        for name in ("bronze", "quarantine")
+        for r in DeltaTable(paths[name]).to_pyarrow_table(columns=["_partition", "_offset"]).to_pylist()
+    )
+    return {
+        "committed_records": len(committed),
+        "duplicates": sum(1 for n in landed.values() if n > 1),
+        "missing": len(committed - set(landed)),
+        "unexpected": len(set(landed) - committed),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,10 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(tempfile.mkdtemp(prefix="onceflow-bench-recovery-"))
     os.environ["ONCEFLOW_HOME"] = str(home)
     import yaml
+    from payments import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA_BODY
 
     from onceflow import config
     from onceflow.kafka.broker import LocalBroker, free_port_pair
-    from payments import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA_BODY
 
     broker = LocalBroker(home=home / "broker", port=free_port_pair())
     producer = None
@@ -181,15 +212,29 @@ def main(argv: list[str] | None = None) -> int:
         log(f"starting a broker in {home}")
         broker.start(timeout=WAIT)
         topic = f"bench-recovery-{uuid.uuid4().hex[:8]}"
-        body = {"name": "bench_recovery",
-                "source": {"bootstrap_servers": broker.bootstrap, "topic": topic, "starting_offsets": "earliest",
-                           "max_offsets_per_trigger": 2000},
-                "schema": PAYMENTS_SCHEMA_BODY,
-                "sinks": {"bronze": {"path": "tables/bronze"}, "quarantine": {"path": "tables/quarantine"},
-                          "aggregates": {"path": "tables/aggregates", "window": "1 minute",
-                                         "watermark": "10 minutes", **PAYMENTS_AGGREGATES}},
-                "checkpoint": "checkpoints/bench_recovery", "trigger": {"processing_time": "1 second"},
-                "spark_master": "local[2]"}
+        body = {
+            "name": "bench_recovery",
+            "source": {
+                "bootstrap_servers": broker.bootstrap,
+                "topic": topic,
+                "starting_offsets": "earliest",
+                "max_offsets_per_trigger": 2000,
+            },
+            "schema": PAYMENTS_SCHEMA_BODY,
+            "sinks": {
+                "bronze": {"path": "tables/bronze"},
+                "quarantine": {"path": "tables/quarantine"},
+                "aggregates": {
+                    "path": "tables/aggregates",
+                    "window": "1 minute",
+                    "watermark": "10 minutes",
+                    **PAYMENTS_AGGREGATES,
+                },
+            },
+            "checkpoint": "checkpoints/bench_recovery",
+            "trigger": {"processing_time": "1 second"},
+            "spark_master": "local[2]",
+        }
         pipeline_file = home / "bench_recovery.yaml"
         pipeline_file.write_text(yaml.safe_dump(body, sort_keys=False))
         pipeline = config.load(pipeline_file)
@@ -198,15 +243,21 @@ def main(argv: list[str] | None = None) -> int:
         producer = Producer(broker.bootstrap, topic, args.per_batch, args.pause)
         producer.start()
 
-        results = {name: scenario(name, pipeline, pipeline_file, logs, args.runs)
-                   for name in ("kill-9", "deleted-checkpoint")}
+        results = {
+            name: scenario(name, pipeline, pipeline_file, logs, args.runs) for name in ("kill-9", "deleted-checkpoint")
+        }
         producer.stop.set()
         producer.join(timeout=120)
         report = {
-            "benchmark": "recovery_time", "runs": args.runs, "cpus": os.cpu_count(),
-            "load_average_1m": round(os.getloadavg()[0], 2), "spark_master": "local[2]", "trigger": "1 second",
+            "benchmark": "recovery_time",
+            "runs": args.runs,
+            "cpus": os.cpu_count(),
+            "load_average_1m": round(os.getloadavg()[0], 2),
+            "spark_master": "local[2]",
+            "trigger": "1 second",
             "scenarios": {name: summarize(rows) for name, rows in results.items()},
-            "events_produced": producer.produced, "producer_error": str(producer.error) if producer.error else None,
+            "events_produced": producer.produced,
+            "producer_error": str(producer.error) if producer.error else None,
             "exactly_once_check": None,
         }
         emit(report, args.json)  # the timings are kept even if the check below fails
@@ -223,10 +274,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summarize(rows: list[dict]) -> dict:
-    out = {"median_seconds": statistics.median(r["seconds"] for r in rows),
-           "min_seconds": min(r["seconds"] for r in rows), "max_seconds": max(r["seconds"] for r in rows),
-           "median_restart_to_query_started_seconds": statistics.median(
-               r["restart_to_query_started_seconds"] for r in rows)}
+    out = {
+        "median_seconds": statistics.median(r["seconds"] for r in rows),
+        "min_seconds": min(r["seconds"] for r in rows),
+        "max_seconds": max(r["seconds"] for r in rows),
+        "median_restart_to_query_started_seconds": statistics.median(
+            r["restart_to_query_started_seconds"] for r in rows
+        ),
+    }
     if "recover_seconds" in rows[0]:
         out["median_recover_seconds"] = statistics.median(r["recover_seconds"] for r in rows)
     return {**out, "runs": rows}
@@ -244,9 +299,11 @@ def print_table(report: dict) -> None:
     for name, s in report["scenarios"].items():
         runs = ", ".join(f"{r['seconds']:.1f}" for r in s["runs"])
         rec = s.get("median_recover_seconds")
-        print(f"{name:<22}{s['median_seconds']:>10.1f}{s['min_seconds']:>9.1f}{s['max_seconds']:>9.1f}"
-              f"{(f'{rec:.1f}' if rec is not None else '—'):>11}"
-              f"{s['median_restart_to_query_started_seconds']:>12.1f}   {runs}")
+        print(
+            f"{name:<22}{s['median_seconds']:>10.1f}{s['min_seconds']:>9.1f}{s['max_seconds']:>9.1f}"
+            f"{(f'{rec:.1f}' if rec is not None else '—'):>11}"
+            f"{s['median_restart_to_query_started_seconds']:>12.1f}   {runs}"
+        )
     print(f"exactly-once check after the runs: {report['exactly_once_check']}")
     print(f"({report['cpus']} CPUs, 1-minute load average {report['load_average_1m']} at the end)")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from datetime import UTC
 
 from harness import emit
 
@@ -26,22 +27,23 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args(argv)
 
-    from datetime import datetime, timezone
+    from datetime import datetime
 
+    from payments import PAYMENTS_SCHEMA
     from pyspark.sql import functions as F
 
     from onceflow.schema.generate import Generator
     from onceflow.spark import parse
     from onceflow.spark.session import build_session
-    from payments import PAYMENTS_SCHEMA
 
     spark = build_session("onceflow-bench-strict-parse", master="local[2]")
     gen = Generator(PAYMENTS_SCHEMA, seed=1, group_by=("account_id",))
     values = [gen.record(0.01).value for _ in range(min(args.records, 50_000))]
-    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    base = spark.createDataFrame([(None, v, "t", 0, i, now, 0) for i, v in enumerate(values)],
-                                 "key binary, value binary, topic string, partition int, offset long, "
-                                 "timestamp timestamp, timestampType int")
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    base = spark.createDataFrame(
+        [(None, v, "t", 0, i, now, 0) for i, v in enumerate(values)],
+        "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int",
+    )
     copies = max(1, args.records // len(values))  # the same records repeated to the asked count
     raw = base.crossJoin(spark.range(copies).select(F.col("id").alias("_copy"))).drop("_copy").cache()
     total = raw.count()
@@ -63,9 +65,15 @@ def main(argv: list[str] | None = None) -> None:
         a, b = timed(True), timed(False)
         rounds.append({"strict_s": round(a, 3), "lenient_s": round(b, 3), "ratio": round(a / b, 3)})
     parse._single_value, parse._LONE_SURROGATE = strict_single, strict_lone
-    emit({"records": total, "rounds": rounds,
-          "median_ratio_strict_over_lenient": statistics.median(r["ratio"] for r in rounds),
-          "strict_records_per_s": round(total / statistics.median(r["strict_s"] for r in rounds))}, args.json)
+    emit(
+        {
+            "records": total,
+            "rounds": rounds,
+            "median_ratio_strict_over_lenient": statistics.median(r["ratio"] for r in rounds),
+            "strict_records_per_s": round(total / statistics.median(r["strict_s"] for r in rounds)),
+        },
+        args.json,
+    )
     spark.stop()
 
 

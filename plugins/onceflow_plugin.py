@@ -10,6 +10,7 @@ from onceflow.airflow.ui import PREFIX, app
 class OnceflowPlugin(AirflowPlugin):
     name = "onceflow"
     fastapi_apps = [{"app": app, "url_prefix": PREFIX, "name": "onceflow"}]
-    external_views = [{"name": "onceflow", "href": f"{PREFIX}/", "url_route": "onceflow",
-                       "destination": "nav", "category": "browse"}]
+    external_views = [
+        {"name": "onceflow", "href": f"{PREFIX}/", "url_route": "onceflow", "destination": "nav", "category": "browse"}
+    ]
     operator_extra_links = [AuditReportLink()]

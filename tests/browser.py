@@ -35,14 +35,27 @@ class Browser:
 
         self.profile = tempfile.mkdtemp(prefix="onceflow-chromium-")
         # offline: every host but this machine fails to resolve, as on a machine with no network
-        no_network = (["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1"]
-                      if offline else [])
+        no_network = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1"] if offline else []
         self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-             "--no-first-run", "--remote-debugging-port=0", f"--user-data-dir={self.profile}",
-             "--allow-file-access-from-files", *no_network,
-             f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            [
+                CHROMIUM,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={self.profile}",
+                "--allow-file-access-from-files",
+                *no_network,
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         port, deadline = None, time.monotonic() + 60
         while port is None and time.monotonic() < deadline:
             line = self.proc.stderr.readline()
@@ -55,8 +68,7 @@ class Browser:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as resp:
             page = next(p for p in json.load(resp) if p["type"] == "page")
         self._stack = contextlib.ExitStack()
-        self.ws = self._stack.enter_context(connect(page["webSocketDebuggerUrl"], max_size=64 * 2**20,
-                                                    open_timeout=30))
+        self.ws = self._stack.enter_context(connect(page["webSocketDebuggerUrl"], max_size=64 * 2**20, open_timeout=30))
         self.ids = itertools.count(1)
         self.requests: list[str] = []  # every URL the pages asked for
         self.errors: list[str] = []  # console errors, uncaught exceptions, failed loads
@@ -84,9 +96,13 @@ class Browser:
             self.requests.append(params["request"]["url"])
         elif method == "Runtime.exceptionThrown":
             details = params.get("exceptionDetails") or {}
-            self.errors.append(f"exception: {(details.get('exception') or {}).get('description') or details.get('text')}")
+            self.errors.append(
+                f"exception: {(details.get('exception') or {}).get('description') or details.get('text')}"
+            )
         elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            self.errors.append("console: " + " ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
+            self.errors.append(
+                "console: " + " ".join(str(a.get("value", a.get("description"))) for a in params["args"])
+            )
         elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
             entry = params["entry"]
             self.errors.append(f"log: {entry.get('text')} {entry.get('url', '')}".strip())
@@ -123,8 +139,10 @@ class Browser:
             except RuntimeError as exc:  # page still loading
                 last = str(exc)
             time.sleep(0.5)
-        raise AssertionError(f"waited {timeout:.0f}s for {what} at {self.js('location.href')}; page text: "
-                             f"{self.js('document.body ? document.body.innerText.slice(0, 600) : null')!r}")
+        raise AssertionError(
+            f"waited {timeout:.0f}s for {what} at {self.js('location.href')}; page text: "
+            f"{self.js('document.body ? document.body.innerText.slice(0, 600) : null')!r}"
+        )
 
     def type_into(self, selector: str, text: str) -> None:
         """Focus a field and type into it the way a keyboard does (React sees real input events)."""

@@ -61,10 +61,18 @@ def topic(request) -> str:
 # The longest modules (docs/testing.md, "Where the time goes"), started first: `make test` runs two
 # workers that take a module at a time in collection order (`--dist loadfile --no-loadscope-reorder`),
 # so a long module started last would run alone at the end while the other worker idles.
-LONGEST_FIRST = ("e2e/test_hard_kills.py", "e2e/test_airflow_dags.py", "e2e/test_broker_restart.py",
-                 "integration/test_audit.py", "integration/test_recovery.py", "integration/test_ingest.py",
-                 "integration/test_clean_stop.py", "integration/test_sensors.py",
-                 "integration/test_spark_standalone.py", "integration/test_kafka_sink.py")
+LONGEST_FIRST = (
+    "e2e/test_hard_kills.py",
+    "e2e/test_airflow_dags.py",
+    "e2e/test_broker_restart.py",
+    "integration/test_audit.py",
+    "integration/test_recovery.py",
+    "integration/test_ingest.py",
+    "integration/test_clean_stop.py",
+    "integration/test_sensors.py",
+    "integration/test_spark_standalone.py",
+    "integration/test_kafka_sink.py",
+)
 
 
 def _start_order(item) -> int:

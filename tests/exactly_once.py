@@ -28,8 +28,9 @@ def _rows(path: str, columns: list[str]) -> list[dict]:
     from deltalake import QueryBuilder
 
     select = ", ".join(f'"{c}"' for c in columns)
-    return pa.table(QueryBuilder().register("t", DeltaTable(path)).execute(f"SELECT {select} FROM t").read_all()
-                    ).to_pylist()
+    return pa.table(
+        QueryBuilder().register("t", DeltaTable(path)).execute(f"SELECT {select} FROM t").read_all()
+    ).to_pylist()
 
 
 def assert_exactly_once(pipeline: Pipeline, bootstrap: str, produced=None) -> dict:
@@ -61,8 +62,7 @@ def assert_exactly_once(pipeline: Pipeline, bootstrap: str, produced=None) -> di
     if produced is not None:
         expected = {(r.partition, r.offset): r.kind for s in produced for r in s.records if not r.aborted}
         reasons = {(r["_partition"], r["_offset"]): r["reason"] for r in quarantine}
-        wrong = {k: (kind, reasons.get(k)) for k, kind in expected.items()
-                 if kind != VALID and reasons.get(k) != kind}
+        wrong = {k: (kind, reasons.get(k)) for k, kind in expected.items() if kind != VALID and reasons.get(k) != kind}
         assert not wrong, f"{len(wrong)} malformed records without their reason, e.g. {list(wrong.items())[:5]}"
 
     if "aggregates" in paths:
@@ -92,8 +92,11 @@ def assert_aggregates_match(pipeline: Pipeline, bronze: list[dict], path: str) -
     rows = _rows(path, columns)
     actual = {tuple(r[c] for c in aggregate_key(aggs)): [r[m.name] for m in metrics] for r in rows}
     assert len(actual) == len(rows), "aggregate keys must be unique"
-    diff = {k: (expected.get(k), actual.get(k)) for k in set(expected) | set(actual)
-            if not _same(expected.get(k), actual.get(k))}
+    diff = {
+        k: (expected.get(k), actual.get(k))
+        for k in set(expected) | set(actual)
+        if not _same(expected.get(k), actual.get(k))
+    }
     assert not diff, f"{len(diff)} aggregate rows differ from the recomputation, e.g. {list(diff.items())[:3]}"
 
 
@@ -101,8 +104,10 @@ def _same(a: list | None, b: list | None) -> bool:
     """Equal, doubles within rounding (a sum of doubles depends on the order it is added in)."""
     if a is None or b is None:
         return a is b
-    return all(x == y or (isinstance(x, float) and isinstance(y, float) and abs(x - y) <= 1e-9 * max(1, abs(x)))
-               for x, y in zip(a, b))
+    return all(
+        x == y or (isinstance(x, float) and isinstance(y, float) and abs(x - y) <= 1e-9 * max(1, abs(x)))
+        for x, y in zip(a, b)
+    )
 
 
 def assert_ledgers_contiguous(pipeline: Pipeline) -> None:

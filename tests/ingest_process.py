@@ -22,8 +22,15 @@ SHORT_LIVED_DRIVER = {"ONCEFLOW_DRIVER_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1"}
 class IngestProcess:
     """`onceflow ingest` in its own process group (Python driver + its Spark JVM)."""
 
-    def __init__(self, pipeline, pipeline_file: Path, log_dir: Path, mode: str = "continuous",
-                 extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        pipeline,
+        pipeline_file: Path,
+        log_dir: Path,
+        mode: str = "continuous",
+        extra_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ):
         self.pipeline = pipeline
         self.cmd = [ONCEFLOW, "ingest", "--pipeline", str(pipeline_file), "--mode", mode, *extra_args]
         self.log_dir = log_dir
@@ -35,7 +42,7 @@ class IngestProcess:
     def progress_count(self) -> int:
         return sum(1 for e in self.status.events() if e.get("event") == "progress")
 
-    def start(self, fault: str | None = None, env: dict[str, str] | None = None) -> "IngestProcess":
+    def start(self, fault: str | None = None, env: dict[str, str] | None = None) -> IngestProcess:
         """Start a run; `fault`: ONCEFLOW_FAULT of this run only; `env`: more variables of this run
         only (e.g. the Kafka sink's ONCEFLOW_FAULT_KAFKA_SINK)."""
         env = {**self.env, **(env or {})}
@@ -47,8 +54,14 @@ class IngestProcess:
         while (self.log_dir / f"ingest-{n}.log").exists():
             n += 1
         self.log = self.log_dir / f"ingest-{n}.log"
-        self.proc = subprocess.Popen(self.cmd, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.cmd,
+            env=env,
+            stdout=open(self.log, "wb"),
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         return self
 
     def tail(self, lines: int = 40) -> str:
@@ -59,8 +72,9 @@ class IngestProcess:
         deadline = time.monotonic() + timeout
         while self.progress_count() <= more_than:
             if self.proc.poll() is not None:
-                raise AssertionError(f"ingest exited with {self.proc.returncode} before committing a batch:\n"
-                                     f"{self.tail()}")
+                raise AssertionError(
+                    f"ingest exited with {self.proc.returncode} before committing a batch:\n{self.tail()}"
+                )
             if time.monotonic() > deadline:
                 raise AssertionError(f"no committed batch within {timeout}s:\n{self.tail()}")
             time.sleep(0.2)

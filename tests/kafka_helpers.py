@@ -13,10 +13,18 @@ __all__ = ["consume_all", "log_ends"]  # consume_all: onceflow's reader under th
 def log_ends(bootstrap: str, topic: str) -> dict[int, int]:
     """Each partition's log end, open transactions included (a read_uncommitted view: onceflow's
     `watermarks` reads committed, so an open transaction ends it at that transaction's start)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "onceflow-test-reader",
-                         "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "onceflow-test-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+        }
+    )
     try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1]
-                for p in partitions_of(bootstrap, topic)}
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1]
+            for p in partitions_of(bootstrap, topic)
+        }
     finally:
         consumer.close()

@@ -23,9 +23,16 @@ SENSORS_SCHEMA_BODY = _SENSORS["schema"]
 SENSORS_AGGREGATES = {k: v for k, v in _SENSORS["sinks"]["aggregates"].items() if k != "path"}
 
 
-def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str | None = None, max_offsets: int = 2000,
-                   available_now_max_offsets: int | None = None, aggregates: dict | None = None,
-                   **overrides) -> Path:
+def write_pipeline(
+    folder: Path,
+    bootstrap: str,
+    topic: str,
+    name: str | None = None,
+    max_offsets: int = 2000,
+    available_now_max_offsets: int | None = None,
+    aggregates: dict | None = None,
+    **overrides,
+) -> Path:
     """A pipeline file whose tables and checkpoint live under `folder`, reading `topic` from
     the start, `max_offsets` per batch (`available_now_max_offsets` in available-now runs, if
     given); `overrides` replace top-level sections (e.g. trigger={"processing_time": "500 ms"}).
@@ -36,13 +43,23 @@ def write_pipeline(folder: Path, bootstrap: str, topic: str, name: str | None = 
     name = name or "p_" + re.sub(r"[^a-z0-9_]", "_", topic.lower())[:60]
     body = {
         "name": name,
-        "source": {"bootstrap_servers": bootstrap, "topic": topic, "starting_offsets": "earliest",
-                   "max_offsets_per_trigger": max_offsets},
+        "source": {
+            "bootstrap_servers": bootstrap,
+            "topic": topic,
+            "starting_offsets": "earliest",
+            "max_offsets_per_trigger": max_offsets,
+        },
         "schema": PAYMENTS_SCHEMA_BODY,
-        "sinks": {"bronze": {"path": str(folder / "bronze")},
-                  "quarantine": {"path": str(folder / "quarantine")},
-                  "aggregates": {"path": str(folder / "aggregates"), "window": "1 minute",
-                                 "watermark": "10 minutes", **(aggregates or PAYMENTS_AGGREGATES)}},
+        "sinks": {
+            "bronze": {"path": str(folder / "bronze")},
+            "quarantine": {"path": str(folder / "quarantine")},
+            "aggregates": {
+                "path": str(folder / "aggregates"),
+                "window": "1 minute",
+                "watermark": "10 minutes",
+                **(aggregates or PAYMENTS_AGGREGATES),
+            },
+        },
         "checkpoint": str(folder / "checkpoint"),
         "trigger": {"processing_time": "1 second"},
     }

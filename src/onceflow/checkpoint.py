@@ -49,21 +49,27 @@ def _local(path: str | os.PathLike) -> Path:
         if not text.startswith("/"):
             text = "/" + text
     elif "://" in text:
-        raise CheckpointError(f"{text}: only local checkpoints (paths or file: URIs) can be read without a JVM. "
-                              "Fix: copy the checkpoint to a local directory, or inspect it with Spark.")
+        raise CheckpointError(
+            f"{text}: only local checkpoints (paths or file: URIs) can be read without a JVM. "
+            "Fix: copy the checkpoint to a local directory, or inspect it with Spark."
+        )
     return Path(text)
 
 
 def _version(line: str, path: Path) -> int:
     """`v1` -> 1; CheckpointError naming the file for anything else (Spark refuses it too)."""
     if not line.startswith("v") or not line[1:].isdigit():
-        raise CheckpointError(f"{path}: first line is {line[:40]!r}, not a log version like 'v1' "
-                              "(file is truncated or not written by Spark)")
+        raise CheckpointError(
+            f"{path}: first line is {line[:40]!r}, not a log version like 'v1' "
+            "(file is truncated or not written by Spark)"
+        )
     version = int(line[1:])
     if version > SUPPORTED_VERSION or version < 1:
-        raise CheckpointError(f"{path}: log version v{version} is not supported (onceflow reads "
-                              f"v{SUPPORTED_VERSION}, written by Spark 4.0). Fix: read it with the Spark "
-                              "version that wrote it.")
+        raise CheckpointError(
+            f"{path}: log version v{version} is not supported (onceflow reads "
+            f"v{SUPPORTED_VERSION}, written by Spark 4.0). Fix: read it with the Spark "
+            "version that wrote it."
+        )
     return version
 
 
@@ -78,8 +84,9 @@ def _partition_offsets(raw: object, path: Path, where: str) -> dict[str, dict[in
         try:
             out[topic] = {int(p): int(o) for p, o in parts.items()}
         except (TypeError, ValueError):
-            raise CheckpointError(f"{path}: {where}: topic {topic!r} has a non-integer partition or "
-                                  f"offset: {parts!r}") from None
+            raise CheckpointError(
+                f"{path}: {where}: topic {topic!r} has a non-integer partition or offset: {parts!r}"
+            ) from None
     return out
 
 
@@ -100,8 +107,9 @@ def _json_line(line: str, path: Path, where: str) -> object:
     try:
         return json.loads(line)
     except ValueError as exc:
-        raise CheckpointError(f"{path}: {where} is not valid JSON ({exc.msg} at column {exc.colno}): "
-                              f"{line[:80]!r}") from None
+        raise CheckpointError(
+            f"{path}: {where} is not valid JSON ({exc.msg} at column {exc.colno}): {line[:80]!r}"
+        ) from None
 
 
 def read_offsets_file(path: str | os.PathLike) -> dict:
@@ -121,8 +129,10 @@ def read_offsets_file(path: str | os.PathLike) -> dict:
         raise CheckpointError(f"{path}: offsets file is empty (a crash mid-write, or not written by Spark)")
     version = _version(lines[0], path)
     if len(lines) < 2:
-        raise CheckpointError(f"{path}: offsets file ends after its version line: the batch metadata and "
-                              "source offsets are missing (truncated)")
+        raise CheckpointError(
+            f"{path}: offsets file ends after its version line: the batch metadata and "
+            "source offsets are missing (truncated)"
+        )
     metadata = _json_line(lines[1], path, "line 2 (batch metadata)")
     if not isinstance(metadata, dict):
         raise CheckpointError(f"{path}: line 2 (batch metadata) is not a JSON object")
@@ -133,8 +143,11 @@ def read_offsets_file(path: str | os.PathLike) -> dict:
         if line.strip() == "-":
             sources.append(None)
         else:
-            sources.append(_partition_offsets(_json_line(line, path, f"line {i} (source offsets)"), path,
-                                              f"line {i} (source offsets)"))
+            sources.append(
+                _partition_offsets(
+                    _json_line(line, path, f"line {i} (source offsets)"), path, f"line {i} (source offsets)"
+                )
+            )
     return {"version": version, "metadata": metadata, "sources": sources}
 
 
@@ -168,8 +181,9 @@ def _topic_offsets(sources: list, topic: str) -> dict[int, int] | None:
     return None
 
 
-def batch_offset_range(checkpoint: str | os.PathLike, batch_id: int,
-                       topic: str) -> tuple[dict[int, int], dict[int, int]]:
+def batch_offset_range(
+    checkpoint: str | os.PathLike, batch_id: int, topic: str
+) -> tuple[dict[int, int], dict[int, int]]:
     """The Kafka offset range [start, end) of micro-batch `batch_id`, per partition.
 
     Spark writes `offsets/N` before it runs batch N, so this works inside
@@ -187,25 +201,30 @@ def batch_offset_range(checkpoint: str | os.PathLike, batch_id: int,
     end_path = root / OFFSETS / str(batch_id)
     end = _topic_offsets(read_offsets_file(end_path)["sources"], topic)
     if end is None:
-        raise CheckpointError(f"{end_path}: no source offsets for topic {topic!r} (the checkpoint belongs to "
-                              "another query or topic). Fix: check the pipeline's checkpoint path and topic.")
+        raise CheckpointError(
+            f"{end_path}: no source offsets for topic {topic!r} (the checkpoint belongs to "
+            "another query or topic). Fix: check the pipeline's checkpoint path and topic."
+        )
     prev_path = root / OFFSETS / str(batch_id - 1)
     if batch_id > 0 and prev_path.exists():
         start = _topic_offsets(read_offsets_file(prev_path)["sources"], topic)
         if start is None:
-            raise CheckpointError(f"{prev_path}: no source offsets for topic {topic!r}, but batch {batch_id} "
-                                  "has some: the two batches disagree on their sources")
+            raise CheckpointError(
+                f"{prev_path}: no source offsets for topic {topic!r}, but batch {batch_id} "
+                "has some: the two batches disagree on their sources"
+            )
     else:
         older = [b for b in _batch_ids(root / OFFSETS) if b < batch_id]
         if older:
-            raise CheckpointError(f"{prev_path}: file is missing although older batches {older[-3:]} exist: "
-                                  f"batch {batch_id}'s start offsets are unknown. Fix: inspect the checkpoint with "
-                                  "`onceflow checkpoint show`; recover from the sink ledger if it is damaged.")
+            raise CheckpointError(
+                f"{prev_path}: file is missing although older batches {older[-3:]} exist: "
+                f"batch {batch_id}'s start offsets are unknown. Fix: inspect the checkpoint with "
+                "`onceflow checkpoint show`; recover from the sink ledger if it is damaged."
+            )
         init_path = root / SOURCES / "0" / "0"
         initial = read_initial_offsets(init_path)
         if topic not in initial:
-            raise CheckpointError(f"{init_path}: no initial offsets for topic {topic!r} "
-                                  f"(has {sorted(initial)})")
+            raise CheckpointError(f"{init_path}: no initial offsets for topic {topic!r} (has {sorted(initial)})")
         start = initial[topic]
     return {p: start.get(p, 0) for p in sorted(end)}, dict(sorted(end.items()))
 
@@ -324,8 +343,10 @@ class Checkpoint:
             return {}
         batch = self.batches.get(last)
         if batch is None:
-            raise CheckpointError(f"{Path(self.path) / OFFSETS / str(last)}: the offsets of the last committed "
-                                  f"batch {last} are missing or unreadable")
+            raise CheckpointError(
+                f"{Path(self.path) / OFFSETS / str(last)}: the offsets of the last committed "
+                f"batch {last} are missing or unreadable"
+            )
         return dict(sorted((batch.offsets(topic) or {}).items()))
 
     def position(self, topic: str) -> dict[int, int]:
@@ -336,6 +357,7 @@ class Checkpoint:
 
     def as_dict(self) -> dict:
         """JSON-ready summary (offset maps keyed by partition strings)."""
+
         def keyed(offsets: dict[int, int] | None) -> dict[str, int] | None:
             return None if offsets is None else {str(p): o for p, o in sorted(offsets.items())}
 
@@ -381,7 +403,7 @@ def _read_commit_file(path: Path) -> dict:
 def _read_metadata(path: Path) -> str:
     body = _json_line(_read_text(path).strip(), path, "query metadata")
     if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not body["id"]:
-        raise CheckpointError(f"{path}: query metadata has no \"id\" (expected {{\"id\": \"<query uuid>\"}})")
+        raise CheckpointError(f'{path}: query metadata has no "id" (expected {{"id": "<query uuid>"}})')
     return body["id"]
 
 
@@ -394,13 +416,22 @@ def _leftovers(folder: Path) -> list[Problem]:
         return out
     for name in sorted(names):
         if name.endswith(".tmp"):
-            out.append(Problem(str(folder / name), "leftover temp file from an interrupted write "
-                                                   "(Spark ignores it; safe to delete when the query is stopped)"))
+            out.append(
+                Problem(
+                    str(folder / name),
+                    "leftover temp file from an interrupted write "
+                    "(Spark ignores it; safe to delete when the query is stopped)",
+                )
+            )
             continue
         crc = _CRC_FILE.match(name)
         if crc and crc.group(1) not in names and not crc.group(1).endswith(".tmp"):
-            out.append(Problem(str(folder / name), f"checksum without its file {crc.group(1)!r} "
-                                                   "(leftover of a deleted or interrupted write)"))
+            out.append(
+                Problem(
+                    str(folder / name),
+                    f"checksum without its file {crc.group(1)!r} (leftover of a deleted or interrupted write)",
+                )
+            )
     return out
 
 
@@ -433,9 +464,12 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if not root.exists():
         return Checkpoint(path=str(root), exists=False, unusable_reasons=("the checkpoint directory does not exist",))
     if not root.is_dir():
-        return Checkpoint(path=str(root), exists=False,
-                          unusable_reasons=(f"{root} is a file, not a checkpoint directory",),
-                          problems=(Problem(str(root), "not a directory"),))
+        return Checkpoint(
+            path=str(root),
+            exists=False,
+            unusable_reasons=(f"{root} is a file, not a checkpoint directory",),
+            problems=(Problem(str(root), "not a directory"),),
+        )
     problems: list[Problem] = []
     fatal: list[str] = []
 
@@ -471,8 +505,10 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
             fatal.append(f"metadata is unreadable: {str(exc).split(': ', 1)[-1]}")
     elif offsets_files or commit_files:
         problems.append(Problem(str(meta), "file is missing: the query id is lost"))
-        fatal.append("metadata is missing although batches exist: the directory is not a whole checkpoint "
-                     "(Spark would silently start a new query id on it)")
+        fatal.append(
+            "metadata is missing although batches exist: the directory is not a whole checkpoint "
+            "(Spark would silently start a new query id on it)"
+        )
 
     # sources/0/0: the initial offsets, needed for batch 0's start and for a query that has not planned yet
     initial = None
@@ -483,8 +519,9 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
         except CheckpointError as exc:
             problems.append(Problem(str(init_path), str(exc).split(": ", 1)[-1]))
             if not offsets_files:
-                fatal.append(f"the initial offsets are unreadable and no batch was planned yet: "
-                             f"{str(exc).split(': ', 1)[-1]}")
+                fatal.append(
+                    f"the initial offsets are unreadable and no batch was planned yet: {str(exc).split(': ', 1)[-1]}"
+                )
     elif offsets_files and offsets_files[0] == 0:
         problems.append(Problem(str(init_path), "file is missing: batch 0's start offsets are unknown"))
 
@@ -492,36 +529,53 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if offsets_files:
         latest = offsets_files[-1]
         if latest in bad_offsets:
-            fatal.append(f"the newest offsets file offsets/{latest} is unreadable, and a restart reads it: "
-                         f"{bad_offsets[latest].split(': ', 1)[-1]}")
+            fatal.append(
+                f"the newest offsets file offsets/{latest} is unreadable, and a restart reads it: "
+                f"{bad_offsets[latest].split(': ', 1)[-1]}"
+            )
         if latest > 0 and (latest - 1) not in batches:
             state = "unreadable" if (latest - 1) in bad_offsets else "missing"
-            fatal.append(f"offsets/{latest - 1} is {state}, and a restart at batch {latest} needs it "
-                         f"(Spark fails with 'batch {latest - 1} doesn't exist')")
+            fatal.append(
+                f"offsets/{latest - 1} is {state}, and a restart at batch {latest} needs it "
+                f"(Spark fails with 'batch {latest - 1} doesn't exist')"
+            )
     if commit_files:
         newest_commit = commit_files[-1]
         if newest_commit in bad_commits:
-            fatal.append(f"the newest commit file commits/{newest_commit} is unreadable, and a restart reads it: "
-                         f"{bad_commits[newest_commit].split(': ', 1)[-1]}")
+            fatal.append(
+                f"the newest commit file commits/{newest_commit} is unreadable, and a restart reads it: "
+                f"{bad_commits[newest_commit].split(': ', 1)[-1]}"
+            )
         latest = offsets_files[-1] if offsets_files else None
         if latest is None or newest_commit > latest:
-            fatal.append(f"commits are ahead of offsets: commits/{newest_commit} exists but the newest offsets "
-                         f"file is {'none' if latest is None else f'offsets/{latest}'} (a commit without its "
-                         "planned offsets: files were deleted or copied from another query)")
+            fatal.append(
+                f"commits are ahead of offsets: commits/{newest_commit} exists but the newest offsets "
+                f"file is {'none' if latest is None else f'offsets/{latest}'} (a commit without its "
+                "planned offsets: files were deleted or copied from another query)"
+            )
         elif newest_commit < latest - 1:
-            fatal.append(f"commits trail offsets by more than one batch: newest commit {newest_commit}, newest "
-                         f"offsets {latest}; Spark would re-run only batch {latest} and never write batches "
-                         f"{_spans(list(range(newest_commit + 1, latest)))}")
+            fatal.append(
+                f"commits trail offsets by more than one batch: newest commit {newest_commit}, newest "
+                f"offsets {latest}; Spark would re-run only batch {latest} and never write batches "
+                f"{_spans(list(range(newest_commit + 1, latest)))}"
+            )
     elif offsets_files and offsets_files[-1] > offsets_files[0]:
-        fatal.append(f"no commit file exists although batches {offsets_files[0]}-{offsets_files[-1]} were planned; "
-                     "Spark would re-run only the newest one and never write the others")
+        fatal.append(
+            f"no commit file exists although batches {offsets_files[0]}-{offsets_files[-1]} were planned; "
+            "Spark would re-run only the newest one and never write the others"
+        )
 
     # history: gaps and commits without offsets (not read by a restart, but audits and ranges need them)
     for name, ids in ((OFFSETS, offsets_files), (COMMITS, commit_files)):
         gaps = _gaps(ids)
         if gaps:
-            problems.append(Problem(str(root / name), f"gap: batch files {_spans(gaps)} are missing between "
-                                                      f"{ids[0]} and {ids[-1]} (Spark only deletes the oldest)"))
+            problems.append(
+                Problem(
+                    str(root / name),
+                    f"gap: batch files {_spans(gaps)} are missing between "
+                    f"{ids[0]} and {ids[-1]} (Spark only deletes the oldest)",
+                )
+            )
     oldest = offsets_files[0] if offsets_files else 0
     orphans = [b for b in commit_files if b >= oldest and b not in set(offsets_files)]
     if orphans:
@@ -530,6 +584,15 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
     for folder in (root, root / OFFSETS, root / COMMITS, root / SOURCES / "0"):
         problems.extend(_leftovers(folder))
 
-    return Checkpoint(path=str(root), exists=True, query_id=query_id, initial_offsets=initial, batches=batches,
-                      commits=tuple(commits), offsets_files=offsets_files, commit_files=commit_files,
-                      problems=tuple(problems), unusable_reasons=tuple(fatal))
+    return Checkpoint(
+        path=str(root),
+        exists=True,
+        query_id=query_id,
+        initial_offsets=initial,
+        batches=batches,
+        commits=tuple(commits),
+        offsets_files=offsets_files,
+        commit_files=commit_files,
+        problems=tuple(problems),
+        unusable_reasons=tuple(fatal),
+    )

@@ -20,8 +20,20 @@ from onceflow.schema.model import AggregatesSpec, Schema
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|min|minutes?|h|hours?)\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1, "second": 1, "seconds": 1,
-                 "min": 60, "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600}
+_UNIT_SECONDS = {
+    "ms": 0.001,
+    "millisecond": 0.001,
+    "milliseconds": 0.001,
+    "s": 1,
+    "second": 1,
+    "seconds": 1,
+    "min": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hour": 3600,
+    "hours": 3600,
+}
 
 
 def duration_seconds(text: str) -> float:
@@ -165,23 +177,27 @@ class Pipeline(_Model):
     @classmethod
     def _moved(cls, data):
         if isinstance(data, dict) and "event" in data:
-            raise ValueError("the `event` section was replaced by `schema` (fields, types and rules; "
-                             "max_bytes moved to schema.max_bytes, a list of allowed values to an `allowed` rule on its field): "
-                             "see docs/pipeline-config.md#schema and pipelines/payments.yaml")
+            raise ValueError(
+                "the `event` section was replaced by `schema` (fields, types and rules; "
+                "max_bytes moved to schema.max_bytes, a list of allowed values to an `allowed` rule on its field): "
+                "see docs/pipeline-config.md#schema and pipelines/payments.yaml"
+            )
         return data
 
     @model_validator(mode="after")
-    def _declared(self) -> "Pipeline":
+    def _declared(self) -> Pipeline:
         agg = self.sinks.aggregates
         if agg is not None:
             agg.check_against(self.schema_)
         if self.sinks.kafka is not None and self.kafka_key is None:
-            raise ValueError("sinks.kafka.key is not set and there is neither schema.event_id nor an aggregates "
-                             "group_by to default to; set sinks.kafka.key to a SQL expression over bronze columns")
+            raise ValueError(
+                "sinks.kafka.key is not set and there is neither schema.event_id nor an aggregates "
+                "group_by to default to; set sinks.kafka.key to a SQL expression over bronze columns"
+            )
         return self
 
     @property
-    def schema(self) -> Schema:  # noqa: F811 - pydantic field is `schema_` (BaseModel has a `schema` method)
+    def schema(self) -> Schema:
         return self.schema_
 
     @property
@@ -217,8 +233,10 @@ def _substitute(text: str, env: dict[str, str], file: str) -> str:
             return env[name]
         if default is not None:
             return default
-        raise ConfigError(f"{file}: ${{{name}}} is used but not set. Fix: export {name}=… "
-                          f"or write ${{{name}:-default}} in the file.")
+        raise ConfigError(
+            f"{file}: ${{{name}}} is used but not set. Fix: export {name}=… or write ${{{name}:-default}} in the file."
+        )
+
     return _ENV_REF.sub(repl, text)
 
 
@@ -232,8 +250,10 @@ def load(path: str | Path, env: dict[str, str] | None = None) -> Pipeline:
     try:
         raw = path.read_text()
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read pipeline config ({exc.strerror}). "
-                          f"Fix: pass an existing file, e.g. pipelines/payments.yaml.") from None
+        raise ConfigError(
+            f"{path}: cannot read pipeline config ({exc.strerror}). "
+            f"Fix: pass an existing file, e.g. pipelines/payments.yaml."
+        ) from None
     text = _substitute(raw, dict(os.environ) if env is None else env, str(path))
     try:
         data = yaml.safe_load(text)
@@ -287,13 +307,16 @@ def find_pipeline(name_or_path: str | Path | None = None) -> Path:
         for candidate in candidates:
             if candidate.is_file():
                 return candidate.resolve()
-        raise ConfigError(f"{spec}: no such pipeline file. Fix: pass an existing YAML file, or a pipeline name "
-                          f"({_holds(folder)})")
+        raise ConfigError(
+            f"{spec}: no such pipeline file. Fix: pass an existing YAML file, or a pipeline name ({_holds(folder)})"
+        )
     for suffix in (".yaml", ".yml"):
         if (folder / f"{spec}{suffix}").is_file():
             return (folder / f"{spec}{suffix}").resolve()
-    raise ConfigError(f"no pipeline named {spec!r} ({_holds(folder)}). Fix: pass one of those names or the path "
-                      "of a pipeline YAML, or set ONCEFLOW_PIPELINES_DIR to the folder that holds yours")
+    raise ConfigError(
+        f"no pipeline named {spec!r} ({_holds(folder)}). Fix: pass one of those names or the path "
+        "of a pipeline YAML, or set ONCEFLOW_PIPELINES_DIR to the folder that holds yours"
+    )
 
 
 def _holds(folder: Path) -> str:
@@ -335,7 +358,7 @@ def _model_in(annotation) -> type[BaseModel] | None:
 
 def _short(value, limit: int = 80) -> str:
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 4] + " ..."
+    return text if len(text) <= limit else text[: limit - 4] + " ..."
 
 
 def _known(model: type[BaseModel] | None) -> list[str]:
@@ -372,14 +395,18 @@ def _field_errors(exc: ValidationError) -> list[str]:
         elif err["type"] == "extra_forbidden":
             if loc in meant:
                 right = _where(loc[:-1] + (meant[loc],))
-                lines.append(f"  field `{field}`: unknown field; did you mean `{right}`? Fix: rename `{field}` "
-                             f"to `{right}`")
+                lines.append(
+                    f"  field `{field}`: unknown field; did you mean `{right}`? Fix: rename `{field}` to `{right}`"
+                )
             else:
                 model = _model_at(loc[:-1])
                 known = ", ".join(_known(model))
-                lines.append(f"  field `{field}`: unknown field. Fix: remove it, or use one of: {known} "
-                             "(docs/pipeline-config.md)")
+                lines.append(
+                    f"  field `{field}`: unknown field. Fix: remove it, or use one of: {known} "
+                    "(docs/pipeline-config.md)"
+                )
         else:
-            lines.append(f"  field `{field}`: {err['msg']} (got {_short(err.get('input'))}). "
-                         "Fix: see docs/pipeline-config.md")
+            lines.append(
+                f"  field `{field}`: {err['msg']} (got {_short(err.get('input'))}). Fix: see docs/pipeline-config.md"
+            )
     return lines

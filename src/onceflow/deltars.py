@@ -16,9 +16,11 @@ from onceflow.errors import TableFeatureError
 
 # Spark's writer supports every Delta table feature; delta-rs some (liquid clustering, row
 # tracking and identity columns need ones it lacks: domainMetadata, rowTracking, ...)
-FEATURE_FIX = ("drop the feature from the table (ALTER TABLE ... DROP FEATURE), or, for bronze and quarantine, "
-               "set source.driver_commit_max_offsets: 0 in the pipeline file so that Spark's Delta writer "
-               "commits every batch (a running stream switches to it by itself; docs/pipeline-config.md)")
+FEATURE_FIX = (
+    "drop the feature from the table (ALTER TABLE ... DROP FEATURE), or, for bronze and quarantine, "
+    "set source.driver_commit_max_offsets: 0 in the pipeline file so that Spark's Delta writer "
+    "commits every batch (a running stream switches to it by itself; docs/pipeline-config.md)"
+)
 
 
 def table_schema_json(path: str) -> str:
@@ -64,9 +66,15 @@ class Appender:
             schema = pa.schema(table.schema().to_arrow())
             rows = schema.empty_table() if data is None else data if isinstance(data, pa.Table) else pa.table(data)
             rows = rows.select(schema.names).cast(schema) if rows.num_rows else schema.empty_table()
-            write_deltalake(table, rows, mode="append", storage_options=self.storage_options,
-                            commit_properties=CommitProperties(custom_metadata={"userMetadata": metadata},
-                                                               app_transactions=[Transaction(app_id, version)]))
+            write_deltalake(
+                table,
+                rows,
+                mode="append",
+                storage_options=self.storage_options,
+                commit_properties=CommitProperties(
+                    custom_metadata={"userMetadata": metadata}, app_transactions=[Transaction(app_id, version)]
+                ),
+            )
         except DeltaError as exc:  # refused before anything is written: the commit is all or nothing
             if "nsupported" not in str(exc):  # "Unsupported table features required: [DomainMetadata]"
                 raise

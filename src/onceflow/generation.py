@@ -51,8 +51,10 @@ def read_identity(checkpoint: str) -> CheckpointIdentity | None:
     except FileNotFoundError:
         return None
     except (ValueError, TypeError) as exc:
-        raise RecoveryError(f"{path} is unreadable ({exc}). Fix: run `onceflow recover` to start a new "
-                            "generation from the sink ledgers.") from None
+        raise RecoveryError(
+            f"{path} is unreadable ({exc}). Fix: run `onceflow recover` to start a new "
+            "generation from the sink ledgers."
+        ) from None
 
 
 def write_identity(checkpoint: str, identity: CheckpointIdentity) -> None:
@@ -63,7 +65,18 @@ def write_identity(checkpoint: str, identity: CheckpointIdentity) -> None:
     os.replace(tmp, root / IDENTITY_FILE)
 
 
-def new_identity(pipeline: str, generation: int, starting_offsets: str | None, reason: str,
-                 sink_floors: dict[str, dict[str, int]] | None = None) -> CheckpointIdentity:
-    return CheckpointIdentity(pipeline=pipeline, generation=generation, created=now_iso(),
-                              starting_offsets=starting_offsets, reason=reason, sink_floors=sink_floors)
+def new_identity(
+    pipeline: str,
+    generation: int,
+    starting_offsets: str | None,
+    reason: str,
+    sink_floors: dict[str, dict[str, int]] | None = None,
+) -> CheckpointIdentity:
+    return CheckpointIdentity(
+        pipeline=pipeline,
+        generation=generation,
+        created=now_iso(),
+        starting_offsets=starting_offsets,
+        reason=reason,
+        sink_floors=sink_floors,
+    )

@@ -11,9 +11,9 @@ docs/checkpoint-status.md; the output schema is docs/schemas/checkpoint-status.s
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from onceflow.checkpoint import COMMITS, Checkpoint
 from onceflow.config import Pipeline
@@ -33,7 +33,7 @@ EndOffsets = Callable[[str, str], dict[str, dict[int, int]]]
 def _iso(epoch: float | None) -> str | None:
     if epoch is None:
         return None
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 # -- the facts ---------------------------------------------------------------------
@@ -41,21 +41,38 @@ def _checkpoint_facts(pipeline: Pipeline, facts: PipelineFacts) -> tuple[Checkpo
     ck = facts.checkpoint
     topic = pipeline.source.topic
     if ck is None:  # a remote URI: not readable without a JVM
-        return None, {"path": pipeline.checkpoint_path, "exists": None, "usable": None,
-                      "error": str(facts.checkpoint_error), "unusable_reasons": [], "problems": [], "query_id": None,
-                      "last_committed": None, "uncommitted": None, "last_commit_at": None}
+        return None, {
+            "path": pipeline.checkpoint_path,
+            "exists": None,
+            "usable": None,
+            "error": str(facts.checkpoint_error),
+            "unusable_reasons": [],
+            "problems": [],
+            "query_id": None,
+            "last_committed": None,
+            "uncommitted": None,
+            "last_commit_at": None,
+        }
     commit_epoch = None
     if ck.last_committed is not None:
         try:
             commit_epoch = (Path(ck.path) / COMMITS / str(ck.last_committed)).stat().st_mtime
         except OSError:
             commit_epoch = None
-    return ck, {"path": ck.path, "exists": ck.exists, "usable": ck.usable if not ck.empty else True,
-                "empty": ck.empty, "unusable_reasons": list(ck.unusable_reasons),
-                "problems": [p.as_dict() for p in ck.problems], "query_id": ck.query_id,
-                "last_committed": ck.last_committed, "uncommitted": ck.uncommitted,
-                "last_commit_at": _iso(commit_epoch), "_commit_epoch": commit_epoch,
-                "topic_in_checkpoint": (topic in ck.topics) if ck.topics else None}
+    return ck, {
+        "path": ck.path,
+        "exists": ck.exists,
+        "usable": ck.usable if not ck.empty else True,
+        "empty": ck.empty,
+        "unusable_reasons": list(ck.unusable_reasons),
+        "problems": [p.as_dict() for p in ck.problems],
+        "query_id": ck.query_id,
+        "last_committed": ck.last_committed,
+        "uncommitted": ck.uncommitted,
+        "last_commit_at": _iso(commit_epoch),
+        "_commit_epoch": commit_epoch,
+        "topic_in_checkpoint": (topic in ck.topics) if ck.topics else None,
+    }
 
 
 def _position(ck: Checkpoint | None, topic: str) -> dict[int, int] | None:
@@ -69,8 +86,9 @@ def _position(ck: Checkpoint | None, topic: str) -> dict[int, int] | None:
     return pos or None
 
 
-def _kafka_facts(pipeline: Pipeline, position: dict[int, int] | None, fresh: bool,
-                 facts: PipelineFacts) -> tuple[dict, list]:
+def _kafka_facts(
+    pipeline: Pipeline, position: dict[int, int] | None, fresh: bool, facts: PipelineFacts
+) -> tuple[dict, list]:
     """Kafka's offsets, and one row per partition: committed / latest / lag.
 
     A partition the query has no position in is read from the log start (Spark
@@ -79,8 +97,11 @@ def _kafka_facts(pipeline: Pipeline, position: dict[int, int] | None, fresh: boo
     means no lag (a broken checkpoint gives no trustworthy position)."""
     src = pipeline.source
     # unreachable, unknown topic: reported, never raised
-    kafka: dict = {"bootstrap": src.bootstrap_servers, "topic": src.topic,
-                   "error": str(facts.kafka_error) if facts.kafka_error is not None else None}
+    kafka: dict = {
+        "bootstrap": src.bootstrap_servers,
+        "topic": src.topic,
+        "error": str(facts.kafka_error) if facts.kafka_error is not None else None,
+    }
     offsets = facts.kafka
     rows = []
     parts = sorted(set(position or {}) | set((offsets or {}).get("latest", {})))
@@ -91,9 +112,17 @@ def _kafka_facts(pipeline: Pipeline, position: dict[int, int] | None, fresh: boo
         from_start = position is not None or (fresh and src.starting_offsets == "earliest")
         start = committed if committed is not None else (earliest if from_start else None)
         lag = None if latest is None or start is None else max(0, latest - start)
-        rows.append({"partition": p, "committed": committed, "latest": latest, "earliest": earliest, "lag": lag,
-                     "behind_retention": (committed is not None and earliest is not None and committed < earliest),
-                     "ahead_of_kafka": (committed is not None and latest is not None and committed > latest)})
+        rows.append(
+            {
+                "partition": p,
+                "committed": committed,
+                "latest": latest,
+                "earliest": earliest,
+                "lag": lag,
+                "behind_retention": (committed is not None and earliest is not None and committed < earliest),
+                "ahead_of_kafka": (committed is not None and latest is not None and committed > latest),
+            }
+        )
     return kafka, rows
 
 
@@ -106,10 +135,16 @@ def _sink_facts(facts: PipelineFacts) -> dict:
             out[name] = {"path": path, "exists": None, "error": facts.ledger_errors[name].cause}
             continue
         last = ledger.last
-        out[name] = {"path": path, "exists": ledger.exists, "error": None, "entries": len(ledger.entries),
-                     "last_batch": last.batch_id if last else None, "generation": last.generation if last else None,
-                     "version": last.version if last else None,
-                     "last_commit_at": _iso(last.timestamp / 1000) if last and last.timestamp else None}
+        out[name] = {
+            "path": path,
+            "exists": ledger.exists,
+            "error": None,
+            "entries": len(ledger.entries),
+            "last_batch": last.batch_id if last else None,
+            "generation": last.generation if last else None,
+            "version": last.version if last else None,
+            "last_commit_at": _iso(last.timestamp / 1000) if last and last.timestamp else None,
+        }
         leader = facts.ledgers.get(FOLLOWS.get(name, ""))
         if leader is not None:  # the aggregates trail bronze by up to `merge_every` while the job runs
             out[name]["trails_batches"] = len(follower_lag(leader, ledger)[0])
@@ -137,8 +172,9 @@ def _run_facts(pipeline: Pipeline, facts: PipelineFacts, now: float) -> dict:
         "mode": (started or {}).get("mode"),
         "generation": (started or {}).get("generation"),
         "started_at": (started or {}).get("time"),
-        "final": ({"status": final.get("status"), "error": final.get("error"), "time": final.get("time")}
-                  if final else None),
+        "final": (
+            {"status": final.get("status"), "error": final.get("error"), "time": final.get("time")} if final else None
+        ),
         "last_progress_batch": progress[-1].get("batch_id") if progress else None,
         "last_progress_at": progress[-1].get("time") if progress else None,
         "last_heartbeat_at": beats[-1].get("time") if beats else None,
@@ -178,13 +214,18 @@ def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
         final = run["final"]
         if run["events"] == 0:
             if no_checkpoint:
-                return Verdict.NOT_STARTED, ["no checkpoint and no run recorded in the status log; the job does not "
-                                             "run"]
-            return Verdict.STOPPED, [f"not running; the checkpoint holds batches up to {ck['last_committed']} "
-                               "but the status log records no run"]
+                return Verdict.NOT_STARTED, [
+                    "no checkpoint and no run recorded in the status log; the job does not run"
+                ]
+            return Verdict.STOPPED, [
+                f"not running; the checkpoint holds batches up to {ck['last_committed']} "
+                "but the status log records no run"
+            ]
         if final is None:
-            return Verdict.DEAD, [f"the last run ({run['run_id']}) has no final event and no process holds the run "
-                          "lock: the job died (killed or crashed) without stopping"]
+            return Verdict.DEAD, [
+                f"the last run ({run['run_id']}) has no final event and no process holds the run "
+                "lock: the job died (killed or crashed) without stopping"
+            ]
         if final["status"] == FAILED:
             return Verdict.FAILED, [f"the last run failed at {final['time']}: {final['error']}"]
         return Verdict.STOPPED, [f"not running; the last run {ended(final['status'])} at {final['time']}"]
@@ -197,9 +238,11 @@ def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
     alive_since = beat or started_epoch or run["_holder_epoch"]
     if alive_since is not None and now - alive_since > th["dead_after_seconds"]:
         what = "heartbeat (progress or idle event)" if beat is not None else "sign of life since the lock was taken"
-        return Verdict.DEAD, [f"the run lock is held (pid {(run['holder'] or {}).get('pid')}) but the last {what} is "
-                      f"{now - alive_since:.0f}s old, more than dead_after_seconds={th['dead_after_seconds']:g}: "
-                      "the job hangs"]
+        return Verdict.DEAD, [
+            f"the run lock is held (pid {(run['holder'] or {}).get('pid')}) but the last {what} is "
+            f"{now - alive_since:.0f}s old, more than dead_after_seconds={th['dead_after_seconds']:g}: "
+            "the job hangs"
+        ]
     if lag["total"] is None:
         why = report["kafka"]["error"] or "the query's position in the topic is not known yet"
         return Verdict.UNKNOWN, [f"the job runs, but its lag cannot be measured: {why}"]
@@ -209,13 +252,18 @@ def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
     since = max([e for e in (commit_epoch, run_start) if e is not None], default=now)
     quiet = now - since
     if lag["total"] > 0 and quiet > th["stalled_after_seconds"]:
-        return Verdict.STALLED, [f"lag is {lag['total']} but no batch committed for {quiet:.0f}s, more than "
-                         f"{th['stalled_after_triggers']} triggers × {th['trigger_seconds']:g}s"]
+        return Verdict.STALLED, [
+            f"lag is {lag['total']} but no batch committed for {quiet:.0f}s, more than "
+            f"{th['stalled_after_triggers']} triggers × {th['trigger_seconds']:g}s"
+        ]
     if lag["total"] > th["max_lag"]:
-        return Verdict.LAGGING, [f"lag {lag['total']} is above max_lag={th['max_lag']}; batches still commit "
-                         f"(last {quiet:.0f}s ago)"]
-    reasons.append(f"running; lag {lag['total']} ≤ max_lag={th['max_lag']}"
-                   + (f"; last commit {quiet:.0f}s ago" if commit_epoch else "; nothing committed yet"))
+        return Verdict.LAGGING, [
+            f"lag {lag['total']} is above max_lag={th['max_lag']}; batches still commit (last {quiet:.0f}s ago)"
+        ]
+    reasons.append(
+        f"running; lag {lag['total']} ≤ max_lag={th['max_lag']}"
+        + (f"; last commit {quiet:.0f}s ago" if commit_epoch else "; nothing committed yet")
+    )
     return Verdict.HEALTHY, reasons
 
 
@@ -224,33 +272,43 @@ def _notes(report: dict) -> list[str]:
     notes = []
     for row in report["partitions"]:
         if row["behind_retention"]:
-            notes.append(f"partition {row['partition']}: committed offset {row['committed']} is below Kafka's log "
-                         f"start {row['earliest']}: records were deleted unread (a restart fails with "
-                         "failOnDataLoss=true; see `onceflow recover`)")
+            notes.append(
+                f"partition {row['partition']}: committed offset {row['committed']} is below Kafka's log "
+                f"start {row['earliest']}: records were deleted unread (a restart fails with "
+                "failOnDataLoss=true; see `onceflow recover`)"
+            )
         if row["ahead_of_kafka"]:
-            notes.append(f"partition {row['partition']}: committed offset {row['committed']} is past Kafka's "
-                         f"latest {row['latest']} (was the topic deleted and recreated?)")
+            notes.append(
+                f"partition {row['partition']}: committed offset {row['committed']} is past Kafka's "
+                f"latest {row['latest']} (was the topic deleted and recreated?)"
+            )
     ck = report["checkpoint"]
     if ck.get("problems") and not ck.get("unusable_reasons"):
-        notes.append(f"checkpoint has {len(ck['problems'])} problem(s) that do not block a restart "
-                     "(see `onceflow checkpoint show`)")
+        notes.append(
+            f"checkpoint has {len(ck['problems'])} problem(s) that do not block a restart "
+            "(see `onceflow checkpoint show`)"
+        )
     if ck.get("topic_in_checkpoint") is False:
-        notes.append(f"the checkpoint does not read topic {report['kafka']['topic']!r}: it belongs to another "
-                     "query or the source topic was changed")
+        notes.append(
+            f"the checkpoint does not read topic {report['kafka']['topic']!r}: it belongs to another "
+            "query or the source topic was changed"
+        )
     return notes
 
 
-def pipeline_health(pipeline: Pipeline, *, now: float | None = None,
-                    end_offsets: EndOffsets | None = None) -> dict:
+def pipeline_health(pipeline: Pipeline, *, now: float | None = None, end_offsets: EndOffsets | None = None) -> dict:
     """The pipeline's health report (see module doc). Never raises for what it finds:
     an unreachable Kafka or a damaged file becomes part of the report."""
     now = time.time() if now is None else now
     trigger_seconds = pipeline.trigger.seconds
     h = pipeline.health
-    thresholds = {"max_lag": h.max_lag, "stalled_after_triggers": h.stalled_after_triggers,
-                  "trigger_seconds": trigger_seconds,
-                  "stalled_after_seconds": round(h.stalled_after_triggers * trigger_seconds, 3),
-                  "dead_after_seconds": h.dead_after_seconds}
+    thresholds = {
+        "max_lag": h.max_lag,
+        "stalled_after_triggers": h.stalled_after_triggers,
+        "trigger_seconds": trigger_seconds,
+        "stalled_after_seconds": round(h.stalled_after_triggers * trigger_seconds, 3),
+        "dead_after_seconds": h.dead_after_seconds,
+    }
     facts = read_facts(pipeline, with_kafka_ledger=False, kafka_timeout=KAFKA_TIMEOUT, kafka_offsets=end_offsets)
     ck, ck_facts = _checkpoint_facts(pipeline, facts)
     fresh = ck is not None and (not ck.exists or ck.empty)

@@ -117,15 +117,23 @@ def resolve(names: tuple[str, ...] = CLASSPATHS, force: bool = False, log=print)
         staging = target.with_name(target.name + ".staging")
         shutil.rmtree(staging, ignore_errors=True)
         cmd = [
-            mvn, "-B", "-q", "-s", str(root / "jvm" / "settings.xml"), "-f", str(pom),
-            "dependency:copy-dependencies", "-DincludeScope=runtime",
+            mvn,
+            "-B",
+            "-q",
+            "-s",
+            str(root / "jvm" / "settings.xml"),
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
             f"-DoutputDirectory={staging}",
         ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             errors = [l for l in proc.stdout.splitlines() + proc.stderr.splitlines() if "ERROR" in l]
             raise SetupError(
-                f"Maven could not resolve {pom}:\n" + "\n".join(errors[:5])
+                f"Maven could not resolve {pom}:\n"
+                + "\n".join(errors[:5])
                 + "\nFix: check network access to the Maven repository (ONCEFLOW_MAVEN_REPO)."
             )
         if name == "spark":

@@ -11,8 +11,8 @@ with delta-rs, without a JVM, so CLI status checks and Airflow triggers stay lig
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
 
 LEDGER_KEY = "onceflow_ledger"
 LEDGER_FORMAT = 1
@@ -59,11 +59,18 @@ class LedgerEntry:
         return app_id(self.pipeline, self.sink, self.generation)
 
     def _body(self) -> dict:
-        body = {LEDGER_KEY: LEDGER_FORMAT, "kind": self.kind, "pipeline": self.pipeline, "sink": self.sink,
-                "generation": self.generation, "batch_id": self.batch_id, "topic": self.topic,
-                "start": {str(p): o for p, o in sorted(self.start.items())},
-                "end": {str(p): o for p, o in sorted(self.end.items())},
-                "rows": self.rows}
+        body = {
+            LEDGER_KEY: LEDGER_FORMAT,
+            "kind": self.kind,
+            "pipeline": self.pipeline,
+            "sink": self.sink,
+            "generation": self.generation,
+            "batch_id": self.batch_id,
+            "topic": self.topic,
+            "start": {str(p): o for p, o in sorted(self.start.items())},
+            "end": {str(p): o for p, o in sorted(self.end.items())},
+            "rows": self.rows,
+        }
         if self.extra:
             body["extra"] = self.extra
         return body
@@ -73,16 +80,24 @@ class LedgerEntry:
         return json.dumps(self._body(), separators=(",", ":"))
 
     @classmethod
-    def _from_body(cls, body: dict, version: int | None, timestamp: int | None) -> "LedgerEntry":
-        return cls(pipeline=body["pipeline"], sink=body["sink"], generation=int(body["generation"]),
-                   batch_id=int(body["batch_id"]), topic=body["topic"],
-                   start={int(p): int(o) for p, o in body["start"].items()},
-                   end={int(p): int(o) for p, o in body["end"].items()},
-                   rows=int(body.get("rows", 0)), kind=body.get("kind", BATCH), extra=body.get("extra") or {},
-                   version=version, timestamp=timestamp)
+    def _from_body(cls, body: dict, version: int | None, timestamp: int | None) -> LedgerEntry:
+        return cls(
+            pipeline=body["pipeline"],
+            sink=body["sink"],
+            generation=int(body["generation"]),
+            batch_id=int(body["batch_id"]),
+            topic=body["topic"],
+            start={int(p): int(o) for p, o in body["start"].items()},
+            end={int(p): int(o) for p, o in body["end"].items()},
+            rows=int(body.get("rows", 0)),
+            kind=body.get("kind", BATCH),
+            extra=body.get("extra") or {},
+            version=version,
+            timestamp=timestamp,
+        )
 
     @classmethod
-    def from_json(cls, text: str, version: int | None = None, timestamp: int | None = None) -> "LedgerEntry | None":
+    def from_json(cls, text: str, version: int | None = None, timestamp: int | None = None) -> LedgerEntry | None:
         """Parse commit metadata; None when it is not one onceflow ledger entry."""
         entries = entries_from_json(text, version, timestamp)
         return entries[0] if entries is not None and len(entries) == 1 else None
@@ -98,12 +113,14 @@ def group_json(entries: list[LedgerEntry]) -> str:
     tells batch by batch what the table holds."""
     if not entries:
         raise ValueError("a ledger group needs at least one entry")
-    return json.dumps({LEDGER_KEY: LEDGER_FORMAT, "kind": GROUP, "entries": [e._body() for e in entries]},
-                      separators=(",", ":"))
+    return json.dumps(
+        {LEDGER_KEY: LEDGER_FORMAT, "kind": GROUP, "entries": [e._body() for e in entries]}, separators=(",", ":")
+    )
 
 
-def entries_from_json(text: str | None, version: int | None = None,
-                      timestamp: int | None = None) -> list[LedgerEntry] | None:
+def entries_from_json(
+    text: str | None, version: int | None = None, timestamp: int | None = None
+) -> list[LedgerEntry] | None:
     """The ledger entries of one commit's metadata: one, or a group's, all at `version`;
     None when it is not onceflow's."""
     try:
@@ -166,13 +183,17 @@ def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) 
         return Ledger(table=table_path, entries=[], foreign_commits=[], exists=False)
     entries, foreign, backfills, maintenance = [], [], [], []
     for commit in sorted(table.history(), key=lambda c: c.get("version", -1)):
-        brief = {"version": commit.get("version"), "operation": commit.get("operation"),
-                 "timestamp": commit.get("timestamp")}
+        brief = {
+            "version": commit.get("version"),
+            "operation": commit.get("operation"),
+            "timestamp": commit.get("timestamp"),
+        }
         if commit.get("operation") in MAINTENANCE_OPERATIONS or MAINTENANCE_KEY in (commit.get("userMetadata") or ""):
             maintenance.append(brief)
             continue
-        found = entries_from_json(commit.get("userMetadata"), version=commit.get("version"),
-                                  timestamp=commit.get("timestamp"))
+        found = entries_from_json(
+            commit.get("userMetadata"), version=commit.get("version"), timestamp=commit.get("timestamp")
+        )
         if found is None:
             if commit.get("operation") not in ("CREATE TABLE",):
                 foreign.append(brief)
@@ -181,8 +202,14 @@ def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) 
                 backfills.append(entry)
             else:
                 entries.append(entry)
-    return Ledger(table=table_path, entries=entries, foreign_commits=foreign, backfills=backfills,
-                  maintenance=maintenance, properties=dict(table.metadata().configuration))
+    return Ledger(
+        table=table_path,
+        entries=entries,
+        foreign_commits=foreign,
+        backfills=backfills,
+        maintenance=maintenance,
+        properties=dict(table.metadata().configuration),
+    )
 
 
 def contiguity_problems(entries: Iterable[LedgerEntry]) -> list[str]:
@@ -193,16 +220,21 @@ def contiguity_problems(entries: Iterable[LedgerEntry]) -> list[str]:
     for entry in entries:
         if prev is not None:
             if entry.generation == prev.generation and entry.batch_id != prev.batch_id + 1:
-                problems.append(f"generation {entry.generation}: batch {entry.batch_id} follows batch "
-                                f"{prev.batch_id} (expected {prev.batch_id + 1})")
+                problems.append(
+                    f"generation {entry.generation}: batch {entry.batch_id} follows batch "
+                    f"{prev.batch_id} (expected {prev.batch_id + 1})"
+                )
             if entry.generation < prev.generation:
-                problems.append(f"generation {entry.generation} (batch {entry.batch_id}) follows generation "
-                                f"{prev.generation}")
+                problems.append(
+                    f"generation {entry.generation} (batch {entry.batch_id}) follows generation {prev.generation}"
+                )
             for p, start in sorted(entry.start.items()):
                 before = prev.end.get(p)
                 if before is not None and start != before:
-                    problems.append(f"batch {entry.batch_id} (generation {entry.generation}) starts partition {p} "
-                                    f"at {start}, but the previous entry ended it at {before}")
+                    problems.append(
+                        f"batch {entry.batch_id} (generation {entry.generation}) starts partition {p} "
+                        f"at {start}, but the previous entry ended it at {before}"
+                    )
         prev = entry
     return problems
 
@@ -233,8 +265,15 @@ def loss_app_id(pipeline: str, sink: str, generation: int) -> str:
     return f"{app_id(pipeline, sink, generation)}:loss"
 
 
-def loss_entry(pipeline: str, sink: str, generation: int, topic: str, start: dict[int, int],
-               end: dict[int, int], extra: dict | None = None) -> LedgerEntry:
+def loss_entry(
+    pipeline: str,
+    sink: str,
+    generation: int,
+    topic: str,
+    start: dict[int, int],
+    end: dict[int, int],
+    extra: dict | None = None,
+) -> LedgerEntry:
     """The ledger entry that records offsets [start, end) as lost (Kafka no longer held them).
 
     batch_id -1: it precedes the new generation's batch 0, so contiguity holds
@@ -243,9 +282,18 @@ def loss_entry(pipeline: str, sink: str, generation: int, topic: str, start: dic
     bad = {p: (start.get(p), o) for p, o in end.items() if p not in start or start[p] > o}
     if bad or not end:
         raise ValueError(f"a LOSS entry needs start <= end for every partition it names, got {bad or 'no partitions'}")
-    return LedgerEntry(pipeline=pipeline, sink=sink, generation=generation, batch_id=-1, topic=topic,
-                       start=dict(sorted(start.items())), end=dict(sorted(end.items())), rows=0, kind=LOSS,
-                       extra=extra or {})
+    return LedgerEntry(
+        pipeline=pipeline,
+        sink=sink,
+        generation=generation,
+        batch_id=-1,
+        topic=topic,
+        start=dict(sorted(start.items())),
+        end=dict(sorted(end.items())),
+        rows=0,
+        kind=LOSS,
+        extra=extra or {},
+    )
 
 
 def write_loss(table_path: str, entry: LedgerEntry, storage_options: dict[str, str] | None = None) -> int | None:
@@ -261,7 +309,8 @@ def write_loss(table_path: str, entry: LedgerEntry, storage_options: dict[str, s
     if entry.kind != LOSS:
         raise ValueError(f"write_loss writes LOSS entries only, not {entry.kind!r}")
     return Appender(table_path, storage_options).append(
-        None, entry.to_json(), loss_app_id(entry.pipeline, entry.sink, entry.generation), 0)
+        None, entry.to_json(), loss_app_id(entry.pipeline, entry.sink, entry.generation), 0
+    )
 
 
 # -- BACKFILL entries (onceflow backfill) ------------------------------------------------
@@ -273,9 +322,27 @@ def backfill_app_id(pipeline: str, sink: str) -> str:
     return f"onceflow:{pipeline}:{sink}:backfill"
 
 
-def backfill_entry(pipeline: str, sink: str, generation: int, sequence: int, topic: str,
-                   start: dict[int, int], end: dict[int, int], rows: int, missing: list[dict]) -> LedgerEntry:
+def backfill_entry(
+    pipeline: str,
+    sink: str,
+    generation: int,
+    sequence: int,
+    topic: str,
+    start: dict[int, int],
+    end: dict[int, int],
+    rows: int,
+    missing: list[dict],
+) -> LedgerEntry:
     """The ledger entry of one backfill commit: the range searched and the offsets it re-wrote."""
-    return LedgerEntry(pipeline=pipeline, sink=sink, generation=generation, batch_id=sequence, topic=topic,
-                       start=dict(sorted(start.items())), end=dict(sorted(end.items())), rows=rows,
-                       kind=BACKFILL, extra={"written": missing})
+    return LedgerEntry(
+        pipeline=pipeline,
+        sink=sink,
+        generation=generation,
+        batch_id=sequence,
+        topic=topic,
+        start=dict(sorted(start.items())),
+        end=dict(sorted(end.items())),
+        rows=rows,
+        kind=BACKFILL,
+        extra={"written": missing},
+    )

@@ -18,10 +18,11 @@ It never writes to a table.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any
 
 from onceflow.ledger import BATCH, LOSS, Ledger, LedgerEntry, follower_lag
 from onceflow.sinks import FOLLOWS
@@ -148,13 +149,22 @@ class CommittedPoint:
 
     def as_dict(self) -> dict:
         return {
-            "topic": self.topic, "mode": self.mode, "running": self.running,
+            "topic": self.topic,
+            "mode": self.mode,
+            "running": self.running,
             "checkpoint": jsonable({**self.checkpoint, "offsets": keyed(self.checkpoint.get("offsets"))}),
             "sinks": {n: s.as_dict() for n, s in self.sinks.items()},
-            "partitions": [{"partition": p, "first": self.first.get(p), "start": self.start.get(p),
-                            "end": self.end[p], "records_span": self.end[p] - self.start.get(p, self.end[p]),
-                            "not_retained": list(self.not_retained[p]) if p in self.not_retained else None}
-                           for p in sorted(self.end)],
+            "partitions": [
+                {
+                    "partition": p,
+                    "first": self.first.get(p),
+                    "start": self.start.get(p),
+                    "end": self.end[p],
+                    "records_span": self.end[p] - self.start.get(p, self.end[p]),
+                    "not_retained": list(self.not_retained[p]) if p in self.not_retained else None,
+                }
+                for p in sorted(self.end)
+            ],
             "accepted_loss": self.accepted_loss,
             "watermark": self.watermark,
         }
@@ -182,13 +192,23 @@ def _sink_view(name: str, ledger: Ledger, cp_end: dict[int, int] | None) -> Sink
     versions += [e.version for e in ledger.backfills if e.version is not None]
     versions += [c["version"] for c in ledger.maintenance if c.get("version") is not None]
     last = ledger.last
-    return SinkView(name=name, path=ledger.table, exists=ledger.exists, version=max(versions) if versions else None,
-                    entries=len(entries), generation=last.generation if last else None,
-                    last_batch=last.batch_id if last else None, end=dict(cums[-1]) if cums else {},
-                    at_point=at_point, ahead=ahead, foreign_commits=list(ledger.foreign_commits),
-                    backfills=[{"version": e.version, "rows": e.rows, "written": e.extra.get("written", [])}
-                               for e in ledger.backfills],
-                    maintenance_commits=len(ledger.maintenance))
+    return SinkView(
+        name=name,
+        path=ledger.table,
+        exists=ledger.exists,
+        version=max(versions) if versions else None,
+        entries=len(entries),
+        generation=last.generation if last else None,
+        last_batch=last.batch_id if last else None,
+        end=dict(cums[-1]) if cums else {},
+        at_point=at_point,
+        ahead=ahead,
+        foreign_commits=list(ledger.foreign_commits),
+        backfills=[
+            {"version": e.version, "rows": e.rows, "written": e.extra.get("written", [])} for e in ledger.backfills
+        ],
+        maintenance_commits=len(ledger.maintenance),
+    )
 
 
 def first_offsets(entries: list[LedgerEntry]) -> dict[int, int]:
@@ -205,9 +225,17 @@ def _entry_key(e: LedgerEntry) -> tuple:
     return (e.kind, e.generation, e.batch_id, tuple(sorted(e.start.items())), tuple(sorted(e.end.items())))
 
 
-def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode: str = "full",
-         watermark: dict | None = None, earliest: dict[int, int] | None = None,
-         checkpoint_generation: int | None = None, running: bool = False) -> CommittedPoint:
+def committed_point(
+    topic: str,
+    checkpoint,
+    ledgers: dict[str, Ledger],
+    *,
+    mode: str = "full",
+    watermark: dict | None = None,
+    earliest: dict[int, int] | None = None,
+    checkpoint_generation: int | None = None,
+    running: bool = False,
+) -> CommittedPoint:
     """Fix the committed point and the ranges to audit; list every disagreement.
 
     `checkpoint` is an `onceflow.checkpoint.Checkpoint` (or None when there is none);
@@ -218,11 +246,20 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
     watermark of the last passed audit (since-last). A follower (the aggregates) does not
     bound the end: it may trail, and is judged over the batches its own ledger holds.
     """
-    problems: dict[str, list[str]] = {"checkpoint_ledger_agreement": [], "ledger_agreement": [],
-                                      "ledger_contiguity": []}
-    cp_info: dict = {"path": getattr(checkpoint, "path", None), "exists": bool(checkpoint and checkpoint.exists),
-                     "usable": bool(checkpoint and checkpoint.usable), "last_committed": None,
-                     "uncommitted": None, "generation": checkpoint_generation, "offsets": None}
+    problems: dict[str, list[str]] = {
+        "checkpoint_ledger_agreement": [],
+        "ledger_agreement": [],
+        "ledger_contiguity": [],
+    }
+    cp_info: dict = {
+        "path": getattr(checkpoint, "path", None),
+        "exists": bool(checkpoint and checkpoint.exists),
+        "usable": bool(checkpoint and checkpoint.usable),
+        "last_committed": None,
+        "uncommitted": None,
+        "generation": checkpoint_generation,
+        "offsets": None,
+    }
     cp_end: dict[int, int] | None = None
     if checkpoint is not None and checkpoint.exists and checkpoint.last_committed is not None:
         try:
@@ -233,7 +270,8 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
     if cp_end is None and not problems["checkpoint_ledger_agreement"]:
         why = "does not exist" if not cp_info["exists"] else "has no committed batch for topic " + repr(topic)
         problems["checkpoint_ledger_agreement"].append(
-            f"the checkpoint {cp_info['path']} {why}; the audit goes up to the sink ledgers only")
+            f"the checkpoint {cp_info['path']} {why}; the audit goes up to the sink ledgers only"
+        )
 
     sinks = {name: _sink_view(name, ledger, cp_end) for name, ledger in ledgers.items()}
     for name, leader in FOLLOWS.items():  # a follower may trail its leader, never lead it
@@ -243,13 +281,16 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
             if ahead:
                 problems["ledger_agreement"].append(
                     f"{name} holds offsets {keyed(ahead)}, beyond what {leader} holds "
-                    f"({keyed(ledgers[leader].committed_offsets())}): they cannot have been merged from {leader}")
+                    f"({keyed(ledgers[leader].committed_offsets())}): they cannot have been merged from {leader}"
+                )
     written = [s for s in sinks.values() if s.entries]
     if not written and cp_end is None:
         from onceflow.errors import AuditError
 
-        raise AuditError(f"nothing to audit: no sink of topic {topic!r} holds a committed batch and the checkpoint "
-                         "has none. Fix: run `onceflow ingest` for this pipeline first.")
+        raise AuditError(
+            f"nothing to audit: no sink of topic {topic!r} holds a committed batch and the checkpoint "
+            "has none. Fix: run `onceflow ingest` for this pipeline first."
+        )
 
     # checkpoint vs each ledger
     for s in sinks.values():
@@ -260,23 +301,28 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
             if behind and s.follows:
                 continue  # a follower trailing its leader: the next merge brings it up (it is audited as far as it got)
             if behind:
-                parts = ", ".join(f"partition {p}: ledger {have}, checkpoint {want}"
-                                  for p, (have, want) in sorted(behind.items()))
+                parts = ", ".join(
+                    f"partition {p}: ledger {have}, checkpoint {want}" for p, (have, want) in sorted(behind.items())
+                )
                 problems["checkpoint_ledger_agreement"].append(
                     f"{s.name}: the ledger is behind the checkpoint ({parts}): Spark committed batches whose "
-                    f"rows are not in {s.name}")
+                    f"rows are not in {s.name}"
+                )
             else:
                 problems["checkpoint_ledger_agreement"].append(
                     f"{s.name}: no ledger entry ends at the checkpoint's committed offsets {keyed(cp_end)} "
-                    f"(ledger ends at {keyed(s.end)}): the two histories diverged")
+                    f"(ledger ends at {keyed(s.end)}): the two histories diverged"
+                )
         elif s.ahead and not running and not (s.ahead == 1 and cp_info["uncommitted"] is not None):
             problems["checkpoint_ledger_agreement"].append(
                 f"{s.name}: {s.ahead} ledger entries lie beyond the checkpoint's last committed batch "
-                f"{cp_info['last_committed']} although no job is running (at most the one uncommitted batch may)")
+                f"{cp_info['last_committed']} although no job is running (at most the one uncommitted batch may)"
+            )
     if cp_end is not None and checkpoint_generation is not None:
         for s_name, ledger in ledgers.items():
-            by_batch = {e.batch_id: e for e in ledger.entries
-                        if e.kind == BATCH and e.generation == checkpoint_generation}
+            by_batch = {
+                e.batch_id: e for e in ledger.entries if e.kind == BATCH and e.generation == checkpoint_generation
+            }
             for b in checkpoint.commits:
                 batch = checkpoint.batches.get(b)
                 planned = batch.offsets(topic) if batch else None
@@ -284,13 +330,16 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
                 if planned is not None and entry is not None and entry.end != planned:
                     problems["checkpoint_ledger_agreement"].append(
                         f"{s_name}: batch {b} (generation {checkpoint_generation}) ends at {keyed(entry.end)} in the "
-                        f"ledger but at {keyed(planned)} in the checkpoint's offsets/{b}")
+                        f"ledger but at {keyed(planned)} in the checkpoint's offsets/{b}"
+                    )
 
     # ledgers vs each other, up to the point every one of them reached
     names = [n for n, s in sinks.items() if s.exists]
     if len(names) > 1:
-        counts = {n: len(ledgers[n].entries) - sinks[n].ahead if sinks[n].at_point is not None
-                  else len(ledgers[n].entries) for n in names}
+        counts = {
+            n: len(ledgers[n].entries) - sinks[n].ahead if sinks[n].at_point is not None else len(ledgers[n].entries)
+            for n in names
+        }
         ref = next((n for n in names if not sinks[n].follows), names[0])
         for n in (n for n in names if n != ref):
             for i in range(min(counts[ref], counts[n])):
@@ -299,11 +348,13 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
                     problems["ledger_agreement"].append(
                         f"entry {i}: {ref} holds batch {a.batch_id} (generation {a.generation}) "
                         f"{keyed(a.start)}→{keyed(a.end)}, {n} holds batch {b.batch_id} (generation {b.generation}) "
-                        f"{keyed(b.start)}→{keyed(b.end)}")
+                        f"{keyed(b.start)}→{keyed(b.end)}"
+                    )
                     break
             if counts[n] != counts[ref] and not sinks[n].follows:  # a follower may trail (SinkView.trails)
                 problems["ledger_agreement"].append(
-                    f"{ref} holds {counts[ref]} ledger entries up to the committed point, {n} holds {counts[n]}")
+                    f"{ref} holds {counts[ref]} ledger entries up to the committed point, {n} holds {counts[n]}"
+                )
     for n, ledger in ledgers.items():
         problems["ledger_contiguity"] += [f"{n}: {p}" for p in ledger.problems()]
 
@@ -320,8 +371,13 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
             first.setdefault(p, o)
     for p in partitions:
         first.setdefault(p, 0 if p not in (earliest or {}) else earliest[p])
-    accepted = [{"partition": p, "start": e.start.get(p), "end": o, "sink": e.sink, "batch_id": e.batch_id}
-                for e in entries if e.kind == LOSS for p, o in sorted(e.end.items()) if e.start.get(p) != o]
+    accepted = [
+        {"partition": p, "start": e.start.get(p), "end": o, "sink": e.sink, "batch_id": e.batch_id}
+        for e in entries
+        if e.kind == LOSS
+        for p, o in sorted(e.end.items())
+        if e.start.get(p) != o
+    ]
 
     since = unkeyed((watermark or {}).get("offsets")) if mode == "since-last" and watermark else {}
     start = {p: min(max(since.get(p, first[p]), first[p]), end[p]) for p in partitions}
@@ -331,9 +387,20 @@ def committed_point(topic: str, checkpoint, ledgers: dict[str, Ledger], *, mode:
         if low is not None and low > start[p]:
             not_retained[p] = (start[p], min(low, end[p]))
             start[p] = min(low, end[p])
-    return CommittedPoint(topic=topic, mode=mode, checkpoint=cp_info, sinks=sinks, first=first, start=start,
-                          end=end, not_retained=not_retained, accepted_loss=accepted, problems=problems,
-                          running=running, watermark=watermark if since else None)
+    return CommittedPoint(
+        topic=topic,
+        mode=mode,
+        checkpoint=cp_info,
+        sinks=sinks,
+        first=first,
+        start=start,
+        end=end,
+        not_retained=not_retained,
+        accepted_loss=accepted,
+        problems=problems,
+        running=running,
+        watermark=watermark if since else None,
+    )
 
 
 def agreement_checks(point: CommittedPoint) -> list[Check]:
@@ -346,8 +413,17 @@ def agreement_checks(point: CommittedPoint) -> list[Check]:
     out = []
     for name, title in titles.items():
         found = point.problems.get(name, [])
-        out.append(check(name, title, not found, expected="no disagreement", observed=len(found),
-                         detail="; ".join(found[:20]), samples=[{"problem": f} for f in found[:MAX_SAMPLES]]))
+        out.append(
+            check(
+                name,
+                title,
+                not found,
+                expected="no disagreement",
+                observed=len(found),
+                detail="; ".join(found[:20]),
+                samples=[{"problem": f} for f in found[:MAX_SAMPLES]],
+            )
+        )
     return out
 
 

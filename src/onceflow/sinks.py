@@ -12,8 +12,9 @@ the batches of a table read earlier, even while the job runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from onceflow.config import Pipeline, TableSink
 from onceflow.errors import LedgerReadError, OnceflowError, SinkError
@@ -84,8 +85,9 @@ def _unless_unread(ledgers: dict[str, Ledger], errors: dict[str, LedgerReadError
     return ledgers
 
 
-def _read_each(pipeline: Pipeline, paths: dict[str, str], kafka: bool) -> tuple[dict[str, Ledger],
-                                                                                 dict[str, LedgerReadError]]:
+def _read_each(
+    pipeline: Pipeline, paths: dict[str, str], kafka: bool
+) -> tuple[dict[str, Ledger], dict[str, LedgerReadError]]:
     """The ledgers that could be read and, by sink, why the others could not, in the order read."""
     ledgers: dict[str, Ledger] = {}
     errors: dict[str, LedgerReadError] = {}
@@ -126,9 +128,14 @@ class PipelineFacts:
         return _unless_unread(self.ledgers, self.ledger_errors)
 
 
-def read_facts(pipeline: Pipeline, *, audit_order: bool = False, with_kafka_ledger: bool = True,
-               kafka_timeout: float = 10.0,
-               kafka_offsets: Callable[[str, str], dict[str, dict[int, int]]] | None = None) -> PipelineFacts:
+def read_facts(
+    pipeline: Pipeline,
+    *,
+    audit_order: bool = False,
+    with_kafka_ledger: bool = True,
+    kafka_timeout: float = 10.0,
+    kafka_offsets: Callable[[str, str], dict[str, dict[int, int]]] | None = None,
+) -> PipelineFacts:
     """Read the four ledgers once, in the order that makes a running job safe to judge: the
     run lock and the checkpoint first, then the sink ledgers (write order, or the audit's),
     then Kafka's offsets (`list_end_offsets` within `kafka_timeout` s; `kafka_offsets(bootstrap,
@@ -156,9 +163,17 @@ def read_facts(pipeline: Pipeline, *, audit_order: bool = False, with_kafka_ledg
             identity_error = f"{pipeline.checkpoint_path}/_onceflow.json cannot be read ({exc.strerror})"
     paths = table_paths(pipeline, audit_order=audit_order)
     ledgers, errors = _read_each(pipeline, paths, with_kafka_ledger)
-    facts = PipelineFacts(running=running, holder=holder, checkpoint=checkpoint, checkpoint_error=checkpoint_error,
-                          identity=identity, identity_error=identity_error, paths=paths, ledgers=ledgers,
-                          ledger_errors=errors)
+    facts = PipelineFacts(
+        running=running,
+        holder=holder,
+        checkpoint=checkpoint,
+        checkpoint_error=checkpoint_error,
+        identity=identity,
+        identity_error=identity_error,
+        paths=paths,
+        ledgers=ledgers,
+        ledger_errors=errors,
+    )
     src = pipeline.source
     try:
         if kafka_offsets is not None:
@@ -167,7 +182,7 @@ def read_facts(pipeline: Pipeline, *, audit_order: bool = False, with_kafka_ledg
             from onceflow.kafka.admin import list_end_offsets
 
             facts.kafka = list_end_offsets(src.bootstrap_servers, src.topic, timeout=kafka_timeout)
-    except Exception as exc:  # noqa: BLE001 - each caller decides: health reports it, the others refuse
+    except Exception as exc:
         facts.kafka_error = exc
     return facts
 
@@ -186,7 +201,13 @@ def read_committed_point(pipeline: Pipeline, mode: str = "full", watermark: dict
         if facts.kafka_error is not None:
             raise facts.kafka_error
         earliest = dict(facts.kafka["earliest"])
-    return committed_point(pipeline.source.topic, facts.checkpoint, ledgers, mode=mode, watermark=watermark,
-                           earliest=earliest,
-                           checkpoint_generation=facts.identity.generation if facts.identity else None,
-                           running=facts.running)
+    return committed_point(
+        pipeline.source.topic,
+        facts.checkpoint,
+        ledgers,
+        mode=mode,
+        watermark=watermark,
+        earliest=earliest,
+        checkpoint_generation=facts.identity.generation if facts.identity else None,
+        running=facts.running,
+    )

@@ -16,9 +16,10 @@ import json
 import os
 import socket
 import time
-from datetime import datetime, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from onceflow.errors import AlreadyRunningError
 
@@ -34,7 +35,7 @@ def ended(status: str | None) -> str:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class StatusLog:
@@ -50,8 +51,13 @@ class StatusLog:
 
     def append(self, event: str, **fields) -> dict:
         self.dir.mkdir(parents=True, exist_ok=True)
-        record = {"event": event, "time": now_iso(), "epoch": round(time.time(), 3),
-                  "pipeline": self.pipeline, **fields}
+        record = {
+            "event": event,
+            "time": now_iso(),
+            "epoch": round(time.time(), 3),
+            "pipeline": self.pipeline,
+            **fields,
+        }
         line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
         with open(self.path, "a") as f:  # one write per line: readers never see half a record
             f.write(line)
@@ -107,8 +113,9 @@ class RunLock:
                 "Fix: stop the running one first (SIGTERM stops it at a batch boundary)."
             ) from None
         self._file = f
-        self.info_path.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                              "started": now_iso(), **info}))
+        self.info_path.write_text(
+            json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": now_iso(), **info})
+        )
 
     def release(self) -> None:
         if self._file is not None:
@@ -135,7 +142,7 @@ class RunLock:
         except (OSError, ValueError):
             return None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self
 
     def __exit__(self, *exc) -> None:

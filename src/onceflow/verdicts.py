@@ -27,15 +27,39 @@ class Verdict(StrEnum):
 PROBLEMS = (Verdict.STALLED, Verdict.DEAD, Verdict.FAILED, Verdict.BROKEN)
 
 # `onceflow checkpoint status` exit codes (docs/checkpoint-status.md)
-EXIT_CODES: dict[str, int] = {Verdict.HEALTHY: 0, Verdict.LAGGING: 0, Verdict.STOPPED: 0, Verdict.NOT_STARTED: 0,
-                              Verdict.STALLED: 1, Verdict.DEAD: 1, Verdict.FAILED: 1, Verdict.BROKEN: 2,
-                              Verdict.UNKNOWN: 2}
+EXIT_CODES: dict[str, int] = {
+    Verdict.HEALTHY: 0,
+    Verdict.LAGGING: 0,
+    Verdict.STOPPED: 0,
+    Verdict.NOT_STARTED: 0,
+    Verdict.STALLED: 1,
+    Verdict.DEAD: 1,
+    Verdict.FAILED: 1,
+    Verdict.BROKEN: 2,
+    Verdict.UNKNOWN: 2,
+}
 
 # how the terminal shows each (rich styles) and the Airflow page (badge colours)
-STYLES: dict[str, str] = {Verdict.HEALTHY: "bold green", Verdict.LAGGING: "bold yellow", Verdict.STOPPED: "bold cyan",
-                          Verdict.NOT_STARTED: "bold cyan", Verdict.STALLED: "bold red", Verdict.DEAD: "bold red",
-                          Verdict.FAILED: "bold red", Verdict.BROKEN: "bold red", Verdict.UNKNOWN: "bold magenta"}
-COLORS: dict[str, str] = {Verdict.HEALTHY: "#1b7f3b", Verdict.LAGGING: "#b26b00", Verdict.STOPPED: "#555",
-                          Verdict.NOT_STARTED: "#555", Verdict.STALLED: "#b00020", Verdict.DEAD: "#b00020",
-                          Verdict.FAILED: "#b00020", Verdict.BROKEN: "#b00020", Verdict.UNKNOWN: "#b26b00",
-                          Verdict.ERROR: "#b00020"}
+STYLES: dict[str, str] = {
+    Verdict.HEALTHY: "bold green",
+    Verdict.LAGGING: "bold yellow",
+    Verdict.STOPPED: "bold cyan",
+    Verdict.NOT_STARTED: "bold cyan",
+    Verdict.STALLED: "bold red",
+    Verdict.DEAD: "bold red",
+    Verdict.FAILED: "bold red",
+    Verdict.BROKEN: "bold red",
+    Verdict.UNKNOWN: "bold magenta",
+}
+COLORS: dict[str, str] = {
+    Verdict.HEALTHY: "#1b7f3b",
+    Verdict.LAGGING: "#b26b00",
+    Verdict.STOPPED: "#555",
+    Verdict.NOT_STARTED: "#555",
+    Verdict.STALLED: "#b00020",
+    Verdict.DEAD: "#b00020",
+    Verdict.FAILED: "#b00020",
+    Verdict.BROKEN: "#b00020",
+    Verdict.UNKNOWN: "#b26b00",
+    Verdict.ERROR: "#b00020",
+}

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 import os
 import sys
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,10 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import functions as F
 
     from onceflow import config
+    from onceflow.faults import kafka_sink as faults
     from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
     from onceflow.spark.session import build_session
-    from onceflow.faults import kafka_sink as faults
 
     fault = faults.from_env()
     # the payments example's declared event (this job stands in for what a user would write by hand)
@@ -50,20 +50,31 @@ def main(argv: list[str] | None = None) -> int:
 
     def log(batch_id: int, rows: int, tasks: list[int], complete: bool) -> None:
         with open(args.log, "a") as f:
-            f.write(json.dumps({"pid": os.getpid(), "batch": batch_id, "rows": rows, "tasks": tasks,
-                                "complete": complete}) + "\n")
+            f.write(
+                json.dumps({"pid": os.getpid(), "batch": batch_id, "rows": rows, "tasks": tasks, "complete": complete})
+                + "\n"
+            )
 
     def write(df) -> int:
         rows = df.count()
-        (df.select("key", "value").write.format("kafka")
-         .option("kafka.bootstrap.servers", args.bootstrap).option("topic", args.output_topic).save())
+        (
+            df.select("key", "value")
+            .write.format("kafka")
+            .option("kafka.bootstrap.servers", args.bootstrap)
+            .option("topic", args.output_topic)
+            .save()
+        )
         return rows
 
     def batch(batch_df, batch_id: int) -> None:
         bronze = bronze_rows(parse_events(batch_df, schema), schema, batch_id, 0)
-        out = (bronze.select(F.expr(args.key).cast("binary").alias("key"),
-                             F.expr(args.value).cast("binary").alias("value"))
-               .withColumn("task", F.pmod(F.hash("key"), F.lit(n))).cache())
+        out = (
+            bronze.select(
+                F.expr(args.key).cast("binary").alias("key"), F.expr(args.value).cast("binary").alias("value")
+            )
+            .withColumn("task", F.pmod(F.hash("key"), F.lit(n)))
+            .cache()
+        )
         try:
             if fault is not None and fault.crashes_task(batch_id, n - 1):
                 tasks = list(range(fault.tasks))
@@ -75,12 +86,19 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             out.unpersist()
 
-    stream = (spark.readStream.format("kafka")
-              .options(**kafka_options(args.bootstrap, args.source_topic, "earliest",
-                                       maxOffsetsPerTrigger=str(args.max_offsets)))
-              .load())
-    query = (stream.writeStream.option("checkpointLocation", args.checkpoint).foreachBatch(batch)
-             .trigger(availableNow=True).start())
+    stream = (
+        spark.readStream.format("kafka")
+        .options(
+            **kafka_options(args.bootstrap, args.source_topic, "earliest", maxOffsetsPerTrigger=str(args.max_offsets))
+        )
+        .load()
+    )
+    query = (
+        stream.writeStream.option("checkpointLocation", args.checkpoint)
+        .foreachBatch(batch)
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     spark.stop()
     return 0

@@ -19,14 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from onceflow.kafka.producer import produce
+from onceflow.spark.ingest import run_ingest
+from onceflow.status import RunLock, StatusLog
 from tests.airflow_helpers import migrate_db  # AIRFLOW_HOME before airflow is imported
 from tests.exactly_once import assert_exactly_once
 from tests.ingest_process import SHORT_LIVED_DRIVER
 from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
-
-from onceflow.kafka.producer import produce
-from onceflow.spark.ingest import run_ingest
-from onceflow.status import RunLock, StatusLog
 
 pytestmark = pytest.mark.e2e
 PARTITIONS = 2
@@ -40,11 +39,16 @@ def flow(broker, jars, spark, state_home, tmp_path_factory):
     migrate_db()
     root = tmp_path_factory.mktemp("airflow-e2e")
     topic = f"t-airflow-e2e-{os.getpid()}"
-    file, pipeline = pipeline_file(root / "pipelines", broker.bootstrap, topic, name="afe2e",
-                                   # scheduled runs catch up in one batch; streams keep 500 per batch
-                                   max_offsets=500, available_now_max_offsets=20000,
-                                   health={"max_lag": 100000, "stalled_after_triggers": 120,
-                                           "dead_after_seconds": 120})
+    file, pipeline = pipeline_file(
+        root / "pipelines",
+        broker.bootstrap,
+        topic,
+        name="afe2e",
+        # scheduled runs catch up in one batch; streams keep 500 per batch
+        max_offsets=500,
+        available_now_max_offsets=20000,
+        health={"max_lag": 100000, "stalled_after_triggers": 120, "dead_after_seconds": 120},
+    )
     mp = pytest.MonkeyPatch()
     mp.setenv("ONCEFLOW_PIPELINES_DIR", str(file.parent))
     mp.setenv("ONCEFLOW_REPORTS", str(root / "reports"))
@@ -54,14 +58,29 @@ def flow(broker, jars, spark, state_home, tmp_path_factory):
         mp.setenv(key, value)
     from onceflow.airflow.dag_factory import build_dags
 
-    yield {"file": file, "pipeline": pipeline, "bootstrap": broker.bootstrap, "topic": topic,
-           "dags": build_dags(file.parent), "produced": []}
+    yield {
+        "file": file,
+        "pipeline": pipeline,
+        "bootstrap": broker.bootstrap,
+        "topic": topic,
+        "dags": build_dags(file.parent),
+        "produced": [],
+    }
     mp.undo()
 
 
 def _produce(flow, count: int, seed: int):
-    summary = produce(flow["bootstrap"], flow["topic"], count, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS,
-                      seed=seed, abort_ratio=0.1, malformed_ratio=0.05, txn_size=25)
+    summary = produce(
+        flow["bootstrap"],
+        flow["topic"],
+        count,
+        schema=PAYMENTS_SCHEMA,
+        partitions=PARTITIONS,
+        seed=seed,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+        txn_size=25,
+    )
     flow["produced"].append(summary)
     return summary
 
@@ -73,27 +92,33 @@ def _run(flow, kind: str, conf: dict | None = None):
 
 
 def _states(dag_id: str, run_id: str) -> dict[str, str]:
-    from sqlalchemy import select
-
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     with create_session() as session:
-        rows = session.execute(select(TaskInstance.task_id, TaskInstance.state)
-                               .where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id)).all()
+        rows = session.execute(
+            select(TaskInstance.task_id, TaskInstance.state).where(
+                TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id
+            )
+        ).all()
     return {task: str(state.value if hasattr(state, "value") else state) for task, state in rows}
 
 
 def _xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value"):
-    from sqlalchemy import select
-
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     with create_session() as session:
-        value = session.execute(select(XComModel.value).where(
-            XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.task_id == task_id,
-            XComModel.key == key)).scalar_one_or_none()
+        value = session.execute(
+            select(XComModel.value).where(
+                XComModel.dag_id == dag_id,
+                XComModel.run_id == run_id,
+                XComModel.task_id == task_id,
+                XComModel.key == key,
+            )
+        ).scalar_one_or_none()
     return XComModel.deserialize_value(type("R", (), {"value": value})()) if value is not None else None
 
 
@@ -118,18 +143,22 @@ def test_backfill_over_an_ingested_range_adds_nothing(flow):
     from onceflow.sinks import table_paths
 
     paths = table_paths(flow["pipeline"])
-    before = {sink: len(read_ledger(path).entries) + len(read_ledger(path).foreign_commits)
-              for sink, path in paths.items()}
+    before = {
+        sink: len(read_ledger(path).entries) + len(read_ledger(path).foreign_commits) for sink, path in paths.items()
+    }
     committed = read_ledger(paths["bronze"]).committed_offsets()
     assert committed, "the batch test ingests first"
     params = {"start_offsets": {str(p): 0 for p in committed}, "end_offsets": {str(p): o for p, o in committed.items()}}
     run_id, states, _ = _run(flow, "backfill", params)
     assert states == {"resolve": "success", "backfill": "success", "audit": "success"}, states
-    assert _xcom("afe2e_backfill", run_id, "resolve") == {"start": params["start_offsets"],
-                                                          "end": params["end_offsets"]}
-    after = {sink: len(read_ledger(path).entries) + len(read_ledger(path).foreign_commits)
-             for sink, path in paths.items()}
-    assert after == before          # not one commit: every record of the range was already there
+    assert _xcom("afe2e_backfill", run_id, "resolve") == {
+        "start": params["start_offsets"],
+        "end": params["end_offsets"],
+    }
+    after = {
+        sink: len(read_ledger(path).entries) + len(read_ledger(path).foreign_commits) for sink, path in paths.items()
+    }
+    assert after == before  # not one commit: every record of the range was already there
     assert _xcom("afe2e_backfill", run_id, "audit")["passed"] is True
     assert_exactly_once(flow["pipeline"], flow["bootstrap"], flow["produced"])
 
@@ -164,22 +193,21 @@ class Killer(threading.Thread):
 
 
 def test_stream_kill_makes_the_sensor_fire_and_recover_brings_it_back(flow):
-    from sqlalchemy import select
-
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
-    _produce(flow, 1200, seed=2)   # a backlog: 500 offsets per batch keep the window busy
+    _produce(flow, 1200, seed=2)  # a backlog: 500 offsets per batch keep the window busy
     killer = Killer(flow["pipeline"], after=time.time())
     killer.start()
     run_id, states, _ = _run(flow, "stream", {"window_seconds": 600, "start_grace_seconds": 20})
     killer.join(5)
     assert killer.error is None and killer.killed, killer.error
-    assert states["stream"] == "failed"                 # the app died under it
+    assert states["stream"] == "failed"  # the app died under it
     assert states["route"] == "success" and states["trigger_recover"] == "success", states
     assert states["window_done"] == "skipped"
     first = _xcom("afe2e_stream", run_id, "wait_healthy")
-    assert first["run"]["batches"] >= 1 and first["run"]["rows"] > 0   # the sensor saw the commits
+    assert first["run"]["batches"] >= 1 and first["run"]["rows"] > 0  # the sensor saw the commits
     watch = _xcom("afe2e_stream", run_id, "watch")
     assert watch["verdict"] == "dead" and "no final event" in watch["reasons"][0]
 
@@ -189,17 +217,24 @@ def test_stream_kill_makes_the_sensor_fire_and_recover_brings_it_back(flow):
         conf = dict(triggered[0].conf)
     assert conf["verdict"] == "dead" and conf["from_run"] == run_id
 
-    _produce(flow, 300, seed=3)    # new data arrives while the pipeline is down
+    _produce(flow, 300, seed=3)  # new data arrives while the pipeline is down
     # every record is produced before the run: the resubmitted stream need not idle the default 20 s
     # before it ends (the `resubmit` task ends with it, and the DAG run waits for that)
     rec_id, rec, _ = _run(flow, "recover", {**conf, "until_idle_seconds": 5, "catchup_max_seconds": 600})
-    assert rec == {"begin": "success", "stop": "success", "plan": "success", "execute": "success",
-                   "resubmit": "success", "wait_first_batch": "success", "audit": "success",
-                   "end": "success"}, rec
+    assert rec == {
+        "begin": "success",
+        "stop": "success",
+        "plan": "success",
+        "execute": "success",
+        "resubmit": "success",
+        "wait_first_batch": "success",
+        "audit": "success",
+        "end": "success",
+    }, rec
     plan = _xcom("afe2e_recover", rec_id, "plan")
     assert plan["outcome"] == "dry_run" and plan["plan"]["pipeline"] == "afe2e"
     resumed = _xcom("afe2e_recover", rec_id, "wait_first_batch")
-    assert resumed["run"]["batches"] >= 1 and resumed["run"]["rows"] > 0   # the first new committed batch
+    assert resumed["run"]["batches"] >= 1 and resumed["run"]["rows"] > 0  # the first new committed batch
     assert _xcom("afe2e_recover", rec_id, "audit")["passed"] is True
     assert not (flow["pipeline"].state_path / "recovering.json").exists()
 
@@ -237,17 +272,18 @@ def test_a_stream_that_outlived_its_scheduler_is_watched_not_started_twice(flow,
         holder = RunLock(flow["pipeline"].state_path).holder()
         assert holder and holder["pid"] == survivor.proc.pid
         run_id, states, _ = _run(flow, "stream", {"window_seconds": 60, "start_grace_seconds": 20})
-        assert survivor.wait_exit(300) == 0, survivor.tail()   # its own window ended at a batch boundary
+        assert survivor.wait_exit(300) == 0, survivor.tail()  # its own window ended at a batch boundary
     finally:
         survivor.kill9()
     assert survivor.progress_count() > progress_before, "the survivor ran and committed"
-    assert states["guard"] == "success" and states["stream"] == "skipped", states   # not submitted again
+    assert states["guard"] == "success" and states["stream"] == "skipped", states  # not submitted again
     assert states["window_done"] == "success" and states["trigger_recover"] == "skipped", states
     assert _xcom("afe2e_stream", run_id, "guard")["running"]["pid"] == survivor.proc.pid
     assert _xcom("afe2e_stream", run_id, "watch")["verdict"] == "stopped"
-    runs = [e for e in StatusLog(flow["pipeline"].state_path, flow["pipeline"].name).events()
-            if e.get("event") == "started"]
-    assert len(runs) == started_before + 1        # one copy of the query ran: the survivor
+    runs = [
+        e for e in StatusLog(flow["pipeline"].state_path, flow["pipeline"].name).events() if e.get("event") == "started"
+    ]
+    assert len(runs) == started_before + 1  # one copy of the query ran: the survivor
     # the rest (the survivor's one batch planned the whole backlog, so usually nothing), in the
     # session's warm driver: a batch DAG run here cost two fresh drivers, and test_batch_dag_ingests_
     # and_audits_green proves that DAG; then zero duplicates, zero loss

@@ -44,28 +44,52 @@ def airflow(broker, state_home, tmp_path_factory):
     """`python -m onceflow.airflow.standalone` (what `make airflow` runs) on free ports."""
     home = tmp_path_factory.mktemp("airflow-standalone")
     port = _free_port()
-    env = dict(os.environ, ONCEFLOW_KAFKA_BOOTSTRAP=broker.bootstrap, ONCEFLOW_HOME=str(state_home),
-               ONCEFLOW_REPORTS=str(home / "reports"),  # this module's reports (audit_pages writes one)
-               AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(_free_port()),
-               AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(_free_port()))
+    env = dict(
+        os.environ,
+        ONCEFLOW_KAFKA_BOOTSTRAP=broker.bootstrap,
+        ONCEFLOW_HOME=str(state_home),
+        ONCEFLOW_REPORTS=str(home / "reports"),  # this module's reports (audit_pages writes one)
+        AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(_free_port()),
+        AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(_free_port()),
+    )
     for key in [k for k in env if k.startswith("AIRFLOW__DATABASE__") or k in ("AIRFLOW_HOME",)]:
         del env[key]  # the launcher decides these, as for `make airflow`
     log = (home / "standalone.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "onceflow.airflow.standalone", "--port", str(port),
-                             "--home", str(home / "home"), "--no-broker"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "onceflow.airflow.standalone",
+            "--port",
+            str(port),
+            "--home",
+            str(home / "home"),
+            "--no-broker",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 420
         while "Airflow is ready at" not in (home / "standalone.log").read_text():
-            assert proc.poll() is None, f"the launcher exited ({proc.returncode}):\n" \
-                                        f"{(home / 'standalone.log').read_text()[-3000:]}"
-            assert time.monotonic() < deadline, "airflow standalone was not ready within 420s:\n" \
-                                                f"{(home / 'standalone.log').read_text()[-3000:]}"
+            assert proc.poll() is None, (
+                f"the launcher exited ({proc.returncode}):\n{(home / 'standalone.log').read_text()[-3000:]}"
+            )
+            assert time.monotonic() < deadline, (
+                f"airflow standalone was not ready within 420s:\n{(home / 'standalone.log').read_text()[-3000:]}"
+            )
             time.sleep(2)
         text = (home / "standalone.log").read_text()
         password = re.search(r"log in as admin / (\S+)", text).group(1)
-        yield {"url": f"http://localhost:{port}", "password": password, "log": home / "standalone.log",
-               "reports": home / "reports"}
+        yield {
+            "url": f"http://localhost:{port}",
+            "password": password,
+            "log": home / "standalone.log",
+            "reports": home / "reports",
+        }
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)  # the launcher stops standalone and its components
@@ -114,17 +138,21 @@ def test_login_dag_list_and_onceflow_page_in_chromium(airflow, browser, tmp_path
     browser.goto(f"{url}/dags")
     shipped = sorted(p.stem for p in (ROOT / "pipelines").glob("*.yaml"))  # payments, sensors: five DAGs each
     expected = [f"{name}_{kind}" for name in shipped for kind in ("stream", "batch", "audit", "recover", "backfill")]
-    browser.wait_for(" && ".join(f"document.body.innerText.includes('{d}')" for d in expected),
-                     "the five DAGs of each shipped pipeline")
+    browser.wait_for(
+        " && ".join(f"document.body.innerText.includes('{d}')" for d in expected),
+        "the five DAGs of each shipped pipeline",
+    )
     text = browser.js("document.body.innerText")
     assert "@continuous" in text and f"{len(expected)} Dags" in text
     browser.screenshot(ARTIFACTS / "dag-list.png", tmp_path / "dag-list.png")
 
     browser.goto(f"{url}/plugin/onceflow")
     frame = "document.querySelector('iframe')"
-    browser.wait_for(f"!!{frame} && !!{frame}.contentDocument && "
-                     f"!!{frame}.contentDocument.querySelector('tr[data-pipeline=payments]')",
-                     "the onceflow page inside the Airflow UI")
+    browser.wait_for(
+        f"!!{frame} && !!{frame}.contentDocument && "
+        f"!!{frame}.contentDocument.querySelector('tr[data-pipeline=payments]')",
+        "the onceflow page inside the Airflow UI",
+    )
     assert browser.js(f"{frame}.src").endswith("/onceflow/")
     row = browser.js(f"{frame}.contentDocument.querySelector('tr[data-pipeline=payments]').innerText")
     header = browser.js(f"{frame}.contentDocument.querySelector('thead').innerText")
@@ -139,9 +167,11 @@ def test_login_dag_list_and_onceflow_page_in_chromium(airflow, browser, tmp_path
 RUN = "20261124T050854Z-66a52d"
 DATA = ROOT / "tests" / "data" / "audit-report"
 # canvases Chart.js drew on, with ink on them (not an empty box)
-DRAWN = ("Array.from(document.querySelectorAll('canvas[data-chart]')).filter(c => window.Chart && "
-         "Chart.getChart(c) && c.width > 0 && c.getContext('2d').getImageData(0, 0, c.width, c.height).data"
-         ".some((v, i) => i % 4 === 3 && v > 0)).length")
+DRAWN = (
+    "Array.from(document.querySelectorAll('canvas[data-chart]')).filter(c => window.Chart && "
+    "Chart.getChart(c) && c.width > 0 && c.getContext('2d').getImageData(0, 0, c.width, c.height).data"
+    ".some((v, i) => i % 4 === 3 && v > 0)).length"
+)
 
 
 def _data_docs(run: Path) -> dict:
@@ -157,19 +187,34 @@ def _data_docs(run: Path) -> dict:
     ctx = gx.get_context(mode="ephemeral")
     for name in list(ctx.get_config().data_docs_sites or {}):
         ctx.delete_data_docs_site(name)
-    ctx.add_data_docs_site(site_name="onceflow_audit", site_config={
-        "class_name": "SiteBuilder", "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(site)}})
+    ctx.add_data_docs_site(
+        site_name="onceflow_audit",
+        site_config={
+            "class_name": "SiteBuilder",
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(site)},
+        },
+    )
     df = pd.DataFrame({"_partition": [0, 0, 1, 1], "_offset": [0, 1, 0, 1], "amount": [1.5, 2.0, 7.25, 3.0]})
-    batch = ctx.data_sources.add_pandas("onceflow").add_dataframe_asset("bronze") \
+    batch = (
+        ctx.data_sources.add_pandas("onceflow")
+        .add_dataframe_asset("bronze")
         .add_batch_definition_whole_dataframe("bronze")
-    suite = ctx.suites.add(gx.ExpectationSuite(name="bronze", expectations=[
-        gx.expectations.ExpectColumnValuesToNotBeNull(column="amount"),
-        gx.expectations.ExpectColumnValuesToBeBetween(column="amount", min_value=0, max_value=10_000),
-        gx.expectations.ExpectTableRowCountToEqual(value=4)]))
+    )
+    suite = ctx.suites.add(
+        gx.ExpectationSuite(
+            name="bronze",
+            expectations=[
+                gx.expectations.ExpectColumnValuesToNotBeNull(column="amount"),
+                gx.expectations.ExpectColumnValuesToBeBetween(column="amount", min_value=0, max_value=10_000),
+                gx.expectations.ExpectTableRowCountToEqual(value=4),
+            ],
+        )
+    )
     vd = ctx.validation_definitions.add(gx.ValidationDefinition(name="bronze", data=batch, suite=suite))
-    ctx.checkpoints.add(gx.Checkpoint(name="audit-bronze", validation_definitions=[vd], actions=[],
-                                      result_format=dict(FIRST_RUN))).run(batch_parameters={"dataframe": df})
+    ctx.checkpoints.add(
+        gx.Checkpoint(name="audit-bronze", validation_definitions=[vd], actions=[], result_format=dict(FIRST_RUN))
+    ).run(batch_parameters={"dataframe": df})
     ctx.build_data_docs(site_names=["onceflow_audit"])
     make_offline(site)
     page = next((site / "validations" / "bronze").rglob("*.html"))
@@ -192,9 +237,13 @@ def audit_pages(airflow, state_home):
         shutil.copy(DATA / "status.jsonl", status)
     run = airflow["reports"] / "payments" / RUN
     run.mkdir(parents=True)
-    summary = {**json.loads((DATA / "summary-failed.json").read_text()), "pipeline": "payments",
-               "report_dir": str(run), "batches": batch_series(StatusLog(DATA, "payments").events()),
-               "data_docs": _data_docs(run)}
+    summary = {
+        **json.loads((DATA / "summary-failed.json").read_text()),
+        "pipeline": "payments",
+        "report_dir": str(run),
+        "batches": batch_series(StatusLog(DATA, "payments").events()),
+        "data_docs": _data_docs(run),
+    }
     report.write_summary(run, summary)
     write_page(run, summary)
     report.point_latest(airflow["reports"], "payments", RUN)
@@ -222,8 +271,10 @@ def test_charts_report_and_data_docs_work_with_no_network(airflow, audit_pages, 
 
         # the onceflow page (as Airflow's frame loads it): a row per pipeline, four charts each
         browser.goto(f"{airflow['url']}/onceflow/")
-        browser.wait_for("!!document.querySelector('section.pipeline-charts[data-pipeline=payments]')",
-                         "payments' charts on the onceflow page")
+        browser.wait_for(
+            "!!document.querySelector('section.pipeline-charts[data-pipeline=payments]')",
+            "payments' charts on the onceflow page",
+        )
         browser.wait_for(f"{DRAWN} >= 4", "payments' charts drawn (durations, rate, lag, partitions)", 30)
         row = "document.querySelector('tr[data-pipeline=payments]')"
         runs = browser.js(f"Array.from({row}.querySelectorAll('.dag-runs a')).map(a => a.getAttribute('href'))")
@@ -237,20 +288,27 @@ def test_charts_report_and_data_docs_work_with_no_network(airflow, audit_pages, 
         assert report.endswith(f"/onceflow/reports/payments/{RUN}/index.html"), report
         browser.goto(report)
         browser.wait_for(f"{DRAWN} === 4", "the report's four charts drawn", 30)
-        first = browser.js("Array.from(document.querySelector('main').children).slice(0, 2).map(e => e.id || e.tagName)")
+        first = browser.js(
+            "Array.from(document.querySelector('main').children).slice(0, 2).map(e => e.id || e.tagName)"
+        )
         assert first[0] == "why", first  # the verdict header, then why it failed
         why = browser.js("document.getElementById('why').innerText")
         assert "v4 DELETE" in why and "loss" in why
-        groups = browser.js("Array.from(document.querySelectorAll('details.group')).map(d => [d.open, "
-                            "d.querySelector('summary').innerText])")
+        groups = browser.js(
+            "Array.from(document.querySelectorAll('details.group')).map(d => [d.open, "
+            "d.querySelector('summary').innerText])"
+        )
         assert all(opened == ("✗" in text) for opened, text in groups[:-1]), groups  # passed groups collapsed
         browser.screenshot(ARTIFACTS / "audit-report-failed.png", tmp_path / "audit-report-failed.png")
         _assert_clean(browser, "the audit report")
 
         # the Data Docs validation page it links to: jQuery and bootstrap-table from the site, values shown
         browser.js("document.querySelector(\"a[href$='.html'][href*='validations']\").click()")
-        browser.wait_for("typeof window.$ === 'function' && !!$.fn.bootstrapTable && "
-                         "document.querySelectorAll('table tbody tr').length > 0", "the Data Docs page's tables")
+        browser.wait_for(
+            "typeof window.$ === 'function' && !!$.fn.bootstrapTable && "
+            "document.querySelectorAll('table tbody tr').length > 0",
+            "the Data Docs page's tables",
+        )
         text = browser.js("document.body.innerText")
         assert "100% not null" in text and "unknown % not null" not in text, text[:2000]
         browser.screenshot(ARTIFACTS / "data-docs-offline.png", tmp_path / "data-docs-offline.png")
@@ -262,4 +320,3 @@ def test_charts_report_and_data_docs_work_with_no_network(airflow, audit_pages, 
         _assert_clean(browser, "the report from disk")
     finally:
         browser.close()
-

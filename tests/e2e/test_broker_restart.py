@@ -36,27 +36,57 @@ def test_broker_restart_mid_stream(jars, spark, tmp_path):
     try:
         topic = "restarted"
         folder = tmp_path / "pipeline"
-        file, pipeline = pipeline_file(folder, broker.bootstrap, topic, max_offsets=1500,
-                                       trigger={"processing_time": "500 ms"}, schema=SENSORS_SCHEMA_BODY,
-                                       aggregates=SENSORS_AGGREGATES)
-        before = produce(broker.bootstrap, topic, 8000, schema=SENSORS_SCHEMA, partitions=PARTITIONS, seed=5,
-                         abort_ratio=0.06, malformed_ratio=0.015)
+        file, pipeline = pipeline_file(
+            folder,
+            broker.bootstrap,
+            topic,
+            max_offsets=1500,
+            trigger={"processing_time": "500 ms"},
+            schema=SENSORS_SCHEMA_BODY,
+            aggregates=SENSORS_AGGREGATES,
+        )
+        before = produce(
+            broker.bootstrap,
+            topic,
+            8000,
+            schema=SENSORS_SCHEMA,
+            partitions=PARTITIONS,
+            seed=5,
+            abort_ratio=0.06,
+            malformed_ratio=0.015,
+        )
         job = IngestProcess(pipeline, file, tmp_path).start()
         job.wait_progress(more_than=0)
 
         broker.stop()  # mid-stream: the job is running, with a backlog left to read
         time.sleep(3)  # the outage itself (a deliberate 3 s without a broker), not a wait for anything
         broker.start(timeout=120)
-        after = produce(broker.bootstrap, topic, 8000, schema=SENSORS_SCHEMA, partitions=PARTITIONS, seed=6,
-                        abort_ratio=0.06, malformed_ratio=0.015)
+        after = produce(
+            broker.bootstrap,
+            topic,
+            8000,
+            schema=SENSORS_SCHEMA,
+            partitions=PARTITIONS,
+            seed=6,
+            abort_ratio=0.06,
+            malformed_ratio=0.015,
+        )
         if job.proc.poll() is None:  # the job survived the outage: let it catch up, then stop it cleanly
             seen = job.progress_count()
             job.wait_progress(more_than=seen)
             assert job.terminate() == 0, job.tail()
         # then a hard crash on this shape too, in the window between the sinks' commits (bronze
         # written, quarantine and aggregates not): more data, so the crashing run has a batch to die in
-        more = produce(broker.bootstrap, topic, 2000, schema=SENSORS_SCHEMA, partitions=PARTITIONS, seed=7,
-                       abort_ratio=0.06, malformed_ratio=0.015)
+        more = produce(
+            broker.bootstrap,
+            topic,
+            2000,
+            schema=SENSORS_SCHEMA,
+            partitions=PARTITIONS,
+            seed=7,
+            abort_ratio=0.06,
+            malformed_ratio=0.015,
+        )
         (tmp_path / "crash").mkdir()
         crash = IngestProcess(pipeline, file, tmp_path / "crash", mode="available-now")
         crash.start(fault=f"between_sinks@{next_batch(pipeline.checkpoint_path)}")

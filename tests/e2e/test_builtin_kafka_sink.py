@@ -47,8 +47,14 @@ BASELINE_JOB = Path(__file__).with_name("builtin_kafka_sink_job.py")
 
 
 def _env(state: Path, fault: str | None) -> dict[str, str]:
-    env = dict(os.environ, ONCEFLOW_HOME=str(state), ONCEFLOW_SPARK_MASTER="local[2]",
-               PYSPARK_PYTHON=sys.executable, ONCEFLOW_SPARK_LOG_LEVEL="ERROR", **SHORT_LIVED_DRIVER)
+    env = dict(
+        os.environ,
+        ONCEFLOW_HOME=str(state),
+        ONCEFLOW_SPARK_MASTER="local[2]",
+        PYSPARK_PYTHON=sys.executable,
+        ONCEFLOW_SPARK_LOG_LEVEL="ERROR",
+        **SHORT_LIVED_DRIVER,
+    )
     env.pop("ONCEFLOW_FAULT_KAFKA_SINK", None)
     if fault:
         env.update(ONCEFLOW_FAULT_KAFKA_SINK=fault, ONCEFLOW_FAULT_KILL_PGID="self")
@@ -61,8 +67,14 @@ def _run(cmd: list[str], env: dict[str, str], log: Path) -> int:
     with open(log, "ab") as out:
         out.write(f"\n=== {' '.join(cmd[-6:])} fault={env.get('ONCEFLOW_FAULT_KAFKA_SINK')}\n".encode())
         out.flush()
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                cwd=Path(__file__).resolve().parents[2])
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
         try:
             return proc.wait(RUN_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -84,8 +96,17 @@ def _ids(bootstrap: str, topic: str, isolation: str) -> Counter:
 @pytest.fixture(scope="module")
 def source(broker):
     topic = "t-e2e-kafka-sink-source"
-    summary = produce(broker.bootstrap, topic, EVENTS, schema=PAYMENTS_SCHEMA, partitions=4, seed=11, abort_ratio=0.1,
-                      malformed_ratio=0.02, txn_size=100)
+    summary = produce(
+        broker.bootstrap,
+        topic,
+        EVENTS,
+        schema=PAYMENTS_SCHEMA,
+        partitions=4,
+        seed=11,
+        abort_ratio=0.1,
+        malformed_ratio=0.02,
+        txn_size=100,
+    )
     valid = Counter(r.event_id for r in summary.records if r.kind == VALID and not r.aborted)
     aborted = {r.event_id for r in summary.records if r.aborted and r.event_id}
     assert aborted, "the input must hold aborted transactions for the proof to mean anything"
@@ -99,9 +120,24 @@ def test_builtin_kafka_sink_duplicates_under_a_kill(broker, source, tmp_path):
     ensure_topic(broker.bootstrap, out_topic, TASKS)
     checkpoint = tmp_path / "checkpoint"
     writes = tmp_path / "writes.jsonl"
-    cmd = [sys.executable, str(BASELINE_JOB), "--bootstrap", broker.bootstrap, "--source-topic", source["topic"],
-           "--output-topic", out_topic, "--checkpoint", str(checkpoint), "--log", str(writes),
-           "--max-offsets", str(MAX_OFFSETS), "--partitions", str(TASKS)]
+    cmd = [
+        sys.executable,
+        str(BASELINE_JOB),
+        "--bootstrap",
+        broker.bootstrap,
+        "--source-topic",
+        source["topic"],
+        "--output-topic",
+        out_topic,
+        "--checkpoint",
+        str(checkpoint),
+        "--log",
+        str(writes),
+        "--max-offsets",
+        str(MAX_OFFSETS),
+        "--partitions",
+        str(TASKS),
+    ]
     log = tmp_path / "runs.log"
     for step, fault in enumerate(SCHEDULE, 1):
         rc = _run(cmd, _env(tmp_path / "state", fault), log)
@@ -123,5 +159,7 @@ def test_builtin_kafka_sink_duplicates_under_a_kill(broker, source, tmp_path):
     predicted = sum(line["rows"] for line in repeated)
     from_faults = sum(line["rows"] for line in repeated if line["batch"] == FAULT_BATCH)
     assert from_faults > 0 and duplicates >= predicted >= from_faults, (duplicates, predicted, from_faults)
-    print(f"\nbuilt-in Kafka sink, one kill after batch {FAULT_BATCH}'s write: {duplicates} duplicate records in "
-          f"{sum(out.values())} ({from_faults} predicted from the replayed batch)")
+    print(
+        f"\nbuilt-in Kafka sink, one kill after batch {FAULT_BATCH}'s write: {duplicates} duplicate records in "
+        f"{sum(out.values())} ({from_faults} predicted from the replayed batch)"
+    )

@@ -54,9 +54,10 @@ from pathlib import Path
 import pytest
 
 from onceflow import faults
-from onceflow.kafka.producer import VALID, produce
-from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT, ENV_KILL_PGID
+from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT
+from onceflow.faults.kafka_sink import ENV_KILL_PGID
 from onceflow.kafka.ledger import read_kafka_ledger
+from onceflow.kafka.producer import VALID, produce
 from onceflow.sinks import read_ledgers
 from onceflow.spark.ingest import run_ingest
 from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, next_batch
@@ -98,8 +99,9 @@ class Producer(threading.Thread):
     def __init__(self, bootstrap: str, topic: str, count: int, rate: float, seed: int):
         super().__init__(daemon=True)
         self.args = (bootstrap, topic, count)
-        self.kw = dict(schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, rate=rate, seed=seed, abort_ratio=0.06,
-                       malformed_ratio=0.015)
+        self.kw = dict(
+            schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, rate=rate, seed=seed, abort_ratio=0.06, malformed_ratio=0.015
+        )
         self.summary = None
         self.error: BaseException | None = None
 
@@ -125,14 +127,27 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path
     rng = random.Random(SEED)
     folder = tmp_path / "pipeline"
     out_topic, ledger_topic = f"{topic}-out", f"{topic}-ledger"
-    sinks = {"bronze": {"path": str(folder / "bronze")}, "quarantine": {"path": str(folder / "quarantine")},
-             "aggregates": {"path": str(folder / "aggregates"), "window": "1 minute", "watermark": "10 minutes",
-                            **PAYMENTS_AGGREGATES},
-             "kafka": {"topic": out_topic, "ledger_topic": ledger_topic, "key": "account_id", "partitions": TASKS}}
-    file, pipeline = pipeline_file(folder, broker.bootstrap, topic, sinks=sinks,
-                                   # the final catch-up (available-now) takes the backlog in large batches
-                                   max_offsets=PER_BATCH, available_now_max_offsets=60000,
-                                   trigger={"processing_time": "500 ms"})
+    sinks = {
+        "bronze": {"path": str(folder / "bronze")},
+        "quarantine": {"path": str(folder / "quarantine")},
+        "aggregates": {
+            "path": str(folder / "aggregates"),
+            "window": "1 minute",
+            "watermark": "10 minutes",
+            **PAYMENTS_AGGREGATES,
+        },
+        "kafka": {"topic": out_topic, "ledger_topic": ledger_topic, "key": "account_id", "partitions": TASKS},
+    }
+    file, pipeline = pipeline_file(
+        folder,
+        broker.bootstrap,
+        topic,
+        sinks=sinks,
+        # the final catch-up (available-now) takes the backlog in large batches
+        max_offsets=PER_BATCH,
+        available_now_max_offsets=60000,
+        trigger={"processing_time": "500 ms"},
+    )
     checkpoint = pipeline.checkpoint_path
     producer = Producer(broker.bootstrap, topic, EVENTS, rate=700, seed=SEED)
     producer.start()
@@ -146,7 +161,9 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path
         target = next_batch(checkpoint) if unmerged is None else unmerged
         job.start(fault=f"{point}@{target}")
         code = job.wait_exit(timeout=600)
-        assert code == faults.EXIT_CODE, f"expected the injected crash at {point}@{target}, got exit {code}:\n{job.tail()}"
+        assert code == faults.EXIT_CODE, (
+            f"expected the injected crash at {point}@{target}, got exit {code}:\n{job.tail()}"
+        )
 
     # K1-K7: then each window of the Kafka sink; the fault kills the driver's whole process group
     crash_ends: dict[int, int] = {}
@@ -154,14 +171,16 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path
         target = next_batch(checkpoint)
         job.start(env={KAFKA_FAULT: f"{window}@batch:{target}", ENV_KILL_PGID: "self"})
         code = job.wait_exit(timeout=600)
-        assert code == -signal.SIGKILL, f"{window}@batch:{target} should die by the injected SIGKILL, " \
-                                        f"exit {code}:\n{job.tail()}"
+        assert code == -signal.SIGKILL, (
+            f"{window}@batch:{target} should die by the injected SIGKILL, exit {code}:\n{job.tail()}"
+        )
         ledger = read_kafka_ledger(broker.bootstrap, ledger_topic, pipeline.name)
         assert target in {int(f.name) for f in Path(checkpoint, "offsets").glob("[0-9]*")}, target
         assert target not in _committed_batches(checkpoint), f"Spark must not have committed batch {target}"
         if window.startswith("crash_after_tasks"):  # tasks 0-1 committed batch `target`, 2-3 died before
-            assert [(p.batch_id, p.committed, p.missing) for p in ledger.partial] == [
-                (target, [0, 1], [2, 3])], ledger.as_dict()
+            assert [(p.batch_id, p.committed, p.missing) for p in ledger.partial] == [(target, [0, 1], [2, 3])], (
+                ledger.as_dict()
+            )
             # the log's end now: what the killed tasks left in it is judged once their transactions are
             # resolved (at the end), since a read_committed reader stops at the first open transaction
             crash_ends = log_ends(broker.bootstrap, out_topic)
@@ -203,13 +222,16 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path
     aborted_attempts = sum(uncommitted.values()) - sum(committed.values())
     # K4: records in the log at the crash_after_tasks kill that never became committed: the killed tasks'
     before_crash = lambda isolation: sum(  # noqa: E731
-        1 for p, o, _, _ in consume_all(broker.bootstrap, out_topic, isolation, timeout=120) if o < crash_ends.get(p, 0))
+        1 for p, o, _, _ in consume_all(broker.bootstrap, out_topic, isolation, timeout=120) if o < crash_ends.get(p, 0)
+    )
     in_doubt = before_crash("read_uncommitted") - before_crash("read_committed")
     assert in_doubt > 0, "the killed tasks' records must sit in the log, uncommitted"
     assert aborted_attempts >= in_doubt, "read_uncommitted shows the aborted attempts of the killed tasks"  # K14
     ledger = read_kafka_ledger(broker.bootstrap, ledger_topic, pipeline.name)
     assert ledger.problems() == [] and ledger.partial == []
     assert sum(e.rows for e in ledger.entries) == len(valid)
-    print(f"\n{job.runs + 1} runs, {job.runs} killed: {counts['committed']} committed records exactly once in "
-          f"Delta; {len(committed)} events, 0 duplicates at read_committed of the Kafka sink; {aborted_attempts} "
-          f"records of killed attempts visible only at read_uncommitted; {len(ledger.entries)} Kafka batches")
+    print(
+        f"\n{job.runs + 1} runs, {job.runs} killed: {counts['committed']} committed records exactly once in "
+        f"Delta; {len(committed)} events, 0 duplicates at read_committed of the Kafka sink; {aborted_attempts} "
+        f"records of killed attempts visible only at read_uncommitted; {len(ledger.entries)} Kafka batches"
+    )

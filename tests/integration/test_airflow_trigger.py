@@ -17,13 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow_helpers import ROOT  # noqa: F401  (AIRFLOW_HOME before airflow is imported)
-from tests.pipeline_helpers import PAYMENTS_SCHEMA
-
 from onceflow.airflow.triggers import PipelineHealthTrigger
 from onceflow.kafka.admin import ensure_topic, list_end_offsets
 from onceflow.kafka.producer import produce
 from onceflow.status import RunLock
+from tests.airflow_helpers import ROOT
+from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
 pytestmark = pytest.mark.integration
 QUERY_ID = "5a3a8e3e-1111-4222-8333-444455556666"
@@ -53,7 +52,8 @@ class Layout:
             "schema: {event_time: ts, fields: [{name: ts, type: timestamp}]}\n"
             f"sinks: {{bronze: {{path: {tmp_path}/bronze}}, quarantine: {{path: {tmp_path}/quarantine}}}}\n"
             f"checkpoint: {self.ck}\ntrigger: {{processing_time: 1 second}}\n"
-            "health: {max_lag: 1000, stalled_after_triggers: 2, dead_after_seconds: 60}\n")
+            "health: {max_lag: 1000, stalled_after_triggers: 2, dead_after_seconds: 60}\n"
+        )
         from onceflow import config
 
         self.pipeline = config.load(self.file)
@@ -61,18 +61,21 @@ class Layout:
         self.state.mkdir(parents=True, exist_ok=True)
         (self.state / "status.jsonl").unlink(missing_ok=True)
 
-    def checkpoint(self, initial: dict[int, int], batches: dict[int, dict[int, int]], commits: list[int],
-                   commit_age: float = 0) -> None:
+    def checkpoint(
+        self, initial: dict[int, int], batches: dict[int, dict[int, int]], commits: list[int], commit_age: float = 0
+    ) -> None:
         (self.ck / "offsets").mkdir(parents=True, exist_ok=True)
         (self.ck / "commits").mkdir(parents=True, exist_ok=True)
         (self.ck / "sources" / "0").mkdir(parents=True, exist_ok=True)
         (self.ck / "metadata").write_text(json.dumps({"id": QUERY_ID}) + "\n")
         (self.ck / "sources" / "0" / "0").write_bytes(
-            b"\x00v1\n" + json.dumps({self.topic: {str(p): o for p, o in initial.items()}}).encode())
+            b"\x00v1\n" + json.dumps({self.topic: {str(p): o for p, o in initial.items()}}).encode()
+        )
         for n, offs in batches.items():
             meta = {"batchWatermarkMs": 0, "batchTimestampMs": int(time.time() * 1000), "conf": {}}
             (self.ck / "offsets" / str(n)).write_text(
-                "v1\n" + json.dumps(meta) + "\n" + json.dumps({self.topic: {str(p): o for p, o in offs.items()}}))
+                "v1\n" + json.dumps(meta) + "\n" + json.dumps({self.topic: {str(p): o for p, o in offs.items()}})
+            )
         for n in commits:
             path = self.ck / "commits" / str(n)
             path.write_text('v1\n{"nextBatchWatermarkMs":0}')
@@ -84,8 +87,18 @@ class Layout:
         with open(self.state / "status.jsonl", "a") as f:
             for kind, age, fields in events:
                 epoch = time.time() - age
-                f.write(json.dumps({"event": kind, "time": "2026-11-22T12:00:00.000Z", "epoch": round(epoch, 3),
-                                    "pipeline": self.name, **fields}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "event": kind,
+                            "time": "2026-11-22T12:00:00.000Z",
+                            "epoch": round(epoch, 3),
+                            "pipeline": self.name,
+                            **fields,
+                        }
+                    )
+                    + "\n"
+                )
 
 
 def _validator():
@@ -95,8 +108,9 @@ def _validator():
     schemas = ROOT / "docs" / "schemas"
     health = json.loads((schemas / "checkpoint-status.schema.json").read_text())
     event = json.loads((schemas / "airflow-health-event.schema.json").read_text())
-    registry = Registry().with_resource("https://onceflow.dev/schemas/checkpoint-status.schema.json",
-                                        Resource.from_contents(health))
+    registry = Registry().with_resource(
+        "https://onceflow.dev/schemas/checkpoint-status.schema.json", Resource.from_contents(health)
+    )
     return Draft202012Validator(event, registry=registry)
 
 
@@ -104,20 +118,24 @@ VALIDATOR = _validator()
 
 
 def fire(layout: Layout, fire_on=ALL, **kwargs) -> dict:
-    trigger = PipelineHealthTrigger(pipeline_file=str(layout.file), fire_on=fire_on, poll_interval=0.5,
-                                    **{"timeout": 60, **kwargs})
+    trigger = PipelineHealthTrigger(
+        pipeline_file=str(layout.file), fire_on=fire_on, poll_interval=0.5, **{"timeout": 60, **kwargs}
+    )
 
     async def first():
         async for event in trigger.run():
             return event.payload
 
     event = asyncio.run(asyncio.wait_for(first(), timeout=120))
-    VALIDATOR.validate(event)      # docs/schemas/airflow-health-event.schema.json
+    VALIDATOR.validate(event)  # docs/schemas/airflow-health-event.schema.json
     return event
 
 
-STARTED = ("started", 100, {"run_id": "r1", "query_id": QUERY_ID, "pid": 1, "mode": "continuous",
-                            "generation": 0, "trigger_seconds": 1})
+STARTED = (
+    "started",
+    100,
+    {"run_id": "r1", "query_id": QUERY_ID, "pid": 1, "mode": "continuous", "generation": 0, "trigger_seconds": 1},
+)
 
 
 def progress(batch: int, age: float) -> tuple:
@@ -159,7 +177,7 @@ def test_fires_stalled_when_lag_waits_and_nothing_commits(layout, source):
 def test_fires_dead_when_the_job_vanished_without_a_final_event(layout, source):
     latest = source[2]
     layout.checkpoint({p: 0 for p in latest}, {0: dict(latest)}, [0])
-    layout.events(STARTED, progress(0, 5))       # and no lock holder: killed
+    layout.events(STARTED, progress(0, 5))  # and no lock holder: killed
     event = fire(layout)
     assert event["verdict"] == "dead" and "no final event" in event["reasons"][0]
 

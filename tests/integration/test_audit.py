@@ -37,8 +37,17 @@ def ingested(broker, spark, tmp_path_factory):
     """A topic with aborted and malformed records, ingested exactly once by the real job."""
     folder = tmp_path_factory.mktemp("audit-pipeline")
     topic = f"t-audit-{folder.name}"
-    produced = produce(broker.bootstrap, topic, 2400, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=11,
-                       abort_ratio=0.1, malformed_ratio=0.05, txn_size=50)
+    produced = produce(
+        broker.bootstrap,
+        topic,
+        2400,
+        schema=PAYMENTS_SCHEMA,
+        partitions=PARTITIONS,
+        seed=11,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+        txn_size=50,
+    )
     pipeline = config.load(write_pipeline(folder, broker.bootstrap, topic, max_offsets=1500))
     result = run_ingest(pipeline, spark=spark)
     assert result.status == "finished" and result.batches >= 2, result
@@ -51,8 +60,9 @@ def copy_of(ingested, dest: Path, max_offsets: int = 1500, **overrides) -> confi
     """The ingested pipeline's tables and checkpoint, copied; a pipeline file pointing at the copy
     (`max_offsets` and `overrides` as in write_pipeline)."""
     shutil.copytree(ingested["folder"], dest, ignore=shutil.ignore_patterns("*.yaml"))
-    return config.load(write_pipeline(dest, ingested["bootstrap"], ingested["topic"], max_offsets=max_offsets,
-                                      **overrides))
+    return config.load(
+        write_pipeline(dest, ingested["bootstrap"], ingested["topic"], max_offsets=max_offsets, **overrides)
+    )
 
 
 def audit(pipeline, spark, tmp_path, mode="full"):
@@ -84,10 +94,15 @@ def first_audit(ingested, tmp_path_factory):
     reports = tmp / "reports"
     code = main(["audit", "--pipeline", pipeline.file, "--since-last", "--report-dir", str(reports)])
     run_dir = (reports / pipeline.name / "latest").resolve()
-    return {"tmp": tmp, "pipeline": pipeline, "code": code, "run_dir": run_dir,
-            "summary": json.loads((run_dir / "summary.json").read_text()),
-            "watermark": json.loads((reports / pipeline.name / "watermark.json").read_text()),
-            "bronze_end": read_ledger(pipeline.resolve(pipeline.sinks.bronze.path)).committed_offsets()}
+    return {
+        "tmp": tmp,
+        "pipeline": pipeline,
+        "code": code,
+        "run_dir": run_dir,
+        "summary": json.loads((run_dir / "summary.json").read_text()),
+        "watermark": json.loads((reports / pipeline.name / "watermark.json").read_text()),
+        "bronze_end": read_ledger(pipeline.resolve(pipeline.sinks.bronze.path)).committed_offsets(),
+    }
 
 
 def test_clean_run_passes_and_counts_equal_the_generators(ingested, first_audit):
@@ -100,8 +115,10 @@ def test_clean_run_passes_and_counts_equal_the_generators(ingested, first_audit)
     for p in range(PARTITIONS):
         row = per_partition[p]
         assert (row["source_records"], row["source_valid"], row["source_malformed"]) == (
-            produced.count("committed", p), produced.count("committed_valid", p),
-            produced.count("committed_malformed", p)), p
+            produced.count("committed", p),
+            produced.count("committed_valid", p),
+            produced.count("committed_malformed", p),
+        ), p
         assert (row["bronze_rows"], row["quarantine_rows"]) == (row["source_valid"], row["source_malformed"])
         assert row["source_checksum"] == row["sink_checksum"]
     assert summary["counts"]["source_records"] == produced.count("committed")
@@ -112,8 +129,18 @@ def test_clean_run_passes_and_counts_equal_the_generators(ingested, first_audit)
     assert first_audit["bronze_end"] == ends
     # every kind of check ran: reconciliation and GX, each GX suite rendered into Data Docs
     names = {c["name"] for c in summary["checks"]}
-    assert {"accounting", "loss", "phantoms", "duplicates", "duplicate_event_ids", "content", "aggregates",
-            "checkpoint_ledger_agreement", "ledger_agreement", "ledger_contiguity"} <= names
+    assert {
+        "accounting",
+        "loss",
+        "phantoms",
+        "duplicates",
+        "duplicate_event_ids",
+        "content",
+        "aggregates",
+        "checkpoint_ledger_agreement",
+        "ledger_agreement",
+        "ledger_contiguity",
+    } <= names
     gx_suites = {n.split(".")[1] for n in names if n.startswith("gx.")}
     assert gx_suites == {"bronze", "quarantine", "aggregates", "reconciliation", "findings"}
     assert (run_dir / summary["data_docs"]["index"]).is_file() and (run_dir / "index.html").is_file()
@@ -126,8 +153,10 @@ def test_clean_run_passes_and_counts_equal_the_generators(ingested, first_audit)
     assert (run_dir / "assets" / "chart.umd.min.js").is_file()
     # passing expectations keep what GX observed (BASIC with no samples), here and in Data Docs
     not_null = [c for c in summary["checks"] if c["source"] == "gx" and "not_be_null" in c["name"]]
-    assert not_null and all(c["status"] == "passed" and c["observed"]["unexpected_count"] == 0
-                            and c["observed"]["element_count"] > 0 for c in not_null)
+    assert not_null and all(
+        c["status"] == "passed" and c["observed"]["unexpected_count"] == 0 and c["observed"]["element_count"] > 0
+        for c in not_null
+    )
     assert "100% not null" in (run_dir / summary["data_docs"]["suites"]["bronze"]).read_text()
     # and Data Docs load nothing from the network (the browser proof: tests/e2e/test_airflow_ui_browser.py)
     pages = list((run_dir / "data_docs").rglob("*.html"))
@@ -149,9 +178,15 @@ def dup_and_phantom(ingested, spark, tmp_path_factory):
     phantom_at = (1, aborted[3])
     rows = spark.read.format("delta").load(bronze)
     rows.where(f"_partition = {dup_at[0]} AND _offset = {dup_at[1]}").write.format("delta").mode("append").save(bronze)
-    (rows.where("_partition = 1").limit(1).withColumn("_offset", F.lit(phantom_at[1]).cast("bigint"))
-     .withColumn("event_id", F.lit("00000000-0000-4000-8000-00000000beef"))
-     .write.format("delta").mode("append").save(bronze))
+    (
+        rows.where("_partition = 1")
+        .limit(1)
+        .withColumn("_offset", F.lit(phantom_at[1]).cast("bigint"))
+        .withColumn("event_id", F.lit("00000000-0000-4000-8000-00000000beef"))
+        .write.format("delta")
+        .mode("append")
+        .save(bronze)
+    )
     outcome, checks = audit(pipeline, spark, tmp)
     return {"outcome": outcome, "checks": checks, "dup_at": dup_at, "phantom_at": phantom_at}
 
@@ -189,16 +224,18 @@ def test_the_report_page_opens_in_chromium_and_shows_the_failing_checks(dup_and_
     common = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,2000"]
     subprocess.run([*common, f"--screenshot={shot}", page.as_uri()], check=True, timeout=120, capture_output=True)
     assert shot.is_file() and shot.stat().st_size > 20_000, "the screenshot is missing or blank"
-    dom = subprocess.run([*common, "--dump-dom", page.as_uri()], check=True, timeout=120, capture_output=True,
-                         text=True).stdout
+    dom = subprocess.run(
+        [*common, "--dump-dom", page.as_uri()], check=True, timeout=120, capture_output=True, text=True
+    ).stdout
     assert ": FAILED" in dom and "Failing checks" in dom
     for name in ("duplicates", "phantoms", "accounting"):
-        assert f"id=\"check-{name}\"" in dom, name
+        assert f'id="check-{name}"' in dom, name
     p, o = dup_and_phantom["phantom_at"]
-    assert f"<td class=\"num\">{o}</td><td class=\"num\">{o + 1}</td>" in dom  # the phantom's offset range
+    assert f'<td class="num">{o}</td><td class="num">{o + 1}</td>' in dom  # the phantom's offset range
     docs = dup_and_phantom["outcome"].report_dir / dup_and_phantom["outcome"].summary["data_docs"]["index"]
-    docs_dom = subprocess.run([*common, "--dump-dom", docs.as_uri()], check=True, timeout=120, capture_output=True,
-                              text=True).stdout
+    docs_dom = subprocess.run(
+        [*common, "--dump-dom", docs.as_uri()], check=True, timeout=120, capture_output=True, text=True
+    ).stdout
     assert "bronze" in docs_dom and "findings" in docs_dom
 
 
@@ -210,7 +247,8 @@ def test_rows_deleted_from_bronze_are_reported_as_the_exact_offset_ranges(ingest
     valid = valid_committed(produced, 1)
     low, high = valid[20], valid[60]
     DeltaTable.forPath(spark, pipeline.resolve(pipeline.sinks.bronze.path)).delete(
-        f"_partition = 1 AND _offset >= {low} AND _offset < {high}")
+        f"_partition = 1 AND _offset >= {low} AND _offset < {high}"
+    )
     outcome, checks = audit(pipeline, spark, tmp_path)
 
     # expected: runs of lost records, consecutive among the partition's committed records
@@ -238,7 +276,8 @@ def test_an_altered_payload_fails_the_checksum_of_that_partition_only(ingested, 
     pipeline = copy_of(ingested, tmp_path / "p")
     o = valid_committed(ingested["produced"], 2)[5]
     DeltaTable.forPath(spark, pipeline.resolve(pipeline.sinks.bronze.path)).update(
-        f"_partition = 2 AND _offset = {o}", {"amount": "amount + 1"})
+        f"_partition = 2 AND _offset = {o}", {"amount": "amount + 1"}
+    )
     outcome, checks = audit(pipeline, spark, tmp_path)
     content = checks["content"]
     assert outcome.exit_code == 1 and content["status"] == "failed" and content["partitions"] == [2]
@@ -261,7 +300,8 @@ def test_an_aggregate_changed_by_hand_is_caught(ingested, spark, tmp_path):
     row = spark.read.format("delta").load(path).orderBy("account_id", "window_start").first()
     DeltaTable.forPath(spark, path).update(
         f"account_id = '{row['account_id']}' AND window_start = timestamp'{row['window_start']}'",
-        {"events": "events + 1"})
+        {"events": "events + 1"},
+    )
     outcome, checks = audit(pipeline, spark, tmp_path)
     agg = checks["aggregates"]
     assert outcome.exit_code == 1 and agg["status"] == "failed" and agg["observed"]["differing"] == 1
@@ -274,16 +314,24 @@ def test_an_aggregate_changed_by_hand_is_caught(ingested, spark, tmp_path):
 
 
 # -- incremental audits ------------------------------------------------------------------
-def test_since_last_audits_only_what_was_committed_since_the_last_passed_audit(ingested, first_audit, broker,
-                                                                             spark):
+def test_since_last_audits_only_what_was_committed_since_the_last_passed_audit(ingested, first_audit, broker, spark):
     pipeline, tmp_path = first_audit["pipeline"], first_audit["tmp"]  # audits write to tmp_path / "reports"
     first = first_audit["summary"]  # the first since-last audit: no watermark yet, so everything
     assert first["mode"] == "since-last"
     assert first["status"] == "passed" and any("no passed audit" in n for n in first["notes"])
     before = {r["partition"]: r["end"] for r in first["ranges"]}
 
-    more = produce(broker.bootstrap, ingested["topic"], 600, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=12,
-                   abort_ratio=0.1, malformed_ratio=0.05, txn_size=50)
+    more = produce(
+        broker.bootstrap,
+        ingested["topic"],
+        600,
+        schema=PAYMENTS_SCHEMA,
+        partitions=PARTITIONS,
+        seed=12,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+        txn_size=50,
+    )
     run_ingest(pipeline, spark=spark)
     second, checks = audit(pipeline, spark, tmp_path, mode="since-last")
     assert second.status == "passed", second.summary["failed_checks"]
@@ -310,7 +358,6 @@ def test_an_audit_that_cannot_run_exits_2_with_the_reason(broker, tmp_path, caps
     assert "could not run" in (latest / "index.html").read_text()
 
 
-
 def test_the_spark_submit_entry_point_passes_the_exit_code_through(broker, tmp_path):
     """spark_apps/audit.py under spark-submit: the same command, its exit code seen by the caller (Airflow)."""
     import os
@@ -318,15 +365,29 @@ def test_the_spark_submit_entry_point_passes_the_exit_code_through(broker, tmp_p
 
     yaml = write_pipeline(tmp_path / "empty", broker.bootstrap, "t-audit-submit-never", name="submit_never")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    done = subprocess.run([str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]",
-                           str(ROOT / "spark_apps" / "audit.py"), "--pipeline", str(yaml), "--since-last",
-                           "--report-dir", str(tmp_path / "reports")],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "spark-submit"),
+            "--master",
+            "local[1]",
+            str(ROOT / "spark_apps" / "audit.py"),
+            "--pipeline",
+            str(yaml),
+            "--since-last",
+            "--report-dir",
+            str(tmp_path / "reports"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     output = done.stdout + done.stderr  # spark-submit's PythonRunner merges the app's stderr into stdout
     assert done.returncode == 2, output[-2000:]
     assert "nothing to audit" in output and "Traceback" not in output
     summary = json.loads((tmp_path / "reports" / "submit_never" / "latest" / "summary.json").read_text())
     assert summary["mode"] == "since-last" and summary["exit_code"] == 2
+
 
 # -- backfill: the repair the audit proves ----------------------------------------------
 def test_a_backfill_rewrites_deleted_rows_exactly_once_and_the_audit_passes_again(ingested, spark, tmp_path):
@@ -356,15 +417,18 @@ def test_a_backfill_rewrites_deleted_rows_exactly_once_and_the_audit_passes_agai
     assert result.added_by_sink == {"bronze": 40, "quarantine": len(lost_quarantine)}, result
     assert result.added == result.records - result.present == 40 + len(lost_quarantine)
     assert result.end == {str(p): o for p, o in committed_end.items()}
-    assert result.left_to_stream == {str(p): [committed_end[p], hi] for p, hi in log_end.items()
-                                     if hi > committed_end[p]}
+    assert result.left_to_stream == {
+        str(p): [committed_end[p], hi] for p, hi in log_end.items() if hi > committed_end[p]
+    }
 
     bronze = read_ledger(bronze_path)
     assert [(b.rows, b.extra["written"]) for b in bronze.backfills] == [
-        (40, [{"_partition": 1, "first": low, "last": valid[59], "rows": 40}])]
+        (40, [{"_partition": 1, "first": low, "last": valid[59], "rows": 40}])
+    ]
     assert not bronze.problems() and read_ledger(quarantine_path).backfills[0].rows == len(lost_quarantine)
-    restored = spark.read.format("delta").load(bronze_path).where(f"_partition = 1 AND _offset >= {low} "
-                                                                 f"AND _offset < {high}")
+    restored = (
+        spark.read.format("delta").load(bronze_path).where(f"_partition = 1 AND _offset >= {low} AND _offset < {high}")
+    )
     assert sorted(r["_offset"] for r in restored.collect()) == valid[20:60]
     assert {r["_batch_id"] for r in restored.collect()} == {-1}
 
@@ -372,12 +436,14 @@ def test_a_backfill_rewrites_deleted_rows_exactly_once_and_the_audit_passes_agai
     assert outcome.status == "passed", outcome.summary["failed_checks"]
     assert any("backfill commit(s) re-wrote 40 row(s)" in n for n in outcome.summary["notes"])
 
-    versions = {path: DeltaTable.forPath(spark, path).history(1).first()["version"]
-                for path in (bronze_path, quarantine_path)}
+    versions = {
+        path: DeltaTable.forPath(spark, path).history(1).first()["version"] for path in (bronze_path, quarantine_path)
+    }
     again = run_backfill(pipeline, {p: 0 for p in log_end}, log_end, spark=spark)
     assert again.added == 0 and again.present == again.records == result.records
-    assert versions == {path: DeltaTable.forPath(spark, path).history(1).first()["version"]
-                        for path in (bronze_path, quarantine_path)}  # not one commit
+    assert versions == {
+        path: DeltaTable.forPath(spark, path).history(1).first()["version"] for path in (bronze_path, quarantine_path)
+    }  # not one commit
 
 
 # -- an audit of a running stream ----------------------------------------------------------
@@ -398,6 +464,7 @@ def test_an_audit_of_a_running_stream_judges_the_point_read_at_its_start(ingeste
                 fn(**kw)
             except BaseException as exc:  # surfaced by the test below
                 errors.append(exc)
+
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         return thread
@@ -409,9 +476,20 @@ def test_an_audit_of_a_running_stream_judges_the_point_read_at_its_start(ingeste
         started = sum(e.get("event") == "started" for e in status.events())
         return status.last_run() if started > runs_before else []
 
-    producer = background(produce, bootstrap=ingested["bootstrap"], topic=ingested["topic"], count=900,
-                          schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=13, abort_ratio=0.1,
-                          malformed_ratio=0.05, txn_size=25, rate=60, keep_records=False)
+    producer = background(
+        produce,
+        bootstrap=ingested["bootstrap"],
+        topic=ingested["topic"],
+        count=900,
+        schema=PAYMENTS_SCHEMA,
+        partitions=PARTITIONS,
+        seed=13,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+        txn_size=25,
+        rate=60,
+        keep_records=False,
+    )
     # idle = no batch with data for 15 s. The producer runs about 15 s and commits a transaction every
     # 0.4 s, so every 1 s trigger has data until it ends; the audit (40 s and more) outlasts it, so
     # batches commit during the audit, and the stream stops at a batch boundary (spark/stop.py)
@@ -420,8 +498,9 @@ def test_an_audit_of_a_running_stream_judges_the_point_read_at_its_start(ingeste
     deadline = time.monotonic() + 180
     while not any(e.get("event") == "progress" and e.get("input_rows") for e in this_run()):
         assert not errors, errors
-        assert time.monotonic() < deadline, f"the continuous job committed no batch with rows within 180s: " \
-                                            f"{status.last_run()[-3:]}"
+        assert time.monotonic() < deadline, (
+            f"the continuous job committed no batch with rows within 180s: {status.last_run()[-3:]}"
+        )
         time.sleep(1)
 
     outcome, checks = audit(pipeline, spark, tmp_path)
@@ -440,4 +519,5 @@ def test_an_audit_of_a_running_stream_judges_the_point_read_at_its_start(ingeste
     after, _ = audit(pipeline, spark, tmp_path, mode="since-last")  # the rest, once the stream stopped
     assert after.status == "passed", after.summary["failed_checks"]
     assert {r["partition"]: r["end"] for r in after.summary["ranges"]} == {
-        p: e for p, e in final.items() if e > audited[str(p)]}
+        p: e for p, e in final.items() if e > audited[str(p)]
+    }

@@ -9,8 +9,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from onceflow.errors import BrokerError
 from onceflow.kafka.admin import ensure_topic, partitions_of
-from onceflow.kafka.broker import LocalBroker
-from onceflow.kafka.broker import free_port_pair
+from onceflow.kafka.broker import LocalBroker, free_port_pair
 
 pytestmark = pytest.mark.integration
 

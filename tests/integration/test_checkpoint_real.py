@@ -41,29 +41,50 @@ SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs/schemas/checkpo
 @pytest.fixture(scope="module")
 def stream(broker, spark, tmp_path_factory):
     """Produce, then run the availableNow query to the end; what each batch saw, per batch id."""
-    first = produce(broker.bootstrap, TOPIC, 600, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=4,
-                    abort_ratio=0.2, txn_size=25)
+    first = produce(
+        broker.bootstrap,
+        TOPIC,
+        600,
+        schema=PAYMENTS_SCHEMA,
+        partitions=PARTITIONS,
+        seed=4,
+        abort_ratio=0.2,
+        txn_size=25,
+    )
     ck = str(tmp_path_factory.mktemp("ckpt") / "checkpoint")
     seen: dict[int, dict] = {}
 
     def each_batch(df, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        rows = df.groupBy("partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"),
-                                           F.count("*").alias("n")).collect()
-        seen[batch_id] = {"range": batch_offset_range(ck, batch_id, TOPIC),
-                          "rows": {r["partition"]: (r["lo"], r["hi"], r["n"]) for r in rows},
-                          "offsets": sorted((r["partition"], r["offset"]) for r in
-                                            df.select("partition", "offset").collect())}
+        rows = (
+            df.groupBy("partition")
+            .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.count("*").alias("n"))
+            .collect()
+        )
+        seen[batch_id] = {
+            "range": batch_offset_range(ck, batch_id, TOPIC),
+            "rows": {r["partition"]: (r["lo"], r["hi"], r["n"]) for r in rows},
+            "offsets": sorted((r["partition"], r["offset"]) for r in df.select("partition", "offset").collect()),
+        }
 
-    reader = (spark.readStream.format("kafka")
-              .options(**kafka_options(broker.bootstrap, TOPIC, maxOffsetsPerTrigger=str(MAX_OFFSETS))).load())
-    query = (reader.writeStream.foreachBatch(each_batch).option("checkpointLocation", ck)
-             .trigger(availableNow=True).start())
+    reader = (
+        spark.readStream.format("kafka")
+        .options(**kafka_options(broker.bootstrap, TOPIC, maxOffsetsPerTrigger=str(MAX_OFFSETS)))
+        .load()
+    )
+    query = (
+        reader.writeStream.foreachBatch(each_batch).option("checkpointLocation", ck).trigger(availableNow=True).start()
+    )
     assert query.awaitTermination(300), "the availableNow query did not finish within 300 s"
     assert query.exception() is None, f"the query failed: {query.exception()}"
-    return {"summary": first, "checkpoint": ck, "query_id": str(query.id), "seen": seen,
-            "lso": list_end_offsets(broker.bootstrap, TOPIC)}
+    return {
+        "summary": first,
+        "checkpoint": ck,
+        "query_id": str(query.id),
+        "seen": seen,
+        "lso": list_end_offsets(broker.bootstrap, TOPIC),
+    }
 
 
 def test_reader_agrees_with_kafka(stream, broker):
@@ -91,11 +112,13 @@ def test_batch_ranges_are_contiguous_and_hold_exactly_what_spark_read(stream):
         assert start == prev_end, f"batch {batch_id} starts at {start}, the previous one ended at {prev_end}"
         assert sum(end[p] - start[p] for p in end) <= MAX_OFFSETS
         for p, (lo, hi, n) in stream["seen"][batch_id]["rows"].items():
-            assert start[p] <= lo and hi < end[p], f"batch {batch_id} read partition {p} {lo}..{hi} " \
-                                                   f"outside its range [{start[p]}, {end[p]})"
+            assert start[p] <= lo and hi < end[p], (
+                f"batch {batch_id} read partition {p} {lo}..{hi} outside its range [{start[p]}, {end[p]})"
+            )
         expected = [(p, o) for p, o in committed if start.get(p, 0) <= o < end.get(p, 0)]
-        assert stream["seen"][batch_id]["offsets"] == expected, f"batch {batch_id}: rows differ from the " \
-                                                                "committed records in its range"
+        assert stream["seen"][batch_id]["offsets"] == expected, (
+            f"batch {batch_id}: rows differ from the committed records in its range"
+        )
         delivered += expected
         prev_end = end
     assert prev_end == stream["lso"]["latest"]
@@ -115,26 +138,44 @@ def test_uncommitted_batch_keeps_its_planned_range(stream, tmp_path):
 
 # -- health and the CLI -----------------------------------------------------------------
 def _pipeline(tmp_path: Path, broker, checkpoint: str, name: str, **health) -> tuple[Pipeline, Path]:
-    data = {"name": name, "checkpoint": checkpoint,
-            "source": {"bootstrap_servers": broker.bootstrap, "topic": TOPIC}, "schema": PAYMENTS_SCHEMA_BODY,
-            "sinks": {"bronze": {"path": str(tmp_path / "bronze")}, "quarantine": {"path": str(tmp_path / "q")}},
-            "trigger": {"processing_time": "1 second"}, "health": health}
+    data = {
+        "name": name,
+        "checkpoint": checkpoint,
+        "source": {"bootstrap_servers": broker.bootstrap, "topic": TOPIC},
+        "schema": PAYMENTS_SCHEMA_BODY,
+        "sinks": {"bronze": {"path": str(tmp_path / "bronze")}, "quarantine": {"path": str(tmp_path / "q")}},
+        "trigger": {"processing_time": "1 second"},
+        "health": health,
+    }
     path = tmp_path / f"{name}.yaml"
     path.write_text(json.dumps(data))  # JSON is YAML
     return Pipeline.model_validate(data), path
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "onceflow.cli", "checkpoint", *args], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [sys.executable, "-m", "onceflow.cli", "checkpoint", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 @pytest.fixture(scope="module")
 def unread(stream, broker):
     """More events after the query stopped: produced, not yet read."""
     before = watermarks(broker.bootstrap, TOPIC)
-    second = produce(broker.bootstrap, TOPIC, 240, schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, seed=5,
-                     abort_ratio=0.25, txn_size=20)
+    second = produce(
+        broker.bootstrap,
+        TOPIC,
+        240,
+        schema=PAYMENTS_SCHEMA,
+        partitions=PARTITIONS,
+        seed=5,
+        abort_ratio=0.25,
+        txn_size=20,
+    )
     after = watermarks(broker.bootstrap, TOPIC)
     return {"summary": second, "span": {p: after[p][1] - before[p][1] for p in after}}
 
@@ -161,8 +202,7 @@ def test_health_lag_equals_what_was_produced_but_not_read(stream, unread, broker
 
 def test_cli_status_prints_and_exits_as_documented(stream, unread, broker, tmp_path):
     total = sum(unread["span"].values())
-    _, yaml_file = _pipeline(tmp_path, broker, stream["checkpoint"], "ckreal_cli", max_lag=10,
-                             stalled_after_triggers=3)
+    _, yaml_file = _pipeline(tmp_path, broker, stream["checkpoint"], "ckreal_cli", max_lag=10, stalled_after_triggers=3)
     # stopped (no run holds the lock): exit 0, JSON on stdout
     done = _cli("status", "--pipeline", str(yaml_file), "--json")
     assert done.returncode == 0, done.stderr
@@ -170,15 +210,24 @@ def test_cli_status_prints_and_exits_as_documented(stream, unread, broker, tmp_p
     assert report["verdict"] == "stopped" and report["lag"]["total"] == total
 
     # a run holds the lock and commits right now, with lag above max_lag: lagging, exit 0
-    pipeline, _ = _pipeline(tmp_path, broker, stream["checkpoint"], "ckreal_cli", max_lag=10,
-                            stalled_after_triggers=3)
+    pipeline, _ = _pipeline(tmp_path, broker, stream["checkpoint"], "ckreal_cli", max_lag=10, stalled_after_triggers=3)
     log = StatusLog(pipeline.state_path, pipeline.name)
     with RunLock(pipeline.state_path) as lock:
         lock.acquire(run_id="r1")
-        log.append("started", run_id="r1", query_id="q", pid=os.getpid(), mode="continuous", generation=0,
-                   trigger_seconds=1.0)
-        log.append("progress", run_id="r1", batch_id=9, input_rows=1, input_rows_per_second=1.0,
-                   processed_rows_per_second=1.0, batch_duration_ms=100, topic=TOPIC, end_offsets={})
+        log.append(
+            "started", run_id="r1", query_id="q", pid=os.getpid(), mode="continuous", generation=0, trigger_seconds=1.0
+        )
+        log.append(
+            "progress",
+            run_id="r1",
+            batch_id=9,
+            input_rows=1,
+            input_rows_per_second=1.0,
+            processed_rows_per_second=1.0,
+            batch_duration_ms=100,
+            topic=TOPIC,
+            end_offsets={},
+        )
         ck_commit = Path(stream["checkpoint"]) / "commits" / str(read_checkpoint(stream["checkpoint"]).last_committed)
         os.utime(ck_commit, (time.time() - 3600, time.time() - 3600))  # the checkpoint's commit is old
         done = _cli("status", "--pipeline", str(yaml_file))

@@ -49,12 +49,12 @@ def _assert_stopped_at_a_boundary(job: IngestProcess, code: int) -> dict:
     assert final["status"] == "stopped" and stop.get("clean"), final
 
     cp = Path(job.pipeline.checkpoint_path)
-    after = sorted(int(f.name) for f in (cp / "commits").glob("[0-9]*")
-                   if f.stat().st_mtime > stop["requested_epoch"])
+    after = sorted(int(f.name) for f in (cp / "commits").glob("[0-9]*") if f.stat().st_mtime > stop["requested_epoch"])
     assert len(after) <= 1, f"batches {after} committed after the stop request at {stop['requested_epoch']}"
     checkpoint = read_checkpoint(cp)
     assert checkpoint.uncommitted is None and set(checkpoint.offsets_files) == set(checkpoint.commit_files), (
-        f"planned without a commit: {sorted(set(checkpoint.offsets_files) - set(checkpoint.commit_files))}")
+        f"planned without a commit: {sorted(set(checkpoint.offsets_files) - set(checkpoint.commit_files))}"
+    )
     assert checkpoint.problems == (), checkpoint.problems
 
     bad = [line for line in log.splitlines() if re.search(r"Exception|Error", line)]
@@ -63,16 +63,35 @@ def _assert_stopped_at_a_boundary(job: IngestProcess, code: int) -> dict:
     run = [e for e in job.status.events() if e.get("run_id") == final["run_id"]]
     longest = max((e["batch_duration_ms"] / 1000 for e in run if e.get("event") == "progress"), default=0.0)
     assert stop["seconds"] <= longest + MARGIN, (
-        f"the stop took {stop['seconds']:.1f}s, more than the longest batch ({longest:.1f}s) + {MARGIN:g}s")
-    return {"stop_seconds": stop["seconds"], "longest_batch": longest, "commits_after_request": len(after),
-            "held_batch": stop.get("held_batch")}
+        f"the stop took {stop['seconds']:.1f}s, more than the longest batch ({longest:.1f}s) + {MARGIN:g}s"
+    )
+    return {
+        "stop_seconds": stop["seconds"],
+        "longest_batch": longest,
+        "commits_after_request": len(after),
+        "held_batch": stop.get("held_batch"),
+    }
 
 
 def test_sigterm_and_max_seconds_stop_at_a_batch_boundary_under_a_backlog(broker, spark, topic, tmp_path):
-    produced = produce(broker.bootstrap, topic, EVENTS, schema=PAYMENTS_SCHEMA, partitions=4, seed=2121,
-                       abort_ratio=0.05, malformed_ratio=0.01)
-    file, pipeline = pipeline_file(tmp_path / "pipeline", broker.bootstrap, topic, max_offsets=PER_BATCH,
-                                   available_now_max_offsets=EVENTS * 2, trigger={"processing_time": "500 ms"})
+    produced = produce(
+        broker.bootstrap,
+        topic,
+        EVENTS,
+        schema=PAYMENTS_SCHEMA,
+        partitions=4,
+        seed=2121,
+        abort_ratio=0.05,
+        malformed_ratio=0.01,
+    )
+    file, pipeline = pipeline_file(
+        tmp_path / "pipeline",
+        broker.bootstrap,
+        topic,
+        max_offsets=PER_BATCH,
+        available_now_max_offsets=EVENTS * 2,
+        trigger={"processing_time": "500 ms"},
+    )
 
     # SIGTERM once the second batch has committed: triggers are running back to back
     job = IngestProcess(pipeline, file, tmp_path, extra_args=STOP_TIMEOUT).start()

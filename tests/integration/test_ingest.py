@@ -28,24 +28,46 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM 
 
 def test_available_now_lands_every_committed_record_once(broker, spark, topic, tmp_path):
     pipeline = load_pipeline(tmp_path, broker.bootstrap, topic)
-    first = produce(broker.bootstrap, topic, 6000, schema=PAYMENTS_SCHEMA, partitions=4, seed=7, abort_ratio=0.1,
-                    malformed_ratio=0.05)
+    first = produce(
+        broker.bootstrap,
+        topic,
+        6000,
+        schema=PAYMENTS_SCHEMA,
+        partitions=4,
+        seed=7,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     result = run_ingest(pipeline, spark=spark)
     assert result.status == "finished" and result.batches >= 3, result  # 2000 offsets per trigger
-    second = produce(broker.bootstrap, topic, 3000, schema=PAYMENTS_SCHEMA, partitions=4, seed=8, abort_ratio=0.1,
-                     malformed_ratio=0.05)
+    second = produce(
+        broker.bootstrap,
+        topic,
+        3000,
+        schema=PAYMENTS_SCHEMA,
+        partitions=4,
+        seed=8,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     # an available-now run takes its own, larger batch size: the second backlog in one batch. The
     # first run's small batches were committed from the driver (delta-rs); this one is over the
     # driver's limit, so Spark's Delta writer commits its bronze, with the same txn and entry
-    larger = pipeline.model_copy(update={"source": pipeline.source.model_copy(
-        update={"available_now_max_offsets_per_trigger": 10_000, "driver_commit_max_offsets": 1000})})
+    larger = pipeline.model_copy(
+        update={
+            "source": pipeline.source.model_copy(
+                update={"available_now_max_offsets_per_trigger": 10_000, "driver_commit_max_offsets": 1000}
+            )
+        }
+    )
     lines: list[str] = []
     assert run_ingest(larger, spark=spark, log=lines.append).batches == 1
     batch_lines = _wait_for(lambda: [x for x in lines if x.startswith("batch ")])
     # one readable line for the batch: the committed records it read, its seconds, lag and verdict
     assert len(batch_lines) == 1, lines
-    assert re.fullmatch(rf"batch \d+: {second.count('committed'):,} rows in \d+\.\d s; lag 0 \(healthy\)",
-                        batch_lines[0]), lines
+    assert re.fullmatch(
+        rf"batch \d+: {second.count('committed'):,} rows in \d+\.\d s; lag 0 \(healthy\)", batch_lines[0]
+    ), lines
     counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
     assert counts["quarantine"] == first.count("committed_malformed") + second.count("committed_malformed")
 
@@ -59,8 +81,10 @@ def test_available_now_lands_every_committed_record_once(broker, spark, topic, t
         ledger = read_ledger(path)
         assert ledger.problems() == [], name
         assert [e.batch_id for e in ledger.entries] == list(range(len(ledger.entries))), name
-        assert sum(e.rows for e in ledger.entries) == {"bronze": counts["bronze"], "quarantine": counts["quarantine"],
-                                                       "aggregates": counts["bronze"]}[name]
+        assert (
+            sum(e.rows for e in ledger.entries)
+            == {"bronze": counts["bronze"], "quarantine": counts["quarantine"], "aggregates": counts["bronze"]}[name]
+        )
     ends = {p: high for p, (low, high) in watermarks(broker.bootstrap, topic).items()}
     assert read_ledger(table_paths(pipeline)["bronze"]).committed_offsets() == ends
 
@@ -80,8 +104,16 @@ def _wait_for(get, timeout: float = 10.0):
 
 def test_replaying_a_committed_batch_adds_nothing(broker, spark, topic, tmp_path):
     pipeline = load_pipeline(tmp_path, broker.bootstrap, topic)
-    produce(broker.bootstrap, topic, 5000, schema=PAYMENTS_SCHEMA, partitions=2, seed=3, abort_ratio=0.05,
-            malformed_ratio=0.02)
+    produce(
+        broker.bootstrap,
+        topic,
+        5000,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=3,
+        abort_ratio=0.05,
+        malformed_ratio=0.02,
+    )
     run_ingest(pipeline, spark=spark)
     paths = table_paths(pipeline)
     before = {n: DeltaTable(p).version() for n, p in paths.items()}
@@ -96,21 +128,39 @@ def test_replaying_a_committed_batch_adds_nothing(broker, spark, topic, tmp_path
 
 
 def test_a_table_feature_delta_rs_cannot_write_sends_the_run_to_sparks_writer_exactly_once(
-        broker, spark, topic, tmp_path):
+    broker, spark, topic, tmp_path
+):
     """A user turns on a Delta feature delta-rs cannot write (domainMetadata, which liquid clustering
     and row tracking bring) on quarantine. The next small batch commits bronze from the driver, is
     refused at quarantine, and goes to Spark's writer: bronze's commit is skipped through the same
     txn, quarantine is written; every later batch of the run is Spark's. Exactly once throughout."""
     pipeline = load_pipeline(tmp_path, broker.bootstrap, topic)  # 2,000 offsets per trigger
-    first = produce(broker.bootstrap, topic, 1000, schema=PAYMENTS_SCHEMA, partitions=2, seed=41, abort_ratio=0.1,
-                    malformed_ratio=0.05)
+    first = produce(
+        broker.bootstrap,
+        topic,
+        1000,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=41,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     assert run_ingest(pipeline, spark=spark).batches == 1
     paths = table_paths(pipeline)
-    spark.sql(f"ALTER TABLE delta.`{paths['quarantine']}` SET TBLPROPERTIES ('delta.feature.domainMetadata' = "
-              "'supported')")
+    spark.sql(
+        f"ALTER TABLE delta.`{paths['quarantine']}` SET TBLPROPERTIES ('delta.feature.domainMetadata' = 'supported')"
+    )
     assert "domainMetadata" in (DeltaTable(paths["quarantine"]).protocol().writer_features or [])
-    second = produce(broker.bootstrap, topic, 2500, schema=PAYMENTS_SCHEMA, partitions=2, seed=42, abort_ratio=0.1,
-                     malformed_ratio=0.05)
+    second = produce(
+        broker.bootstrap,
+        topic,
+        2500,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=42,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     lines: list[str] = []
     result = run_ingest(pipeline, spark=spark, log=lines.append)
     assert result.status == "finished" and result.batches == 2, result
@@ -121,8 +171,10 @@ def test_a_table_feature_delta_rs_cannot_write_sends_the_run_to_sparks_writer_ex
     assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
     writes = {name: write_engines(paths[name]) for name in ("bronze", "quarantine")}
     # bronze: run 1, then the refused batch (committed before quarantine refused), then Spark's batch
-    assert writes == {"bronze": ["delta-rs", "delta-rs", "Apache-Spark"],
-                      "quarantine": ["delta-rs", "Apache-Spark", "Apache-Spark"]}, writes
+    assert writes == {
+        "bronze": ["delta-rs", "delta-rs", "Apache-Spark"],
+        "quarantine": ["delta-rs", "Apache-Spark", "Apache-Spark"],
+    }, writes
     for name, path in paths.items():
         ledger = read_ledger(path)
         assert ledger.problems() == [] and [e.batch_id for e in ledger.entries] == [0, 1, 2], (name, ledger.entries)
@@ -137,12 +189,13 @@ def test_a_table_feature_delta_rs_cannot_write_sends_the_run_to_sparks_writer_ex
 
 def test_every_malformed_kind_lands_in_quarantine_with_its_reason(broker, spark, topic, tmp_path):
     pipeline = load_pipeline(tmp_path, broker.bootstrap, topic)
-    summary = produce(broker.bootstrap, topic, 2000, schema=PAYMENTS_SCHEMA, partitions=2, seed=13,
-                      malformed_ratio=0.3)
+    summary = produce(broker.bootstrap, topic, 2000, schema=PAYMENTS_SCHEMA, partitions=2, seed=13, malformed_ratio=0.3)
     run_ingest(pipeline, spark=spark)
     assert_exactly_once(pipeline, broker.bootstrap, produced=[summary])
-    reasons = {r["reason"] for r in DeltaTable(table_paths(pipeline)["quarantine"])
-               .to_pyarrow_table(columns=["reason"]).to_pylist()}
+    reasons = {
+        r["reason"]
+        for r in DeltaTable(table_paths(pipeline)["quarantine"]).to_pyarrow_table(columns=["reason"]).to_pylist()
+    }
     made = {r.kind for r in summary.records if r.kind != VALID and not r.aborted}
     assert made == set(Generator(PAYMENTS_SCHEMA).kinds()), "every kind payments can produce was produced"
     assert made <= reasons, f"generated {sorted(made)}, quarantined {sorted(reasons)}"
@@ -165,10 +218,14 @@ def test_the_aggregates_merge_writes_only_the_rows_it_changes(broker, spark, top
     pipelines = {}
     for dv in (True, False):
         folder = tmp_path / ("dv" if dv else "plain")
-        sinks = {"bronze": {"path": str(folder / "bronze")}, "quarantine": {"path": str(folder / "quarantine")},
-                 "aggregates": {"path": str(folder / "aggregates"), "deletion_vectors": dv, **PAYMENTS_AGGREGATES}}
-        pipelines[dv] = load_pipeline(folder, broker.bootstrap, topic, name=f"p_merge_{'dv' if dv else 'plain'}",
-                                      sinks=sinks)
+        sinks = {
+            "bronze": {"path": str(folder / "bronze")},
+            "quarantine": {"path": str(folder / "quarantine")},
+            "aggregates": {"path": str(folder / "aggregates"), "deletion_vectors": dv, **PAYMENTS_AGGREGATES},
+        }
+        pipelines[dv] = load_pipeline(
+            folder, broker.bootstrap, topic, name=f"p_merge_{'dv' if dv else 'plain'}", sinks=sinks
+        )
     copied, updated = {}, {}
     for seed in (21, 22):
         produce(broker.bootstrap, topic, 4000, schema=PAYMENTS_SCHEMA, partitions=2, seed=seed, malformed_ratio=0.01)
@@ -187,8 +244,13 @@ def test_the_aggregates_merge_writes_only_the_rows_it_changes(broker, spark, top
     assert copied[True] == 0 and copied[False] > 0, copied
 
     # a table made without them, under a pipeline that wants them: the job says how to switch them on
-    wants = load_pipeline(tmp_path / "plain", broker.bootstrap, topic, name="p_merge_plain",
-                          sinks={**sinks, "aggregates": {"path": sinks["aggregates"]["path"], **PAYMENTS_AGGREGATES}})
+    wants = load_pipeline(
+        tmp_path / "plain",
+        broker.bootstrap,
+        topic,
+        name="p_merge_plain",
+        sinks={**sinks, "aggregates": {"path": sinks["aggregates"]["path"], **PAYMENTS_AGGREGATES}},
+    )
     hints = table_property_hints(wants, read_ledgers(wants))
     assert len(hints) == 1 and "SET TBLPROPERTIES ('delta.enableDeletionVectors' = true)" in hints[0], hints
 
@@ -243,10 +305,21 @@ def test_auto_compaction_merges_small_files_and_leaves_the_ledgers_alone(broker,
     assert table_property_hints(pipeline, read_ledgers(pipeline)) == []
 
     # a pipeline that declines it gets tables without it, and no compaction
-    off = load_pipeline(tmp_path / "off", broker.bootstrap, topic, name="p_no_compact", max_offsets=MAX_OFFSETS,
-                        sinks={s: {"path": str(tmp_path / "off" / s), "auto_compact": False,
-                                   **(PAYMENTS_AGGREGATES if s == "aggregates" else {})}
-                               for s in ("bronze", "quarantine", "aggregates")})
+    off = load_pipeline(
+        tmp_path / "off",
+        broker.bootstrap,
+        topic,
+        name="p_no_compact",
+        max_offsets=MAX_OFFSETS,
+        sinks={
+            s: {
+                "path": str(tmp_path / "off" / s),
+                "auto_compact": False,
+                **(PAYMENTS_AGGREGATES if s == "aggregates" else {}),
+            }
+            for s in ("bronze", "quarantine", "aggregates")
+        },
+    )
     with _compacting_after(spark, files=COMPACT_AFTER):
         assert run_ingest(off, spark=spark).batches >= 2  # enough files that a compaction would have run
     for name, path in table_paths(off).items():

@@ -15,14 +15,20 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 
 from onceflow.config import KafkaSink
+from onceflow.faults import kafka_sink as faults
 from onceflow.kafka.admin import ensure_topic
+from onceflow.kafka.ledger import KafkaLedgerRecord, read_kafka_ledger
 from onceflow.kafka.producer import VALID, produce
 from onceflow.spark.kafka_read import read_committed_batch
 from onceflow.spark.parse import bronze_rows, parse_events
-from onceflow.faults import kafka_sink as faults
-from onceflow.kafka.ledger import KafkaLedgerRecord, read_kafka_ledger
-from onceflow.spark.sinks.kafka_txn import (SHARD, KafkaSinkError, KafkaTxnSink, transaction_timeout_ms,
-                                            transactional_id, write_task)
+from onceflow.spark.sinks.kafka_txn import (
+    SHARD,
+    KafkaSinkError,
+    KafkaTxnSink,
+    transaction_timeout_ms,
+    transactional_id,
+    write_task,
+)
 from tests.kafka_helpers import consume_all
 from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
@@ -35,14 +41,33 @@ GENERATION = 1
 def source(broker, spark):
     """One input topic with aborted transactions and malformed records, and its bronze rows."""
     topic = "t-kafka-sink-source"
-    summary = produce(broker.bootstrap, topic, 3000, schema=PAYMENTS_SCHEMA, partitions=4, seed=7, abort_ratio=0.15,
-                      malformed_ratio=0.03, txn_size=50)
-    bronze = bronze_rows(parse_events(read_committed_batch(spark, broker.bootstrap, topic), PAYMENTS_SCHEMA),
-                         PAYMENTS_SCHEMA, 0, GENERATION).cache()
+    summary = produce(
+        broker.bootstrap,
+        topic,
+        3000,
+        schema=PAYMENTS_SCHEMA,
+        partitions=4,
+        seed=7,
+        abort_ratio=0.15,
+        malformed_ratio=0.03,
+        txn_size=50,
+    )
+    bronze = bronze_rows(
+        parse_events(read_committed_batch(spark, broker.bootstrap, topic), PAYMENTS_SCHEMA),
+        PAYMENTS_SCHEMA,
+        0,
+        GENERATION,
+    ).cache()
     end = {p: max(r.offset for r in summary.records if r.partition == p) + 1 for p in range(4)}
-    return {"topic": topic, "summary": summary, "bronze": bronze, "start": {p: 0 for p in range(4)}, "end": end,
-            "valid": sorted(r.event_id for r in summary.records if r.kind == VALID and not r.aborted),
-            "aborted": {r.event_id for r in summary.records if r.aborted and r.event_id}}
+    return {
+        "topic": topic,
+        "summary": summary,
+        "bronze": bronze,
+        "start": {p: 0 for p in range(4)},
+        "end": end,
+        "valid": sorted(r.event_id for r in summary.records if r.kind == VALID and not r.aborted),
+        "aborted": {r.event_id for r in summary.records if r.aborted and r.event_id},
+    }
 
 
 def _sink(broker, source, name: str, **config) -> KafkaTxnSink:
@@ -79,8 +104,9 @@ def test_a_batch_lands_exactly_once_and_its_replay_is_a_no_op(broker, source):
     assert ledger.partial == [] and ledger.problems() == []
     assert sorted(sink.committed()) == [(0, t) for t in range(4)]
     records = sink.committed()
-    assert {r.transactional_id for r in records.values()} == {transactional_id("ks-once", GENERATION, t)
-                                                                for t in range(4)}
+    assert {r.transactional_id for r in records.values()} == {
+        transactional_id("ks-once", GENERATION, t) for t in range(4)
+    }
 
 
 def test_output_records_keep_their_key_and_source_order(broker, source):
@@ -103,8 +129,12 @@ def test_task_partitioning_does_not_depend_on_how_spark_split_the_batch(broker, 
     shuffled = bronze.repartition(7).orderBy(F.rand(seed=3)).coalesce(3)
 
     def layout(df):
-        rows = (sink.prepared(df).withColumn("spark_partition", F.spark_partition_id())
-                .select(SHARD, "spark_partition", "_partition", "_offset").collect())
+        rows = (
+            sink.prepared(df)
+            .withColumn("spark_partition", F.spark_partition_id())
+            .select(SHARD, "spark_partition", "_partition", "_offset")
+            .collect()
+        )
         assert all(r[SHARD] == r["spark_partition"] for r in rows), "one task partition per Spark partition"
         per_task: dict[int, list] = {}
         for r in rows:
@@ -142,8 +172,13 @@ def test_replay_after_a_partial_commit_writes_only_the_missing_tasks(broker, sou
 def test_a_zombie_producer_with_the_same_transactional_id_is_fenced(broker, source):
     sink = _sink(broker, source, "ks-zombie")
     sink.prepare()
-    zombie = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0,
-                       "transactional.id": transactional_id("ks-zombie", GENERATION, 0)})
+    zombie = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "log_level": 0,
+            "transactional.id": transactional_id("ks-zombie", GENERATION, 0),
+        }
+    )
     zombie.init_transactions(30)
     zombie.begin_transaction()
     for i in range(25):
@@ -160,8 +195,9 @@ def test_a_zombie_producer_with_the_same_transactional_id_is_fenced(broker, sour
     assert sorted(committed) == source["valid"]
     assert not [i for i in committed if i.startswith("zombie-")], "nothing the zombie wrote is visible"
     uncommitted = _event_ids(broker.bootstrap, sink.output_topic, "read_uncommitted")
-    assert len([i for i in uncommitted if i.startswith("zombie-")]) == 25, \
+    assert len([i for i in uncommitted if i.startswith("zombie-")]) == 25, (
         "the zombie's records are in the log (aborted), which shows the fencing was real"
+    )
 
 
 def test_a_transaction_the_broker_rejects_is_aborted_retried_and_fails_clearly(broker, source):
@@ -197,9 +233,12 @@ def test_bad_key_expression_names_the_field(broker, source):
 
 def test_a_ledger_topic_that_expires_records_is_refused(broker, source):
     ensure_topic(broker.bootstrap, "ks-expiring-ledger", 4, {"retention.ms": "3600000"})
-    sink = KafkaTxnSink("ks-expiring", GENERATION, KafkaSink(topic="ks-expiring-out", ledger_topic="ks-expiring-ledger",
-                                                                 key="account_id"),
-                        broker.bootstrap)
+    sink = KafkaTxnSink(
+        "ks-expiring",
+        GENERATION,
+        KafkaSink(topic="ks-expiring-out", ledger_topic="ks-expiring-ledger", key="account_id"),
+        broker.bootstrap,
+    )
     with pytest.raises(KafkaSinkError, match="retention.ms=3600000"):
         sink.prepare()
 
@@ -229,9 +268,21 @@ def test_fault_specs_parse_or_fail_with_the_fix(monkeypatch):
 
 
 def test_ledger_records_round_trip_and_foreign_values_are_ignored():
-    record = KafkaLedgerRecord(pipeline="p", generation=2, batch_id=9, task_partition=1, task_partitions=4,
-                               topic="in", start={0: 5}, end={0: 9}, rows=3, output_topic="out",
-                               key_expr="account_id", transactional_id="onceflow.p.g2.p1", written_at=1)
+    record = KafkaLedgerRecord(
+        pipeline="p",
+        generation=2,
+        batch_id=9,
+        task_partition=1,
+        task_partitions=4,
+        topic="in",
+        start={0: 5},
+        end={0: 9},
+        rows=3,
+        output_topic="out",
+        key_expr="account_id",
+        transactional_id="onceflow.p.g2.p1",
+        written_at=1,
+    )
     assert KafkaLedgerRecord.from_json(record.to_json()) == record
     assert KafkaLedgerRecord.from_json(b"not json") is None
     assert KafkaLedgerRecord.from_json(b'{"onceflow_kafka_ledger": 1}') is None
@@ -257,8 +308,9 @@ def test_a_new_generation_skips_what_the_previous_one_delivered(broker, source):
     cfg = KafkaSink(topic=f"{name}-out", ledger_topic=f"{name}-ledger", key="account_id")
     new = KafkaTxnSink(name, 2, cfg, broker.bootstrap, trigger_seconds=1, source_topic=source["topic"])
     result = new.write(bronze, 0, source["start"], end)  # the worst case: restarted from the very beginning
-    assert sorted(_event_ids(broker.bootstrap, new.output_topic)) == source["valid"], \
+    assert sorted(_event_ids(broker.bootstrap, new.output_topic)) == source["valid"], (
         "each event exactly once across both generations"
+    )
     assert new.carry.floor == mid and [i["tasks"] for i in new.carry.partial] == [[0]]
     assert result.rows_written == len(source["valid"]) - bronze.where(below).count() - sum(b.num_rows for b in task0)
 
@@ -277,13 +329,21 @@ def test_a_new_generation_skips_what_the_previous_one_delivered(broker, source):
 
 
 def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_path):
-    from onceflow.reconcile import PASSED
     from onceflow.audit.kafka_output import output_checks
+    from onceflow.reconcile import PASSED
     from tests.pipeline_helpers import load_pipeline
 
-    pipeline = load_pipeline(tmp_path, broker.bootstrap, source["topic"], name="ks_audit",
-                             sinks={"bronze": {"path": str(tmp_path / "b")}, "quarantine": {"path": str(tmp_path / "q")},
-                                    "kafka": {"topic": "ks-audit-out", "ledger_topic": "ks-audit-ledger"}})
+    pipeline = load_pipeline(
+        tmp_path,
+        broker.bootstrap,
+        source["topic"],
+        name="ks_audit",
+        sinks={
+            "bronze": {"path": str(tmp_path / "b")},
+            "quarantine": {"path": str(tmp_path / "q")},
+            "kafka": {"topic": "ks-audit-out", "ledger_topic": "ks-audit-ledger"},
+        },
+    )
     spark = source["bronze"].sparkSession
     sink = KafkaTxnSink.for_pipeline(pipeline, GENERATION)
     _write(sink, source, 0)
@@ -320,17 +380,32 @@ def test_recovery_and_audit_read_the_kafka_sink_ledger(broker, spark, tmp_path):
     from tests.pipeline_helpers import write_pipeline
 
     topic = "t-kafka-sink-recovery"
-    summary = produce(broker.bootstrap, topic, 2500, schema=PAYMENTS_SCHEMA, partitions=2, seed=31, abort_ratio=0.1,
-                      malformed_ratio=0.03)
-    source = {"bootstrap_servers": broker.bootstrap, "topic": topic, "starting_offsets": "earliest",
-              "max_offsets_per_trigger": 1500}
+    summary = produce(
+        broker.bootstrap,
+        topic,
+        2500,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=31,
+        abort_ratio=0.1,
+        malformed_ratio=0.03,
+    )
+    source = {
+        "bootstrap_servers": broker.bootstrap,
+        "topic": topic,
+        "starting_offsets": "earliest",
+        "max_offsets_per_trigger": 1500,
+    }
     sinks = {"bronze": {"path": str(tmp_path / "bronze")}, "quarantine": {"path": str(tmp_path / "quarantine")}}
     before = load(write_pipeline(tmp_path, broker.bootstrap, topic, name="ks_recovery", source=source, sinks=sinks))
     run_ingest(before, spark=spark)
     shutil.rmtree(before.checkpoint_path)
     kafka = {"topic": "ks-recovery-out", "ledger_topic": "ks-recovery-ledger", "partitions": 2}
-    after = load(write_pipeline(tmp_path, broker.bootstrap, topic, name="ks_recovery", source=source,
-                                sinks={**sinks, "kafka": kafka}))
+    after = load(
+        write_pipeline(
+            tmp_path, broker.bootstrap, topic, name="ks_recovery", source=source, sinks={**sinks, "kafka": kafka}
+        )
+    )
 
     plan = plan_recovery(after)
     assert "kafka" in plan.sink_floors, plan.as_dict()
@@ -348,5 +423,6 @@ def test_recovery_and_audit_read_the_kafka_sink_ledger(broker, spark, tmp_path):
 
     outcome = run_audit(after, report_dir=tmp_path / "reports", spark=spark)
     checks = {c["name"]: c["status"] for c in outcome.summary["checks"]}
-    assert {checks[n] for n in ("kafka_ledger", "kafka_output_loss", "kafka_output_phantoms",
-                                "kafka_output_duplicates")} == {"passed"}, outcome.summary["checks"]
+    assert {
+        checks[n] for n in ("kafka_ledger", "kafka_output_loss", "kafka_output_phantoms", "kafka_output_duplicates")
+    } == {"passed"}, outcome.summary["checks"]

@@ -19,8 +19,17 @@ pytestmark = pytest.mark.integration
 
 
 def test_read_committed_sees_exactly_the_committed_records(broker, topic):
-    summary = produce(broker.bootstrap, topic, 3000, schema=PAYMENTS_SCHEMA, partitions=3, seed=11,
-                      abort_ratio=0.2, malformed_ratio=0.05, txn_size=50)
+    summary = produce(
+        broker.bootstrap,
+        topic,
+        3000,
+        schema=PAYMENTS_SCHEMA,
+        partitions=3,
+        seed=11,
+        abort_ratio=0.2,
+        malformed_ratio=0.05,
+        txn_size=50,
+    )
     committed = {(r.partition, r.offset) for r in summary.records if not r.aborted}
     aborted = {(r.partition, r.offset) for r in summary.records if r.aborted}
     assert aborted, "the seed must yield aborted transactions for this test to mean anything"
@@ -43,8 +52,18 @@ def test_read_committed_sees_exactly_the_committed_records(broker, topic):
 
 
 def test_seed_reproduces_the_same_records(broker, topic):
-    runs = [produce(broker.bootstrap, f"{topic}-{i}", 500, schema=PAYMENTS_SCHEMA, seed=seed, abort_ratio=0.1,
-                    malformed_ratio=0.1) for i, seed in enumerate((5, 5, 6))]
+    runs = [
+        produce(
+            broker.bootstrap,
+            f"{topic}-{i}",
+            500,
+            schema=PAYMENTS_SCHEMA,
+            seed=seed,
+            abort_ratio=0.1,
+            malformed_ratio=0.1,
+        )
+        for i, seed in enumerate((5, 5, 6))
+    ]
     key = lambda s: [(r.key, r.value, r.kind, r.aborted, r.partition, r.offset) for r in s.records]
     assert key(runs[0]) == key(runs[1])
     assert key(runs[0]) != key(runs[2])
@@ -52,10 +71,14 @@ def test_seed_reproduces_the_same_records(broker, topic):
 
 @pytest.mark.parametrize("pipeline", ["payments", "sensors"])
 def test_each_record_in_kafka_is_the_kind_the_summary_says(broker, topic, pipeline):
-    schema, group_by = ((PAYMENTS_SCHEMA, ("account_id",)) if pipeline == "payments"
-                        else (SENSORS_SCHEMA, SENSORS.sinks.aggregates.group_by))
-    summary = produce(broker.bootstrap, topic, 2000, schema=schema, group_by=group_by, seed=3,
-                      malformed_ratio=0.3, txn_size=200)
+    schema, group_by = (
+        (PAYMENTS_SCHEMA, ("account_id",))
+        if pipeline == "payments"
+        else (SENSORS_SCHEMA, SENSORS.sinks.aggregates.group_by)
+    )
+    summary = produce(
+        broker.bootstrap, topic, 2000, schema=schema, group_by=group_by, seed=3, malformed_ratio=0.3, txn_size=200
+    )
     assert {r.kind for r in summary.records} == {VALID, *Generator(schema).kinds()}
     kinds = {(r.partition, r.offset): r for r in summary.records}
     judge = Judge(schema)

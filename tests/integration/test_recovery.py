@@ -36,14 +36,27 @@ from onceflow.kafka.admin import admin_client, ensure_topic, watermarks
 from onceflow.kafka.producer import produce
 from onceflow.ledger import LOSS, read_ledger
 from onceflow.recovery import plan_recovery, recover
-from onceflow.recovery.plan import (AHEAD, CORRUPT, DEAD_QUERY, FOLLOWER_LAG, LEFTOVERS, MISSING, NEW_GENERATION,
-                                    NOTHING, REFUSE, RESTART, RETENTION, SINKS_DISAGREE, STOPPED)
+from onceflow.recovery.plan import (
+    AHEAD,
+    CORRUPT,
+    DEAD_QUERY,
+    FOLLOWER_LAG,
+    LEFTOVERS,
+    MISSING,
+    NEW_GENERATION,
+    NOTHING,
+    REFUSE,
+    RESTART,
+    RETENTION,
+    SINKS_DISAGREE,
+    STOPPED,
+)
 from onceflow.recovery.record import list_records, read_record
 from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
 from onceflow.status import RunLock
-from tests.ingest_process import SHORT_LIVED_DRIVER
 from tests.exactly_once import assert_exactly_once
+from tests.ingest_process import SHORT_LIVED_DRIVER
 from tests.kafka_helpers import consume_all
 from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_engines, write_pipeline
 
@@ -54,13 +67,22 @@ SCHEMA = json.loads((ROOT / "docs/schemas/recovery-record.schema.json").read_tex
 SUBPROCESS_TIMEOUT = 600  # a fresh JVM on two shared cores
 
 
-def _pipeline(tmp_path: Path, bootstrap: str, topic: str, available_now_max_offsets: int | None = None,
-              driver_commit_max_offsets: int | None = None):
+def _pipeline(
+    tmp_path: Path,
+    bootstrap: str,
+    topic: str,
+    available_now_max_offsets: int | None = None,
+    driver_commit_max_offsets: int | None = None,
+):
     """1,000 offsets per batch; `available_now_max_offsets`: a larger batch for available-now runs
     (a test that only needs one batch per run before and after a crash takes its backlog at once);
     `driver_commit_max_offsets`: 0 for Spark's Delta writer on every batch."""
-    source = {"bootstrap_servers": bootstrap, "topic": topic, "starting_offsets": "earliest",
-              "max_offsets_per_trigger": 1000}
+    source = {
+        "bootstrap_servers": bootstrap,
+        "topic": topic,
+        "starting_offsets": "earliest",
+        "max_offsets_per_trigger": 1000,
+    }
     if available_now_max_offsets:
         source["available_now_max_offsets_per_trigger"] = available_now_max_offsets
     if driver_commit_max_offsets is not None:
@@ -81,7 +103,8 @@ def _ingest_and_crash(pipeline, fault: str) -> None:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert proc.returncode == faults.EXIT_CODE, (
         f"expected the injected crash ({faults.EXIT_CODE}) at {fault}, got exit {proc.returncode}:\n"
-        f"{proc.stderr[-3000:]}")
+        f"{proc.stderr[-3000:]}"
+    )
 
 
 def _records(pipeline) -> list[dict]:
@@ -120,15 +143,32 @@ def test_killed_before_the_aggregates_merge_catches_up_from_bronze(broker, spark
     they hold, and trail bronze), recovery says they catch up from bronze, and the next run merges
     batch 1 from bronze with nothing new from Kafka: every record counted exactly once."""
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic, available_now_max_offsets=10_000)
-    first = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=31, abort_ratio=0.1,
-                    malformed_ratio=0.05)
+    first = produce(
+        broker.bootstrap,
+        topic,
+        1500,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=31,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     assert run_ingest(pipeline, spark=spark).batches == 1
-    crashed = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=33, abort_ratio=0.1,
-                      malformed_ratio=0.05)
+    crashed = produce(
+        broker.bootstrap,
+        topic,
+        1500,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=33,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     _ingest_and_crash(pipeline, "before_aggregates_commit@1")
     ledgers = _ledgers(pipeline)
-    assert [e.batch_id for e in ledgers["bronze"].entries] == [0, 1] == [e.batch_id for e in
-                                                                         ledgers["quarantine"].entries]
+    assert (
+        [e.batch_id for e in ledgers["bronze"].entries] == [0, 1] == [e.batch_id for e in ledgers["quarantine"].entries]
+    )
     assert [e.batch_id for e in ledgers["aggregates"].entries] == [0]
     assert read_checkpoint(pipeline.checkpoint_path).last_committed == 1
 
@@ -151,7 +191,8 @@ def test_killed_before_the_aggregates_merge_catches_up_from_bronze(broker, spark
 
 # -- a kill between two sinks' commits: back with its checkpoint, and with the checkpoint lost too --
 def test_killed_between_sinks_restarts_from_its_checkpoint_or_with_it_lost_from_each_sinks_point(
-        broker, spark, topic, tmp_path):
+    broker, spark, topic, tmp_path
+):
     """One driver killed between bronze's and quarantine's commits of batch 1, recovered twice from
     that crash's state. A, as it is: a dead query whose checkpoint is healthy restarts in its
     generation and Delta skips bronze's replay. B, the same state with the checkpoint lost as well:
@@ -161,13 +202,30 @@ def test_killed_between_sinks_restarts_from_its_checkpoint_or_with_it_lost_from_
     # Spark's Delta writer commits every batch of the crashed run: the kill schedule
     # (tests/e2e/test_hard_kills.py) crashes driver-committed (delta-rs) batches in every window,
     # this test the other writer
-    pipeline = _pipeline(tmp_path, broker.bootstrap, topic, available_now_max_offsets=10_000,
-                         driver_commit_max_offsets=0)
-    first = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=21, abort_ratio=0.1,
-                    malformed_ratio=0.05)
+    pipeline = _pipeline(
+        tmp_path, broker.bootstrap, topic, available_now_max_offsets=10_000, driver_commit_max_offsets=0
+    )
+    first = produce(
+        broker.bootstrap,
+        topic,
+        1500,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=21,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     assert run_ingest(pipeline, spark=spark).batches == 1  # batch 0: committed everywhere, no kill needed
-    crashed = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=23, abort_ratio=0.1,
-                      malformed_ratio=0.05)
+    crashed = produce(
+        broker.bootstrap,
+        topic,
+        1500,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=23,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     _ingest_and_crash(pipeline, "between_sinks@1")  # bronze has batch 1; quarantine, aggregates, commits/1 not
     at_crash = tmp_path / "at-crash"  # B's starting point: the tables and the status, as the crash left them
     for name, path in table_paths(pipeline).items():
@@ -185,8 +243,16 @@ def test_killed_between_sinks_restarts_from_its_checkpoint_or_with_it_lost_from_
 
     result = recover(pipeline)
     assert result.outcome == "done"
-    second = produce(broker.bootstrap, topic, 1000, schema=PAYMENTS_SCHEMA, partitions=2, seed=22, abort_ratio=0.1,
-                     malformed_ratio=0.05)
+    second = produce(
+        broker.bootstrap,
+        topic,
+        1000,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=22,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     resumed = run_ingest(pipeline, spark=spark)
     assert resumed.status == "finished" and resumed.generation == 0
     assert_exactly_once(pipeline, broker.bootstrap, produced=[first, crashed, second])
@@ -227,14 +293,22 @@ def test_killed_between_sinks_restarts_from_its_checkpoint_or_with_it_lost_from_
 
 def test_removed_commit_and_leftover_tmp_file_replay_the_batch_and_keep_the_file(broker, spark, topic, tmp_path):
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
-    produce(broker.bootstrap, topic, 2500, schema=PAYMENTS_SCHEMA, partitions=2, seed=31, abort_ratio=0.1,
-            malformed_ratio=0.05)
+    produce(
+        broker.bootstrap,
+        topic,
+        2500,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=31,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     run_ingest(pipeline, spark=spark)
     cp = Path(pipeline.checkpoint_path)
     last = _newest(cp / "commits")
     _remove(last)  # Spark now believes batch N never committed
     tmp = cp / "offsets" / f".{int(last.name) + 1}.6d1f0f2e-3c1a-4f7e-9a51-1c2f0e5b7a10.tmp"
-    tmp.write_text("v1\n{\"batchWatermarkMs\":0,")  # a write cut short by a crash
+    tmp.write_text('v1\n{"batchWatermarkMs":0,')  # a write cut short by a crash
     versions = {n: DeltaTable(p).version() for n, p in table_paths(pipeline).items()}
 
     plan = plan_recovery(pipeline)
@@ -244,7 +318,7 @@ def test_removed_commit_and_leftover_tmp_file_replay_the_batch_and_keep_the_file
     result = recover(pipeline)
     assert result.outcome == "done" and not tmp.exists()
     moved = result.record["actions"][0]["result"]["moved"]
-    assert moved[0]["from"] == str(tmp) and Path(moved[0]["to"]).read_text() == "v1\n{\"batchWatermarkMs\":0,"
+    assert moved[0]["from"] == str(tmp) and Path(moved[0]["to"]).read_text() == 'v1\n{"batchWatermarkMs":0,'
 
     run_ingest(pipeline, spark=spark)
     assert_exactly_once(pipeline, broker.bootstrap)
@@ -255,27 +329,42 @@ def test_removed_commit_and_leftover_tmp_file_replay_the_batch_and_keep_the_file
 
 # -- corrupt checkpoint, through the CLI -----------------------------------------------------
 CORRUPTIONS = {  # name: (how, the decision it must get)
-    "offsets file of binary junk": (lambda cp: _newest(cp / "offsets").write_bytes(b"\x00\xff\xfe junk \x80"),
-                                    NEW_GENERATION),
+    "offsets file of binary junk": (
+        lambda cp: _newest(cp / "offsets").write_bytes(b"\x00\xff\xfe junk \x80"),
+        NEW_GENERATION,
+    ),
     "empty metadata": (lambda cp: (cp / "metadata").write_text(""), NEW_GENERATION),
     "commit file of junk": (lambda cp: _newest(cp / "commits").write_text("v9\n[1,2"), NEW_GENERATION),
     "identity of junk": (lambda cp: (cp / "_onceflow.json").write_text("{not json"), NEW_GENERATION),
-    "identity is a directory": (lambda cp: ((cp / "_onceflow.json").unlink(), (cp / "_onceflow.json").mkdir()),
-                                NEW_GENERATION),
-    "offsets dir is a file": (lambda cp: (shutil.rmtree(cp / "offsets"), (cp / "offsets").write_text("x")),
-                              NEW_GENERATION),
+    "identity is a directory": (
+        lambda cp: ((cp / "_onceflow.json").unlink(), (cp / "_onceflow.json").mkdir()),
+        NEW_GENERATION,
+    ),
+    "offsets dir is a file": (
+        lambda cp: (shutil.rmtree(cp / "offsets"), (cp / "offsets").write_text("x")),
+        NEW_GENERATION,
+    ),
     "checkpoint is a file": (lambda cp: (shutil.rmtree(cp), cp.write_text("not a directory")), NEW_GENERATION),
     # a restart never reads sources/0/0 once batches exist (the offsets log has the start): still healthy,
     # and the run that wrote it finished cleanly: nothing to recover
-    "initial offsets junk": (lambda cp: (cp / "sources" / "0" / "0").write_bytes(b"\x00v1\n{\"t\":"), NOTHING),
+    "initial offsets junk": (lambda cp: (cp / "sources" / "0" / "0").write_bytes(b'\x00v1\n{"t":'), NOTHING),
 }
 
 
 def test_truncated_offsets_file_recovers_from_the_ledgers_and_never_shows_a_traceback(
-        broker, spark, topic, tmp_path, capsys):
+    broker, spark, topic, tmp_path, capsys
+):
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
-    first = produce(broker.bootstrap, topic, 2500, schema=PAYMENTS_SCHEMA, partitions=2, seed=41, abort_ratio=0.1,
-                    malformed_ratio=0.05)
+    first = produce(
+        broker.bootstrap,
+        topic,
+        2500,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=41,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     run_ingest(pipeline, spark=spark)
     cp = Path(pipeline.checkpoint_path)
     pristine = tmp_path / "pristine-checkpoint"
@@ -304,15 +393,23 @@ def test_truncated_offsets_file_recovers_from_the_ledgers_and_never_shows_a_trac
 
     # the production breakage: the newest offsets file cut short, its commit gone
     newest = _newest(cp / "offsets")
-    newest.write_text("v1\n{\"batchWatermarkMs\":0,\"batchTim")
+    newest.write_text('v1\n{"batchWatermarkMs":0,"batchTim')
     _remove(cp / "commits" / newest.name)
     assert pipeline_health(pipeline)["verdict"] == "broken"
     bronze_end = read_ledger(table_paths(pipeline)["bronze"]).committed_offsets()
 
     assert main(["recover", "--pipeline", pipeline.file, "--dry-run"]) == 0
     assert cp.exists() and read_identity(str(cp)).generation == 0  # the dry run changed nothing
-    second = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=42, abort_ratio=0.1,
-                     malformed_ratio=0.05)
+    second = produce(
+        broker.bootstrap,
+        topic,
+        1500,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=42,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     capsys.readouterr()
     assert main(["recover", "--pipeline", pipeline.file, "--resume"]) == 0  # recover, then run the job
     printed = capsys.readouterr().out
@@ -335,12 +432,28 @@ def test_truncated_offsets_file_recovers_from_the_ledgers_and_never_shows_a_trac
 # -- deleted checkpoint ------------------------------------------------------------------------
 def test_deleted_checkpoint_resumes_from_the_ledgers_in_a_new_generation(broker, spark, topic, tmp_path, capsys):
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
-    first = produce(broker.bootstrap, topic, 2500, schema=PAYMENTS_SCHEMA, partitions=2, seed=51, abort_ratio=0.1,
-                    malformed_ratio=0.05)
+    first = produce(
+        broker.bootstrap,
+        topic,
+        2500,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=51,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     run_ingest(pipeline, spark=spark)
     shutil.rmtree(pipeline.checkpoint_path)
-    second = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=52, abort_ratio=0.1,
-                     malformed_ratio=0.05)
+    second = produce(
+        broker.bootstrap,
+        topic,
+        1500,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=52,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
 
     # while the job runs, recovery refuses and changes nothing
     lock = RunLock(pipeline.state_path)
@@ -369,14 +482,30 @@ def test_deleted_checkpoint_resumes_from_the_ledgers_in_a_new_generation(broker,
 # -- checkpoint ahead of a sink ------------------------------------------------------------------
 def test_checkpoint_ahead_of_a_restored_sink_is_refused_then_forced(broker, spark, topic, tmp_path, capsys):
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
-    first = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=71, abort_ratio=0.1,
-                    malformed_ratio=0.05)
+    first = produce(
+        broker.bootstrap,
+        topic,
+        1500,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=71,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     run_ingest(pipeline, spark=spark)
     bronze = Path(table_paths(pipeline)["bronze"])
     backup = tmp_path / "bronze-backup"
     shutil.copytree(bronze, backup)
-    second = produce(broker.bootstrap, topic, 1500, schema=PAYMENTS_SCHEMA, partitions=2, seed=72, abort_ratio=0.1,
-                     malformed_ratio=0.05)
+    second = produce(
+        broker.bootstrap,
+        topic,
+        1500,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=72,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     run_ingest(pipeline, spark=spark)
     shutil.rmtree(bronze)
     shutil.copytree(backup, bronze)  # "restored from last night's copy"
@@ -397,8 +526,14 @@ def test_checkpoint_ahead_of_a_restored_sink_is_refused_then_forced(broker, spar
 # -- Kafka retention ------------------------------------------------------------------------------
 def _alter_topic(bootstrap: str, topic: str, **configs: str | None) -> None:
     """Set (or, with None, delete) topic configs with incremental_alter_configs."""
-    entries = [ConfigEntry(k.replace("_", "."), v or "", incremental_operation=(
-        AlterConfigOpType.DELETE if v is None else AlterConfigOpType.SET)) for k, v in configs.items()]
+    entries = [
+        ConfigEntry(
+            k.replace("_", "."),
+            v or "",
+            incremental_operation=(AlterConfigOpType.DELETE if v is None else AlterConfigOpType.SET),
+        )
+        for k, v in configs.items()
+    ]
     admin = admin_client(bootstrap)  # kept referenced until the futures resolve (a collected client cancels them)
     futures = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)])
     for future in futures.values():
@@ -412,17 +547,28 @@ def _wait_for_log_start(bootstrap: str, topic: str, beyond: dict[int, int], time
         if all(low[p] > o for p, o in beyond.items()):
             return low
         if time.monotonic() > deadline:
-            raise AssertionError(f"Kafka did not delete the old segments of {topic} within {timeout:.0f}s "
-                                 f"(log start {low}, waiting to pass {beyond})")
+            raise AssertionError(
+                f"Kafka did not delete the old segments of {topic} within {timeout:.0f}s "
+                f"(log start {low}, waiting to pass {beyond})"
+            )
         time.sleep(1)
 
 
 def test_offsets_deleted_by_retention_are_reported_exactly_and_recorded_when_accepted(
-        broker, spark, topic, tmp_path, capsys):
+    broker, spark, topic, tmp_path, capsys
+):
     pipeline = _pipeline(tmp_path, broker.bootstrap, topic)
     ensure_topic(broker.bootstrap, topic, 2)
-    read = produce(broker.bootstrap, topic, 1200, schema=PAYMENTS_SCHEMA, partitions=2, seed=81, abort_ratio=0.1,
-                   malformed_ratio=0.05)
+    read = produce(
+        broker.bootstrap,
+        topic,
+        1200,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=81,
+        abort_ratio=0.1,
+        malformed_ratio=0.05,
+    )
     run_ingest(pipeline, spark=spark)
     committed = read_ledger(table_paths(pipeline)["bronze"]).committed_offsets()
     # will be deleted before it is read
@@ -431,8 +577,9 @@ def test_offsets_deleted_by_retention_are_reported_exactly_and_recorded_when_acc
     # roll a new segment for what comes next, then delete every closed segment by size retention
     _alter_topic(broker.bootstrap, topic, segment_ms="2000")
     time.sleep(3)
-    kept = produce(broker.bootstrap, topic, 300, schema=PAYMENTS_SCHEMA, partitions=2, seed=83, txn_size=300,
-                   malformed_ratio=0.05)
+    kept = produce(
+        broker.bootstrap, topic, 300, schema=PAYMENTS_SCHEMA, partitions=2, seed=83, txn_size=300, malformed_ratio=0.05
+    )
     _alter_topic(broker.bootstrap, topic, segment_ms=None, retention_bytes="1")
     try:
         low = _wait_for_log_start(broker.bootstrap, topic, committed)
@@ -459,7 +606,8 @@ def test_offsets_deleted_by_retention_are_reported_exactly_and_recorded_when_acc
     for name, ledger in _ledgers(pipeline).items():
         loss = [e for e in ledger.entries if e.kind == LOSS]
         assert [(e.generation, e.batch_id, e.start, e.end) for e in loss] == (
-            [] if name == "aggregates" else [(1, -1, committed, low)]), name
+            [] if name == "aggregates" else [(1, -1, committed, low)]
+        ), name
     resumed = run_ingest(pipeline, spark=spark)
     assert resumed.generation == 1
     # the aggregates' follower copied bronze's LOSS entry when it merged past it
@@ -471,8 +619,11 @@ def test_offsets_deleted_by_retention_are_reported_exactly_and_recorded_when_acc
     before = {(r.partition, r.offset) for r in read.records if not r.aborted}
     retained = {(p, o) for p, o, _, _ in consume_all(broker.bootstrap, topic, "read_committed")}
     paths = table_paths(pipeline)
-    landed = Counter((r["_partition"], r["_offset"]) for name in ("bronze", "quarantine")
-                     for r in DeltaTable(paths[name]).to_pyarrow_table(columns=["_partition", "_offset"]).to_pylist())
+    landed = Counter(
+        (r["_partition"], r["_offset"])
+        for name in ("bronze", "quarantine")
+        for r in DeltaTable(paths[name]).to_pyarrow_table(columns=["_partition", "_offset"]).to_pylist()
+    )
     assert not [k for k, n in landed.items() if n > 1], "duplicates"
     assert set(landed) == before | retained
     assert not set(landed) & unread_offsets

@@ -31,42 +31,78 @@ SENSORS_AGGREGATES = {k: v for k, v in SENSORS["sinks"]["aggregates"].items() if
 
 
 def sensors_file(folder: Path, bootstrap: str, topic: str, **overrides) -> Path:
-    return write_pipeline(folder, bootstrap, topic, schema=SENSORS["schema"], aggregates=SENSORS_AGGREGATES,
-                          **overrides)
+    return write_pipeline(
+        folder, bootstrap, topic, schema=SENSORS["schema"], aggregates=SENSORS_AGGREGATES, **overrides
+    )
 
 
 def test_two_pipelines_of_different_shapes_stream_at_once_and_both_audit_green(broker, spark, tmp_path):
     """Each in its own process (its own Spark app), as two users' streams on one machine; the sensors
     topic carries every malformed kind its schema allows, and each must land with its reason."""
-    pay_file, payments = pipeline_file(tmp_path / "payments", broker.bootstrap, "t-two-payments", name="two_payments",
-                                       max_offsets=400)
-    sen_file = sensors_file(tmp_path / "sensors", broker.bootstrap, "t-two-sensors", name="two_sensors",
-                            max_offsets=400)
+    pay_file, payments = pipeline_file(
+        tmp_path / "payments", broker.bootstrap, "t-two-payments", name="two_payments", max_offsets=400
+    )
+    sen_file = sensors_file(
+        tmp_path / "sensors", broker.bootstrap, "t-two-sensors", name="two_sensors", max_offsets=400
+    )
     sensors = config.load(sen_file)
     produced = {
-        "two_payments": [produce(broker.bootstrap, payments.source.topic, 800, schema=PAYMENTS_SCHEMA, partitions=2,
-                                 seed=1, malformed_ratio=0.05, abort_ratio=0.1)],
+        "two_payments": [
+            produce(
+                broker.bootstrap,
+                payments.source.topic,
+                800,
+                schema=PAYMENTS_SCHEMA,
+                partitions=2,
+                seed=1,
+                malformed_ratio=0.05,
+                abort_ratio=0.1,
+            )
+        ],
         # every malformed kind the sensors schema allows, often enough to see each
-        "two_sensors": [produce(broker.bootstrap, sensors.source.topic, 800, schema=sensors.schema, partitions=3,
-                                seed=2, malformed_ratio=0.3, abort_ratio=0.1, group_by=sensors.sinks.aggregates.group_by)],
+        "two_sensors": [
+            produce(
+                broker.bootstrap,
+                sensors.source.topic,
+                800,
+                schema=sensors.schema,
+                partitions=3,
+                seed=2,
+                malformed_ratio=0.3,
+                abort_ratio=0.1,
+                group_by=sensors.sinks.aggregates.group_by,
+            )
+        ],
     }
     kinds = {r.kind for r in produced["two_sensors"][0].records if r.kind != VALID}
     assert kinds == set(Generator(sensors.schema).kinds())
     # --until-idle ends each job once it has caught up; --max-seconds only bounds a hang (a job that
     # hits it ends cleanly with records left, which the loss check below would then report)
-    jobs = [IngestProcess(p, f, tmp_path / p.name, extra_args=("--until-idle", "10", "--max-seconds", "900"))
-            for p, f in ((payments, pay_file), (sensors, sen_file))]
+    jobs = [
+        IngestProcess(p, f, tmp_path / p.name, extra_args=("--until-idle", "10", "--max-seconds", "900"))
+        for p, f in ((payments, pay_file), (sensors, sen_file))
+    ]
     for job in jobs:
         job.log_dir.mkdir(parents=True, exist_ok=True)
         job.start()
     for job in jobs:
         job.wait_progress(0, timeout=240)
     # more data while both run
-    produced["two_payments"].append(produce(broker.bootstrap, payments.source.topic, 300, schema=PAYMENTS_SCHEMA,
-                                            partitions=2, seed=3))
-    produced["two_sensors"].append(produce(broker.bootstrap, sensors.source.topic, 300, schema=sensors.schema,
-                                           partitions=3, seed=4, malformed_ratio=0.3,
-                                           group_by=sensors.sinks.aggregates.group_by))
+    produced["two_payments"].append(
+        produce(broker.bootstrap, payments.source.topic, 300, schema=PAYMENTS_SCHEMA, partitions=2, seed=3)
+    )
+    produced["two_sensors"].append(
+        produce(
+            broker.bootstrap,
+            sensors.source.topic,
+            300,
+            schema=sensors.schema,
+            partitions=3,
+            seed=4,
+            malformed_ratio=0.3,
+            group_by=sensors.sinks.aggregates.group_by,
+        )
+    )
     for job in jobs:
         assert job.wait_exit(960) == 0, job.tail()
     assert payments.state_path != sensors.state_path and payments.checkpoint_path != sensors.checkpoint_path
@@ -78,5 +114,7 @@ def test_two_pipelines_of_different_shapes_stream_at_once_and_both_audit_green(b
         checks = {c["name"]: c for c in outcome.summary["checks"]}
         assert outcome.status == "passed", (pipeline.name, outcome.summary["failed_checks"])
         assert checks["aggregates"]["status"] == "passed" and outcome.summary["counts"]["aggregate_windows"] > 0
-    assert checks["duplicate_event_ids"]["status"] == "skipped" and "no event_id" in checks["duplicate_event_ids"][
-        "detail"], "sensors declare no event_id: the audit says the check was not made"
+    assert (
+        checks["duplicate_event_ids"]["status"] == "skipped"
+        and "no event_id" in checks["duplicate_event_ids"]["detail"]
+    ), "sensors declare no event_id: the audit says the check was not made"

@@ -14,13 +14,22 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM 
 
 
 def test_batch_read_committed_into_delta_counts_per_partition(broker, spark, topic, tmp_path):
-    summary = produce(broker.bootstrap, topic, 4000, schema=PAYMENTS_SCHEMA, partitions=4, seed=21, abort_ratio=0.1,
-                      malformed_ratio=0.02)
+    summary = produce(
+        broker.bootstrap,
+        topic,
+        4000,
+        schema=PAYMENTS_SCHEMA,
+        partitions=4,
+        seed=21,
+        abort_ratio=0.1,
+        malformed_ratio=0.02,
+    )
     path = str(tmp_path / "raw")
     read_committed_batch(spark, broker.bootstrap, topic).write.format("delta").save(path)
 
-    via_spark = {r["partition"]: r["count"] for r in
-                 spark.read.format("delta").load(path).groupBy("partition").count().collect()}
+    via_spark = {
+        r["partition"]: r["count"] for r in spark.read.format("delta").load(path).groupBy("partition").count().collect()
+    }
     expected = {p: summary.count("committed", p) for p in range(4)}
     assert via_spark == expected
 
@@ -40,8 +49,7 @@ def test_great_expectations_validates_a_spark_dataframe(spark):
 
     df = spark.createDataFrame([(0, 1), (0, 2), (1, 1)], "partition int, offset long")
     ctx = gx.get_context(mode="ephemeral")
-    batch_def = (ctx.data_sources.add_spark("s").add_dataframe_asset("a")
-                 .add_batch_definition_whole_dataframe("b"))
+    batch_def = ctx.data_sources.add_spark("s").add_dataframe_asset("a").add_batch_definition_whole_dataframe("b")
     suite = ctx.suites.add(gx.ExpectationSuite(name="smoke"))
     suite.add_expectation(gxe.ExpectCompoundColumnsToBeUnique(column_list=["partition", "offset"]))
     suite.add_expectation(gxe.ExpectTableRowCountToEqual(value=3))

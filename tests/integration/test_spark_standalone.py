@@ -64,8 +64,7 @@ def stack_master_opts() -> str:
     from tests.unit.test_docker_stack import ENV_EXAMPLE, interpolate, read_env_file
 
     raw = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
-    return interpolate(raw["services"]["spark-master"]["environment"]["SPARK_MASTER_OPTS"],
-                       read_env_file(ENV_EXAMPLE))
+    return interpolate(raw["services"]["spark-master"]["environment"]["SPARK_MASTER_OPTS"], read_env_file(ENV_EXAMPLE))
 
 
 @dataclass
@@ -95,14 +94,26 @@ class Standalone:
         return self.folder / "work"
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_DAEMON_MEMORY": "512m",
-                "SPARK_LOG_DIR": str(self.folder), "SPARK_WORKER_DIR": str(self.work_dir),
-                "SPARK_MASTER_OPTS": stack_master_opts()}
+        return {
+            **os.environ,
+            "SPARK_HOME": str(SPARK_HOME),
+            "SPARK_DAEMON_MEMORY": "512m",
+            "SPARK_LOG_DIR": str(self.folder),
+            "SPARK_WORKER_DIR": str(self.work_dir),
+            "SPARK_MASTER_OPTS": stack_master_opts(),
+        }
 
     def _start(self, name: str, *args: str) -> None:
         log = open(self.folder / f"{name}.log", "wb")
-        self.procs.append(subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], env=self.env(),
-                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        self.procs.append(
+            subprocess.Popen(
+                [str(SPARK_HOME / "bin" / "spark-class"), *args],
+                env=self.env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     def log_tail(self, name: str, lines: int = 30) -> str:
         path = self.folder / f"{name}.log"
@@ -123,20 +134,42 @@ class Standalone:
 
     def start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                    "--port", str(self.port), "--webui-port", str(self.master_ui))
+        self._start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.master_ui),
+        )
         self.port = self.bound_port("master", r"Starting Spark master at spark://127\.0\.0\.1:(\d+)")
         self.master_ui = self.bound_port("master", r"service 'MasterUI' on port (\d+)")
         self.wait_healthy("spark-master", self.master_json)
-        self._start("worker", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                    "--cores", "2", "--memory", "1g", "--webui-port", str(self.worker_ui),
-                    "--work-dir", str(self.work_dir))
+        self._start(
+            "worker",
+            "org.apache.spark.deploy.worker.Worker",
+            self.url,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            "2",
+            "--memory",
+            "1g",
+            "--webui-port",
+            str(self.worker_ui),
+            "--work-dir",
+            str(self.work_dir),
+        )
         self.worker_ui = self.bound_port("worker", r"service 'WorkerUI' on port (\d+)")
         self.wait_healthy("spark-worker", self.worker_json)
 
     def wait_healthy(self, service: str, url: str) -> None:
         """Run the docker stack's healthcheck of `service` (docker/compose.yaml), pointed at this cluster."""
-        test = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["services"][service]["healthcheck"]["test"]
+        test = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["services"][service]["healthcheck"][
+            "test"
+        ]
         assert test[:2] == ["CMD", "onceflow-healthcheck"], test
         local_url = test[2].replace("http://localhost:8080/json/", url).replace("http://localhost:8081/json/", url)
         assert local_url == url, f"{service}'s healthcheck asks {test[2]}, not a Spark UI's /json/"
@@ -144,13 +177,17 @@ class Standalone:
         deadline, last = time.monotonic() + START_TIMEOUT, None
         while time.monotonic() < deadline:
             for proc in self.procs:
-                assert proc.poll() is None, f"a Spark daemon exited ({proc.args[1]}):\n{self.log_tail(service.split('-')[1])}"
+                assert proc.poll() is None, (
+                    f"a Spark daemon exited ({proc.args[1]}):\n{self.log_tail(service.split('-')[1])}"
+                )
             last = subprocess.run(command, capture_output=True, text=True)
             if last.returncode == 0:
                 return
             time.sleep(0.5)  # poll: each look runs the healthcheck script
-        raise AssertionError(f"{service} not healthy within {START_TIMEOUT}s: {last.stderr.strip()}\n"
-                             f"{self.log_tail(service.split('-')[1])}")
+        raise AssertionError(
+            f"{service} not healthy within {START_TIMEOUT}s: {last.stderr.strip()}\n"
+            f"{self.log_tail(service.split('-')[1])}"
+        )
 
     def stop(self) -> None:
         for proc in reversed(self.procs):  # worker first, then master
@@ -176,8 +213,12 @@ def standalone(tmp_path_factory):
 
 def stack_env(home: Path, bootstrap: str, master: str) -> dict[str, str]:
     """What the docker stack sets for the pipelines (docker/compose.yaml x-onceflow-env)."""
-    return {"ONCEFLOW_HOME": str(home), "ONCEFLOW_KAFKA_BOOTSTRAP": bootstrap, "ONCEFLOW_SPARK_MASTER": master,
-            "ONCEFLOW_DRIVER_MEMORY": "1g"}
+    return {
+        "ONCEFLOW_HOME": str(home),
+        "ONCEFLOW_KAFKA_BOOTSTRAP": bootstrap,
+        "ONCEFLOW_SPARK_MASTER": master,
+        "ONCEFLOW_DRIVER_MEMORY": "1g",
+    }
 
 
 def finished_app(cluster: Standalone, name: str, known: set[str]) -> dict:
@@ -206,7 +247,8 @@ def assert_ran_on_the_worker(cluster: Standalone, app_id: str) -> int:
     launched = [re.search(r'"--cores" "(\d+)"', log) for log in logs]
     assert [m.group(1) for m in launched if m] == [cores] * len(logs), (
         f"executors of {app_id} should have {cores} core(s) (spark.deploy.defaultCores): "
-        f"{[log.splitlines()[:3] for log in logs]}")
+        f"{[log.splitlines()[:3] for log in logs]}"
+    )
     return len(executors)
 
 
@@ -230,8 +272,16 @@ def known_apps(cluster: Standalone) -> set[str]:
 
 def test_ingest_runs_on_a_standalone_cluster_through_the_stack_settings(broker, standalone, tmp_path, monkeypatch):
     topic = config.load(PIPELINE_FILE, env={}).source.topic
-    summary = produce(broker.bootstrap, topic, 3000, schema=PAYMENTS_SCHEMA, partitions=4, seed=88, abort_ratio=0.1,
-                      malformed_ratio=0.03)
+    summary = produce(
+        broker.bootstrap,
+        topic,
+        3000,
+        schema=PAYMENTS_SCHEMA,
+        partitions=4,
+        seed=88,
+        abort_ratio=0.1,
+        malformed_ratio=0.03,
+    )
     assert summary.aborted_transactions > 0 and summary.count("committed_malformed") > 0
 
     # the stack's mechanism: addresses in the environment, the pipeline file unchanged
@@ -243,13 +293,28 @@ def test_ingest_runs_on_a_standalone_cluster_through_the_stack_settings(broker, 
     started = time.monotonic()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", str(PIPELINE_FILE),
-             "--mode", "available-now", "--json"],
-            env={**os.environ, **env, **SHORT_LIVED_DRIVER, "PYSPARK_PYTHON": sys.executable}, cwd=tmp_path,
-            capture_output=True, text=True, timeout=APP_TIMEOUT)
+            [
+                sys.executable,
+                "-m",
+                "onceflow.cli",
+                "ingest",
+                "--pipeline",
+                str(PIPELINE_FILE),
+                "--mode",
+                "available-now",
+                "--json",
+            ],
+            env={**os.environ, **env, **SHORT_LIVED_DRIVER, "PYSPARK_PYTHON": sys.executable},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=APP_TIMEOUT,
+        )
     except subprocess.TimeoutExpired as exc:
-        raise AssertionError(f"`onceflow ingest` on {standalone.url} did not finish within {APP_TIMEOUT}s:\n"
-                             f"{(exc.stderr or b'')[-3000:]!r}") from None
+        raise AssertionError(
+            f"`onceflow ingest` on {standalone.url} did not finish within {APP_TIMEOUT}s:\n"
+            f"{(exc.stderr or b'')[-3000:]!r}"
+        ) from None
     seconds = time.monotonic() - started
     assert proc.returncode == 0, f"`onceflow ingest` failed on {standalone.url}:\n{proc.stderr[-4000:]}"
     result = json.loads(proc.stdout)
@@ -260,8 +325,10 @@ def test_ingest_runs_on_a_standalone_cluster_through_the_stack_settings(broker, 
     monkeypatch.setenv("ONCEFLOW_HOME", env["ONCEFLOW_HOME"])
     records = assert_delivered_once(pipeline, broker.bootstrap, [summary])
     assert result["input_rows"] == records
-    print(f"\nonceflow ingest on {standalone.url}: {records} committed records in {seconds:.1f}s "
-          f"(app {app['id']}, {executors} executor(s))")
+    print(
+        f"\nonceflow ingest on {standalone.url}: {records} committed records in {seconds:.1f}s "
+        f"(app {app['id']}, {executors} executor(s))"
+    )
 
 
 def test_airflow_spark_submit_runs_the_app_on_the_cluster(broker, standalone, tmp_path, monkeypatch):
@@ -273,8 +340,16 @@ def test_airflow_spark_submit_runs_the_app_on_the_cluster(broker, standalone, tm
     from onceflow.airflow.submit import submit_settings
 
     topic = config.load(PIPELINE_FILE, env={}).source.topic
-    summary = produce(broker.bootstrap, topic, 2000, schema=PAYMENTS_SCHEMA, partitions=4, seed=89, abort_ratio=0.1,
-                      malformed_ratio=0.03)
+    summary = produce(
+        broker.bootstrap,
+        topic,
+        2000,
+        schema=PAYMENTS_SCHEMA,
+        partitions=4,
+        seed=89,
+        abort_ratio=0.1,
+        malformed_ratio=0.03,
+    )
     env = stack_env(tmp_path / "home", broker.bootstrap, standalone.url)
     for key, value in {**env, **SHORT_LIVED_DRIVER}.items():  # the driver runs one app and exits
         monkeypatch.setenv(key, value)
@@ -287,9 +362,15 @@ def test_airflow_spark_submit_runs_the_app_on_the_cluster(broker, standalone, tm
     settings = submit_settings("ingest", master)
     assert settings.py_files, "a cluster master must ship the onceflow package to the executors"
     before = known_apps(standalone)
-    submit = SparkSubmitHook(conn_id="spark_default", conf=settings.conf, jars=settings.jars,
-                             py_files=settings.py_files, env_vars=settings.env_vars, name="onceflow-ingest",
-                             application_args=["--pipeline", str(PIPELINE_FILE), "--mode", "available-now"])
+    submit = SparkSubmitHook(
+        conn_id="spark_default",
+        conf=settings.conf,
+        jars=settings.jars,
+        py_files=settings.py_files,
+        env_vars=settings.env_vars,
+        name="onceflow-ingest",
+        application_args=["--pipeline", str(PIPELINE_FILE), "--mode", "available-now"],
+    )
     started = time.monotonic()
     submit.submit(settings.application)  # raises AirflowException on a non-zero exit
     seconds = time.monotonic() - started
@@ -297,5 +378,7 @@ def test_airflow_spark_submit_runs_the_app_on_the_cluster(broker, standalone, tm
     app = finished_app(standalone, f"onceflow-ingest-{pipeline.name}", before)
     executors = assert_ran_on_the_worker(standalone, app["id"])
     records = assert_delivered_once(pipeline, broker.bootstrap, [summary])
-    print(f"\nspark-submit via spark_default on {standalone.url}: {records} committed records in {seconds:.1f}s "
-          f"(app {app['id']}, {executors} executor(s))")
+    print(
+        f"\nspark-submit via spark_default on {standalone.url}: {records} committed records in {seconds:.1f}s "
+        f"(app {app['id']}, {executors} executor(s))"
+    )

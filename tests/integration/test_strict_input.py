@@ -16,10 +16,10 @@ import json
 import shutil
 from pathlib import Path
 
-from confluent_kafka import Producer
-from deltalake import DeltaTable
 import pyarrow as pa
 import pytest
+from confluent_kafka import Producer
+from deltalake import DeltaTable
 
 from onceflow import config
 from onceflow.audit.run import run_audit
@@ -48,8 +48,7 @@ def ingested(broker, spark, tmp_path_factory):
     for v in values:
         producer.produce(topic, value=v, partition=0)
     producer.flush(30)
-    pipeline = config.load(write_pipeline(folder, broker.bootstrap, topic, schema=NO_ID,
-                                          aggregates=AGGREGATES))
+    pipeline = config.load(write_pipeline(folder, broker.bootstrap, topic, schema=NO_ID, aggregates=AGGREGATES))
     result = run_ingest(pipeline, spark=spark)
     assert result.status == "finished", result
     return {"pipeline": pipeline, "values": values, "folder": folder, "topic": topic, "bootstrap": broker.bootstrap}
@@ -58,8 +57,16 @@ def ingested(broker, spark, tmp_path_factory):
 def copy_of(ingested, dest: Path, schema: dict = NO_ID) -> config.Pipeline:
     """The ingested tables and checkpoint, copied, under a pipeline file declaring `schema`."""
     shutil.copytree(ingested["folder"], dest, ignore=shutil.ignore_patterns("*.yaml"))
-    return config.load(write_pipeline(dest, ingested["bootstrap"], ingested["topic"], schema=schema,
-                                      aggregates=AGGREGATES, name=ingested["pipeline"].name))
+    return config.load(
+        write_pipeline(
+            dest,
+            ingested["bootstrap"],
+            ingested["topic"],
+            schema=schema,
+            aggregates=AGGREGATES,
+            name=ingested["pipeline"].name,
+        )
+    )
 
 
 def _rows(path: str, columns: list[str]) -> list[dict]:
@@ -126,10 +133,21 @@ def test_compatible_evolution_is_applied_and_audited_and_a_breaking_one_is_refus
     for f in broken["fields"]:
         if f["name"] == "n":
             f["type"] = "int"  # a type narrowed
-    pipeline = config.load(write_pipeline(tmp_path / "evolved", ingested["bootstrap"], ingested["topic"],
-                                          schema=broken, aggregates=AGGREGATES, name=ingested["pipeline"].name))
+    pipeline = config.load(
+        write_pipeline(
+            tmp_path / "evolved",
+            ingested["bootstrap"],
+            ingested["topic"],
+            schema=broken,
+            aggregates=AGGREGATES,
+            name=ingested["pipeline"].name,
+        )
+    )
     with pytest.raises(ConfigError) as refused:
         run_ingest(pipeline, spark=spark)
     text = str(refused.value)
-    assert "column `code` (string) is no longer declared" in text and "`n` is bigint in the table but declared int" \
-        in text and "Fix:" in text
+    assert (
+        "column `code` (string) is no longer declared" in text
+        and "`n` is bigint in the table but declared int" in text
+        and "Fix:" in text
+    )

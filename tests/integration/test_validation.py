@@ -10,7 +10,7 @@ the expected reason from both, and valid records the same typed values.
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
@@ -22,20 +22,25 @@ from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
-SCHEMA = Schema.model_validate({
-    "max_bytes": 400, "event_time": "ts", "event_id": "id",
-    "fields": [
-        {"name": "id", "type": "string", "uuid": True},
-        {"name": "site", "type": "string", "allowed": ["a", "b"], "max_length": 4},
-        {"name": "n", "type": "long", "min": 0, "max": 1000},
-        {"name": "small", "type": "int", "required": False},
-        {"name": "x", "type": "double", "required": False, "min": -1.5},
-        {"name": "amount", "type": "decimal(8,2)", "min": 0},
-        {"name": "flag", "type": "boolean", "required": False},
-        {"name": "day", "type": "date", "required": False},
-        {"name": "code", "type": "string", "required": False, "pattern": "^[A-Z]{3}$"},
-        {"name": "ts", "type": "timestamp", "path": "$.meta.ts"},
-    ]})
+SCHEMA = Schema.model_validate(
+    {
+        "max_bytes": 400,
+        "event_time": "ts",
+        "event_id": "id",
+        "fields": [
+            {"name": "id", "type": "string", "uuid": True},
+            {"name": "site", "type": "string", "allowed": ["a", "b"], "max_length": 4},
+            {"name": "n", "type": "long", "min": 0, "max": 1000},
+            {"name": "small", "type": "int", "required": False},
+            {"name": "x", "type": "double", "required": False, "min": -1.5},
+            {"name": "amount", "type": "decimal(8,2)", "min": 0},
+            {"name": "flag", "type": "boolean", "required": False},
+            {"name": "day", "type": "date", "required": False},
+            {"name": "code", "type": "string", "required": False, "pattern": "^[A-Z]{3}$"},
+            {"name": "ts", "type": "timestamp", "path": "$.meta.ts"},
+        ],
+    }
+)
 ID = "0b7f3c1e-1d2a-4c3b-9e8f-123456789abc"
 
 
@@ -50,47 +55,82 @@ def j(obj) -> bytes:
 
 
 VALID = [
-    j(ok()), j(ok(amount=12.5)), j(ok(amount=7)), j(ok(x=1e3, small=-3, flag=True, day="2026-02-28", code="EUR")),
-    b"  " + j(ok()) + b" \n\t", j(ok(x=None, small=None)), j(ok(n=1.0)),
+    j(ok()),
+    j(ok(amount=12.5)),
+    j(ok(amount=7)),
+    j(ok(x=1e3, small=-3, flag=True, day="2026-02-28", code="EUR")),
+    b"  " + j(ok()) + b" \n\t",
+    j(ok(x=None, small=None)),
+    j(ok(n=1.0)),
     j(ok(meta={"ts": "2026-01-01T01:00:00+01:00", "extra": [1, {"y": None}]})),
-    j(ok(site="b", x=-1.5, amount="0.1")), j(ok(note="caf\u00e9 \U0001f600")),
+    j(ok(site="b", x=-1.5, amount="0.1")),
+    j(ok(note="caf\u00e9 \U0001f600")),
 ]
 MALFORMED = [
     (b"x" * 401, R.OVERSIZED),
-    (b'{"id": "\xff"}', R.INVALID_UTF8), (j(ok())[:-1] + b', "z": "\xc0\x80"}', R.INVALID_UTF8),
-    (b'{"id": ', R.INVALID_JSON), (b"", R.INVALID_JSON), (b"NaN", R.INVALID_JSON),
-    (b'{"a":1,"a":2}', R.DUPLICATE_KEY), (b'[{"a":1,"a":2}]', R.DUPLICATE_KEY),
+    (b'{"id": "\xff"}', R.INVALID_UTF8),
+    (j(ok())[:-1] + b', "z": "\xc0\x80"}', R.INVALID_UTF8),
+    (b'{"id": ', R.INVALID_JSON),
+    (b"", R.INVALID_JSON),
+    (b"NaN", R.INVALID_JSON),
+    (b'{"a":1,"a":2}', R.DUPLICATE_KEY),
+    (b'[{"a":1,"a":2}]', R.DUPLICATE_KEY),
     (b'{"a":1,"a":2} x', R.INVALID_JSON),
-    (b"[1, 2]", R.NOT_AN_OBJECT), (b'"text"', R.NOT_AN_OBJECT), (b"42 xyz", R.NOT_AN_OBJECT),
-    (j(ok()) + b" xyz", R.TRAILING_CONTENT), (j(ok()) + b"}", R.TRAILING_CONTENT),
-    (j(ok()) + b" null", R.TRAILING_CONTENT), (j(ok()) + j(ok(n=6)), R.TRAILING_CONTENT),
-    (j(ok()) + b"]{{}", R.TRAILING_CONTENT), (j(ok()) + b',{"a":1}', R.TRAILING_CONTENT),
-    (j(ok())[:-1] + b', "q": "\\ud800"}', R.LONE_SURROGATE), (j(ok())[:-1] + b', "q": "x\\udc00"}', R.LONE_SURROGATE),
-    (j({k: v for k, v in ok().items() if k != "site"}), R.MISSING_FIELD), (j(ok(n=None)), R.MISSING_FIELD),
-    (j(ok(meta={})), R.MISSING_FIELD), (j(ok(meta="2026-01-01T00:00:00Z")), R.MISSING_FIELD),
-    (j(ok(n="5")), R.WRONG_TYPE), (j(ok(n=5.5)), R.WRONG_TYPE), (j(ok(n=5))[:-1] + b', "n": 1e2}', R.DUPLICATE_KEY),
+    (b"[1, 2]", R.NOT_AN_OBJECT),
+    (b'"text"', R.NOT_AN_OBJECT),
+    (b"42 xyz", R.NOT_AN_OBJECT),
+    (j(ok()) + b" xyz", R.TRAILING_CONTENT),
+    (j(ok()) + b"}", R.TRAILING_CONTENT),
+    (j(ok()) + b" null", R.TRAILING_CONTENT),
+    (j(ok()) + j(ok(n=6)), R.TRAILING_CONTENT),
+    (j(ok()) + b"]{{}", R.TRAILING_CONTENT),
+    (j(ok()) + b',{"a":1}', R.TRAILING_CONTENT),
+    (j(ok())[:-1] + b', "q": "\\ud800"}', R.LONE_SURROGATE),
+    (j(ok())[:-1] + b', "q": "x\\udc00"}', R.LONE_SURROGATE),
+    (j({k: v for k, v in ok().items() if k != "site"}), R.MISSING_FIELD),
+    (j(ok(n=None)), R.MISSING_FIELD),
+    (j(ok(meta={})), R.MISSING_FIELD),
+    (j(ok(meta="2026-01-01T00:00:00Z")), R.MISSING_FIELD),
+    (j(ok(n="5")), R.WRONG_TYPE),
+    (j(ok(n=5.5)), R.WRONG_TYPE),
+    (j(ok(n=5))[:-1] + b', "n": 1e2}', R.DUPLICATE_KEY),
     (j(ok(n="N")).replace(b'"N"', b"1E2"), R.WRONG_TYPE),
-    (j(ok(amount=True)), R.WRONG_TYPE), (j(ok(amount=["1"])), R.WRONG_TYPE), (j(ok(site=1)), R.WRONG_TYPE),
-    (j(ok(flag="true")), R.WRONG_TYPE), (j(ok(x="1.0")), R.WRONG_TYPE), (j(ok(amount="A")).replace(b'"A"', b"1.5e1"), R.WRONG_TYPE),
+    (j(ok(amount=True)), R.WRONG_TYPE),
+    (j(ok(amount=["1"])), R.WRONG_TYPE),
+    (j(ok(site=1)), R.WRONG_TYPE),
+    (j(ok(flag="true")), R.WRONG_TYPE),
+    (j(ok(x="1.0")), R.WRONG_TYPE),
+    (j(ok(amount="A")).replace(b'"A"', b"1.5e1"), R.WRONG_TYPE),
     (j(ok(meta={"ts": 1700000000})), R.WRONG_TYPE),
-    (j(ok(amount="abc")), R.INVALID_VALUE), (j(ok(amount="1.234")), R.INVALID_VALUE),
-    (j(ok(amount=1234567.5)), R.INVALID_VALUE), (j(ok(small=2 ** 31)), R.INVALID_VALUE),
-    (j(ok(n=2 ** 64)), R.INVALID_VALUE), (j(ok(day="2026-02-30")), R.INVALID_VALUE),
-    (j(ok(meta={"ts": "2026"})), R.INVALID_VALUE), (j(ok(meta={"ts": "2026-01-01T00:00:00"})), R.INVALID_VALUE),
+    (j(ok(amount="abc")), R.INVALID_VALUE),
+    (j(ok(amount="1.234")), R.INVALID_VALUE),
+    (j(ok(amount=1234567.5)), R.INVALID_VALUE),
+    (j(ok(small=2**31)), R.INVALID_VALUE),
+    (j(ok(n=2**64)), R.INVALID_VALUE),
+    (j(ok(day="2026-02-30")), R.INVALID_VALUE),
+    (j(ok(meta={"ts": "2026"})), R.INVALID_VALUE),
+    (j(ok(meta={"ts": "2026-01-01T00:00:00"})), R.INVALID_VALUE),
     (j(ok(meta={"ts": "2026-01-01 00:00:00Z"})), R.INVALID_VALUE),
     (j(ok(meta={"ts": "2026-01-01T00:00:00.1234567Z"})), R.INVALID_VALUE),
-    (j(ok(meta={"ts": "2026-01-01T24:00:00Z"})), R.INVALID_VALUE), (j(ok(meta={"ts": "soon"})), R.INVALID_VALUE),
-    (j(ok(site="c")), R.NOT_ALLOWED), (j(ok(n=-1)), R.BELOW_MIN), (j(ok(n=1001)), R.ABOVE_MAX),
-    (j(ok(x=-2)), R.BELOW_MIN), (j(ok(amount="-0.01")), R.BELOW_MIN), (j(ok(code="eur")), R.PATTERN_MISMATCH),
-    (j(ok(id="not-a-uuid")), R.NOT_A_UUID), (j(ok(site="c", n=-1)), R.NOT_ALLOWED),
+    (j(ok(meta={"ts": "2026-01-01T24:00:00Z"})), R.INVALID_VALUE),
+    (j(ok(meta={"ts": "soon"})), R.INVALID_VALUE),
+    (j(ok(site="c")), R.NOT_ALLOWED),
+    (j(ok(n=-1)), R.BELOW_MIN),
+    (j(ok(n=1001)), R.ABOVE_MAX),
+    (j(ok(x=-2)), R.BELOW_MIN),
+    (j(ok(amount="-0.01")), R.BELOW_MIN),
+    (j(ok(code="eur")), R.PATTERN_MISMATCH),
+    (j(ok(id="not-a-uuid")), R.NOT_A_UUID),
+    (j(ok(site="c", n=-1)), R.NOT_ALLOWED),
 ]
 
 
 def _kafka_rows(spark, values: list[bytes]):
-    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    return spark.createDataFrame([(None, v, "t", 0, i, now, 0) for i, v in enumerate(values)],
-                                 "key binary, value binary, topic string, partition int, offset long, "
-                                 "timestamp timestamp, timestampType int")
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    return spark.createDataFrame(
+        [(None, v, "t", 0, i, now, 0) for i, v in enumerate(values)],
+        "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int",
+    )
 
 
 def test_job_and_judge_agree_on_every_kind_and_value(spark):
@@ -102,8 +142,9 @@ def test_job_and_judge_agree_on_every_kind_and_value(spark):
     for row, value, want in zip(rows, values, expected):
         verdict = judge.judge(value)
         if row["reason"] != want or verdict.reason != want:
-            problems.append(f"{value[:80]!r}: expected {want}, job {row['reason']} ({row['detail']}), "
-                            f"judge {verdict.reason}")
+            problems.append(
+                f"{value[:80]!r}: expected {want}, job {row['reason']} ({row['detail']}), judge {verdict.reason}"
+            )
         elif want is None:
             job_values = {f: row[f] for f in SCHEMA.names}
             judged = {f: v.replace(tzinfo=None) if isinstance(v, datetime) else v for f, v in verdict.values.items()}
@@ -129,5 +170,4 @@ def test_the_sinks_split_parses_each_record_once_and_keeps_every_row(spark):
         plan = rows._jdf.queryExecution().optimizedPlan().toString()
         assert plan.count("VariantExpressionEvalUtils.parseJson") == 1, f"{name}: the JSON is parsed more than once"
     assert bronze.count() == len(VALID)
-    assert sorted(r["_offset"] for r in quarantine.select("_offset").collect()) == list(
-        range(len(VALID), len(values)))
+    assert sorted(r["_offset"] for r in quarantine.select("_offset").collect()) == list(range(len(VALID), len(values)))

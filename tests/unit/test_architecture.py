@@ -27,9 +27,21 @@ def _env() -> dict[str, str]:
 
 def test_import_contracts_hold():
     """`lint-imports` on the repo's .importlinter: every contract KEPT (the output says which broke and why)."""
-    run = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
-                          "sys.exit(lint_imports_command())", "--config", str(ROOT / ".importlinter"), "--no-cache"],
-                         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())",
+            "--config",
+            str(ROOT / ".importlinter"),
+            "--no-cache",
+        ],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "0 broken" in run.stdout
 
@@ -47,8 +59,11 @@ def test_no_module_imports_a_private_name_of_another():
     for path in _python_files():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("onceflow"):
-                found += [f"{path.relative_to(ROOT)}:{node.lineno}: from {node.module} import {a.name}"
-                          for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                found += [
+                    f"{path.relative_to(ROOT)}:{node.lineno}: from {node.module} import {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
     assert not found, "\n".join(found)
 
 
@@ -59,9 +74,14 @@ def test_every_exception_class_lives_in_errors():
         if path.name == "errors.py" and path.parent.name == "onceflow":
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and any(
+            if (
+                isinstance(node, ast.ClassDef)
+                and not node.name.startswith("_")
+                and any(
                     (b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")).endswith(("Error", "Exception"))
-                    for b in node.bases):
+                    for b in node.bases
+                )
+            ):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: class {node.name}")
     assert not found, "\n".join(found)
 
@@ -73,11 +93,19 @@ def test_thin_shells_import_only_entry_points():
         if path.relative_to(ROOT).parts[0] not in SHELLS:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            found += [f"{path.relative_to(ROOT)}:{node.lineno}: imports {name}" for name in names
-                      if name.startswith(("onceflow", "tests")) and name.split(".")[:2] not in (
-                          ["onceflow", "cli"], ["onceflow", "airflow"])]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno}: imports {name}"
+                for name in names
+                if name.startswith(("onceflow", "tests"))
+                and name.split(".")[:2] not in (["onceflow", "cli"], ["onceflow", "airflow"])
+            ]
     assert not found, "\n".join(found)
 
 
@@ -87,10 +115,18 @@ def test_benchmarks_import_nothing_from_tests():
     found = []
     for path in sorted((ROOT / "benchmarks").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
-            found += [f"{path.relative_to(ROOT)}:{node.lineno}: imports {name}" for name in names
-                      if name == "tests" or name.startswith("tests.")]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno}: imports {name}"
+                for name in names
+                if name == "tests" or name.startswith("tests.")
+            ]
     assert not found, "\n".join(found)
 
 
@@ -110,13 +146,19 @@ def test_unit_tests_mirror_the_package():
     for path in sorted(unit.rglob("test_*.py")):
         rel = path.relative_to(unit)
         where = package.joinpath(*rel.parts[:-1])
-        names = ({p.stem for p in where.glob("*.py")} | {p.name for p in where.iterdir() if (p / "__init__.py").exists()}
-                 if where.is_dir() else set())
+        names = (
+            {p.stem for p in where.glob("*.py")} | {p.name for p in where.iterdir() if (p / "__init__.py").exists()}
+            if where.is_dir()
+            else set()
+        )
         if rel.as_posix() not in NOT_A_MODULE and not any(
-                path.stem[5:] == n or path.stem[5:].startswith(n + "_") for n in names - {"__init__"}):
+            path.stem[5:] == n or path.stem[5:].startswith(n + "_") for n in names - {"__init__"}
+        ):
             module = (where / path.stem[5:]).relative_to(ROOT).as_posix()
-            found.append(f"tests/unit/{rel.as_posix()}: no module {module} (.py or package); "
-                         "rename it after the module it tests, or list it in NOT_A_MODULE with why")
+            found.append(
+                f"tests/unit/{rel.as_posix()}: no module {module} (.py or package); "
+                "rename it after the module it tests, or list it in NOT_A_MODULE with why"
+            )
     for folder in sorted({p.parent for p in unit.rglob("test_*.py")}):
         if not (folder / "__init__.py").exists():
             found.append(f"{folder.relative_to(ROOT)}: no __init__.py (test modules of the same name would clash)")
@@ -125,8 +167,10 @@ def test_unit_tests_mirror_the_package():
 
 # module -> packages it must not pull in, even transitively; then what it does after importing
 NO_SPARK = ("pyspark", "py4j", "delta", "onceflow.spark")
-PARSE_BACKFILL = ("from onceflow.cli import build_parser; build_parser().parse_args(['backfill', "
-                  "'--start-offsets', '{\"0\": 1}', '--end-offsets', '{\"0\": 2}'])")
+PARSE_BACKFILL = (
+    "from onceflow.cli import build_parser; build_parser().parse_args(['backfill', "
+    "'--start-offsets', '{\"0\": 1}', '--end-offsets', '{\"0\": 2}'])"
+)
 LIGHT = {
     "onceflow.recovery": (NO_SPARK, ""),
     "onceflow.health": (NO_SPARK, ""),
@@ -140,10 +184,13 @@ LIGHT = {
 def test_light_modules_import_no_spark_or_airflow(module):
     """Imported in a fresh interpreter: none of the forbidden packages lands in sys.modules."""
     forbidden, then = LIGHT[module]
-    code = (f"import sys, {module}\n{then}\n"
-            f"bad = sorted(m for m in sys.modules if any(m == f or m.startswith(f + '.') for f in {forbidden!r}))\n"
-            "print(' '.join(bad))\n")
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True,
-                         timeout=120)
+    code = (
+        f"import sys, {module}\n{then}\n"
+        f"bad = sorted(m for m in sys.modules if any(m == f or m.startswith(f + '.') for f in {forbidden!r}))\n"
+        "print(' '.join(bad))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "", f"importing {module} loaded: {run.stdout.split()}"

@@ -20,14 +20,19 @@ QUERY_ID = "5a3a8e3e-1111-4222-8333-444455556666"
 
 
 def offsets_text(offsets: dict[int, int] | None, topic: str = TOPIC, ts: int = 1_700_000_000_000) -> str:
-    meta = {"batchWatermarkMs": 0, "batchTimestampMs": ts,
-            "conf": {"spark.sql.shuffle.partitions": "2"}}
+    meta = {"batchWatermarkMs": 0, "batchTimestampMs": ts, "conf": {"spark.sql.shuffle.partitions": "2"}}
     line = "-" if offsets is None else json.dumps({topic: {str(p): o for p, o in offsets.items()}})
     return "v1\n" + json.dumps(meta) + "\n" + line
 
 
-def write_checkpoint(root: Path, initial: dict[int, int] | None, batches: dict[int, dict[int, int]],
-                     commits: list[int], query_id: str | None = QUERY_ID, crc: bool = True) -> Path:
+def write_checkpoint(
+    root: Path,
+    initial: dict[int, int] | None,
+    batches: dict[int, dict[int, int]],
+    commits: list[int],
+    query_id: str | None = QUERY_ID,
+    crc: bool = True,
+) -> Path:
     """A checkpoint as Spark 4 writes it (with the local file system's .crc files)."""
     (root / "offsets").mkdir(parents=True, exist_ok=True)
     (root / "commits").mkdir(parents=True, exist_ok=True)
@@ -36,7 +41,8 @@ def write_checkpoint(root: Path, initial: dict[int, int] | None, batches: dict[i
     if initial is not None:
         (root / "sources" / "0").mkdir(parents=True, exist_ok=True)
         (root / "sources" / "0" / "0").write_bytes(
-            b"\x00v1\n" + json.dumps({TOPIC: {str(p): o for p, o in initial.items()}}).encode())
+            b"\x00v1\n" + json.dumps({TOPIC: {str(p): o for p, o in initial.items()}}).encode()
+        )
     for n, offs in batches.items():
         (root / "offsets" / str(n)).write_text(offsets_text(offs, ts=1_700_000_000_000 + n * 1000))
         if crc:
@@ -51,8 +57,9 @@ def write_checkpoint(root: Path, initial: dict[int, int] | None, batches: dict[i
 @pytest.fixture
 def ckpt(tmp_path) -> Path:
     """Three committed batches over partitions 0 and 1, starting at offsets 0 and 5."""
-    return write_checkpoint(tmp_path / "ck", {0: 0, 1: 5},
-                            {0: {0: 10, 1: 15}, 1: {0: 20, 1: 25}, 2: {0: 30, 1: 35}}, [0, 1, 2])
+    return write_checkpoint(
+        tmp_path / "ck", {0: 0, 1: 5}, {0: {0: 10, 1: 15}, 1: {0: 20, 1: 25}, 2: {0: 30, 1: 35}}, [0, 1, 2]
+    )
 
 
 # -- step 1: the offset range of one batch -------------------------------------------------
@@ -111,17 +118,20 @@ def test_remote_uri_is_refused_with_a_fix(ckpt):
         batch_offset_range("s3a://bucket/ck", 0, TOPIC)
 
 
-@pytest.mark.parametrize("content, reason", [
-    ("", "empty"),
-    ("v1", "ends after its version line"),
-    ("v1\n{\"batchWatermarkMs\":0}", "no source offsets line"),
-    ("v1\n{\"batchWatermarkMs\":0,\n", "not valid JSON"),
-    ("v1\n{}\n{\"payments\":{\"0\":", r"line 3 \(source offsets\) is not valid JSON"),
-    ("v1\n{}\n{\"payments\":{\"0\":\"x\"}}", "non-integer"),
-    ("v1\n{}\n[1,2]", "not a JSON object of topics"),
-    ("garbage\n{}\n{}", "not a log version"),
-    ("v7\n{}\n{}", "v7 is not supported"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        ("", "empty"),
+        ("v1", "ends after its version line"),
+        ('v1\n{"batchWatermarkMs":0}', "no source offsets line"),
+        ('v1\n{"batchWatermarkMs":0,\n', "not valid JSON"),
+        ('v1\n{}\n{"payments":{"0":', r"line 3 \(source offsets\) is not valid JSON"),
+        ('v1\n{}\n{"payments":{"0":"x"}}', "non-integer"),
+        ("v1\n{}\n[1,2]", "not a JSON object of topics"),
+        ("garbage\n{}\n{}", "not a log version"),
+        ("v7\n{}\n{}", "v7 is not supported"),
+    ],
+)
 def test_broken_offsets_file_raises_with_the_reason(tmp_path, content, reason):
     path = tmp_path / "5"
     path.write_text(content)
@@ -203,14 +213,15 @@ def test_fresh_query_position_is_its_initial_offsets(tmp_path):
 
 
 def test_old_batches_purged_is_not_a_gap(tmp_path):
-    ck = read_checkpoint(write_checkpoint(tmp_path, {0: 0}, {n: {0: n * 10} for n in range(200, 205)},
-                                          list(range(200, 205))))
+    ck = read_checkpoint(
+        write_checkpoint(tmp_path, {0: 0}, {n: {0: n * 10} for n in range(200, 205)}, list(range(200, 205)))
+    )
     assert ck.usable and ck.problems == ()
     assert ck.retained == (200, 204)
 
 
 def test_truncated_latest_offsets_is_unusable(ckpt):
-    (ckpt / "offsets" / "2").write_text("v1\n{\"batchWatermarkMs\":0,\"batchTi")
+    (ckpt / "offsets" / "2").write_text('v1\n{"batchWatermarkMs":0,"batchTi')
     ck = read_checkpoint(ckpt)
     assert not ck.usable
     assert "offsets/2 is unreadable" in reasons(ck)
@@ -247,7 +258,7 @@ def test_missing_metadata_is_unusable(tmp_path):
 
 
 def test_garbage_metadata_is_unusable(ckpt):
-    (ckpt / "metadata").write_text("{\"name\": 1}")
+    (ckpt / "metadata").write_text('{"name": 1}')
     ck = read_checkpoint(ckpt)
     assert not ck.usable and "metadata is unreadable" in reasons(ck)
 
@@ -265,8 +276,9 @@ def test_tmp_and_orphan_crc_leftovers_are_problems(ckpt):
 
 
 def test_gap_in_offsets_is_a_problem_and_unusable_when_it_hits_the_previous_batch(tmp_path):
-    ck = read_checkpoint(write_checkpoint(tmp_path / "a", {0: 0}, {0: {0: 1}, 1: {0: 2}, 3: {0: 4}, 4: {0: 5}},
-                                          [0, 1, 3, 4]))
+    ck = read_checkpoint(
+        write_checkpoint(tmp_path / "a", {0: 0}, {0: {0: 1}, 1: {0: 2}, 3: {0: 4}, 4: {0: 5}}, [0, 1, 3, 4])
+    )
     assert "gap: batch files 2 are missing" in problem_at(ck, "/offsets")
     assert "gap: batch files 2 are missing" in problem_at(ck, "/commits")
     assert ck.usable, "a restart reads only offsets/4 and offsets/3"
@@ -300,7 +312,7 @@ def test_truncated_newest_commit_is_unusable(ckpt):
 
 
 def test_unreadable_initial_offsets_is_a_problem(ckpt):
-    (ckpt / "sources" / "0" / "0").write_bytes(b"\x00v1\n{\"payments\":")
+    (ckpt / "sources" / "0" / "0").write_bytes(b'\x00v1\n{"payments":')
     ck = read_checkpoint(ckpt)
     assert ck.usable, "a restart after batch 0 does not read the initial offsets"
     assert "not valid JSON" in problem_at(ck, "sources/0/0")

@@ -46,17 +46,26 @@ def test_unset_variable_without_default(tmp_path):
         config.load(f, env={})
 
 
-@pytest.mark.parametrize("text, field, hint", [
-    (GOOD.replace("topic: t", "topic: ''"), "source.topic", "at least 1"),
-    (GOOD.replace("checkpoint: cp", ""), "checkpoint", "add `checkpoint`"),
-    (GOOD + "trigger: {processing_time: soon}\n", "trigger.processing_time", "not a duration"),
-    (GOOD + "colour: red\n", "colour", "unknown field"),
-    (GOOD.replace("name: p1", "name: P-1"), "name", "pattern"),
-    (GOOD.replace("topic: t}", "topic: t, available_now_max_offsets_per_trigger: 0}"),
-     "source.available_now_max_offsets_per_trigger", "greater than 0"),
-    (GOOD.replace("topic: t}", "topic: t, driver_commit_max_offsets: -1}"),
-     "source.driver_commit_max_offsets", "greater than or equal to 0"),
-])
+@pytest.mark.parametrize(
+    "text, field, hint",
+    [
+        (GOOD.replace("topic: t", "topic: ''"), "source.topic", "at least 1"),
+        (GOOD.replace("checkpoint: cp", ""), "checkpoint", "add `checkpoint`"),
+        (GOOD + "trigger: {processing_time: soon}\n", "trigger.processing_time", "not a duration"),
+        (GOOD + "colour: red\n", "colour", "unknown field"),
+        (GOOD.replace("name: p1", "name: P-1"), "name", "pattern"),
+        (
+            GOOD.replace("topic: t}", "topic: t, available_now_max_offsets_per_trigger: 0}"),
+            "source.available_now_max_offsets_per_trigger",
+            "greater than 0",
+        ),
+        (
+            GOOD.replace("topic: t}", "topic: t, driver_commit_max_offsets: -1}"),
+            "source.driver_commit_max_offsets",
+            "greater than or equal to 0",
+        ),
+    ],
+)
 def test_field_errors(tmp_path, text, field, hint):
     with pytest.raises(ConfigError) as exc:
         config.load(write(tmp_path, text), env={})

@@ -56,32 +56,58 @@ def test_an_unknown_name_lists_the_pipelines_that_exist_and_the_fix(elsewhere):
         config.find_pipeline("paymnets")
     assert str(caught.value) == (
         f"no pipeline named 'paymnets' ({ROOT / 'pipelines'} holds: payments, sensors). Fix: pass one of those names or the "
-        "path of a pipeline YAML, or set ONCEFLOW_PIPELINES_DIR to the folder that holds yours")
+        "path of a pipeline YAML, or set ONCEFLOW_PIPELINES_DIR to the folder that holds yours"
+    )
 
 
 def test_a_missing_file_says_so_and_lists_the_names(elsewhere):
-    with pytest.raises(ConfigError, match=r"^x/none\.yaml: no such pipeline file\. Fix: pass an existing YAML "
-                                          r"file, or a pipeline name \(.*holds: payments, sensors\)$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^x/none\.yaml: no such pipeline file\. Fix: pass an existing YAML "
+        r"file, or a pipeline name \(.*holds: payments, sensors\)$",
+    ):
         config.find_pipeline("x/none.yaml")
 
 
-@pytest.mark.parametrize("command", [
-    ["ingest"], ["audit"], ["backfill", "--start-offsets", '{"0": 0}', "--end-offsets", '{"0": 1}'], ["produce"],
-    ["checkpoint", "status"], ["checkpoint", "show"], ["recover", "--dry-run"], ["demo"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["ingest"],
+        ["audit"],
+        ["backfill", "--start-offsets", '{"0": 0}', "--end-offsets", '{"0": 1}'],
+        ["produce"],
+        ["checkpoint", "status"],
+        ["checkpoint", "show"],
+        ["recover", "--dry-run"],
+        ["demo"],
+    ],
+)
 def test_every_command_takes_a_pipeline_name_and_refuses_an_unknown_one_the_same_way(tmp_path, command):
     env = {k: v for k, v in os.environ.items() if k not in ("ONCEFLOW_PIPELINES_DIR", "ONCEFLOW_PROJECT")}
-    proc = subprocess.run([sys.executable, "-m", "onceflow.cli", *command, "--pipeline", "nope"], cwd=tmp_path,
-                          env={**env, "ONCEFLOW_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "onceflow.cli", *command, "--pipeline", "nope"],
+        cwd=tmp_path,
+        env={**env, "ONCEFLOW_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
-    assert (f"error: no pipeline named 'nope' ({ROOT / 'pipelines'} holds: payments, sensors). Fix: pass one of those names"
-            in " ".join(proc.stderr.split()))
+    assert (
+        f"error: no pipeline named 'nope' ({ROOT / 'pipelines'} holds: payments, sensors). Fix: pass one of those names"
+        in " ".join(proc.stderr.split())
+    )
 
 
 def test_checkpoint_show_by_name_from_another_directory(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("ONCEFLOW_PIPELINES_DIR", "ONCEFLOW_PROJECT")}
-    proc = subprocess.run([sys.executable, "-m", "onceflow.cli", "checkpoint", "show", "--pipeline", "payments"],
-                          cwd=tmp_path, env={**env, "ONCEFLOW_HOME": str(tmp_path / "state")},
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "onceflow.cli", "checkpoint", "show", "--pipeline", "payments"],
+        cwd=tmp_path,
+        env={**env, "ONCEFLOW_HOME": str(tmp_path / "state")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert f"no checkpoint at {tmp_path / 'state' / 'checkpoints' / 'payments'}" in proc.stdout

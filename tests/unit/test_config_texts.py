@@ -15,17 +15,29 @@ ROOT = Path(__file__).resolve().parents[2]
 GOOD = (ROOT / "pipelines" / "payments.yaml").read_text()
 
 
-@pytest.mark.parametrize("text, message", [
-    (GOOD.replace("\nsource:", "\nsourc:"),
-     "invalid pipeline config:\n  field `sourc`: unknown field; did you mean `source`? Fix: rename `sourc` to `source`"),
-    (GOOD.replace("  topic: payments", "  topik: payments"),
-     "  field `source.topik`: unknown field; did you mean `source.topic`? Fix: rename `source.topik` to "
-     "`source.topic`"),
-    (GOOD + "colour: red\n", "  field `colour`: unknown field. Fix: remove it, or use one of: name, source, schema, "
-                             "sinks, checkpoint, trigger, health, spark_master (docs/pipeline-config.md)"),
-    (GOOD.replace("checkpoint: checkpoints/payments\n", ""),
-     "  field `checkpoint`: missing. Fix: add `checkpoint` to the file"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            GOOD.replace("\nsource:", "\nsourc:"),
+            "invalid pipeline config:\n  field `sourc`: unknown field; did you mean `source`? Fix: rename `sourc` to `source`",
+        ),
+        (
+            GOOD.replace("  topic: payments", "  topik: payments"),
+            "  field `source.topik`: unknown field; did you mean `source.topic`? Fix: rename `source.topik` to "
+            "`source.topic`",
+        ),
+        (
+            GOOD + "colour: red\n",
+            "  field `colour`: unknown field. Fix: remove it, or use one of: name, source, schema, "
+            "sinks, checkpoint, trigger, health, spark_master (docs/pipeline-config.md)",
+        ),
+        (
+            GOOD.replace("checkpoint: checkpoints/payments\n", ""),
+            "  field `checkpoint`: missing. Fix: add `checkpoint` to the file",
+        ),
+    ],
+)
 def test_a_typo_names_the_field_and_the_fix_without_dumping_the_file(tmp_path, text, message):
     f = tmp_path / "p.yaml"
     f.write_text(text)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import importlib
 import http.server
+import importlib
 import json
 import os
 import re
@@ -52,6 +52,7 @@ SECRET_NAME = re.compile(r"(PASSWORD|SECRET|FERNET|TOKEN)")
 # -- helpers: compose interpolation as Compose does it ---------------------------
 def interpolate(text: str, env: dict[str, str]) -> str:
     """Compose's variable substitution; an unset ${X:?msg} raises like `docker compose config`."""
+
     def repl(m: re.Match) -> str:
         if m.group(0) == "$$":
             return "$"
@@ -68,6 +69,7 @@ def interpolate(text: str, env: dict[str, str]) -> str:
         if op in (":?", "?"):
             raise ValueError(f"required variable {name} is missing a value: {arg}")
         return ""
+
     return _REF.sub(repl, text)
 
 
@@ -127,7 +129,8 @@ def one_shot(service: dict) -> bool:
 # -- the compose file ---------------------------------------------------------------
 def test_vendored_schema_is_the_one_documented():
     assert hashlib.sha256(SCHEMA.read_bytes()).hexdigest() == SCHEMA_SHA256, (
-        f"{SCHEMA} changed. Fix: vendor it as tests/data/compose-spec/README.md says and update the hash")
+        f"{SCHEMA} changed. Fix: vendor it as tests/data/compose-spec/README.md says and update the hash"
+    )
 
 
 def test_compose_file_validates_against_the_compose_specification(compose):
@@ -156,7 +159,9 @@ def test_every_variable_has_a_documented_value():
     # only credentials are left empty (init-env.sh generates them), and Compose refuses to start without them
     for name, value in defaults.items():
         if not value:
-            assert SECRET_NAME.search(name), f"{ENV_EXAMPLE}: {name} is empty but is no credential. Fix: document a default"
+            assert SECRET_NAME.search(name), (
+                f"{ENV_EXAMPLE}: {name} is empty but is no credential. Fix: document a default"
+            )
             assert ":?" in used.get(name, set()), f"{COMPOSE}: use ${{{name}:?…}} so an empty {name} stops Compose"
         else:
             assert not SECRET_NAME.search(name), f"{ENV_EXAMPLE}: {name} looks like a credential but has a value"
@@ -167,7 +172,9 @@ def test_every_variable_has_a_documented_value():
 
 def test_empty_credentials_stop_compose_with_the_fix():
     defaults = read_env_file(ENV_EXAMPLE)  # as committed: secrets empty
-    with pytest.raises(ValueError, match=r"(POSTGRES_PASSWORD|AIRFLOW_\w+) is missing a value: is empty, run make stack-up"):
+    with pytest.raises(
+        ValueError, match=r"(POSTGRES_PASSWORD|AIRFLOW_\w+) is missing a value: is empty, run make stack-up"
+    ):
         interpolate(COMPOSE.read_text(), defaults)
 
 
@@ -209,7 +216,9 @@ def test_services_volumes_and_mounts_resolve(compose):
             assert dep in services, f"{name} depends on {dep!r}, which is no service"
             condition = spec.get("condition") if isinstance(spec, dict) else "service_started"
             if condition == "service_healthy":
-                assert dep in healthcheck_services(compose), f"{name} waits for {dep} healthy but {dep} has no healthcheck"
+                assert dep in healthcheck_services(compose), (
+                    f"{name} waits for {dep} healthy but {dep} has no healthcheck"
+                )
             if condition == "service_completed_successfully":
                 assert one_shot(services[dep]), f"{name} waits for {dep} to complete but {dep} is not a one-shot"
     assert used == declared, f"declared but unused volumes: {sorted(declared - used)}"
@@ -220,15 +229,28 @@ def test_every_service_can_be_waited_for(compose):
     and each one-shot adopted by a `service_completed_successfully` dependency."""
     services = compose["services"]
     default = {n: s for n, s in services.items() if not s.get("profiles")}
-    adopted = {dep for s in default.values() for dep, spec in (s.get("depends_on") or {}).items()
-               if isinstance(spec, dict) and spec.get("condition") == "service_completed_successfully"}
+    adopted = {
+        dep
+        for s in default.values()
+        for dep, spec in (s.get("depends_on") or {}).items()
+        if isinstance(spec, dict) and spec.get("condition") == "service_completed_successfully"
+    }
     for name, svc in default.items():
         if one_shot(svc):
             assert name in adopted, f"one-shot {name} must be a service_completed_successfully dependency"
         else:
             assert name in healthcheck_services(compose), f"{name} runs for good but has no healthcheck"
-    assert {"kafka", "spark-master", "spark-worker", "postgres", "airflow-init", "airflow-api-server",
-            "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"} <= set(default)
+    assert {
+        "kafka",
+        "spark-master",
+        "spark-worker",
+        "postgres",
+        "airflow-init",
+        "airflow-api-server",
+        "airflow-scheduler",
+        "airflow-dag-processor",
+        "airflow-triggerer",
+    } <= set(default)
 
 
 def test_onceflow_image_services_run_commands_the_image_has(compose):
@@ -247,7 +269,8 @@ def test_onceflow_image_services_run_commands_the_image_has(compose):
                 words = words[1].split() if words[0] == "CMD-SHELL" else words[1:]
             program = words[0]
             assert program in installed or (venv_bin / program).is_file(), (
-                f"{name}: {program!r} is neither installed by {DOCKERFILE.name} nor a script of the pinned environment")
+                f"{name}: {program!r} is neither installed by {DOCKERFILE.name} nor a script of the pinned environment"
+            )
 
 
 # -- the same code path: addresses only through the environment ---------------------
@@ -265,8 +288,12 @@ def test_stack_addresses_reach_the_code_only_through_the_environment(compose, st
         assert stack.source.bootstrap_servers == stack_env["ONCEFLOW_KAFKA_BOOTSTRAP"] == "kafka:9092", service
         assert stack.spark_master == stack_env["ONCEFLOW_SPARK_MASTER"] == "spark://spark-master:7077", service
         # everything but the addresses is the same pipeline
-        assert stack.model_dump(exclude={"source", "spark_master"}) == local.model_dump(exclude={"source", "spark_master"})
-        assert stack.source.model_dump(exclude={"bootstrap_servers"}) == local.source.model_dump(exclude={"bootstrap_servers"})
+        assert stack.model_dump(exclude={"source", "spark_master"}) == local.model_dump(
+            exclude={"source", "spark_master"}
+        )
+        assert stack.source.model_dump(exclude={"bootstrap_servers"}) == local.source.model_dump(
+            exclude={"bootstrap_servers"}
+        )
 
     # the Spark session factory takes the master from the same variable
     for key, value in service_env(compose, "airflow-scheduler").items():
@@ -299,12 +326,24 @@ def test_everything_onceflow_writes_is_on_a_shared_volume(compose, monkeypatch):
             monkeypatch.setenv(key, value)
         monkeypatch.setenv("ONCEFLOW_PROJECT", "/opt/onceflow")  # the image's ENV
         pipeline = config.load(ROOT / "pipelines" / "payments.yaml")
-        where = {"state": str(state_dir()), "reports": str(report_root()), "checkpoints": pipeline.checkpoint_path,
-                 **{f"table {n}": pipeline.resolve(getattr(pipeline.sinks, n).path)
-                    for n in ("bronze", "quarantine", "aggregates")}}
+        where = {
+            "state": str(state_dir()),
+            "reports": str(report_root()),
+            "checkpoints": pipeline.checkpoint_path,
+            **{
+                f"table {n}": pipeline.resolve(getattr(pipeline.sinks, n).path)
+                for n in ("bronze", "quarantine", "aggregates")
+            },
+        }
         volumes = {what: volume_of(service, path) for what, path in where.items()}
-        assert volumes == {"state": "state", "reports": "reports", "checkpoints": "checkpoints",
-                           "table bronze": "lake", "table quarantine": "lake", "table aggregates": "lake"}, service
+        assert volumes == {
+            "state": "state",
+            "reports": "reports",
+            "checkpoints": "checkpoints",
+            "table bronze": "lake",
+            "table quarantine": "lake",
+            "table aggregates": "lake",
+        }, service
 
 
 def test_the_addresses_name_the_stack_services(compose, stack_env):
@@ -350,10 +389,11 @@ def test_airflow_settings_are_real_airflow_options(compose):
         env = service_env(compose, name)
         for key in env:
             if key.startswith("AIRFLOW__"):
-                section, _, option = key[len("AIRFLOW__"):].lower().partition("__")
+                section, _, option = key[len("AIRFLOW__") :].lower().partition("__")
                 assert option in options.get(section, {}).get("options", {}), (
                     f"{name}: {key} is no Airflow 3.3 option ([{section}] {option}). "
-                    "Fix: check `airflow config list --defaults`")
+                    "Fix: check `airflow config list --defaults`"
+                )
         module, _, cls = env["AIRFLOW__CORE__AUTH_MANAGER"].rpartition(".")
         assert hasattr(importlib.import_module(module), cls), env["AIRFLOW__CORE__AUTH_MANAGER"]
         assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
@@ -361,11 +401,15 @@ def test_airflow_settings_are_real_airflow_options(compose):
     # the metadata DB's drivers (sync + the async URL Airflow derives) are pinned for the image
     env = service_env(compose, "airflow-scheduler")
     stack_requirements = (DOCKER / "requirements-stack.txt").read_text()
-    for url in (env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"],
-                _get_async_conn_uri_from_sync(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])):
+    for url in (
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"],
+        _get_async_conn_uri_from_sync(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]),
+    ):
         driver = make_url(url).get_driver_name()
         package = {"psycopg2": "psycopg2-binary", "asyncpg": "asyncpg"}[driver]
-        assert re.search(rf"^{package}==\S+$", stack_requirements, re.M), f"{driver} is not pinned in requirements-stack.txt"
+        assert re.search(rf"^{package}==\S+$", stack_requirements, re.M), (
+            f"{driver} is not pinned in requirements-stack.txt"
+        )
 
 
 # -- Kafka ----------------------------------------------------------------------------
@@ -374,7 +418,7 @@ def kafka_properties(env: dict[str, str]) -> dict[str, str]:
     props = {}
     for key, value in env.items():
         if key.startswith("KAFKA_"):
-            name = key[len("KAFKA_"):].replace("___", "\0").replace("__", "\1").replace("_", ".")
+            name = key[len("KAFKA_") :].replace("___", "\0").replace("__", "\1").replace("_", ".")
             props[name.replace("\0", "-").replace("\1", "_").lower()] = value
     return props
 
@@ -390,12 +434,23 @@ def test_kafka_has_the_single_node_transaction_settings_of_the_local_broker(comp
     from onceflow.kafka.broker import LocalBroker
 
     props = kafka_properties(service_env(compose, "kafka"))
-    local = dict(line.split("=", 1) for line in LocalBroker(home=Path("/nonexistent"), port=1)._properties().splitlines())
-    for key in ("process.roles", "node.id", "controller.listener.names", "inter.broker.listener.name",
-                "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-                "transaction.state.log.min.isr", "share.coordinator.state.topic.replication.factor",
-                "share.coordinator.state.topic.min.isr", "group.initial.rebalance.delay.ms",
-                "auto.create.topics.enable", "num.partitions"):
+    local = dict(
+        line.split("=", 1) for line in LocalBroker(home=Path("/nonexistent"), port=1)._properties().splitlines()
+    )
+    for key in (
+        "process.roles",
+        "node.id",
+        "controller.listener.names",
+        "inter.broker.listener.name",
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "share.coordinator.state.topic.replication.factor",
+        "share.coordinator.state.topic.min.isr",
+        "group.initial.rebalance.delay.ms",
+        "auto.create.topics.enable",
+        "num.partitions",
+    ):
         assert props.get(key) == local[key], f"kafka {key}: stack {props.get(key)!r} != local broker {local[key]!r}"
     # listeners, protocols and the controller quorum agree with each other
     names = {entry.split("://")[0] for entry in props["listeners"].split(",")}
@@ -420,16 +475,20 @@ def test_kafka_has_the_single_node_transaction_settings_of_the_local_broker(comp
 # -- the image --------------------------------------------------------------------------
 def dockerfile_instructions() -> list[tuple[str, str]]:
     text = DOCKERFILE.read_text().replace("\\\n", " ")
-    return [(m.group(1).upper(), m.group(2).strip()) for m in
-            re.finditer(r"^\s*([A-Za-z]+)\s+(.*)$", text, re.M) if not m.group(0).lstrip().startswith("#")]
+    return [
+        (m.group(1).upper(), m.group(2).strip())
+        for m in re.finditer(r"^\s*([A-Za-z]+)\s+(.*)$", text, re.M)
+        if not m.group(0).lstrip().startswith("#")
+    ]
 
 
 def tracked(path: Path) -> bool:
     """In git (a fresh clone has it), or in a checkout without git metadata."""
     if not (ROOT / ".git").exists():
         return path.exists()
-    out = subprocess.run(["git", "ls-files", "--", str(path.relative_to(ROOT))], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files", "--", str(path.relative_to(ROOT))], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     return bool(out.strip())
 
 
@@ -439,8 +498,11 @@ def test_dockerfile_copies_only_what_the_repo_has(compose):
     assert context == ROOT and (context / build["dockerfile"]).resolve() == DOCKERFILE
     copies = [args for op, args in dockerfile_instructions() if op == "COPY" and "--from=" not in args]
     assert copies
-    ignore = [line.strip() for line in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
-              if line.strip() and not line.startswith("#")]
+    ignore = [
+        line.strip()
+        for line in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert {".git", ".venv", ".onceflow", "docker/.env"} <= set(ignore), "the context must leave local state out"
     for args in copies:
         sources = [w for w in args.split() if not w.startswith("--")][:-1]
@@ -514,10 +576,13 @@ def test_scripts_pass_shellcheck():
 
 # -- the healthcheck script ---------------------------------------------------------------
 class _JsonHandler(http.server.BaseHTTPRequestHandler):
-    routes = {"/json/": (200, b'{"status": "ALIVE", "workers": [], "master": {"url": "spark://m:7077"}}'),
-              "/text": (200, b"not json"), "/broken": (500, b"{}")}
+    routes = {
+        "/json/": (200, b'{"status": "ALIVE", "workers": [], "master": {"url": "spark://m:7077"}}'),
+        "/text": (200, b"not json"),
+        "/broken": (500, b"{}"),
+    }
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
+    def do_GET(self):
         code, body = self.routes.get(self.path, (404, b""))
         self.send_response(code)
         self.end_headers()
@@ -533,16 +598,20 @@ def test_healthcheck_script_judges_answers():
     base = f"http://127.0.0.1:{server.server_address[1]}"
 
     def run(*args):
-        return subprocess.run([sys.executable, str(DOCKER / "healthcheck.py"), *args, "--timeout", "5"],
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, str(DOCKER / "healthcheck.py"), *args, "--timeout", "5"], capture_output=True, text=True
+        )
+
     try:
         assert run(f"{base}/json/").returncode == 0
         assert run(f"{base}/json/", "--expect", "status=ALIVE", "--expect", "master.url").returncode == 0
-        for args, reason in (((f"{base}/json/", "--expect", "status=DEAD"), "expected 'DEAD'"),
-                             ((f"{base}/json/", "--expect", "workers"), "workers is empty"),
-                             ((f"{base}/json/", "--expect", "master.port"), "no field 'master.port'"),
-                             ((f"{base}/text", "--expect", "status=ALIVE"), "did not answer JSON"),
-                             ((f"{base}/broken",), "HTTP 500")):
+        for args, reason in (
+            ((f"{base}/json/", "--expect", "status=DEAD"), "expected 'DEAD'"),
+            ((f"{base}/json/", "--expect", "workers"), "workers is empty"),
+            ((f"{base}/json/", "--expect", "master.port"), "no field 'master.port'"),
+            ((f"{base}/text", "--expect", "status=ALIVE"), "did not answer JSON"),
+            ((f"{base}/broken",), "HTTP 500"),
+        ):
             result = run(*args)
             assert result.returncode == 1 and reason in result.stderr, (args, result.stderr)
     finally:
@@ -559,8 +628,9 @@ def _free_port() -> int:
 
 
 def _post_json(url: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read() or b"{}")
@@ -584,16 +654,22 @@ def test_airflow_init_migrates_and_creates_the_admin(compose, stack_env, tmp_pat
     base["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
     # a wrong user list is refused before anything is touched
-    wrong = {**base, **service_env(compose, "airflow-init"), **overrides,
-             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "someone:viewer"}
-    refused = subprocess.run(["bash", str(DOCKER / "airflow-init.sh")], env=wrong, capture_output=True, text=True,
-                             timeout=120)
+    wrong = {
+        **base,
+        **service_env(compose, "airflow-init"),
+        **overrides,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "someone:viewer",
+    }
+    refused = subprocess.run(
+        ["bash", str(DOCKER / "airflow-init.sh")], env=wrong, capture_output=True, text=True, timeout=120
+    )
     assert refused.returncode == 1 and "does not make admin an admin" in refused.stderr, refused.stderr
     assert not (tmp_path / "airflow.db").exists()
 
     env = {**base, **service_env(compose, "airflow-init"), **overrides}
-    init = subprocess.run(["bash", str(DOCKER / "airflow-init.sh")], env=env, capture_output=True, text=True,
-                          timeout=600)
+    init = subprocess.run(
+        ["bash", str(DOCKER / "airflow-init.sh")], env=env, capture_output=True, text=True, timeout=600
+    )
     assert init.returncode == 0, f"airflow-init failed:\n{init.stdout[-3000:]}\n{init.stderr[-3000:]}"
     password_file = Path(overrides["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"])
     user, password = stack_env["AIRFLOW_ADMIN_USER"], stack_env["AIRFLOW_ADMIN_PASSWORD"]
@@ -604,13 +680,22 @@ def test_airflow_init_migrates_and_creates_the_admin(compose, stack_env, tmp_pat
     port = _free_port()
     api_env = {**base, **service_env(compose, "airflow-api-server"), **overrides}
     log = open(tmp_path / "api-server.log", "wb")
-    server = subprocess.Popen(["airflow", "api-server", "--port", str(port), "--host", "127.0.0.1"], env=api_env,
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        ["airflow", "api-server", "--port", str(port), "--host", "127.0.0.1"],
+        env=api_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         test = compose["services"]["airflow-api-server"]["healthcheck"]["test"]
         assert test[:3] == ["CMD", "onceflow-healthcheck", "http://localhost:8080/api/v2/monitor/health"], test
-        check = [sys.executable, str(DOCKER / "healthcheck.py"), f"http://127.0.0.1:{port}/api/v2/monitor/health",
-                 *test[3:]]
+        check = [
+            sys.executable,
+            str(DOCKER / "healthcheck.py"),
+            f"http://127.0.0.1:{port}/api/v2/monitor/health",
+            *test[3:],
+        ]
         deadline, last = time.monotonic() + 240, None
         while time.monotonic() < deadline:
             assert server.poll() is None, (tmp_path / "api-server.log").read_text()[-3000:]
@@ -619,8 +704,10 @@ def test_airflow_init_migrates_and_creates_the_admin(compose, stack_env, tmp_pat
                 break
             time.sleep(2)
         else:
-            raise AssertionError(f"api-server not healthy within 240s: {last.stderr}\n"
-                                 + (tmp_path / "api-server.log").read_text()[-3000:])
+            raise AssertionError(
+                f"api-server not healthy within 240s: {last.stderr}\n"
+                + (tmp_path / "api-server.log").read_text()[-3000:]
+            )
         status, body = _post_json(f"http://127.0.0.1:{port}/auth/token", {"username": user, "password": password})
         assert status in (200, 201) and body.get("access_token"), (status, body)
         status, _ = _post_json(f"http://127.0.0.1:{port}/auth/token", {"username": user, "password": "wrong"})

@@ -11,17 +11,16 @@ import json
 import os
 import socket
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import jsonschema
 import pytest
 
-from tests.pipeline_helpers import PAYMENTS_SCHEMA_BODY
-
 from onceflow.config import Pipeline
 from onceflow.health import EXIT_CODES, pipeline_health
 from onceflow.status import RunLock, ended
+from tests.pipeline_helpers import PAYMENTS_SCHEMA_BODY
 from tests.unit.test_checkpoint import TOPIC, write_checkpoint
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs/schemas/checkpoint-status.schema.json").read_text())
@@ -38,13 +37,17 @@ def validate(report: dict) -> dict:
 @pytest.fixture
 def pipeline(tmp_path, monkeypatch) -> Pipeline:
     monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
-    return Pipeline.model_validate({
-        "name": "pay", "checkpoint": str(tmp_path / "ck"),
-        "source": {"bootstrap_servers": "localhost:1", "topic": TOPIC}, "schema": PAYMENTS_SCHEMA_BODY,
-        "sinks": {"bronze": {"path": str(tmp_path / "bronze")}, "quarantine": {"path": str(tmp_path / "quar")}},
-        "trigger": {"processing_time": "2 seconds"},
-        "health": {"max_lag": 100, "stalled_after_triggers": 5, "dead_after_seconds": 60},
-    })  # stalled after 10 s without a commit, dead after 60 s without a heartbeat
+    return Pipeline.model_validate(
+        {
+            "name": "pay",
+            "checkpoint": str(tmp_path / "ck"),
+            "source": {"bootstrap_servers": "localhost:1", "topic": TOPIC},
+            "schema": PAYMENTS_SCHEMA_BODY,
+            "sinks": {"bronze": {"path": str(tmp_path / "bronze")}, "quarantine": {"path": str(tmp_path / "quar")}},
+            "trigger": {"processing_time": "2 seconds"},
+            "health": {"max_lag": 100, "stalled_after_triggers": 5, "dead_after_seconds": 60},
+        }
+    )  # stalled after 10 s without a commit, dead after 60 s without a heartbeat
 
 
 def kafka(latest: dict[int, int], earliest: dict[int, int] | None = None):
@@ -56,7 +59,7 @@ def unreachable(bootstrap, topic):
 
 
 def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def status(pipeline: Pipeline, *events: tuple[str, float, dict], base: float = NOW) -> None:
@@ -64,25 +67,44 @@ def status(pipeline: Pipeline, *events: tuple[str, float, dict], base: float = N
     pipeline.state_path.mkdir(parents=True, exist_ok=True)
     with open(pipeline.state_path / "status.jsonl", "a") as f:
         for kind, ago, fields in events:
-            f.write(json.dumps({"event": kind, "time": iso(base - ago), "epoch": base - ago,
-                                "pipeline": pipeline.name, "run_id": RUN, **fields}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "event": kind,
+                        "time": iso(base - ago),
+                        "epoch": base - ago,
+                        "pipeline": pipeline.name,
+                        "run_id": RUN,
+                        **fields,
+                    }
+                )
+                + "\n"
+            )
 
 
 def started(ago: float):
-    return ("started", ago, {"query_id": "q", "pid": 1, "mode": "continuous", "generation": 0,
-                             "trigger_seconds": 2.0})
+    return ("started", ago, {"query_id": "q", "pid": 1, "mode": "continuous", "generation": 0, "trigger_seconds": 2.0})
 
 
 def progress(ago: float, batch: int, duration_ms: int = 400):
-    return ("progress", ago, {"batch_id": batch, "input_rows": 10, "input_rows_per_second": 5.0,
-                              "processed_rows_per_second": 25.0, "batch_duration_ms": duration_ms,
-                              "topic": TOPIC, "end_offsets": {"0": 10}})
+    return (
+        "progress",
+        ago,
+        {
+            "batch_id": batch,
+            "input_rows": 10,
+            "input_rows_per_second": 5.0,
+            "processed_rows_per_second": 25.0,
+            "batch_duration_ms": duration_ms,
+            "topic": TOPIC,
+            "end_offsets": {"0": 10},
+        },
+    )
 
 
 def committed_checkpoint(pipeline: Pipeline, end: dict[int, int] | None = None) -> Path:
     end = end or {0: 30, 1: 35}
-    return write_checkpoint(Path(pipeline.checkpoint_path), {0: 0, 1: 0},
-                            {0: {0: 10, 1: 15}, 1: dict(end)}, [0, 1])
+    return write_checkpoint(Path(pipeline.checkpoint_path), {0: 0, 1: 0}, {0: {0: 10, 1: 15}, 1: dict(end)}, [0, 1])
 
 
 @pytest.fixture
@@ -112,7 +134,7 @@ def test_not_started_reports_everything_still_to_read(pipeline):
 
 def test_broken_checkpoint_wins_over_everything(pipeline, held):
     ck = committed_checkpoint(pipeline)
-    (ck / "offsets" / "1").write_text("v1\n{\"batchWat")
+    (ck / "offsets" / "1").write_text('v1\n{"batchWat')
     status(pipeline, started(30), progress(1, 1))
     r = check(pipeline)
     assert r["verdict"] == "broken" and r["exit_code"] == 2
@@ -122,8 +144,12 @@ def test_broken_checkpoint_wins_over_everything(pipeline, held):
 
 def test_failed_run_reports_its_error(pipeline):
     committed_checkpoint(pipeline)
-    status(pipeline, started(100), progress(90, 1),
-           ("final", 80, {"status": "failed", "error": "StreamingQueryException: boom"}))
+    status(
+        pipeline,
+        started(100),
+        progress(90, 1),
+        ("final", 80, {"status": "failed", "error": "StreamingQueryException: boom"}),
+    )
     r = check(pipeline)
     assert r["verdict"] == "failed" and r["exit_code"] == 1
     assert "boom" in r["reasons"][0] and r["run"]["final"]["status"] == "failed"
@@ -242,8 +268,9 @@ def test_real_client_against_a_closed_port_reports_instead_of_raising(pipeline):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once the block ends
-    p = pipeline.model_copy(update={"source": pipeline.source.model_copy(
-        update={"bootstrap_servers": f"127.0.0.1:{port}"})})
+    p = pipeline.model_copy(
+        update={"source": pipeline.source.model_copy(update={"bootstrap_servers": f"127.0.0.1:{port}"})}
+    )
     committed_checkpoint(p)
     r = validate(pipeline_health(p, now=NOW))
     assert r["verdict"] == "stopped"
@@ -291,7 +318,10 @@ def test_cli_show_reports_problems_and_exit_codes(pipeline, capsys):
 
 def test_a_run_that_ended_is_told_in_plain_words(pipeline):
     assert [ended(s) for s in ("finished", "stopped", "failed")] == [
-        "finished", "was stopped (at a batch boundary)", "failed"]
+        "finished",
+        "was stopped (at a batch boundary)",
+        "failed",
+    ]
     committed_checkpoint(pipeline)
     status(pipeline, started(100), ("final", 80, {"status": "finished", "error": None}))
     reason = check(pipeline)["reasons"][0]

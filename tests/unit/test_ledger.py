@@ -21,16 +21,23 @@ def test_entry_round_trips_through_commit_metadata():
 
 
 def test_contiguous_ledger_has_no_problems_across_generations_and_losses():
-    entries = [entry(0, {0: 0}, {0: 10}), entry(1, {0: 10}, {0: 25}),
-               entry(-1, {0: 25}, {0: 40}, generation=1, kind=LOSS), entry(0, {0: 40}, {0: 50}, generation=1)]
+    entries = [
+        entry(0, {0: 0}, {0: 10}),
+        entry(1, {0: 10}, {0: 25}),
+        entry(-1, {0: 25}, {0: 40}, generation=1, kind=LOSS),
+        entry(0, {0: 40}, {0: 50}, generation=1),
+    ]
     assert contiguity_problems(entries) == []
 
 
-@pytest.mark.parametrize("entries, expected", [
-    ([entry(0, {0: 0}, {0: 10}), entry(1, {0: 11}, {0: 20})], "starts partition 0 at 11"),
-    ([entry(0, {0: 0}, {0: 10}), entry(2, {0: 10}, {0: 20})], "batch 2 follows batch 0"),
-    ([entry(0, {0: 0}, {0: 10}, generation=1), entry(1, {0: 10}, {0: 20}, generation=0)], "follows generation 1"),
-])
+@pytest.mark.parametrize(
+    "entries, expected",
+    [
+        ([entry(0, {0: 0}, {0: 10}), entry(1, {0: 11}, {0: 20})], "starts partition 0 at 11"),
+        ([entry(0, {0: 0}, {0: 10}), entry(2, {0: 10}, {0: 20})], "batch 2 follows batch 0"),
+        ([entry(0, {0: 0}, {0: 10}, generation=1), entry(1, {0: 10}, {0: 20}, generation=0)], "follows generation 1"),
+    ],
+)
 def test_broken_chains_are_named(entries, expected):
     problems = contiguity_problems(entries)
     assert problems and expected in problems[0]
@@ -49,11 +56,17 @@ def test_a_group_commit_holds_each_batch_entry_in_order():
     one entry per batch, so the ledger still reads batch by batch, all at the commit's version."""
     from onceflow.ledger import entries_from_json, group_json
 
-    batches = [entry(4, {0: 10}, {0: 20}), entry(-1, {0: 20}, {0: 30}, generation=1, kind=LOSS),
-               entry(0, {0: 30}, {0: 31}, generation=1)]
+    batches = [
+        entry(4, {0: 10}, {0: 20}),
+        entry(-1, {0: 20}, {0: 30}, generation=1, kind=LOSS),
+        entry(0, {0: 30}, {0: 31}, generation=1),
+    ]
     back = entries_from_json(group_json(batches), version=9, timestamp=5)
     assert [(e.generation, e.batch_id, e.kind, e.start, e.end, e.version) for e in back] == [
-        (0, 4, "batch", {0: 10}, {0: 20}, 9), (1, -1, LOSS, {0: 20}, {0: 30}, 9), (1, 0, "batch", {0: 30}, {0: 31}, 9)]
+        (0, 4, "batch", {0: 10}, {0: 20}, 9),
+        (1, -1, LOSS, {0: 20}, {0: 30}, 9),
+        (1, 0, "batch", {0: 30}, {0: 31}, 9),
+    ]
     assert contiguity_problems(back) == []
     assert entries_from_json(batches[0].to_json())[0].batch_id == 4  # a single entry reads as a list of one
     assert entries_from_json("not ours") is None and entries_from_json(None) is None
@@ -67,8 +80,12 @@ def test_a_follower_continues_past_its_own_offsets():
     first, and where the aggregates hold offsets bronze does not (bronze restored from a copy)."""
     from onceflow.ledger import Ledger, follower_lag
 
-    bronze = [entry(0, {0: 0}, {0: 10}), entry(1, {0: 10}, {0: 20}),
-              entry(-1, {0: 20}, {0: 30}, generation=1, kind=LOSS), entry(0, {0: 30}, {0: 40}, generation=1)]
+    bronze = [
+        entry(0, {0: 0}, {0: 10}),
+        entry(1, {0: 10}, {0: 20}),
+        entry(-1, {0: 20}, {0: 30}, generation=1, kind=LOSS),
+        entry(0, {0: 30}, {0: 40}, generation=1),
+    ]
 
     def ledger(entries):
         return Ledger(table="t", entries=list(entries), foreign_commits=[])
@@ -96,10 +113,15 @@ def test_a_compaction_carrying_a_copy_of_an_entry_is_maintenance_not_a_step(tmp_
     path = str(tmp_path / "t")
     first = entry(0, {0: 0}, {0: 10})
     for i, e in enumerate((first, entry(1, {0: 10}, {0: 20}))):
-        write_deltalake(path, pa.table({"x": [i]}), mode="append",
-                        commit_properties=CommitProperties(custom_metadata={"userMetadata": e.to_json()}))
+        write_deltalake(
+            path,
+            pa.table({"x": [i]}),
+            mode="append",
+            commit_properties=CommitProperties(custom_metadata={"userMetadata": e.to_json()}),
+        )
     DeltaTable(path).optimize.compact(
-        commit_properties=CommitProperties(custom_metadata={"userMetadata": first.to_json()}))
+        commit_properties=CommitProperties(custom_metadata={"userMetadata": first.to_json()})
+    )
     ledger = read_ledger(path)
     assert [e.batch_id for e in ledger.entries] == [0, 1] and ledger.problems() == []
     assert [c["operation"] for c in ledger.maintenance] == ["OPTIMIZE"] and ledger.foreign_commits == []

@@ -57,7 +57,7 @@ def test_spark_event_logs_go_under_the_state_dir_and_can_be_turned_off(tmp_path,
 
 def test_make_spark_history_opens_the_same_folder():
     makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
-    target = makefile[makefile.index("spark-history: venv"):].split("\n\n")[0]
+    target = makefile[makefile.index("spark-history: venv") :].split("\n\n")[0]
     assert "event_log_dir()" in target and "org.apache.spark.deploy.history.HistoryServer" in target
     assert "-Dspark.history.fs.logDirectory=$$events" in target
 

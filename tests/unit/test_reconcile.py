@@ -35,19 +35,31 @@ def write_checkpoint(root: Path, batches: list[dict[int, int]], committed: int |
     for n, end in enumerate(batches):
         meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1_700_000_000_000 + n, "conf": {}}
         (root / "offsets" / str(n)).write_text(
-            "v1\n" + json.dumps(meta) + "\n" + json.dumps({TOPIC: {str(p): o for p, o in end.items()}}))
+            "v1\n" + json.dumps(meta) + "\n" + json.dumps({TOPIC: {str(p): o for p, o in end.items()}})
+        )
     for n in range(0 if committed is not None else 1, (committed or -1) + 1):
         (root / "commits" / str(n)).write_text('v1\n{"nextBatchWatermarkMs":0}')
     return read_checkpoint(root)
 
 
-def entries(sink: str, batches: list[dict[int, int]], initial: dict[int, int], generation: int = 0,
-            first_batch: int = 0) -> list[LedgerEntry]:
+def entries(
+    sink: str, batches: list[dict[int, int]], initial: dict[int, int], generation: int = 0, first_batch: int = 0
+) -> list[LedgerEntry]:
     out, start = [], dict(initial)
     for i, end in enumerate(batches):
-        out.append(LedgerEntry(pipeline="payments", sink=sink, generation=generation, batch_id=first_batch + i,
-                               topic=TOPIC, start=dict(start), end=dict(end), rows=sum(end.values()) - sum(start.values()),
-                               version=i + 1))
+        out.append(
+            LedgerEntry(
+                pipeline="payments",
+                sink=sink,
+                generation=generation,
+                batch_id=first_batch + i,
+                topic=TOPIC,
+                start=dict(start),
+                end=dict(end),
+                rows=sum(end.values()) - sum(start.values()),
+                version=i + 1,
+            )
+        )
         start = dict(end)
     return out
 
@@ -83,8 +95,10 @@ def test_a_ledger_behind_the_checkpoint_fails_and_bounds_the_audit(tmp_path):
     point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL, quarantine=quarantine), earliest=INITIAL)
     assert point.end == {0: 250, 1: 160}  # min(checkpoint, ledgers): never judge rows a sink may not hold
     failed = {c.name: c for c in agreement_checks(point) if c.status == FAILED}
-    assert "checkpoint_ledger_agreement" in failed and "quarantine: the ledger is behind" in failed[
-        "checkpoint_ledger_agreement"].detail
+    assert (
+        "checkpoint_ledger_agreement" in failed
+        and "quarantine: the ledger is behind" in failed["checkpoint_ledger_agreement"].detail
+    )
     assert "ledger_agreement" in failed  # bronze holds 3 entries, quarantine 2
 
 
@@ -94,8 +108,7 @@ def test_aggregates_that_trail_bronze_are_a_lag_not_a_disagreement(tmp_path):
     audited range; the aggregates are judged over the batches their ledger holds."""
     cp = write_checkpoint(tmp_path / "cp", BATCHES, committed=2, initial=INITIAL)
     trailing = Ledger("/t/aggregates", entries("aggregates", BATCHES[:1], INITIAL), [])
-    point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL, aggregates=trailing), earliest=INITIAL,
-                 checkpoint_generation=0)
+    point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL, aggregates=trailing), earliest=INITIAL, checkpoint_generation=0)
     assert point.end == {0: 400, 1: 300}
     assert all(c.status == PASSED for c in agreement_checks(point)), point.problems
     view = point.sinks["aggregates"]
@@ -129,8 +142,13 @@ def test_checkpoint_batch_offsets_must_match_the_ledger_entry(tmp_path):
     cp = write_checkpoint(tmp_path / "cp", BATCHES, committed=2, initial=INITIAL)
     bad = entries("bronze", BATCHES, INITIAL)
     bad[1] = LedgerEntry(**{**bad[1].__dict__, "end": {0: 251, 1: 160}})
-    point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL, bronze=Ledger("/t/bronze", bad, [])), earliest=INITIAL,
-                 checkpoint_generation=0)
+    point = plan(
+        TOPIC,
+        cp,
+        ledgers(BATCHES, INITIAL, bronze=Ledger("/t/bronze", bad, [])),
+        earliest=INITIAL,
+        checkpoint_generation=0,
+    )
     problems = " ".join(point.problems["checkpoint_ledger_agreement"])
     assert "batch 1 (generation 0) ends at {'0': 251, '1': 160} in the ledger" in problems
     assert point.problems["ledger_contiguity"]  # batch 2 starts where batch 1 did not end
@@ -191,7 +209,6 @@ def test_jsonable_keeps_big_hashes_and_decimals_exact():
 
 def test_suite_schemas_follow_the_table_ddl():
     from onceflow import tables
-
     from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
     types = suites.ddl_types(tables.bronze_ddl(PAYMENTS_SCHEMA))
@@ -206,23 +223,73 @@ def test_suite_schemas_follow_the_table_ddl():
 
 # -- report files ----------------------------------------------------------------------
 def _summary(status: str = "failed") -> dict:
-    check = {"name": "loss", "title": "no committed record is missing", "status": FAILED, "expected": 0,
-             "observed": 3, "detail": "lost: partition 1 [10, 13) (3)", "source": "reconcile", "partitions": [1],
-             "ranges": [{"partition": 1, "start": 10, "end": 13, "count": 3}], "ranges_total": 1,
-             "samples": [{"_partition": 1, "_offset": 10, "event_id": "<script>alert(1)</script>"}]}
-    ok = {**check, "name": "phantoms", "title": "no phantom", "status": PASSED, "observed": 0, "detail": "",
-          "partitions": [], "ranges": [], "ranges_total": 0, "samples": []}
-    part = {"partition": 1, "start": 0, "end": 20, "source_records": 18, "source_valid": 17, "source_malformed": 1,
-            "bronze_rows": 14, "quarantine_rows": 1, "sink_rows": 15, "lost_records": 3, "phantom_keys": 0,
-            "phantom_rows": 0, "duplicate_keys": 0, "extra_copies": 0, "content_mismatches": 0,
-            "source_checksum": "-123", "sink_checksum": "456"}
-    return {"schema_version": 1, "pipeline": "payments", "run_id": "20261122T120000Z-abcdef", "status": status,
-            "exit_code": report.STATUS_EXIT[status], "mode": "full", "reason": None, "topic": TOPIC,
-            "started_at": "2026-11-22T12:00:00+00:00", "finished_at": "2026-11-22T12:01:00+00:00",
-            "report_dir": "/r", "committed_point": None, "ranges": [{"partition": 1, "start": 0, "end": 20}],
-            "counts": {"source_records": 18, "lost_records": 3}, "partitions": [part], "checks": [check, ok],
-            "failed_checks": ["loss"], "timings": {"total": 60.0}, "throughput_rows_per_second": 0.3,
-            "data_docs": {"index": "data_docs/index.html", "suites": {}}, "notes": []}
+    check = {
+        "name": "loss",
+        "title": "no committed record is missing",
+        "status": FAILED,
+        "expected": 0,
+        "observed": 3,
+        "detail": "lost: partition 1 [10, 13) (3)",
+        "source": "reconcile",
+        "partitions": [1],
+        "ranges": [{"partition": 1, "start": 10, "end": 13, "count": 3}],
+        "ranges_total": 1,
+        "samples": [{"_partition": 1, "_offset": 10, "event_id": "<script>alert(1)</script>"}],
+    }
+    ok = {
+        **check,
+        "name": "phantoms",
+        "title": "no phantom",
+        "status": PASSED,
+        "observed": 0,
+        "detail": "",
+        "partitions": [],
+        "ranges": [],
+        "ranges_total": 0,
+        "samples": [],
+    }
+    part = {
+        "partition": 1,
+        "start": 0,
+        "end": 20,
+        "source_records": 18,
+        "source_valid": 17,
+        "source_malformed": 1,
+        "bronze_rows": 14,
+        "quarantine_rows": 1,
+        "sink_rows": 15,
+        "lost_records": 3,
+        "phantom_keys": 0,
+        "phantom_rows": 0,
+        "duplicate_keys": 0,
+        "extra_copies": 0,
+        "content_mismatches": 0,
+        "source_checksum": "-123",
+        "sink_checksum": "456",
+    }
+    return {
+        "schema_version": 1,
+        "pipeline": "payments",
+        "run_id": "20261122T120000Z-abcdef",
+        "status": status,
+        "exit_code": report.STATUS_EXIT[status],
+        "mode": "full",
+        "reason": None,
+        "topic": TOPIC,
+        "started_at": "2026-11-22T12:00:00+00:00",
+        "finished_at": "2026-11-22T12:01:00+00:00",
+        "report_dir": "/r",
+        "committed_point": None,
+        "ranges": [{"partition": 1, "start": 0, "end": 20}],
+        "counts": {"source_records": 18, "lost_records": 3},
+        "partitions": [part],
+        "checks": [check, ok],
+        "failed_checks": ["loss"],
+        "timings": {"total": 60.0},
+        "throughput_rows_per_second": 0.3,
+        "data_docs": {"index": "data_docs/index.html", "suites": {}},
+        "notes": [],
+    }
 
 
 def test_summary_schema_accepts_a_summary_and_rejects_a_wrong_status():

@@ -9,8 +9,9 @@ app writes only records the tables do not hold yet, so repeating a range is a no
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
@@ -33,8 +34,9 @@ def _time_ms(value: Any, field: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def validate_range(params: dict, watermarks: dict[int, tuple[int, int]],
-                   offsets_for_times=None) -> dict[str, dict[str, int]]:
+def validate_range(
+    params: dict, watermarks: dict[int, tuple[int, int]], offsets_for_times=None
+) -> dict[str, dict[str, int]]:
     """Params -> {"start": {"p": offset}, "end": {"p": offset}} within Kafka's (low, high) per partition.
 
     `offsets_for_times(ms) -> {partition: offset}` resolves a time range.
@@ -63,12 +65,13 @@ def validate_range(params: dict, watermarks: dict[int, tuple[int, int]],
             raise RangeError(f"partition {p} does not exist (the topic has {sorted(watermarks)})")
         low, high = watermarks[p]
         if start[p] < low:
-            raise RangeError(f"partition {p}: offsets below {low} are gone from Kafka (retention); the range "
-                             f"starts at {start[p]}. Fix: start at {low} or later, or recover with --accept-loss")
+            raise RangeError(
+                f"partition {p}: offsets below {low} are gone from Kafka (retention); the range "
+                f"starts at {start[p]}. Fix: start at {low} or later, or recover with --accept-loss"
+            )
         if end[p] > high:
             raise RangeError(f"partition {p}: end offset {end[p]} is past the log end {high}. Fix: end at {high}")
-    return {"start": {str(p): o for p, o in sorted(start.items())},
-            "end": {str(p): o for p, o in sorted(end.items())}}
+    return {"start": {str(p): o for p, o in sorted(start.items())}, "end": {str(p): o for p, o in sorted(end.items())}}
 
 
 def kafka_offsets_for_times(bootstrap: str, topic: str, partitions: list[int]):
@@ -76,14 +79,18 @@ def kafka_offsets_for_times(bootstrap: str, topic: str, partitions: list[int]):
     from confluent_kafka import Consumer, TopicPartition
 
     def lookup(ms: int) -> dict[int, int]:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "onceflow-backfill",
-                             "enable.auto.commit": False})
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "onceflow-backfill", "enable.auto.commit": False}
+        )
         try:
             found = consumer.offsets_for_times([TopicPartition(topic, p, ms) for p in partitions], timeout=15)
             out = {}
             for tp in found:
-                out[tp.partition] = tp.offset if tp.offset >= 0 else consumer.get_watermark_offsets(
-                    TopicPartition(topic, tp.partition), timeout=15)[1]
+                out[tp.partition] = (
+                    tp.offset
+                    if tp.offset >= 0
+                    else consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=15)[1]
+                )
             return out
         finally:
             consumer.close()
@@ -105,8 +112,11 @@ class BackfillRangeOperator(BaseOperator):
         marks = hook.watermarks()
         source = hook.pipeline.source
         try:
-            resolved = validate_range(dict(context["params"]), marks,
-                                      kafka_offsets_for_times(source.bootstrap_servers, source.topic, sorted(marks)))
+            resolved = validate_range(
+                dict(context["params"]),
+                marks,
+                kafka_offsets_for_times(source.bootstrap_servers, source.topic, sorted(marks)),
+            )
         except RangeError as exc:
             raise AirflowFailException(f"{hook.name} backfill: {exc}") from None
         self.log.info("%s backfill range: %s", hook.name, resolved)
@@ -124,5 +134,10 @@ class BackfillOperator(OnceflowSparkSubmitOperator):
 
     def arguments(self, context: Any) -> list[str]:
         rng = json.loads(self.offsets) if isinstance(self.offsets, str) else self.offsets
-        return [*super().arguments(context), "--start-offsets", json.dumps(rng["start"]),
-                "--end-offsets", json.dumps(rng["end"])]
+        return [
+            *super().arguments(context),
+            "--start-offsets",
+            json.dumps(rng["start"]),
+            "--end-offsets",
+            json.dumps(rng["end"]),
+        ]

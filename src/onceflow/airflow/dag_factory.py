@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow.providers.standard.operators.empty import EmptyOperator
@@ -21,15 +21,21 @@ from airflow.sdk import DAG, Asset, Param
 
 from onceflow import config
 from onceflow.airflow.hooks import pipelines_dir
-from onceflow.airflow.operators import (AuditOperator, IngestOperator, InvalidPipelineOperator,
-                                        RecoveryMarkerOperator, RecoveryOperator, RouteOnVerdictOperator,
-                                        StopRunningOperator)
+from onceflow.airflow.operators import (
+    AuditOperator,
+    IngestOperator,
+    InvalidPipelineOperator,
+    RecoveryMarkerOperator,
+    RecoveryOperator,
+    RouteOnVerdictOperator,
+    StopRunningOperator,
+)
 from onceflow.airflow.sensors import PipelineHealthSensor, StreamGuardSensor
 from onceflow.config import Pipeline
 from onceflow.errors import ConfigError
 from onceflow.verdicts import PROBLEMS, Verdict
 
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 MAX_WINDOW_SECONDS = 4 * 3600
 STREAM_WINDOW_SECONDS = 1800
 # a scheduled batch's micro-batches are large (2 M offsets took 76 s on 2 cores): its stop may wait for one
@@ -40,8 +46,12 @@ KINDS = ("stream", "batch", "audit", "recover", "backfill")
 # Delta txn ids); a stream window or a recovery is not retried (the watcher and
 # <p>_recover handle failures), an audit is retried only when it could not run.
 _DEFAULTS = {"owner": "onceflow", "retries": 0}
-_IDEMPOTENT_RETRY = {"retries": 2, "retry_delay": timedelta(seconds=30), "retry_exponential_backoff": True,
-                     "max_retry_delay": timedelta(minutes=10)}
+_IDEMPOTENT_RETRY = {
+    "retries": 2,
+    "retry_delay": timedelta(seconds=30),
+    "retry_exponential_backoff": True,
+    "max_retry_delay": timedelta(minutes=10),
+}
 
 
 def table_asset(pipeline: Pipeline, sink: str = "bronze") -> Asset:
@@ -52,25 +62,39 @@ def table_asset(pipeline: Pipeline, sink: str = "bronze") -> Asset:
 
 
 def _doc(pipeline: Pipeline, file: str, what: str) -> str:
-    return (f"### {pipeline.name}: {what}\n\n"
-            f"Pipeline file `{Path(file).name}`: topic `{pipeline.source.topic}` "
-            f"(read_committed) → Delta `{pipeline.sinks.bronze.path}`, quarantine "
-            f"`{pipeline.sinks.quarantine.path}`; checkpoint `{pipeline.checkpoint}`.\n\n"
-            "See docs/airflow.md for the design (bounded windows, watcher, run lock).")
+    return (
+        f"### {pipeline.name}: {what}\n\n"
+        f"Pipeline file `{Path(file).name}`: topic `{pipeline.source.topic}` "
+        f"(read_committed) → Delta `{pipeline.sinks.bronze.path}`, quarantine "
+        f"`{pipeline.sinks.quarantine.path}`; checkpoint `{pipeline.checkpoint}`.\n\n"
+        "See docs/airflow.md for the design (bounded windows, watcher, run lock)."
+    )
 
 
 def stream_dag(pipeline: Pipeline, file: str) -> DAG:
     """`<p>_stream`: one bounded continuous window per run, watched by the deferrable sensor."""
     with DAG(
-        dag_id=f"{pipeline.name}_stream", schedule="@continuous", start_date=START, catchup=False,
-        max_active_runs=1, default_args=_DEFAULTS, tags=["onceflow", pipeline.name, "stream"],
+        dag_id=f"{pipeline.name}_stream",
+        schedule="@continuous",
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        default_args=_DEFAULTS,
+        tags=["onceflow", pipeline.name, "stream"],
         params={
-            "window_seconds": Param(STREAM_WINDOW_SECONDS, type="integer", minimum=10, maximum=MAX_WINDOW_SECONDS,
-                                    description="how long this run streams before stopping at a batch boundary"),
-            "start_grace_seconds": Param(300, type="integer", minimum=1,
-                                         description="how long the watcher waits for the app to start"),
+            "window_seconds": Param(
+                STREAM_WINDOW_SECONDS,
+                type="integer",
+                minimum=10,
+                maximum=MAX_WINDOW_SECONDS,
+                description="how long this run streams before stopping at a batch boundary",
+            ),
+            "start_grace_seconds": Param(
+                300, type="integer", minimum=1, description="how long the watcher waits for the app to start"
+            ),
         },
-        doc_md=_doc(pipeline, file, "continuous streaming in bounded windows") + f"""
+        doc_md=_doc(pipeline, file, "continuous streaming in bounded windows")
+        + f"""
 
 Each run: **guard** waits while `{pipeline.name}_recover` works and notes whether a copy of the
 query already runs (then it is watched, never started twice; the app's run lock
@@ -83,26 +107,42 @@ follow its commits. A stalled, dead, failed or broken verdict triggers `{pipelin
         guard = StreamGuardSensor(task_id="guard", pipeline_file=file, timeout=6 * 3600)
         since = "{{ ti.xcom_pull(task_ids='guard')['since'] }}"
         stream = IngestOperator(
-            task_id="stream", pipeline_file=file, mode="continuous", max_seconds="{{ params.window_seconds }}",
+            task_id="stream",
+            pipeline_file=file,
+            mode="continuous",
+            max_seconds="{{ params.window_seconds }}",
             execution_timeout=timedelta(seconds=MAX_WINDOW_SECONDS + 900),
-            doc_md="spark-submit of the ingest app, continuous, bounded by `window_seconds`.")
+            doc_md="spark-submit of the ingest app, continuous, bounded by `window_seconds`.",
+        )
         wait_healthy = PipelineHealthSensor(
-            task_id="wait_healthy", pipeline_file=file, fire_on=[Verdict.HEALTHY, Verdict.STOPPED, *PROBLEMS],
+            task_id="wait_healthy",
+            pipeline_file=file,
+            fire_on=[Verdict.HEALTHY, Verdict.STOPPED, *PROBLEMS],
             since=since,
             start_grace="{{ params.start_grace_seconds }}",
-            doc_md="Fires when the window's first batches commit (healthy) or on a problem verdict.")
+            doc_md="Fires when the window's first batches commit (healthy) or on a problem verdict.",
+        )
         watch = PipelineHealthSensor(
-            task_id="watch", pipeline_file=file, fire_on=[Verdict.STOPPED, *PROBLEMS], since=since,
+            task_id="watch",
+            pipeline_file=file,
+            fire_on=[Verdict.STOPPED, *PROBLEMS],
+            since=since,
             start_grace="{{ params.start_grace_seconds }}",
-            doc_md="Follows the window until it stops cleanly or a problem verdict appears.")
-        route = RouteOnVerdictOperator(task_id="route", watch_task="watch", problem_task="trigger_recover",
-                                       ok_task="window_done")
+            doc_md="Follows the window until it stops cleanly or a problem verdict appears.",
+        )
+        route = RouteOnVerdictOperator(
+            task_id="route", watch_task="watch", problem_task="trigger_recover", ok_task="window_done"
+        )
         trigger_recover = TriggerDagRunOperator(
-            task_id="trigger_recover", trigger_dag_id=f"{pipeline.name}_recover",
-            conf={"verdict": "{{ ti.xcom_pull(task_ids='watch')['verdict'] }}",
-                  "reasons": "{{ ti.xcom_pull(task_ids='watch')['reasons'] | join('; ') }}",
-                  "from_run": "{{ run_id }}"},
-            wait_for_completion=False)
+            task_id="trigger_recover",
+            trigger_dag_id=f"{pipeline.name}_recover",
+            conf={
+                "verdict": "{{ ti.xcom_pull(task_ids='watch')['verdict'] }}",
+                "reasons": "{{ ti.xcom_pull(task_ids='watch')['reasons'] | join('; ') }}",
+                "from_run": "{{ run_id }}",
+            },
+            wait_for_completion=False,
+        )
         window_done = EmptyOperator(task_id="window_done")
         guard >> [stream, wait_healthy]
         wait_healthy >> watch >> route >> [trigger_recover, window_done]
@@ -112,9 +152,15 @@ follow its commits. A stalled, dead, failed or broken verdict triggers `{pipelin
 def batch_dag(pipeline: Pipeline, file: str) -> DAG:
     """`<p>_batch`: a scheduled availableNow run, then an incremental audit."""
     with DAG(
-        dag_id=f"{pipeline.name}_batch", schedule="@hourly", start_date=START, catchup=False, max_active_runs=1,
-        default_args=_DEFAULTS, tags=["onceflow", pipeline.name, "batch"],
-        doc_md=_doc(pipeline, file, "scheduled batch ingest (availableNow) + incremental audit") + """
+        dag_id=f"{pipeline.name}_batch",
+        schedule="@hourly",
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        default_args=_DEFAULTS,
+        tags=["onceflow", pipeline.name, "batch"],
+        doc_md=_doc(pipeline, file, "scheduled batch ingest (availableNow) + incremental audit")
+        + """
 
 **ingest** reads everything Kafka holds past the last committed offsets and stops
 (availableNow); it is retried with backoff because a replayed batch is a no-op
@@ -122,12 +168,24 @@ def batch_dag(pipeline: Pipeline, file: str) -> DAG:
 already ingesting). **audit** then checks the new range and publishes its report.
 """,
     ) as dag:
-        ingest = IngestOperator(task_id="ingest", pipeline_file=file, mode="available-now",
-                                max_seconds=3 * 3600, execution_timeout=timedelta(hours=3, minutes=15),
-                                stop_grace=AVAILABLE_NOW_STOP_GRACE, **_IDEMPOTENT_RETRY)
-        audit = AuditOperator(task_id="audit", pipeline_file=file, audit_mode="incremental",
-                              trigger_rule="none_failed", outlets=[table_asset(pipeline)], retries=1,
-                              retry_delay=timedelta(minutes=1))
+        ingest = IngestOperator(
+            task_id="ingest",
+            pipeline_file=file,
+            mode="available-now",
+            max_seconds=3 * 3600,
+            execution_timeout=timedelta(hours=3, minutes=15),
+            stop_grace=AVAILABLE_NOW_STOP_GRACE,
+            **_IDEMPOTENT_RETRY,
+        )
+        audit = AuditOperator(
+            task_id="audit",
+            pipeline_file=file,
+            audit_mode="incremental",
+            trigger_rule="none_failed",
+            outlets=[table_asset(pipeline)],
+            retries=1,
+            retry_delay=timedelta(minutes=1),
+        )
         ingest >> audit
     return dag
 
@@ -135,11 +193,23 @@ already ingesting). **audit** then checks the new range and publishes its report
 def audit_dag(pipeline: Pipeline, file: str) -> DAG:
     """`<p>_audit`: scheduled full or incremental audit producing the table's Asset."""
     with DAG(
-        dag_id=f"{pipeline.name}_audit", schedule="@daily", start_date=START, catchup=False, max_active_runs=1,
-        default_args=_DEFAULTS, tags=["onceflow", pipeline.name, "audit"],
-        params={"mode": Param("full", type="string", enum=["full", "incremental"],
-                              description="full: every row; incremental: since the last audit")},
-        doc_md=_doc(pipeline, file, "audit") + """
+        dag_id=f"{pipeline.name}_audit",
+        schedule="@daily",
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        default_args=_DEFAULTS,
+        tags=["onceflow", pipeline.name, "audit"],
+        params={
+            "mode": Param(
+                "full",
+                type="string",
+                enum=["full", "incremental"],
+                description="full: every row; incremental: since the last audit",
+            )
+        },
+        doc_md=_doc(pipeline, file, "audit")
+        + """
 
 Reconciles Kafka (read_committed), the checkpoint, the sink ledgers and the rows.
 Fails on any duplicate or loss (no retry: the data will not change by asking
@@ -147,27 +217,40 @@ again); retried once when the audit could not run. The report is the task's
 **Audit report** link and on the onceflow page; the table's Asset is updated.
 """,
     ) as dag:
-        AuditOperator(task_id="audit", pipeline_file=file, audit_mode="{{ params.mode }}",
-                      outlets=[table_asset(pipeline)], retries=1, retry_delay=timedelta(minutes=1))
+        AuditOperator(
+            task_id="audit",
+            pipeline_file=file,
+            audit_mode="{{ params.mode }}",
+            outlets=[table_asset(pipeline)],
+            retries=1,
+            retry_delay=timedelta(minutes=1),
+        )
     return dag
 
 
 def recover_dag(pipeline: Pipeline, file: str) -> DAG:
     """`<p>_recover`: plan → execute → resubmit → first new batch → audit of the recovered range."""
     with DAG(
-        dag_id=f"{pipeline.name}_recover", schedule=None, start_date=START, catchup=False, max_active_runs=1,
-        default_args=_DEFAULTS, tags=["onceflow", pipeline.name, "recover"],
+        dag_id=f"{pipeline.name}_recover",
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        default_args=_DEFAULTS,
+        tags=["onceflow", pipeline.name, "recover"],
         params={
             "verdict": Param("manual", type="string", description="what triggered the recovery"),
             "reasons": Param("", type="string"),
             "from_run": Param("", type="string"),
             "force": Param(False, type="boolean", description="recover even if the checkpoint looks usable"),
-            "accept_loss": Param(False, type="boolean",
-                                 description="accept offsets Kafka no longer holds as lost (recorded by range)"),
+            "accept_loss": Param(
+                False, type="boolean", description="accept offsets Kafka no longer holds as lost (recorded by range)"
+            ),
             "catchup_max_seconds": Param(600, type="integer", minimum=10, maximum=MAX_WINDOW_SECONDS),
             "until_idle_seconds": Param(20, type="integer", minimum=1),
         },
-        doc_md=_doc(pipeline, file, "recovery") + f"""
+        doc_md=_doc(pipeline, file, "recovery")
+        + f"""
 
 **begin** marks recovery in progress (`{pipeline.name}_stream` waits) → **stop** stops a copy
 still running (SIGTERM, then SIGKILL) → **plan** (`onceflow recover --dry-run`: the
@@ -179,21 +262,41 @@ mark whatever happened. No retries: a half-done recovery is planned again.
     ) as dag:
         begin = RecoveryMarkerOperator(task_id="begin", pipeline_file=file, action="begin")
         stop = StopRunningOperator(task_id="stop", pipeline_file=file)
-        plan = RecoveryOperator(task_id="plan", pipeline_file=file, action="plan",
-                                force="{{ params.force }}", accept_loss="{{ params.accept_loss }}")
-        execute = RecoveryOperator(task_id="execute", pipeline_file=file, action="execute",
-                                   force="{{ params.force }}", accept_loss="{{ params.accept_loss }}")
-        resubmit = IngestOperator(task_id="resubmit", pipeline_file=file, mode="continuous", during_recovery=True,
-                                  max_seconds="{{ params.catchup_max_seconds }}",
-                                  until_idle="{{ params.until_idle_seconds }}",
-                                  execution_timeout=timedelta(seconds=MAX_WINDOW_SECONDS + 900))
+        plan = RecoveryOperator(
+            task_id="plan",
+            pipeline_file=file,
+            action="plan",
+            force="{{ params.force }}",
+            accept_loss="{{ params.accept_loss }}",
+        )
+        execute = RecoveryOperator(
+            task_id="execute",
+            pipeline_file=file,
+            action="execute",
+            force="{{ params.force }}",
+            accept_loss="{{ params.accept_loss }}",
+        )
+        resubmit = IngestOperator(
+            task_id="resubmit",
+            pipeline_file=file,
+            mode="continuous",
+            during_recovery=True,
+            max_seconds="{{ params.catchup_max_seconds }}",
+            until_idle="{{ params.until_idle_seconds }}",
+            execution_timeout=timedelta(seconds=MAX_WINDOW_SECONDS + 900),
+        )
         wait_first_batch = PipelineHealthSensor(
-            task_id="wait_first_batch", pipeline_file=file,
+            task_id="wait_first_batch",
+            pipeline_file=file,
             fire_on=[Verdict.HEALTHY, Verdict.STOPPED, *PROBLEMS],
-            fail_on=list(PROBLEMS), require_progress=True,
-            since="{{ ti.xcom_pull(task_ids='resubmit')['since'] }}", start_grace=300)
-        audit = AuditOperator(task_id="audit", pipeline_file=file, audit_mode="incremental",
-                              outlets=[table_asset(pipeline)])
+            fail_on=list(PROBLEMS),
+            require_progress=True,
+            since="{{ ti.xcom_pull(task_ids='resubmit')['since'] }}",
+            start_grace=300,
+        )
+        audit = AuditOperator(
+            task_id="audit", pipeline_file=file, audit_mode="incremental", outlets=[table_asset(pipeline)]
+        )
         end = RecoveryMarkerOperator(task_id="end", pipeline_file=file, action="end")
         begin >> stop >> plan >> execute >> resubmit >> wait_first_batch >> audit >> end
         end.as_teardown(setups=begin)
@@ -205,19 +308,35 @@ def backfill_dag(pipeline: Pipeline, file: str) -> DAG:
     from onceflow.airflow.backfill import BackfillOperator, BackfillRangeOperator
 
     with DAG(
-        dag_id=f"{pipeline.name}_backfill", schedule=None, start_date=START, catchup=False, max_active_runs=1,
-        default_args=_DEFAULTS, tags=["onceflow", pipeline.name, "backfill"],
+        dag_id=f"{pipeline.name}_backfill",
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        default_args=_DEFAULTS,
+        tags=["onceflow", pipeline.name, "backfill"],
         params={
-            "start_offsets": Param(None, type=["null", "object"],
-                                   description='per partition, first offset: {"0": 100, "1": 0}'),
-            "end_offsets": Param(None, type=["null", "object"],
-                                 description='per partition, offset after the last: {"0": 200, "1": 50}'),
-            "start_time": Param(None, type=["null", "string"], format="date-time",
-                                description="instead of offsets: ISO-8601 time range start"),
-            "end_time": Param(None, type=["null", "string"], format="date-time",
-                              description="instead of offsets: ISO-8601 time range end"),
+            "start_offsets": Param(
+                None, type=["null", "object"], description='per partition, first offset: {"0": 100, "1": 0}'
+            ),
+            "end_offsets": Param(
+                None, type=["null", "object"], description='per partition, offset after the last: {"0": 200, "1": 50}'
+            ),
+            "start_time": Param(
+                None,
+                type=["null", "string"],
+                format="date-time",
+                description="instead of offsets: ISO-8601 time range start",
+            ),
+            "end_time": Param(
+                None,
+                type=["null", "string"],
+                format="date-time",
+                description="instead of offsets: ISO-8601 time range end",
+            ),
         },
-        doc_md=_doc(pipeline, file, "backfill") + """
+        doc_md=_doc(pipeline, file, "backfill")
+        + """
 
 Give either `start_offsets` + `end_offsets` or `start_time` + `end_time`.
 **resolve** validates the range against Kafka (times become offsets) and refuses
@@ -230,17 +349,22 @@ the whole table again, the repaired range included.
 """,
     ) as dag:
         resolve = BackfillRangeOperator(task_id="resolve", pipeline_file=file)
-        backfill = BackfillOperator(task_id="backfill", pipeline_file=file,
-                                    offsets="{{ ti.xcom_pull(task_ids='resolve') | tojson }}")
+        backfill = BackfillOperator(
+            task_id="backfill", pipeline_file=file, offsets="{{ ti.xcom_pull(task_ids='resolve') | tojson }}"
+        )
         # full: a backfill repairs ranges an incremental audit already passed
-        audit = AuditOperator(task_id="audit", pipeline_file=file, audit_mode="full",
-                              outlets=[table_asset(pipeline)])
+        audit = AuditOperator(task_id="audit", pipeline_file=file, audit_mode="full", outlets=[table_asset(pipeline)])
         resolve >> backfill >> audit
     return dag
 
 
-BUILDERS = {"stream": stream_dag, "batch": batch_dag, "audit": audit_dag, "recover": recover_dag,
-            "backfill": backfill_dag}
+BUILDERS = {
+    "stream": stream_dag,
+    "batch": batch_dag,
+    "audit": audit_dag,
+    "recover": recover_dag,
+    "backfill": backfill_dag,
+}
 INVALID_PREFIX = "invalid_pipeline_"
 log = logging.getLogger(__name__)
 
@@ -253,13 +377,21 @@ def invalid_dag(file: Path, message: str) -> DAG:
     dag_id = INVALID_PREFIX + re.sub(r"[^A-Za-z0-9_.-]", "_", file.stem)
     headline = " ".join(message.split())
     with DAG(
-        dag_id=dag_id, dag_display_name=f"INVALID {file.name}", schedule=None, start_date=START, catchup=False,
-        max_active_runs=1, default_args=_DEFAULTS, tags=["onceflow", "invalid"],
+        dag_id=dag_id,
+        dag_display_name=f"INVALID {file.name}",
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        default_args=_DEFAULTS,
+        tags=["onceflow", "invalid"],
         description=headline if len(headline) <= 300 else headline[:297] + "...",
-        doc_md=(f"### {file.name} does not validate\n\nThis pipeline file gets no DAGs until it is fixed; "
-                "the other pipelines are not affected.\n\n```\n" + message + "\n```\n\n"
-                "Reference: docs/pipeline-config.md. After the fix, this DAG is replaced by the "
-                "pipeline's DAGs at the next parse."),
+        doc_md=(
+            f"### {file.name} does not validate\n\nThis pipeline file gets no DAGs until it is fixed; "
+            "the other pipelines are not affected.\n\n```\n" + message + "\n```\n\n"
+            "Reference: docs/pipeline-config.md. After the fix, this DAG is replaced by the "
+            "pipeline's DAGs at the next parse."
+        ),
     ) as dag:
         InvalidPipelineOperator(task_id="fix_the_pipeline_file", message=message)
     return dag
@@ -277,8 +409,10 @@ def build_dags(folder: str | Path | None = None) -> dict[str, DAG]:
         try:
             pipeline = config.load(file)
             if pipeline.name in owners:
-                raise ConfigError(f"{file}: field `name`: {pipeline.name!r} is already the name of "
-                                  f"{owners[pipeline.name]}. Fix: give each pipeline file its own name")
+                raise ConfigError(
+                    f"{file}: field `name`: {pipeline.name!r} is already the name of "
+                    f"{owners[pipeline.name]}. Fix: give each pipeline file its own name"
+                )
             built = [BUILDERS[kind](pipeline, str(file.resolve())) for kind in KINDS]
         except Exception as exc:  # one bad file must not take the other pipelines' DAGs with it
             message = str(exc) if isinstance(exc, ConfigError) else f"{file}: {type(exc).__name__}: {exc}"

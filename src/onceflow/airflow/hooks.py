@@ -15,17 +15,17 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from airflow.sdk import BaseHook
 
 from onceflow import config
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
 from onceflow.status import FINAL, PROGRESS, STARTED, RunLock, StatusLog, now_iso
-
 
 RECOVERY_MARKER = "recovering.json"
 RECOVERY_MARKER_STALE_SECONDS = 6 * 3600
@@ -53,10 +53,16 @@ def run_view(events: list[dict]) -> RunView:
     started = events[0] if events and events[0].get("event") == STARTED else {}
     progress = [e for e in events if e.get("event") == PROGRESS]
     final = next((e for e in reversed(events) if e.get("event") == FINAL), {})
-    return RunView(run_id=started.get("run_id"), started_epoch=started.get("epoch"), mode=started.get("mode"),
-                   batches=len(progress), rows=sum(int(e.get("input_rows") or 0) for e in progress),
-                   last_batch_id=progress[-1].get("batch_id") if progress else None,
-                   final_status=final.get("status"), error=final.get("error"))
+    return RunView(
+        run_id=started.get("run_id"),
+        started_epoch=started.get("epoch"),
+        mode=started.get("mode"),
+        batches=len(progress),
+        rows=sum(int(e.get("input_rows") or 0) for e in progress),
+        last_batch_id=progress[-1].get("batch_id") if progress else None,
+        final_status=final.get("status"),
+        error=final.get("error"),
+    )
 
 
 def pipelines_dir() -> Path:
@@ -153,8 +159,10 @@ class OnceflowHook(BaseHook):
             return None
         pid, host = holder.get("pid"), holder.get("host")
         if not pid or (host and host != socket.gethostname()):
-            raise RuntimeError(f"the {self.name} query runs as pid {pid} on host {host}, not here "
-                               f"({socket.gethostname()}). Fix: stop it there (SIGTERM) and run this task again.")
+            raise RuntimeError(
+                f"the {self.name} query runs as pid {pid} on host {host}, not here "
+                f"({socket.gethostname()}). Fix: stop it there (SIGTERM) and run this task again."
+            )
         if grace_seconds is None:
             grace_seconds = float(holder.get("stop_timeout") or DEFAULT_STOP_TIMEOUT) + 30
         log(f"stopping the running {self.name} query (pid {pid}) with SIGTERM: it stops at a batch boundary")
@@ -215,8 +223,11 @@ def latest_summary(pipeline_reports: Path) -> dict | None:
     if (latest / "summary.json").is_file():
         candidates.append(latest.resolve())
     else:
-        candidates = sorted((p.parent for p in pipeline_reports.glob("*/summary.json")),
-                            key=lambda p: (p / "summary.json").stat().st_mtime, reverse=True)
+        candidates = sorted(
+            (p.parent for p in pipeline_reports.glob("*/summary.json")),
+            key=lambda p: (p / "summary.json").stat().st_mtime,
+            reverse=True,
+        )
     for folder in candidates:
         try:
             summary = json.loads((folder / "summary.json").read_text())

@@ -18,8 +18,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -50,11 +51,21 @@ class OnceflowSparkSubmitOperator(SparkSubmitOperator):
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "pipeline_file", "app_args")
     ui_color = "#fdf0e0"
 
-    def __init__(self, *, pipeline_file: str, app: str, app_args: Sequence[str] = (),
-                 conn_id: str = "spark_default", stop_grace: float = 60.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        pipeline_file: str,
+        app: str,
+        app_args: Sequence[str] = (),
+        conn_id: str = "spark_default",
+        stop_grace: float = 60.0,
+        **kwargs: Any,
+    ) -> None:
         if stop_grace <= STOP_MARGIN:
-            raise ValueError(f"stop_grace={stop_grace:g}: must exceed {STOP_MARGIN:g}s, the app's exit after "
-                             "its stop, by at least the longest batch's time")
+            raise ValueError(
+                f"stop_grace={stop_grace:g}: must exceed {STOP_MARGIN:g}s, the app's exit after "
+                "its stop, by at least the longest batch's time"
+            )
         kwargs.setdefault("name", f"onceflow-{app}")
         super().__init__(conn_id=conn_id, **kwargs)
         self.pipeline_file = pipeline_file
@@ -84,7 +95,6 @@ class OnceflowSparkSubmitOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> Any:
         from onceflow.kafka.admin import require_pipeline_brokers
-
         from onceflow.spark.session import spark_dir
 
         require_pipeline_brokers(self.onceflow.pipeline)  # a broker that is down fails here, before spark-submit
@@ -142,8 +152,16 @@ class IngestOperator(OnceflowSparkSubmitOperator):
 
     template_fields: Sequence[str] = (*OnceflowSparkSubmitOperator.template_fields, "max_seconds", "until_idle")
 
-    def __init__(self, *, pipeline_file: str, mode: str, max_seconds: Any = None, until_idle: Any = None,
-                 during_recovery: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        pipeline_file: str,
+        mode: str,
+        max_seconds: Any = None,
+        until_idle: Any = None,
+        during_recovery: bool = False,
+        **kwargs: Any,
+    ) -> None:
         if mode not in ("available-now", "continuous"):
             raise ValueError(f"mode must be 'available-now' or 'continuous', not {mode!r}")
         super().__init__(pipeline_file=pipeline_file, app="ingest", **kwargs)
@@ -154,8 +172,13 @@ class IngestOperator(OnceflowSparkSubmitOperator):
 
     def arguments(self, context: Any) -> list[str]:
         # the app's stop bound fits in the kill's grace: it stops, or exits saying it could not, first
-        args = [*super().arguments(context), "--mode", self.mode,
-                "--stop-timeout", f"{self.stop_grace - STOP_MARGIN:g}"]
+        args = [
+            *super().arguments(context),
+            "--mode",
+            self.mode,
+            "--stop-timeout",
+            f"{self.stop_grace - STOP_MARGIN:g}",
+        ]
         if self.max_seconds not in (None, "", "None"):
             args += ["--max-seconds", str(int(float(self.max_seconds)))]
         if self.until_idle not in (None, "", "None"):
@@ -166,13 +189,16 @@ class IngestOperator(OnceflowSparkSubmitOperator):
         hook = self.onceflow
         recovering = hook.recovery_in_progress()
         if recovering and not self.during_recovery:
-            raise AirflowSkipException(f"{hook.name}: recovery run {recovering.get('run_id')} is in progress; "
-                                       "it resubmits the app itself")
+            raise AirflowSkipException(
+                f"{hook.name}: recovery run {recovering.get('run_id')} is in progress; it resubmits the app itself"
+            )
         holder = hook.running_job()
         if holder is not None:
-            raise AirflowSkipException(f"{hook.name}: the query already runs (pid {holder.get('pid')} on "
-                                       f"{holder.get('host')}, started {holder.get('started')}); not starting a "
-                                       "second copy")
+            raise AirflowSkipException(
+                f"{hook.name}: the query already runs (pid {holder.get('pid')} on "
+                f"{holder.get('host')}, started {holder.get('started')}); not starting a "
+                "second copy"
+            )
         since = time.time()
         context["ti"].xcom_push(key="since", value=since)
         failure: Exception | None = None
@@ -184,8 +210,15 @@ class IngestOperator(OnceflowSparkSubmitOperator):
         if run.started_epoch is None or run.started_epoch < since - 2:
             raise AirflowException(f"{hook.name}: the ingest app did not start: {failure or 'no started event'}")
         summary = {**run.as_dict(), "since": since}
-        self.log.info("%s run %s (%s): %s batches, %s rows, final %s", hook.name, run.run_id, run.mode,
-                      run.batches, run.rows, run.final_status)
+        self.log.info(
+            "%s run %s (%s): %s batches, %s rows, final %s",
+            hook.name,
+            run.run_id,
+            run.mode,
+            run.batches,
+            run.rows,
+            run.final_status,
+        )
         if failure is not None or run.final_status == "failed":
             raise AirflowException(f"{hook.name}: ingest run {run.run_id} failed: {run.error or failure}")
         return summary
@@ -228,28 +261,34 @@ class AuditOperator(OnceflowSparkSubmitOperator):
         if summary is None or Path(summary["report_dir"], "summary.json").stat().st_mtime < started - 1:
             raise AirflowException(f"{hook.name}: the audit wrote no report under {hook.reports_dir}")
         if summary.get("status") == "error":
-            raise AirflowException(f"{hook.name}: the audit could not run: {summary.get('reason')}. "
-                                   f"Report: {summary['report_dir']}/index.html")
+            raise AirflowException(
+                f"{hook.name}: the audit could not run: {summary.get('reason')}. "
+                f"Report: {summary['report_dir']}/index.html"
+            )
         report_dir = summary["report_dir"]
         self.report_link = report_url(report_dir, reports_root())
         context["ti"].xcom_push(key="report", value=str(Path(report_dir) / "index.html"))
         self.log.info("%s audit report: %s (%s)", hook.name, report_dir, self.report_link)
         verdict = audit_verdict(summary)
         if code == 1 or not verdict["passed"]:
-            raise AirflowFailException(f"{hook.name}: the audit found data problems: {verdict['problems']}. "
-                                       f"Report: {report_dir}/index.html")
+            raise AirflowFailException(
+                f"{hook.name}: the audit found data problems: {verdict['problems']}. Report: {report_dir}/index.html"
+            )
         return {"report_dir": report_dir, "report_url": self.report_link, **verdict}
 
 
 def audit_verdict(summary: dict) -> dict:
     """passed + what failed, from an audit's summary.json (docs/schemas/audit-summary.schema.json)."""
     status = summary.get("status")
-    failed = [c.get("name") for c in summary.get("checks") or []
-              if isinstance(c, dict) and c.get("status") == "failed"]
+    failed = [c.get("name") for c in summary.get("checks") or [] if isinstance(c, dict) and c.get("status") == "failed"]
     failed = failed or [str(c) for c in summary.get("failed_checks") or []]
     problems = failed or ([f"the audit could not run: {summary.get('reason')}"] if status == "error" else [])
-    return {"passed": status == "passed" and not failed, "status": status, "problems": problems,
-            "counts": summary.get("counts") or {}}
+    return {
+        "passed": status == "passed" and not failed,
+        "status": status,
+        "problems": problems,
+        "counts": summary.get("counts") or {},
+    }
 
 
 class RecoveryOperator(BaseOperator):
@@ -262,8 +301,9 @@ class RecoveryOperator(BaseOperator):
     template_fields: Sequence[str] = ("pipeline_file", "force", "accept_loss")
     ui_color = "#fbe3e3"
 
-    def __init__(self, *, pipeline_file: str, action: str, force: Any = False, accept_loss: Any = False,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, *, pipeline_file: str, action: str, force: Any = False, accept_loss: Any = False, **kwargs: Any
+    ) -> None:
         if action not in ("plan", "execute"):
             raise ValueError(f"action must be 'plan' or 'execute', not {action!r}")
         kwargs.setdefault("retries", 0)
@@ -274,8 +314,15 @@ class RecoveryOperator(BaseOperator):
         self.accept_loss = accept_loss
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "onceflow.cli", "recover", "--pipeline", str(Path(self.pipeline_file).resolve()),
-               "--json"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "onceflow.cli",
+            "recover",
+            "--pipeline",
+            str(Path(self.pipeline_file).resolve()),
+            "--json",
+        ]
         if self.action == "plan":
             cmd.append("--dry-run")
         if _truthy(self.force):
@@ -297,12 +344,16 @@ class RecoveryOperator(BaseOperator):
         else:
             self.log.info("recovery %s:\n%s", self.action, json.dumps(plan, indent=2))
         if proc.returncode == 3:
-            raise AirflowFailException(f"recovery refused: {(plan or {}).get('plan', {}).get('refusal') or proc.stderr[-2000:]}"
-                                       " Fix: read the plan above; trigger this DAG again with the flag it names "
-                                       "(force / accept_loss) if that is what you want.")
+            raise AirflowFailException(
+                f"recovery refused: {(plan or {}).get('plan', {}).get('refusal') or proc.stderr[-2000:]}"
+                " Fix: read the plan above; trigger this DAG again with the flag it names "
+                "(force / accept_loss) if that is what you want."
+            )
         if proc.returncode != 0:
-            raise AirflowFailException(f"onceflow recover ({self.action}) exited {proc.returncode}: "
-                                       f"{(proc.stderr or proc.stdout).strip()[-2000:]}")
+            raise AirflowFailException(
+                f"onceflow recover ({self.action}) exited {proc.returncode}: "
+                f"{(proc.stderr or proc.stdout).strip()[-2000:]}"
+            )
         return plan if plan is not None else proc.stdout[-10000:]
 
 
@@ -372,8 +423,10 @@ class RecoveryMarkerOperator(BaseOperator):
         if self.action == "begin":
             other = hook.recovery_in_progress()
             if other and other.get("run_id") != context["run_id"]:
-                raise AirflowFailException(f"{hook.name}: recovery run {other.get('run_id')} is already in "
-                                           f"progress (since {other.get('time')}); wait for it to finish")
+                raise AirflowFailException(
+                    f"{hook.name}: recovery run {other.get('run_id')} is already in "
+                    f"progress (since {other.get('time')}); wait for it to finish"
+                )
             return hook.mark_recovery(context["run_id"])
         hook.clear_recovery()
         return None

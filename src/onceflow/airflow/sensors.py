@@ -12,8 +12,9 @@ the sensor reschedule itself, which frees the slot for the task that starts it.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, Sequence
+from typing import Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, timezone
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowRescheduleException
@@ -45,10 +46,20 @@ class PipelineHealthSensor(BaseSensorOperator):
     template_fields: Sequence[str] = ("pipeline_file", "since", "start_grace", "wait_timeout")
     ui_color = "#e8f4ea"
 
-    def __init__(self, *, pipeline_file: str, fire_on: Sequence[str], fail_on: Sequence[str] = (),
-                 since: Any = None, start_grace: Any = None, wait_timeout: Any = None,
-                 require_progress: bool = False, poll_interval: float = 5.0, deferrable: bool = True,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        pipeline_file: str,
+        fire_on: Sequence[str],
+        fail_on: Sequence[str] = (),
+        since: Any = None,
+        start_grace: Any = None,
+        wait_timeout: Any = None,
+        require_progress: bool = False,
+        poll_interval: float = 5.0,
+        deferrable: bool = True,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
         super().__init__(**kwargs)
         self.pipeline_file = pipeline_file
@@ -62,10 +73,14 @@ class PipelineHealthSensor(BaseSensorOperator):
         self.deferrable = deferrable
 
     def _trigger(self) -> PipelineHealthTrigger:
-        return PipelineHealthTrigger(pipeline_file=self.pipeline_file, fire_on=self.fire_on,
-                                     since=_optional_float(self.since),
-                                     start_grace=_optional_float(self.start_grace),
-                                     timeout=_optional_float(self.wait_timeout), poll_interval=self.poll_interval)
+        return PipelineHealthTrigger(
+            pipeline_file=self.pipeline_file,
+            fire_on=self.fire_on,
+            since=_optional_float(self.since),
+            start_grace=_optional_float(self.start_grace),
+            timeout=_optional_float(self.wait_timeout),
+            poll_interval=self.poll_interval,
+        )
 
     def execute(self, context: Any) -> Any:
         if not self.deferrable:
@@ -89,24 +104,37 @@ class PipelineHealthSensor(BaseSensorOperator):
         if verdict == Verdict.ERROR:
             raise AirflowException(f"could not read pipeline {name}: {event.get('error')}")
         if verdict == Verdict.TIMEOUT:
-            raise AirflowException(f"{name}: no verdict in {self.fire_on} within {self.wait_timeout}s "
-                                   f"(last verdict {event.get('last_verdict')}: {reasons})")
+            raise AirflowException(
+                f"{name}: no verdict in {self.fire_on} within {self.wait_timeout}s "
+                f"(last verdict {event.get('last_verdict')}: {reasons})"
+            )
         if verdict == Verdict.NOT_STARTED:
             when = timezone.utcnow() + timedelta(seconds=max(self.poll_interval, 5))
             self.log.info("%s: no run has started since %s yet; checking again at %s", name, self.since, when)
             raise AirflowRescheduleException(when)
         run = event.get("run") or {}
-        self.log.info("%s: verdict %s (%s); run %s committed %s batches, %s rows, last batch %s",
-                      name, verdict, reasons, run.get("run_id"), run.get("batches"), run.get("rows"),
-                      run.get("last_batch_id"))
+        self.log.info(
+            "%s: verdict %s (%s); run %s committed %s batches, %s rows, last batch %s",
+            name,
+            verdict,
+            reasons,
+            run.get("run_id"),
+            run.get("batches"),
+            run.get("rows"),
+            run.get("last_batch_id"),
+        )
         if verdict in self.fail_on:
-            raise AirflowFailException(f"{name}: verdict {verdict}: {reasons}. Fix: see the run's status log "
-                                       f"and `onceflow checkpoint status --pipeline {self.pipeline_file}`.")
+            raise AirflowFailException(
+                f"{name}: verdict {verdict}: {reasons}. Fix: see the run's status log "
+                f"and `onceflow checkpoint status --pipeline {self.pipeline_file}`."
+            )
         if self.require_progress and not run.get("batches"):
             lag = ((event.get("health") or {}).get("lag") or {}).get("total")
             if lag:
-                raise AirflowFailException(f"{name}: the run ended ({verdict}) without committing a batch "
-                                           f"while {lag} records wait to be read ({reasons})")
+                raise AirflowFailException(
+                    f"{name}: the run ended ({verdict}) without committing a batch "
+                    f"while {lag} records wait to be read ({reasons})"
+                )
             self.log.info("%s: the run committed no batch because nothing was left to read (lag 0)", name)
         return event
 
@@ -132,5 +160,4 @@ class StreamGuardSensor(BaseSensorOperator):
         holder = hook.running_job()
         if holder is not None:
             self.log.info("%s: a copy already runs (pid %s); this window watches it", hook.name, holder.get("pid"))
-        return PokeReturnValue(is_done=True, xcom_value={"since": None if holder else time.time(),
-                                                         "running": holder})
+        return PokeReturnValue(is_done=True, xcom_value={"since": None if holder else time.time(), "running": holder})

@@ -31,27 +31,29 @@ def standalone_env(home: Path, port: int, base: dict[str, str] | None = None) ->
     root = project_root()
     venv_bin = str(Path(sys.executable).parent)
     master = env.get("ONCEFLOW_SPARK_MASTER", "local[*]")
-    env.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(root / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(root / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        # 2 cores: a stream window, a watcher or two and an audit at a time
-        "AIRFLOW__CORE__PARALLELISM": env.get("AIRFLOW__CORE__PARALLELISM", "4"),
-        "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": env.get("AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG", "3"),
-        "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
-        "AIRFLOW__API__WORKERS": "1",
-        "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-        "AIRFLOW_CONN_SPARK_DEFAULT": env.get("AIRFLOW_CONN_SPARK_DEFAULT") or json.dumps(
-            {"conn_type": "spark", "host": master, "extra": {"deploy-mode": "client"}}),
-        "ONCEFLOW_HOME": str(state_dir()),
-        "ONCEFLOW_JARS": str(jars_dir()),
-        "ONCEFLOW_PROJECT": str(root),
-        # standalone starts its components by calling `airflow` from PATH; spark-submit is here too
-        "PATH": os.pathsep.join([venv_bin, env.get("PATH", "")]),
-    })
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(root / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(root / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            # 2 cores: a stream window, a watcher or two and an audit at a time
+            "AIRFLOW__CORE__PARALLELISM": env.get("AIRFLOW__CORE__PARALLELISM", "4"),
+            "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": env.get("AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG", "3"),
+            "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+            "AIRFLOW_CONN_SPARK_DEFAULT": env.get("AIRFLOW_CONN_SPARK_DEFAULT")
+            or json.dumps({"conn_type": "spark", "host": master, "extra": {"deploy-mode": "client"}}),
+            "ONCEFLOW_HOME": str(state_dir()),
+            "ONCEFLOW_JARS": str(jars_dir()),
+            "ONCEFLOW_PROJECT": str(root),
+            # standalone starts its components by calling `airflow` from PATH; spark-submit is here too
+            "PATH": os.pathsep.join([venv_bin, env.get("PATH", "")]),
+        }
+    )
     return env
 
 
@@ -74,8 +76,10 @@ def wait_ready(port: int, home: Path, proc: subprocess.Popen, timeout: float = 3
         except Exception as exc:  # not up yet
             last = str(exc)
         time.sleep(2)
-    raise TimeoutError(f"Airflow did not answer on {url} within {timeout:.0f}s (last: {last}). "
-                       f"Fix: look at the standalone output above; is port {port} free?")
+    raise TimeoutError(
+        f"Airflow did not answer on {url} within {timeout:.0f}s (last: {last}). "
+        f"Fix: look at the standalone output above; is port {port} free?"
+    )
 
 
 def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
@@ -113,15 +117,18 @@ def main(argv: list[str] | None = None) -> int:
     env = standalone_env(home, args.port)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the components
     print(f"onceflow: starting airflow standalone (AIRFLOW_HOME={home}, port {args.port})", flush=True)
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "standalone"], env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "airflow"), "standalone"], env=env, start_new_session=True
+    )
     try:
         password = wait_ready(args.port, home, proc)
-        print(f"\nonceflow: Airflow is ready at http://localhost:{args.port}\n"
-              f"onceflow: log in as admin / {password} (kept in {password_file(home)})\n"
-              f"onceflow: the onceflow page: http://localhost:{args.port}/plugin/onceflow\n"
-              f"onceflow: DAGs start paused; unpause {_stream_dags()} to stream. Ctrl-C stops Airflow.\n",
-              flush=True)
+        print(
+            f"\nonceflow: Airflow is ready at http://localhost:{args.port}\n"
+            f"onceflow: log in as admin / {password} (kept in {password_file(home)})\n"
+            f"onceflow: the onceflow page: http://localhost:{args.port}/plugin/onceflow\n"
+            f"onceflow: DAGs start paused; unpause {_stream_dags()} to stream. Ctrl-C stops Airflow.\n",
+            flush=True,
+        )
         return proc.wait()
     except KeyboardInterrupt:
         return 0

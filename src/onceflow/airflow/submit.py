@@ -25,9 +25,18 @@ from onceflow.spark.session import driver_java_options, spark_conf
 
 # set by spark_conf() but decided elsewhere: the master by the connection, the jars by --jars
 _NOT_IN_CONF = ("spark.master", "spark.jars")
-_ENV_PASSED = ("ONCEFLOW_HOME", "ONCEFLOW_JARS", "ONCEFLOW_PROJECT", "ONCEFLOW_REPORTS",
-               "ONCEFLOW_KAFKA_BOOTSTRAP", "ONCEFLOW_SPARK_LOG_LEVEL", "ONCEFLOW_DRIVER_MEMORY",
-               "ONCEFLOW_SHUFFLE_PARTITIONS", "ONCEFLOW_SPARK_UI", "ONCEFLOW_SPARK_EVENT_LOG")
+_ENV_PASSED = (
+    "ONCEFLOW_HOME",
+    "ONCEFLOW_JARS",
+    "ONCEFLOW_PROJECT",
+    "ONCEFLOW_REPORTS",
+    "ONCEFLOW_KAFKA_BOOTSTRAP",
+    "ONCEFLOW_SPARK_LOG_LEVEL",
+    "ONCEFLOW_DRIVER_MEMORY",
+    "ONCEFLOW_SHUFFLE_PARTITIONS",
+    "ONCEFLOW_SPARK_UI",
+    "ONCEFLOW_SPARK_EVENT_LOG",
+)
 # (the driver's JVM options, ONCEFLOW_CLASS_ARCHIVE and ONCEFLOW_DRIVER_JAVA_OPTIONS included, reach
 # spark-submit's command line through `conf`: the app's own session never sets launch settings)
 
@@ -46,8 +55,10 @@ def spark_app(name: str) -> Path:
     """spark_apps/<name>.py of the project checkout, with the fix when it is missing."""
     path = project_root() / "spark_apps" / f"{name}.py"
     if not path.is_file():
-        raise SetupError(f"{path} does not exist. Fix: run Airflow from an onceflow checkout, or set "
-                         "ONCEFLOW_PROJECT to one (spark_apps/ holds the spark-submit entry points).")
+        raise SetupError(
+            f"{path} does not exist. Fix: run Airflow from an onceflow checkout, or set "
+            "ONCEFLOW_PROJECT to one (spark_apps/ holds the spark-submit entry points)."
+        )
     return path
 
 
@@ -86,6 +97,10 @@ def submit_settings(app: str, master: str) -> SubmitSettings:
     # spark-submit ships in this environment's bin/ (the pyspark wheel): find it there first
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     local = master.startswith("local")
-    return SubmitSettings(application=str(spark_app(app)), conf=conf,
-                          jars=",".join(str(j) for j in classpath_jars("spark")), env_vars=env,
-                          py_files=None if local else str(package_zip()))
+    return SubmitSettings(
+        application=str(spark_app(app)),
+        conf=conf,
+        jars=",".join(str(j) for j in classpath_jars("spark")),
+        env_vars=env,
+        py_files=None if local else str(package_zip()),
+    )

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -32,16 +33,29 @@ def observe(pipeline_file: str, since: float | None = None) -> dict:
     verdict = health.get("verdict")
     if since is not None and (run.started_epoch is None or run.started_epoch < since - SINCE_SLACK_SECONDS):
         verdict = Verdict.WAITING.value
-    return {"pipeline": hook.name, "verdict": verdict, "reasons": list(health.get("reasons") or []),
-            "health": health, "run": run.as_dict(), "since": since, "time": time.time()}
+    return {
+        "pipeline": hook.name,
+        "verdict": verdict,
+        "reasons": list(health.get("reasons") or []),
+        "health": health,
+        "run": run.as_dict(),
+        "since": since,
+        "time": time.time(),
+    }
 
 
 class PipelineHealthTrigger(BaseTrigger):
     """Fires a TriggerEvent when the pipeline's verdict is in `fire_on` (see module docstring)."""
 
-    def __init__(self, pipeline_file: str, fire_on: list[str], since: float | None = None,
-                 start_grace: float | None = None, timeout: float | None = None,
-                 poll_interval: float = 5.0) -> None:
+    def __init__(
+        self,
+        pipeline_file: str,
+        fire_on: list[str],
+        since: float | None = None,
+        start_grace: float | None = None,
+        timeout: float | None = None,
+        poll_interval: float = 5.0,
+    ) -> None:
         super().__init__()
         if not fire_on:
             raise ValueError("PipelineHealthTrigger needs at least one verdict in fire_on")
@@ -53,9 +67,17 @@ class PipelineHealthTrigger(BaseTrigger):
         self.poll_interval = float(poll_interval)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return ("onceflow.airflow.triggers.PipelineHealthTrigger", {
-            "pipeline_file": self.pipeline_file, "fire_on": self.fire_on, "since": self.since,
-            "start_grace": self.start_grace, "timeout": self.timeout, "poll_interval": self.poll_interval})
+        return (
+            "onceflow.airflow.triggers.PipelineHealthTrigger",
+            {
+                "pipeline_file": self.pipeline_file,
+                "fire_on": self.fire_on,
+                "since": self.since,
+                "start_grace": self.start_grace,
+                "timeout": self.timeout,
+                "poll_interval": self.poll_interval,
+            },
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         began = time.monotonic()
@@ -63,8 +85,13 @@ class PipelineHealthTrigger(BaseTrigger):
             try:
                 snap = await asyncio.to_thread(observe, self.pipeline_file, self.since)
             except Exception as exc:  # an unreadable pipeline will not heal by polling
-                yield TriggerEvent({"verdict": Verdict.ERROR.value, "pipeline_file": self.pipeline_file,
-                                    "error": f"{type(exc).__name__}: {exc}"})
+                yield TriggerEvent(
+                    {
+                        "verdict": Verdict.ERROR.value,
+                        "pipeline_file": self.pipeline_file,
+                        "error": f"{type(exc).__name__}: {exc}",
+                    }
+                )
                 return
             waited = time.monotonic() - began
             if snap["verdict"] in self.fire_on:
@@ -74,9 +101,14 @@ class PipelineHealthTrigger(BaseTrigger):
                 yield TriggerEvent({**snap, "verdict": Verdict.NOT_STARTED.value, "waited_seconds": round(waited, 1)})
                 return
             if self.timeout is not None and waited >= self.timeout:
-                yield TriggerEvent({**snap, "verdict": Verdict.TIMEOUT.value, "last_verdict": snap["verdict"],
-                                    "waited_seconds": round(waited, 1)})
+                yield TriggerEvent(
+                    {
+                        **snap,
+                        "verdict": Verdict.TIMEOUT.value,
+                        "last_verdict": snap["verdict"],
+                        "waited_seconds": round(waited, 1),
+                    }
+                )
                 return
-            self.log.info("%s: verdict %s (waiting for %s)", snap["pipeline"], snap["verdict"],
-                          ", ".join(self.fire_on))
+            self.log.info("%s: verdict %s (waiting for %s)", snap["pipeline"], snap["verdict"], ", ".join(self.fire_on))
             await asyncio.sleep(self.poll_interval)

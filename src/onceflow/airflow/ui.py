@@ -44,21 +44,32 @@ def pipeline_rows(folder: Path | None = None) -> list[dict[str, Any]]:
 def _row(file: Path) -> dict[str, Any]:
     from onceflow import config
     from onceflow.health import pipeline_health
-
     from onceflow.status import StatusLog
     from onceflow.web import batch_series
 
-    row: dict[str, Any] = {"file": file.name, "pipeline": file.stem, "verdict": str(Verdict.ERROR), "reasons": [],
-                           "lag": None, "last_batch": None, "running": None, "audit": None, "batches": []}
+    row: dict[str, Any] = {
+        "file": file.name,
+        "pipeline": file.stem,
+        "verdict": str(Verdict.ERROR),
+        "reasons": [],
+        "lag": None,
+        "last_batch": None,
+        "running": None,
+        "audit": None,
+        "batches": [],
+    }
     try:
         pipeline = config.load(file)
         row["pipeline"] = pipeline.name
         row["batches"] = batch_series(StatusLog(pipeline.state_path, pipeline.name).events(), PAGE_BATCHES)
         health = pipeline_health(pipeline)
-        row.update(verdict=health["verdict"], reasons=health.get("reasons") or [],
-                   lag=(health.get("lag") or {}).get("total"),
-                   last_batch=(health.get("checkpoint") or {}).get("last_committed"),
-                   running=(health.get("run") or {}).get("running"))
+        row.update(
+            verdict=health["verdict"],
+            reasons=health.get("reasons") or [],
+            lag=(health.get("lag") or {}).get("total"),
+            last_batch=(health.get("checkpoint") or {}).get("last_committed"),
+            running=(health.get("run") or {}).get("running"),
+        )
     except Exception as exc:  # shown on the page: one bad file must not hide the others
         row["reasons"] = [f"{type(exc).__name__}: {exc}"]
     summary = latest_summary(reports_root() / row["pipeline"])
@@ -66,12 +77,17 @@ def _row(file: Path) -> dict[str, Any]:
         from onceflow.airflow.operators import audit_verdict
 
         verdict = audit_verdict(summary)
-        row["audit"] = {"passed": verdict["passed"], "problems": verdict["problems"],
-                        "time": summary.get("finished_at") or summary.get("time") or summary.get("started_at"),
-                        "url": report_url(summary["report_dir"], reports_root()),
-                        "partitions": [{k: p.get(k) for k in ("partition", "source_records", "bronze_rows",
-                                                              "quarantine_rows")}
-                                       for p in summary.get("partitions") or [] if isinstance(p, dict)]}
+        row["audit"] = {
+            "passed": verdict["passed"],
+            "problems": verdict["problems"],
+            "time": summary.get("finished_at") or summary.get("time") or summary.get("started_at"),
+            "url": report_url(summary["report_dir"], reports_root()),
+            "partitions": [
+                {k: p.get(k) for k in ("partition", "source_records", "bronze_rows", "quarantine_rows")}
+                for p in summary.get("partitions") or []
+                if isinstance(p, dict)
+            ],
+        }
     return row
 
 
@@ -98,16 +114,23 @@ def _charts(r: dict[str, Any]) -> str:
     key = f"chart-{r['pipeline']}"
     data = {"batches": r.get("batches") or [], "partitions": (r.get("audit") or {}).get("partitions") or []}
     blob = json.dumps(data, default=str).replace("</", "<\\/")
-    boxes = [("durations", "batch durations (s)", "no batch in the status log yet"),
-             ("rate", "input rate (rows/s)", "no batch in the status log yet"),
-             ("lag", "lag after each batch (offsets)", "no batch with a lag recorded yet"),
-             ("partitions", "last audit: committed records vs rows", "no audit yet")]
-    canvases = "".join(f"<div class='chart-box'><div class='chart-title'>{e(title)}</div><div class='chart'>"
-                       f"<canvas data-chart='{kind}' data-source='{e(key)}' data-empty='{e(empty)}'></canvas>"
-                       f"</div></div>" for kind, title, empty in boxes)
-    return (f"<section class='pipeline-charts' data-pipeline='{e(r['pipeline'])}'><h2>{e(r['pipeline'])}</h2>"
-            f"<div class='charts'>{canvases}</div>"
-            f"<script type='application/json' id='{e(key)}'>{blob}</script></section>")
+    boxes = [
+        ("durations", "batch durations (s)", "no batch in the status log yet"),
+        ("rate", "input rate (rows/s)", "no batch in the status log yet"),
+        ("lag", "lag after each batch (offsets)", "no batch with a lag recorded yet"),
+        ("partitions", "last audit: committed records vs rows", "no audit yet"),
+    ]
+    canvases = "".join(
+        f"<div class='chart-box'><div class='chart-title'>{e(title)}</div><div class='chart'>"
+        f"<canvas data-chart='{kind}' data-source='{e(key)}' data-empty='{e(empty)}'></canvas>"
+        f"</div></div>"
+        for kind, title, empty in boxes
+    )
+    return (
+        f"<section class='pipeline-charts' data-pipeline='{e(r['pipeline'])}'><h2>{e(r['pipeline'])}</h2>"
+        f"<div class='charts'>{canvases}</div>"
+        f"<script type='application/json' id='{e(key)}'>{blob}</script></section>"
+    )
 
 
 def _page(rows: list[dict[str, Any]]) -> str:
@@ -120,14 +143,21 @@ def _page(rows: list[dict[str, Any]]) -> str:
             audit_cell = "<td class='audit muted'>no audit yet</td>"
         else:
             problems = list(map(str, audit["problems"]))
-            state = "passed" if audit["passed"] else "FAILED: " + ", ".join(problems[:4]) + (
-                f" and {len(problems) - 4} more" if len(problems) > 4 else "")
-            audit_cell = (f"<td class='audit {'ok' if audit['passed'] else 'bad'}'>{e(state)}"
-                          f"<div class='muted'>{e(str(audit['time'] or ''))}</div></td>")
-        links = " · ".join(f"<a href='{e(dag_runs_url(r['pipeline'], kind))}' target='_top'>{kind}</a>"
-                           for kind in DAG_KINDS)
-        report = (f"<a class='report' href='{e(audit['url'])}' target='_blank'>last audit report</a>"
-                  if audit else "")
+            state = (
+                "passed"
+                if audit["passed"]
+                else "FAILED: "
+                + ", ".join(problems[:4])
+                + (f" and {len(problems) - 4} more" if len(problems) > 4 else "")
+            )
+            audit_cell = (
+                f"<td class='audit {'ok' if audit['passed'] else 'bad'}'>{e(state)}"
+                f"<div class='muted'>{e(str(audit['time'] or ''))}</div></td>"
+            )
+        links = " · ".join(
+            f"<a href='{e(dag_runs_url(r['pipeline'], kind))}' target='_top'>{kind}</a>" for kind in DAG_KINDS
+        )
+        report = f"<a class='report' href='{e(audit['url'])}' target='_blank'>last audit report</a>" if audit else ""
         body.append(
             f"<tr data-pipeline='{e(r['pipeline'])}'><td><b>{e(r['pipeline'])}</b>"
             f"<div class='muted'>{e(r['file'])}</div></td>"
@@ -136,7 +166,8 @@ def _page(rows: list[dict[str, Any]]) -> str:
             f"<td class='num'>{'' if r['lag'] is None else r['lag']}</td>"
             f"<td class='num'>{'' if r['last_batch'] is None else r['last_batch']}</td>"
             f"<td>{'' if r['running'] is None else ('yes' if r['running'] else 'no')}</td>"
-            f"{audit_cell}<td class='links'>{report}<div class='dag-runs'>DAG runs: {links}</div></td></tr>")
+            f"{audit_cell}<td class='links'>{report}<div class='dag-runs'>DAG runs: {links}</div></td></tr>"
+        )
     rows_html = "\n".join(body) or "<tr><td colspan='7' class='muted'>no pipelines/*.yaml found</td></tr>"
     charts = "\n".join(_charts(r) for r in rows)
     return f"""<!doctype html>
@@ -204,8 +235,14 @@ def _authenticated():
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title="onceflow", description="onceflow pipelines in the Airflow UI",
-                  dependencies=[_authenticated()], docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="onceflow",
+        description="onceflow pipelines in the Airflow UI",
+        dependencies=[_authenticated()],
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
 
     @app.get("/", response_class=HTMLResponse)
     def overview() -> str:

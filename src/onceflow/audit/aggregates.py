@@ -33,11 +33,20 @@ def recompute(bronze: DataFrame, pipeline: Pipeline) -> DataFrame:
     aggs, schema = pipeline.sinks.aggregates, pipeline.schema
     types = tables.aggregate_columns(schema, aggs)
     metrics = aggs.parsed_metrics()
-    exprs = [(F.count(F.lit(1)) if m.func == "count" else F.expr(f"{m.func}(`{m.field}`)")).cast(types[m.name])
-             .alias(m.name) for m in metrics]
-    return (bronze.groupBy(*aggs.group_by, F.window(schema.event_time, aggs.window).alias("w")).agg(*exprs)
-            .select(*aggs.group_by, F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
-                    *[m.name for m in metrics]))
+    exprs = [
+        (F.count(F.lit(1)) if m.func == "count" else F.expr(f"{m.func}(`{m.field}`)")).cast(types[m.name]).alias(m.name)
+        for m in metrics
+    ]
+    return (
+        bronze.groupBy(*aggs.group_by, F.window(schema.event_time, aggs.window).alias("w"))
+        .agg(*exprs)
+        .select(
+            *aggs.group_by,
+            F.col("w.start").alias("window_start"),
+            F.col("w.end").alias("window_end"),
+            *[m.name for m in metrics],
+        )
+    )
 
 
 @dataclass
@@ -48,8 +57,9 @@ class AggregateReconciliation:
     findings: list[dict]
 
 
-def reconcile_aggregates(spark: SparkSession, pipeline: Pipeline, point: CommittedPoint,
-                         audited_bronze: DataFrame) -> AggregateReconciliation:
+def reconcile_aggregates(
+    spark: SparkSession, pipeline: Pipeline, point: CommittedPoint, audited_bronze: DataFrame
+) -> AggregateReconciliation:
     """Compare the aggregate table (pinned version) with bronze recomputed up to the
     aggregates ledger's end; `audited_bronze` (the audited range) selects the windows
     an incremental audit looks at."""
@@ -58,15 +68,15 @@ def reconcile_aggregates(spark: SparkSession, pipeline: Pipeline, point: Committ
     title = "streaming aggregates equal a batch recomputation from bronze, row for row"
     if sink is None or view is None or not view.exists:
         return AggregateReconciliation(
-            Check("aggregates", title, SKIPPED, detail="the pipeline has no aggregates sink"), None, 0, [])
+            Check("aggregates", title, SKIPPED, detail="the pipeline has no aggregates sink"), None, 0, []
+        )
     # bronze as the aggregates saw it: every offset below the aggregates ledger's end
     agg_end = view.end
     covered = {p: (point.first.get(p, 0), e) for p, e in agg_end.items() if point.first.get(p, 0) < e}
     if covered == point.ranges():  # a full audit of a stopped job: the audited (cached) rows are exactly these
         bronze = audited_bronze
     else:
-        bronze = read_table(spark, pipeline.resolve(pipeline.sinks.bronze.path), point.sinks["bronze"].version,
-                            covered)
+        bronze = read_table(spark, pipeline.resolve(pipeline.sinks.bronze.path), point.sinks["bronze"].version, covered)
     key = list(tables.aggregate_key(sink))
     values = ["window_end", *[m.name for m in sink.parsed_metrics()]]
     columns = [*key, *values]
@@ -76,14 +86,21 @@ def reconcile_aggregates(spark: SparkSession, pipeline: Pipeline, point: Committ
         touched = recompute(audited_bronze, pipeline).select(*key).distinct()
         bounds = touched.agg(F.min("window_start").alias("lo"), F.max("window_start").alias("hi")).first()
         if bounds["lo"] is None:
-            return AggregateReconciliation(check("aggregates", title, True, expected=0, observed=0,
-                                                 detail="no new bronze rows: no window to compare"),
-                                           table.limit(0), 0, [])
+            return AggregateReconciliation(
+                check(
+                    "aggregates", title, True, expected=0, observed=0, detail="no new bronze rows: no window to compare"
+                ),
+                table.limit(0),
+                0,
+                [],
+            )
         # only bronze rows that can fall into the touched windows (Delta skips files by event_time stats)
         width = int(sink.window_seconds)
         event_time = F.col(pipeline.schema.event_time)
-        bronze = bronze.where((event_time >= F.lit(bounds["lo"])) &
-                              (event_time < F.lit(bounds["hi"]) + F.expr(f"INTERVAL {width} SECONDS")))
+        bronze = bronze.where(
+            (event_time >= F.lit(bounds["lo"]))
+            & (event_time < F.lit(bounds["hi"]) + F.expr(f"INTERVAL {width} SECONDS"))
+        )
         expected = _semi(recompute(bronze, pipeline), touched, key)
         table = _semi(table, touched, key)
     else:
@@ -92,8 +109,9 @@ def reconcile_aggregates(spark: SparkSession, pipeline: Pipeline, point: Committ
     e = expected.select(*key, *[F.col(c).alias(f"exp_{c}") for c in values]).withColumn("_e", F.lit(True))
     t = table.select(*key, *[F.col(c).alias(f"obs_{c}") for c in values]).withColumn("_t", F.lit(True))
     on = [e[c].eqNullSafe(t[c]) for c in key]  # an optional group-by field may be null
-    j = e.join(t, on, "full_outer").select(*[F.coalesce(e[c], t[c]).alias(c) for c in key],
-                                           *[c for c in e.columns + t.columns if c not in key])
+    j = e.join(t, on, "full_outer").select(
+        *[F.coalesce(e[c], t[c]).alias(c) for c in key], *[c for c in e.columns + t.columns if c not in key]
+    )
     types = tables.aggregate_columns(pipeline.schema, sink)
     differs = F.lit(False)
     for c in values:
@@ -103,19 +121,34 @@ def reconcile_aggregates(spark: SparkSession, pipeline: Pipeline, point: Committ
         else:
             same = exp.eqNullSafe(obs)
         differs = differs | ~same
-    j = j.withColumn("kind", F.when(F.col("_t").isNull(), "missing_in_table")
-                     .when(F.col("_e").isNull(), "not_in_bronze").when(differs, "differs"))
-    stats = j.agg(F.count(F.col("_e")).alias("expected"), F.count(F.col("_t")).alias("observed"),
-                  F.count(F.col("kind")).alias("bad")).first()
+    j = j.withColumn(
+        "kind",
+        F.when(F.col("_t").isNull(), "missing_in_table")
+        .when(F.col("_e").isNull(), "not_in_bronze")
+        .when(differs, "differs"),
+    )
+    stats = j.agg(
+        F.count(F.col("_e")).alias("expected"),
+        F.count(F.col("_t")).alias("observed"),
+        F.count(F.col("kind")).alias("bad"),
+    ).first()
     samples, findings = [], []
     if stats["bad"]:
         shown = [f"{side}_{c}" for c in values if c != "window_end" for side in ("exp", "obs")]
-        rows = (j.where(F.col("kind").isNotNull()).orderBy(*key).select("kind", *key, *shown)
-                .limit(MAX_RANGES).collect())
-        findings = [{"check": "aggregates", "partition": None, "start": None, "end": None, "count": 1,
-                     "key": " / ".join(str(r[c]) for c in sink.group_by)
-                            + f" @ {r['window_start'].isoformat() if r['window_start'] else None}",
-                     "kind": r["kind"]} for r in rows]
+        rows = j.where(F.col("kind").isNotNull()).orderBy(*key).select("kind", *key, *shown).limit(MAX_RANGES).collect()
+        findings = [
+            {
+                "check": "aggregates",
+                "partition": None,
+                "start": None,
+                "end": None,
+                "count": 1,
+                "key": " / ".join(str(r[c]) for c in sink.group_by)
+                + f" @ {r['window_start'].isoformat() if r['window_start'] else None}",
+                "kind": r["kind"],
+            }
+            for r in rows
+        ]
         samples = [jsonable(r.asDict()) for r in rows[:MAX_SAMPLES]]
     detail = ""
     if stats["bad"]:
@@ -123,15 +156,20 @@ def reconcile_aggregates(spark: SparkSession, pipeline: Pipeline, point: Committ
         detail = f"{stats['bad']} window(s) differ: " + "; ".join(
             f"{s['kind']} {' / '.join(str(s[c]) for c in sink.group_by)} {s['window_start']}: "
             + ", ".join(f"{m} {s[f'exp_{m}']} expected, {s[f'obs_{m}']} in table" for m in metrics)
-            for s in samples)
-    result = check("aggregates", title, not stats["bad"],
-                   expected={"windows": stats["expected"], "differing": 0},
-                   observed={"windows": stats["observed"], "differing": stats["bad"]},
-                   samples=samples, detail=detail)
+            for s in samples
+        )
+    result = check(
+        "aggregates",
+        title,
+        not stats["bad"],
+        expected={"windows": stats["expected"], "differing": 0},
+        observed={"windows": stats["observed"], "differing": stats["bad"]},
+        samples=samples,
+        detail=detail,
+    )
     return AggregateReconciliation(result, table, stats["expected"], findings)
 
 
 def _semi(df: DataFrame, keys: DataFrame, columns: list[str]) -> DataFrame:
     """The rows of `df` whose key is in `keys`, comparing null-safely."""
     return df.join(keys, [df[c].eqNullSafe(keys[c]) for c in columns], "left_semi")
-

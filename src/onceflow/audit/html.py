@@ -45,11 +45,20 @@ pre{white-space:pre-wrap;background:#f6f8fa;padding:8px;border-radius:4px;margin
 
 # how checks are grouped on the page, in this order (a GX suite is a group of its own)
 LEDGER_CHECKS = ("checkpoint_ledger_agreement", "ledger_agreement", "ledger_contiguity")
-GROUPS = ("Ledgers: checkpoint and sink ledgers agree", "Rows: Kafka's committed records vs the tables",
-          "Aggregates: the streaming table vs a batch recomputation", "Kafka output topic")
-PHASES = {"committed_point": "read the committed point", "reconcile_rows": "reconcile rows",
-          "reconcile_aggregates": "reconcile aggregates", "great_expectations": "Great Expectations",
-          "report": "write the report", "total": "total"}
+GROUPS = (
+    "Ledgers: checkpoint and sink ledgers agree",
+    "Rows: Kafka's committed records vs the tables",
+    "Aggregates: the streaming table vs a batch recomputation",
+    "Kafka output topic",
+)
+PHASES = {
+    "committed_point": "read the committed point",
+    "reconcile_rows": "reconcile rows",
+    "reconcile_aggregates": "reconcile aggregates",
+    "great_expectations": "Great Expectations",
+    "report": "write the report",
+    "total": "total",
+}
 
 
 def check_group(check: dict) -> str:
@@ -99,18 +108,24 @@ def _samples(samples: list) -> str:
 
 
 def _check_block(c: dict) -> str:
-    parts = [f"<h2>{_badge(c['status'])} {escape(c['name'])} <span class='muted'>— {escape(c['title'])}</span></h2>",
-             f"<p>expected {_v(c.get('expected'))}, observed {_v(c.get('observed'))}</p>"]
+    parts = [
+        f"<h2>{_badge(c['status'])} {escape(c['name'])} <span class='muted'>— {escape(c['title'])}</span></h2>",
+        f"<p>expected {_v(c.get('expected'))}, observed {_v(c.get('observed'))}</p>",
+    ]
     if c.get("detail"):
         parts.append(f"<p>{escape(c['detail'])}</p>")
     if c.get("ranges"):
-        rows = "".join(f"<tr><td class='num'>{_v(r.get('partition'))}</td><td class='num'>{_v(r.get('start'))}</td>"
-                       f"<td class='num'>{_v(r.get('end'))}</td><td class='num'>{_v(r.get('count'))}</td></tr>"
-                       for r in c["ranges"][:200])
+        rows = "".join(
+            f"<tr><td class='num'>{_v(r.get('partition'))}</td><td class='num'>{_v(r.get('start'))}</td>"
+            f"<td class='num'>{_v(r.get('end'))}</td><td class='num'>{_v(r.get('count'))}</td></tr>"
+            for r in c["ranges"][:200]
+        )
         more = c.get("ranges_total", 0) - min(len(c["ranges"]), 200)
-        parts.append("<table><tr><th>partition</th><th>first offset</th><th>end offset (exclusive)</th>"
-                     f"<th>records</th></tr>{rows}</table>"
-                     + (f"<p class='muted'>… {more} more ranges in summary.json</p>" if more > 0 else ""))
+        parts.append(
+            "<table><tr><th>partition</th><th>first offset</th><th>end offset (exclusive)</th>"
+            f"<th>records</th></tr>{rows}</table>"
+            + (f"<p class='muted'>… {more} more ranges in summary.json</p>" if more > 0 else "")
+        )
     if c.get("samples"):
         parts.append("<p class='muted'>samples:</p>" + _samples(c["samples"]))
     return f"<section class='check {escape(c['status'])}' id='check-{escape(c['name'])}'>{''.join(parts)}</section>"
@@ -123,13 +138,18 @@ def _header(summary: dict, checks: list[dict], failed: list[dict]) -> tuple[str,
     failed_gx = len(failed) - len(failed_recon)
     verdict = ""
     if failed:
-        verdict = "; FAILED: " + ", ".join(failed_recon) + (
-            f"{' and ' if failed_recon else ''}{failed_gx} Great Expectations expectation(s)" if failed_gx else "")
-    head = (f"<header class='{escape(status)}'><h1>{escape(title)}</h1><p>{escape(summary.get('mode', ''))} audit of "
-            f"topic {escape(str(summary.get('topic')))}; {len(checks) - len(failed)} of {len(checks)} checks passed"
-            f"{escape(verdict)}"
-            f" — started {escape(str(summary.get('started_at')))}, "
-            f"{_v((summary.get('timings') or {}).get('total'))} s</p></header>")
+        verdict = (
+            "; FAILED: "
+            + ", ".join(failed_recon)
+            + (f"{' and ' if failed_recon else ''}{failed_gx} Great Expectations expectation(s)" if failed_gx else "")
+        )
+    head = (
+        f"<header class='{escape(status)}'><h1>{escape(title)}</h1><p>{escape(summary.get('mode', ''))} audit of "
+        f"topic {escape(str(summary.get('topic')))}; {len(checks) - len(failed)} of {len(checks)} checks passed"
+        f"{escape(verdict)}"
+        f" — started {escape(str(summary.get('started_at')))}, "
+        f"{_v((summary.get('timings') or {}).get('total'))} s</p></header>"
+    )
     return title, head
 
 
@@ -139,14 +159,21 @@ def _why(summary: dict, failed: list[dict]) -> str:
     items = "<ul class='notes'>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>"
     notes_html = f"<h3>Notes (root-cause clues)</h3>{items}" if notes else ""
     if summary["status"] == "error":
-        return (f"<section class='why error' id='why'><h2>The audit could not run</h2>"
-                f"<pre>{escape(str(summary.get('reason')))}</pre>{notes_html}</section>")
+        return (
+            f"<section class='why error' id='why'><h2>The audit could not run</h2>"
+            f"<pre>{escape(str(summary.get('reason')))}</pre>{notes_html}</section>"
+        )
     if not failed:
         return f"<section id='why'><h2>Notes</h2>{items}</section>" if notes else ""
-    items = "".join(f"<li><a href='#check-{escape(c['name'])}'><b>{escape(c['name'])}</b></a>: "
-                    f"{escape(_short(c.get('detail') or c['title']))}</li>" for c in failed)
-    return (f"<section class='why' id='why'><h2>Why it failed: {len(failed)} failing check(s)</h2>"
-            f"{notes_html}<h3>Failing checks</h3><ul class='failing'>{items}</ul></section>")
+    items = "".join(
+        f"<li><a href='#check-{escape(c['name'])}'><b>{escape(c['name'])}</b></a>: "
+        f"{escape(_short(c.get('detail') or c['title']))}</li>"
+        for c in failed
+    )
+    return (
+        f"<section class='why' id='why'><h2>Why it failed: {len(failed)} failing check(s)</h2>"
+        f"{notes_html}<h3>Failing checks</h3><ul class='failing'>{items}</ul></section>"
+    )
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -162,35 +189,43 @@ def _timings(summary: dict) -> str:
     for key, value in sorted(timings.items(), key=lambda kv: kv[0] == "total"):  # phases, then the total
         width = 0 if key == "total" or not isinstance(value, (int, float)) else int(200 * value / longest)
         bar = f"<span class='bar' style='width:{width}px'></span>" if width else ""
-        rows.append(f"<tr><th>{escape(PHASES.get(key, key.replace('_', ' ')))}</th>"
-                    f"<td class='num'>{_v(value)} s</td><td>{bar}</td></tr>")
+        rows.append(
+            f"<tr><th>{escape(PHASES.get(key, key.replace('_', ' ')))}</th>"
+            f"<td class='num'>{_v(value)} s</td><td>{bar}</td></tr>"
+        )
     rate = summary.get("throughput_rows_per_second")
     extra = f"<p class='muted'>{_v(rate)} committed records audited per second</p>" if rate else ""
-    return (f"<section id='timings'><h2>Timings</h2><table style='width:auto'>{''.join(rows)}</table>{extra}"
-            "</section>")
+    return f"<section id='timings'><h2>Timings</h2><table style='width:auto'>{''.join(rows)}</table>{extra}</section>"
 
 
 def chart_data(summary: dict) -> dict:
     """What the charts draw: per-partition counts and the pipeline's recent batches."""
-    parts = [{k: r.get(k) for k in ("partition", "source_records", "bronze_rows", "quarantine_rows")}
-             for r in summary.get("partitions") or []]
+    parts = [
+        {k: r.get(k) for k in ("partition", "source_records", "bronze_rows", "quarantine_rows")}
+        for r in summary.get("partitions") or []
+    ]
     return {"partitions": parts, "batches": summary.get("batches") or []}
 
 
 def _charts(summary: dict) -> str:
     data = json.dumps(chart_data(summary), default=str).replace("</", "<\\/")
-    boxes = [("partitions", "Per partition: committed records vs rows",
-              "no partition was audited"),
-             ("durations", "Batch durations", "no batch in the pipeline's status log"),
-             ("rate", "Input rate per batch", "no batch in the pipeline's status log"),
-             ("lag", "Lag after each batch (offsets)", "no batch with a lag in the pipeline's status log")]
-    charts = "".join(f"<div class='chart-box'><h3>{escape(t)}</h3><div class='chart'><canvas data-chart='{k}' "
-                     f"data-source='chart-data' data-empty='{escape(e)}' aria-label='{escape(t)}'></canvas></div></div>"
-                     for k, t, e in boxes)
-    return (f"<section id='charts'><h2>Charts</h2><p class='muted'>Batches: the newest "
-            f"{len(summary.get('batches') or [])} progress events of the pipeline's status log when the audit "
-            f"ran (times in UTC).</p><div class='charts'>{charts}</div>"
-            f"<script type='application/json' id='chart-data'>{data}</script></section>")
+    boxes = [
+        ("partitions", "Per partition: committed records vs rows", "no partition was audited"),
+        ("durations", "Batch durations", "no batch in the pipeline's status log"),
+        ("rate", "Input rate per batch", "no batch in the pipeline's status log"),
+        ("lag", "Lag after each batch (offsets)", "no batch with a lag in the pipeline's status log"),
+    ]
+    charts = "".join(
+        f"<div class='chart-box'><h3>{escape(t)}</h3><div class='chart'><canvas data-chart='{k}' "
+        f"data-source='chart-data' data-empty='{escape(e)}' aria-label='{escape(t)}'></canvas></div></div>"
+        for k, t, e in boxes
+    )
+    return (
+        f"<section id='charts'><h2>Charts</h2><p class='muted'>Batches: the newest "
+        f"{len(summary.get('batches') or [])} progress events of the pipeline's status log when the audit "
+        f"ran (times in UTC).</p><div class='charts'>{charts}</div>"
+        f"<script type='application/json' id='chart-data'>{data}</script></section>"
+    )
 
 
 def _groups(checks: list[dict]) -> str:
@@ -203,16 +238,20 @@ def _groups(checks: list[dict]) -> str:
         bad = sum(c["status"] == "failed" for c in cs)
         mark = "✗" if bad else "✓"
         state = f"{bad} of {len(cs)} failed" if bad else f"{len(cs)} of {len(cs)} passed"
-        rows = "".join(f"<tr class='{'bad' if c['status'] == 'failed' else ''}'><td>{_badge(c['status'])}</td>"
-                       f"<td>{name_cell(c)}</td><td>{escape(c['title'])}</td>"
-                       f"<td>{_v(c.get('expected'))}</td><td>{_v(c.get('observed'))}</td></tr>"
-                       for c in sorted(cs, key=lambda c: c["status"] != "failed"))
-        out.append(f"<details class='group {'failed' if bad else 'passed'}'{' open' if bad else ''}>"
-                   f"<summary>{mark} {escape(group)} — {state}</summary>"
-                   "<table class='checks'><colgroup><col style='width:7%'><col style='width:25%'>"
-                   "<col style='width:28%'><col style='width:20%'><col style='width:20%'></colgroup>"
-                   "<tr><th>status</th><th>check</th><th>what it proves</th>"
-                   f"<th>expected</th><th>observed</th></tr>{rows}</table></details>")
+        rows = "".join(
+            f"<tr class='{'bad' if c['status'] == 'failed' else ''}'><td>{_badge(c['status'])}</td>"
+            f"<td>{name_cell(c)}</td><td>{escape(c['title'])}</td>"
+            f"<td>{_v(c.get('expected'))}</td><td>{_v(c.get('observed'))}</td></tr>"
+            for c in sorted(cs, key=lambda c: c["status"] != "failed")
+        )
+        out.append(
+            f"<details class='group {'failed' if bad else 'passed'}'{' open' if bad else ''}>"
+            f"<summary>{mark} {escape(group)} — {state}</summary>"
+            "<table class='checks'><colgroup><col style='width:7%'><col style='width:25%'>"
+            "<col style='width:28%'><col style='width:20%'><col style='width:20%'></colgroup>"
+            "<tr><th>status</th><th>check</th><th>what it proves</th>"
+            f"<th>expected</th><th>observed</th></tr>{rows}</table></details>"
+        )
     return "<h2 id='all-checks'>All checks, by kind</h2>" + "".join(out) if out else ""
 
 
@@ -220,19 +259,40 @@ def _partitions(summary: dict) -> str:
     parts = summary.get("partitions") or []
     if not parts:
         return ""
-    cols = ["partition", "start", "end", "source_records", "source_valid", "source_malformed", "bronze_rows",
-            "quarantine_rows", "lost_records", "phantom_rows", "duplicate_keys", "content_mismatches"]
+    cols = [
+        "partition",
+        "start",
+        "end",
+        "source_records",
+        "source_valid",
+        "source_malformed",
+        "bronze_rows",
+        "quarantine_rows",
+        "lost_records",
+        "phantom_rows",
+        "duplicate_keys",
+        "content_mismatches",
+    ]
     rows = []
     for r in parts:
-        bad = (r.get("lost_records") or r.get("phantom_rows") or r.get("duplicate_keys")
-               or r.get("content_mismatches") or r.get("source_checksum") != r.get("sink_checksum")
-               or r.get("source_records") != r.get("sink_rows"))
+        bad = (
+            r.get("lost_records")
+            or r.get("phantom_rows")
+            or r.get("duplicate_keys")
+            or r.get("content_mismatches")
+            or r.get("source_checksum") != r.get("sink_checksum")
+            or r.get("source_records") != r.get("sink_rows")
+        )
         cells = "".join(f"<td class='num'>{_v(r.get(c))}</td>" for c in cols)
         check = "equal" if r.get("source_checksum") == r.get("sink_checksum") else "DIFFERS"
         rows.append(f"<tr class='{'bad' if bad else ''}'>{cells}<td>{check}</td></tr>")
-    return ("<section id='partitions'><h2>Per partition (audited offsets [start, end))</h2><table><tr>"
-            + "".join(f"<th>{escape(c.replace('_', ' '))}</th>" for c in cols)
-            + "<th>checksum</th></tr>" + "".join(rows) + "</table></section>")
+    return (
+        "<section id='partitions'><h2>Per partition (audited offsets [start, end))</h2><table><tr>"
+        + "".join(f"<th>{escape(c.replace('_', ' '))}</th>" for c in cols)
+        + "<th>checksum</th></tr>"
+        + "".join(rows)
+        + "</table></section>"
+    )
 
 
 def render(summary: dict, assets: str = ASSETS) -> str:
@@ -254,19 +314,29 @@ def render(summary: dict, assets: str = ASSETS) -> str:
     body.append(f"<section id='links'><h2>Links</h2><p>{' · '.join(links)}</p></section>")
     counts = summary.get("counts") or {}
     if counts:
-        body.append("<section id='counts'><h2>Counts</h2><table>" + "".join(
-            f"<tr><th>{escape(k.replace('_', ' '))}</th><td class='num'>{_v(v)}</td></tr>" for k, v in counts.items())
-            + "</table></section>")
+        body.append(
+            "<section id='counts'><h2>Counts</h2><table>"
+            + "".join(
+                f"<tr><th>{escape(k.replace('_', ' '))}</th><td class='num'>{_v(v)}</td></tr>"
+                for k, v in counts.items()
+            )
+            + "</table></section>"
+        )
     body.append(_partitions(summary))
     body.append(_groups(checks))
     point = summary.get("committed_point")
     if point:
-        body.append("<details class='group'><summary>Committed point (read once at the start)</summary>"
-                    f"<pre>{escape(json.dumps(point, indent=1, default=str)[:20000])}</pre></details>")
-    scripts = "".join(f"<script src='{escape(assets)}/{name}'></script>"
-                      for name in ("chart.umd.min.js", "onceflow-charts.js"))
-    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
-            f"<style>{_CSS}</style></head><body>{head}<main>{''.join(body)}</main>{scripts}</body></html>")
+        body.append(
+            "<details class='group'><summary>Committed point (read once at the start)</summary>"
+            f"<pre>{escape(json.dumps(point, indent=1, default=str)[:20000])}</pre></details>"
+        )
+    scripts = "".join(
+        f"<script src='{escape(assets)}/{name}'></script>" for name in ("chart.umd.min.js", "onceflow-charts.js")
+    )
+    return (
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
+        f"<style>{_CSS}</style></head><body>{head}<main>{''.join(body)}</main>{scripts}</body></html>"
+    )
 
 
 def write_page(directory: Path, summary: dict) -> Path:

@@ -27,9 +27,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow.config import Pipeline
+from onceflow.kafka.ledger import KafkaLedger, default_ledger_topic, read_kafka_ledger
 from onceflow.reconcile import MAX_SAMPLES, SKIPPED, Check, check
 from onceflow.spark.kafka_read import kafka_options
-from onceflow.kafka.ledger import KafkaLedger, default_ledger_topic, read_kafka_ledger
 
 KEY = ("_topic", "_partition", "_offset")
 PROVENANCE_SCHEMA = "_topic STRING, _partition INT, _offset BIGINT"
@@ -39,8 +39,11 @@ def output_topic_and_bootstrap(pipeline: Pipeline) -> tuple[str, str, str]:
     sink = pipeline.sinks.kafka
     if sink is None:
         raise ValueError(f"pipeline {pipeline.name!r} has no sinks.kafka")
-    return (sink.topic, sink.bootstrap_servers or pipeline.source.bootstrap_servers,
-            sink.ledger_topic or default_ledger_topic(pipeline.name))
+    return (
+        sink.topic,
+        sink.bootstrap_servers or pipeline.source.bootstrap_servers,
+        sink.ledger_topic or default_ledger_topic(pipeline.name),
+    )
 
 
 def read_output(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
@@ -48,8 +51,11 @@ def read_output(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
     opts = kafka_options(bootstrap, topic, "earliest", endingOffsets="latest")
     raw = spark.read.format("kafka").options(**opts).load()
     parsed = F.from_json(F.col("value").cast("string"), PROVENANCE_SCHEMA)
-    return raw.select(F.col("partition").alias("out_partition"), F.col("offset").alias("out_offset"),
-                      *[parsed[c].alias(c) for c in KEY])
+    return raw.select(
+        F.col("partition").alias("out_partition"),
+        F.col("offset").alias("out_offset"),
+        *[parsed[c].alias(c) for c in KEY],
+    )
 
 
 def _span(ledger: KafkaLedger, complete_only: bool) -> dict[int, tuple[int, int]]:
@@ -76,19 +82,35 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
 
     topic, bootstrap, ledger_topic = output_topic_and_bootstrap(pipeline)
     ledger = ledger or read_kafka_ledger(bootstrap, ledger_topic, pipeline.name)
-    checks = [check("kafka_ledger", f"Kafka sink ledger {ledger_topic} is contiguous", not ledger.problems(),
-                    expected="no problems", observed=ledger.problems() or "none",
-                    detail=f"{len(ledger.entries)} complete batches, {len(ledger.partial)} in doubt")]
+    checks = [
+        check(
+            "kafka_ledger",
+            f"Kafka sink ledger {ledger_topic} is contiguous",
+            not ledger.problems(),
+            expected="no problems",
+            observed=ledger.problems() or "none",
+            detail=f"{len(ledger.entries)} complete batches, {len(ledger.partial)} in doubt",
+        )
+    ]
     complete, seen = _span(ledger, True), _span(ledger, False)
     if not seen:
-        checks.append(Check("kafka_output", f"Kafka output {topic} holds each committed event once", SKIPPED,
-                            detail="the Kafka sink has committed nothing yet"))
+        checks.append(
+            Check(
+                "kafka_output",
+                f"Kafka output {topic} holds each committed event once",
+                SKIPPED,
+                detail="the Kafka sink has committed nothing yet",
+            )
+        )
         return checks
 
     output = read_output(spark, bootstrap, topic).where(F.col("_topic") == pipeline.source.topic)
     unmapped = read_output(spark, bootstrap, topic).where(F.col("_partition").isNull()).count()
-    source = (read_source(spark, pipeline, seen).where(F.col("reason").isNull())
-              .select(*KEY, F.lit(True).alias("in_source"), _in(complete).alias("complete")))
+    source = (
+        read_source(spark, pipeline, seen)
+        .where(F.col("reason").isNull())
+        .select(*KEY, F.lit(True).alias("in_source"), _in(complete).alias("complete"))
+    )
     copies = output.groupBy(*KEY).agg(F.count(F.lit(1)).alias("copies"))
     j = source.join(copies, list(KEY), "full_outer").cache()
     try:
@@ -98,26 +120,50 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
             F.count(F.when(F.col("in_source").isNull(), 1)).alias("phantom_keys"),
             F.count(F.when(F.col("copies") > 1, 1)).alias("duplicate_keys"),
             F.sum(F.when(F.col("copies") > 1, F.col("copies") - 1)).alias("extra_copies"),
-            F.sum("copies").alias("output_records")).first()
+            F.sum("copies").alias("output_records"),
+        ).first()
 
         def samples(cond) -> list[dict]:
             return [r.asDict() for r in j.where(cond).select(*KEY, "copies").limit(MAX_SAMPLES).collect()]
 
         lost, phantom, dup = stats["lost"], stats["phantom_keys"], stats["duplicate_keys"]
-        checks.append(check("kafka_output_loss", "every committed valid source record is in the Kafka output",
-                            lost == 0, expected=0, observed=lost,
-                            samples=samples(F.col("complete") & F.col("copies").isNull()) if lost else [],
-                            detail=f"{stats['source_valid']} valid source records in {json.dumps(seen)}"))
-        checks.append(check("kafka_output_phantoms",
-                            "no Kafka output record without a committed valid source record (aborted input)",
-                            phantom == 0 and unmapped == 0, expected=0, observed=phantom + unmapped,
-                            samples=samples(F.col("in_source").isNull()) if phantom else [],
-                            detail=(f"{unmapped} output records carry no _topic/_partition/_offset; keep them in "
-                                    "sinks.kafka.value (the default to_json(struct(*)) does)") if unmapped else ""))
-        checks.append(check("kafka_output_duplicates", "no source record twice in the Kafka output (read_committed)",
-                            dup == 0, expected=0, observed={"duplicate_keys": dup,
-                                                            "extra_copies": stats["extra_copies"] or 0},
-                            samples=samples(F.col("copies") > 1) if dup else []))
+        checks.append(
+            check(
+                "kafka_output_loss",
+                "every committed valid source record is in the Kafka output",
+                lost == 0,
+                expected=0,
+                observed=lost,
+                samples=samples(F.col("complete") & F.col("copies").isNull()) if lost else [],
+                detail=f"{stats['source_valid']} valid source records in {json.dumps(seen)}",
+            )
+        )
+        checks.append(
+            check(
+                "kafka_output_phantoms",
+                "no Kafka output record without a committed valid source record (aborted input)",
+                phantom == 0 and unmapped == 0,
+                expected=0,
+                observed=phantom + unmapped,
+                samples=samples(F.col("in_source").isNull()) if phantom else [],
+                detail=(
+                    f"{unmapped} output records carry no _topic/_partition/_offset; keep them in "
+                    "sinks.kafka.value (the default to_json(struct(*)) does)"
+                )
+                if unmapped
+                else "",
+            )
+        )
+        checks.append(
+            check(
+                "kafka_output_duplicates",
+                "no source record twice in the Kafka output (read_committed)",
+                dup == 0,
+                expected=0,
+                observed={"duplicate_keys": dup, "extra_copies": stats["extra_copies"] or 0},
+                samples=samples(F.col("copies") > 1) if dup else [],
+            )
+        )
     finally:
         j.unpersist()
     return checks

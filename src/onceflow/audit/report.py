@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from onceflow.paths import project_root
@@ -33,7 +33,7 @@ def report_root(report_dir: str | os.PathLike | None = None) -> Path:
 
 def new_run_id(now: datetime | None = None) -> str:
     """Sortable by time, unique across concurrent audits: 20261122T120301Z-3fa9c1."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
 
 
@@ -67,8 +67,12 @@ def read_watermark(root: Path, pipeline: str) -> dict | None:
 
 
 def write_watermark(root: Path, pipeline: str, run_id: str, topic: str, offsets: dict[int, int]) -> dict:
-    body = {"run_id": run_id, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "topic": topic,
-            "offsets": {str(p): int(o) for p, o in sorted(offsets.items())}}
+    body = {
+        "run_id": run_id,
+        "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "topic": topic,
+        "offsets": {str(p): int(o) for p, o in sorted(offsets.items())},
+    }
     path = root / pipeline / WATERMARK
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(body, indent=2))

@@ -26,12 +26,23 @@ from pyspark.sql import functions as F
 
 from onceflow import tables
 from onceflow.config import Pipeline
-from onceflow.schema.model import Schema
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, SKIPPED, Check, CommittedPoint, check, jsonable
+from onceflow.schema.model import Schema
 from onceflow.spark.kafka_read import kafka_options
 
-_COUNTS = ("source_records", "source_valid", "source_malformed", "bronze_rows", "quarantine_rows", "lost_records",
-           "phantom_keys", "phantom_rows", "duplicate_keys", "extra_copies", "content_mismatches")
+_COUNTS = (
+    "source_records",
+    "source_valid",
+    "source_malformed",
+    "bronze_rows",
+    "quarantine_rows",
+    "lost_records",
+    "phantom_keys",
+    "phantom_rows",
+    "duplicate_keys",
+    "extra_copies",
+    "content_mismatches",
+)
 QUARANTINE_FIELDS = ("_key", "_value", "reason")
 KEY = ("_topic", "_partition", "_offset")
 
@@ -59,16 +70,25 @@ def range_filter(ranges: dict[int, tuple[int, int]]) -> Column:
 def read_kafka(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]]) -> DataFrame:
     """The committed records of the ranges: Spark's batch Kafka source at read_committed."""
     topic = pipeline.source.topic
-    opts = kafka_options(pipeline.source.bootstrap_servers, topic,
-                         starting=json.dumps({topic: {str(p): s for p, (s, _) in ranges.items()}}),
-                         endingOffsets=json.dumps({topic: {str(p): e for p, (_, e) in ranges.items()}}))
+    opts = kafka_options(
+        pipeline.source.bootstrap_servers,
+        topic,
+        starting=json.dumps({topic: {str(p): s for p, (s, _) in ranges.items()}}),
+        endingOffsets=json.dumps({topic: {str(p): e for p, (_, e) in ranges.items()}}),
+    )
     opts.pop("subscribe")
     opts["assign"] = json.dumps({topic: sorted(ranges)})
     return spark.read.format("kafka").options(**opts).load()
 
 
-_ARROW = {"string": "string", "int": "int32", "long": "int64", "double": "float64", "boolean": "bool_",
-          "date": "date32"}
+_ARROW = {
+    "string": "string",
+    "int": "int32",
+    "long": "int64",
+    "double": "float64",
+    "boolean": "bool_",
+    "date": "date32",
+}
 SOURCE_DDL = "_key BINARY, _value BINARY, _topic STRING, _partition INT, _offset BIGINT, reason STRING"
 
 
@@ -117,12 +137,14 @@ def _judged(schema_json: str, segments: Segments):
             else:
                 where = zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist())
                 verdicts = [judge_for(p, o).judge(v) for (p, o), v in zip(where, values)]
-            arrays = [pa.array([v.values.get(f.name) for v in verdicts], type=_arrow_type(f.ftype))
-                      for f in schema.fields]
+            arrays = [
+                pa.array([v.values.get(f.name) for v in verdicts], type=_arrow_type(f.ftype)) for f in schema.fields
+            ]
             arrays += [batch.column(c) for c in ("key", "value", "topic", "partition", "offset")]
             arrays.append(pa.array([v.reason for v in verdicts], type=pa.string()))
-            yield pa.RecordBatch.from_arrays(arrays, names=[*schema.names, "_key", "_value", "_topic", "_partition",
-                                                             "_offset", "reason"])
+            yield pa.RecordBatch.from_arrays(
+                arrays, names=[*schema.names, "_key", "_value", "_topic", "_partition", "_offset", "reason"]
+            )
 
     return run
 
@@ -150,8 +172,9 @@ def declaration_segments(pipeline: Pipeline) -> Segments:
     return out
 
 
-def read_source(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]],
-                segments: Segments | None = None) -> DataFrame:
+def read_source(
+    spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]], segments: Segments | None = None
+) -> DataFrame:
     """The committed source records of the ranges, each judged by the audit's own judge:
     the declared fields (typed) and `reason` (NULL when valid) — what the sinks should hold."""
     schema = pipeline.schema
@@ -194,10 +217,13 @@ def _islands(df: DataFrame, order_col: str, flag: Column, base: DataFrame | None
         seq = seq.withColumn("_grp", F.col("_rn_all") - F.row_number().over(w))
     else:
         seq = df.where(flag).withColumn(
-            "_grp", F.col(order_col) - F.row_number().over(Window.partitionBy("_partition").orderBy(order_col)))
-    return (seq.groupBy("_partition", "_grp")
-            .agg(F.min(order_col).alias("start"), (F.max(order_col) + 1).alias("end"), F.count(F.lit(1)).alias("count"))
-            .select(F.col("_partition").alias("partition"), "start", "end", "count"))
+            "_grp", F.col(order_col) - F.row_number().over(Window.partitionBy("_partition").orderBy(order_col))
+        )
+    return (
+        seq.groupBy("_partition", "_grp")
+        .agg(F.min(order_col).alias("start"), (F.max(order_col) + 1).alias("end"), F.count(F.lit(1)).alias("count"))
+        .select(F.col("_partition").alias("partition"), "start", "end", "count")
+    )
 
 
 def _ranges(df: DataFrame) -> tuple[list[dict], int]:
@@ -216,10 +242,15 @@ class RowReconciler:
         self.ranges = point.ranges()
         self.topic = pipeline.source.topic
         bronze, quarantine = point.sinks.get("bronze"), point.sinks.get("quarantine")
-        self.bronze = read_table(spark, pipeline.resolve(pipeline.sinks.bronze.path),
-                                 bronze.version if bronze else None, self.ranges)
-        self.quarantine = read_table(spark, pipeline.resolve(pipeline.sinks.quarantine.path),
-                                     quarantine.version if quarantine else None, self.ranges)
+        self.bronze = read_table(
+            spark, pipeline.resolve(pipeline.sinks.bronze.path), bronze.version if bronze else None, self.ranges
+        )
+        self.quarantine = read_table(
+            spark,
+            pipeline.resolve(pipeline.sinks.quarantine.path),
+            quarantine.version if quarantine else None,
+            self.ranges,
+        )
         self.segments = declaration_segments(pipeline)
         self.source = read_source(spark, pipeline, self.ranges, self.segments)
         self.schema = pipeline.schema
@@ -238,20 +269,37 @@ class RowReconciler:
     def joined(self) -> DataFrame:
         """One row per Kafka coordinate seen in the source or the sinks (one shuffle: union + group)."""
         zero, one = F.lit(0), F.lit(1)
-        src = self.source.select(*KEY, one.alias("s"), F.when(F.col("reason").isNull(), 1).otherwise(0).alias("v"),
-                                 F.when(F.col("reason").isNull(), bronze_hash(self.schema)).otherwise(quarantine_hash()).alias("h"),
-                                 zero.alias("b"), zero.alias("q"))
-        sink = (self.bronze.select(*KEY, zero.alias("s"), zero.alias("v"), bronze_hash(self.schema).alias("h"), one.alias("b"),
-                                   zero.alias("q"))
-                .unionByName(self.quarantine.select(*KEY, zero.alias("s"), zero.alias("v"), quarantine_hash().alias("h"),
-                                                    zero.alias("b"), one.alias("q"))))
+        src = self.source.select(
+            *KEY,
+            one.alias("s"),
+            F.when(F.col("reason").isNull(), 1).otherwise(0).alias("v"),
+            F.when(F.col("reason").isNull(), bronze_hash(self.schema)).otherwise(quarantine_hash()).alias("h"),
+            zero.alias("b"),
+            zero.alias("q"),
+        )
+        sink = self.bronze.select(
+            *KEY, zero.alias("s"), zero.alias("v"), bronze_hash(self.schema).alias("h"), one.alias("b"), zero.alias("q")
+        ).unionByName(
+            self.quarantine.select(
+                *KEY, zero.alias("s"), zero.alias("v"), quarantine_hash().alias("h"), zero.alias("b"), one.alias("q")
+            )
+        )
         is_src, is_sink = F.col("s") == 1, F.col("s") == 0
-        g = src.unionByName(sink).groupBy(*KEY).agg(
-            (F.sum("s") > 0).alias("in_source"), (F.sum("v") > 0).alias("valid"),
-            F.max(F.when(is_src, F.col("h"))).alias("src_h"), F.sum(1 - F.col("s")).alias("copies"),
-            F.sum(F.when(is_sink, _as_dec(F.col("h")))).alias("sink_sum"),
-            F.min(F.when(is_sink, F.col("h"))).alias("h_min"), F.max(F.when(is_sink, F.col("h"))).alias("h_max"),
-            F.sum("b").alias("bronze"), F.sum("q").alias("quarantine"))
+        g = (
+            src.unionByName(sink)
+            .groupBy(*KEY)
+            .agg(
+                (F.sum("s") > 0).alias("in_source"),
+                (F.sum("v") > 0).alias("valid"),
+                F.max(F.when(is_src, F.col("h"))).alias("src_h"),
+                F.sum(1 - F.col("s")).alias("copies"),
+                F.sum(F.when(is_sink, _as_dec(F.col("h")))).alias("sink_sum"),
+                F.min(F.when(is_sink, F.col("h"))).alias("h_min"),
+                F.max(F.when(is_sink, F.col("h"))).alias("h_max"),
+                F.sum("b").alias("bronze"),
+                F.sum("q").alias("quarantine"),
+            )
+        )
         return g.withColumn("in_sink", F.col("copies") > 0)
 
     def run(self) -> RowReconciliation:
@@ -259,54 +307,99 @@ class RowReconciler:
         lost = F.col("in_source") & ~F.col("in_sink")
         phantom = F.col("in_sink") & ~F.col("in_source")
         dup = F.col("copies") > 1
-        changed = F.col("in_source") & F.col("in_sink") & ((F.col("h_min") != F.col("src_h")) |
-                                                            (F.col("h_max") != F.col("src_h")))
+        changed = (
+            F.col("in_source")
+            & F.col("in_sink")
+            & ((F.col("h_min") != F.col("src_h")) | (F.col("h_max") != F.col("src_h")))
+        )
         n = lambda cond: F.count(F.when(cond, 1))  # noqa: E731
-        stats = (j.groupBy("_partition").agg(
-            n(F.col("in_source")).alias("source_records"), n(F.col("valid")).alias("source_valid"),
-            n(F.col("in_source") & ~F.col("valid")).alias("source_malformed"),
-            F.coalesce(F.sum("bronze"), F.lit(0)).alias("bronze_rows"),
-            F.coalesce(F.sum("quarantine"), F.lit(0)).alias("quarantine_rows"),
-            n(lost).alias("lost_records"), n(phantom).alias("phantom_keys"),
-            F.coalesce(F.sum(F.when(phantom, F.col("copies"))), F.lit(0)).alias("phantom_rows"),
-            n(dup).alias("duplicate_keys"),
-            F.coalesce(F.sum(F.when(dup, F.col("copies") - 1)), F.lit(0)).alias("extra_copies"),
-            n(changed).alias("content_mismatches"),
-            F.coalesce(F.sum(_as_dec(F.col("src_h"))), F.lit(0)).cast("string").alias("source_checksum"),
-            F.coalesce(F.sum("sink_sum"), F.lit(0)).cast("string").alias("sink_checksum"),
-        ).collect())
+        stats = (
+            j.groupBy("_partition")
+            .agg(
+                n(F.col("in_source")).alias("source_records"),
+                n(F.col("valid")).alias("source_valid"),
+                n(F.col("in_source") & ~F.col("valid")).alias("source_malformed"),
+                F.coalesce(F.sum("bronze"), F.lit(0)).alias("bronze_rows"),
+                F.coalesce(F.sum("quarantine"), F.lit(0)).alias("quarantine_rows"),
+                n(lost).alias("lost_records"),
+                n(phantom).alias("phantom_keys"),
+                F.coalesce(F.sum(F.when(phantom, F.col("copies"))), F.lit(0)).alias("phantom_rows"),
+                n(dup).alias("duplicate_keys"),
+                F.coalesce(F.sum(F.when(dup, F.col("copies") - 1)), F.lit(0)).alias("extra_copies"),
+                n(changed).alias("content_mismatches"),
+                F.coalesce(F.sum(_as_dec(F.col("src_h"))), F.lit(0)).cast("string").alias("source_checksum"),
+                F.coalesce(F.sum("sink_sum"), F.lit(0)).cast("string").alias("sink_checksum"),
+            )
+            .collect()
+        )
         by_p = {r["_partition"]: r.asDict() for r in stats}
         zeros = {k: 0 for k in _COUNTS} | {"source_checksum": "0", "sink_checksum": "0"}
         partitions = []
         for p in sorted(set(self.point.end) | set(by_p)):
             row = {**zeros, **by_p.get(p, {})}
             row.pop("_partition", None)
-            partitions.append({"partition": p, "start": self.point.start.get(p), "end": self.point.end.get(p),
-                               **row, "sink_rows": row["bronze_rows"] + row["quarantine_rows"]})
-        totals = {k: sum(int(r[k]) for r in partitions) for k in (
-            "source_records", "source_valid", "source_malformed", "bronze_rows", "quarantine_rows", "sink_rows",
-            "lost_records", "phantom_rows", "duplicate_keys", "extra_copies", "content_mismatches")}
+            partitions.append(
+                {
+                    "partition": p,
+                    "start": self.point.start.get(p),
+                    "end": self.point.end.get(p),
+                    **row,
+                    "sink_rows": row["bronze_rows"] + row["quarantine_rows"],
+                }
+            )
+        totals = {
+            k: sum(int(r[k]) for r in partitions)
+            for k in (
+                "source_records",
+                "source_valid",
+                "source_malformed",
+                "bronze_rows",
+                "quarantine_rows",
+                "sink_rows",
+                "lost_records",
+                "phantom_rows",
+                "duplicate_keys",
+                "extra_copies",
+                "content_mismatches",
+            )
+        }
         result = RowReconciliation(partitions=partitions, checks=[], totals=totals)
-        result.checks = [self._accounting(partitions), self._loss(j, lost, partitions, result),
-                         self._phantoms(j, phantom, partitions, result), self._duplicates(j, dup, partitions, result),
-                         self._event_ids(result), self._content(j, changed, partitions, result)]
+        result.checks = [
+            self._accounting(partitions),
+            self._loss(j, lost, partitions, result),
+            self._phantoms(j, phantom, partitions, result),
+            self._duplicates(j, dup, partitions, result),
+            self._event_ids(result),
+            self._content(j, changed, partitions, result),
+        ]
         return result
 
     # -- the checks -----------------------------------------------------------------
     def _accounting(self, parts: list[dict]) -> Check:
-        bad = [r for r in parts if not (r["source_records"] == r["sink_rows"] and r["source_valid"] == r["bronze_rows"]
-                                         and r["source_malformed"] == r["quarantine_rows"])]
+        bad = [
+            r
+            for r in parts
+            if not (
+                r["source_records"] == r["sink_rows"]
+                and r["source_valid"] == r["bronze_rows"]
+                and r["source_malformed"] == r["quarantine_rows"]
+            )
+        ]
         t = lambda k: sum(r[k] for r in parts)  # noqa: E731
-        return check("accounting", "committed source records = bronze + quarantine, per partition", not bad,
-                     expected={"records": t("source_records"), "bronze": t("source_valid"),
-                               "quarantine": t("source_malformed")},
-                     observed={"records": t("sink_rows"), "bronze": t("bronze_rows"),
-                               "quarantine": t("quarantine_rows")},
-                     partitions=[r["partition"] for r in bad],
-                     detail="; ".join(f"partition {r['partition']}: source {r['source_records']} "
-                                      f"({r['source_valid']} valid, {r['source_malformed']} malformed) vs sink "
-                                      f"{r['sink_rows']} ({r['bronze_rows']} bronze, {r['quarantine_rows']} quarantine)"
-                                      for r in bad[:20]))
+        return check(
+            "accounting",
+            "committed source records = bronze + quarantine, per partition",
+            not bad,
+            expected={"records": t("source_records"), "bronze": t("source_valid"), "quarantine": t("source_malformed")},
+            observed={"records": t("sink_rows"), "bronze": t("bronze_rows"), "quarantine": t("quarantine_rows")},
+            partitions=[r["partition"] for r in bad],
+            detail="; ".join(
+                f"partition {r['partition']}: source {r['source_records']} "
+                f"({r['source_valid']} valid, {r['source_malformed']} malformed) vs sink "
+                f"{r['sink_rows']} ({r['bronze_rows']} bronze, {r['quarantine_rows']} quarantine)"
+                for r in bad[:20]
+            ),
+        )
 
     def _loss(self, j: DataFrame, lost: Column, parts: list[dict], result: RowReconciliation) -> Check:
         count = sum(r["lost_records"] for r in parts)
@@ -314,28 +407,52 @@ class RowReconciler:
         if count:
             records = j.where(F.col("in_source"))
             ranges, total = _ranges(_islands(j, "_offset", lost, base=records))
-            keys = [(r["_partition"], r["_offset"]) for r in
-                    j.where(lost).orderBy("_partition", "_offset").select("_partition", "_offset").limit(MAX_SAMPLES).collect()]
+            keys = [
+                (r["_partition"], r["_offset"])
+                for r in j.where(lost)
+                .orderBy("_partition", "_offset")
+                .select("_partition", "_offset")
+                .limit(MAX_SAMPLES)
+                .collect()
+            ]
             samples = self.source_rows(keys)
             result.findings += [{"check": "loss", **r} for r in ranges]
-        return check("loss", "no committed source record is missing from bronze ∪ quarantine (anti-join)", not count,
-                     expected=0, observed=count, ranges=ranges, ranges_total=total, samples=samples,
-                     partitions=[r["partition"] for r in parts if r["lost_records"]],
-                     detail=_ranges_text("lost", ranges, total))
+        return check(
+            "loss",
+            "no committed source record is missing from bronze ∪ quarantine (anti-join)",
+            not count,
+            expected=0,
+            observed=count,
+            ranges=ranges,
+            ranges_total=total,
+            samples=samples,
+            partitions=[r["partition"] for r in parts if r["lost_records"]],
+            detail=_ranges_text("lost", ranges, total),
+        )
 
     def _phantoms(self, j: DataFrame, phantom: Column, parts: list[dict], result: RowReconciliation) -> Check:
         count = sum(r["phantom_rows"] for r in parts)
         ranges, total, samples = [], 0, []
         if count:
             ranges, total = _ranges(_islands(j, "_offset", phantom))
-            keys = [(r["_partition"], r["_offset"]) for r in
-                    j.where(phantom).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()]
+            keys = [
+                (r["_partition"], r["_offset"])
+                for r in j.where(phantom).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()
+            ]
             samples = self.sink_rows(keys)
             result.findings += [{"check": "phantoms", **r} for r in ranges]
-        return check("phantoms", "no sink row without a committed source record (e.g. from an aborted transaction)",
-                     not count, expected=0, observed=count, ranges=ranges, ranges_total=total, samples=samples,
-                     partitions=[r["partition"] for r in parts if r["phantom_rows"]],
-                     detail=_ranges_text("phantom rows at", ranges, total))
+        return check(
+            "phantoms",
+            "no sink row without a committed source record (e.g. from an aborted transaction)",
+            not count,
+            expected=0,
+            observed=count,
+            ranges=ranges,
+            ranges_total=total,
+            samples=samples,
+            partitions=[r["partition"] for r in parts if r["phantom_rows"]],
+            detail=_ranges_text("phantom rows at", ranges, total),
+        )
 
     def _duplicates(self, j: DataFrame, dup: Column, parts: list[dict], result: RowReconciliation) -> Check:
         keys = sum(r["duplicate_keys"] for r in parts)
@@ -346,36 +463,74 @@ class RowReconciler:
             rows = j.where(dup).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()
             samples = self.sink_rows([(r["_partition"], r["_offset"]) for r in rows])
             result.findings += [{"check": "duplicates", **r} for r in ranges]
-        return check("duplicates", "no two sink rows share (_topic, _partition, _offset)", not keys,
-                     expected=0, observed={"keys": keys, "extra_rows": extra}, ranges=ranges, ranges_total=total,
-                     samples=samples, partitions=[r["partition"] for r in parts if r["duplicate_keys"]],
-                     detail=_ranges_text("duplicated offsets", ranges, total))
+        return check(
+            "duplicates",
+            "no two sink rows share (_topic, _partition, _offset)",
+            not keys,
+            expected=0,
+            observed={"keys": keys, "extra_rows": extra},
+            ranges=ranges,
+            ranges_total=total,
+            samples=samples,
+            partitions=[r["partition"] for r in parts if r["duplicate_keys"]],
+            detail=_ranges_text("duplicated offsets", ranges, total),
+        )
 
     def _event_ids(self, result: RowReconciliation) -> Check:
         event_id = self.schema.event_id
         title = "no two bronze rows share the declared event_id"
         if event_id is None:
-            return Check("duplicate_event_ids", title, SKIPPED,
-                         detail="the schema declares no event_id: uniqueness of events is not checked "
-                                "(uniqueness of Kafka offsets is, by the duplicates check)")
-        dups = (self.bronze.withColumnRenamed(event_id, "event_id").groupBy("event_id")
-                .agg(F.count(F.lit(1)).alias("rows"),
-                     F.sort_array(F.collect_list(F.struct("_partition", "_offset"))).alias("at"))
-                .where(F.col("rows") > 1))
+            return Check(
+                "duplicate_event_ids",
+                title,
+                SKIPPED,
+                detail="the schema declares no event_id: uniqueness of events is not checked "
+                "(uniqueness of Kafka offsets is, by the duplicates check)",
+            )
+        dups = (
+            self.bronze.withColumnRenamed(event_id, "event_id")
+            .groupBy("event_id")
+            .agg(
+                F.count(F.lit(1)).alias("rows"),
+                F.sort_array(F.collect_list(F.struct("_partition", "_offset"))).alias("at"),
+            )
+            .where(F.col("rows") > 1)
+        )
         found = dups.orderBy("event_id").limit(MAX_RANGES).collect()
         total = dups.count() if len(found) >= MAX_RANGES else len(found)
-        samples = [{"event_id": r["event_id"], "rows": r["rows"],
-                    "offsets": [{"partition": a["_partition"], "offset": a["_offset"]} for a in r["at"]]}
-                   for r in found[:MAX_SAMPLES]]
+        samples = [
+            {
+                "event_id": r["event_id"],
+                "rows": r["rows"],
+                "offsets": [{"partition": a["_partition"], "offset": a["_offset"]} for a in r["at"]],
+            }
+            for r in found[:MAX_SAMPLES]
+        ]
         for r in found:
             for a in r["at"]:
-                result.findings.append({"check": "duplicate_event_ids", "partition": a["_partition"],
-                                        "start": a["_offset"], "end": a["_offset"] + 1, "count": 1})
-        return check("duplicate_event_ids", title.replace("the declared event_id", event_id), not found, expected=0,
-                     observed=total, samples=samples,
-                     partitions=sorted({a["_partition"] for r in found for a in r["at"]}),
-                     detail="; ".join(f"event_id {s['event_id']} at " + ", ".join(
-                         f"partition {o['partition']} offset {o['offset']}" for o in s["offsets"]) for s in samples))
+                result.findings.append(
+                    {
+                        "check": "duplicate_event_ids",
+                        "partition": a["_partition"],
+                        "start": a["_offset"],
+                        "end": a["_offset"] + 1,
+                        "count": 1,
+                    }
+                )
+        return check(
+            "duplicate_event_ids",
+            title.replace("the declared event_id", event_id),
+            not found,
+            expected=0,
+            observed=total,
+            samples=samples,
+            partitions=sorted({a["_partition"] for r in found for a in r["at"]}),
+            detail="; ".join(
+                f"event_id {s['event_id']} at "
+                + ", ".join(f"partition {o['partition']} offset {o['offset']}" for o in s["offsets"])
+                for s in samples
+            ),
+        )
 
     def _content(self, j: DataFrame, changed: Column, parts: list[dict], result: RowReconciliation) -> Check:
         bad = [r for r in parts if r["source_checksum"] != r["sink_checksum"]]
@@ -383,22 +538,37 @@ class RowReconciler:
         rows_changed = sum(r["content_mismatches"] for r in parts)
         if rows_changed:
             ranges, total = _ranges(_islands(j, "_offset", changed))
-            keys = [(r["_partition"], r["_offset"]) for r in
-                    j.where(changed).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()]
+            keys = [
+                (r["_partition"], r["_offset"])
+                for r in j.where(changed).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()
+            ]
             src = {(s["_partition"], s["_offset"]): s for s in self.source_rows(keys)}
             for s in self.sink_rows(keys):
                 k = (s["_partition"], s["_offset"])
                 samples.append({"_partition": k[0], "_offset": k[1], "source": src.get(k), "sink": s})
             result.findings += [{"check": "content", **r} for r in ranges]
-        return check("content", "order-independent payload checksum per partition equals between source and sink",
-                     not bad and not rows_changed,
-                     expected={str(r["partition"]): r["source_checksum"] for r in parts},
-                     observed={str(r["partition"]): r["sink_checksum"] for r in parts},
-                     partitions=[r["partition"] for r in bad], ranges=ranges, ranges_total=total, samples=samples,
-                     detail=("checksum differs in partition(s) " + ", ".join(str(r["partition"]) for r in bad)
-                             + (f"; {rows_changed} row(s) whose payload differs from its source record" if rows_changed
-                                else "; no single row differs: the difference comes from missing, extra or "
-                                     "duplicated rows") if bad or rows_changed else ""))
+        return check(
+            "content",
+            "order-independent payload checksum per partition equals between source and sink",
+            not bad and not rows_changed,
+            expected={str(r["partition"]): r["source_checksum"] for r in parts},
+            observed={str(r["partition"]): r["sink_checksum"] for r in parts},
+            partitions=[r["partition"] for r in bad],
+            ranges=ranges,
+            ranges_total=total,
+            samples=samples,
+            detail=(
+                "checksum differs in partition(s) "
+                + ", ".join(str(r["partition"]) for r in bad)
+                + (
+                    f"; {rows_changed} row(s) whose payload differs from its source record"
+                    if rows_changed
+                    else "; no single row differs: the difference comes from missing, extra or duplicated rows"
+                )
+                if bad or rows_changed
+                else ""
+            ),
+        )
 
     # -- samples ----------------------------------------------------------------------
     def source_rows(self, keys: list[tuple[int, int]]) -> list[dict]:
@@ -411,18 +581,31 @@ class RowReconciler:
             spans[p] = (min(s, o), max(e, o + 1))
         df = read_source(self.spark, self.pipeline, spans, self.segments)
         cols = ["_partition", "_offset", *self.schema.names, "reason"]
-        return [jsonable(r.asDict()) for r in df.where(_at(keys)).select(*cols).orderBy("_partition", "_offset").collect()]
+        return [
+            jsonable(r.asDict()) for r in df.where(_at(keys)).select(*cols).orderBy("_partition", "_offset").collect()
+        ]
 
     def sink_rows(self, keys: list[tuple[int, int]]) -> list[dict]:
         """The sink rows at these coordinates, from bronze and quarantine, with their table."""
         if not keys:
             return []
         fields = tables.bronze_columns(self.schema)
-        b = self.bronze.where(_at(keys)).select(F.lit("bronze").alias("table"), "_partition", "_offset",
-                                                *fields, F.lit(None).cast("string").alias("reason"), "_batch_id")
-        q = self.quarantine.where(_at(keys)).select(F.lit("quarantine").alias("table"), "_partition", "_offset",
-                                                    *[F.lit(None).cast(t).alias(c) for c, t in fields.items()],
-                                                    "reason", "_batch_id")
+        b = self.bronze.where(_at(keys)).select(
+            F.lit("bronze").alias("table"),
+            "_partition",
+            "_offset",
+            *fields,
+            F.lit(None).cast("string").alias("reason"),
+            "_batch_id",
+        )
+        q = self.quarantine.where(_at(keys)).select(
+            F.lit("quarantine").alias("table"),
+            "_partition",
+            "_offset",
+            *[F.lit(None).cast(t).alias(c) for c, t in fields.items()],
+            "reason",
+            "_batch_id",
+        )
         return [jsonable(r.asDict()) for r in b.unionByName(q).orderBy("_partition", "_offset", "table").collect()]
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from onceflow.audit import report
 from onceflow.config import Pipeline
@@ -37,28 +37,38 @@ def _notes(point: CommittedPoint, mode: str, watermark: dict | None) -> list[str
     notes = []
     if mode == SINCE_LAST:
         if point.watermark:
-            notes.append(f"since-last: auditing from the end of the last passed audit {point.watermark.get('run_id')} "
-                         f"({point.watermark.get('time')})")
+            notes.append(
+                f"since-last: auditing from the end of the last passed audit {point.watermark.get('run_id')} "
+                f"({point.watermark.get('time')})"
+            )
         else:
             notes.append("since-last: no passed audit of this topic yet, so everything committed was audited")
     if point.running:
         notes.append("the pipeline's job was running: the audit judged the committed point read at its start")
     for p, (s, e) in sorted(point.not_retained.items()):
-        notes.append(f"partition {p}: offsets [{s}, {e}) are committed but no longer held by Kafka (retention); "
-                     "they could not be verified and were left out")
+        notes.append(
+            f"partition {p}: offsets [{s}, {e}) are committed but no longer held by Kafka (retention); "
+            "they could not be verified and were left out"
+        )
     for loss in point.accepted_loss:
-        notes.append(f"partition {loss['partition']}: offsets [{loss['start']}, {loss['end']}) were accepted as "
-                     f"lost by recovery ({loss['sink']} ledger)")
+        notes.append(
+            f"partition {loss['partition']}: offsets [{loss['start']}, {loss['end']}) were accepted as "
+            f"lost by recovery ({loss['sink']} ledger)"
+        )
     for name, sink in point.sinks.items():
         if sink.foreign_commits:
             ops = ", ".join(f"v{c.get('version')} {c.get('operation')}" for c in sink.foreign_commits[:10])
-            notes.append(f"{name}: {len(sink.foreign_commits)} commit(s) without a ledger entry (not written by the "
-                         f"streaming job): {ops}")
+            notes.append(
+                f"{name}: {len(sink.foreign_commits)} commit(s) without a ledger entry (not written by the "
+                f"streaming job): {ops}"
+            )
         if sink.backfills:
             rows = sum(b["rows"] for b in sink.backfills)
             versions = ", ".join(f"v{b['version']}" for b in sink.backfills[:10])
-            notes.append(f"{name}: {len(sink.backfills)} backfill commit(s) re-wrote {rows} row(s) inside the "
-                         f"committed range (versions {versions})")
+            notes.append(
+                f"{name}: {len(sink.backfills)} backfill commit(s) re-wrote {rows} row(s) inside the "
+                f"committed range (versions {versions})"
+            )
         if not sink.exists:
             notes.append(f"{name}: the table {sink.path} does not exist")
     return notes
@@ -81,8 +91,13 @@ def _datasets(pipeline: Pipeline, rows, aggs, bronze_df, quarantine_df) -> dict:
     return out
 
 
-def run_audit(pipeline: Pipeline, mode: str = FULL, report_dir: str | Path | None = None, spark=None,
-              log: Callable[[str], None] = lambda msg: None) -> AuditOutcome:
+def run_audit(
+    pipeline: Pipeline,
+    mode: str = FULL,
+    report_dir: str | Path | None = None,
+    spark=None,
+    log: Callable[[str], None] = lambda msg: None,
+) -> AuditOutcome:
     """Audit `pipeline`; always writes a report (even when the audit could not run)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
@@ -91,12 +106,29 @@ def run_audit(pipeline: Pipeline, mode: str = FULL, report_dir: str | Path | Non
     directory = report.run_dir(root, pipeline.name, run_id)
     t0 = time.monotonic()
     timings: dict[str, float] = {}
-    summary: dict = {"schema_version": report.SCHEMA_VERSION, "pipeline": pipeline.name, "run_id": run_id,
-                     "status": "error", "exit_code": 2, "mode": mode, "reason": None, "topic": pipeline.source.topic,
-                     "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "finished_at": None,
-                     "report_dir": str(directory), "committed_point": None, "ranges": [], "counts": {},
-                     "partitions": [], "checks": [], "failed_checks": [], "timings": timings,
-                     "throughput_rows_per_second": None, "data_docs": {}, "notes": []}
+    summary: dict = {
+        "schema_version": report.SCHEMA_VERSION,
+        "pipeline": pipeline.name,
+        "run_id": run_id,
+        "status": "error",
+        "exit_code": 2,
+        "mode": mode,
+        "reason": None,
+        "topic": pipeline.source.topic,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "finished_at": None,
+        "report_dir": str(directory),
+        "committed_point": None,
+        "ranges": [],
+        "counts": {},
+        "partitions": [],
+        "checks": [],
+        "failed_checks": [],
+        "timings": timings,
+        "throughput_rows_per_second": None,
+        "data_docs": {},
+        "notes": [],
+    }
 
     def lap(name: str, since: float) -> float:
         now = time.monotonic()
@@ -107,8 +139,9 @@ def run_audit(pipeline: Pipeline, mode: str = FULL, report_dir: str | Path | Non
     try:
         watermark = report.read_watermark(root, pipeline.name) if mode == SINCE_LAST else None
         if watermark and watermark.get("topic") != pipeline.source.topic:
-            summary["notes"].append(f"the last watermark is for topic {watermark.get('topic')!r}, not "
-                                    f"{pipeline.source.topic!r}: ignored")
+            summary["notes"].append(
+                f"the last watermark is for topic {watermark.get('topic')!r}, not {pipeline.source.topic!r}: ignored"
+            )
             watermark = None
         log(f"{pipeline.name}: reading the committed point (checkpoint, ledgers, Kafka)")
         point = read_committed_point(pipeline, mode, watermark)
@@ -150,31 +183,42 @@ def run_audit(pipeline: Pipeline, mode: str = FULL, report_dir: str | Path | Non
         checks += gx.checks
         failed = [c.name for c in checks if c.status == FAILED]
         summary.update(
-            status="failed" if failed else "passed", exit_code=1 if failed else 0,
-            checks=[c.as_dict() for c in checks], failed_checks=failed, partitions=rows.partitions,
-            counts={**rows.totals, "offsets_audited": span, "partitions_audited": len(summary["ranges"]),
-                    "aggregate_windows": aggs.recomputed_rows},
-            data_docs={"index": gx.docs_index, "suites": gx.suite_pages, "statistics": gx.statistics})
+            status="failed" if failed else "passed",
+            exit_code=1 if failed else 0,
+            checks=[c.as_dict() for c in checks],
+            failed_checks=failed,
+            partitions=rows.partitions,
+            counts={
+                **rows.totals,
+                "offsets_audited": span,
+                "partitions_audited": len(summary["ranges"]),
+                "aggregate_windows": aggs.recomputed_rows,
+            },
+            data_docs={"index": gx.docs_index, "suites": gx.suite_pages, "statistics": gx.statistics},
+        )
         if not failed:
             summary["watermark"] = report.write_watermark(root, pipeline.name, run_id, point.topic, point.end)
     except OnceflowError as exc:
         summary["reason"] = str(exc)
     except Exception as exc:  # Spark/Kafka/GX failures: reported, with the trace kept beside the report
         (directory / "error.txt").write_text(traceback.format_exc())
-        summary["reason"] = (f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:2000] if str(exc) else ''} "
-                             f"(full trace: {directory / 'error.txt'})")
+        summary["reason"] = (
+            f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:2000] if str(exc) else ''} "
+            f"(full trace: {directory / 'error.txt'})"
+        )
     finally:
         if reconciler is not None:
             reconciler.release()
     return _finish(root, directory, pipeline, run_id, summary, t0, timings)
 
 
-def _finish(root: Path, directory: Path, pipeline: Pipeline, run_id: str, summary: dict, t0: float,
-            timings: dict) -> AuditOutcome:
+def _finish(
+    root: Path, directory: Path, pipeline: Pipeline, run_id: str, summary: dict, t0: float, timings: dict
+) -> AuditOutcome:
     from onceflow.audit.html import write_page
 
     t = time.monotonic()
-    summary["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    summary["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     timings["total"] = round(t - t0, 3)
     records = (summary.get("counts") or {}).get("source_records")
     if records is not None and timings["total"] > 0:

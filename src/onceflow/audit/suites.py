@@ -48,9 +48,17 @@ FINDING_CHECKS = {
 }
 
 
-_SPARK_TYPES = {"STRING": "StringType", "INT": "IntegerType", "BIGINT": "LongType", "TIMESTAMP": "TimestampType",
-                "DECIMAL": "DecimalType", "BINARY": "BinaryType", "BOOLEAN": "BooleanType", "DOUBLE": "DoubleType",
-                "DATE": "DateType"}
+_SPARK_TYPES = {
+    "STRING": "StringType",
+    "INT": "IntegerType",
+    "BIGINT": "LongType",
+    "TIMESTAMP": "TimestampType",
+    "DECIMAL": "DecimalType",
+    "BINARY": "BinaryType",
+    "BOOLEAN": "BooleanType",
+    "DOUBLE": "DoubleType",
+    "DATE": "DateType",
+}
 _DDL_COLUMN = re.compile(r"`?(\w+)`?\s+([A-Za-z]+)(?:\(\d+\s*,\s*\d+\))?\s*(?:,|$)")
 
 
@@ -65,8 +73,11 @@ def ddl_types(ddl: str) -> dict[str, str]:
 
 def _schema(ddl: str) -> list:
     cols = ddl_types(ddl)
-    out = [gxe.ExpectTableColumnsToMatchSet(column_set=list(cols), exact_match=True,
-                                            description="the table has exactly the columns of its schema")]
+    out = [
+        gxe.ExpectTableColumnsToMatchSet(
+            column_set=list(cols), exact_match=True, description="the table has exactly the columns of its schema"
+        )
+    ]
     out += [gxe.ExpectColumnValuesToBeOfType(column=c, type_=t) for c, t in cols.items()]
     return out
 
@@ -89,74 +100,127 @@ def bronze_suite(pipeline: Pipeline, committed_valid: int) -> gx.ExpectationSuit
             rules.append(gxe.ExpectColumnValueLengthsToBeBetween(column=f.name, min_value=0, max_value=f.max_length))
         if f.uuid:
             rules.append(gxe.ExpectColumnValuesToMatchRegex(column=f.name, regex=_UUID))
-    unique = ([gxe.ExpectColumnValuesToBeUnique(column=schema.event_id, description="no event is stored twice")]
-              if schema.event_id else [])
-    return gx.ExpectationSuite(name="bronze", expectations=[
-        *_schema(tables.bronze_ddl(schema)),
-        gxe.ExpectCompoundColumnsToBeUnique(column_list=list(tables.SOURCE_KEY),
-                                            description="no Kafka record is stored twice"),
-        *unique,
-        *_not_null(*[f.name for f in schema.fields if f.required], *tables.SOURCE_KEY, "_batch_id", "_generation"),
-        *rules,
-        gxe.ExpectColumnValuesToBeBetween(column="_offset", min_value=0),
-        gxe.ExpectTableRowCountToEqual(value=committed_valid,
-                                       description="bronze holds exactly the valid records Kafka committed "
-                                                   "in the audited ranges"),
-    ])
+    unique = (
+        [gxe.ExpectColumnValuesToBeUnique(column=schema.event_id, description="no event is stored twice")]
+        if schema.event_id
+        else []
+    )
+    return gx.ExpectationSuite(
+        name="bronze",
+        expectations=[
+            *_schema(tables.bronze_ddl(schema)),
+            gxe.ExpectCompoundColumnsToBeUnique(
+                column_list=list(tables.SOURCE_KEY), description="no Kafka record is stored twice"
+            ),
+            *unique,
+            *_not_null(*[f.name for f in schema.fields if f.required], *tables.SOURCE_KEY, "_batch_id", "_generation"),
+            *rules,
+            gxe.ExpectColumnValuesToBeBetween(column="_offset", min_value=0),
+            gxe.ExpectTableRowCountToEqual(
+                value=committed_valid,
+                description="bronze holds exactly the valid records Kafka committed in the audited ranges",
+            ),
+        ],
+    )
 
 
 def quarantine_suite(committed_malformed: int) -> gx.ExpectationSuite:
-    return gx.ExpectationSuite(name="quarantine", expectations=[
-        *_schema(tables.QUARANTINE_DDL),
-        gxe.ExpectCompoundColumnsToBeUnique(column_list=list(tables.SOURCE_KEY),
-                                            description="no Kafka record is quarantined twice"),
-        *_not_null("reason", "detail", *tables.SOURCE_KEY, "_batch_id"),
-        gxe.ExpectColumnValuesToBeInSet(column="reason", value_set=list(reasons.REASONS),
-                                        description="every reason is one of the documented codes"),
-        gxe.ExpectTableRowCountToEqual(value=committed_malformed,
-                                       description="quarantine holds exactly the malformed records Kafka "
-                                                   "committed in the audited ranges"),
-    ])
+    return gx.ExpectationSuite(
+        name="quarantine",
+        expectations=[
+            *_schema(tables.QUARANTINE_DDL),
+            gxe.ExpectCompoundColumnsToBeUnique(
+                column_list=list(tables.SOURCE_KEY), description="no Kafka record is quarantined twice"
+            ),
+            *_not_null("reason", "detail", *tables.SOURCE_KEY, "_batch_id"),
+            gxe.ExpectColumnValuesToBeInSet(
+                column="reason",
+                value_set=list(reasons.REASONS),
+                description="every reason is one of the documented codes",
+            ),
+            gxe.ExpectTableRowCountToEqual(
+                value=committed_malformed,
+                description="quarantine holds exactly the malformed records Kafka committed in the audited ranges",
+            ),
+        ],
+    )
 
 
 def aggregates_suite(pipeline: Pipeline, recomputed_windows: int) -> gx.ExpectationSuite:
     aggs = pipeline.sinks.aggregates
     counts = [m.name for m in aggs.parsed_metrics() if m.func == "count"]
-    return gx.ExpectationSuite(name="aggregates", expectations=[
-        gxe.ExpectCompoundColumnsToBeUnique(column_list=list(tables.aggregate_key(aggs)),
-                                            description="one row per group and window"),
-        *_not_null("window_start", "window_end", *counts),
-        *[gxe.ExpectColumnValuesToBeBetween(column=c, min_value=1) for c in counts],
-        gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A="window_end", column_B="window_start"),
-        gxe.ExpectTableRowCountToEqual(value=recomputed_windows,
-                                       description="as many windows as the batch recomputation from bronze"),
-    ])
+    return gx.ExpectationSuite(
+        name="aggregates",
+        expectations=[
+            gxe.ExpectCompoundColumnsToBeUnique(
+                column_list=list(tables.aggregate_key(aggs)), description="one row per group and window"
+            ),
+            *_not_null("window_start", "window_end", *counts),
+            *[gxe.ExpectColumnValuesToBeBetween(column=c, min_value=1) for c in counts],
+            gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A="window_end", column_B="window_start"),
+            gxe.ExpectTableRowCountToEqual(
+                value=recomputed_windows, description="as many windows as the batch recomputation from bronze"
+            ),
+        ],
+    )
 
 
 def reconciliation_suite() -> gx.ExpectationSuite:
-    return gx.ExpectationSuite(name="reconciliation", expectations=[
-        gxe.ExpectColumnPairValuesToBeEqual(column_A="source_records", column_B="sink_rows",
-                                            description="accounting: committed records = bronze + quarantine"),
-        gxe.ExpectColumnPairValuesToBeEqual(column_A="source_valid", column_B="bronze_rows",
-                                            description="accounting: valid records = bronze rows"),
-        gxe.ExpectColumnPairValuesToBeEqual(column_A="source_malformed", column_B="quarantine_rows",
-                                            description="accounting: malformed records = quarantine rows"),
-        gxe.ExpectColumnValuesToBeBetween(column="lost_records", min_value=0, max_value=0,
-                                          description="loss: no committed record missing from the sinks"),
-        gxe.ExpectColumnValuesToBeBetween(column="phantom_rows", min_value=0, max_value=0,
-                                          description="phantoms: no sink row without a committed record"),
-        gxe.ExpectColumnValuesToBeBetween(column="duplicate_keys", min_value=0, max_value=0,
-                                          description="duplicates: no offset stored twice"),
-        gxe.ExpectColumnValuesToBeBetween(column="content_mismatches", min_value=0, max_value=0,
-                                          description="content: no row differs from its source record"),
-        gxe.ExpectColumnPairValuesToBeEqual(column_A="source_checksum", column_B="sink_checksum",
-                                            description="content: order-independent payload checksum per "
-                                                        "partition, source = sink"),
-    ])
+    return gx.ExpectationSuite(
+        name="reconciliation",
+        expectations=[
+            gxe.ExpectColumnPairValuesToBeEqual(
+                column_A="source_records",
+                column_B="sink_rows",
+                description="accounting: committed records = bronze + quarantine",
+            ),
+            gxe.ExpectColumnPairValuesToBeEqual(
+                column_A="source_valid", column_B="bronze_rows", description="accounting: valid records = bronze rows"
+            ),
+            gxe.ExpectColumnPairValuesToBeEqual(
+                column_A="source_malformed",
+                column_B="quarantine_rows",
+                description="accounting: malformed records = quarantine rows",
+            ),
+            gxe.ExpectColumnValuesToBeBetween(
+                column="lost_records",
+                min_value=0,
+                max_value=0,
+                description="loss: no committed record missing from the sinks",
+            ),
+            gxe.ExpectColumnValuesToBeBetween(
+                column="phantom_rows",
+                min_value=0,
+                max_value=0,
+                description="phantoms: no sink row without a committed record",
+            ),
+            gxe.ExpectColumnValuesToBeBetween(
+                column="duplicate_keys", min_value=0, max_value=0, description="duplicates: no offset stored twice"
+            ),
+            gxe.ExpectColumnValuesToBeBetween(
+                column="content_mismatches",
+                min_value=0,
+                max_value=0,
+                description="content: no row differs from its source record",
+            ),
+            gxe.ExpectColumnPairValuesToBeEqual(
+                column_A="source_checksum",
+                column_B="sink_checksum",
+                description="content: order-independent payload checksum per partition, source = sink",
+            ),
+        ],
+    )
 
 
 def findings_suite() -> gx.ExpectationSuite:
-    return gx.ExpectationSuite(name="findings", expectations=[
-        gxe.UnexpectedRowsExpectation(unexpected_rows_query=f"SELECT * FROM {{batch}} WHERE `check` = '{name}'",
-                                      description=f"{name}: no {what}", meta={"check": name})
-        for name, what in FINDING_CHECKS.items()])
+    return gx.ExpectationSuite(
+        name="findings",
+        expectations=[
+            gxe.UnexpectedRowsExpectation(
+                unexpected_rows_query=f"SELECT * FROM {{batch}} WHERE `check` = '{name}'",
+                description=f"{name}: no {what}",
+                meta={"check": name},
+            )
+            for name, what in FINDING_CHECKS.items()
+        ],
+    )

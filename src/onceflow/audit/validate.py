@@ -34,7 +34,7 @@ import os
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from onceflow.reconcile import FAILED, MAX_SAMPLES, PASSED, Check, jsonable
@@ -48,11 +48,12 @@ FIRST_RUN = {"result_format": "BASIC", "partial_unexpected_count": 0}
 @dataclass
 class Rows:
     """A small table the audit built in Python: column → pyspark type name (suites.ddl_types), rows."""
+
     columns: dict[str, str]
     rows: list[tuple]
 
     @classmethod
-    def from_dicts(cls, ddl: str, records: list[dict]) -> "Rows":
+    def from_dicts(cls, ddl: str, records: list[dict]) -> Rows:
         """The DDL's columns, in order, of each record (a missing key is NULL)."""
         from onceflow.audit.suites import ddl_types
 
@@ -77,11 +78,14 @@ def _context(docs_dir: Path):
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     for name in list(ctx.get_config().data_docs_sites or {}):
         ctx.delete_data_docs_site(name)  # the default site lives in a temp dir: only ours
-    ctx.add_data_docs_site(site_name=SITE, site_config={
-        "class_name": "SiteBuilder",
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
-        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-    })
+    ctx.add_data_docs_site(
+        site_name=SITE,
+        site_config={
+            "class_name": "SiteBuilder",
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        },
+    )
     return ctx
 
 
@@ -93,8 +97,12 @@ def _kwargs(config) -> dict:
 
 def _name(suite: str, config) -> str:
     kw = _kwargs(config)
-    target = kw.get("column") or ",".join(kw.get("column_list") or []) or (
-        f"{kw['column_A']},{kw['column_B']}" if "column_A" in kw else "") or (config.meta or {}).get("check", "")
+    target = (
+        kw.get("column")
+        or ",".join(kw.get("column_list") or [])
+        or (f"{kw['column_A']},{kw['column_B']}" if "column_A" in kw else "")
+        or (config.meta or {}).get("check", "")
+    )
     return f"gx.{suite}.{config.type}" + (f"[{target}]" if target else "")
 
 
@@ -102,9 +110,24 @@ def _to_check(suite: str, result) -> Check:
     config = result.expectation_config
     r = result.result or {}
     kw = _kwargs(config)
-    expected = {k: v for k, v in kw.items() if k in ("value", "min_value", "max_value", "value_set", "regex",
-                                                      "type_", "column_set", "column_list", "column_A",
-                                                      "column_B", "unexpected_rows_query")}
+    expected = {
+        k: v
+        for k, v in kw.items()
+        if k
+        in (
+            "value",
+            "min_value",
+            "max_value",
+            "value_set",
+            "regex",
+            "type_",
+            "column_set",
+            "column_list",
+            "column_A",
+            "column_B",
+            "unexpected_rows_query",
+        )
+    }
     if "unexpected_count" in r:
         observed = {"unexpected_count": r.get("unexpected_count"), "element_count": r.get("element_count")}
     else:
@@ -118,9 +141,16 @@ def _to_check(suite: str, result) -> Check:
     detail = ""
     if result.exception_info and result.exception_info.get("raised_exception"):
         status, detail = FAILED, f"expectation raised: {result.exception_info.get('exception_message')}"
-    return Check(name=_name(suite, config), title=config.description or config.type.replace("_", " "),
-                 status=status, expected=jsonable(expected), observed=jsonable(observed), detail=detail,
-                 source="gx", samples=jsonable(samples))
+    return Check(
+        name=_name(suite, config),
+        title=config.description or config.type.replace("_", " "),
+        status=status,
+        expected=jsonable(expected),
+        observed=jsonable(observed),
+        detail=detail,
+        source="gx",
+        samples=jsonable(samples),
+    )
 
 
 def _write_sqlite(db: Path, tables: dict[str, Rows]) -> None:
@@ -150,7 +180,7 @@ def _run_suites(datasets: dict[str, tuple], report_dir: Path, run_name: str, db:
         sql_source = ctx.data_sources.add_sqlite("onceflow_audit_tables", connection_string=f"sqlite:///{db}")
     if len(small) < len(datasets):  # (GX's Spark source gets or starts a Spark session)
         spark_source = ctx.data_sources.add_spark("onceflow")
-    run_id = RunIdentifier(run_name=run_name, run_time=datetime.now(timezone.utc))
+    run_id = RunIdentifier(run_name=run_name, run_time=datetime.now(UTC))
     checks: list[Check] = []
     stats = {}
     for name, (data, suite) in datasets.items():
@@ -162,8 +192,9 @@ def _run_suites(datasets: dict[str, tuple], report_dir: Path, run_name: str, db:
             params = {"dataframe": data}
         suite = ctx.suites.add(suite)
         vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
-        cp = ctx.checkpoints.add(gx.Checkpoint(name=f"audit-{name}", validation_definitions=[vd], actions=[],
-                                               result_format=dict(FIRST_RUN)))
+        cp = ctx.checkpoints.add(
+            gx.Checkpoint(name=f"audit-{name}", validation_definitions=[vd], actions=[], result_format=dict(FIRST_RUN))
+        )
         outcome = cp.run(batch_parameters=params, run_id=run_id)
         if not outcome.success:  # the small tables (reconciliation, findings) can afford the complete rows
             detail = "COMPLETE" if isinstance(data, Rows) else "SUMMARY"
@@ -183,5 +214,9 @@ def _run_suites(datasets: dict[str, tuple], report_dir: Path, run_name: str, db:
         if found:
             pages[name] = os.path.relpath(found[-1], report_dir)
     index = docs_dir / "index.html"
-    return GxOutcome(checks=checks, docs_index=os.path.relpath(index, report_dir) if index.exists() else None,
-                     suite_pages=pages, statistics=jsonable(stats))
+    return GxOutcome(
+        checks=checks,
+        docs_index=os.path.relpath(index, report_dir) if index.exists() else None,
+        suite_pages=pages,
+        statistics=jsonable(stats),
+    )

@@ -13,16 +13,26 @@ from onceflow.config import DEFAULT_PIPELINE
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("audit", help="prove exactly-once: reconcile Kafka, checkpoint, ledgers and rows; "
-                                     "validate with Great Expectations; write a report")
+    p = sub.add_parser(
+        "audit",
+        help="prove exactly-once: reconcile Kafka, checkpoint, ledgers and rows; "
+        "validate with Great Expectations; write a report",
+    )
     p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
     scope = p.add_mutually_exclusive_group()
-    scope.add_argument("--full", dest="mode", action="store_const", const="full",
-                       help="audit everything committed (default)")
-    scope.add_argument("--since-last", dest="mode", action="store_const", const="since-last",
-                       help="audit only what was committed since the last passed audit")
-    p.add_argument("--report-dir", metavar="DIR",
-                   help="report root (default: $ONCEFLOW_REPORTS, else <state dir>/reports)")
+    scope.add_argument(
+        "--full", dest="mode", action="store_const", const="full", help="audit everything committed (default)"
+    )
+    scope.add_argument(
+        "--since-last",
+        dest="mode",
+        action="store_const",
+        const="since-last",
+        help="audit only what was committed since the last passed audit",
+    )
+    p.add_argument(
+        "--report-dir", metavar="DIR", help="report root (default: $ONCEFLOW_REPORTS, else <state dir>/reports)"
+    )
     p.add_argument("--json", action="store_true", help="print summary.json instead of the short verdict")
     p.set_defaults(func=cmd_audit, mode="full")
 
@@ -38,19 +48,23 @@ def cmd_audit(args) -> int:
         out.print_json(json.dumps(s, default=str))
         return outcome.exit_code
     if outcome.status == "error":
-        console.print(f"[bold red]error:[/bold red] the audit could not run: {s['reason']}", markup=True,
-                      highlight=False)
+        console.print(
+            f"[bold red]error:[/bold red] the audit could not run: {s['reason']}", markup=True, highlight=False
+        )
     else:
         counts = s["counts"]
         colour = "green" if outcome.status == "passed" else "red"
-        out.print(f"[bold {colour}]{outcome.status.upper()}[/bold {colour}] {pipeline.name} ({s['mode']}): "
-                  f"{counts.get('source_records', 0)} committed records in {counts.get('partitions_audited', 0)} "
-                  f"partition range(s); {len(s['checks']) - len(s['failed_checks'])}/{len(s['checks'])} checks "
-                  f"passed in {s['timings'].get('total')} s")
+        out.print(
+            f"[bold {colour}]{outcome.status.upper()}[/bold {colour}] {pipeline.name} ({s['mode']}): "
+            f"{counts.get('source_records', 0)} committed records in {counts.get('partitions_audited', 0)} "
+            f"partition range(s); {len(s['checks']) - len(s['failed_checks'])}/{len(s['checks'])} checks "
+            f"passed in {s['timings'].get('total')} s"
+        )
         for check in s["checks"]:
             if check["status"] == "failed":
-                out.print(f"  [red]✗[/red] {check['name']}: {check['detail'] or check['title']}", markup=True,
-                          highlight=False)
+                out.print(
+                    f"  [red]✗[/red] {check['name']}: {check['detail'] or check['title']}", markup=True, highlight=False
+                )
     for line in note_lines(s):
         out.print(line, markup=False, highlight=False)
     out.print(f"report: {outcome.report_dir / 'index.html'}")

@@ -9,7 +9,9 @@ from onceflow.config import DEFAULT_PIPELINE
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("backfill", help="re-read a committed offset range and re-write what the tables lack, exactly once")
+    p = sub.add_parser(
+        "backfill", help="re-read a committed offset range and re-write what the tables lack, exactly once"
+    )
     p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
     p.add_argument("--start-offsets", required=True, help='first offset per partition: {"0": 100}')
     p.add_argument("--end-offsets", required=True, help='offset after the last: {"0": 200}')
@@ -22,8 +24,9 @@ def check_range(args) -> None:
     refused with the fix, never answered with "0 re-written"; runs before Kafka is asked."""
     from onceflow.ranges import offset_range
 
-    args.start_offsets, args.end_offsets = offset_range(args.start_offsets, args.end_offsets,
-                                                        "--start-offsets", "--end-offsets")
+    args.start_offsets, args.end_offsets = offset_range(
+        args.start_offsets, args.end_offsets, "--start-offsets", "--end-offsets"
+    )
 
 
 def cmd_backfill(args) -> int:
@@ -35,10 +38,14 @@ def cmd_backfill(args) -> int:
     if args.json:
         out.print_json(json.dumps(result.as_dict()))
     else:
-        out.print(f"{result.pipeline}: {result.records} committed records in the range, {result.present} already "
-                  f"in the tables, {result.added} re-written "
-                  f"({', '.join(f'{s} {n}' for s, n in result.added_by_sink.items()) or 'none'})")
+        out.print(
+            f"{result.pipeline}: {result.records} committed records in the range, {result.present} already "
+            f"in the tables, {result.added} re-written "
+            f"({', '.join(f'{s} {n}' for s, n in result.added_by_sink.items()) or 'none'})"
+        )
         for p, (s, e) in result.left_to_stream.items():
-            out.print(f"partition {p}: offsets [{s}, {e}) are past the stream's committed end; the stream "
-                      "ingests them, so the backfill left them")
+            out.print(
+                f"partition {p}: offsets [{s}, {e}) are past the stream's committed end; the stream "
+                "ingests them, so the backfill left them"
+            )
     return 0

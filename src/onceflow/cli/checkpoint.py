@@ -7,6 +7,7 @@ JSON with --json). Exit codes are documented in docs/checkpoint-status.md.
 from __future__ import annotations
 
 import json
+from datetime import UTC
 
 from rich.markup import escape
 
@@ -23,8 +24,9 @@ def add_parser(sub) -> None:
 
     s = actions.add_parser("status", help="health verdict: offsets vs Kafka, lag, run state, sink ledgers")
     s.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
-    s.add_argument("--json", action="store_true", help="print the report as JSON "
-                                                       "(docs/schemas/checkpoint-status.schema.json)")
+    s.add_argument(
+        "--json", action="store_true", help="print the report as JSON (docs/schemas/checkpoint-status.schema.json)"
+    )
     s.set_defaults(func=cmd_status)
 
     s = actions.add_parser("show", help="what the checkpoint holds: batches, commits, offsets, problems")
@@ -70,7 +72,9 @@ def print_status(report: dict) -> None:
     for col in ("partition", "committed", "latest", "lag"):
         table.add_column(col, justify="right")
     for row in report["partitions"]:
-        flag = " (behind retention)" if row["behind_retention"] else " (ahead of Kafka)" if row["ahead_of_kafka"] else ""
+        flag = (
+            " (behind retention)" if row["behind_retention"] else " (ahead of Kafka)" if row["ahead_of_kafka"] else ""
+        )
         table.add_row(str(row["partition"]), _num(row["committed"]), _num(row["latest"]), _num(row["lag"]) + flag)
     total = _total_row(report["partitions"], report["lag"]["total"])
     if total:
@@ -86,12 +90,17 @@ def print_status(report: dict) -> None:
         out.print(f"checkpoint: none yet at {ck['path']}", markup=False)
     else:
         pending = f", batch {ck['uncommitted']} planned not committed" if ck["uncommitted"] is not None else ""
-        out.print(f"checkpoint: last committed batch {_num(ck['last_committed'])} at {ck['last_commit_at'] or '—'}"
-                  f"{pending}; {len(ck['problems'])} problem(s)", markup=False)
-    sinks = ", ".join(f"{name} {_num(s.get('last_batch')) if not s['error'] else 'unreadable'}"
-                      + (f" (g{s['generation']})" if s.get("generation") is not None else "")
-                      + (f", {s['trails_batches']} batch(es) to merge" if s.get("trails_batches") else "")
-                      for name, s in report["sinks"].items())
+        out.print(
+            f"checkpoint: last committed batch {_num(ck['last_committed'])} at {ck['last_commit_at'] or '—'}"
+            f"{pending}; {len(ck['problems'])} problem(s)",
+            markup=False,
+        )
+    sinks = ", ".join(
+        f"{name} {_num(s.get('last_batch')) if not s['error'] else 'unreadable'}"
+        + (f" (g{s['generation']})" if s.get("generation") is not None else "")
+        + (f", {s['trails_batches']} batch(es) to merge" if s.get("trails_batches") else "")
+        for name, s in report["sinks"].items()
+    )
     if sinks:
         out.print(f"sink ledgers, last batch: {sinks}", markup=False)
     state = "running" if run["running"] else "not running"
@@ -132,14 +141,19 @@ def cmd_show(args) -> int:
 
 def _batch_row(ck, batch_id: int) -> dict:
     batch = ck.batches.get(batch_id)
-    return {"batch_id": batch_id, "committed": batch_id in ck.commits, "readable": batch is not None,
-            "timestamp_ms": batch.timestamp_ms if batch else None,
-            "offsets": ({t: {str(p): o for p, o in (batch.offsets(t) or {}).items()} for t in batch.topics}
-                        if batch else None)}
+    return {
+        "batch_id": batch_id,
+        "committed": batch_id in ck.commits,
+        "readable": batch is not None,
+        "timestamp_ms": batch.timestamp_ms if batch else None,
+        "offsets": (
+            {t: {str(p): o for p, o in (batch.offsets(t) or {}).items()} for t in batch.topics} if batch else None
+        ),
+    }
 
 
 def print_show(ck) -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from rich.table import Table
 
@@ -150,10 +164,16 @@ def print_show(ck) -> None:
         out.print(f"checkpoint {ck.path}: empty (no batch planned yet)", markup=False)
     else:
         retained = f"{ck.retained[0]}–{ck.retained[1]}" if ck.retained else "none"
-        out.print(f"checkpoint {ck.path}\n  query id {ck.query_id or '—'}; batches on disk {retained}; "
-                  f"last committed {_num(ck.last_committed)}"
-                  + (f"; batch {ck.uncommitted} planned, not committed (re-run on restart)"
-                     if ck.uncommitted is not None else ""), markup=False)
+        out.print(
+            f"checkpoint {ck.path}\n  query id {ck.query_id or '—'}; batches on disk {retained}; "
+            f"last committed {_num(ck.last_committed)}"
+            + (
+                f"; batch {ck.uncommitted} planned, not committed (re-run on restart)"
+                if ck.uncommitted is not None
+                else ""
+            ),
+            markup=False,
+        )
         if ck.initial_offsets:
             out.print("  initial offsets: " + json.dumps(ck.initial_offsets), markup=False)
         table = Table(title=f"newest {min(SHOW_BATCHES, len(ck.offsets_files))} batches", title_justify="left")
@@ -161,8 +181,11 @@ def print_show(ck) -> None:
             table.add_column(col)
         for b in ck.offsets_files[-SHOW_BATCHES:]:
             row = _batch_row(ck, b)
-            when = (datetime.fromtimestamp(row["timestamp_ms"] / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-                    if row["timestamp_ms"] else "—")
+            when = (
+                datetime.fromtimestamp(row["timestamp_ms"] / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+                if row["timestamp_ms"]
+                else "—"
+            )
             offsets = json.dumps(row["offsets"], separators=(",", ":")) if row["readable"] else "unreadable"
             table.add_row(str(b), "yes" if row["committed"] else "no", when, offsets)
         out.print(table)

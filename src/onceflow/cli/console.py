@@ -39,10 +39,12 @@ def number(flag: str, kind: type = int, minimum: float = 0, below: float | None 
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"{text!r} is not {'a whole number' if kind is int else 'a number'}. {fix}") from None
+                f"{text!r} is not {'a whole number' if kind is int else 'a number'}. {fix}"
+            ) from None
         if not (minimum <= value < (below if below is not None else float("inf"))):  # NaN fails too
             raise argparse.ArgumentTypeError(f"{text} is out of range: {what} must be {bound}. {fix}")
         return value
+
     return parse
 
 

@@ -13,10 +13,17 @@ DEFAULT_PIPELINES = ("payments", "sensors")
 
 def add_parser(sub) -> None:
     p = sub.add_parser("demo", help="the demo: broker, events, exactly-once ingest, summary")
-    p.add_argument("--pipeline", action="append",
-                   help="a pipeline name or YAML path; repeat for several (default: payments and sensors)")
-    p.add_argument("--count", type=number("--count", minimum=1, what="the number of events"),
-                   default=20_000, help="events per pipeline")
+    p.add_argument(
+        "--pipeline",
+        action="append",
+        help="a pipeline name or YAML path; repeat for several (default: payments and sensors)",
+    )
+    p.add_argument(
+        "--count",
+        type=number("--count", minimum=1, what="the number of events"),
+        default=20_000,
+        help="events per pipeline",
+    )
     p.set_defaults(func=cmd_demo)
 
 
@@ -70,11 +77,20 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
 
     log(f"producing {count} events to {pipeline.source.topic} (5% of transactions aborted, 1% of records malformed)")
     aggregates = pipeline.sinks.aggregates
-    summary = produce(pipeline.source.bootstrap_servers, pipeline.source.topic, count, schema=pipeline.schema,
-                      group_by=aggregates.group_by if aggregates else (), abort_ratio=0.05, malformed_ratio=0.01,
-                      keep_records=False)
-    log(f"committed {summary.count('committed')} ({summary.count('committed_malformed')} malformed), "
-        f"aborted {summary.count('aborted')}; running the exactly-once job (available-now)")
+    summary = produce(
+        pipeline.source.bootstrap_servers,
+        pipeline.source.topic,
+        count,
+        schema=pipeline.schema,
+        group_by=aggregates.group_by if aggregates else (),
+        abort_ratio=0.05,
+        malformed_ratio=0.01,
+        keep_records=False,
+    )
+    log(
+        f"committed {summary.count('committed')} ({summary.count('committed_malformed')} malformed), "
+        f"aborted {summary.count('aborted')}; running the exactly-once job (available-now)"
+    )
     result = run_ingest(pipeline, mode="available-now", log=log, spark=spark)
     log(f"job {result.status}: {result.batches} micro-batches, {result.input_rows} records read")
 
@@ -88,12 +104,20 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
     for p in sorted(kafka):
         landed = bronze.get(p, 0) + quarantine.get(p, 0)
         ok &= landed == kafka[p]
-        table.add_row(str(p), str(kafka[p]), str(bronze.get(p, 0)), str(quarantine.get(p, 0)), str(landed),
-                      "yes" if landed == kafka[p] else "NO")
+        table.add_row(
+            str(p),
+            str(kafka[p]),
+            str(bronze.get(p, 0)),
+            str(quarantine.get(p, 0)),
+            str(landed),
+            "yes" if landed == kafka[p] else "NO",
+        )
     if out is not None:
         out.print(table)
         for name, path in paths.items():
             ledger = read_ledger(path)
-            out.print(f"{name}: {path} — ledger at batch {ledger.last.batch_id if ledger.last else '-'} "
-                      f"(generation {ledger.generation}), {'contiguous' if not ledger.problems() else ledger.problems()}")
+            out.print(
+                f"{name}: {path} — ledger at batch {ledger.last.batch_id if ledger.last else '-'} "
+                f"(generation {ledger.generation}), {'contiguous' if not ledger.problems() else ledger.problems()}"
+            )
     return {"match": ok, "kafka": kafka, "bronze": bronze, "quarantine": quarantine}

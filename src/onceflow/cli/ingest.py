@@ -12,16 +12,33 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser("ingest", help="run the exactly-once Kafka → Delta job of a pipeline")
     p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
-    p.add_argument("--mode", choices=["continuous", "available-now"], default="available-now",
-                   help="continuous: run until stopped; available-now: process what is committed, then exit")
-    p.add_argument("--until-idle", type=number("--until-idle", float, what="the idle time"), metavar="SECONDS",
-                   help="continuous mode: stop at a batch boundary after this long without new data")
-    p.add_argument("--max-seconds", type=number("--max-seconds", float, what="the window"), metavar="SECONDS",
-                   help="stop at a batch boundary after this long (bounded streaming windows)")
-    p.add_argument("--stop-timeout", type=seconds, metavar="SECONDS", default=DEFAULT_STOP_TIMEOUT,
-                   help="how long a stop (SIGTERM, --max-seconds, --until-idle) may wait for the batch in flight "
-                        "to commit; past it the run fails, saying so, rather than stop mid-batch "
-                        f"(default {DEFAULT_STOP_TIMEOUT:g})")
+    p.add_argument(
+        "--mode",
+        choices=["continuous", "available-now"],
+        default="available-now",
+        help="continuous: run until stopped; available-now: process what is committed, then exit",
+    )
+    p.add_argument(
+        "--until-idle",
+        type=number("--until-idle", float, what="the idle time"),
+        metavar="SECONDS",
+        help="continuous mode: stop at a batch boundary after this long without new data",
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=number("--max-seconds", float, what="the window"),
+        metavar="SECONDS",
+        help="stop at a batch boundary after this long (bounded streaming windows)",
+    )
+    p.add_argument(
+        "--stop-timeout",
+        type=seconds,
+        metavar="SECONDS",
+        default=DEFAULT_STOP_TIMEOUT,
+        help="how long a stop (SIGTERM, --max-seconds, --until-idle) may wait for the batch in flight "
+        "to commit; past it the run fails, saying so, rather than stop mid-batch "
+        f"(default {DEFAULT_STOP_TIMEOUT:g})",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_ingest)
 
@@ -33,11 +50,19 @@ def cmd_ingest(args) -> int:
     from onceflow.spark.ingest import run_ingest
 
     pipeline = config.load_pipeline(args.pipeline)  # cli.prepare found it and checked its Kafka
-    result = run_ingest(pipeline, mode=args.mode, until_idle=args.until_idle, max_seconds=args.max_seconds,
-                        stop_timeout=args.stop_timeout, log=log)
+    result = run_ingest(
+        pipeline,
+        mode=args.mode,
+        until_idle=args.until_idle,
+        max_seconds=args.max_seconds,
+        stop_timeout=args.stop_timeout,
+        log=log,
+    )
     if args.json:
         out.print_json(json.dumps(asdict(result)))
     else:
-        out.print(f"{result.pipeline}: {result.status} after {result.seconds:.1f}s — {result.batches} batches, "
-                  f"{result.input_rows} records (generation {result.generation}, run {result.run_id})")
+        out.print(
+            f"{result.pipeline}: {result.status} after {result.seconds:.1f}s — {result.batches} batches, "
+            f"{result.input_rows} records (generation {result.generation}, run {result.run_id})"
+        )
     return 0

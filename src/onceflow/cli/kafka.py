@@ -32,8 +32,11 @@ def cmd_kafka(args) -> int:
         if args.json:
             out.print_json(json.dumps(status.__dict__))
         else:
-            state = ("ready" if status.ready else "running, not answering") + f" (pid {status.pid})" \
-                if status.running else "stopped"
+            state = (
+                ("ready" if status.ready else "running, not answering") + f" (pid {status.pid})"
+                if status.running
+                else "stopped"
+            )
             out.print(f"Kafka broker: {state}; bootstrap {status.bootstrap}; log {status.log_file}")
             if not status.running:
                 out.print("start it with `onceflow kafka start`")

@@ -8,23 +8,51 @@ from onceflow.cli.console import console, number, out
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("produce", help="write synthetic events of a pipeline's schema in transactions "
-                                        "(docs/generator.md)")
-    p.add_argument("--pipeline", default="payments",
-                   help="pipeline name or YAML path: its schema, topic and bootstrap (default payments)")
-    p.add_argument("--count", type=number("--count", minimum=1, what="the number of events"),
-                   default=10_000, help="events to write (1 or more)")
-    p.add_argument("--rate", type=number("--rate", float, what="the rate in events/s"), default=0,
-                   help="events/s; 0 = as fast as possible")
-    p.add_argument("--partitions", type=number("--partitions", minimum=1, what="the partition count"),
-                   default=4, help="partitions if the topic is created")
+    p = sub.add_parser(
+        "produce", help="write synthetic events of a pipeline's schema in transactions (docs/generator.md)"
+    )
+    p.add_argument(
+        "--pipeline",
+        default="payments",
+        help="pipeline name or YAML path: its schema, topic and bootstrap (default payments)",
+    )
+    p.add_argument(
+        "--count",
+        type=number("--count", minimum=1, what="the number of events"),
+        default=10_000,
+        help="events to write (1 or more)",
+    )
+    p.add_argument(
+        "--rate",
+        type=number("--rate", float, what="the rate in events/s"),
+        default=0,
+        help="events/s; 0 = as fast as possible",
+    )
+    p.add_argument(
+        "--partitions",
+        type=number("--partitions", minimum=1, what="the partition count"),
+        default=4,
+        help="partitions if the topic is created",
+    )
     p.add_argument("--seed", type=int, help="makes the events reproducible")
-    p.add_argument("--abort-ratio", type=number("--abort-ratio", float, below=1, what="the fraction"), default=0.0,
-                   help="fraction of transactions aborted on purpose, in [0, 1)")
-    p.add_argument("--malformed-ratio", type=number("--malformed-ratio", float, below=1, what="the fraction"),
-                   default=0.0, help="fraction of records malformed on purpose, each kind as often (see --kinds)")
-    p.add_argument("--txn-size", type=number("--txn-size", minimum=1, what="the transaction size"),
-                   default=100, help="events per transaction")
+    p.add_argument(
+        "--abort-ratio",
+        type=number("--abort-ratio", float, below=1, what="the fraction"),
+        default=0.0,
+        help="fraction of transactions aborted on purpose, in [0, 1)",
+    )
+    p.add_argument(
+        "--malformed-ratio",
+        type=number("--malformed-ratio", float, below=1, what="the fraction"),
+        default=0.0,
+        help="fraction of records malformed on purpose, each kind as often (see --kinds)",
+    )
+    p.add_argument(
+        "--txn-size",
+        type=number("--txn-size", minimum=1, what="the transaction size"),
+        default=100,
+        help="events per transaction",
+    )
     p.add_argument("--topic", help="instead of the pipeline's topic")
     p.add_argument("--bootstrap", help="instead of the pipeline's bootstrap servers")
     p.add_argument("--kinds", action="store_true", help="print the malformed kinds the pipeline can produce and exit")
@@ -46,13 +74,31 @@ def cmd_produce(args) -> int:
     topic = args.topic or pipeline.source.topic
     field, file = ("--bootstrap", None) if args.bootstrap else ("source.bootstrap_servers", pipeline.file)
     require_broker(bootstrap, field=field, file=file)
-    with Progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=console, transient=True, disable=not console.is_terminal) as bar:
+    with Progress(
+        TextColumn("producing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
         task = bar.add_task("produce", total=args.count)
-        summary = produce(bootstrap, topic, args.count, schema=pipeline.schema, group_by=group_by,
-                          partitions=args.partitions, rate=args.rate, seed=args.seed, abort_ratio=args.abort_ratio,
-                          malformed_ratio=args.malformed_ratio, txn_size=args.txn_size, keep_records=False,
-                          progress=lambda n: bar.advance(task, n))
+        summary = produce(
+            bootstrap,
+            topic,
+            args.count,
+            schema=pipeline.schema,
+            group_by=group_by,
+            partitions=args.partitions,
+            rate=args.rate,
+            seed=args.seed,
+            abort_ratio=args.abort_ratio,
+            malformed_ratio=args.malformed_ratio,
+            txn_size=args.txn_size,
+            keep_records=False,
+            progress=lambda n: bar.advance(task, n),
+        )
     if args.json:
         out.print_json(json.dumps(summary.as_dict()))
     else:
@@ -79,13 +125,19 @@ def produce_plan(spec: str):
 def print_summary(summary) -> None:
     from rich.table import Table
 
-    table = Table(title=f"produced to {summary.topic} in {summary.seconds:.1f}s "
-                        f"({summary.transactions} transactions, {summary.aborted_transactions} aborted)")
+    table = Table(
+        title=f"produced to {summary.topic} in {summary.seconds:.1f}s "
+        f"({summary.transactions} transactions, {summary.aborted_transactions} aborted)"
+    )
     for col in ("partition", "committed", "valid", "malformed", "aborted"):
         table.add_column(col, justify="right")
     for p, c in sorted(summary.per_partition.items()):
-        table.add_row(str(p), str(c["committed"]), str(c["committed_valid"]), str(c["committed_malformed"]),
-                      str(c["aborted"]))
-    table.add_row("all", *(str(summary.count(k)) for k in ("committed", "committed_valid",
-                                                           "committed_malformed", "aborted")), style="bold")
+        table.add_row(
+            str(p), str(c["committed"]), str(c["committed_valid"]), str(c["committed_malformed"]), str(c["aborted"])
+        )
+    table.add_row(
+        "all",
+        *(str(summary.count(k)) for k in ("committed", "committed_valid", "committed_malformed", "aborted")),
+        style="bold",
+    )
     out.print(table)

@@ -16,23 +16,39 @@ EXIT_REFUSED = 3
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("recover", help="recover a pipeline from its last committed offsets (plan, then act)",
-                       description="Find out what broke (dead query, corrupt or lost checkpoint, sinks that "
-                                   "disagree, checkpoint ahead of a sink, offsets deleted by Kafka retention), "
-                                   "print the plan, and carry it out. Nothing is ever deleted.")
+    p = sub.add_parser(
+        "recover",
+        help="recover a pipeline from its last committed offsets (plan, then act)",
+        description="Find out what broke (dead query, corrupt or lost checkpoint, sinks that "
+        "disagree, checkpoint ahead of a sink, offsets deleted by Kafka retention), "
+        "print the plan, and carry it out. Nothing is ever deleted.",
+    )
     p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
     p.add_argument("--dry-run", action="store_true", help="print the plan and stop (changes nothing)")
-    p.add_argument("--force", action="store_true",
-                   help="recover even when the checkpoint is ahead of a sink ledger (re-reads what the sink lost)")
-    p.add_argument("--accept-loss", action="store_true",
-                   help="accept offsets Kafka no longer holds as lost: recorded by range in the sink ledgers")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="recover even when the checkpoint is ahead of a sink ledger (re-reads what the sink lost)",
+    )
+    p.add_argument(
+        "--accept-loss",
+        action="store_true",
+        help="accept offsets Kafka no longer holds as lost: recorded by range in the sink ledgers",
+    )
     p.add_argument("--resume", action="store_true", help="after recovering, run the job (onceflow ingest)")
-    p.add_argument("--mode", choices=["continuous", "available-now"], default="available-now",
-                   help="with --resume: how the job runs")
+    p.add_argument(
+        "--mode",
+        choices=["continuous", "available-now"],
+        default="available-now",
+        help="with --resume: how the job runs",
+    )
     p.add_argument("--until-idle", type=float, metavar="SECONDS", help="with --resume: stop after this long idle")
     p.add_argument("--max-seconds", type=float, metavar="SECONDS", help="with --resume: stop after this long")
-    p.add_argument("--json", action="store_true", help="print the recovery record as JSON "
-                                                       "(docs/schemas/recovery-record.schema.json)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the recovery record as JSON (docs/schemas/recovery-record.schema.json)",
+    )
     p.set_defaults(func=cmd_recover)
 
 
@@ -41,8 +57,13 @@ def cmd_recover(args) -> int:
     from onceflow.recovery.record import DONE, NOTHING_TO_DO, REFUSED
 
     pipeline = load_pipeline(args.pipeline)
-    result = recover(pipeline, dry_run=args.dry_run, force=args.force, accept_loss=args.accept_loss,
-                     log=log if not args.json else quiet)
+    result = recover(
+        pipeline,
+        dry_run=args.dry_run,
+        force=args.force,
+        accept_loss=args.accept_loss,
+        log=log if not args.json else quiet,
+    )
     if args.json:
         print_json(result.record)
     else:
@@ -52,10 +73,11 @@ def cmd_recover(args) -> int:
     if args.resume and result.outcome in (DONE, NOTHING_TO_DO):
         from onceflow.spark.ingest import run_ingest
 
-        run = run_ingest(pipeline, mode=args.mode, until_idle=args.until_idle, max_seconds=args.max_seconds,
-                         log=log)
-        out.print(f"{run.pipeline}: {run.status} after {run.seconds:.1f}s — {run.batches} batches, "
-                  f"{run.input_rows} records (generation {run.generation})")
+        run = run_ingest(pipeline, mode=args.mode, until_idle=args.until_idle, max_seconds=args.max_seconds, log=log)
+        out.print(
+            f"{run.pipeline}: {run.status} after {run.seconds:.1f}s — {run.batches} batches, "
+            f"{run.input_rows} records (generation {run.generation})"
+        )
     return 0
 
 
@@ -63,9 +85,13 @@ def print_plan(plan, outcome: str, record_path: str, out) -> None:
     """The plan as a person reads it: what was found, what is (or would be) done, what comes next."""
     from rich.table import Table
 
-    head = {"dry_run": "[bold cyan]dry run[/]: nothing was changed", "refused": "[bold red]refused[/]",
-            "done": "[bold green]done[/]", "nothing_to_do": "[bold green]nothing to do[/]",
-            "failed": "[bold red]failed[/]"}.get(outcome, outcome)
+    head = {
+        "dry_run": "[bold cyan]dry run[/]: nothing was changed",
+        "refused": "[bold red]refused[/]",
+        "done": "[bold green]done[/]",
+        "nothing_to_do": "[bold green]nothing to do[/]",
+        "failed": "[bold red]failed[/]",
+    }.get(outcome, outcome)
     out.print(f"[bold]{escape(plan.pipeline)}[/]: {escape(plan.summary)}")
     out.print(f"outcome: {head}    decision: {plan.decision}    case: {plan.case}")
     out.print("[bold]found[/]")

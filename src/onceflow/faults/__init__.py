@@ -18,8 +18,13 @@ from __future__ import annotations
 import os
 import sys
 
-POINTS = ("before_sink_commit", "between_sinks", "after_sink_commit", "after_checkpoint_commit",
-          "before_aggregates_commit")
+POINTS = (
+    "before_sink_commit",
+    "between_sinks",
+    "after_sink_commit",
+    "after_checkpoint_commit",
+    "before_aggregates_commit",
+)
 EXIT_CODE = 86  # tells a test the crash was the injected one
 
 

@@ -24,8 +24,9 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NoReturn
+from typing import NoReturn
 
 from onceflow.errors import FaultSpecError
 
@@ -53,8 +54,9 @@ class Fault:
 def parse(text: str, pgid: int = 0) -> Fault:
     match = _SPEC.match(text.strip())
     if not match:
-        raise FaultSpecError(f"{ENV_FAULT}={text!r} is not a fault. Fix: write crash_after_tasks:K@batch:N "
-                             "or crash_after_write@batch:N.")
+        raise FaultSpecError(
+            f"{ENV_FAULT}={text!r} is not a fault. Fix: write crash_after_tasks:K@batch:N or crash_after_write@batch:N."
+        )
     point = AFTER_WRITE if match["point"] == AFTER_WRITE else AFTER_TASKS
     if point == AFTER_TASKS and match["k"] is None:
         raise FaultSpecError(f"{ENV_FAULT}={text!r}: crash_after_tasks needs K. Fix: crash_after_tasks:K@batch:N.")
@@ -65,13 +67,17 @@ def _pgid() -> int:
     raw = os.environ.get(ENV_KILL_PGID, "").strip()
     if raw == "self":
         if os.getpgrp() != os.getpid():
-            raise FaultSpecError(f"{ENV_KILL_PGID}=self, but this driver (pid {os.getpid()}) does not lead its "
-                                 f"process group ({os.getpgrp()}): killing it would kill its parent too. Fix: "
-                                 "start the driver with setsid / start_new_session=True.")
+            raise FaultSpecError(
+                f"{ENV_KILL_PGID}=self, but this driver (pid {os.getpid()}) does not lead its "
+                f"process group ({os.getpgrp()}): killing it would kill its parent too. Fix: "
+                "start the driver with setsid / start_new_session=True."
+            )
         return os.getpid()
     if not raw.isdigit() or int(raw) <= 1:
-        raise FaultSpecError(f"{ENV_FAULT} is set but {ENV_KILL_PGID}={raw!r} does not name a process group. "
-                             f"Fix: set {ENV_KILL_PGID}=self in a driver started with setsid, or to its pgid.")
+        raise FaultSpecError(
+            f"{ENV_FAULT} is set but {ENV_KILL_PGID}={raw!r} does not name a process group. "
+            f"Fix: set {ENV_KILL_PGID}=self in a driver started with setsid, or to its pgid."
+        )
     return int(raw)
 
 

@@ -26,11 +26,14 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, 
     if topic in meta.topics:
         have = len(meta.topics[topic].partitions)
         if have < partitions:
-            raise BrokerError(f"topic {topic!r} exists with {have} partitions, fewer than the {partitions} asked for. "
-                              f"Fix: use --partitions {have} or a new topic name.")
+            raise BrokerError(
+                f"topic {topic!r} exists with {have} partitions, fewer than the {partitions} asked for. "
+                f"Fix: use --partitions {have} or a new topic name."
+            )
         return False
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1,
-                                            config=config or {})])
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})]
+    )
     try:
         futures[topic].result(timeout=30)
     except KafkaException as exc:
@@ -52,11 +55,12 @@ def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     """{partition: (low, high)}; high is the last stable offset (read_committed, librdkafka's default):
     the log end, markers included, unless a transaction is still open, then that transaction's first
     offset. What a committed reader can reach, so a range past it is refused."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "onceflow-admin",
-                         "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "onceflow-admin", "enable.auto.commit": False})
     try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)
-                for p in partitions_of(bootstrap, topic)}
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)
+            for p in partitions_of(bootstrap, topic)
+        }
     finally:
         consumer.close()
 
@@ -70,13 +74,20 @@ def _quiet_admin(bootstrap: str, timeout: float) -> AdminClient:
         log.addHandler(logging.NullHandler())
         log.propagate = False
     ms = str(int(max(timeout, 1) * 1000))
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": ms,
-                        "socket.connection.setup.timeout.ms": ms, "reconnect.backoff.max.ms": "1000"},
-                       logger=log)
+    return AdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "socket.timeout.ms": ms,
+            "socket.connection.setup.timeout.ms": ms,
+            "reconnect.backoff.max.ms": "1000",
+        },
+        logger=log,
+    )
 
 
-def list_end_offsets(bootstrap: str, topic: str, timeout: float = 10.0,
-                     partitions: list[int] | None = None) -> dict[str, dict[int, int]]:
+def list_end_offsets(
+    bootstrap: str, topic: str, timeout: float = 10.0, partitions: list[int] | None = None
+) -> dict[str, dict[int, int]]:
     """Per partition, the log start and the last stable offset: {"earliest": {p: o}, "latest": {p: o}}.
 
     `latest` is read at READ_COMMITTED: the last stable offset, the end a
@@ -100,21 +111,29 @@ def list_end_offsets(bootstrap: str, topic: str, timeout: float = 10.0,
             meta = admin.list_topics(topic, timeout=timeout)
             info = meta.topics.get(topic)
             if info is None or info.error is not None:
-                raise BrokerError(f"topic {topic!r} does not exist on {bootstrap} ({info.error if info else 'absent'}). "
-                                  "Fix: check the pipeline's source.topic, or produce to it first.")
+                raise BrokerError(
+                    f"topic {topic!r} does not exist on {bootstrap} ({info.error if info else 'absent'}). "
+                    "Fix: check the pipeline's source.topic, or produce to it first."
+                )
             partitions = sorted(info.partitions)
         out: dict[str, dict[int, int]] = {}
         for name, spec in (("earliest", OffsetSpec.earliest()), ("latest", OffsetSpec.latest())):
-            futures = admin.list_offsets({TopicPartition(topic, p): spec for p in partitions},
-                                         isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout)
+            futures = admin.list_offsets(
+                {TopicPartition(topic, p): spec for p in partitions},
+                isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=timeout,
+            )
             out[name] = {tp.partition: f.result(timeout=timeout + 5).offset for tp, f in futures.items()}
         return {k: dict(sorted(v.items())) for k, v in out.items()}
     except KafkaException as exc:
-        raise BrokerError(f"cannot read the offsets of {topic!r} from Kafka at {bootstrap}: {_kafka_error_text(exc)}. "
-                          f"{broker_fix()}") from None
+        raise BrokerError(
+            f"cannot read the offsets of {topic!r} from Kafka at {bootstrap}: {_kafka_error_text(exc)}. {broker_fix()}"
+        ) from None
     except TimeoutError:
-        raise BrokerError(f"Kafka at {bootstrap} did not answer within {timeout:.0f}s while listing the offsets of "
-                          f"{topic!r}. {broker_fix()}") from None
+        raise BrokerError(
+            f"Kafka at {bootstrap} did not answer within {timeout:.0f}s while listing the offsets of "
+            f"{topic!r}. {broker_fix()}"
+        ) from None
 
 
 def _kafka_error_text(exc: KafkaException) -> str:
@@ -129,8 +148,10 @@ REACH_TIMEOUT = 10.0  # seconds a command waits for Kafka before refusing to sta
 def broker_fix(field: str = "source.bootstrap_servers", file: str | None = None) -> str:
     """The one fix every "Kafka is not reachable" message gives."""
     where = f"{field} in {file}" if file else field
-    return ("Fix: start the embedded broker with `onceflow kafka start`, or point "
-            f"{where} (or ONCEFLOW_KAFKA_BOOTSTRAP) at a running broker.")
+    return (
+        "Fix: start the embedded broker with `onceflow kafka start`, or point "
+        f"{where} (or ONCEFLOW_KAFKA_BOOTSTRAP) at a running broker."
+    )
 
 
 def _addresses(bootstrap: str) -> list[tuple[str, int]]:
@@ -160,8 +181,9 @@ def _tcp_refusal(bootstrap: str, timeout: float, definite: bool = False) -> str 
     return "; ".join(reasons) or None
 
 
-def require_broker(bootstrap: str, *, timeout: float = REACH_TIMEOUT, field: str = "source.bootstrap_servers",
-                   file: str | None = None) -> None:
+def require_broker(
+    bootstrap: str, *, timeout: float = REACH_TIMEOUT, field: str = "source.bootstrap_servers", file: str | None = None
+) -> None:
     """Raise BrokerError (the address, the cause and the fix) unless Kafka answers at `bootstrap`
     within `timeout` seconds. Called before any JVM starts, so a broker that is down costs
     seconds, not minutes of Spark retrying.
@@ -176,14 +198,17 @@ def require_broker(bootstrap: str, *, timeout: float = REACH_TIMEOUT, field: str
     try:
         _quiet_admin(bootstrap, left).list_topics(timeout=left)
     except KafkaException as exc:
-        raise BrokerError(f"Kafka is not reachable at {bootstrap}: no answer to a metadata request within "
-                          f"{timeout:.0f}s ({_kafka_error_text(exc)}). {broker_fix(field, file)}") from None
+        raise BrokerError(
+            f"Kafka is not reachable at {bootstrap}: no answer to a metadata request within "
+            f"{timeout:.0f}s ({_kafka_error_text(exc)}). {broker_fix(field, file)}"
+        ) from None
 
 
-def require_pipeline_brokers(pipeline: "Pipeline", timeout: float = REACH_TIMEOUT) -> None:
+def require_pipeline_brokers(pipeline: Pipeline, timeout: float = REACH_TIMEOUT) -> None:
     """require_broker for every Kafka cluster a pipeline uses: its source and a Kafka sink elsewhere."""
     require_broker(pipeline.source.bootstrap_servers, timeout=timeout, file=pipeline.file or None)
     sink = pipeline.sinks.kafka
     if sink is not None and sink.bootstrap_servers and sink.bootstrap_servers != pipeline.source.bootstrap_servers:
-        require_broker(sink.bootstrap_servers, timeout=timeout, field="sinks.kafka.bootstrap_servers",
-                       file=pipeline.file or None)
+        require_broker(
+            sink.bootstrap_servers, timeout=timeout, field="sinks.kafka.bootstrap_servers", file=pipeline.file or None
+        )

@@ -97,8 +97,13 @@ def _alive(pid: int) -> bool:
 class LocalBroker:
     """Start, stop and inspect the embedded broker living in <home>/kafka."""
 
-    def __init__(self, home: Path | None = None, port: int | None = None,
-                 controller_port: int | None = None, extra_properties: dict[str, str] | None = None):
+    def __init__(
+        self,
+        home: Path | None = None,
+        port: int | None = None,
+        controller_port: int | None = None,
+        extra_properties: dict[str, str] | None = None,
+    ):
         self.dir = (home or state_dir()) / "kafka"
         saved = self._saved_ports()
         self.port = port or saved.get("port") or int(os.environ.get("ONCEFLOW_KAFKA_PORT", DEFAULT_PORT))
@@ -167,16 +172,23 @@ class LocalBroker:
     def status(self, probe: bool = True) -> BrokerStatus:
         pid = self._pid()
         ready = bool(pid) and probe and self._answers(timeout=5)
-        return BrokerStatus(running=pid is not None, ready=ready, pid=pid, port=self.port,
-                            bootstrap=self.bootstrap, data_dir=str(self.data_dir),
-                            log_file=str(self.log_file))
+        return BrokerStatus(
+            running=pid is not None,
+            ready=ready,
+            pid=pid,
+            port=self.port,
+            bootstrap=self.bootstrap,
+            data_dir=str(self.data_dir),
+            log_file=str(self.log_file),
+        )
 
     def _answers(self, timeout: float) -> bool:
         from confluent_kafka.admin import AdminClient
 
         try:
-            admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": int(timeout * 1000),
-                                 "log_level": 0})  # probing a starting broker: refusals are expected
+            admin = AdminClient(
+                {"bootstrap.servers": self.bootstrap, "socket.timeout.ms": int(timeout * 1000), "log_level": 0}
+            )  # probing a starting broker: refusals are expected
             admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 1)
             return True
         except Exception:
@@ -185,16 +197,27 @@ class LocalBroker:
     def _java_cmd(self, main: str, *args: str) -> list[str]:
         java = shutil.which("java")
         if not java:
-            raise BrokerError("`java` is not on PATH; the Kafka broker needs Java 17+. "
-                              "Fix: install a JDK (apt-get install openjdk-17-jre-headless).")
+            raise BrokerError(
+                "`java` is not on PATH; the Kafka broker needs Java 17+. "
+                "Fix: install a JDK (apt-get install openjdk-17-jre-headless)."
+            )
         try:
             jars = classpath_jars("kafka")
         except SetupError as exc:
             raise BrokerError(str(exc)) from None
         heap = os.environ.get("ONCEFLOW_KAFKA_HEAP", "768m")
-        return [java, f"-Xmx{heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-                f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
-                "-cp", os.pathsep.join(str(j) for j in jars), main, *args]
+        return [
+            java,
+            f"-Xmx{heap}",
+            "-Xms128m",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
+            "-cp",
+            os.pathsep.join(str(j) for j in jars),
+            main,
+            *args,
+        ]
 
     def _format_storage(self) -> None:
         props = self.dir / "server.properties"
@@ -202,8 +225,9 @@ class LocalBroker:
         cmd = self._java_cmd("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props))
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise BrokerError(f"formatting KRaft storage in {self.data_dir} failed:\n"
-                              f"{(proc.stdout + proc.stderr)[-2000:]}")
+            raise BrokerError(
+                f"formatting KRaft storage in {self.data_dir} failed:\n{(proc.stdout + proc.stderr)[-2000:]}"
+            )
 
     def start(self, timeout: float = 90, log=lambda msg: None) -> BrokerStatus:
         """Start the broker (idempotent) and wait until it answers AdminClient calls."""
@@ -225,8 +249,14 @@ class LocalBroker:
             log(f"formatting KRaft storage in {self.data_dir}")
             self._format_storage()
         with open(self.log_file, "ab") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, cwd=self.dir)
+            proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=self.dir,
+            )
         self.pid_file.write_text(str(proc.pid))
         log(f"broker starting (pid {proc.pid}) on {self.bootstrap}; log: {self.log_file}")
         return self._wait_ready(timeout)
@@ -241,8 +271,9 @@ class LocalBroker:
                 status.ready = True
                 return status
             time.sleep(0.5)
-        raise BrokerError(f"the broker did not answer on {self.bootstrap} within {timeout:.0f}s. "
-                          f"Last log lines:\n{self.logs(30)}")
+        raise BrokerError(
+            f"the broker did not answer on {self.bootstrap} within {timeout:.0f}s. Last log lines:\n{self.logs(30)}"
+        )
 
     def stop(self, timeout: float = 30, log=lambda msg: None) -> bool:
         """SIGTERM (clean shutdown), then SIGKILL after `timeout`. True if it was running."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from typing import Iterator
+from collections.abc import Iterator
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
@@ -25,20 +25,29 @@ def committed_counts(bootstrap: str, topic: str, timeout: float = 120) -> dict[i
     return dict(counts)
 
 
-def read_records(bootstrap: str, topic: str, isolation: str = "read_committed",
-                 timeout: float = 60) -> list[tuple[int, int, bytes | None, bytes | None]]:
+def read_records(
+    bootstrap: str, topic: str, isolation: str = "read_committed", timeout: float = 60
+) -> list[tuple[int, int, bytes | None, bytes | None]]:
     """Every record readable at `isolation` up to each partition's end now:
     [(partition, offset, key, value)]. The witness tests and benchmarks compare tables with."""
-    return [(m.partition(), m.offset(), m.key(), m.value())
-            for m in _messages(bootstrap, topic, partitions_of(bootstrap, topic), isolation, timeout)]
+    return [
+        (m.partition(), m.offset(), m.key(), m.value())
+        for m in _messages(bootstrap, topic, partitions_of(bootstrap, topic), isolation, timeout)
+    ]
 
 
 def _messages(bootstrap: str, topic: str, parts: list[int], isolation: str, timeout: float) -> Iterator[Message]:
     """Every record of `topic`'s `parts` from the start up to each one's end when reading began
     (the last stable offset at read_committed); BrokerError if that takes over `timeout` s."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"onceflow-read-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "isolation.level": isolation,
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"onceflow-read-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in parts}
         consumer.assign([TopicPartition(topic, p, 0) for p in parts])
@@ -46,8 +55,10 @@ def _messages(bootstrap: str, topic: str, parts: list[int], isolation: str, time
         deadline = time.monotonic() + timeout
         while len(done) < len(parts):
             if time.monotonic() > deadline:
-                raise BrokerError(f"reading {topic} at {isolation} did not reach the end offsets {ends} "
-                                  f"within {timeout:.0f}s (done: {sorted(done)})")
+                raise BrokerError(
+                    f"reading {topic} at {isolation} did not reach the end offsets {ends} "
+                    f"within {timeout:.0f}s (done: {sorted(done)})"
+                )
             batch = consumer.consume(10_000, timeout=1.0)
             if not batch:
                 # at read_committed the last records may be control markers: check the position

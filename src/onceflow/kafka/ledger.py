@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -76,20 +76,30 @@ class KafkaLedgerRecord:
     ledger_offset: int | None = field(default=None, compare=False)
 
     def to_json(self) -> bytes:
-        body = {LEDGER_KEY: LEDGER_FORMAT, "pipeline": self.pipeline, "generation": self.generation,
-                "batch_id": self.batch_id, "task_partition": self.task_partition,
-                "task_partitions": self.task_partitions, "topic": self.topic,
-                "start": {str(p): o for p, o in sorted(self.start.items())},
-                "end": {str(p): o for p, o in sorted(self.end.items())},
-                "rows": self.rows, "output_topic": self.output_topic, "key_expr": self.key_expr,
-                "transactional_id": self.transactional_id, "written_at": self.written_at}
+        body = {
+            LEDGER_KEY: LEDGER_FORMAT,
+            "pipeline": self.pipeline,
+            "generation": self.generation,
+            "batch_id": self.batch_id,
+            "task_partition": self.task_partition,
+            "task_partitions": self.task_partitions,
+            "topic": self.topic,
+            "start": {str(p): o for p, o in sorted(self.start.items())},
+            "end": {str(p): o for p, o in sorted(self.end.items())},
+            "rows": self.rows,
+            "output_topic": self.output_topic,
+            "key_expr": self.key_expr,
+            "transactional_id": self.transactional_id,
+            "written_at": self.written_at,
+        }
         if self.carry:
             body["carry"] = self.carry
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls, value: bytes | str | None, partition: int | None = None,
-                  offset: int | None = None) -> "KafkaLedgerRecord | None":
+    def from_json(
+        cls, value: bytes | str | None, partition: int | None = None, offset: int | None = None
+    ) -> KafkaLedgerRecord | None:
         """Parse a ledger value; None for anything that is not a ledger record."""
         try:
             body = json.loads(value) if value is not None else None
@@ -98,14 +108,24 @@ class KafkaLedgerRecord:
         if not isinstance(body, dict) or body.get(LEDGER_KEY) != LEDGER_FORMAT:
             return None
         try:
-            return cls(pipeline=body["pipeline"], generation=int(body["generation"]),
-                       batch_id=int(body["batch_id"]), task_partition=int(body["task_partition"]),
-                       task_partitions=int(body["task_partitions"]), topic=body["topic"],
-                       start={int(p): int(o) for p, o in body["start"].items()},
-                       end={int(p): int(o) for p, o in body["end"].items()},
-                       rows=int(body["rows"]), output_topic=body["output_topic"], key_expr=body["key_expr"],
-                       transactional_id=body["transactional_id"], written_at=int(body.get("written_at", 0)),
-                       carry=body.get("carry") or None, ledger_partition=partition, ledger_offset=offset)
+            return cls(
+                pipeline=body["pipeline"],
+                generation=int(body["generation"]),
+                batch_id=int(body["batch_id"]),
+                task_partition=int(body["task_partition"]),
+                task_partitions=int(body["task_partitions"]),
+                topic=body["topic"],
+                start={int(p): int(o) for p, o in body["start"].items()},
+                end={int(p): int(o) for p, o in body["end"].items()},
+                rows=int(body["rows"]),
+                output_topic=body["output_topic"],
+                key_expr=body["key_expr"],
+                transactional_id=body["transactional_id"],
+                written_at=int(body.get("written_at", 0)),
+                carry=body.get("carry") or None,
+                ledger_partition=partition,
+                ledger_offset=offset,
+            )
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -119,10 +139,18 @@ class KafkaLedgerRecord:
 # -- reading ranges at read_committed ------------------------------------------
 def _consumer(bootstrap: str, isolation: str) -> Consumer:
     """A consumer that only ever `assign`s: no group membership, no offset commits."""
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": "onceflow-kafka-ledger-reader",
-                     "enable.auto.commit": False, "enable.auto.offset.store": False,
-                     "isolation.level": isolation, "auto.offset.reset": "earliest",
-                     "fetch.wait.max.ms": 50, "log_level": 3})
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "onceflow-kafka-ledger-reader",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": isolation,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 50,
+            "log_level": 3,
+        }
+    )
 
 
 class LedgerReader:
@@ -138,7 +166,7 @@ class LedgerReader:
         self.committed.close()
         self.uncommitted.close()
 
-    def __enter__(self) -> "LedgerReader":
+    def __enter__(self) -> LedgerReader:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -169,7 +197,8 @@ class LedgerReader:
                     f"the last stable offset at {stable}, below the log end {log_end}, for more than "
                     f"{self.timeout:.0f}s, so committed ledger records behind it cannot be read yet. Fix: stop "
                     "the other writer (an older generation, or another pipeline sharing this ledger topic) or "
-                    "wait for its transaction timeout; give each pipeline its own ledger topic.")
+                    "wait for its transaction timeout; give each pipeline its own ledger topic."
+                )
             time.sleep(0.2)
 
     def read_range(self, topic: str, partition: int, lo: int, hi: int) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -190,8 +219,7 @@ class LedgerReader:
                     err = msg.error()
                     if err is not None:
                         if err.fatal():
-                            raise KafkaLedgerError(f"reading ledger topic {topic!r} partition {partition}: "
-                                                   f"{err.str()}")
+                            raise KafkaLedgerError(f"reading ledger topic {topic!r} partition {partition}: {err.str()}")
                         continue
                     if msg.offset() < hi:
                         out.append((msg.offset(), msg.key(), msg.value()))
@@ -202,12 +230,14 @@ class LedgerReader:
                     raise KafkaLedgerError(
                         f"reading ledger topic {topic!r} partition {partition} offsets [{lo}, {hi}) did not "
                         f"finish within {self.timeout:.0f}s (position {position}). Fix: check that the broker "
-                        "is up and the partition has a leader.")
+                        "is up and the partition has a leader."
+                    )
         finally:
             consumer.unassign()
 
-    def latest(self, topic: str, partition: int, key: bytes, window: int = 64,
-               wait: bool = True) -> KafkaLedgerRecord | None:
+    def latest(
+        self, topic: str, partition: int, key: bytes, window: int = 64, wait: bool = True
+    ) -> KafkaLedgerRecord | None:
         """The newest committed ledger record with `key` in one ledger partition.
 
         Reads backwards in doubling windows from the last stable offset; with one
@@ -215,8 +245,9 @@ class LedgerReader:
         """
         return self.newest(topic, partition, lambda k, r: k == key, window, wait)
 
-    def newest(self, topic: str, partition: int, match, window: int = 64,
-               wait: bool = True) -> KafkaLedgerRecord | None:
+    def newest(
+        self, topic: str, partition: int, match, window: int = 64, wait: bool = True
+    ) -> KafkaLedgerRecord | None:
         """The newest committed ledger record for which match(key, record) holds."""
         low, hi, _ = self.stable_end(topic, partition, wait)
         size = window
@@ -287,13 +318,24 @@ class KafkaLedger:
             if _missing(records):
                 continue
             first = records[0]
-            out.append(LedgerEntry(
-                pipeline=self.pipeline, sink=SINK_NAME, generation=generation, batch_id=batch_id,
-                topic=first.topic, start=dict(first.start), end=dict(first.end),
-                rows=sum(r.rows for r in records),
-                extra={"output_topic": first.output_topic, "task_partitions": first.task_partitions,
-                       "ledger_topic": self.ledger_topic},
-                timestamp=max(r.written_at for r in records)))
+            out.append(
+                LedgerEntry(
+                    pipeline=self.pipeline,
+                    sink=SINK_NAME,
+                    generation=generation,
+                    batch_id=batch_id,
+                    topic=first.topic,
+                    start=dict(first.start),
+                    end=dict(first.end),
+                    rows=sum(r.rows for r in records),
+                    extra={
+                        "output_topic": first.output_topic,
+                        "task_partitions": first.task_partitions,
+                        "ledger_topic": self.ledger_topic,
+                    },
+                    timestamp=max(r.written_at for r in records),
+                )
+            )
         return out
 
     @property
@@ -302,8 +344,15 @@ class KafkaLedger:
         for (generation, batch_id), records in self.batches().items():
             missing = _missing(records)
             if missing:
-                out.append(PartialBatch(generation, batch_id, sorted(r.task_partition for r in records),
-                                        missing, sum(r.rows for r in records)))
+                out.append(
+                    PartialBatch(
+                        generation,
+                        batch_id,
+                        sorted(r.task_partition for r in records),
+                        missing,
+                        sum(r.rows for r in records),
+                    )
+                )
         return out
 
     def committed_offsets(self) -> dict[int, int]:
@@ -322,32 +371,42 @@ class KafkaLedger:
         for (generation, batch_id), records in batches.items():
             ranges = {(json.dumps(r.start, sort_keys=True), json.dumps(r.end, sort_keys=True)) for r in records}
             if len(ranges) > 1:
-                problems.append(f"generation {generation} batch {batch_id}: task partitions recorded different "
-                                f"source offset ranges {sorted(ranges)}")
+                problems.append(
+                    f"generation {generation} batch {batch_id}: task partitions recorded different "
+                    f"source offset ranges {sorted(ranges)}"
+                )
             counts = {r.task_partitions for r in records}
             if len(counts) > 1:
-                problems.append(f"generation {generation} batch {batch_id}: task partitions disagree on the "
-                                f"number of task partitions {sorted(counts)}")
+                problems.append(
+                    f"generation {generation} batch {batch_id}: task partitions disagree on the "
+                    f"number of task partitions {sorted(counts)}"
+                )
             missing = _missing(records)
             if missing and batch_id != last_of_generation[generation]:
-                problems.append(f"generation {generation} batch {batch_id}: task partitions {missing} never "
-                                "committed, yet later batches did")
+                problems.append(
+                    f"generation {generation} batch {batch_id}: task partitions {missing} never "
+                    "committed, yet later batches did"
+                )
         return problems
 
     def to_ledger(self) -> Ledger:
         """The same shape as a Delta sink's ledger (onceflow.ledger.Ledger)."""
-        return Ledger(table=f"kafka:{self.ledger_topic}", entries=self.entries, foreign_commits=[],
-                      exists=self.exists)
+        return Ledger(table=f"kafka:{self.ledger_topic}", entries=self.entries, foreign_commits=[], exists=self.exists)
 
     def as_dict(self) -> dict:
-        return {"ledger_topic": self.ledger_topic, "pipeline": self.pipeline, "exists": self.exists,
-                "records": len(self.records),
-                "in_doubt": {str(p): {"last_stable_offset": s, "log_end": e}
-                             for p, (s, e) in sorted(self.in_doubt.items())},
-                "entries": [e.as_dict() for e in self.entries],
-                "partial": [p.as_dict() for p in self.partial],
-                "committed_offsets": {str(p): o for p, o in sorted(self.committed_offsets().items())},
-                "problems": self.problems()}
+        return {
+            "ledger_topic": self.ledger_topic,
+            "pipeline": self.pipeline,
+            "exists": self.exists,
+            "records": len(self.records),
+            "in_doubt": {
+                str(p): {"last_stable_offset": s, "log_end": e} for p, (s, e) in sorted(self.in_doubt.items())
+            },
+            "entries": [e.as_dict() for e in self.entries],
+            "partial": [p.as_dict() for p in self.partial],
+            "committed_offsets": {str(p): o for p, o in sorted(self.committed_offsets().items())},
+            "problems": self.problems(),
+        }
 
 
 def _missing(records: Iterable[KafkaLedgerRecord]) -> list[int]:
@@ -368,8 +427,10 @@ def read_kafka_ledger(bootstrap: str, ledger_topic: str, pipeline: str, timeout:
     try:
         meta = admin_client(bootstrap).list_topics(ledger_topic, timeout=15)
     except KafkaException as exc:
-        raise KafkaLedgerError(f"cannot reach Kafka at {bootstrap} to read ledger topic {ledger_topic!r}: {exc}. "
-                               "Fix: check the bootstrap servers and that the broker runs.") from None
+        raise KafkaLedgerError(
+            f"cannot reach Kafka at {bootstrap} to read ledger topic {ledger_topic!r}: {exc}. "
+            "Fix: check the bootstrap servers and that the broker runs."
+        ) from None
     info = meta.topics.get(ledger_topic)
     if info is None or info.error is not None:
         return KafkaLedger(ledger_topic, pipeline, [], exists=False)
@@ -383,8 +444,10 @@ def read_kafka_ledger(bootstrap: str, ledger_topic: str, pipeline: str, timeout:
                 if doubt:
                     in_doubt[partition] = doubt
     except KafkaException as exc:
-        raise KafkaLedgerError(f"reading ledger topic {ledger_topic!r} on {bootstrap} failed: {exc}. Fix: check "
-                               "that the broker runs and the topic's partitions have a leader.") from None
+        raise KafkaLedgerError(
+            f"reading ledger topic {ledger_topic!r} on {bootstrap} failed: {exc}. Fix: check "
+            "that the broker runs and the topic's partitions have a leader."
+        ) from None
     records.sort(key=lambda r: (r.generation, r.batch_id, r.task_partition))
     return KafkaLedger(ledger_topic, pipeline, records, in_doubt=in_doubt)
 
@@ -394,5 +457,8 @@ def pipeline_kafka_ledger(pipeline) -> KafkaLedger:
     sink = pipeline.sinks.kafka
     if sink is None:
         raise KafkaLedgerError(f"pipeline {pipeline.name!r} has no sinks.kafka section")
-    return read_kafka_ledger(sink.bootstrap_servers or pipeline.source.bootstrap_servers,
-                             sink.ledger_topic or default_ledger_topic(pipeline.name), pipeline.name)
+    return read_kafka_ledger(
+        sink.bootstrap_servers or pipeline.source.bootstrap_servers,
+        sink.ledger_topic or default_ledger_topic(pipeline.name),
+        pipeline.name,
+    )

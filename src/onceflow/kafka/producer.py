@@ -13,8 +13,9 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
@@ -68,8 +69,9 @@ class ProduceSummary:
         }
 
 
-def _transactions(gen: Generator, count: int, txn_size: int, malformed_ratio: float,
-                  abort_ratio: float) -> Iterator[tuple[bool, list[Made]]]:
+def _transactions(
+    gen: Generator, count: int, txn_size: int, malformed_ratio: float, abort_ratio: float
+) -> Iterator[tuple[bool, list[Made]]]:
     made = 0
     while made < count:
         size = min(txn_size, count - made)
@@ -78,11 +80,24 @@ def _transactions(gen: Generator, count: int, txn_size: int, malformed_ratio: fl
         made += size
 
 
-def produce(bootstrap: str, topic: str, count: int, *, schema: Schema, group_by: Sequence[str] = (),
-            key_field: str | None = None, partitions: int = 4, rate: float = 0, seed: int | None = None,
-            abort_ratio: float = 0.0, malformed_ratio: float = 0.0, txn_size: int = 100,
-            transactional_id: str | None = None, keep_records: bool = True,
-            progress: Callable[[int], None] | None = None) -> ProduceSummary:
+def produce(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    schema: Schema,
+    group_by: Sequence[str] = (),
+    key_field: str | None = None,
+    partitions: int = 4,
+    rate: float = 0,
+    seed: int | None = None,
+    abort_ratio: float = 0.0,
+    malformed_ratio: float = 0.0,
+    txn_size: int = 100,
+    transactional_id: str | None = None,
+    keep_records: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> ProduceSummary:
     """Write `count` events of `schema` in transactions of `txn_size`; returns what was
     written where.
 
@@ -102,14 +117,16 @@ def produce(bootstrap: str, topic: str, count: int, *, schema: Schema, group_by:
         raise ProducerError(f"count={count} and rate={rate} must be at least 0, txn_size={txn_size} at least 1")
     gen = Generator(schema, seed, group_by=group_by, key_field=key_field)
     ensure_topic(bootstrap, topic, partitions)
-    producer = Producer({
-        "bootstrap.servers": bootstrap,
-        "transactional.id": transactional_id or f"onceflow-produce-{uuid.uuid4()}",
-        "partitioner": "murmur2_random",  # same key -> same partition as Java clients
-        "linger.ms": 20,
-        "message.max.bytes": KAFKA_RECORD_LIMIT,
-        "log_level": 3,  # librdkafka's own notices (%4|…|GETPID|…) are not the user's business; errors still raise
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": transactional_id or f"onceflow-produce-{uuid.uuid4()}",
+            "partitioner": "murmur2_random",  # same key -> same partition as Java clients
+            "linger.ms": 20,
+            "message.max.bytes": KAFKA_RECORD_LIMIT,
+            "log_level": 3,  # librdkafka's own notices (%4|…|GETPID|…) are not the user's business; errors still raise
+        }
+    )
     summary = ProduceSummary(topic=topic)
     started = time.monotonic()
     written = 0
@@ -119,8 +136,15 @@ def produce(bootstrap: str, topic: str, count: int, *, schema: Schema, group_by:
             producer.begin_transaction()
             pending: list[GeneratedRecord] = []
             for made in batch:
-                rec = GeneratedRecord(made.key, made.value, made.kind, made.event_id, summary.transactions, abort,
-                                      made.values if keep_records else {})
+                rec = GeneratedRecord(
+                    made.key,
+                    made.value,
+                    made.kind,
+                    made.event_id,
+                    summary.transactions,
+                    abort,
+                    made.values if keep_records else {},
+                )
                 pending.append(rec)
 
                 def delivered(err, msg, rec=rec):

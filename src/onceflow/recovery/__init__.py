@@ -10,9 +10,9 @@ Modules: `facts` (read checkpoint, identity, ledgers, Kafka, run lock), `plan`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError, RecoveryError
@@ -33,14 +33,21 @@ class RecoveryResult:
     record: dict
 
 
-def plan_recovery(pipeline: Pipeline, *, force: bool = False, accept_loss: bool = False,
-                  stamp: str | None = None) -> Plan:
+def plan_recovery(
+    pipeline: Pipeline, *, force: bool = False, accept_loss: bool = False, stamp: str | None = None
+) -> Plan:
     """The plan for the pipeline as it is now; changes nothing and writes no record."""
     return decide(gather(pipeline), force=force, accept_loss=accept_loss, stamp=stamp or new_stamp())
 
 
-def recover(pipeline: Pipeline, *, dry_run: bool = False, force: bool = False, accept_loss: bool = False,
-            log: Callable[[str], None] = lambda msg: None) -> RecoveryResult:
+def recover(
+    pipeline: Pipeline,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
+    accept_loss: bool = False,
+    log: Callable[[str], None] = lambda msg: None,
+) -> RecoveryResult:
     """Plan and (unless dry_run or refused) execute, holding the pipeline's run lock so the
     job cannot start halfway; every step goes to a recovery record."""
     stamp = new_stamp()
@@ -52,8 +59,9 @@ def recover(pipeline: Pipeline, *, dry_run: bool = False, force: bool = False, a
             held = True
         except AlreadyRunningError:
             held = False
-    record = RecoveryRecord(pipeline.state_path, pipeline.name, stamp,
-                            {"dry_run": dry_run, "force": force, "accept_loss": accept_loss})
+    record = RecoveryRecord(
+        pipeline.state_path, pipeline.name, stamp, {"dry_run": dry_run, "force": force, "accept_loss": accept_loss}
+    )
     try:
         facts = gather(pipeline, running=False if held else None)
         plan = decide(facts, force=force, accept_loss=accept_loss, stamp=record.id)
@@ -73,9 +81,11 @@ def recover(pipeline: Pipeline, *, dry_run: bool = False, force: bool = False, a
         raise
     except Exception as exc:  # a bug or an unexpected state: recorded, then told without a traceback
         record.finish(FAILED, f"{type(exc).__name__}: {exc}")
-        raise RecoveryError(f"recovery failed unexpectedly ({type(exc).__name__}: {exc}); the record is "
-                            f"{record.path}. Fix: report it with that file; nothing after the failed step "
-                            "was changed.") from exc
+        raise RecoveryError(
+            f"recovery failed unexpectedly ({type(exc).__name__}: {exc}); the record is "
+            f"{record.path}. Fix: report it with that file; nothing after the failed step "
+            "was changed."
+        ) from exc
     finally:
         if held:
             lock.release()

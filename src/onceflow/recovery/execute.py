@@ -11,8 +11,8 @@ checkpoint with a time stamp.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from onceflow.errors import RecoveryError
 from onceflow.generation import new_identity, read_identity, write_identity
@@ -34,8 +34,10 @@ def _free_path(path: Path) -> Path:
 def _move_checkpoint(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
     src = Path(action.params["from"])
     if not src.exists():
-        raise RecoveryError(f"{src} disappeared between planning and moving it aside; nothing was changed. "
-                            "Fix: run `onceflow recover` again to plan from what is there now.")
+        raise RecoveryError(
+            f"{src} disappeared between planning and moving it aside; nothing was changed. "
+            "Fix: run `onceflow recover` again to plan from what is there now."
+        )
     dst = _free_path(Path(action.params["to"]))
     os.rename(src, dst)
     return {"from": str(src), "to": str(dst)}
@@ -64,25 +66,43 @@ def _write_loss(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
     p = action.params
     if not Path(p["table"]).exists():
         return {"written": False, "why": "the table does not exist; the loss is in this record only"}
-    entry = loss_entry(plan.pipeline, p["sink"], int(p["generation"]), plan.topic,
-                       {int(k): v for k, v in p["start"].items()}, {int(k): v for k, v in p["end"].items()},
-                       extra={**(p.get("extra") or {}), "recovery": record.id,
-                              "reason": "offsets deleted by Kafka retention before this sink got them; accepted "
-                                        "with --accept-loss"})
+    entry = loss_entry(
+        plan.pipeline,
+        p["sink"],
+        int(p["generation"]),
+        plan.topic,
+        {int(k): v for k, v in p["start"].items()},
+        {int(k): v for k, v in p["end"].items()},
+        extra={
+            **(p.get("extra") or {}),
+            "recovery": record.id,
+            "reason": "offsets deleted by Kafka retention before this sink got them; accepted with --accept-loss",
+        },
+    )
     version = write_loss(p["table"], entry)
-    return {"written": version is not None, "table_version": version,
-            **({} if version is not None else {"why": "already recorded by an earlier attempt"})}
+    return {
+        "written": version is not None,
+        "table_version": version,
+        **({} if version is not None else {"why": "already recorded by an earlier attempt"}),
+    }
 
 
 def _write_identity(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
     p = action.params
     cp = Path(p["checkpoint"])
     if cp.exists() and any(cp.iterdir()):
-        raise RecoveryError(f"{cp} is not empty after the old checkpoint was moved aside (another process wrote "
-                            "to it?); the new generation was not started. Fix: stop whatever writes there and run "
-                            "`onceflow recover` again.")
-    identity = new_identity(plan.pipeline, int(p["generation"]), p["starting_offsets"],
-                            f"onceflow recover {record.id}: {p['reason']}", p["sink_floors"])
+        raise RecoveryError(
+            f"{cp} is not empty after the old checkpoint was moved aside (another process wrote "
+            "to it?); the new generation was not started. Fix: stop whatever writes there and run "
+            "`onceflow recover` again."
+        )
+    identity = new_identity(
+        plan.pipeline,
+        int(p["generation"]),
+        p["starting_offsets"],
+        f"onceflow recover {record.id}: {p['reason']}",
+        p["sink_floors"],
+    )
     write_identity(str(cp), identity)
     check = read_identity(str(cp))
     if check is None or check.generation != identity.generation:
@@ -90,8 +110,12 @@ def _write_identity(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
     return {"checkpoint": str(cp), "generation": identity.generation, "starting_offsets": identity.starting_offsets}
 
 
-HANDLERS = {MOVE_CHECKPOINT: _move_checkpoint, MOVE_LEFTOVERS: _move_leftovers, WRITE_LOSS: _write_loss,
-            WRITE_IDENTITY: _write_identity}
+HANDLERS = {
+    MOVE_CHECKPOINT: _move_checkpoint,
+    MOVE_LEFTOVERS: _move_leftovers,
+    WRITE_LOSS: _write_loss,
+    WRITE_IDENTITY: _write_identity,
+}
 
 
 def execute(plan: Plan, record: RecoveryRecord, log: Log = lambda msg: None) -> None:
@@ -108,8 +132,10 @@ def execute(plan: Plan, record: RecoveryRecord, log: Log = lambda msg: None) -> 
                 record.add_action(later.kind, later.description, "not_run")
             if isinstance(exc, RecoveryError):
                 raise
-            raise RecoveryError(f"recovery action {action.kind} failed: {error}. What was done so far is in "
-                                f"{record.path}. Fix: correct the cause and run `onceflow recover` again "
-                                "(it plans from what is there now).") from exc
+            raise RecoveryError(
+                f"recovery action {action.kind} failed: {error}. What was done so far is in "
+                f"{record.path}. Fix: correct the cause and run `onceflow recover` again "
+                "(it plans from what is there now)."
+            ) from exc
         record.add_action(action.kind, action.description, "done", result=result)
         log(f"      done: {result}")

@@ -70,9 +70,13 @@ def _last_run(pipeline: Pipeline) -> dict:
     if not run:
         return {}
     final = run[-1] if run[-1].get("event") == FINAL else None
-    return {"run_id": run[0].get("run_id"), "started_at": run[0].get("time"),
-            "final": {"status": final.get("status"), "error": final.get("error"), "time": final.get("time")}
-            if final else None}
+    return {
+        "run_id": run[0].get("run_id"),
+        "started_at": run[0].get("time"),
+        "final": {"status": final.get("status"), "error": final.get("error"), "time": final.get("time")}
+        if final
+        else None,
+    }
 
 
 def _ledgers(facts: sinks.PipelineFacts) -> dict[str, Ledger]:
@@ -82,12 +86,16 @@ def _ledgers(facts: sinks.PipelineFacts) -> dict[str, Ledger]:
         return facts.ledgers_or_raise()
     except LedgerReadError as exc:
         if exc.sink == sinks.KAFKA:
-            raise RecoveryError(f"the Kafka sink's ledger cannot be read ({exc.cause}); recovery needs every sink "
-                                "ledger. Fix: make the sink's brokers reachable, then run `onceflow recover` "
-                                "again.") from None
-        raise RecoveryError(f"the {exc.sink} table's Delta log at {exc.where} cannot be read ({exc.cause}); "
-                            "recovery needs every sink ledger. Fix: repair or restore the table (its _delta_log), "
-                            "then run `onceflow recover` again.") from None
+            raise RecoveryError(
+                f"the Kafka sink's ledger cannot be read ({exc.cause}); recovery needs every sink "
+                "ledger. Fix: make the sink's brokers reachable, then run `onceflow recover` "
+                "again."
+            ) from None
+        raise RecoveryError(
+            f"the {exc.sink} table's Delta log at {exc.where} cannot be read ({exc.cause}); "
+            "recovery needs every sink ledger. Fix: repair or restore the table (its _delta_log), "
+            "then run `onceflow recover` again."
+        ) from None
 
 
 def gather(pipeline: Pipeline, running: bool | None = None) -> Facts:
@@ -98,13 +106,23 @@ def gather(pipeline: Pipeline, running: bool | None = None) -> Facts:
         raise RecoveryError(f"cannot plan a recovery: {f.checkpoint_error}") from None
     ledgers = _ledgers(f)
     if f.kafka_error is not None:
-        raise RecoveryError(f"cannot plan a recovery without Kafka's offsets (to check that the resume point "
-                            f"is still retained): {f.kafka_error}") from None
+        raise RecoveryError(
+            f"cannot plan a recovery without Kafka's offsets (to check that the resume point "
+            f"is still retained): {f.kafka_error}"
+        ) from None
     if running is None:
         running = f.running
-    return Facts(pipeline=pipeline.name, pipeline_file=pipeline.file, topic=pipeline.source.topic,
-                 default_starting_offsets=pipeline.source.starting_offsets, checkpoint=f.checkpoint,
-                 identity=f.identity, identity_error=f.identity_error, ledgers=ledgers,
-                 kafka=KafkaOffsets(earliest=f.kafka["earliest"], latest=f.kafka["latest"]), running=running,
-                 holder=f.holder if running else None,
-                 last_run=_last_run(pipeline))
+    return Facts(
+        pipeline=pipeline.name,
+        pipeline_file=pipeline.file,
+        topic=pipeline.source.topic,
+        default_starting_offsets=pipeline.source.starting_offsets,
+        checkpoint=f.checkpoint,
+        identity=f.identity,
+        identity_error=f.identity_error,
+        ledgers=ledgers,
+        kafka=KafkaOffsets(earliest=f.kafka["earliest"], latest=f.kafka["latest"]),
+        running=running,
+        holder=f.holder if running else None,
+        last_run=_last_run(pipeline),
+    )

@@ -53,8 +53,23 @@ LEDGER_GAP = "ledger_gap"
 LEFTOVERS = "leftover_files"
 FOLLOWER_LAG = "follower_lag"  # the aggregates trail bronze: the next run merges the rest from bronze
 FOLLOWER_AHEAD = "follower_ahead"  # the aggregates hold offsets bronze does not (bronze restored from a copy)
-CASES = (RUNNING, FRESH, STOPPED, DEAD_QUERY, CORRUPT, MISSING, UNUSABLE, SINKS_DISAGREE, AHEAD, RETENTION,
-         KAFKA_BEHIND, LEDGER_GAP, LEFTOVERS, FOLLOWER_LAG, FOLLOWER_AHEAD)
+CASES = (
+    RUNNING,
+    FRESH,
+    STOPPED,
+    DEAD_QUERY,
+    CORRUPT,
+    MISSING,
+    UNUSABLE,
+    SINKS_DISAGREE,
+    AHEAD,
+    RETENTION,
+    KAFKA_BEHIND,
+    LEDGER_GAP,
+    LEFTOVERS,
+    FOLLOWER_LAG,
+    FOLLOWER_AHEAD,
+)
 
 # actions the executor knows
 MOVE_CHECKPOINT = "move_checkpoint_aside"
@@ -177,18 +192,31 @@ def facts_summary(f: Facts) -> dict:
     except OnceflowError:
         committed = None
     return {
-        "checkpoint": {"path": ck.path, "exists": ck.exists, "empty": ck.empty, "usable": ck.usable,
-                       "unusable_reasons": list(ck.unusable_reasons),
-                       "problems": [p.as_dict() for p in ck.problems][:50],
-                       "last_committed": ck.last_committed, "uncommitted": ck.uncommitted,
-                       "committed_offsets": committed,
-                       "generation": f.identity.generation if f.identity else None,
-                       "identity_error": f.identity_error},
-        "sinks": {name: {"path": l.table, "exists": l.exists, "entries": len(l.entries),
-                         "generation": l.generation,
-                         "last_batch": (_last_batch(l).batch_id if _last_batch(l) else None),
-                         "committed_offsets": _keyed(l.committed_offsets()), "problems": l.problems()}
-                  for name, l in f.ledgers.items()},
+        "checkpoint": {
+            "path": ck.path,
+            "exists": ck.exists,
+            "empty": ck.empty,
+            "usable": ck.usable,
+            "unusable_reasons": list(ck.unusable_reasons),
+            "problems": [p.as_dict() for p in ck.problems][:50],
+            "last_committed": ck.last_committed,
+            "uncommitted": ck.uncommitted,
+            "committed_offsets": committed,
+            "generation": f.identity.generation if f.identity else None,
+            "identity_error": f.identity_error,
+        },
+        "sinks": {
+            name: {
+                "path": l.table,
+                "exists": l.exists,
+                "entries": len(l.entries),
+                "generation": l.generation,
+                "last_batch": (_last_batch(l).batch_id if _last_batch(l) else None),
+                "committed_offsets": _keyed(l.committed_offsets()),
+                "problems": l.problems(),
+            }
+            for name, l in f.ledgers.items()
+        },
         "kafka": {"topic": f.topic, "earliest": _keyed(f.kafka.earliest), "latest": _keyed(f.kafka.latest)},
         "run": {"running": f.running, "holder": f.holder, "last_run": f.last_run},
     }
@@ -211,26 +239,37 @@ def checkpoint_state(f: Facts) -> tuple[str, str]:
     if ck.unusable_reasons:
         return CORRUPT, "; ".join(ck.unusable_reasons)
     if ck.topics and f.topic not in ck.topics:
-        return UNUSABLE, (f"it reads topic(s) {', '.join(ck.topics)}, not {f.topic!r} (the query changed: Spark "
-                          "cannot continue it for another topic)")
+        return UNUSABLE, (
+            f"it reads topic(s) {', '.join(ck.topics)}, not {f.topic!r} (the query changed: Spark "
+            "cannot continue it for another topic)"
+        )
     if ident is None:
         if ck.empty:
             return MISSING, f"{ck.path} holds no batches and no onceflow identity"
         if written:
-            return UNUSABLE, ("it has no onceflow identity (_onceflow.json), so its writer generation is unknown; "
-                              "it was not made by onceflow or lost that file")
+            return UNUSABLE, (
+                "it has no onceflow identity (_onceflow.json), so its writer generation is unknown; "
+                "it was not made by onceflow or lost that file"
+            )
         return HEALTHY, "no batch was written to any sink yet"
     if newest is not None and newest > ident.generation:
-        return UNUSABLE, (f"it is generation {ident.generation}, but the sinks were written by generation {newest}: "
-                          "it is older than the tables (restored from a copy?)")
+        return UNUSABLE, (
+            f"it is generation {ident.generation}, but the sinks were written by generation {newest}: "
+            "it is older than the tables (restored from a copy?)"
+        )
     latest = ck.latest_planned if ck.latest_planned is not None else -1
-    ahead = {n: _last_batch(l).batch_id for n, l in written.items()
-             if _last_batch(l) and _last_batch(l).generation == ident.generation and _last_batch(l).batch_id > latest}
+    ahead = {
+        n: _last_batch(l).batch_id
+        for n, l in written.items()
+        if _last_batch(l) and _last_batch(l).generation == ident.generation and _last_batch(l).batch_id > latest
+    }
     if ahead:
-        return UNUSABLE, (f"the sinks hold batches of generation {ident.generation} it never planned "
-                          f"({', '.join(f'{n}: batch {b}' for n, b in ahead.items())}; its newest batch is "
-                          f"{latest if latest >= 0 else 'none'}): it is older than the tables, and a restart would "
-                          "reuse those batch ids for other offsets, which Delta would skip")
+        return UNUSABLE, (
+            f"the sinks hold batches of generation {ident.generation} it never planned "
+            f"({', '.join(f'{n}: batch {b}' for n, b in ahead.items())}; its newest batch is "
+            f"{latest if latest >= 0 else 'none'}): it is older than the tables, and a restart would "
+            "reuse those batch ids for other offsets, which Delta would skip"
+        )
     if ck.empty:
         return PREPARED, (f"generation {ident.generation} is set up ({ident.reason}) and has not run yet")
     return HEALTHY, "every file a restart reads is present and parses"
@@ -255,10 +294,21 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
     """The plan for these facts. `stamp` names the moved-aside checkpoint (`<checkpoint>.broken-<stamp>`)."""
     ck = f.checkpoint
     written = f.written
-    plan = Plan(pipeline=f.pipeline, pipeline_file=f.pipeline_file, topic=f.topic, checkpoint_path=ck.path,
-                case=DEAD_QUERY, decision=RESTART, summary="", findings=[], actions=[], force=force,
-                accept_loss=accept_loss, facts=facts_summary(f),
-                previous_generation=f.identity.generation if f.identity else None)
+    plan = Plan(
+        pipeline=f.pipeline,
+        pipeline_file=f.pipeline_file,
+        topic=f.topic,
+        checkpoint_path=ck.path,
+        case=DEAD_QUERY,
+        decision=RESTART,
+        summary="",
+        findings=[],
+        actions=[],
+        force=force,
+        accept_loss=accept_loss,
+        facts=facts_summary(f),
+        previous_generation=f.identity.generation if f.identity else None,
+    )
     fix_cmd = f"onceflow recover --pipeline {f.pipeline_file or f.pipeline}"
 
     def refuse(case: str, why: str, override: str | None = None) -> Plan:
@@ -269,19 +319,26 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
 
     if f.running:
         h = f.holder or {}
-        plan.findings.append(Finding(RUNNING, f"the job runs (pid {h.get('pid')} on {h.get('host')}, started "
-                                              f"{h.get('started')})"))
-        return refuse(RUNNING, f"the pipeline's query is running (pid {h.get('pid')} on {h.get('host')}); recovery "
-                               "would race with it on the checkpoint and the tables. Fix: stop it first (SIGTERM "
-                               f"stops it at a batch boundary), then run `{fix_cmd}` again.")
+        plan.findings.append(
+            Finding(RUNNING, f"the job runs (pid {h.get('pid')} on {h.get('host')}, started {h.get('started')})")
+        )
+        return refuse(
+            RUNNING,
+            f"the pipeline's query is running (pid {h.get('pid')} on {h.get('host')}); recovery "
+            "would race with it on the checkpoint and the tables. Fix: stop it first (SIGTERM "
+            f"stops it at a batch boundary), then run `{fix_cmd}` again.",
+        )
 
     foreign = {n: l.last.topic for n, l in f.ledgers.items() if l.last and l.last.topic != f.topic}
     if foreign:
         detail = ", ".join(f"{n} from {t!r}" for n, t in foreign.items())
         plan.findings.append(Finding(UNUSABLE, f"the sinks were written from another topic: {detail}"))
-        return refuse(UNUSABLE, f"the sinks were written from another topic ({detail}), but the pipeline reads "
-                                f"{f.topic!r}: offsets of one topic say nothing about another. Fix: give the new "
-                                "topic new tables and a new checkpoint, or set source.topic back.")
+        return refuse(
+            UNUSABLE,
+            f"the sinks were written from another topic ({detail}), but the pipeline reads "
+            f"{f.topic!r}: offsets of one topic say nothing about another. Fix: give the new "
+            "topic new tables and a new checkpoint, or set source.topic back.",
+        )
 
     # facts worth a line whatever happens
     for n, l in f.ledgers.items():
@@ -289,8 +346,13 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
             plan.findings.append(Finding(LEDGER_GAP, f"{n} ledger: {problem}"))
     positions = {n: (_position_key(l), l.committed_offsets()) for n, l in f.fed.items()}
     if written and len({(k, tuple(sorted(o.items()))) for k, o in positions.values()}) > 1:
-        plan.findings.append(Finding(SINKS_DISAGREE, "the sinks stopped at different points: " + "; ".join(
-            f"{n} holds {_where(l)}" for n, l in f.fed.items())))
+        plan.findings.append(
+            Finding(
+                SINKS_DISAGREE,
+                "the sinks stopped at different points: "
+                + "; ".join(f"{n} holds {_where(l)}" for n, l in f.fed.items()),
+            )
+        )
     plan.findings += _follower_findings(f)
     leftovers = _leftover_files(ck) if ck.exists else []
 
@@ -318,28 +380,42 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
         if behind:
             committed = _restart_position(f)
             detail = "; ".join(f"{n} holds {_where(l)}" for n, l in behind.items())
-            text = (f"the checkpoint committed batch {ck.last_committed} of generation {key[0]} (up to "
-                    f"{_fmt(committed)}), but {detail}: the rows in between are missing from "
-                    f"{', '.join(behind)} (was a table restored from an older copy?). A restart from the checkpoint "
-                    "would continue after them and never write them")
+            text = (
+                f"the checkpoint committed batch {ck.last_committed} of generation {key[0]} (up to "
+                f"{_fmt(committed)}), but {detail}: the rows in between are missing from "
+                f"{', '.join(behind)} (was a table restored from an older copy?). A restart from the checkpoint "
+                "would continue after them and never write them"
+            )
             plan.findings.append(Finding(AHEAD, text))
             if not force:
-                return refuse(AHEAD, f"{text}. Fix: restore the table(s) from a newer copy and recover again, or run "
-                                     f"`{fix_cmd} --force` to start a new generation from the sink ledgers, which "
-                                     "re-reads the missing rows from Kafka (if it still holds them) while the other "
-                                     "sinks skip what they have.", override="--force")
+                return refuse(
+                    AHEAD,
+                    f"{text}. Fix: restore the table(s) from a newer copy and recover again, or run "
+                    f"`{fix_cmd} --force` to start a new generation from the sink ledgers, which "
+                    "re-reads the missing rows from Kafka (if it still holds them) while the other "
+                    "sinks skip what they have.",
+                    override="--force",
+                )
             plan.case, reason = AHEAD, f"checkpoint ahead of the sink ledger ({', '.join(behind)}), --force"
         else:
             position = _restart_position(f) or {}
             past = {p: o for p, o in position.items() if o > f.kafka.latest.get(p, o)}
             if past:
                 return _kafka_behind(plan, refuse, f, {"checkpoint": past})
-            gone = {p: (o, f.kafka.earliest[p]) for p, o in position.items()
-                    if o >= 0 and p in f.kafka.earliest and f.kafka.earliest[p] > o}
+            gone = {
+                p: (o, f.kafka.earliest[p])
+                for p, o in position.items()
+                if o >= 0 and p in f.kafka.earliest and f.kafka.earliest[p] > o
+            }
             if gone:
                 text = ", ".join(f"partition {p}: resume at {o}, log starts at {low}" for p, (o, low) in gone.items())
-                plan.findings.append(Finding(RETENTION, f"Kafka deleted offsets the checkpoint resumes from ({text}); "
-                                                        "Spark would fail on restart (failOnDataLoss)"))
+                plan.findings.append(
+                    Finding(
+                        RETENTION,
+                        f"Kafka deleted offsets the checkpoint resumes from ({text}); "
+                        "Spark would fail on restart (failOnDataLoss)",
+                    )
+                )
                 plan.case, reason = RETENTION, f"Kafka no longer holds the checkpoint's resume point ({text})"
 
     if reason is None:
@@ -357,21 +433,35 @@ def _follower_findings(f: Facts) -> list[Finding]:
             continue
         missing, ahead = follower_lag(leader, ledger)
         if ahead:
-            out.append(Finding(FOLLOWER_AHEAD, (
-                f"{name} holds offsets {FOLLOWS[name]} does not ({_fmt(ahead)}; {FOLLOWS[name]} holds "
-                f"{_where(leader)}): once {FOLLOWS[name]} has them again, the next runs merge only its rows from "
-                f"{name}'s point on, so none is counted twice")))
+            out.append(
+                Finding(
+                    FOLLOWER_AHEAD,
+                    (
+                        f"{name} holds offsets {FOLLOWS[name]} does not ({_fmt(ahead)}; {FOLLOWS[name]} holds "
+                        f"{_where(leader)}): once {FOLLOWS[name]} has them again, the next runs merge only its rows from "
+                        f"{name}'s point on, so none is counted twice"
+                    ),
+                )
+            )
         if missing:
-            out.append(Finding(FOLLOWER_LAG, (
-                f"{name} trails {FOLLOWS[name]} by {len(missing)} batch(es) (it holds {_where(ledger)}): the next "
-                f"run merges them from {FOLLOWS[name]}, without reading Kafka again")))
+            out.append(
+                Finding(
+                    FOLLOWER_LAG,
+                    (
+                        f"{name} trails {FOLLOWS[name]} by {len(missing)} batch(es) (it holds {_where(ledger)}): the next "
+                        f"run merges them from {FOLLOWS[name]}, without reading Kafka again"
+                    ),
+                )
+            )
     return out
 
 
 def _start_hint(f: Facts) -> str:
     """What to run next, with the pipeline's own name and DAG id."""
-    return (f"start the query: `onceflow ingest --pipeline {f.pipeline}` (or `onceflow recover --pipeline "
-            f"{f.pipeline} --resume`); in Airflow the {f.pipeline}_recover DAG resubmits it")
+    return (
+        f"start the query: `onceflow ingest --pipeline {f.pipeline}` (or `onceflow recover --pipeline "
+        f"{f.pipeline} --resume`); in Airflow the {f.pipeline}_recover DAG resubmits it"
+    )
 
 
 def _stopped_cleanly(f: Facts) -> bool:
@@ -394,12 +484,17 @@ def _run_text(f: Facts) -> str:
 
 def _kafka_behind(plan: Plan, refuse, f: Facts, past: dict[str, dict[int, int]]) -> Plan:
     detail = "; ".join(f"{who} at {_fmt(o)}" for who, o in past.items())
-    text = (f"committed offsets are past Kafka's end ({detail}; Kafka ends at {_fmt(f.kafka.latest)}): the topic "
-            "was deleted and recreated, or the pipeline points at another cluster")
+    text = (
+        f"committed offsets are past Kafka's end ({detail}; Kafka ends at {_fmt(f.kafka.latest)}): the topic "
+        "was deleted and recreated, or the pipeline points at another cluster"
+    )
     plan.findings.append(Finding(KAFKA_BEHIND, text))
-    return refuse(KAFKA_BEHIND, f"{text}. Recovery cannot map old offsets onto a new log. Fix: check "
-                                "source.bootstrap_servers and source.topic; if the topic was recreated on purpose, "
-                                "give the pipeline new tables and a new checkpoint.")
+    return refuse(
+        KAFKA_BEHIND,
+        f"{text}. Recovery cannot map old offsets onto a new log. Fix: check "
+        "source.bootstrap_servers and source.topic; if the topic was recreated on purpose, "
+        "give the pipeline new tables and a new checkpoint.",
+    )
 
 
 def _restart(plan: Plan, f: Facts, state: str, leftovers: list[str]) -> Plan:
@@ -408,17 +503,29 @@ def _restart(plan: Plan, f: Facts, state: str, leftovers: list[str]) -> Plan:
     plan.generation = ident.generation if ident else 0
     plan.resume = _restart_position(f)
     if leftovers:
-        plan.findings.append(Finding(LEFTOVERS, f"{len(leftovers)} temp file(s) left by an interrupted write: "
-                                                + ", ".join(leftovers[:5])))
-        plan.actions.append(Action(MOVE_LEFTOVERS, f"move {len(leftovers)} leftover temp file(s) out of the "
-                                                   "checkpoint (kept, not deleted; Spark ignores them)",
-                                   {"files": leftovers}))
+        plan.findings.append(
+            Finding(
+                LEFTOVERS, f"{len(leftovers)} temp file(s) left by an interrupted write: " + ", ".join(leftovers[:5])
+            )
+        )
+        plan.actions.append(
+            Action(
+                MOVE_LEFTOVERS,
+                f"move {len(leftovers)} leftover temp file(s) out of the "
+                "checkpoint (kept, not deleted; Spark ignores them)",
+                {"files": leftovers},
+            )
+        )
     if state == PREPARED:
-        plan.summary = (f"restart: generation {plan.generation} is prepared; the next run starts at "
-                        f"{_fmt(plan.resume) if plan.resume else f.default_starting_offsets}")
+        plan.summary = (
+            f"restart: generation {plan.generation} is prepared; the next run starts at "
+            f"{_fmt(plan.resume) if plan.resume else f.default_starting_offsets}"
+        )
     elif ck.uncommitted is not None:
-        plan.summary = (f"restart from the checkpoint: Spark re-runs batch {ck.uncommitted} with the offsets it "
-                        f"planned; sinks that already hold it skip it (Delta txn ids)")
+        plan.summary = (
+            f"restart from the checkpoint: Spark re-runs batch {ck.uncommitted} with the offsets it "
+            f"planned; sinks that already hold it skip it (Delta txn ids)"
+        )
     else:
         nxt = ck.last_committed + 1 if ck.last_committed is not None else 0
         plan.summary = f"restart from the checkpoint: the next batch is {nxt}, from {_fmt(plan.resume)}"
@@ -426,15 +533,14 @@ def _restart(plan: Plan, f: Facts, state: str, leftovers: list[str]) -> Plan:
         plan.summary += "; the sinks that are behind catch up in the replay, the others skip it"
     elif plan.case == STOPPED and not plan.actions and state != PREPARED and ck.uncommitted is None:
         plan.decision = NOTHING
-        plan.summary = ("nothing to recover: the last run ended cleanly; " +
-                        plan.summary.replace("restart from the checkpoint: ", "the next run continues from the "
-                                                                               "checkpoint: "))
+        plan.summary = "nothing to recover: the last run ended cleanly; " + plan.summary.replace(
+            "restart from the checkpoint: ", "the next run continues from the checkpoint: "
+        )
     plan.next_step = _start_hint(f)
     return plan
 
 
-def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, accept_loss: bool,
-                    stamp: str) -> Plan:
+def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, accept_loss: bool, stamp: str) -> Plan:
     ck, written, kafka = f.checkpoint, f.written, f.kafka
     newest = max((l.generation for l in written.values()), default=-1)
     plan.generation = max(newest, f.identity.generation if f.identity else -1) + 1
@@ -451,8 +557,9 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
         parts = sorted(origin)
         points = {n: {p: l.committed_offsets().get(p, origin[p]) for p in parts} for n, l in f.fed.items()}
         missing = [p for p in parts if p not in kafka.latest]
-        past = {n: {p: o for p, o in pts.items() if p in kafka.latest and o > kafka.latest[p]}
-                for n, pts in points.items()}
+        past = {
+            n: {p: o for p, o in pts.items() if p in kafka.latest and o > kafka.latest[p]} for n, pts in points.items()
+        }
         past = {n: o for n, o in past.items() if o}
         if missing or past:
             if missing:
@@ -477,58 +584,100 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
             if p not in starting:
                 starting[p] = EARLIEST
                 if kafka.earliest.get(p, 0) > 0:
-                    plan.findings.append(Finding(
-                        RETENTION, f"partition {p} appears in no sink ledger and its log starts at "
-                                   f"{kafka.earliest[p]}: the new generation reads it from there"))
+                    plan.findings.append(
+                        Finding(
+                            RETENTION,
+                            f"partition {p} appears in no sink ledger and its log starts at "
+                            f"{kafka.earliest[p]}: the new generation reads it from there",
+                        )
+                    )
         plan.resume = dict(sorted(starting.items()))
-        plan.starting_offsets = json.dumps({f.topic: {str(p): o for p, o in sorted(starting.items())}},
-                                           separators=(",", ":"))
+        plan.starting_offsets = json.dumps(
+            {f.topic: {str(p): o for p, o in sorted(starting.items())}}, separators=(",", ":")
+        )
         plan.sink_floors = {n: {str(p): o for p, o in sorted(pts.items())} for n, pts in points.items()}
         if plan.lost:
-            text = "; ".join(f"partition {r.partition}: offsets [{r.start}, {r.end}) = {r.count} offsets "
-                             f"({', '.join(r.sinks)})" for r in plan.lost)
+            text = "; ".join(
+                f"partition {r.partition}: offsets [{r.start}, {r.end}) = {r.count} offsets ({', '.join(r.sinks)})"
+                for r in plan.lost
+            )
             plan.findings.append(Finding(RETENTION, f"Kafka deleted offsets the sinks have not got: {text}"))
             if not accept_loss:
-                return refuse(RETENTION, f"Kafka no longer holds offsets the resume needs (retention deleted them "
-                                         f"before the sinks got them): {text}. They cannot be read again. Fix: if a "
-                                         "copy of those records exists, load it first; otherwise run "
-                                         f"`{fix_cmd} --accept-loss`, which records exactly these ranges as lost "
-                                         "in the sink ledgers (the audit shows them as accepted loss) and resumes "
-                                         "at Kafka's log start.", override="--accept-loss")
+                return refuse(
+                    RETENTION,
+                    f"Kafka no longer holds offsets the resume needs (retention deleted them "
+                    f"before the sinks got them): {text}. They cannot be read again. Fix: if a "
+                    "copy of those records exists, load it first; otherwise run "
+                    f"`{fix_cmd} --accept-loss`, which records exactly these ranges as lost "
+                    "in the sink ledgers (the audit shows them as accepted loss) and resumes "
+                    "at Kafka's log start.",
+                    override="--accept-loss",
+                )
 
     if ck.exists or any(p.path == ck.path for p in ck.problems):  # a directory, or a file in its place
         aside = f"{ck.path}.broken-{stamp}"
-        plan.actions.append(Action(MOVE_CHECKPOINT, f"move the checkpoint aside to {aside} (kept, never deleted)",
-                                   {"from": ck.path, "to": aside}))
+        plan.actions.append(
+            Action(
+                MOVE_CHECKPOINT,
+                f"move the checkpoint aside to {aside} (kept, never deleted)",
+                {"from": ck.path, "to": aside},
+            )
+        )
     for n, ranges in lost_by_sink.items():
         ledger = f.ledgers[n]
-        plan.actions.append(Action(
-            WRITE_LOSS, f"record the loss in the {n} ledger: " + ", ".join(
-                f"partition {p} [{a}, {b})" for p, (a, b) in sorted(ranges.items()))
-            + ("" if ledger.exists else " (the table does not exist: kept in the recovery record only)"),
-            {"sink": n, "table": ledger.table, "generation": plan.generation,
-             "start": {str(p): a for p, (a, b) in sorted(ranges.items())},
-             "end": {str(p): b for p, (a, b) in sorted(ranges.items())}, "extra": {}}))
+        plan.actions.append(
+            Action(
+                WRITE_LOSS,
+                f"record the loss in the {n} ledger: "
+                + ", ".join(f"partition {p} [{a}, {b})" for p, (a, b) in sorted(ranges.items()))
+                + ("" if ledger.exists else " (the table does not exist: kept in the recovery record only)"),
+                {
+                    "sink": n,
+                    "table": ledger.table,
+                    "generation": plan.generation,
+                    "start": {str(p): a for p, (a, b) in sorted(ranges.items())},
+                    "end": {str(p): b for p, (a, b) in sorted(ranges.items())},
+                    "extra": {},
+                },
+            )
+        )
     floors = ""
     resume = plan.resume or {}
     if plan.sink_floors and any(o > resume.get(int(p), o) for fl in plan.sink_floors.values() for p, o in fl.items()):
         floors = "; each sink keeps only rows from its own point: " + ", ".join(
-            f"{n} {_fmt({int(p): o for p, o in fl.items()})}" for n, fl in plan.sink_floors.items())
-    plan.actions.append(Action(
-        WRITE_IDENTITY, f"start generation {plan.generation} in a fresh checkpoint at {ck.path}, reading from "
-                        + (_fmt(plan.resume) if plan.resume is not None else f.default_starting_offsets) + floors,
-        {"checkpoint": ck.path, "generation": plan.generation, "starting_offsets": plan.starting_offsets,
-         "reason": reason, "sink_floors": plan.sink_floors}))
+            f"{n} {_fmt({int(p): o for p, o in fl.items()})}" for n, fl in plan.sink_floors.items()
+        )
+    plan.actions.append(
+        Action(
+            WRITE_IDENTITY,
+            f"start generation {plan.generation} in a fresh checkpoint at {ck.path}, reading from "
+            + (_fmt(plan.resume) if plan.resume is not None else f.default_starting_offsets)
+            + floors,
+            {
+                "checkpoint": ck.path,
+                "generation": plan.generation,
+                "starting_offsets": plan.starting_offsets,
+                "reason": reason,
+                "sink_floors": plan.sink_floors,
+            },
+        )
+    )
     if plan.resume is None:
-        plan.summary = (f"new generation {plan.generation} ({reason}); no sink holds a batch, so it starts from "
-                        f"source.starting_offsets ({f.default_starting_offsets})")
+        plan.summary = (
+            f"new generation {plan.generation} ({reason}); no sink holds a batch, so it starts from "
+            f"source.starting_offsets ({f.default_starting_offsets})"
+        )
     else:
         if plan.lost:
-            plan.summary = (f"new generation {plan.generation} ({reason}), resuming at Kafka's log start "
-                            f"{_fmt(plan.resume)} where the sinks' committed point is no longer held")
+            plan.summary = (
+                f"new generation {plan.generation} ({reason}), resuming at Kafka's log start "
+                f"{_fmt(plan.resume)} where the sinks' committed point is no longer held"
+            )
         else:
-            plan.summary = (f"new generation {plan.generation} ({reason}), resuming at the lowest committed point "
-                            f"of the sink ledgers {_fmt(plan.resume)}")
+            plan.summary = (
+                f"new generation {plan.generation} ({reason}), resuming at the lowest committed point "
+                f"of the sink ledgers {_fmt(plan.resume)}"
+            )
         if any(x.case == SINKS_DISAGREE for x in plan.findings):
             plan.summary += "; each sink skips the rows it already holds (sink floors)"
         if plan.lost:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from onceflow.status import now_iso
@@ -19,13 +19,19 @@ from onceflow.status import now_iso
 RECORD_FORMAT = 1
 RECORDS_DIR = "recoveries"
 IN_PROGRESS, DRY_RUN, REFUSED, NOTHING_TO_DO, DONE, FAILED = (
-    "in_progress", "dry_run", "refused", "nothing_to_do", "done", "failed")
+    "in_progress",
+    "dry_run",
+    "refused",
+    "nothing_to_do",
+    "done",
+    "failed",
+)
 OUTCOMES = (IN_PROGRESS, DRY_RUN, REFUSED, NOTHING_TO_DO, DONE, FAILED)
 
 
 def new_stamp() -> str:
     """A UTC time stamp that sorts, names files and moved-aside checkpoints: 20261121T101502123456Z."""
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
 
 class RecoveryRecord:
@@ -36,10 +42,20 @@ class RecoveryRecord:
         while path.exists():  # two recoveries in one microsecond: keep both
             path, n = folder / f"{stamp}-{n}.json", n + 1
         self.path = path
-        self.data: dict = {"format": RECORD_FORMAT, "id": path.stem, "pipeline": pipeline,
-                           "host": socket.gethostname(), "pid": os.getpid(), "started_at": now_iso(),
-                           "finished_at": None, "options": options, "outcome": IN_PROGRESS, "error": None,
-                           "plan": None, "actions": []}
+        self.data: dict = {
+            "format": RECORD_FORMAT,
+            "id": path.stem,
+            "pipeline": pipeline,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started_at": now_iso(),
+            "finished_at": None,
+            "options": options,
+            "outcome": IN_PROGRESS,
+            "error": None,
+            "plan": None,
+            "actions": [],
+        }
         self.save()
 
     @property
@@ -50,10 +66,19 @@ class RecoveryRecord:
         self.data["plan"] = plan
         self.save()
 
-    def add_action(self, kind: str, description: str, status: str, result: dict | None = None,
-                   error: str | None = None) -> None:
-        self.data["actions"].append({"action": kind, "description": description, "status": status,
-                                     "time": now_iso(), "result": result or {}, "error": error})
+    def add_action(
+        self, kind: str, description: str, status: str, result: dict | None = None, error: str | None = None
+    ) -> None:
+        self.data["actions"].append(
+            {
+                "action": kind,
+                "description": description,
+                "status": status,
+                "time": now_iso(),
+                "result": result or {},
+                "error": error,
+            }
+        )
         self.save()
 
     def finish(self, outcome: str, error: str | None = None) -> None:

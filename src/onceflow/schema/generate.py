@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from onceflow.errors import ConfigError
 from onceflow.schema import reasons as R
@@ -23,7 +24,7 @@ from onceflow.schema.values import FieldValues, timestamp_text
 
 VALID = "valid"
 TICK = timedelta(milliseconds=10)  # event_time advances this much per record
-SEEDED_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+SEEDED_START = datetime(2026, 1, 1, tzinfo=UTC)
 KAFKA_RECORD_LIMIT = 1_000_000  # the producer's message.max.bytes: an `oversized` record must fit under it
 _ABSENT = object()
 _MARGIN = 64  # bytes a malformed variant may add to an event (a duplicated key, a bad byte)
@@ -56,33 +57,49 @@ class Generator:
     Optional fields are present in `optional_ratio` of the valid events.
     """
 
-    def __init__(self, schema: Schema, seed: int | None = None, *, group_by: Sequence[str] = (),
-                 key_field: str | None = None, start: datetime | None = None, pool_size: int = 100,
-                 optional_ratio: float = 0.9):
+    def __init__(
+        self,
+        schema: Schema,
+        seed: int | None = None,
+        *,
+        group_by: Sequence[str] = (),
+        key_field: str | None = None,
+        start: datetime | None = None,
+        pool_size: int = 100,
+        optional_ratio: float = 0.9,
+    ):
         self.schema = schema
         self.rng = random.Random(seed)
-        self.start = (start or (SEEDED_START if seed is not None else datetime.now(timezone.utc))).astimezone(
-            timezone.utc)
+        self.start = (start or (SEEDED_START if seed is not None else datetime.now(UTC))).astimezone(
+            UTC
+        )
         self.optional_ratio = optional_ratio
         self.n = 0
         for name in [*group_by, *([key_field] if key_field else [])]:
             if schema.field(name) is None:
-                raise ConfigError(f"{name!r} is not a field of the schema ({', '.join(schema.names)}); "
-                                  f"name a declared field")
+                raise ConfigError(
+                    f"{name!r} is not a field of the schema ({', '.join(schema.names)}); name a declared field"
+                )
         _check_paths(schema)
         self._layout = [(f.name, f.keys[:-1], f.keys[-1]) for f in schema.fields]
         self.key_field = key_field or schema.event_id or (group_by[0] if group_by else None)
-        self.spare_key = next(k for k in ("note", "_note", "__note", "_onceflow_note")
-                              if k not in {f.keys[0] for f in schema.fields})
+        self.spare_key = next(
+            k for k in ("note", "_note", "__note", "_onceflow_note") if k not in {f.keys[0] for f in schema.fields}
+        )
         probe = [FieldValues(f, random.Random(0)) for f in schema.fields]
         room = schema.max_bytes - len(encode(self._build(self._draw(random.Random(0), probe, required_only=True))))
         if room < _MARGIN:
-            raise ConfigError(f"schema.max_bytes {schema.max_bytes} leaves {room} bytes beside an event of only its "
-                              f"required fields; raise max_bytes so that events and their malformed variants fit")
-        self.fields = {f.name: FieldValues(f, self.rng, pool_size if f.name in group_by else None, room - _MARGIN)
-                       for f in schema.fields}
-        self._breakers = {(f.name, rule): self.fields[f.name].breakers(rule)
-                          for f in schema.fields for rule in f.rules()}
+            raise ConfigError(
+                f"schema.max_bytes {schema.max_bytes} leaves {room} bytes beside an event of only its "
+                f"required fields; raise max_bytes so that events and their malformed variants fit"
+            )
+        self.fields = {
+            f.name: FieldValues(f, self.rng, pool_size if f.name in group_by else None, room - _MARGIN)
+            for f in schema.fields
+        }
+        self._breakers = {
+            (f.name, rule): self.fields[f.name].breakers(rule) for f in schema.fields for rule in f.rules()
+        }
         self._breakers = {k: v for k, v in self._breakers.items() if v}
         self._invalid_names = [n for n, fv in self.fields.items() if fv.invalid_values(self._sample(fv))]
         self._kinds = self._possible_kinds()
@@ -173,8 +190,10 @@ class Generator:
 
     def _check_size(self, value: bytes, kind: str) -> None:
         if len(value) > self.schema.max_bytes:
-            raise ConfigError(f"a generated {kind} record is {len(value)} bytes, more than schema.max_bytes "
-                              f"{self.schema.max_bytes}; raise max_bytes or shorten the fields' examples")
+            raise ConfigError(
+                f"a generated {kind} record is {len(value)} bytes, more than schema.max_bytes "
+                f"{self.schema.max_bytes}; raise max_bytes or shorten the fields' examples"
+            )
 
     def _malformed(self, kind: str, values: dict[str, Any]) -> bytes:
         if kind not in self.kinds():
@@ -204,8 +223,9 @@ class Generator:
             key = rng.choice(list(obj))
             return _splice(text, key, encode(obj[key]), raw=True)
         if kind == R.NOT_AN_OBJECT:
-            return self._fitting([b"[" + text + b"]", encode(text.decode()), str(rng.randrange(10 ** 6)).encode(),
-                                  b'"event"'])
+            return self._fitting(
+                [b"[" + text + b"]", encode(text.decode()), str(rng.randrange(10**6)).encode(), b'"event"']
+            )
         if kind == R.TRAILING_CONTENT:
             return self._fitting([text + suffix for suffix in (b" xyz", b"}", b" null", b',{"a":1}', b"\n" + text)])
         if kind == R.LONE_SURROGATE:
@@ -251,5 +271,7 @@ def _check_paths(schema: Schema) -> None:
     for f in schema.fields:
         for i in range(1, len(f.keys)):
             if f.keys[:i] in keys:
-                raise ConfigError(f"schema field {f.name!r} ({f.json_path}) lies inside field "
-                                  f"{keys[f.keys[:i]]!r}; a value cannot be both a field and an object of fields")
+                raise ConfigError(
+                    f"schema field {f.name!r} ({f.json_path}) lies inside field "
+                    f"{keys[f.keys[:i]]!r}; a value cannot be both a field and an object of fields"
+                )

@@ -17,15 +17,25 @@ TYPES = ("string", "int", "long", "double", "boolean", "timestamp", "date")  # a
 NUMERIC = ("int", "long", "double", "decimal")
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 _PATH = re.compile(r"^\$(\.[A-Za-z_][A-Za-z0-9_]*)+$")
-INT_RANGE = {"int": (-(2 ** 31), 2 ** 31 - 1), "long": (-(2 ** 63), 2 ** 63 - 1)}
+INT_RANGE = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 # which rules fit which base type
 RULES_FOR = {
     "allowed": ("string", "int", "long"),
-    "min": NUMERIC, "max": NUMERIC,
-    "pattern": ("string",), "max_length": ("string",), "uuid": ("string",),
+    "min": NUMERIC,
+    "max": NUMERIC,
+    "pattern": ("string",),
+    "max_length": ("string",),
+    "uuid": ("string",),
 }
-SQL_TYPES = {"string": "STRING", "int": "INT", "long": "BIGINT", "double": "DOUBLE", "boolean": "BOOLEAN",
-             "timestamp": "TIMESTAMP", "date": "DATE"}
+SQL_TYPES = {
+    "string": "STRING",
+    "int": "INT",
+    "long": "BIGINT",
+    "double": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "timestamp": "TIMESTAMP",
+    "date": "DATE",
+}
 
 
 @dataclass(frozen=True)
@@ -107,13 +117,15 @@ class FieldSpec(_Model):
         return v
 
     @model_validator(mode="after")
-    def _rules_fit(self) -> "FieldSpec":
+    def _rules_fit(self) -> FieldSpec:
         base = self.ftype.base
         for rule, bases in RULES_FOR.items():
             value = getattr(self, rule)
             if _declared(value) and base not in bases:
-                raise ValueError(f"field {self.name!r}: rule `{rule}` does not fit type {self.type} "
-                                 f"(it fits {', '.join(bases)}); remove it or change the type")
+                raise ValueError(
+                    f"field {self.name!r}: rule `{rule}` does not fit type {self.type} "
+                    f"(it fits {', '.join(bases)}); remove it or change the type"
+                )
         for bound in ("min", "max"):
             value = getattr(self, bound)
             if value is not None:
@@ -129,8 +141,10 @@ class FieldSpec(_Model):
             want = str if base == "string" else int
             wrong = [a for a in self.allowed if not isinstance(a, want) or isinstance(a, bool)]
             if wrong:
-                raise ValueError(f"field {self.name!r}: allowed values {wrong!r} are not {self.type}s; "
-                                 f"quote strings, write integers bare")
+                raise ValueError(
+                    f"field {self.name!r}: allowed values {wrong!r} are not {self.type}s; "
+                    f"quote strings, write integers bare"
+                )
         if self.pattern is not None and self.examples:
             bad = [e for e in self.examples if not re.search(self.pattern, e)]
             if bad:
@@ -172,7 +186,7 @@ class Schema(_Model):
         return v
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Schema":
+    def _consistent(self) -> Schema:
         names = [f.name for f in self.fields]
         dups = sorted({n for n in names if names.count(n) > 1})
         if dups:
@@ -188,8 +202,10 @@ class Schema(_Model):
         if et is None:
             raise ValueError(f"event_time {self.event_time!r} is not a declared field; name one of {names}")
         if et.ftype.base != "timestamp" or not et.required:
-            raise ValueError(f"event_time {self.event_time!r} must be a required timestamp field "
-                             f"(it is {'an optional ' if not et.required else ''}{et.type})")
+            raise ValueError(
+                f"event_time {self.event_time!r} must be a required timestamp field "
+                f"(it is {'an optional ' if not et.required else ''}{et.type})"
+            )
         if self.event_id is not None:
             eid = self.field(self.event_id)
             if eid is None:
@@ -237,8 +253,10 @@ def parse_metric(name: str, text: str) -> Metric:
         raise ValueError(f"metric {name}: {text!r} is not count, sum(field), min(field) or max(field)")
     func, field = m.group(1), m.group(2)
     if func in ("avg", "mean"):
-        raise ValueError(f"metric {name}: {func} does not merge exactly across batches; declare sum and count "
-                         f"(e.g. {name}_sum: sum({field or 'x'}) and {name}_count: count) and divide when reading")
+        raise ValueError(
+            f"metric {name}: {func} does not merge exactly across batches; declare sum and count "
+            f"(e.g. {name}_sum: sum({field or 'x'}) and {name}_count: count) and divide when reading"
+        )
     if func == "count":
         if field:
             raise ValueError(f"metric {name}: write `count` (rows per group and window), not count({field})")
@@ -268,8 +286,10 @@ class AggregatesSpec(_Model):
                 raise ValueError(f"group_by field {g!r} is a double: group by a string, integer, date or boolean")
         for m in self.parsed_metrics():
             if m.name in self.group_by or m.name in RESERVED_AGGREGATE_COLUMNS or m.name.startswith("_"):
-                raise ValueError(f"metric name {m.name!r} clashes with a group_by field or a reserved column "
-                                 f"({', '.join(RESERVED_AGGREGATE_COLUMNS)})")
+                raise ValueError(
+                    f"metric name {m.name!r} clashes with a group_by field or a reserved column "
+                    f"({', '.join(RESERVED_AGGREGATE_COLUMNS)})"
+                )
             if m.field is None:
                 continue
             f = schema.field(m.field)
@@ -277,5 +297,4 @@ class AggregatesSpec(_Model):
                 raise ValueError(f"metric {m.name}: field {m.field!r} is not declared in schema.fields")
             ok = f.ftype.numeric or (m.func in ("min", "max") and f.ftype.base in ("timestamp", "date"))
             if not ok:
-                raise ValueError(f"metric {m.name}: {m.func}({m.field}) needs a numeric field, "
-                                 f"{m.field} is {f.type}")
+                raise ValueError(f"metric {m.name}: {m.func}({m.field}) needs a numeric field, {m.field} is {f.type}")

@@ -8,16 +8,16 @@ Codes are stable: they are data in the quarantine table and in users' queries.
 
 from __future__ import annotations
 
-OVERSIZED = "oversized"                # the value is longer than schema.max_bytes (bytes, `>`)
-INVALID_UTF8 = "invalid_utf8"          # the value is not valid UTF-8 (RFC 8259 §8.1)
-INVALID_JSON = "invalid_json"          # the value does not start with a JSON value
-DUPLICATE_KEY = "duplicate_key"        # one JSON value, but an object in it repeats a key
-NOT_AN_OBJECT = "not_an_object"        # the JSON value is not an object
+OVERSIZED = "oversized"  # the value is longer than schema.max_bytes (bytes, `>`)
+INVALID_UTF8 = "invalid_utf8"  # the value is not valid UTF-8 (RFC 8259 §8.1)
+INVALID_JSON = "invalid_json"  # the value does not start with a JSON value
+DUPLICATE_KEY = "duplicate_key"  # one JSON value, but an object in it repeats a key
+NOT_AN_OBJECT = "not_an_object"  # the JSON value is not an object
 TRAILING_CONTENT = "trailing_content"  # a JSON object followed by more than whitespace
-LONE_SURROGATE = "lone_surrogate"      # a \uD800-\uDFFF escape that is not half of a pair
-MISSING_FIELD = "missing_field"        # a required field is absent or null
-WRONG_TYPE = "wrong_type"              # a field's JSON type does not fit its declared type
-INVALID_VALUE = "invalid_value"        # right JSON type, unusable value (timestamp text, decimal digits, range)
+LONE_SURROGATE = "lone_surrogate"  # a \uD800-\uDFFF escape that is not half of a pair
+MISSING_FIELD = "missing_field"  # a required field is absent or null
+WRONG_TYPE = "wrong_type"  # a field's JSON type does not fit its declared type
+INVALID_VALUE = "invalid_value"  # right JSON type, unusable value (timestamp text, decimal digits, range)
 # rules, checked field by field in declaration order, each field's rules in this order
 NOT_ALLOWED = "not_allowed"
 BELOW_MIN = "below_min"
@@ -27,9 +27,14 @@ TOO_LONG = "too_long"
 NOT_A_UUID = "not_a_uuid"
 
 # the checks on the whole record, then on fields' presence and types, then the rules
-RECORD_REASONS = (OVERSIZED, INVALID_UTF8, INVALID_JSON, DUPLICATE_KEY, NOT_AN_OBJECT, TRAILING_CONTENT,
-                  LONE_SURROGATE)
+RECORD_REASONS = (OVERSIZED, INVALID_UTF8, INVALID_JSON, DUPLICATE_KEY, NOT_AN_OBJECT, TRAILING_CONTENT, LONE_SURROGATE)
 FIELD_REASONS = (MISSING_FIELD, WRONG_TYPE, INVALID_VALUE)
-RULE_REASONS = {"allowed": NOT_ALLOWED, "min": BELOW_MIN, "max": ABOVE_MAX, "pattern": PATTERN_MISMATCH,
-                "max_length": TOO_LONG, "uuid": NOT_A_UUID}
+RULE_REASONS = {
+    "allowed": NOT_ALLOWED,
+    "min": BELOW_MIN,
+    "max": ABOVE_MAX,
+    "pattern": PATTERN_MISMATCH,
+    "max_length": TOO_LONG,
+    "uuid": NOT_A_UUID,
+}
 REASONS = RECORD_REASONS + FIELD_REASONS + tuple(RULE_REASONS.values())

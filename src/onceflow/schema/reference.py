@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -23,8 +23,10 @@ from onceflow.schema import reasons as R
 from onceflow.schema.model import INT_RANGE, FieldSpec, Schema
 
 UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-TIMESTAMP = re.compile(r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?"
-                       r"(Z|[+-][0-9]{2}:[0-9]{2})$")
+TIMESTAMP = re.compile(
+    r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?"
+    r"(Z|[+-][0-9]{2}:[0-9]{2})$"
+)
 DATE = re.compile(r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 _WS = " \t\n\r"
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -48,7 +50,7 @@ class _Num:
             return "DOUBLE"
         if frac:
             return "DECIMAL"
-        return "BIGINT" if -(2 ** 63) <= int(digits or "0") < 2 ** 63 else "DECIMAL0"
+        return "BIGINT" if -(2**63) <= int(digits or "0") < 2**63 else "DECIMAL0"
 
     @property
     def text(self) -> str:
@@ -78,8 +80,7 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=_Num, parse_int=_Num,
-                            parse_constant=_refuse_constant)
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=_Num, parse_int=_Num, parse_constant=_refuse_constant)
 
 
 class _AbsentType:
@@ -136,8 +137,9 @@ class Judge:
     def __init__(self, schema: Schema):
         self.schema = schema
         self.fields = list(schema.fields)
-        self._dec = {f.name: decimal_pattern(f.ftype.precision, f.ftype.scale)
-                     for f in self.fields if f.ftype.base == "decimal"}
+        self._dec = {
+            f.name: decimal_pattern(f.ftype.precision, f.ftype.scale) for f in self.fields if f.ftype.base == "decimal"
+        }
         self._patterns = {f.name: re.compile(f.pattern) for f in self.fields if f.pattern}
         self._empty = {f.name: None for f in self.fields}
 
@@ -243,7 +245,7 @@ class Judge:
             if not TIMESTAMP.match(v):
                 return None
             try:
-                return datetime.fromisoformat(v).astimezone(timezone.utc)
+                return datetime.fromisoformat(v).astimezone(UTC)
             except ValueError:
                 return None
         if not DATE.match(v):

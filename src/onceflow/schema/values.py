@@ -37,7 +37,7 @@ def _bound(f: FieldSpec, rule: str) -> Decimal | None:
 
 def _decimal_text(units: int, scale: int) -> str:
     """Integer units of 10**-scale as decimal text with exactly `scale` digits: (-5, 2) -> '-0.05'."""
-    whole, frac = divmod(abs(units), 10 ** scale)
+    whole, frac = divmod(abs(units), 10**scale)
     sign = "-" if units < 0 else ""
     return f"{sign}{whole}.{frac:0{scale}d}" if scale else f"{sign}{whole}"
 
@@ -64,12 +64,14 @@ class FieldValues:
     aggregates see each group many times. Refuses at construction, with the fix, a field
     the generator cannot make valid values for."""
 
-    def __init__(self, f: FieldSpec, rng: random.Random, pool_size: int | None = None, room: int = 10 ** 9):
+    def __init__(self, f: FieldSpec, rng: random.Random, pool_size: int | None = None, room: int = 10**9):
         self.f, self.t, self.room = f, f.ftype, room
         self.choices = self._choices()
         if f.uuid and self.choices is None and f.max_length and f.max_length < 36:
-            raise self._refuse(f"uuid: true with max_length {f.max_length} rejects every UUID (36 characters)",
-                               "remove one of the two rules")
+            raise self._refuse(
+                f"uuid: true with max_length {f.max_length} rejects every UUID (36 characters)",
+                "remove one of the two rules",
+            )
         self.range = self._range()
         self.pool: list | None = None
         if pool_size:
@@ -86,8 +88,10 @@ class FieldValues:
     def _choices(self) -> list | None:
         f = self.f
         if f.pattern and not f.examples and not f.allowed:
-            raise self._refuse(f"it has a pattern ({f.pattern}) and no examples",
-                               "add `examples: [...]` to the field, values that match the pattern")
+            raise self._refuse(
+                f"it has a pattern ({f.pattern}) and no examples",
+                "add `examples: [...]` to the field, values that match the pattern",
+            )
         # examples are strings: the values to use for a string field (needed with a pattern)
         examples = f.examples if self.t.base == "string" else None
         given, what = (f.allowed, "allowed values") if f.allowed else (examples, "examples")
@@ -95,8 +99,10 @@ class FieldValues:
             return None
         kept = [v for v in given if self.usable(v) and all(keeps(f, r, v) for r in f.rules())]
         if not kept:
-            raise self._refuse(f"none of its {what} {list(given)} keeps its rules ({', '.join(f.rules())})",
-                               f"change the {what} or the rules")
+            raise self._refuse(
+                f"none of its {what} {list(given)} keeps its rules ({', '.join(f.rules())})",
+                f"change the {what} or the rules",
+            )
         return kept
 
     def _range(self) -> tuple | None:
@@ -108,19 +114,21 @@ class FieldValues:
             a, b = _span(None if lo is None else float(lo), None if hi is None else float(hi))
             return a, b
         unit = Decimal(1).scaleb(-self.t.scale) if base == "decimal" else Decimal(1)
-        limit = 10 ** self.t.precision - 1 if base == "decimal" else None
+        limit = 10**self.t.precision - 1 if base == "decimal" else None
         a = None if lo is None else int((lo / unit).to_integral_value(ROUND_CEILING))
         b = None if hi is None else int((hi / unit).to_integral_value(ROUND_FLOOR))
         a, b = _span(a, b, SPAN * int(1 / unit))
         type_lo, type_hi = (-limit, limit) if limit is not None else INT_RANGE[base]
         a, b = max(a, type_lo), min(b, type_hi)
         if a > b:
-            raise self._refuse(f"no {self.f.type} value lies within min {self.f.min} / max {self.f.max}",
-                               "widen the bounds or the type")
+            raise self._refuse(
+                f"no {self.f.type} value lies within min {self.f.min} / max {self.f.max}",
+                "widen the bounds or the type",
+            )
         return a, b
 
     def _fit(self, text: str) -> str:
-        return text[-self.f.max_length:] if self.f.max_length else text
+        return text[-self.f.max_length :] if self.f.max_length else text
 
     def unique(self, rng: random.Random, n: int) -> Any:
         """A valid value that no other event's (the n-th) has: for the schema's event_id. A UUID
@@ -131,7 +139,7 @@ class FieldValues:
             return self.range[0] + n % (self.range[1] - self.range[0] + 1)
         if base != "string" or f.uuid:
             return self.valid(rng, datetime(2026, 1, 1))
-        for head in (self.choices or [f"{f.name}-"]):
+        for head in self.choices or [f"{f.name}-"]:
             candidate = self._fit(f"{head}{n:09d}")
             if all(keeps(f, r, candidate) for r in f.rules()):
                 return candidate
@@ -147,7 +155,7 @@ class FieldValues:
         if base == "string":
             if f.uuid:
                 return str(uuid.UUID(int=rng.getrandbits(128), version=4))
-            return self._fit(f"{f.name}-{rng.randrange(10 ** 6):06d}")
+            return self._fit(f"{f.name}-{rng.randrange(10**6):06d}")
         if base in ("int", "long"):
             return rng.randint(*self.range)
         if base == "decimal":
@@ -158,7 +166,9 @@ class FieldValues:
         if base == "boolean":
             return rng.random() < 0.5
         if base == "timestamp":
-            return timestamp_text(now + timedelta(seconds=rng.randrange(-3600, 3600), microseconds=rng.randrange(10 ** 6)))
+            return timestamp_text(
+                now + timedelta(seconds=rng.randrange(-3600, 3600), microseconds=rng.randrange(10**6))
+            )
         return (now.date() + timedelta(days=rng.randrange(-30, 30))).isoformat()
 
     def usable(self, v: Any) -> bool:
@@ -181,10 +191,16 @@ class FieldValues:
     # -- malformed values ----------------------------------------------------------------
     def wrong_types(self) -> list:
         """JSON values whose type does not fit the field's declared type."""
-        return {"string": [42, True, ["x"], {"v": 1}], "timestamp": [1767225600, True, ["x"]],
-                "date": [20260101, False, ["x"]], "int": ["7", 7.5, True, [7]], "long": ["7", 7.5, True, [7]],
-                "double": ["7.5", True, [7.5]], "decimal": [True, [1], {"v": "1.00"}],
-                "boolean": ["true", 1, [True]]}[self.t.base]
+        return {
+            "string": [42, True, ["x"], {"v": 1}],
+            "timestamp": [1767225600, True, ["x"]],
+            "date": [20260101, False, ["x"]],
+            "int": ["7", 7.5, True, [7]],
+            "long": ["7", 7.5, True, [7]],
+            "double": ["7.5", True, [7.5]],
+            "decimal": [True, [1], {"v": "1.00"}],
+            "boolean": ["true", 1, [True]],
+        }[self.t.base]
 
     def invalid_values(self, current: Any) -> list:
         """Values of the right JSON type that cannot be used: a timestamp 'soon', a decimal
@@ -200,7 +216,7 @@ class FieldValues:
             return ["abc", "1." + "5" * (s + 1), "9" * (p - s + 1) + ("." + "5" * s if s else "")]
         if base in ("int", "long"):
             lo, hi = INT_RANGE[base]
-            return [hi + 1, lo - 1] if base == "int" else [2 ** 64, -(2 ** 64)]
+            return [hi + 1, lo - 1] if base == "int" else [2**64, -(2**64)]
         return []
 
     def breakers(self, rule: str) -> list:
@@ -211,8 +227,13 @@ class FieldValues:
         before = rules[: rules.index(rule)]
         out = []
         for v in self._breaker_candidates(rule):
-            if (self.usable(v) and len(repr(v)) <= self.room and all(keeps(f, r, v) for r in before)
-                    and not keeps(f, rule, v) and v not in out):
+            if (
+                self.usable(v)
+                and len(repr(v)) <= self.room
+                and all(keeps(f, r, v) for r in before)
+                and not keeps(f, rule, v)
+                and v not in out
+            ):
                 out.append(v)
         return out
 

@@ -31,11 +31,11 @@ BACKFILL_BATCH_ID = -1  # the _batch_id of re-written rows: no micro-batch wrote
 @dataclass(frozen=True)
 class BackfillResult:
     pipeline: str
-    start: dict[str, int]      # the range searched (clipped to the committed range)
+    start: dict[str, int]  # the range searched (clipped to the committed range)
     end: dict[str, int]
-    records: int               # committed records Kafka holds in that range
-    present: int               # of those, already in bronze or quarantine
-    added: int                 # rows written by this backfill (bronze + quarantine)
+    records: int  # committed records Kafka holds in that range
+    present: int  # of those, already in bronze or quarantine
+    added: int  # rows written by this backfill (bronze + quarantine)
     added_by_sink: dict[str, int] = field(default_factory=dict)
     left_to_stream: dict[str, list[int]] = field(default_factory=dict)  # past the committed end: [start, end)
 
@@ -43,21 +43,24 @@ class BackfillResult:
         return asdict(self)
 
 
-def clip_to_committed(start: dict[int, int], end: dict[int, int], first: dict[int, int],
-                      committed: dict[int, int]) -> tuple[dict[int, int], dict[int, int], dict[int, tuple[int, int]]]:
+def clip_to_committed(
+    start: dict[int, int], end: dict[int, int], first: dict[int, int], committed: dict[int, int]
+) -> tuple[dict[int, int], dict[int, int], dict[int, tuple[int, int]]]:
     """Split [start, end) into the part inside [first, committed) and the part past `committed`.
 
     Raises BackfillError for offsets below where the pipeline started reading.
     """
-    before = {p: (start[p], min(end[p], first[p])) for p in sorted(start)
-              if p in first and start[p] < min(end[p], first[p])}
+    before = {
+        p: (start[p], min(end[p], first[p])) for p in sorted(start) if p in first and start[p] < min(end[p], first[p])
+    }
     if before:
         ranges = ", ".join(f"partition {p}: [{s}, {e})" for p, (s, e) in before.items())
         raise BackfillError(
             f"the range reaches below where the pipeline started reading ({ranges}; it starts at "
             f"{ {p: first[p] for p in before} }). Those records were never part of "
             "this pipeline. Fix: start the range at the pipeline's first offsets, or ingest that history with a "
-            "pipeline whose source.starting_offsets covers it.")
+            "pipeline whose source.starting_offsets covers it."
+        )
     inside_start, inside_end, beyond = {}, {}, {}
     for p in sorted(start):
         hi = min(end[p], committed.get(p, start[p]))
@@ -68,20 +71,23 @@ def clip_to_committed(start: dict[int, int], end: dict[int, int], first: dict[in
     return inside_start, inside_end, beyond
 
 
-def run_backfill(pipeline: Pipeline, start: dict[int, int], end: dict[int, int], spark=None,
-                 log=lambda msg: None) -> BackfillResult:
+def run_backfill(
+    pipeline: Pipeline, start: dict[int, int], end: dict[int, int], spark=None, log=lambda msg: None
+) -> BackfillResult:
     """Write the records of [start, end) the tables lack; see the module doc."""
     from onceflow.ledger import read_ledger
     from onceflow.reconcile import first_offsets
     from onceflow.sinks import table_paths
     from onceflow.status import AlreadyRunningError, RunLock
 
-    lock = RunLock(pipeline.state_path)   # the tables must not move under the comparison
+    lock = RunLock(pipeline.state_path)  # the tables must not move under the comparison
     try:
         lock.acquire(mode="backfill", pipeline=pipeline.name)
     except AlreadyRunningError as exc:
-        raise BackfillError(f"{pipeline.name}: {exc} A backfill compares the range with the tables, so it runs "
-                            "between stream runs (the stream DAG's bounded windows leave such gaps).") from None
+        raise BackfillError(
+            f"{pipeline.name}: {exc} A backfill compares the range with the tables, so it runs "
+            "between stream runs (the stream DAG's bounded windows leave such gaps)."
+        ) from None
     try:
         paths = table_paths(pipeline)
         ledgers = {sink: read_ledger(paths[sink]) for sink in ("bronze", "quarantine")}
@@ -90,10 +96,14 @@ def run_backfill(pipeline: Pipeline, start: dict[int, int], end: dict[int, int],
         inside_start, inside_end, beyond = clip_to_committed(start, end, first, committed)
         left = {str(p): [s, e] for p, (s, e) in beyond.items()}
         if beyond:
-            log(f"{pipeline.name}: not backfilled, past the stream's committed end (the stream ingests them): "
-                + ", ".join(f"partition {p} [{s}, {e})" for p, (s, e) in beyond.items()))
-        keyed = {"start": {str(p): o for p, o in inside_start.items()},
-                 "end": {str(p): o for p, o in inside_end.items()}}
+            log(
+                f"{pipeline.name}: not backfilled, past the stream's committed end (the stream ingests them): "
+                + ", ".join(f"partition {p} [{s}, {e})" for p, (s, e) in beyond.items())
+            )
+        keyed = {
+            "start": {str(p): o for p, o in inside_start.items()},
+            "end": {str(p): o for p, o in inside_end.items()},
+        }
         if not inside_start:
             return BackfillResult(pipeline.name, keyed["start"], keyed["end"], 0, 0, 0, {}, left)
         if spark is None:
@@ -104,8 +114,10 @@ def run_backfill(pipeline: Pipeline, start: dict[int, int], end: dict[int, int],
     finally:
         lock.release()
     total = sum(added.values())
-    log(f"{pipeline.name}: backfill {keyed}: {records} committed records, {records - total} already in the "
-        f"tables, {total} re-written ({', '.join(f'{s} {n}' for s, n in added.items())})")
+    log(
+        f"{pipeline.name}: backfill {keyed}: {records} committed records, {records - total} already in the "
+        f"tables, {total} re-written ({', '.join(f'{s} {n}' for s, n in added.items())})"
+    )
     return BackfillResult(pipeline.name, keyed["start"], keyed["end"], records, records - total, total, added, left)
 
 
@@ -115,8 +127,9 @@ def _min_offsets(offsets: list[dict[int, int]]) -> dict[int, int]:
     return {p: min(o[p] for o in offsets) for p in sorted(common)}
 
 
-def _write_missing(spark, pipeline: Pipeline, ledgers: dict, start: dict[int, int],
-                   end: dict[int, int], log) -> tuple[int, dict[str, int]]:
+def _write_missing(
+    spark, pipeline: Pipeline, ledgers: dict, start: dict[int, int], end: dict[int, int], log
+) -> tuple[int, dict[str, int]]:
     """Anti-join the range with bronze ∪ quarantine; append what is missing, one commit per table.
     `ledgers` were read under the run lock, so they are still each table's newest."""
     from pyspark.sql import functions as F
@@ -127,9 +140,13 @@ def _write_missing(spark, pipeline: Pipeline, ledgers: dict, start: dict[int, in
     from onceflow.spark.sinks import delta
 
     topic = pipeline.source.topic
-    raw = read_committed_batch(spark, pipeline.source.bootstrap_servers, topic,
-                               starting=json.dumps({topic: {str(p): o for p, o in start.items()}}),
-                               ending=json.dumps({topic: {str(p): o for p, o in end.items()}}))
+    raw = read_committed_batch(
+        spark,
+        pipeline.source.bootstrap_servers,
+        topic,
+        starting=json.dumps({topic: {str(p): o for p, o in start.items()}}),
+        ending=json.dumps({topic: {str(p): o for p, o in end.items()}}),
+    )
     parsed = parse_events(raw, pipeline.schema).persist()
     try:
         records = parsed.count()
@@ -137,8 +154,9 @@ def _write_missing(spark, pipeline: Pipeline, ledgers: dict, start: dict[int, in
         for sink in ("bronze", "quarantine"):
             rows = spark.read.format("delta").load(ledgers[sink].table).select("_topic", "_partition", "_offset")
             held = rows if held is None else held.unionByName(rows)
-        missing = parsed.join(held.where(F.col("_topic") == topic).distinct(),
-                              ["_topic", "_partition", "_offset"], "left_anti").persist()
+        missing = parsed.join(
+            held.where(F.col("_topic") == topic).distinct(), ["_topic", "_partition", "_offset"], "left_anti"
+        ).persist()
         try:
             added: dict[str, int] = {}
             selects = {"bronze": lambda df, b, g: bronze_rows(df, pipeline.schema, b, g), "quarantine": quarantine_rows}
@@ -147,17 +165,35 @@ def _write_missing(spark, pipeline: Pipeline, ledgers: dict, start: dict[int, in
                 generation = ledger.generation or 1
                 rows = select(missing, BACKFILL_BATCH_ID, generation).persist()
                 try:
-                    spans = rows.groupBy("_partition").agg(F.min("_offset").alias("first"),
-                                                           F.max("_offset").alias("last"),
-                                                           F.count("*").alias("rows")).orderBy("_partition").collect()
+                    spans = (
+                        rows.groupBy("_partition")
+                        .agg(
+                            F.min("_offset").alias("first"), F.max("_offset").alias("last"), F.count("*").alias("rows")
+                        )
+                        .orderBy("_partition")
+                        .collect()
+                    )
                     count = sum(r["rows"] for r in spans)
                     if count:
-                        entry = backfill_entry(pipeline.name, sink, generation, len(ledger.backfills), topic, start,
-                                               end, count, [r.asDict() for r in spans])
+                        entry = backfill_entry(
+                            pipeline.name,
+                            sink,
+                            generation,
+                            len(ledger.backfills),
+                            topic,
+                            start,
+                            end,
+                            count,
+                            [r.asDict() for r in spans],
+                        )
                         delta.append(rows, ledger.table, entry)  # txn (backfill app id, sequence)
-                        log(f"{pipeline.name}: {sink}: re-wrote {count} row(s): "
-                            + ", ".join(f"partition {r['_partition']} offsets {r['first']}..{r['last']} "
-                                        f"({r['rows']})" for r in spans))
+                        log(
+                            f"{pipeline.name}: {sink}: re-wrote {count} row(s): "
+                            + ", ".join(
+                                f"partition {r['_partition']} offsets {r['first']}..{r['last']} ({r['rows']})"
+                                for r in spans
+                            )
+                        )
                     added[sink] = count
                 finally:
                     rows.unpersist()

@@ -12,11 +12,11 @@ Kafka call. The verdict is `lagging` above the pipeline's health.max_lag, else `
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-LINE_EVERY = 5.0    # seconds: at most one batch line this often
-IDLE_EVERY = 60.0   # seconds: at most one "idle" line this often while no data arrives
+LINE_EVERY = 5.0  # seconds: at most one batch line this often
+IDLE_EVERY = 60.0  # seconds: at most one "idle" line this often while no data arrives
 
 
 @dataclass
@@ -40,8 +40,14 @@ def lag_of(latest: dict[str, int], end: dict[str, int]) -> int | None:
 class BatchLog:
     """Batch lines for `log`, at most one every `every` seconds (the clock is injectable for tests)."""
 
-    def __init__(self, log: Callable[[str], None], max_lag: int | None = None, every: float = LINE_EVERY,
-                 idle_every: float = IDLE_EVERY, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        log: Callable[[str], None],
+        max_lag: int | None = None,
+        every: float = LINE_EVERY,
+        idle_every: float = IDLE_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.log = log
         self.max_lag = max_lag
         self.every = every

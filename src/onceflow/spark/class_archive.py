@@ -24,8 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from datetime import UTC
 from pathlib import Path
-from typing import Callable
 
 from onceflow.paths import jars_dir
 
@@ -61,8 +62,12 @@ def fingerprint() -> dict:
     jvm = next(iter(sorted(Path(java).parent.parent.glob("lib/server/libjvm.so"))), None) if java else None
     jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
     digest = hashlib.sha256("\n".join(jars).encode()).hexdigest()[:16]
-    return {"java": java, "libjvm_bytes": jvm.stat().st_size if jvm else None,
-            "pyspark": pyspark.__version__, "spark_jars_hash": digest}
+    return {
+        "java": java,
+        "libjvm_bytes": jvm.stat().st_size if jvm else None,
+        "pyspark": pyspark.__version__,
+        "spark_jars_hash": digest,
+    }
 
 
 def usable() -> bool:
@@ -96,25 +101,38 @@ def build(log: Callable[[str], None] = print, force: bool = False, timeout: floa
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="onceflow-cds-") as work:
         tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
-        env = {**os.environ, ENV: "false", "ONCEFLOW_HOME": work, "ONCEFLOW_SPARK_EVENT_LOG": "false",
-               "ONCEFLOW_JARS": str(jars_dir())}
+        env = {
+            **os.environ,
+            ENV: "false",
+            "ONCEFLOW_HOME": work,
+            "ONCEFLOW_SPARK_EVENT_LOG": "false",
+            "ONCEFLOW_JARS": str(jars_dir()),
+        }
         output = Path(work, "train.log")
         with open(output, "wb") as out:
             try:
-                code = subprocess.run([sys.executable, "-m", "onceflow.spark.class_archive", str(tmp)], env=env,
-                                      stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      timeout=timeout).returncode
+                code = subprocess.run(
+                    [sys.executable, "-m", "onceflow.spark.class_archive", str(tmp)],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    timeout=timeout,
+                ).returncode
             except subprocess.TimeoutExpired:
                 code = None
         if code != 0 or not tmp.is_file():
             tail = "\n".join(output.read_text(errors="replace").splitlines()[-15:])
             tmp.unlink(missing_ok=True)
-            log(f"class-data archive: not built (training {'timed out' if code is None else f'exit {code}'}); "
-                f"Spark drivers start without it. Its last lines:\n{tail}")
+            log(
+                f"class-data archive: not built (training {'timed out' if code is None else f'exit {code}'}); "
+                f"Spark drivers start without it. Its last lines:\n{tail}"
+            )
             return False
     tmp.replace(target)
-    _stamp_path().write_text(json.dumps({"fingerprint": fingerprint(), "built": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                                               time.gmtime())}))
+    _stamp_path().write_text(
+        json.dumps({"fingerprint": fingerprint(), "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    )
     log(f"class-data archive: {target} ({target.stat().st_size / 2**20:.0f} MiB) in {time.monotonic() - started:.0f}s")
     return True
 
@@ -124,7 +142,7 @@ def _train(spark, work: Path) -> None:
     parse of Kafka-shaped rows, Delta creates, idempotent appends, a MERGE, reads, a compaction
     and a stream through foreachBatch. The schema is a made-up one: any declared schema runs
     through the same code."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
@@ -134,37 +152,66 @@ def _train(spark, work: Path) -> None:
     from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
     from onceflow.spark.sinks.delta import batch_aggregates, ensure_table, merge_aggregates
 
-    schema = Schema(fields=(FieldSpec(name="id", type="string", max_length=40),
-                            FieldSpec(name="kind", type="string", allowed=("a", "b")),
-                            FieldSpec(name="n", type="long", min=0), FieldSpec(name="x", type="decimal(12,2)"),
-                            FieldSpec(name="note", type="string", required=False, pattern="^[a-z]+$",
-                                      examples=("ok",)),
-                            FieldSpec(name="at", type="timestamp")), event_time="at", event_id="id")
+    schema = Schema(
+        fields=(
+            FieldSpec(name="id", type="string", max_length=40),
+            FieldSpec(name="kind", type="string", allowed=("a", "b")),
+            FieldSpec(name="n", type="long", min=0),
+            FieldSpec(name="x", type="decimal(12,2)"),
+            FieldSpec(name="note", type="string", required=False, pattern="^[a-z]+$", examples=("ok",)),
+            FieldSpec(name="at", type="timestamp"),
+        ),
+        event_time="at",
+        event_id="id",
+    )
     aggs = AggregatesSpec(group_by=("kind",), metrics={"events": "count", "n_sum": "sum(n)", "x_max": "max(x)"})
-    now = datetime.now(timezone.utc)
-    values = [json.dumps({"id": f"e{i}", "kind": "ab"[i % 2], "n": i, "x": i / 4, "at": now.isoformat()}).encode()
-              for i in range(400)] + [b"{not json", b'{"id": "e1", "kind": "c"}', b"[1]"]
-    kafka = spark.createDataFrame([(str(i).encode(), v, "train", i % 2, i, now) for i, v in enumerate(values)],
-                                  "key binary, value binary, topic string, partition int, offset long, "
-                                  "timestamp timestamp")
+    now = datetime.now(UTC)
+    values = [
+        json.dumps({"id": f"e{i}", "kind": "ab"[i % 2], "n": i, "x": i / 4, "at": now.isoformat()}).encode()
+        for i in range(400)
+    ] + [b"{not json", b'{"id": "e1", "kind": "c"}', b"[1]"]
+    kafka = spark.createDataFrame(
+        [(str(i).encode(), v, "train", i % 2, i, now) for i, v in enumerate(values)],
+        "key binary, value binary, topic string, partition int, offset long, timestamp timestamp",
+    )
     parsed = parse_events(kafka, schema).cache()
     paths = {name: str(work / name) for name in ("bronze", "quarantine", "aggregates", "copy")}
     ensure_table(spark, paths["bronze"], tables.bronze_ddl(schema))
     ensure_table(spark, paths["quarantine"], tables.QUARANTINE_DDL)
     ensure_table(spark, paths["aggregates"], tables.aggregates_ddl(schema, aggs))
     for version in (0, 1):
-        for name, rows in (("bronze", bronze_rows(parsed, schema, version, 0)),
-                           ("quarantine", quarantine_rows(parsed, version, 0))):
-            (rows.write.format("delta").mode("append").option("txnAppId", f"train-{name}")
-             .option("txnVersion", version).option("userMetadata", "{}").save(paths[name]))
+        for name, rows in (
+            ("bronze", bronze_rows(parsed, schema, version, 0)),
+            ("quarantine", quarantine_rows(parsed, version, 0)),
+        ):
+            (
+                rows.write.format("delta")
+                .mode("append")
+                .option("txnAppId", f"train-{name}")
+                .option("txnVersion", version)
+                .option("userMetadata", "{}")
+                .save(paths[name])
+            )
         bronze = spark.read.format("delta").load(paths["bronze"]).where(F.col("_batch_id") == version)
-        merge_aggregates(spark, paths["aggregates"], batch_aggregates(bronze, schema, aggs, "1 minute"), aggs,
-                         "train-aggregates", version, "{}")
+        merge_aggregates(
+            spark,
+            paths["aggregates"],
+            batch_aggregates(bronze, schema, aggs, "1 minute"),
+            aggs,
+            "train-aggregates",
+            version,
+            "{}",
+        )
     DeltaTable.forPath(spark, paths["bronze"]).optimize().executeCompaction()
     spark.read.format("delta").load(paths["aggregates"]).groupBy("kind").agg(F.sum("events")).collect()
-    query = (spark.readStream.format("delta").load(paths["bronze"]).writeStream
-             .foreachBatch(lambda df, batch: df.write.format("delta").mode("append").save(paths["copy"]))
-             .option("checkpointLocation", str(work / "checkpoint")).trigger(availableNow=True).start())
+    query = (
+        spark.readStream.format("delta")
+        .load(paths["bronze"])
+        .writeStream.foreachBatch(lambda df, batch: df.write.format("delta").mode("append").save(paths["copy"]))
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination(300)
 
 
@@ -173,8 +220,11 @@ def _main(target: str) -> int:
     from onceflow.paths import state_dir
     from onceflow.spark.session import build_session
 
-    spark = build_session("onceflow-class-archive", master="local[2]",
-                          extra={"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={target}"})
+    spark = build_session(
+        "onceflow-class-archive",
+        master="local[2]",
+        extra={"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={target}"},
+    )
     work = state_dir() / "train"
     work.mkdir(parents=True, exist_ok=True)
     _train(spark, work)

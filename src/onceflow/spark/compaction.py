@@ -15,7 +15,7 @@ no row; the ledgers count them as maintenance.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 
@@ -30,6 +30,7 @@ TARGET_FILE_BYTES = 128 * 1024 * 1024  # Delta's autoCompact.maxFileSize: the si
 def compaction_settings(spark: SparkSession) -> tuple[int, int]:
     """(files, bytes): compact once this many files smaller than this many bytes have gathered,
     from the session's Delta auto compaction settings (Delta's defaults when unset)."""
+
     def setting(key: str, default: int) -> int:
         value = spark.conf.get(f"spark.databricks.delta.autoCompact.{key}", None)
         return int(value) if value is not None and str(value).isdigit() else default

@@ -30,8 +30,9 @@ def _fields(schema: StructType) -> dict[str, DataType]:
     return {f.name.lower(): f.dataType for f in schema.fields}
 
 
-def evolve_table(spark: SparkSession, path: str, sink: str, declared_ddl: str, optional: set[str],
-                 pipeline_file: str) -> list[str]:
+def evolve_table(
+    spark: SparkSession, path: str, sink: str, declared_ddl: str, optional: set[str], pipeline_file: str
+) -> list[str]:
     """Bring the table at `path` to the declared schema, or refuse; returns what was done."""
     # read from the log with delta-rs: Spark would build the table's snapshot state for it, seconds
     # of a fresh driver's start (the batches load what they need when they run)
@@ -39,20 +40,25 @@ def evolve_table(spark: SparkSession, path: str, sink: str, declared_ddl: str, o
     declared = spark.createDataFrame([], declared_ddl).schema
     have, want = _fields(existing), _fields(declared)
     names = {f.name.lower(): f.name for f in declared.fields}
-    fix = (f"Fix: restore the field's declaration in {pipeline_file}, or give the new event a new pipeline "
-           f"(new tables and checkpoint); see docs/pipeline-config.md#changing-a-schema")
+    fix = (
+        f"Fix: restore the field's declaration in {pipeline_file}, or give the new event a new pipeline "
+        f"(new tables and checkpoint); see docs/pipeline-config.md#changing-a-schema"
+    )
     problems: list[str] = []
     added, widened = [], []
     for name, old in have.items():
         if name not in want:
-            problems.append(f"{sink}: column `{name}` ({old.simpleString()}) is no longer declared "
-                            f"(removed or renamed)")
+            problems.append(
+                f"{sink}: column `{name}` ({old.simpleString()}) is no longer declared (removed or renamed)"
+            )
         elif want[name] != old:
             if (old, want[name]) in WIDENINGS:
                 widened.append(name)
             else:
-                problems.append(f"{sink}: column `{name}` is {old.simpleString()} in the table but declared "
-                                f"{want[name].simpleString()} (only int → long widens safely)")
+                problems.append(
+                    f"{sink}: column `{name}` is {old.simpleString()} in the table but declared "
+                    f"{want[name].simpleString()} (only int → long widens safely)"
+                )
     for name, new in want.items():
         if name not in have:
             if sink == "bronze" and name in optional:
@@ -61,8 +67,11 @@ def evolve_table(spark: SparkSession, path: str, sink: str, declared_ddl: str, o
                 what = "a required field" if sink == "bronze" else "a new aggregates column"
                 problems.append(f"{sink}: `{names[name]}` is {what}: rows already written have no value for it")
     if problems:
-        raise ConfigError(f"{pipeline_file}: the declaration no longer fits the existing {sink} table {path}:\n  "
-                          + "\n  ".join(problems) + f"\n{fix}")
+        raise ConfigError(
+            f"{pipeline_file}: the declaration no longer fits the existing {sink} table {path}:\n  "
+            + "\n  ".join(problems)
+            + f"\n{fix}"
+        )
     done: list[str] = []
     if added or widened:
         _alter(spark, f"delta.`{path}`", sink, added, [names[n] for n in widened], done)

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
@@ -58,9 +58,9 @@ def window_floor(moment: datetime | None, window_seconds: float) -> datetime | N
     if moment is None:
         return None
     micros = int(window_seconds * 1_000_000)
-    epoch = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
-    since = int((epoch - datetime(1970, 1, 1, tzinfo=timezone.utc)) / timedelta(microseconds=1))
-    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=since - since % micros)
+    epoch = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    since = int((epoch - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1))
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=since - since % micros)
 
 
 def batches_filter(entries: list[LedgerEntry]) -> Column:
@@ -93,8 +93,13 @@ def own_session(spark: SparkSession) -> SparkSession:
 class AggregatesMerger:
     """The aggregates' side of the follower: the bronze batches still to merge, and the merge."""
 
-    def __init__(self, spark: SparkSession, pipeline: Pipeline, ledgers: dict[str, Ledger],
-                 log: Callable[[str], None] = lambda msg: None):
+    def __init__(
+        self,
+        spark: SparkSession,
+        pipeline: Pipeline,
+        ledgers: dict[str, Ledger],
+        log: Callable[[str], None] = lambda msg: None,
+    ):
         pending, _ = follower_lag(ledgers["bronze"], ledgers["aggregates"])
         self.spark = spark
         self.pipeline = pipeline
@@ -127,17 +132,28 @@ class AggregatesMerger:
         schema, aggs = self.pipeline.schema, self.aggs
         event_time = F.col(schema.event_time)
         version = self._bronze.table().version()  # pinned: the MERGE may read its source twice
-        rows = (self.spark.read.format("delta").option("versionAsOf", version).load(self.bronze_path)
-                .where(batches_filter(group) & above(self.floor)))
+        rows = (
+            self.spark.read.format("delta")
+            .option("versionAsOf", version)
+            .load(self.bronze_path)
+            .where(batches_filter(group) & above(self.floor))
+        )
         before = self.watermark
         late = event_time < F.lit(before) if before is not None else F.lit(False)
-        stats = {(r["_generation"], r["_batch_id"]): r for r in
-                 rows.groupBy("_generation", "_batch_id")
-                 .agg(F.count(F.lit(1)).alias("rows"), F.max(event_time).alias("max_time"),
-                      F.min(event_time).alias("min_time"), F.count(F.when(late, 1)).alias("late")).collect()}
+        stats = {
+            (r["_generation"], r["_batch_id"]): r
+            for r in rows.groupBy("_generation", "_batch_id")
+            .agg(
+                F.count(F.lit(1)).alias("rows"),
+                F.max(event_time).alias("max_time"),
+                F.min(event_time).alias("min_time"),
+                F.count(F.when(late, 1)).alias("late"),
+            )
+            .collect()
+        }
         newest = max((r["max_time"] for r in stats.values()), default=None)
         if newest is not None:
-            candidate = newest.replace(tzinfo=timezone.utc) - timedelta(seconds=aggs.watermark_seconds)
+            candidate = newest.replace(tzinfo=UTC) - timedelta(seconds=aggs.watermark_seconds)
             if self.watermark is None or candidate > self.watermark:
                 self.watermark = candidate
         entries = []
@@ -146,29 +162,49 @@ class AggregatesMerger:
             extra = {"late_events": s["late"] if s else 0}
             if self.watermark is not None:
                 extra["watermark"] = self.watermark.isoformat()
-            entries.append(LedgerEntry(pipeline=e.pipeline, sink="aggregates", generation=e.generation,
-                                       batch_id=e.batch_id, topic=e.topic, start=raised(e.start, self.floor),
-                                       end=raised(e.end, self.floor), rows=s["rows"] if s else 0, kind=e.kind,
-                                       extra=extra))
+            entries.append(
+                LedgerEntry(
+                    pipeline=e.pipeline,
+                    sink="aggregates",
+                    generation=e.generation,
+                    batch_id=e.batch_id,
+                    topic=e.topic,
+                    start=raised(e.start, self.floor),
+                    end=raised(e.end, self.floor),
+                    rows=s["rows"] if s else 0,
+                    kind=e.kind,
+                    extra=extra,
+                )
+            )
         last = group[-1]
-        txn = ((loss_app_id(last.pipeline, "aggregates", last.generation), 0) if last.kind == LOSS
-               else (app_id(last.pipeline, "aggregates", last.generation), last.batch_id))
+        txn = (
+            (loss_app_id(last.pipeline, "aggregates", last.generation), 0)
+            if last.kind == LOSS
+            else (app_id(last.pipeline, "aggregates", last.generation), last.batch_id)
+        )
         for e in group:
             faults.maybe_crash("before_aggregates_commit", e.batch_id)
         total = sum(r["rows"] for r in stats.values())
         if total:
             oldest = min(r["min_time"] for r in stats.values())
-            delta.merge_aggregates(self.spark, self.path, delta.batch_aggregates(rows, schema, aggs, aggs.window),
-                                   aggs, txn[0], txn[1], group_json(entries),
-                                   window_floor(oldest, aggs.window_seconds))
+            delta.merge_aggregates(
+                self.spark,
+                self.path,
+                delta.batch_aggregates(rows, schema, aggs, aggs.window),
+                aggs,
+                txn[0],
+                txn[1],
+                group_json(entries),
+                window_floor(oldest, aggs.window_seconds),
+            )
         else:  # no rows: an empty commit keeps the ledger contiguous (delta-rs: milliseconds)
             self._empty.append(None, group_json(entries), *txn)
         for e in entries:
             self.floor.update(e.end)
-        span = (f"batch {group[0].batch_id}" if len(group) == 1
-                else f"batches {group[0].batch_id}–{last.batch_id}")
-        self.log(f"{self.pipeline.name}: aggregates: merged {span} ({total:,} rows) in "
-                 f"{time.monotonic() - started:.1f}s")
+        span = f"batch {group[0].batch_id}" if len(group) == 1 else f"batches {group[0].batch_id}–{last.batch_id}"
+        self.log(
+            f"{self.pipeline.name}: aggregates: merged {span} ({total:,} rows) in {time.monotonic() - started:.1f}s"
+        )
 
 
 class Schedule:
@@ -204,12 +240,19 @@ class Follower:
     """The run's second thread: merges the aggregates (when the pipeline declares them) and
     compacts the tables, on its own schedule. Its errors fail the run (run_ingest)."""
 
-    def __init__(self, spark: SparkSession, pipeline: Pipeline, ledgers: dict[str, Ledger], continuous: bool,
-                 log: Callable[[str], None] = lambda msg: None):
+    def __init__(
+        self,
+        spark: SparkSession,
+        pipeline: Pipeline,
+        ledgers: dict[str, Ledger],
+        continuous: bool,
+        log: Callable[[str], None] = lambda msg: None,
+    ):
         self.spark = own_session(spark)
         self.pipeline = pipeline
-        self.merger = (AggregatesMerger(self.spark, pipeline, ledgers, log)
-                       if pipeline.sinks.aggregates is not None else None)
+        self.merger = (
+            AggregatesMerger(self.spark, pipeline, ledgers, log) if pipeline.sinks.aggregates is not None else None
+        )
         self.compactor = Compactor(self.spark, table_paths(pipeline), log=lambda msg: log(f"{pipeline.name}: {msg}"))
         every = pipeline.sinks.aggregates.merge_every_seconds if self.merger else COMPACT_EVERY
         self.schedule = Schedule(every if continuous else None)  # available-now: at the end
@@ -255,7 +298,7 @@ class Follower:
                     if self._stopping:
                         return
                 self._cycle()
-        except BaseException as exc:  # noqa: BLE001 - the run reads it and fails with it
+        except BaseException as exc:
             self.error = exc
 
     def _cycle(self, everything: bool = False) -> None:
@@ -270,7 +313,7 @@ class Follower:
                 break
             self.merger.merge(group)
             with self._cv:
-                del self.merger.pending[:len(group)]
+                del self.merger.pending[: len(group)]
             if not everything:
                 break
         self.compactor.run()

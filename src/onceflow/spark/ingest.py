@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -35,8 +36,16 @@ from onceflow.spark.listener import StatusListener
 from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows, sink_rows
 from onceflow.spark.sinks import delta
 from onceflow.spark.sinks.kafka_txn import KafkaTxnSink
-from onceflow.spark.stop import (StopGate, StopOutcome, discard_held_batch, enter_batch,
-                                 planned_before, register, stop_at_batch_boundary, unregister)
+from onceflow.spark.stop import (
+    StopGate,
+    StopOutcome,
+    discard_held_batch,
+    enter_batch,
+    planned_before,
+    register,
+    stop_at_batch_boundary,
+    unregister,
+)
 from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, StatusLog
 
 CONTINUOUS, AVAILABLE_NOW = "continuous", "available-now"
@@ -76,10 +85,14 @@ def table_properties(pipeline: Pipeline) -> dict[str, dict[str, str]]:
 
 # why a table wants each property, and the pipeline setting that declines it
 _WHY = {
-    tables.DELETION_VECTORS: ("each MERGE copies every file it touches, so batches slow down as the table grows",
-                              "deletion_vectors"),
-    tables.AUTO_COMPACT: ("nothing merges the small files each batch adds, so reads and audits slow down as the "
-                          "table grows", "auto_compact"),
+    tables.DELETION_VECTORS: (
+        "each MERGE copies every file it touches, so batches slow down as the table grows",
+        "deletion_vectors",
+    ),
+    tables.AUTO_COMPACT: (
+        "nothing merges the small files each batch adds, so reads and audits slow down as the table grows",
+        "auto_compact",
+    ),
 }
 
 
@@ -94,10 +107,12 @@ def table_property_hints(pipeline: Pipeline, ledgers: dict[str, Ledger]) -> list
             if str(ledger.properties.get(key, "false")).lower() != "false":
                 continue
             why, setting = _WHY[key]
-            hints.append(f"the {sink} table {ledger.table} lacks {key}: {why}. To turn it on, stop the stream and "
-                         f"run ALTER TABLE delta.`{ledger.table}` SET TBLPROPERTIES ('{key}' = true) (the audit "
-                         f"lists that commit as one without a ledger entry); or set sinks.{sink}.{setting}: "
-                         f"false to silence this.")
+            hints.append(
+                f"the {sink} table {ledger.table} lacks {key}: {why}. To turn it on, stop the stream and "
+                f"run ALTER TABLE delta.`{ledger.table}` SET TBLPROPERTIES ('{key}' = true) (the audit "
+                f"lists that commit as one without a ledger entry); or set sinks.{sink}.{setting}: "
+                f"false to silence this."
+            )
     return hints
 
 
@@ -118,13 +133,15 @@ def prepare_checkpoint(pipeline: Pipeline, ledgers: dict[str, Ledger]) -> Checkp
             raise RecoveryError(
                 f"the checkpoint {cp} {state}, but the sinks already hold batches "
                 f"({', '.join(f'{n}: generation {l.generation} batch {l.last.batch_id}' for n, l in written.items())}). "
-                f"Starting over would re-read or skip data. {fix}")
+                f"Starting over would re-read or skip data. {fix}"
+            )
         identity = new_identity(pipeline.name, 0, None, "new pipeline")
         write_identity(cp, identity)
     elif newest is not None and newest > identity.generation:
         raise RecoveryError(
             f"the checkpoint {cp} is generation {identity.generation}, but the sinks were already written by "
-            f"generation {newest}: this checkpoint is older than the tables (restored from a copy?). {fix}")
+            f"generation {newest}: this checkpoint is older than the tables (restored from a copy?). {fix}"
+        )
     return identity
 
 
@@ -132,8 +149,14 @@ class BatchWriter:
     """The foreachBatch function: bronze, quarantine and the Kafka sink of one micro-batch,
     idempotently; bronze's entry then goes to the follower."""
 
-    def __init__(self, spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity,
-                 follower: Follower, log=lambda msg: None):
+    def __init__(
+        self,
+        spark: SparkSession,
+        pipeline: Pipeline,
+        identity: CheckpointIdentity,
+        follower: Follower,
+        log=lambda msg: None,
+    ):
         self.spark = spark
         self.log = log
         self.pipeline = pipeline
@@ -159,8 +182,9 @@ class BatchWriter:
         optional = {f.name.lower() for f in self.pipeline.schema.fields if not f.required}
         for name, path in self.paths.items():
             if ledgers[name].exists:
-                for change in evolve_table(self.spark, path, name, ddl[name], optional,
-                                           self.pipeline.file or self.pipeline.name):
+                for change in evolve_table(
+                    self.spark, path, name, ddl[name], optional, self.pipeline.file or self.pipeline.name
+                ):
                     log(f"{self.pipeline.name}: {change}")
             else:
                 delta.ensure_table(self.spark, path, ddl[name], properties.get(name))
@@ -169,8 +193,17 @@ class BatchWriter:
         floor = self.floors[sink]
         if floor:  # this sink already holds everything below its floor: its range starts there
             start, end = raised(start, floor), raised(end, floor)
-        return LedgerEntry(pipeline=self.pipeline.name, sink=sink, generation=self.generation, batch_id=batch_id,
-                           topic=self.topic, start=start, end=end, rows=rows, extra=extra or {})
+        return LedgerEntry(
+            pipeline=self.pipeline.name,
+            sink=sink,
+            generation=self.generation,
+            batch_id=batch_id,
+            topic=self.topic,
+            start=start,
+            end=end,
+            rows=rows,
+            extra=extra or {},
+        )
 
     def kept(self, sink: str):
         """True for rows this sink does not hold yet: those at or above its floor
@@ -207,14 +240,16 @@ class BatchWriter:
                 return self._write_from_driver(parsed, batch_id, start, end)
             except TableFeatureError as exc:
                 self.driver_rows = 0
-                self.log(f"{self.pipeline.name}: delta-rs cannot commit to {exc.path} ({exc.reason}): from batch "
-                         f"{batch_id} on, this run commits every batch with Spark's Delta writer "
-                         "(`source.driver_commit_max_offsets: 0` says so in the pipeline file)")
+                self.log(
+                    f"{self.pipeline.name}: delta-rs cannot commit to {exc.path} ({exc.reason}): from batch "
+                    f"{batch_id} on, this run commits every batch with Spark's Delta writer "
+                    "(`source.driver_commit_max_offsets: 0` says so in the pipeline file)"
+                )
         return self._write_with_spark(parsed, batch_id, start, end)
 
     def _from_driver(self, rows: int) -> bool:
         """Whether this many rows are committed from the driver (0 in the setting: never)."""
-        return 0 < self.driver_rows and rows <= self.driver_rows
+        return self.driver_rows > 0 and rows <= self.driver_rows
 
     def _bronze_entry(self, batch_id: int, start: dict, end: dict, rows: int) -> LedgerEntry:
         # the declaration this batch was judged by: after a schema evolution the audit judges
@@ -227,8 +262,9 @@ class BatchWriter:
         driver work whatever it holds; docs/benchmarks.md). Same txn, same entries."""
         import pyarrow.compute as pc
 
-        rows = sink_rows(parsed, self.pipeline.schema, batch_id, self.generation,
-                         self.kept("bronze"), self.kept("quarantine")).toArrow()
+        rows = sink_rows(
+            parsed, self.pipeline.schema, batch_id, self.generation, self.kept("bronze"), self.kept("quarantine")
+        ).toArrow()
         to_bronze = rows.column("_to_bronze")
         bronze, quarantine = rows.filter(to_bronze), rows.filter(pc.invert(to_bronze))
         entry = self._bronze_entry(batch_id, start, end, bronze.num_rows)
@@ -242,8 +278,10 @@ class BatchWriter:
         """A large batch: Spark's Delta writer commits bronze (the rows stay in the executors);
         the quarantine, usually small, still goes through the driver."""
         valid = F.col("reason").isNull()
-        stats = parsed.agg(F.count(F.when(self.kept("bronze") & valid, 1)).alias("bronze"),
-                           F.count(F.when(self.kept("quarantine") & ~valid, 1)).alias("quarantine")).first()
+        stats = parsed.agg(
+            F.count(F.when(self.kept("bronze") & valid, 1)).alias("bronze"),
+            F.count(F.when(self.kept("quarantine") & ~valid, 1)).alias("quarantine"),
+        ).first()
         quarantine = self.above_floor(quarantine_rows(parsed, batch_id, self.generation), "quarantine")
         entry = self._bronze_entry(batch_id, start, end, stats["bronze"])
         delta.append(self.above_floor(self._bronze_frame(parsed, batch_id), "bronze"), self.paths["bronze"], entry)
@@ -261,16 +299,24 @@ class BatchWriter:
     def _write_kafka(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
         if self.kafka is not None:  # one Kafka transaction per task partition (docs/kafka-sink.md)
             kafka = self.entry("kafka", batch_id, start, end, 0)
-            self.kafka.write(self.above_floor(self._bronze_frame(parsed, batch_id), "kafka"), batch_id,
-                             kafka.start, kafka.end)
+            self.kafka.write(
+                self.above_floor(self._bronze_frame(parsed, batch_id), "kafka"), batch_id, kafka.start, kafka.end
+            )
 
 
 def _starting_offsets(pipeline: Pipeline, identity: CheckpointIdentity) -> str:
     return identity.starting_offsets or pipeline.source.starting_offsets
 
 
-def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIdentity, mode: str,
-                ledgers: dict[str, Ledger], follower: Follower, log=lambda msg: None):
+def build_query(
+    spark: SparkSession,
+    pipeline: Pipeline,
+    identity: CheckpointIdentity,
+    mode: str,
+    ledgers: dict[str, Ledger],
+    follower: Follower,
+    log=lambda msg: None,
+):
     """The streaming query, not yet started."""
     source = pipeline.source
     extra = {}
@@ -279,15 +325,21 @@ def build_query(spark: SparkSession, pipeline: Pipeline, identity: CheckpointIde
         extra["maxOffsetsPerTrigger"] = str(max_offsets)
     if source.min_partitions:
         extra["minPartitions"] = str(source.min_partitions)
-    stream = (spark.readStream.format("kafka")
-              .options(**kafka_options(source.bootstrap_servers, source.topic,
-                                       _starting_offsets(pipeline, identity), **extra))
-              .load())
+    stream = (
+        spark.readStream.format("kafka")
+        .options(
+            **kafka_options(source.bootstrap_servers, source.topic, _starting_offsets(pipeline, identity), **extra)
+        )
+        .load()
+    )
     writer = BatchWriter(spark, pipeline, identity, follower, log)
     writer.ensure_tables(ledgers, log)
-    query = (parse_events(stream, pipeline.schema).writeStream.queryName(f"onceflow-{pipeline.name}")
-             .option("checkpointLocation", pipeline.checkpoint_path)
-             .foreachBatch(writer))
+    query = (
+        parse_events(stream, pipeline.schema)
+        .writeStream.queryName(f"onceflow-{pipeline.name}")
+        .option("checkpointLocation", pipeline.checkpoint_path)
+        .foreachBatch(writer)
+    )
     if mode == AVAILABLE_NOW:
         return query.trigger(availableNow=True)
     # Spark's interval parser knows "milliseconds" but not every unit the config accepts ("ms")
@@ -311,9 +363,15 @@ class _StopRequest:
 _STOP_JOIN_MS = 30_000  # spark.sql.streaming.stopTimeout: how long query.stop() waits for the stream thread
 
 
-def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float | None = None,
-               max_seconds: float | None = None, spark: SparkSession | None = None,
-               log=lambda msg: None, stop_timeout: float = DEFAULT_STOP_TIMEOUT) -> IngestResult:
+def run_ingest(
+    pipeline: Pipeline,
+    mode: str = AVAILABLE_NOW,
+    until_idle: float | None = None,
+    max_seconds: float | None = None,
+    spark: SparkSession | None = None,
+    log=lambda msg: None,
+    stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+) -> IngestResult:
     """Run the pipeline's query until it finishes (available-now), is idle for
     `until_idle` seconds, has run `max_seconds`, or receives SIGTERM. The last three
     stop it at a batch boundary (onceflow.spark.stop) within `stop_timeout` seconds,
@@ -344,31 +402,45 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
         spark.streams.addListener(listener)
         request = _StopRequest()
         request.install()
-        gate = StopGate(pipeline.checkpoint_path, planned_before(pipeline.checkpoint_path),
-                        hold_limit=stop_timeout + _STOP_JOIN_MS / 1000 + 30)
+        gate = StopGate(
+            pipeline.checkpoint_path,
+            planned_before(pipeline.checkpoint_path),
+            hold_limit=stop_timeout + _STOP_JOIN_MS / 1000 + 30,
+        )
         register(gate)
         query = None
         try:
             query = build_query(spark, pipeline, identity, mode, ledgers, follower, log).start()
             gate.query = query
             follower.start()
-            status.append(STARTED, run_id=run_id, query_id=str(query.id), pid=os.getpid(),
-                          mode=mode, generation=identity.generation,
-                          trigger_seconds=pipeline.trigger.seconds)
+            status.append(
+                STARTED,
+                run_id=run_id,
+                query_id=str(query.id),
+                pid=os.getpid(),
+                mode=mode,
+                generation=identity.generation,
+                trigger_seconds=pipeline.trigger.seconds,
+            )
             log(f"{pipeline.name}: query {query.id} started ({mode}, generation {identity.generation})")
             for hint in table_property_hints(pipeline, ledgers):
                 log(f"{pipeline.name}: {hint}")
             trigger = pipeline.trigger.seconds if mode == CONTINUOUS else None
-            final, error, stopped = _supervise(query, listener, request, gate, mode, until_idle, max_seconds,
-                                               trigger, stop_timeout, log, follower)
+            final, error, stopped = _supervise(
+                query, listener, request, gate, mode, until_idle, max_seconds, trigger, stop_timeout, log, follower
+            )
             if final == STOPPED and gate.held is not None and not query.isActive:
-                log(f"{pipeline.name}: " + discard_held_batch(pipeline.checkpoint_path, gate.held,
-                                                              identity.generation, table_paths(pipeline).values()))
+                log(
+                    f"{pipeline.name}: "
+                    + discard_held_batch(
+                        pipeline.checkpoint_path, gate.held, identity.generation, table_paths(pipeline).values()
+                    )
+                )
             _drain(gate, listener)
             if not query.isActive:
                 try:  # the aggregates catch up with every batch bronze committed in this run
                     follower.finish()
-                except Exception as exc:  # noqa: BLE001 - the run fails with it
+                except Exception as exc:
                     if final != FAILED:  # a failed query's own error is the one to tell
                         final, stopped = FAILED, None
                         error = f"the follower failed (aggregates, compaction): {type(exc).__name__}: {_short(exc)}"
@@ -378,13 +450,32 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
             spark.streams.removeListener(listener)
             listener.close()  # prints the last batches' line (the terminated event may come after removal)
         stop_info = stopped.as_dict() if stopped else None
-        result = IngestResult(pipeline.name, run_id, final, identity.generation, listener.batches, listener.rows,
-                              round(time.monotonic() - started, 3), error, stop_info)
-        status.append(FINAL, run_id=run_id, status=final, error=error, batches=listener.batches,
-                      input_rows=listener.rows, **({"stop": stop_info} if stop_info else {}))
+        result = IngestResult(
+            pipeline.name,
+            run_id,
+            final,
+            identity.generation,
+            listener.batches,
+            listener.rows,
+            round(time.monotonic() - started, 3),
+            error,
+            stop_info,
+        )
+        status.append(
+            FINAL,
+            run_id=run_id,
+            status=final,
+            error=error,
+            batches=listener.batches,
+            input_rows=listener.rows,
+            **({"stop": stop_info} if stop_info else {}),
+        )
         if final == FAILED:
-            what = "" if (stopped and not stopped.clean) or error.startswith("the follower") \
+            what = (
+                ""
+                if (stopped and not stopped.clean) or error.startswith("the follower")
                 else "the streaming query failed: "
+            )
             raise IngestError(f"{pipeline.name}: {what}{error}")
         return result
     except IngestError:
@@ -399,9 +490,19 @@ def run_ingest(pipeline: Pipeline, mode: str = AVAILABLE_NOW, until_idle: float 
         lock.release()
 
 
-def _supervise(query, listener: StatusListener, request: _StopRequest, gate: StopGate, mode: str,
-               until_idle: float | None, max_seconds: float | None, trigger: float | None, stop_timeout: float,
-               log, follower: Follower) -> tuple[str, str | None, StopOutcome | None]:
+def _supervise(
+    query,
+    listener: StatusListener,
+    request: _StopRequest,
+    gate: StopGate,
+    mode: str,
+    until_idle: float | None,
+    max_seconds: float | None,
+    trigger: float | None,
+    stop_timeout: float,
+    log,
+    follower: Follower,
+) -> tuple[str, str | None, StopOutcome | None]:
     """Wait for the query's end or a reason to stop it: (final status, error, how a stop went)."""
     from pyspark.errors import StreamingQueryException
 
@@ -413,9 +514,13 @@ def _supervise(query, listener: StatusListener, request: _StopRequest, gate: Sto
             if query.awaitTermination(1.0):
                 break
             reason = request.reason
-            if (reason is None and until_idle is not None and time.monotonic() - listener.last_data_at >= until_idle
-                    and gate.writing() is None  # a batch still writing is not idle
-                    and listener.last_empty_at > listener.last_data_at):  # Spark looked and found nothing new
+            if (
+                reason is None
+                and until_idle is not None
+                and time.monotonic() - listener.last_data_at >= until_idle
+                and gate.writing() is None  # a batch still writing is not idle
+                and listener.last_empty_at > listener.last_data_at
+            ):  # Spark looked and found nothing new
                 reason = f"idle for {until_idle:g}s"
             if reason is None and max_seconds is not None and time.monotonic() - started >= max_seconds:
                 reason = f"ran its {max_seconds:g}s window"

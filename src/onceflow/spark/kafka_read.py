@@ -20,9 +20,6 @@ def kafka_options(bootstrap: str, topic: str, starting: str = "earliest", **extr
     }
 
 
-def read_committed_batch(spark, bootstrap: str, topic: str, starting: str = "earliest",
-                         ending: str = "latest"):
+def read_committed_batch(spark, bootstrap: str, topic: str, starting: str = "earliest", ending: str = "latest"):
     """A batch DataFrame of the committed records in [starting, ending)."""
-    return (spark.read.format("kafka")
-            .options(**kafka_options(bootstrap, topic, starting, endingOffsets=ending))
-            .load())
+    return spark.read.format("kafka").options(**kafka_options(bootstrap, topic, starting, endingOffsets=ending)).load()

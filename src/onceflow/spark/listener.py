@@ -58,11 +58,20 @@ class StatusListener(StreamingQueryListener):
         self.last_batch_id = max(self.last_batch_id, int(p.batchId))
         end = _end_offsets(p, self.topic)
         lag = lag_of(_end_offsets(p, self.topic, "latestOffset"), end)
-        self.status.append(PROGRESS, run_id=self.run_id, query_id=str(p.id), batch_id=int(p.batchId),
-                           input_rows=rows, input_rows_per_second=round(float(p.inputRowsPerSecond or 0), 1),
-                           processed_rows_per_second=round(float(p.processedRowsPerSecond or 0), 1),
-                           batch_duration_ms=int(p.batchDuration or 0), durations_ms=dict(p.durationMs or {}),
-                           topic=self.topic, end_offsets=end, lag=lag)
+        self.status.append(
+            PROGRESS,
+            run_id=self.run_id,
+            query_id=str(p.id),
+            batch_id=int(p.batchId),
+            input_rows=rows,
+            input_rows_per_second=round(float(p.inputRowsPerSecond or 0), 1),
+            processed_rows_per_second=round(float(p.processedRowsPerSecond or 0), 1),
+            batch_duration_ms=int(p.batchDuration or 0),
+            durations_ms=dict(p.durationMs or {}),
+            topic=self.topic,
+            end_offsets=end,
+            lag=lag,
+        )
         if self.batch_log is not None:
             self.batch_log.batch(int(p.batchId), rows, int(p.batchDuration or 0) / 1000, lag)
         # progress is posted after commits/N is written: the "after both" fault window

@@ -32,8 +32,10 @@ DATE = r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 _STRING = r'"(?:[^"\\]|\\.)*"'
 _WS = "[ \\t\\n\\r]*"
 # a \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or a low one not preceded by a high one
-_LONE_SURROGATE = (r"(?<!\\)(?:\\\\)*\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-                   r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})(?<!\\)(?:\\\\)*\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE = (
+    r"(?<!\\)(?:\\\\)*\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})(?<!\\)(?:\\\\)*\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
 
 
 def decimal_pattern(precision: int, scale: int) -> str:
@@ -50,12 +52,14 @@ def _single_value(text: Column) -> Column:
     masked = F.regexp_replace(text, _STRING, '""')
     brackets = F.regexp_replace(masked, r"[^\[\]{}]", "")
     scan = F.aggregate(
-        F.split(brackets, ""), F.struct(F.lit(0).alias("d"), F.lit(0).alias("z")),
+        F.split(brackets, ""),
+        F.struct(F.lit(0).alias("d"), F.lit(0).alias("z")),
         lambda acc, c: F.struct(
             (acc["d"] + F.when(c.isin("{", "["), 1).otherwise(-1)).alias("d"),
-            (acc["z"] + F.when(acc["d"] + F.when(c.isin("{", "["), 1).otherwise(-1) == 0, 1).otherwise(0)).alias("z")))
-    return (masked.rlike(f"^{_WS}[\\[{{]") & masked.rlike(f"[\\]}}]{_WS}$")
-            & (scan["z"] == 1) & (scan["d"] == 0))
+            (acc["z"] + F.when(acc["d"] + F.when(c.isin("{", "["), 1).otherwise(-1) == 0, 1).otherwise(0)).alias("z"),
+        ),
+    )
+    return masked.rlike(f"^{_WS}[\\[{{]") & masked.rlike(f"[\\]}}]{_WS}$") & (scan["z"] == 1) & (scan["d"] == 0)
 
 
 class _Field:
@@ -111,10 +115,16 @@ class _Field:
     def unusable(self) -> Column:
         """Why a present, well-typed value cannot be used (for `detail`)."""
         base = self.t.base
-        what = {"int": "not an int (32-bit)", "long": "not a long (64-bit)", "double": "not a double",
-                "decimal": f"not a decimal({self.t.precision},{self.t.scale}) without rounding",
-                "timestamp": "not an RFC 3339 timestamp with offset (e.g. 2026-01-01T12:00:00.123456Z)",
-                "date": "not a date (YYYY-MM-DD)", "boolean": "not a boolean", "string": "not a string"}[base]
+        what = {
+            "int": "not an int (32-bit)",
+            "long": "not a long (64-bit)",
+            "double": "not a double",
+            "decimal": f"not a decimal({self.t.precision},{self.t.scale}) without rounding",
+            "timestamp": "not an RFC 3339 timestamp with offset (e.g. 2026-01-01T12:00:00.123456Z)",
+            "date": "not a date (YYYY-MM-DD)",
+            "boolean": "not a boolean",
+            "string": "not a string",
+        }[base]
         return F.concat(F.lit(f"{self.spec.name} "), _quoted(self.text), F.lit(f" is {what}"))
 
     def rule_checks(self) -> list[tuple[str, Column, Column]]:
@@ -137,8 +147,11 @@ class _Field:
                 detail = F.concat(F.lit(f"{name} "), _quoted(text), F.lit(f" does not match pattern {s.pattern}"))
             elif rule == "max_length":
                 failed = F.length(text) > s.max_length
-                detail = F.concat(F.lit(f"{name} is "), F.length(text).cast("string"),
-                                  F.lit(f" characters, more than max_length {s.max_length}"))
+                detail = F.concat(
+                    F.lit(f"{name} is "),
+                    F.length(text).cast("string"),
+                    F.lit(f" characters, more than max_length {s.max_length}"),
+                )
             else:  # uuid
                 failed = ~text.rlike(UUID)
                 detail = F.concat(F.lit(f"{name} "), _quoted(text), F.lit(" is not a UUID"))
@@ -170,13 +183,19 @@ def parse_events(kafka_df: DataFrame, schema: Schema) -> DataFrame:
     # projection that parses, with the parse inlined into every reference to `_json`: the payments
     # plan parsed each record's JSON 75 times, 2.2x the whole parse's cost (docs/benchmarks.md, #22).
     # explode(array(NULL)) still yields its one row, so an unparsable record keeps its row.
-    raw = kafka_df.select(
-        F.col("key").alias("_key"), F.col("value").alias("_value"),
-        F.col("topic").alias("_topic"), F.col("partition").alias("_partition"),
-        F.col("offset").alias("_offset"), F.col("timestamp").alias("_kafka_ts"),
-        F.length("value").alias("_size"),
-    ).withColumn("_text", F.col("_value").cast("string")).withColumn(
-        "_json", F.explode(F.array(F.expr("try_parse_json(_text)"))))
+    raw = (
+        kafka_df.select(
+            F.col("key").alias("_key"),
+            F.col("value").alias("_value"),
+            F.col("topic").alias("_topic"),
+            F.col("partition").alias("_partition"),
+            F.col("offset").alias("_offset"),
+            F.col("timestamp").alias("_kafka_ts"),
+            F.length("value").alias("_size"),
+        )
+        .withColumn("_text", F.col("_value").cast("string"))
+        .withColumn("_json", F.explode(F.array(F.expr("try_parse_json(_text)"))))
+    )
 
     text, js = F.col("_text"), F.col("_json")
     top = F.expr("schema_of_variant(_json)")
@@ -184,8 +203,11 @@ def parse_events(kafka_df: DataFrame, schema: Schema) -> DataFrame:
     dup_key = js.isNull() & (F.expr("json_array_length(concat('[', _text, ']'))") == 1) & single
     lone = F.when(text.contains("\\u"), text.rlike(_LONE_SURROGATE)).otherwise(F.lit(False))
     record = [
-        (F.col("_size") > schema.max_bytes, R.OVERSIZED,
-         F.format_string(f"record is %d bytes, more than the {schema.max_bytes} allowed", F.col("_size"))),
+        (
+            F.col("_size") > schema.max_bytes,
+            R.OVERSIZED,
+            F.format_string(f"record is %d bytes, more than the {schema.max_bytes} allowed", F.col("_size")),
+        ),
         (F.col("_value").isNull(), R.INVALID_JSON, F.lit("the record has no value (a tombstone)")),
         (~F.expr("is_valid_utf8(_text)"), R.INVALID_UTF8, F.lit("the value is not valid UTF-8")),
         (dup_key, R.DUPLICATE_KEY, F.lit("an object repeats a key")),
@@ -202,18 +224,36 @@ def parse_events(kafka_df: DataFrame, schema: Schema) -> DataFrame:
     if missing:
         any_missing = _names(missing)
         field_checks.append((any_missing != "", R.MISSING_FIELD, F.concat(F.lit("missing or null: "), any_missing)))
-    wrong_list = F.concat_ws(", ", *[F.when(c, F.concat(F.lit(f"{n} is "), f.kind, F.lit(f", expected {f.spec.type}")))
-                                     for (n, c), f in zip(wrong, fields)])
+    wrong_list = F.concat_ws(
+        ", ",
+        *[
+            F.when(c, F.concat(F.lit(f"{n} is "), f.kind, F.lit(f", expected {f.spec.type}")))
+            for (n, c), f in zip(wrong, fields)
+        ],
+    )
     field_checks.append((wrong_list != "", R.WRONG_TYPE, wrong_list))
-    field_checks.append((_first([(c, f.unusable()) for f, c in bad]).isNotNull(), R.INVALID_VALUE,
-                         _first([(c, f.unusable()) for f, c in bad])))
+    field_checks.append(
+        (
+            _first([(c, f.unusable()) for f, c in bad]).isNotNull(),
+            R.INVALID_VALUE,
+            _first([(c, f.unusable()) for f, c in bad]),
+        )
+    )
     rules = [(f.present & failed, reason, detail) for f in fields for reason, failed, detail in f.rule_checks()]
     checks = record + field_checks + rules
     reason = _first([(c, F.lit(r)) for c, r, _ in checks])
     detail = _first([(c, d) for c, _, d in checks])
-    return raw.select(*[f.value().alias(f.spec.name) for f in fields],
-                      "_key", "_value", "_topic", "_partition", "_offset", "_kafka_ts",
-                      reason.alias("reason"), detail.alias("detail"))
+    return raw.select(
+        *[f.value().alias(f.spec.name) for f in fields],
+        "_key",
+        "_value",
+        "_topic",
+        "_partition",
+        "_offset",
+        "_kafka_ts",
+        reason.alias("reason"),
+        detail.alias("detail"),
+    )
 
 
 _SOURCE = ("_topic", "_partition", "_offset", "_kafka_ts")  # where a record came from (tables.PROVENANCE)
@@ -221,31 +261,41 @@ _SOURCE = ("_topic", "_partition", "_offset", "_kafka_ts")  # where a record cam
 
 def bronze_rows(parsed: DataFrame, schema: Schema, batch_id: int, generation: int) -> DataFrame:
     """The valid records, in the bronze schema (tables.bronze_ddl)."""
-    return (parsed.where(F.col("reason").isNull())
-            .select(*[F.col(n) for n in tables.bronze_columns(schema)], *_SOURCE,
-                    *_batch_columns(batch_id, generation)))
+    return parsed.where(F.col("reason").isNull()).select(
+        *[F.col(n) for n in tables.bronze_columns(schema)], *_SOURCE, *_batch_columns(batch_id, generation)
+    )
 
 
 def quarantine_rows(parsed: DataFrame, batch_id: int, generation: int) -> DataFrame:
     """The invalid records with their raw bytes and reason (tables.QUARANTINE_DDL)."""
-    return (parsed.where(F.col("reason").isNotNull())
-            .select("_key", "_value", "reason", "detail", *_SOURCE, *_batch_columns(batch_id, generation)))
+    return parsed.where(F.col("reason").isNotNull()).select(
+        "_key", "_value", "reason", "detail", *_SOURCE, *_batch_columns(batch_id, generation)
+    )
 
 
-def sink_rows(parsed: DataFrame, schema: Schema, batch_id: int, generation: int,
-              bronze_kept: Column, quarantine_kept: Column) -> DataFrame:
+def sink_rows(
+    parsed: DataFrame, schema: Schema, batch_id: int, generation: int, bronze_kept: Column, quarantine_kept: Column
+) -> DataFrame:
     """Both sinks' rows of a batch in one frame, so one Spark job brings a small batch to the
     driver: `_to_bronze` says where a row goes, each table takes its own columns
     (bronze_rows, quarantine_rows); rows below a sink's floor are left out."""
     valid = F.col("reason").isNull()
     to_bronze = valid & bronze_kept
-    return (parsed.where(to_bronze | (~valid & quarantine_kept))
-            .select(to_bronze.alias("_to_bronze"), *[F.col(n) for n in tables.bronze_columns(schema)],
-                    # the raw bytes only where the quarantine keeps them: half the transfer
-                    *[F.when(~valid, F.col(c)).alias(c) for c in ("_key", "_value")], "reason", "detail",
-                    *_SOURCE, *_batch_columns(batch_id, generation)))
+    return parsed.where(to_bronze | (~valid & quarantine_kept)).select(
+        to_bronze.alias("_to_bronze"),
+        *[F.col(n) for n in tables.bronze_columns(schema)],
+        # the raw bytes only where the quarantine keeps them: half the transfer
+        *[F.when(~valid, F.col(c)).alias(c) for c in ("_key", "_value")],
+        "reason",
+        "detail",
+        *_SOURCE,
+        *_batch_columns(batch_id, generation),
+    )
 
 
 def _batch_columns(batch_id: int, generation: int) -> list[Column]:
-    return [F.lit(batch_id).cast("bigint").alias("_batch_id"), F.lit(generation).cast("int").alias("_generation"),
-            F.current_timestamp().alias("_ingested_at")]
+    return [
+        F.lit(batch_id).cast("bigint").alias("_batch_id"),
+        F.lit(generation).cast("int").alias("_generation"),
+        F.current_timestamp().alias("_ingested_at"),
+    ]

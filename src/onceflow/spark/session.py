@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from onceflow.jvm import classpath_jars
 from onceflow.paths import state_dir
@@ -23,8 +23,9 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 COMPACT_MIN_FILE_BYTES = 8 * 1024 * 1024
 
 
-def spark_conf(master: str | None = None, ui: bool | None = None,
-               extra: dict[str, str] | None = None) -> dict[str, str]:
+def spark_conf(
+    master: str | None = None, ui: bool | None = None, extra: dict[str, str] | None = None
+) -> dict[str, str]:
     """The Spark settings onceflow runs with (also handed to spark-submit)."""
     if ui is None:
         ui = os.environ.get("ONCEFLOW_SPARK_UI", "false").lower() in ("1", "true", "yes")
@@ -62,8 +63,14 @@ def spark_conf(master: str | None = None, ui: bool | None = None,
     if event_log_enabled():
         # every app's jobs, stages and SQL plans, for `make spark-history` after the app is gone
         # (the live UI is off by default); rolled so a stream that runs for weeks stays readable
-        conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log_dir().as_uri(),
-                     "spark.eventLog.rolling.enabled": "true", "spark.eventLog.rolling.maxFileSize": "128m"})
+        conf.update(
+            {
+                "spark.eventLog.enabled": "true",
+                "spark.eventLog.dir": event_log_dir().as_uri(),
+                "spark.eventLog.rolling.enabled": "true",
+                "spark.eventLog.rolling.maxFileSize": "128m",
+            }
+        )
     conf.update(extra or {})
     return conf
 
@@ -116,7 +123,8 @@ def jvm_working_dir() -> Iterator[Path]:
     if os.environ.get("PYTHONPATH"):
         os.environ["PYTHONPATH"] = os.pathsep.join(
             str((here / entry).resolve()) if entry and not os.path.isabs(entry) else entry
-            for entry in os.environ["PYTHONPATH"].split(os.pathsep))
+            for entry in os.environ["PYTHONPATH"].split(os.pathsep)
+        )
     os.chdir(target)
     try:
         yield target
@@ -160,8 +168,9 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def build_session(app_name: str = "onceflow", master: str | None = None, ui: bool | None = None,
-                  extra: dict[str, str] | None = None):
+def build_session(
+    app_name: str = "onceflow", master: str | None = None, ui: bool | None = None, extra: dict[str, str] | None = None
+):
     """Get or create the SparkSession with onceflow's settings.
 
     Under spark-submit, master, jars and driver memory are spark-submit's

@@ -30,9 +30,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 from urllib.parse import urlparse
 
 from onceflow.checkpoint import COMMITS, OFFSETS, read_checkpoint
@@ -87,13 +87,17 @@ class StopGate:
             # the interrupt was consumed elsewhere, but the stop has begun: Spark's state is TERMINATED
             if self.stopping.is_set() and self.query is not None and not self.query.isActive:
                 raise BatchHeld(self._released(batch_id)) from None
-        raise RuntimeError(f"batch {batch_id} was held at the stop gate for {self.hold_limit:g}s and the query "
-                           "was not stopped; it wrote nothing, and the next run re-plans it")
+        raise RuntimeError(
+            f"batch {batch_id} was held at the stop gate for {self.hold_limit:g}s and the query "
+            "was not stopped; it wrote nothing, and the next run re-plans it"
+        )
 
     @staticmethod
     def _released(batch_id: int) -> str:
-        return (f"batch {batch_id} held at the stop gate, nothing written; query.stop(): "
-                f"py4j.protocol.Py4JJavaError: An error occurred while calling Thread.sleep: {_INTERRUPTED}")
+        return (
+            f"batch {batch_id} held at the stop gate, nothing written; query.stop(): "
+            f"py4j.protocol.Py4JJavaError: An error occurred while calling Thread.sleep: {_INTERRUPTED}"
+        )
 
     # -- the supervisor ----------------------------------------------------------
     def close(self, reason: str) -> None:
@@ -162,12 +166,18 @@ class StopOutcome:
 
     def as_dict(self) -> dict:
         """For the run's `final` status event."""
-        return {"reason": self.reason, "requested_epoch": round(self.requested_epoch, 3),
-                "seconds": round(self.seconds, 3), "clean": self.clean, "held_batch": self.held}
+        return {
+            "reason": self.reason,
+            "requested_epoch": round(self.requested_epoch, 3),
+            "seconds": round(self.seconds, 3),
+            "clean": self.clean,
+            "held_batch": self.held,
+        }
 
 
-def stop_at_batch_boundary(query, gate: StopGate, reason: str, trigger_seconds: float | None, timeout: float,
-                           log: Callable[[str], None]) -> StopOutcome:
+def stop_at_batch_boundary(
+    query, gate: StopGate, reason: str, trigger_seconds: float | None, timeout: float, log: Callable[[str], None]
+) -> StopOutcome:
     """Let the batch in flight commit, start no new one, stop the query. Never
     calls `query.stop()` while a batch writes: if none reaches a boundary within
     `timeout` seconds, gives up and says so (the caller exits non-zero).
@@ -180,8 +190,9 @@ def stop_at_batch_boundary(query, gate: StopGate, reason: str, trigger_seconds: 
     return outcome
 
 
-def _wait_for_boundary(query, gate: StopGate, reason: str, trigger_seconds: float | None, timeout: float,
-                       log: Callable[[str], None]) -> StopOutcome:
+def _wait_for_boundary(
+    query, gate: StopGate, reason: str, trigger_seconds: float | None, timeout: float, log: Callable[[str], None]
+) -> StopOutcome:
     started = time.monotonic()
     gate.close(reason)
     deadline = started + timeout
@@ -200,13 +211,16 @@ def _wait_for_boundary(query, gate: StopGate, reason: str, trigger_seconds: floa
         if writing is None and trigger_seconds is not None and _between_triggers(query, trigger_seconds):
             return _stop(query, gate, started, "between triggers")
         if time.monotonic() >= deadline:
-            what = ("no batch boundary was reached" if writing is None
-                    else f"batch {writing} is still writing its sinks")
-            return StopOutcome(False, False, time.monotonic() - started,
-                               f"could not stop at a batch boundary within {timeout:g}s of the request: {what}. "
-                               "It is not stopped mid-batch: the run ends as a crash would end it, and the next "
-                               "run re-runs the open batch (its sinks skip what they already hold). Fix: give "
-                               "the stop more time (--stop-timeout) than the longest batch takes")
+            what = "no batch boundary was reached" if writing is None else f"batch {writing} is still writing its sinks"
+            return StopOutcome(
+                False,
+                False,
+                time.monotonic() - started,
+                f"could not stop at a batch boundary within {timeout:g}s of the request: {what}. "
+                "It is not stopped mid-batch: the run ends as a crash would end it, and the next "
+                "run re-runs the open batch (its sinks skip what they already hold). Fix: give "
+                "the stop more time (--stop-timeout) than the longest batch takes",
+            )
         time.sleep(_POLL)
 
 
@@ -215,13 +229,18 @@ def _stop(query, gate: StopGate, started: float, where: str) -> StopOutcome:
     try:
         query.stop()
     except Exception as exc:  # spark.sql.streaming.stopTimeout: the stream thread did not end
-        return StopOutcome(False, True, time.monotonic() - started,
-                           f"query.stop() did not end the stream thread ({where}): {str(exc).splitlines()[0]}")
+        return StopOutcome(
+            False,
+            True,
+            time.monotonic() - started,
+            f"query.stop() did not end the stream thread ({where}): {str(exc).splitlines()[0]}",
+        )
     seconds = time.monotonic() - started
     failure = query.exception()
     if failure is not None:
-        return StopOutcome(False, True, seconds,
-                           f"the query failed while stopping ({where}): {str(failure).splitlines()[0]}")
+        return StopOutcome(
+            False, True, seconds, f"the query failed while stopping ({where}): {str(failure).splitlines()[0]}"
+        )
     return StopOutcome(True, True, seconds, f"stopped at a batch boundary: {where}")
 
 
@@ -255,12 +274,16 @@ def discard_held_batch(checkpoint: str, batch_id: int, generation: int, tables: 
     generation. What was done, or why it was left, as a sentence."""
     cp = read_checkpoint(checkpoint)
     if cp.latest_planned != batch_id or batch_id in cp.commit_files:
-        return (f"offsets/{batch_id} left in place: the newest planned batch is {cp.latest_planned}, "
-                f"commits {'hold' if batch_id in cp.commit_files else 'lack'} batch {batch_id}")
+        return (
+            f"offsets/{batch_id} left in place: the newest planned batch is {cp.latest_planned}, "
+            f"commits {'hold' if batch_id in cp.commit_files else 'lack'} batch {batch_id}"
+        )
     for table in tables:
         if any(e.batch_id == batch_id and e.generation == generation for e in read_ledger(table).entries):
-            return (f"offsets/{batch_id} left in place: {table} holds batch {batch_id}; the next run re-runs it "
-                    "with the same offsets")
+            return (
+                f"offsets/{batch_id} left in place: {table} holds batch {batch_id}; the next run re-runs it "
+                "with the same offsets"
+            )
     root = Path(cp.path) / OFFSETS
     for name in (str(batch_id), f".{batch_id}.crc"):
         try:

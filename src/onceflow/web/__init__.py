@@ -10,8 +10,8 @@ never loaded from a CDN.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 STATIC = Path(__file__).resolve().parent / "static"
 # what a chart page needs, relative to STATIC
@@ -38,8 +38,15 @@ def batch_series(events: Iterable[dict], limit: int = MAX_BATCHES) -> list[dict]
     for e in events:
         if e.get("event") != "progress":
             continue
-        points.append({"batch": e.get("batch_id"), "time": e.get("time"), "rows": e.get("input_rows"),
-                       "seconds": round((e.get("batch_duration_ms") or 0) / 1000, 3),
-                       "input_rate": e.get("input_rows_per_second"),
-                       "processed_rate": e.get("processed_rows_per_second"), "lag": e.get("lag")})
+        points.append(
+            {
+                "batch": e.get("batch_id"),
+                "time": e.get("time"),
+                "rows": e.get("input_rows"),
+                "seconds": round((e.get("batch_duration_ms") or 0) / 1000, 3),
+                "input_rate": e.get("input_rows_per_second"),
+                "processed_rate": e.get("processed_rows_per_second"),
+                "lag": e.get("lag"),
+            }
+        )
     return points[-limit:]

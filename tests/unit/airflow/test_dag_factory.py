@@ -12,14 +12,27 @@ import pytest
 from tests.airflow_helpers import ROOT  # sets up AIRFLOW_HOME before airflow is imported
 
 SHAPES = {
-    "stream": {"guard": ["stream", "wait_healthy"], "stream": [], "wait_healthy": ["watch"],
-               "watch": ["route"], "route": ["trigger_recover", "window_done"],
-               "trigger_recover": [], "window_done": []},
+    "stream": {
+        "guard": ["stream", "wait_healthy"],
+        "stream": [],
+        "wait_healthy": ["watch"],
+        "watch": ["route"],
+        "route": ["trigger_recover", "window_done"],
+        "trigger_recover": [],
+        "window_done": [],
+    },
     "batch": {"ingest": ["audit"], "audit": []},
     "audit": {"audit": []},
-    "recover": {"begin": ["end", "stop"], "stop": ["plan"], "plan": ["execute"],
-                "execute": ["resubmit"], "resubmit": ["wait_first_batch"],
-                "wait_first_batch": ["audit"], "audit": ["end"], "end": []},
+    "recover": {
+        "begin": ["end", "stop"],
+        "stop": ["plan"],
+        "plan": ["execute"],
+        "execute": ["resubmit"],
+        "resubmit": ["wait_first_batch"],
+        "wait_first_batch": ["audit"],
+        "audit": ["end"],
+        "end": [],
+    },
     "backfill": {"resolve": ["backfill"], "backfill": ["audit"], "audit": []},
 }
 # every shipped pipeline (pipelines/*.yaml) gets the same five DAGs
@@ -71,17 +84,17 @@ def test_defaults_docs_retries_and_concurrency(bag):
         assert dag.doc_md and dag_id.rsplit("_", 1)[0] in dag.doc_md and len(dag.doc_md) > 200, dag_id
         assert not dag.catchup, dag_id
     stream = dagbag.dags["payments_stream"]
-    assert stream.task_dict["stream"].retries == 0          # a retried window could race the watcher
+    assert stream.task_dict["stream"].retries == 0  # a retried window could race the watcher
     assert stream.task_dict["wait_healthy"].deferrable and stream.task_dict["watch"].deferrable
     batch = dagbag.dags["payments_batch"]
     ingest = batch.task_dict["ingest"]
-    assert ingest.retries == 2 and ingest.retry_exponential_backoff   # replay is a no-op: retry helps
+    assert ingest.retries == 2 and ingest.retry_exponential_backoff  # replay is a no-op: retry helps
     assert batch.task_dict["audit"].trigger_rule == "none_failed"
     recover = dagbag.dags["payments_recover"]
     assert all(t.retries == 0 for t in recover.tasks if t.task_id != "audit")
     assert recover.task_dict["end"].is_teardown
     assert recover.schedule is None and dagbag.dags["payments_backfill"].schedule is None
-    assert stream.schedule == "@continuous"      # the next window starts when this one ends
+    assert stream.schedule == "@continuous"  # the next window starts when this one ends
     # the audit produces the table's Asset and carries the "Audit report" link
     audit = dagbag.dags["payments_audit"].task_dict["audit"]
     assert [a.name for a in audit.outlets] == ["onceflow.payments.bronze"]
@@ -102,19 +115,34 @@ def test_dags_serialize_as_the_dag_processor_stores_them(bag):
 SCHEMA = "schema: {event_time: ts, fields: [{name: ts, type: timestamp}]}\n"
 
 
-@pytest.mark.parametrize("yaml_text, field, fix", [
-    ("name: bad\nsource: {bootstrap_servers: 'x:1', topic: t}\n" + SCHEMA + "sinks: {quarantine: {path: q}}\n"
-     "checkpoint: c\n",
-     "sinks.bronze", "Fix: add `sinks.bronze` to the file"),
-    ("name: bad\nsource: {bootstrap_servers: 'x:1', topic: 'no spaces'}\n" + SCHEMA +
-     "sinks: {bronze: {path: b}, quarantine: {path: q}}\ncheckpoint: c\n", "source.topic",
-     "Fix: see docs/pipeline-config.md"),
-    ("name: payments\nsource: {bootstrap_servers: 'x:1', topic: t}\n" + SCHEMA +
-     "sinks: {bronze: {path: b}, quarantine: {path: q}}\ncheckpoint: c\n", "name",
-     "Fix: give each pipeline file its own name"),
-])
+@pytest.mark.parametrize(
+    "yaml_text, field, fix",
+    [
+        (
+            "name: bad\nsource: {bootstrap_servers: 'x:1', topic: t}\n" + SCHEMA + "sinks: {quarantine: {path: q}}\n"
+            "checkpoint: c\n",
+            "sinks.bronze",
+            "Fix: add `sinks.bronze` to the file",
+        ),
+        (
+            "name: bad\nsource: {bootstrap_servers: 'x:1', topic: 'no spaces'}\n"
+            + SCHEMA
+            + "sinks: {bronze: {path: b}, quarantine: {path: q}}\ncheckpoint: c\n",
+            "source.topic",
+            "Fix: see docs/pipeline-config.md",
+        ),
+        (
+            "name: payments\nsource: {bootstrap_servers: 'x:1', topic: t}\n"
+            + SCHEMA
+            + "sinks: {bronze: {path: b}, quarantine: {path: q}}\ncheckpoint: c\n",
+            "name",
+            "Fix: give each pipeline file its own name",
+        ),
+    ],
+)
 def test_a_bad_pipeline_file_is_one_named_error_and_the_good_pipelines_keep_their_dags(
-        tmp_path, monkeypatch, yaml_text, field, fix):
+    tmp_path, monkeypatch, yaml_text, field, fix
+):
     pipelines = tmp_path / "pipelines"
     pipelines.mkdir()
     for shipped in ("payments.yaml", "sensors.yaml"):

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow_helpers import ROOT  # noqa: F401  (AIRFLOW_HOME before airflow is imported)
-
 from onceflow.airflow.operators import IngestOperator, _descends_from
 from onceflow.airflow.submit import submit_settings
+from tests.airflow_helpers import ROOT
 
 
 @pytest.fixture
@@ -30,13 +29,13 @@ def jars(tmp_path, monkeypatch):
 def test_local_master_settings(jars):
     s = submit_settings("ingest", "local[2]")
     assert s.application == str(ROOT / "spark_apps" / "ingest.py")
-    assert "spark.master" not in s.conf and "spark.jars" not in s.conf   # the connection and --jars decide
+    assert "spark.master" not in s.conf and "spark.jars" not in s.conf  # the connection and --jars decide
     assert s.conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert s.conf["spark.pyspark.python"] == sys.executable
     # submitted apps write Spark event logs for `make spark-history` (docs/runbooks/slow-batch.md)
     assert s.conf["spark.eventLog.enabled"] == "true" and s.conf["spark.eventLog.dir"].endswith("/spark/events")
     assert s.jars.split(",") == [str(p) for p in sorted(jars.glob("*.jar"))]
-    assert s.env_vars["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)   # spark-submit
+    assert s.env_vars["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)  # spark-submit
     assert s.env_vars["ONCEFLOW_SPARK_MASTER"] == "local[2]" and s.env_vars["ONCEFLOW_JARS"]
     assert s.py_files is None
 
@@ -59,11 +58,24 @@ def test_missing_jars_say_how_to_get_them(tmp_path, monkeypatch):
 
 
 def test_ingest_arguments_from_rendered_params():
-    op = IngestOperator(task_id="stream", pipeline_file="pipelines/payments.yaml", mode="continuous",
-                        max_seconds="600", until_idle="None")
+    op = IngestOperator(
+        task_id="stream",
+        pipeline_file="pipelines/payments.yaml",
+        mode="continuous",
+        max_seconds="600",
+        until_idle="None",
+    )
     args = op.arguments({})
-    assert args == ["--pipeline", str(Path("pipelines/payments.yaml").resolve()), "--mode", "continuous",
-                    "--stop-timeout", "45", "--max-seconds", "600"]
+    assert args == [
+        "--pipeline",
+        str(Path("pipelines/payments.yaml").resolve()),
+        "--mode",
+        "continuous",
+        "--stop-timeout",
+        "45",
+        "--max-seconds",
+        "600",
+    ]
     with pytest.raises(ValueError, match="available-now"):
         IngestOperator(task_id="x", pipeline_file="p.yaml", mode="forever")
 
@@ -95,4 +107,4 @@ def test_submitted_apps_log_at_warn_from_the_first_line(jars, monkeypatch):
     assert "rootLogger.level = WARN" in path.read_text()
     monkeypatch.setenv("ONCEFLOW_SPARK_LOG_LEVEL", "info")
     submit_settings("ingest", "local[2]")
-    assert "rootLogger.level = INFO" in path.read_text()   # the variable still decides
+    assert "rootLogger.level = INFO" in path.read_text()  # the variable still decides

@@ -17,8 +17,14 @@ from onceflow.verdicts import PROBLEMS, Verdict
 
 ERROR, NOT_STARTED, TIMEOUT = Verdict.ERROR, Verdict.NOT_STARTED, Verdict.TIMEOUT
 
-KWARGS = {"pipeline_file": "/x/pipelines/payments.yaml", "fire_on": ["stalled", "healthy", "dead"],
-          "since": 1763812345.25, "start_grace": 30.0, "timeout": 600.0, "poll_interval": 2.0}
+KWARGS = {
+    "pipeline_file": "/x/pipelines/payments.yaml",
+    "fire_on": ["stalled", "healthy", "dead"],
+    "since": 1763812345.25,
+    "start_grace": 30.0,
+    "timeout": 600.0,
+    "poll_interval": 2.0,
+}
 
 
 def test_trigger_round_trips_through_the_trigger_table():
@@ -28,7 +34,7 @@ def test_trigger_round_trips_through_the_trigger_table():
     trigger = PipelineHealthTrigger(**KWARGS)
     classpath, kwargs = trigger.serialize()
     assert classpath == "onceflow.airflow.triggers.PipelineHealthTrigger"
-    row = Trigger.from_object(trigger)                 # encrypted, as the triggerer stores it
+    row = Trigger.from_object(trigger)  # encrypted, as the triggerer stores it
     assert row.encrypted_kwargs and "payments.yaml" not in row.encrypted_kwargs
     rebuilt = import_string(row.classpath)(**row.kwargs)
     assert rebuilt.serialize() == (classpath, kwargs)
@@ -45,8 +51,14 @@ def test_sensor_defers_to_the_trigger_with_rendered_values():
 
     from onceflow.airflow.sensors import PipelineHealthSensor
 
-    sensor = PipelineHealthSensor(task_id="w", pipeline_file="p.yaml", fire_on=["healthy"], since="1763812345.5",
-                                  start_grace="None", wait_timeout="")
+    sensor = PipelineHealthSensor(
+        task_id="w",
+        pipeline_file="p.yaml",
+        fire_on=["healthy"],
+        since="1763812345.5",
+        start_grace="None",
+        wait_timeout="",
+    )
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute({})
     trigger = deferred.value.trigger
@@ -62,9 +74,14 @@ def _sensor(**kw):
 
 
 def _event(verdict, batches=3, lag=0, **extra):
-    return {"pipeline": "payments", "verdict": verdict, "reasons": [f"because {verdict}"],
-            "health": {"lag": {"total": lag}}, "run": {"run_id": "r1", "batches": batches, "rows": 30,
-                                                      "last_batch_id": 2}, **extra}
+    return {
+        "pipeline": "payments",
+        "verdict": verdict,
+        "reasons": [f"because {verdict}"],
+        "health": {"lag": {"total": lag}},
+        "run": {"run_id": "r1", "batches": batches, "rows": 30, "last_batch_id": 2},
+        **extra,
+    }
 
 
 def test_sensor_returns_the_event_for_a_verdict_it_routes_on():
@@ -72,11 +89,14 @@ def test_sensor_returns_the_event_for_a_verdict_it_routes_on():
     assert _sensor(fire_on=["stopped", *PROBLEMS]).execute_complete({}, event) is event
 
 
-@pytest.mark.parametrize("event, exc_name, text", [
-    ({"verdict": ERROR, "error": "ConfigError: p.yaml: field `sinks`"}, "AirflowException", "field `sinks`"),
-    (_event(TIMEOUT, last_verdict="lagging"), "AirflowException", "last verdict lagging"),
-    (_event("stalled"), "AirflowFailException", "verdict stalled: because stalled"),
-])
+@pytest.mark.parametrize(
+    "event, exc_name, text",
+    [
+        ({"verdict": ERROR, "error": "ConfigError: p.yaml: field `sinks`"}, "AirflowException", "field `sinks`"),
+        (_event(TIMEOUT, last_verdict="lagging"), "AirflowException", "last verdict lagging"),
+        (_event("stalled"), "AirflowFailException", "verdict stalled: because stalled"),
+    ],
+)
 def test_sensor_fails_with_the_reason(event, exc_name, text):
     from airflow.sdk import exceptions
 

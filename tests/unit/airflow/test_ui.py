@@ -54,9 +54,18 @@ def project(tmp_path, monkeypatch):
     reports = tmp_path / "reports"
     run = reports / "alpha" / "20261122T120000Z"
     run.mkdir(parents=True)
-    (run / "summary.json").write_text(json.dumps({"pipeline": "alpha", "status": "passed", "exit_code": 0,
-                                                  "checks": [{"name": "no_duplicates", "status": "passed"}],
-                                                  "failed_checks": [], "finished_at": "2026-11-22T12:00:05Z"}))
+    (run / "summary.json").write_text(
+        json.dumps(
+            {
+                "pipeline": "alpha",
+                "status": "passed",
+                "exit_code": 0,
+                "checks": [{"name": "no_duplicates", "status": "passed"}],
+                "failed_checks": [],
+                "finished_at": "2026-11-22T12:00:05Z",
+            }
+        )
+    )
     (run / "index.html").write_text("<html><body><h1>audit of alpha</h1></body></html>")
     monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("ONCEFLOW_PIPELINES_DIR", str(pipelines))
@@ -64,8 +73,9 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
-@pytest.mark.parametrize("path", ["/onceflow/", "/onceflow/api/pipelines",
-                                  "/onceflow/reports/alpha/20261122T120000Z/index.html"])
+@pytest.mark.parametrize(
+    "path", ["/onceflow/", "/onceflow/api/pipelines", "/onceflow/reports/alpha/20261122T120000Z/index.html"]
+)
 def test_anonymous_requests_are_refused(client, project, path):
     resp = client.get(path)
     assert resp.status_code == 401
@@ -97,7 +107,7 @@ def test_logged_in_user_sees_every_pipeline_and_its_audit(client, token, project
     assert rows["alpha"]["audit"]["url"] == "/onceflow/reports/alpha/20261122T120000Z/index.html"
     assert rows["beta"]["audit"] is None
 
-    client.cookies.set("_token", token)   # how the browser sends it
+    client.cookies.set("_token", token)  # how the browser sends it
     try:
         page = client.get("/onceflow/")
     finally:
@@ -113,8 +123,11 @@ def test_reports_are_served_and_nothing_outside_them(client, token, project):
     resp = client.get("/onceflow/reports/alpha/20261122T120000Z/index.html", headers=auth)
     assert resp.status_code == 200 and "audit of alpha" in resp.text
     (project / "secret.txt").write_text("TOP-SECRET-CONTENT")
-    for path in ("/onceflow/reports/../secret.txt", "/onceflow/reports/%2e%2e/secret.txt",
-                 "/onceflow/reports/alpha/missing.html"):
+    for path in (
+        "/onceflow/reports/../secret.txt",
+        "/onceflow/reports/%2e%2e/secret.txt",
+        "/onceflow/reports/alpha/missing.html",
+    ):
         resp = client.get(path, headers=auth)
         assert resp.status_code == 404, path
         assert "TOP-SECRET-CONTENT" not in resp.text
@@ -122,8 +135,9 @@ def test_reports_are_served_and_nothing_outside_them(client, token, project):
 
 def test_a_bad_pipeline_file_is_a_row_that_says_why(client, token, project):
     (project / "pipelines" / "gamma.yaml").write_text("name: gamma\nsource: {topic: x}\n")
-    rows = {r["file"]: r for r in client.get("/onceflow/api/pipelines",
-                                             headers={"Authorization": f"Bearer {token}"}).json()}
+    rows = {
+        r["file"]: r for r in client.get("/onceflow/api/pipelines", headers={"Authorization": f"Bearer {token}"}).json()
+    }
     assert rows["gamma.yaml"]["verdict"] == "error"
     assert "gamma.yaml" in rows["gamma.yaml"]["reasons"][0] and "sinks" in rows["gamma.yaml"]["reasons"][0]
     assert rows["alpha.yaml"]["verdict"] == "not_started"

@@ -12,8 +12,8 @@ from pathlib import Path
 import jsonschema
 
 from onceflow.audit import report
+from onceflow.audit.html import chart_data, check_group, render, write_page
 from onceflow.cli.audit import note_lines
-from onceflow.audit.html import check_group, chart_data, render, write_page
 from onceflow.status import StatusLog
 from onceflow.web import STATIC, batch_series
 
@@ -30,13 +30,15 @@ def summary(kind: str) -> dict:
 
 def groups(page: str) -> list[tuple[bool, str]]:
     """(open?, summary text) of each collapsible check group, in page order."""
-    return [(bool(m.group(1)), html.unescape(m.group(2))) for m in
-            re.finditer(r"<details class='group (?:passed|failed)'( open)?><summary>([^<]*)</summary>", page)]
+    return [
+        (bool(m.group(1)), html.unescape(m.group(2)))
+        for m in re.finditer(r"<details class='group (?:passed|failed)'( open)?><summary>([^<]*)</summary>", page)
+    ]
 
 
 def test_a_failed_report_opens_with_the_verdict_then_the_root_cause_note_then_the_failing_checks():
     page = render(summary("failed"))
-    body = page[page.index("<body>"):]
+    body = page[page.index("<body>") :]
     verdict, why = body.index("<header class='failed'>"), body.index("id='why'")
     assert verdict < why < body.index(NOTE) < body.index("href='#check-loss'") < body.index("id='timings'")
     assert body.index("id='charts'") < body.index("id='all-checks'")  # the long list of checks comes last
@@ -66,14 +68,16 @@ def test_groups_that_passed_are_collapsed_and_groups_with_a_failure_are_open():
 def test_check_kinds():
     assert check_group({"name": "ledger_contiguity", "source": "reconcile"}).startswith("Ledgers")
     assert check_group({"name": "kafka_output_loss", "source": "reconcile"}) == "Kafka output topic"
-    assert check_group({"name": "gx.findings.unexpected_rows_expectation[loss]", "source": "gx"}) == \
-        "Great Expectations: findings"
+    assert (
+        check_group({"name": "gx.findings.unexpected_rows_expectation[loss]", "source": "gx"})
+        == "Great Expectations: findings"
+    )
 
 
 def test_timings_and_charts_are_on_the_page_with_their_data():
     s = summary("passed")
     page = render(s)
-    timings = page[page.index("id='timings'"):page.index("id='charts'")]
+    timings = page[page.index("id='timings'") : page.index("id='charts'")]
     assert "reconcile rows" in timings and f"{s['timings']['reconcile_rows']} s" in timings
     for kind in ("partitions", "durations", "rate", "lag"):
         assert f"data-chart='{kind}'" in page
@@ -104,8 +108,15 @@ def test_a_summary_with_batches_matches_the_schema():
 
 
 def test_an_audit_that_could_not_run_says_why_first():
-    s = {**summary("failed"), "status": "error", "reason": "the broker at localhost:1 did not answer. Fix: ...",
-         "checks": [], "failed_checks": [], "partitions": [], "batches": []}
+    s = {
+        **summary("failed"),
+        "status": "error",
+        "reason": "the broker at localhost:1 did not answer. Fix: ...",
+        "checks": [],
+        "failed_checks": [],
+        "partitions": [],
+        "batches": [],
+    }
     page = render(s)
     assert page.index("The audit could not run") < page.index("did not answer") < page.index("id='charts'")
     assert "no partition was audited" in page  # an empty chart says so (data-empty)
@@ -115,13 +126,27 @@ def test_batch_series_reads_progress_events_only_and_keeps_the_newest(tmp_path):
     log = StatusLog(tmp_path, "p")
     log.append("started", run_id="r")
     for b in range(5):
-        log.append("progress", batch_id=b, input_rows=10 * b, batch_duration_ms=1500, input_rows_per_second=2.0,
-                   processed_rows_per_second=3.0, lag=100 - b)
+        log.append(
+            "progress",
+            batch_id=b,
+            input_rows=10 * b,
+            batch_duration_ms=1500,
+            input_rows_per_second=2.0,
+            processed_rows_per_second=3.0,
+            lag=100 - b,
+        )
         log.append("idle")
     points = batch_series(log.events(), limit=3)
     assert [p["batch"] for p in points] == [2, 3, 4]
-    assert points[0] == {"batch": 2, "time": points[0]["time"], "rows": 20, "seconds": 1.5, "input_rate": 2.0,
-                         "processed_rate": 3.0, "lag": 98}
+    assert points[0] == {
+        "batch": 2,
+        "time": points[0]["time"],
+        "rows": 20,
+        "seconds": 1.5,
+        "input_rate": 2.0,
+        "processed_rate": 3.0,
+        "lag": 98,
+    }
 
 
 def test_report_reads_the_pipelines_batches(tmp_path):
@@ -143,10 +168,16 @@ def test_the_bundled_assets_ship_with_the_package():
 
 
 def test_a_passed_audit_shows_its_notes_first_and_no_failure_section():
-    s = {**summary("passed"), "notes": ["since-last: no passed audit of this topic yet, so everything committed "
-                                        "was audited"]}
+    s = {
+        **summary("passed"),
+        "notes": ["since-last: no passed audit of this topic yet, so everything committed was audited"],
+    }
     page = render(s)
-    assert page.index("<header class='passed'>") < page.index("id='why'") < page.index("since-last: no passed") \
+    assert (
+        page.index("<header class='passed'>")
+        < page.index("id='why'")
+        < page.index("since-last: no passed")
         < page.index("id='timings'")
+    )
     assert "Why it failed" not in page and "Failing checks" not in page
     assert "id='why'" not in render(summary("passed"))  # nothing to say: straight to the timings

@@ -13,15 +13,26 @@ from onceflow.reconcile import FAILED, PASSED
 def _recon_row(partition: int, lost: int = 0) -> dict:
     checksum = "12345678901234567890123"
     return {c: 0 for c in suites.ddl_types(suites.RECONCILIATION_DDL)} | {
-        "partition": partition, "start": 0, "end": 10, "source_records": 10, "source_valid": 9,
-        "source_malformed": 1, "bronze_rows": 9 - lost, "quarantine_rows": 1, "sink_rows": 10 - lost,
-        "lost_records": lost, "source_checksum": checksum, "sink_checksum": checksum if not lost else "-42"}
+        "partition": partition,
+        "start": 0,
+        "end": 10,
+        "source_records": 10,
+        "source_valid": 9,
+        "source_malformed": 1,
+        "bronze_rows": 9 - lost,
+        "quarantine_rows": 1,
+        "sink_rows": 10 - lost,
+        "lost_records": lost,
+        "source_checksum": checksum,
+        "sink_checksum": checksum if not lost else "-42",
+    }
 
 
 def _datasets(recon_rows: list[dict], findings: list[dict]) -> dict:
-    return {"reconciliation": (Rows.from_dicts(suites.RECONCILIATION_DDL, recon_rows),
-                               suites.reconciliation_suite()),
-            "findings": (Rows.from_dicts(suites.FINDINGS_DDL, findings), suites.findings_suite())}
+    return {
+        "reconciliation": (Rows.from_dicts(suites.RECONCILIATION_DDL, recon_rows), suites.reconciliation_suite()),
+        "findings": (Rows.from_dicts(suites.FINDINGS_DDL, findings), suites.findings_suite()),
+    }
 
 
 def test_clean_small_tables_pass(tmp_path):
@@ -40,11 +51,16 @@ def test_a_loss_fails_its_expectations_with_the_offending_rows(tmp_path):
     loss = checks["gx.findings.unexpected_rows_expectation[loss]"]
     assert loss.status == FAILED
     assert [(s["check"], s["partition"], s["start"], s["end"], s["count"]) for s in loss.samples] == [
-        ("loss", 1, 4, 6, 2)]
+        ("loss", 1, 4, 6, 2)
+    ]
     assert checks["gx.findings.unexpected_rows_expectation[phantoms]"].status == PASSED
     lost = checks["gx.reconciliation.expect_column_values_to_be_between[lost_records]"]
     assert lost.status == FAILED and lost.observed["unexpected_count"] == 1
-    assert checks["gx.reconciliation.expect_column_pair_values_to_be_equal[source_checksum,sink_checksum]"].status \
+    assert (
+        checks["gx.reconciliation.expect_column_pair_values_to_be_equal[source_checksum,sink_checksum]"].status
         == FAILED
-    assert checks["gx.reconciliation.expect_column_pair_values_to_be_equal[source_malformed,quarantine_rows]"] \
-        .status == PASSED
+    )
+    assert (
+        checks["gx.reconciliation.expect_column_pair_values_to_be_equal[source_malformed,quarantine_rows]"].status
+        == PASSED
+    )

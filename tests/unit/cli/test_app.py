@@ -17,8 +17,10 @@ from onceflow.errors import BrokerError
 from onceflow.kafka.admin import require_broker
 
 ROOT = Path(__file__).resolve().parents[3]
-FIX = ("Fix: start the embedded broker with `onceflow kafka start`, or point source.bootstrap_servers in "
-       "{file} (or ONCEFLOW_KAFKA_BOOTSTRAP) at a running broker.")
+FIX = (
+    "Fix: start the embedded broker with `onceflow kafka start`, or point source.bootstrap_servers in "
+    "{file} (or ONCEFLOW_KAFKA_BOOTSTRAP) at a running broker."
+)
 
 
 def free_port() -> int:
@@ -27,19 +29,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def onceflow(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-             timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
+def onceflow(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
+) -> tuple[subprocess.CompletedProcess, float]:
     """The real `onceflow` command in a subprocess; (result, seconds it took)."""
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "onceflow.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, cwd=cwd or ROOT, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "onceflow.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd or ROOT,
+        timeout=timeout,
+    )
     return proc, time.monotonic() - started
 
 
-@pytest.mark.parametrize("command", [
-    ["ingest"], ["ingest", "--mode", "continuous"], ["audit", "--full"],
-    ["backfill", "--start-offsets", '{"0": 0}', "--end-offsets", '{"0": 10}'], ["produce", "--count", "10"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["ingest"],
+        ["ingest", "--mode", "continuous"],
+        ["audit", "--full"],
+        ["backfill", "--start-offsets", '{"0": 0}', "--end-offsets", '{"0": 10}'],
+        ["produce", "--count", "10"],
+    ],
+)
 def test_a_broker_that_is_down_is_refused_in_seconds_with_the_address_and_the_fix(command, tmp_path):
     address = f"localhost:{free_port()}"
     proc, seconds = onceflow(*command, env={"ONCEFLOW_KAFKA_BOOTSTRAP": address, "ONCEFLOW_HOME": str(tmp_path)})
@@ -56,8 +71,10 @@ def test_produce_to_an_explicit_bootstrap_names_that_flag_in_the_fix():
     address = f"127.0.0.1:{free_port()}"
     proc, _ = onceflow("produce", "--bootstrap", address, "--count", "5")
     assert proc.returncode == 2
-    assert ("Fix: start the embedded broker with `onceflow kafka start`, or point --bootstrap "
-            "(or ONCEFLOW_KAFKA_BOOTSTRAP) at a running broker.") in " ".join(proc.stderr.split())
+    assert (
+        "Fix: start the embedded broker with `onceflow kafka start`, or point --bootstrap "
+        "(or ONCEFLOW_KAFKA_BOOTSTRAP) at a running broker."
+    ) in " ".join(proc.stderr.split())
 
 
 def test_an_open_port_that_does_not_speak_kafka_is_refused_within_the_timeout():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from onceflow.cli.checkpoint import print_status
 from tests.unit import test_health
-from tests.unit.test_health import check, committed_checkpoint, kafka, started, status, unreachable  # noqa: F401
+from tests.unit.test_health import check, committed_checkpoint, kafka, started, status, unreachable
 
 pipeline = test_health.pipeline  # the fixture, shared
 
@@ -18,7 +18,7 @@ def _total(text: str) -> list[list[str]]:
     return [[c.strip() for c in line.split("│")[1:-1]] for line in text.splitlines() if " all " in line]
 
 
-def test_the_total_row_sums_what_is_known_and_is_left_out_when_nothing_is(pipeline, capsys):  # noqa: F811
+def test_the_total_row_sums_what_is_known_and_is_left_out_when_nothing_is(pipeline, capsys):
     status(pipeline, started(100), ("final", 80, {"status": "stopped", "error": None}))
     # nothing committed yet: every partition is read from the start; committed unknown, latest and lag known
     assert _total(_status_text(check(pipeline, kafka({0: 300, 1: 235})), capsys)) == [["all", "—", "535", "535"]]

@@ -15,10 +15,31 @@ from onceflow.checkpoint import BatchOffsets, Checkpoint, Problem
 from onceflow.generation import CheckpointIdentity
 from onceflow.ledger import LOSS, Ledger, LedgerEntry, contiguity_problems
 from onceflow.recovery.facts import Facts, KafkaOffsets
-from onceflow.recovery.plan import (AHEAD, CORRUPT, DEAD_QUERY, FRESH, STOPPED, KAFKA_BEHIND, LEFTOVERS, MISSING,
-                                    MOVE_CHECKPOINT, MOVE_LEFTOVERS, NEW_GENERATION, NOTHING, REFUSE, RESTART,
-                                    RETENTION, RUNNING, SINKS_DISAGREE, UNUSABLE, WRITE_IDENTITY, WRITE_LOSS, decide)
-from onceflow.recovery.plan import FOLLOWER_AHEAD, FOLLOWER_LAG
+from onceflow.recovery.plan import (
+    AHEAD,
+    CORRUPT,
+    DEAD_QUERY,
+    FOLLOWER_AHEAD,
+    FOLLOWER_LAG,
+    FRESH,
+    KAFKA_BEHIND,
+    LEFTOVERS,
+    MISSING,
+    MOVE_CHECKPOINT,
+    MOVE_LEFTOVERS,
+    NEW_GENERATION,
+    NOTHING,
+    REFUSE,
+    RESTART,
+    RETENTION,
+    RUNNING,
+    SINKS_DISAGREE,
+    STOPPED,
+    UNUSABLE,
+    WRITE_IDENTITY,
+    WRITE_LOSS,
+    decide,
+)
 
 T = "payments"
 CP = "/state/checkpoint"
@@ -26,8 +47,13 @@ SINKS = ("bronze", "quarantine", "aggregates")
 FED = ("bronze", "quarantine")  # written from Kafka; the aggregates follow bronze (sinks.FOLLOWS)
 
 
-def entries(sink: str, ends: list[dict[int, int]], generation: int = 0, first_batch: int = 0,
-            start: dict[int, int] | None = None) -> list[LedgerEntry]:
+def entries(
+    sink: str,
+    ends: list[dict[int, int]],
+    generation: int = 0,
+    first_batch: int = 0,
+    start: dict[int, int] | None = None,
+) -> list[LedgerEntry]:
     """Contiguous batch entries ending at each of `ends`, the first starting at `start` (default 0s)."""
     prev = dict(start) if start is not None else {p: 0 for p in ends[0]}
     out = []
@@ -45,19 +71,47 @@ def checkpoint(planned: list[dict[int, int]], committed: int | None, **kw) -> Ch
     """A readable checkpoint whose offsets/N are `planned[N]`, committed up to batch `committed`."""
     batches = {b: BatchOffsets(b, {}, ({T: o},)) for b, o in enumerate(planned)}
     commits = tuple(range(committed + 1)) if committed is not None else ()
-    return Checkpoint(path=CP, exists=True, query_id="q", initial_offsets={T: {p: 0 for p in planned[0]}},
-                      batches=batches, commits=commits, offsets_files=tuple(batches), commit_files=commits, **kw)
+    return Checkpoint(
+        path=CP,
+        exists=True,
+        query_id="q",
+        initial_offsets={T: {p: 0 for p in planned[0]}},
+        batches=batches,
+        commits=commits,
+        offsets_files=tuple(batches),
+        commit_files=commits,
+        **kw,
+    )
 
 
-def facts(ck: Checkpoint, led: dict[str, Ledger], *, generation: int | None = 0, earliest=None, latest=None,
-          identity_error=None, running=False, last_run=None, identity=None) -> Facts:
+def facts(
+    ck: Checkpoint,
+    led: dict[str, Ledger],
+    *,
+    generation: int | None = 0,
+    earliest=None,
+    latest=None,
+    identity_error=None,
+    running=False,
+    last_run=None,
+    identity=None,
+) -> Facts:
     if identity is None and generation is not None:
         identity = CheckpointIdentity(T, generation, "2026-01-01T00:00:00Z")
-    return Facts(pipeline=T, pipeline_file="pipelines/payments.yaml", topic=T, default_starting_offsets="earliest",
-                 checkpoint=ck, identity=identity, identity_error=identity_error, ledgers=led,
-                 kafka=KafkaOffsets(earliest or {0: 0, 1: 0}, latest or {0: 1000, 1: 1000}), running=running,
-                 holder={"pid": 4242, "host": "h", "started": "x"} if running else None,
-                 last_run=last_run if last_run is not None else {"run_id": "r1", "final": None})
+    return Facts(
+        pipeline=T,
+        pipeline_file="pipelines/payments.yaml",
+        topic=T,
+        default_starting_offsets="earliest",
+        checkpoint=ck,
+        identity=identity,
+        identity_error=identity_error,
+        ledgers=led,
+        kafka=KafkaOffsets(earliest or {0: 0, 1: 0}, latest or {0: 1000, 1: 1000}),
+        running=running,
+        holder={"pid": 4242, "host": "h", "started": "x"} if running else None,
+        last_run=last_run if last_run is not None else {"run_id": "r1", "final": None},
+    )
 
 
 B = [{0: 100, 1: 50}, {0: 200, 1: 120}, {0: 300, 1: 160}]  # three batches' end offsets
@@ -107,8 +161,9 @@ def test_dead_query_with_healthy_checkpoint_restarts_from_it():
 CLEAN = {"run_id": "r1", "final": {"status": "finished", "error": None, "time": "2026-11-22T14:08:44.824Z"}}
 
 
-@pytest.mark.parametrize("status, words", [("finished", "finished at"),
-                                           ("stopped", "was stopped (at a batch boundary) at")])
+@pytest.mark.parametrize(
+    "status, words", [("finished", "finished at"), ("stopped", "was stopped (at a batch boundary) at")]
+)
 def test_a_cleanly_stopped_pipeline_is_not_a_dead_query_and_needs_nothing(status, words):
     run = {"run_id": "r1", "final": {**CLEAN["final"], "status": status}}
     plan = decide(facts(checkpoint(B, 2), all_sinks(), last_run=run))
@@ -116,8 +171,10 @@ def test_a_cleanly_stopped_pipeline_is_not_a_dead_query_and_needs_nothing(status
     assert [f.case for f in plan.findings] == [STOPPED]
     assert f"its last run (r1) {words} 2026-11-22T14:08:44.824Z" in plan.findings[0].detail
     assert "ended" not in plan.findings[0].detail and DEAD_QUERY not in repr(plan.findings)
-    assert plan.summary.startswith("nothing to recover: the last run ended cleanly; the next run continues from "
-                                   "the checkpoint: the next batch is 3")
+    assert plan.summary.startswith(
+        "nothing to recover: the last run ended cleanly; the next run continues from "
+        "the checkpoint: the next batch is 3"
+    )
 
 
 def test_a_clean_stop_with_leftover_files_still_moves_them_aside():
@@ -134,8 +191,9 @@ def test_a_finished_run_whose_last_batch_did_not_commit_is_still_a_restart():
 
 def test_crash_between_sinks_restarts_and_the_replay_absorbs_the_disagreement():
     # batch 2 planned, bronze committed it, quarantine/aggregates and commits/2 did not
-    led = ledgers(bronze=entries("bronze", B), quarantine=entries("quarantine", B[:2]),
-                  aggregates=entries("aggregates", B[:2]))
+    led = ledgers(
+        bronze=entries("bronze", B), quarantine=entries("quarantine", B[:2]), aggregates=entries("aggregates", B[:2])
+    )
     plan = decide(facts(checkpoint(B, 1), led))
     assert plan.decision == RESTART and plan.generation == 0
     assert plan.resume == {0: 200, 1: 120}  # Spark re-runs batch 2 from batch 1's end
@@ -168,16 +226,18 @@ def test_corrupt_checkpoint_starts_a_new_generation_at_the_ledgers_point():
 
 def test_missing_checkpoint_moves_nothing_and_names_every_kafka_partition():
     # partition 2 exists in Kafka but no batch has read it yet: it is started explicitly at earliest (-2)
-    plan = decide(facts(MISSING_CK, all_sinks(), generation=None, earliest={0: 0, 1: 0, 2: 0},
-                        latest={0: 1000, 1: 1000, 2: 10}))
+    plan = decide(
+        facts(MISSING_CK, all_sinks(), generation=None, earliest={0: 0, 1: 0, 2: 0}, latest={0: 1000, 1: 1000, 2: 10})
+    )
     assert plan.decision == NEW_GENERATION and plan.case == MISSING and plan.generation == 1
     assert [a.kind for a in plan.actions] == [WRITE_IDENTITY]
     assert json.loads(plan.starting_offsets) == {T: {"0": 300, "1": 160, "2": -2}}
 
 
 def test_identity_unreadable_is_corrupt_and_generation_follows_the_ledgers():
-    plan = decide(facts(checkpoint(B, 2), all_sinks(generation=3), generation=None,
-                        identity_error="_onceflow.json is unreadable"))
+    plan = decide(
+        facts(checkpoint(B, 2), all_sinks(generation=3), generation=None, identity_error="_onceflow.json is unreadable")
+    )
     assert plan.decision == NEW_GENERATION and plan.case == CORRUPT and plan.generation == 4
 
 
@@ -196,8 +256,13 @@ def test_checkpoint_behind_the_sinks_in_one_generation_is_replaced():
 
 def test_checkpoint_of_another_topic_is_unusable():
     ck = checkpoint(B, 2)
-    ck = Checkpoint(**{**ck.__dict__, "batches": {b: BatchOffsets(b, {}, ({"old": o},)) for b, o in enumerate(B)},
-                       "initial_offsets": {"old": {0: 0}}})
+    ck = Checkpoint(
+        **{
+            **ck.__dict__,
+            "batches": {b: BatchOffsets(b, {}, ({"old": o},)) for b, o in enumerate(B)},
+            "initial_offsets": {"old": {0: 0}},
+        }
+    )
     plan = decide(facts(ck, all_sinks()))
     assert plan.decision == NEW_GENERATION and plan.case == UNUSABLE and "'payments'" in plan.findings[0].detail
 
@@ -211,8 +276,9 @@ def test_corrupt_checkpoint_with_nothing_written_restarts_from_the_pipeline_defa
 
 # -- sinks disagree: the lowest committed point, per-sink floors --------------------------------
 def test_sinks_that_disagree_resume_from_the_lowest_point_with_per_sink_floors():
-    led = ledgers(bronze=entries("bronze", B), quarantine=entries("quarantine", B[:2]),
-                  aggregates=entries("aggregates", B[:1]))
+    led = ledgers(
+        bronze=entries("bronze", B), quarantine=entries("quarantine", B[:2]), aggregates=entries("aggregates", B[:1])
+    )
     plan = decide(facts(MISSING_CK, led, generation=None))
     assert plan.decision == NEW_GENERATION and any(f.case == SINKS_DISAGREE for f in plan.findings)
     assert plan.resume == {0: 200, 1: 120}  # quarantine is the furthest behind of the sinks Kafka feeds
@@ -224,29 +290,31 @@ def test_sinks_that_disagree_resume_from_the_lowest_point_with_per_sink_floors()
 
 
 def test_an_empty_sink_beside_written_ones_is_read_from_the_pipelines_origin():
-    led = ledgers(bronze=entries("bronze", B, start={0: 10, 1: 5}), aggregates=entries("aggregates", B,
-                                                                                          start={0: 10, 1: 5}))
+    led = ledgers(
+        bronze=entries("bronze", B, start={0: 10, 1: 5}), aggregates=entries("aggregates", B, start={0: 10, 1: 5})
+    )
     plan = decide(facts(MISSING_CK, led, generation=None))
     assert plan.resume == {0: 10, 1: 5} and plan.sink_floors["quarantine"] == {"0": 10, "1": 5}
 
 
 # -- checkpoint ahead of a sink ----------------------------------------------------------------
 def test_checkpoint_ahead_of_a_sink_is_refused_without_force():
-    led = ledgers(bronze=entries("bronze", B[:1]), quarantine=entries("quarantine", B),
-                  aggregates=entries("aggregates", B))
+    led = ledgers(
+        bronze=entries("bronze", B[:1]), quarantine=entries("quarantine", B), aggregates=entries("aggregates", B)
+    )
     plan = decide(facts(checkpoint(B, 2), led))
     assert plan.decision == REFUSE and plan.case == AHEAD and plan.override == "--force"
     assert "bronze holds batch 0" in plan.refusal and "--force" in plan.refusal and plan.actions == []
 
 
 def test_checkpoint_ahead_with_force_rereads_what_the_sink_lost():
-    led = ledgers(bronze=entries("bronze", B[:1]), quarantine=entries("quarantine", B),
-                  aggregates=entries("aggregates", B))
+    led = ledgers(
+        bronze=entries("bronze", B[:1]), quarantine=entries("quarantine", B), aggregates=entries("aggregates", B)
+    )
     plan = decide(facts(checkpoint(B, 2), led), force=True)
     assert plan.decision == NEW_GENERATION and plan.case == AHEAD and plan.generation == 1
     assert plan.resume == {0: 100, 1: 50}
-    assert plan.sink_floors["bronze"] == {"0": 100, "1": 50} and plan.sink_floors["quarantine"] == {"0": 300,
-                                                                                                    "1": 160}
+    assert plan.sink_floors["bronze"] == {"0": 100, "1": 50} and plan.sink_floors["quarantine"] == {"0": 300, "1": 160}
     assert [a.kind for a in plan.actions] == [MOVE_CHECKPOINT, WRITE_IDENTITY]
 
 
@@ -265,7 +333,8 @@ def test_accepted_loss_records_loss_entries_and_resumes_at_the_log_start():
     losses = action(plan, WRITE_LOSS)
     # the aggregates get none: their follower copies bronze's LOSS entry when it reaches it
     assert [(a.params["sink"], a.params["start"], a.params["end"]) for a in losses] == [
-        (s, {"0": 300}, {"0": 340}) for s in FED]
+        (s, {"0": 300}, {"0": 340}) for s in FED
+    ]
     assert [a.kind for a in plan.actions] == [MOVE_CHECKPOINT, *[WRITE_LOSS] * 2, WRITE_IDENTITY]
     # the loss entry keeps each ledger contiguous: old batch → loss → the new generation's batch 0
     for a in losses:
@@ -275,8 +344,9 @@ def test_accepted_loss_records_loss_entries_and_resumes_at_the_log_start():
 
 
 def test_loss_is_per_sink_when_the_sinks_disagree():
-    led = ledgers(bronze=entries("bronze", B), quarantine=entries("quarantine", B[:2]),
-                  aggregates=entries("aggregates", B[:2]))
+    led = ledgers(
+        bronze=entries("bronze", B), quarantine=entries("quarantine", B[:2]), aggregates=entries("aggregates", B[:2])
+    )
     plan = decide(facts(checkpoint(B, 1), led, earliest={0: 250, 1: 0}), accept_loss=True)
     # bronze holds up to 300 > 250: it lost nothing; quarantine lost [200, 250); the aggregates trail
     # bronze, which still holds those rows: they lose nothing either
@@ -299,8 +369,14 @@ def test_offsets_past_kafkas_end_are_refused():
 
 # -- a recovery run twice is a restart of the prepared generation ---------------------------------
 def test_a_prepared_generation_is_restarted_not_replaced():
-    ident = CheckpointIdentity(T, 1, "t", starting_offsets=json.dumps({T: {"0": 300, "1": 160}}),
-                               reason="recover", sink_floors={s: {"0": 300, "1": 160} for s in SINKS})
+    ident = CheckpointIdentity(
+        T,
+        1,
+        "t",
+        starting_offsets=json.dumps({T: {"0": 300, "1": 160}}),
+        reason="recover",
+        sink_floors={s: {"0": 300, "1": 160} for s in SINKS},
+    )
     empty = Checkpoint(path=CP, exists=True)
     plan = decide(facts(empty, all_sinks(), identity=ident))
     assert plan.decision == RESTART and plan.generation == 1 and plan.resume == {0: 300, 1: 160}
@@ -329,27 +405,37 @@ def test_records_of_every_decision_match_the_schema(tmp_path):
 
     from onceflow.recovery.record import RecoveryRecord, read_record
 
-    schema = json.loads((__import__("pathlib").Path(__file__).resolve().parents[3]
-                         / "docs/schemas/recovery-record.schema.json").read_text())
+    schema = json.loads(
+        (
+            __import__("pathlib").Path(__file__).resolve().parents[3] / "docs/schemas/recovery-record.schema.json"
+        ).read_text()
+    )
     ck_bad = checkpoint(B, 2, unusable_reasons=("offsets/2 is unreadable",))
-    plans = [decide(facts(checkpoint(B, 2), all_sinks(), running=True)),
-             decide(facts(MISSING_CK, ledgers(), generation=None)),
-             decide(facts(checkpoint(B, 2), all_sinks())),
-             decide(facts(checkpoint(B, 2), all_sinks(), last_run=CLEAN)),
-             decide(facts(ck_bad, all_sinks(), earliest={0: 340, 1: 160})),
-             decide(facts(ck_bad, all_sinks(), earliest={0: 340, 1: 160}), accept_loss=True)]
+    plans = [
+        decide(facts(checkpoint(B, 2), all_sinks(), running=True)),
+        decide(facts(MISSING_CK, ledgers(), generation=None)),
+        decide(facts(checkpoint(B, 2), all_sinks())),
+        decide(facts(checkpoint(B, 2), all_sinks(), last_run=CLEAN)),
+        decide(facts(ck_bad, all_sinks(), earliest={0: 340, 1: 160})),
+        decide(facts(ck_bad, all_sinks(), earliest={0: 340, 1: 160}), accept_loss=True),
+    ]
     assert [p.decision for p in plans] == [REFUSE, NOTHING, RESTART, NOTHING, REFUSE, NEW_GENERATION]
     for i, plan in enumerate(plans):
-        record = RecoveryRecord(tmp_path, T, f"2026010{i}T000000000000Z", {"dry_run": False, "force": False,
-                                                                          "accept_loss": plan.accept_loss})
+        record = RecoveryRecord(
+            tmp_path,
+            T,
+            f"2026010{i}T000000000000Z",
+            {"dry_run": False, "force": False, "accept_loss": plan.accept_loss},
+        )
         record.set_plan(plan.as_dict())
         for a in plan.actions:
             record.add_action(a.kind, a.description, "done", result={"ok": True})
         record.finish("refused" if plan.refused else "done", plan.refusal)
         jsonschema.validate(read_record(record.path), schema)
     # a record whose planning failed (Kafka down) has no plan, and is still valid
-    failed = RecoveryRecord(tmp_path, T, "20260109T000000000000Z", {"dry_run": True, "force": False,
-                                                                     "accept_loss": False})
+    failed = RecoveryRecord(
+        tmp_path, T, "20260109T000000000000Z", {"dry_run": True, "force": False, "accept_loss": False}
+    )
     failed.finish("failed", "cannot plan a recovery without Kafka's offsets")
     jsonschema.validate(read_record(failed.path), schema)
     with pytest.raises(jsonschema.ValidationError):
@@ -364,9 +450,13 @@ def test_a_loss_entry_is_an_idempotent_empty_commit_under_its_own_txn_app_id(tmp
     from onceflow.ledger import app_id, loss_app_id, loss_entry, read_ledger, write_loss
 
     path = str(tmp_path / "bronze")
-    write_deltalake(path, pa.table({"_partition": pa.array([0], pa.int32()), "_offset": pa.array([1], pa.int64())}),
-                    commit_properties=__import__("deltalake").CommitProperties(
-                        custom_metadata={"userMetadata": entries("bronze", B[:1])[0].to_json()}))
+    write_deltalake(
+        path,
+        pa.table({"_partition": pa.array([0], pa.int32()), "_offset": pa.array([1], pa.int64())}),
+        commit_properties=__import__("deltalake").CommitProperties(
+            custom_metadata={"userMetadata": entries("bronze", B[:1])[0].to_json()}
+        ),
+    )
     entry = loss_entry(T, "bronze", 1, T, {0: 100}, {0: 140}, extra={"recovery": "r1"})
     assert write_loss(path, entry) == 1
     assert write_loss(path, entry) is None  # a second attempt finds its txn and writes nothing
@@ -392,19 +482,23 @@ def test_a_loss_entry_needs_a_real_range():
 def test_aggregates_holding_offsets_bronze_lacks_are_named():
     """Bronze restored from an older copy: the aggregates hold more. --force re-reads what bronze
     lost; the follower then skips the rows below its own point (ledger.follower_lag)."""
-    led = ledgers(bronze=entries("bronze", B[:1]), quarantine=entries("quarantine", B),
-                  aggregates=entries("aggregates", B))
+    led = ledgers(
+        bronze=entries("bronze", B[:1]), quarantine=entries("quarantine", B), aggregates=entries("aggregates", B)
+    )
     plan = decide(facts(checkpoint(B, 2), led), force=True)
-    assert plan.decision == NEW_GENERATION and plan.sink_floors == {"bronze": {"0": 100, "1": 50},
-                                                                    "quarantine": {"0": 300, "1": 160}}
+    assert plan.decision == NEW_GENERATION and plan.sink_floors == {
+        "bronze": {"0": 100, "1": 50},
+        "quarantine": {"0": 300, "1": 160},
+    }
     ahead = [f.detail for f in plan.findings if f.case == FOLLOWER_AHEAD]
     assert len(ahead) == 1 and "aggregates holds offsets bronze does not ({0: 300, 1: 160}" in ahead[0]
     assert not [f for f in plan.findings if f.case == FOLLOWER_LAG]
 
 
 def test_the_plan_names_sink_floors_only_where_a_sink_is_ahead():
-    led = ledgers(bronze=entries("bronze", B), quarantine=entries("quarantine", B[:2]),
-                  aggregates=entries("aggregates", B[:2]))
+    led = ledgers(
+        bronze=entries("bronze", B), quarantine=entries("quarantine", B[:2]), aggregates=entries("aggregates", B[:2])
+    )
     ahead = decide(facts(MISSING_CK, led, generation=None))
     assert "bronze {0: 300, 1: 160}" in action(ahead, WRITE_IDENTITY)[0].description
     level = decide(facts(MISSING_CK, all_sinks(), generation=None))
@@ -417,6 +511,8 @@ def test_the_plan_names_sink_floors_only_where_a_sink_is_ahead():
 def test_recovery_hints_name_the_real_dag_and_command():
     plan = decide(facts(checkpoint(B, 2), all_sinks()))
     assert "<" not in plan.next_step
-    assert plan.next_step == (f"start the query: `onceflow ingest --pipeline {plan.pipeline}` (or `onceflow recover "
-                              f"--pipeline {plan.pipeline} --resume`); in Airflow the {plan.pipeline}_recover DAG "
-                              "resubmits it")
+    assert plan.next_step == (
+        f"start the query: `onceflow ingest --pipeline {plan.pipeline}` (or `onceflow recover "
+        f"--pipeline {plan.pipeline} --resume`); in Airflow the {plan.pipeline}_recover DAG "
+        "resubmits it"
+    )

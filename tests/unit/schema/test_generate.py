@@ -34,21 +34,26 @@ def _with(schema: Schema, field: str, **rules) -> Schema:
 
 # the corpus schema's `code` has a pattern and no examples: the generator needs them
 CORPUS = _with(CORPUS_SCHEMA, "code", examples=["EUR", "USD"])
-ODD = Schema.model_validate({
-    "max_bytes": 600, "event_time": "at", "event_id": "n",
-    "fields": [
-        {"name": "n", "type": "long", "min": -5},
-        {"name": "level", "type": "int", "allowed": [1, 2, 3], "min": 2},  # allowed 1 is below min: never drawn
-        {"name": "tiny", "type": "decimal(2,2)", "required": False, "max": 0.5},
-        {"name": "whole", "type": "decimal(5,0)", "min": -3, "max": 3},
-        {"name": "ratio", "type": "double", "max": 1e20},
-        {"name": "ok", "type": "boolean"},
-        {"name": "day", "type": "date"},
-        {"name": "ref", "type": "string", "uuid": True, "max_length": 40, "required": False},
-        {"name": "tag", "type": "string", "pattern": "^t-[a-z]+", "max_length": 6, "examples": ["t-ab", "t-xyz"]},
-        {"name": "seen", "type": "timestamp", "required": False, "path": "$.a.b.seen"},
-        {"name": "at", "type": "timestamp", "path": "$.a.at"},
-    ]})
+ODD = Schema.model_validate(
+    {
+        "max_bytes": 600,
+        "event_time": "at",
+        "event_id": "n",
+        "fields": [
+            {"name": "n", "type": "long", "min": -5},
+            {"name": "level", "type": "int", "allowed": [1, 2, 3], "min": 2},  # allowed 1 is below min: never drawn
+            {"name": "tiny", "type": "decimal(2,2)", "required": False, "max": 0.5},
+            {"name": "whole", "type": "decimal(5,0)", "min": -3, "max": 3},
+            {"name": "ratio", "type": "double", "max": 1e20},
+            {"name": "ok", "type": "boolean"},
+            {"name": "day", "type": "date"},
+            {"name": "ref", "type": "string", "uuid": True, "max_length": 40, "required": False},
+            {"name": "tag", "type": "string", "pattern": "^t-[a-z]+", "max_length": 6, "examples": ["t-ab", "t-xyz"]},
+            {"name": "seen", "type": "timestamp", "required": False, "path": "$.a.b.seen"},
+            {"name": "at", "type": "timestamp", "path": "$.a.at"},
+        ],
+    }
+)
 SCHEMAS = {"payments": PAYMENTS_SCHEMA, "sensors": SENSORS_SCHEMA, "corpus": CORPUS, "odd": ODD}
 GROUP_BY = {"payments": ("account_id",), "sensors": ("site", "device_id"), "corpus": ("site",), "odd": ("level",)}
 
@@ -87,11 +92,21 @@ def test_valid_events_pass_the_judge_and_keep_their_values(name):
 def test_kinds_are_the_ones_the_schema_declares():
     generic = set(R.RECORD_REASONS) | {R.MISSING_FIELD, R.WRONG_TYPE, R.INVALID_VALUE}
     assert set(_gen("payments", 1).kinds()) == generic | {R.NOT_ALLOWED, R.BELOW_MIN, R.NOT_A_UUID}
-    assert set(_gen("sensors", 1).kinds()) == generic | {R.NOT_ALLOWED, R.BELOW_MIN, R.ABOVE_MAX,
-                                                         R.PATTERN_MISMATCH, R.TOO_LONG}
+    assert set(_gen("sensors", 1).kinds()) == generic | {
+        R.NOT_ALLOWED,
+        R.BELOW_MIN,
+        R.ABOVE_MAX,
+        R.PATTERN_MISMATCH,
+        R.TOO_LONG,
+    }
     # corpus: `site`'s allowed values are all within its max_length, so too_long cannot be made
-    assert set(_gen("corpus", 1).kinds()) == generic | {R.NOT_ALLOWED, R.BELOW_MIN, R.ABOVE_MAX,
-                                                        R.PATTERN_MISMATCH, R.NOT_A_UUID}
+    assert set(_gen("corpus", 1).kinds()) == generic | {
+        R.NOT_ALLOWED,
+        R.BELOW_MIN,
+        R.ABOVE_MAX,
+        R.PATTERN_MISMATCH,
+        R.NOT_A_UUID,
+    }
     assert _gen("odd", 1).kinds() == R.REASONS
     with pytest.raises(ValueError, match="cannot produce malformed kind 'above_max'.*below_min"):
         _gen("payments", 1).malformed(R.ABOVE_MAX)
@@ -152,23 +167,39 @@ def test_shape_of_valid_events():
     assert any("b" in o["a"] and "seen" in o["a"]["b"] for o in odd)
 
 
-@pytest.mark.parametrize("body, message", [
-    ({"fields": [{"name": "code", "type": "string", "pattern": "^[A-Z]{3}$"}]},
-     r"'code': it has a pattern \(\^\[A-Z\]\{3\}\$\) and no examples.*Fix: add `examples: \[...\]`"),
-    ({"fields": [{"name": "code", "type": "string", "max_length": 2, "examples": ["EUR"]}]},
-     r"'code': none of its examples \['EUR'\] keeps its rules \(max_length\).*Fix: change the examples or the rules"),
-    ({"fields": [{"name": "level", "type": "int", "min": 0.2, "max": 0.8}]},
-     r"'level': no int value lies within min 0.2 / max 0.8"),
-    ({"fields": [{"name": "id", "type": "string", "uuid": True, "max_length": 10}]},
-     r"'id': uuid: true with max_length 10 rejects every UUID"),
-    ({"fields": [{"name": "meta", "type": "string"}, {"name": "inner", "type": "long", "path": "$.meta.x"}]},
-     r"'inner' \(\$.meta.x\) lies inside field 'meta'"),
-    ({"max_bytes": 60, "fields": [{"name": "name", "type": "string"}]},
-     r"schema.max_bytes 60 leaves \d+ bytes.*raise max_bytes"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (
+            {"fields": [{"name": "code", "type": "string", "pattern": "^[A-Z]{3}$"}]},
+            r"'code': it has a pattern \(\^\[A-Z\]\{3\}\$\) and no examples.*Fix: add `examples: \[...\]`",
+        ),
+        (
+            {"fields": [{"name": "code", "type": "string", "max_length": 2, "examples": ["EUR"]}]},
+            r"'code': none of its examples \['EUR'\] keeps its rules \(max_length\).*Fix: change the examples or the rules",
+        ),
+        (
+            {"fields": [{"name": "level", "type": "int", "min": 0.2, "max": 0.8}]},
+            r"'level': no int value lies within min 0.2 / max 0.8",
+        ),
+        (
+            {"fields": [{"name": "id", "type": "string", "uuid": True, "max_length": 10}]},
+            r"'id': uuid: true with max_length 10 rejects every UUID",
+        ),
+        (
+            {"fields": [{"name": "meta", "type": "string"}, {"name": "inner", "type": "long", "path": "$.meta.x"}]},
+            r"'inner' \(\$.meta.x\) lies inside field 'meta'",
+        ),
+        (
+            {"max_bytes": 60, "fields": [{"name": "name", "type": "string"}]},
+            r"schema.max_bytes 60 leaves \d+ bytes.*raise max_bytes",
+        ),
+    ],
+)
 def test_schemas_it_cannot_generate_for_are_refused_with_the_fix(body, message):
-    schema = Schema.model_validate({"event_time": "ts", **body,
-                                    "fields": [*body["fields"], {"name": "ts", "type": "timestamp"}]})
+    schema = Schema.model_validate(
+        {"event_time": "ts", **body, "fields": [*body["fields"], {"name": "ts", "type": "timestamp"}]}
+    )
     with pytest.raises(ConfigError, match=message):
         Generator(schema, 1)
 

@@ -9,12 +9,22 @@ from onceflow import config
 from onceflow.errors import ConfigError
 
 BASE = {
-    "name": "s1", "source": {"bootstrap_servers": "localhost:9092", "topic": "t"}, "checkpoint": "cp",
-    "schema": {"event_time": "ts", "fields": [{"name": "ts", "type": "timestamp"},
-                                              {"name": "site", "type": "string"},
-                                              {"name": "reading", "type": "double"}]},
-    "sinks": {"bronze": {"path": "b"}, "quarantine": {"path": "q"},
-              "aggregates": {"path": "a", "group_by": ["site"], "metrics": {"n": "count", "s": "sum(reading)"}}},
+    "name": "s1",
+    "source": {"bootstrap_servers": "localhost:9092", "topic": "t"},
+    "checkpoint": "cp",
+    "schema": {
+        "event_time": "ts",
+        "fields": [
+            {"name": "ts", "type": "timestamp"},
+            {"name": "site", "type": "string"},
+            {"name": "reading", "type": "double"},
+        ],
+    },
+    "sinks": {
+        "bronze": {"path": "b"},
+        "quarantine": {"path": "q"},
+        "aggregates": {"path": "a", "group_by": ["site"], "metrics": {"n": "count", "s": "sum(reading)"}},
+    },
 }
 
 
@@ -34,8 +44,11 @@ CASES = [
     ("unknown type", lambda b: fields(b).append({"name": "x", "type": "float"}), "unknown type 'float'"),
     ("bad decimal", lambda b: fields(b).append({"name": "x", "type": "decimal(40,2)"}), "precision 1..38"),
     ("pattern on a double", lambda b: fields(b)[2].update(pattern="^1"), "rule `pattern` does not fit type double"),
-    ("min on a boolean", lambda b: fields(b).append({"name": "x", "type": "boolean", "min": 0}),
-     "rule `min` does not fit type boolean"),
+    (
+        "min on a boolean",
+        lambda b: fields(b).append({"name": "x", "type": "boolean", "min": 0}),
+        "rule `min` does not fit type boolean",
+    ),
     ("uuid on a long", lambda b: fields(b).append({"name": "x", "type": "long", "uuid": True}), "`uuid` does not fit"),
     ("event_time not a timestamp", lambda b: b["schema"].update(event_time="site"), "must be a required timestamp"),
     ("event_time unknown", lambda b: b["schema"].update(event_time="when"), "is not a declared field"),
@@ -47,16 +60,25 @@ CASES = [
     ("min above max", lambda b: fields(b)[2].update(min=5, max=1), "min 5 is above max 1"),
     ("allowed of the wrong type", lambda b: fields(b)[1].update(allowed=[1, 2]), "are not strings"),
     ("avg metric", lambda b: b["sinks"]["aggregates"]["metrics"].update(m="avg(reading)"), "declare sum and count"),
-    ("unknown metric field", lambda b: b["sinks"]["aggregates"]["metrics"].update(m="max(temp)"),
-     "field 'temp' is not declared"),
+    (
+        "unknown metric field",
+        lambda b: b["sinks"]["aggregates"]["metrics"].update(m="max(temp)"),
+        "field 'temp' is not declared",
+    ),
     ("sum of a string", lambda b: b["sinks"]["aggregates"]["metrics"].update(m="sum(site)"), "needs a numeric field"),
     ("unknown group_by", lambda b: b["sinks"]["aggregates"].update(group_by=["device"]), "group_by field 'device'"),
-    ("metric named like a column", lambda b: b["sinks"]["aggregates"]["metrics"].update(window_start="count"),
-     "clashes"),
+    (
+        "metric named like a column",
+        lambda b: b["sinks"]["aggregates"]["metrics"].update(window_start="count"),
+        "clashes",
+    ),
     ("old event section", lambda b: b.update(event={"max_bytes": 10}), "replaced by `schema`"),
     ("format avro", lambda b: b["schema"].update(format="avro"), "only 'json'"),
-    ("kafka sink without a key", lambda b: (b["sinks"].pop("aggregates"), b["sinks"].update(kafka={"topic": "o"})),
-     "sinks.kafka.key is not set"),
+    (
+        "kafka sink without a key",
+        lambda b: (b["sinks"].pop("aggregates"), b["sinks"].update(kafka={"topic": "o"})),
+        "sinks.kafka.key is not set",
+    ),
 ]
 
 
@@ -68,8 +90,12 @@ def test_a_bad_declaration_is_refused_naming_file_and_fix(tmp_path, case, patch,
 
 
 def test_a_good_declaration_loads_with_defaults(tmp_path):
-    p = load(tmp_path, lambda b: fields(b).append({"name": "fw", "type": "string", "required": False,
-                                                    "path": "$.meta.fw", "pattern": "^v[0-9]+$"}))
+    p = load(
+        tmp_path,
+        lambda b: fields(b).append(
+            {"name": "fw", "type": "string", "required": False, "path": "$.meta.fw", "pattern": "^v[0-9]+$"}
+        ),
+    )
     assert p.schema.max_bytes == 16384 and p.schema.event_id is None
     assert p.schema.field("fw").keys == ("meta", "fw") and p.schema.field("ts").json_path == "$.ts"
     assert [m.name for m in p.sinks.aggregates.parsed_metrics()] == ["n", "s"]

@@ -7,12 +7,15 @@ from onceflow.spark.backfill import BackfillError, _min_offsets, clip_to_committ
 
 def test_a_range_inside_the_committed_range_is_kept_whole():
     assert clip_to_committed({0: 10, 1: 0}, {0: 50, 1: 30}, {0: 0, 1: 0}, {0: 100, 1: 30}) == (
-        {0: 10, 1: 0}, {0: 50, 1: 30}, {})
+        {0: 10, 1: 0},
+        {0: 50, 1: 30},
+        {},
+    )
 
 
 def test_the_part_past_the_committed_end_is_left_to_the_stream():
     start, end, beyond = clip_to_committed({0: 10, 1: 40}, {0: 150, 1: 60}, {0: 0, 1: 0}, {0: 100, 1: 30})
-    assert (start, end) == ({0: 10}, {0: 100})          # partition 1 lies wholly past its end
+    assert (start, end) == ({0: 10}, {0: 100})  # partition 1 lies wholly past its end
     assert beyond == {0: (100, 150), 1: (40, 60)}
 
 

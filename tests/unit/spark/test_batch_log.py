@@ -22,8 +22,10 @@ def test_a_fast_trigger_prints_one_line_every_few_seconds_summing_the_batches():
     for batch in range(12):  # a 1-second trigger
         clock.now += 1
         log.batch(batch, rows=100, seconds=0.8, lag=300)
-    assert lines == ["batches 0–4: 500 rows in 4.0 s (last 0.8 s); lag 300 (healthy)",
-                     "batches 5–9: 500 rows in 4.0 s (last 0.8 s); lag 300 (healthy)"]
+    assert lines == [
+        "batches 0–4: 500 rows in 4.0 s (last 0.8 s); lag 300 (healthy)",
+        "batches 5–9: 500 rows in 4.0 s (last 0.8 s); lag 300 (healthy)",
+    ]
     log.flush()  # the end of the run
     assert lines[-1] == "batches 10–11: 200 rows in 1.6 s (last 0.8 s); lag 300 (healthy)"
 
@@ -35,8 +37,10 @@ def test_slow_batches_each_get_their_line_and_lag_above_max_lag_is_lagging():
     log.batch(0, rows=2_000_000, seconds=58.4, lag=1_200_000)
     clock.now = 100
     log.batch(1, rows=5, seconds=0.2, lag=None)
-    assert lines == ["batch 0: 2,000,000 rows in 58.4 s; lag 1,200,000 > max_lag 50,000 (lagging)",
-                     "batch 1: 5 rows in 0.2 s; lag unknown"]
+    assert lines == [
+        "batch 0: 2,000,000 rows in 58.4 s; lag 1,200,000 > max_lag 50,000 (lagging)",
+        "batch 1: 5 rows in 0.2 s; lag unknown",
+    ]
 
 
 def test_an_idle_stream_says_so_once_a_minute():
@@ -47,19 +51,30 @@ def test_an_idle_stream_says_so_once_a_minute():
     for _ in range(30):  # idle events every 5 s for 150 s
         clock.now += 5
         log.idle()
-    assert lines == ["batch 3: 1 row in 0.5 s; lag 0 (healthy)",
-                     "idle: no new data after batch 3; lag 0 (healthy)",
-                     "idle: no new data after batch 3; lag 0 (healthy)"]
+    assert lines == [
+        "batch 3: 1 row in 0.5 s; lag 0 (healthy)",
+        "idle: no new data after batch 3; lag 0 (healthy)",
+        "idle: no new data after batch 3; lag 0 (healthy)",
+    ]
 
 
 def test_the_listener_writes_the_status_log_and_the_lines(tmp_path):
     lines = []
     listener = StatusListener(StatusLog(tmp_path, "p"), "run-1", "t", log=lines.append, max_lag=10)
     listener.batch_log.every = 0  # every batch a line
-    source = SimpleNamespace(endOffset=json.dumps({"t": {"0": 40, "1": 10}}),
-                             latestOffset=json.dumps({"t": {"0": 50, "1": 30}}))
-    progress = SimpleNamespace(id="q", batchId=7, numInputRows=25, inputRowsPerSecond=5.0,
-                               processedRowsPerSecond=9.0, batchDuration=1500, durationMs={}, sources=[source])
+    source = SimpleNamespace(
+        endOffset=json.dumps({"t": {"0": 40, "1": 10}}), latestOffset=json.dumps({"t": {"0": 50, "1": 30}})
+    )
+    progress = SimpleNamespace(
+        id="q",
+        batchId=7,
+        numInputRows=25,
+        inputRowsPerSecond=5.0,
+        processedRowsPerSecond=9.0,
+        batchDuration=1500,
+        durationMs={},
+        sources=[source],
+    )
     listener.onQueryProgress(SimpleNamespace(progress=progress))
     assert lines == ["batch 7: 25 rows in 1.5 s; lag 30 > max_lag 10 (lagging)"]
     events = list(StatusLog(tmp_path, "p").events())
@@ -70,8 +85,16 @@ def test_closing_the_listener_prints_the_batches_still_pending_once(tmp_path):
     lines = []
     listener = StatusListener(StatusLog(tmp_path, "p"), "run-1", "t", log=lines.append)
     source = SimpleNamespace(endOffset=json.dumps({"t": {"0": 5}}), latestOffset=json.dumps({"t": {"0": 5}}))
-    progress = SimpleNamespace(id="q", batchId=0, numInputRows=5, inputRowsPerSecond=5.0,
-                               processedRowsPerSecond=9.0, batchDuration=300, durationMs={}, sources=[source])
+    progress = SimpleNamespace(
+        id="q",
+        batchId=0,
+        numInputRows=5,
+        inputRowsPerSecond=5.0,
+        processedRowsPerSecond=9.0,
+        batchDuration=300,
+        durationMs={},
+        sources=[source],
+    )
     listener.onQueryProgress(SimpleNamespace(progress=progress))
     assert lines == []  # less than 5 s since the listener started: held for the next line
     listener.close()

@@ -1,7 +1,7 @@
 """The follower: the aggregates MERGE prunes target files below the batch's first window (the
 floor must be exact), and its schedule pauses after a cycle ends."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -10,13 +10,14 @@ from tests.manual_clock import ManualClock
 
 
 def test_the_floor_is_the_epoch_aligned_window_start_as_spark_computes_it():
-    assert window_floor(datetime(2026, 11, 22, 10, 7, 31, 5000), 60) == datetime(2026, 11, 22, 10, 7,
-                                                                                 tzinfo=timezone.utc)
-    assert window_floor(datetime(2026, 11, 22, 10, 7, 31), 600) == datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
+    assert window_floor(datetime(2026, 11, 22, 10, 7, 31, 5000), 60) == datetime(
+        2026, 11, 22, 10, 7, tzinfo=UTC
+    )
+    assert window_floor(datetime(2026, 11, 22, 10, 7, 31), 600) == datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
 
 def test_a_moment_on_a_boundary_is_its_own_window_start_and_zones_are_honoured():
-    boundary = datetime(2026, 11, 22, 10, 8, tzinfo=timezone.utc)
+    boundary = datetime(2026, 11, 22, 10, 8, tzinfo=UTC)
     assert window_floor(boundary, 60) == boundary
     assert window_floor(boundary.astimezone(timezone(timedelta(hours=5, minutes=30))), 60) == boundary
 

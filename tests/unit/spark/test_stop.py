@@ -18,9 +18,11 @@ from tests.unit.test_checkpoint import TOPIC, write_checkpoint
 
 # Spark 4.0's StreamExecution.PROXY_ERROR (read from spark-sql_2.13-4.0.0.jar): a Python
 # foreachBatch exception whose text matches it, while the query is being stopped, is a stop
-PROXY_ERROR = re.compile(r"py4j.protocol.Py4JJavaError: An error occurred while calling((.|\r\n|\r|\n)*)"
-                         r"(java.lang.InterruptedException|java.io.InterruptedIOException|"
-                         r"java.nio.channels.ClosedByInterruptException)")
+PROXY_ERROR = re.compile(
+    r"py4j.protocol.Py4JJavaError: An error occurred while calling((.|\r\n|\r|\n)*)"
+    r"(java.lang.InterruptedException|java.io.InterruptedIOException|"
+    r"java.nio.channels.ClosedByInterruptException)"
+)
 
 
 def test_the_held_batchs_message_is_what_spark_reads_as_a_stop_and_short():
@@ -46,10 +48,21 @@ def test_new_batches_pass_until_a_stop_then_only_an_earlier_runs_batch_passes(tm
 
 
 def _ledger_table(path, batch_id: int, generation: int = 0) -> None:
-    entry = LedgerEntry(pipeline="p", sink="bronze", generation=generation, batch_id=batch_id, topic=TOPIC,
-                        start={0: 0}, end={0: 10}, rows=1)
-    write_deltalake(str(path), pa.table({"_offset": pa.array([1], pa.int64())}),
-                    commit_properties=CommitProperties(custom_metadata={"userMetadata": entry.to_json()}))
+    entry = LedgerEntry(
+        pipeline="p",
+        sink="bronze",
+        generation=generation,
+        batch_id=batch_id,
+        topic=TOPIC,
+        start={0: 0},
+        end={0: 10},
+        rows=1,
+    )
+    write_deltalake(
+        str(path),
+        pa.table({"_offset": pa.array([1], pa.int64())}),
+        commit_properties=CommitProperties(custom_metadata={"userMetadata": entry.to_json()}),
+    )
 
 
 def test_the_held_batch_is_removed_only_when_nothing_holds_it(tmp_path):

@@ -56,5 +56,7 @@ def test_a_page_deep_in_the_site_points_at_the_bundled_files(tmp_path):
 
 def test_rewrite_is_relative_to_the_page():
     site = Path("/s")
-    assert rewrite('<script src="https://code.jquery.com/jquery-3.7.1.min.js">', site / "index.html", site) == \
-        '<script src="static/vendor/jquery/jquery.min.js">'
+    assert (
+        rewrite('<script src="https://code.jquery.com/jquery-3.7.1.min.js">', site / "index.html", site)
+        == '<script src="static/vendor/jquery/jquery.min.js">'
+    )

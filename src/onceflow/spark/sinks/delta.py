@@ -10,9 +10,9 @@ append) so every ledger stays contiguous. The aggregates follower
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -39,10 +39,14 @@ def ensure_table(spark: SparkSession, path: str, ddl: str, properties: dict[str,
 
 def append(df: DataFrame, path: str, entry: LedgerEntry) -> None:
     """One idempotent append: skipped by Delta if this app id already wrote this batch."""
-    (df.write.format("delta").mode("append")
-     .option("txnAppId", entry.app_id).option("txnVersion", entry.batch_id)
-     .option("userMetadata", entry.to_json())
-     .save(path))
+    (
+        df.write.format("delta")
+        .mode("append")
+        .option("txnAppId", entry.app_id)
+        .option("txnVersion", entry.batch_id)
+        .option("userMetadata", entry.to_json())
+        .save(path)
+    )
 
 
 @contextmanager
@@ -68,10 +72,16 @@ def batch_aggregates(bronze: DataFrame, schema: Schema, aggs: AggregatesSpec, wi
         else:
             e = getattr(F, m.func)(F.col(m.field))
         exprs.append(e.cast(types[m.name]).alias(m.name))
-    return (bronze.groupBy(*aggs.group_by, F.window(schema.event_time, window).alias("w"))
-            .agg(*exprs)
-            .select(*aggs.group_by, F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
-                    *[m.name for m in aggs.parsed_metrics()]))
+    return (
+        bronze.groupBy(*aggs.group_by, F.window(schema.event_time, window).alias("w"))
+        .agg(*exprs)
+        .select(
+            *aggs.group_by,
+            F.col("w.start").alias("window_start"),
+            F.col("w.end").alias("window_end"),
+            *[m.name for m in aggs.parsed_metrics()],
+        )
+    )
 
 
 def _merged(m: Metric) -> str:
@@ -82,8 +92,16 @@ def _merged(m: Metric) -> str:
     return f"{'least' if m.func == 'min' else 'greatest'}({t}, {s})"  # both skip NULLs
 
 
-def merge_aggregates(spark: SparkSession, path: str, partial: DataFrame, aggs: AggregatesSpec, app_id: str,
-                     version: int, metadata: str, first_window: datetime | None = None) -> None:
+def merge_aggregates(
+    spark: SparkSession,
+    path: str,
+    partial: DataFrame,
+    aggs: AggregatesSpec,
+    app_id: str,
+    version: int,
+    metadata: str,
+    first_window: datetime | None = None,
+) -> None:
     """Add partial aggregates to the table in one idempotent MERGE whose commit holds `metadata`.
 
     Increments are only exact if applied once; the txn session conf (`app_id`,
@@ -103,11 +121,15 @@ def merge_aggregates(spark: SparkSession, path: str, partial: DataFrame, aggs: A
     condition = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in tables.aggregate_key(aggs))
     if first_window is not None:
         condition += f" AND t.window_start >= timestamp'{first_window.strftime('%Y-%m-%d %H:%M:%S.%f')}+00:00'"
-    inserted = {f"`{c}`": f"s.`{c}`" for c in (*aggs.group_by, "window_start", "window_end",
-                                               *[m.name for m in metrics])}
+    inserted = {
+        f"`{c}`": f"s.`{c}`" for c in (*aggs.group_by, "window_start", "window_end", *[m.name for m in metrics])
+    }
     with _txn(spark, app_id, version, metadata):
-        (DeltaTable.forPath(spark, path).alias("t")
-         .merge(source.alias("s"), condition)
-         .whenMatchedUpdate(set={**{f"`{m.name}`": _merged(m) for m in metrics}, "last_batch_id": "s._batch"})
-         .whenNotMatchedInsert(values={**inserted, "first_batch_id": "s._batch", "last_batch_id": "s._batch"})
-         .execute())
+        (
+            DeltaTable.forPath(spark, path)
+            .alias("t")
+            .merge(source.alias("s"), condition)
+            .whenMatchedUpdate(set={**{f"`{m.name}`": _merged(m) for m in metrics}, "last_batch_id": "s._batch"})
+            .whenNotMatchedInsert(values={**inserted, "first_batch_id": "s._batch", "last_batch_id": "s._batch"})
+            .execute()
+        )

@@ -20,8 +20,8 @@ such rows, so a restart of the new generation knows it without looking back.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from onceflow.kafka.ledger import KafkaLedgerRecord
 
@@ -29,27 +29,45 @@ from onceflow.kafka.ledger import KafkaLedgerRecord
 @dataclass
 class Carry:
     floor: dict[int, int] = field(default_factory=dict)
-    partial: list[dict] = field(default_factory=list)  # {generation, batch_id, start, end, tasks, task_partitions, key_expr}
+    partial: list[dict] = field(
+        default_factory=list
+    )  # {generation, batch_id, start, end, tasks, task_partitions, key_expr}
 
     def __bool__(self) -> bool:
         return bool(self.floor) or bool(self.partial)
 
     def to_json(self) -> dict:
-        return {"floor": {str(p): o for p, o in sorted(self.floor.items())},
-                "partial": [{**item, "start": {str(p): o for p, o in sorted(item["start"].items())},
-                             "end": {str(p): o for p, o in sorted(item["end"].items())}} for item in self.partial]}
+        return {
+            "floor": {str(p): o for p, o in sorted(self.floor.items())},
+            "partial": [
+                {
+                    **item,
+                    "start": {str(p): o for p, o in sorted(item["start"].items())},
+                    "end": {str(p): o for p, o in sorted(item["end"].items())},
+                }
+                for item in self.partial
+            ],
+        }
 
     @classmethod
-    def from_json(cls, body: dict | None) -> "Carry":
+    def from_json(cls, body: dict | None) -> Carry:
         if not body:
             return cls()
-        return cls(floor={int(p): int(o) for p, o in (body.get("floor") or {}).items()},
-                   partial=[{**item, "start": {int(p): int(o) for p, o in item["start"].items()},
-                             "end": {int(p): int(o) for p, o in item["end"].items()},
-                             "tasks": [int(t) for t in item["tasks"]]} for item in body.get("partial") or []])
+        return cls(
+            floor={int(p): int(o) for p, o in (body.get("floor") or {}).items()},
+            partial=[
+                {
+                    **item,
+                    "start": {int(p): int(o) for p, o in item["start"].items()},
+                    "end": {int(p): int(o) for p, o in item["end"].items()},
+                    "tasks": [int(t) for t in item["tasks"]],
+                }
+                for item in body.get("partial") or []
+            ],
+        )
 
     @classmethod
-    def union(cls, carries: Iterable["Carry"]) -> "Carry":
+    def union(cls, carries: Iterable[Carry]) -> Carry:
         """Everything any of them says was delivered (excluding delivered rows is always safe)."""
         out = cls()
         for carry in carries:
@@ -60,7 +78,7 @@ class Carry:
                     out.partial.append(item)
         return out
 
-    def for_batch(self, start: dict[int, int]) -> "Carry | None":
+    def for_batch(self, start: dict[int, int]) -> Carry | None:
         """The part that can still match rows of a batch starting at `start` (None: nothing)."""
         floor = self.floor if any(start.get(p, o) < o for p, o in self.floor.items()) else {}
         partial = [i for i in self.partial if any(start.get(p, e) < e for p, e in i["end"].items())]
@@ -83,7 +101,9 @@ class Carry:
             for p, s in sorted(item["start"].items()):
                 e = item["end"].get(p, s)
                 if s < e:
-                    in_range = in_range | ((F.col("_partition") == p) & (F.col("_offset") >= s) & (F.col("_offset") < e))
+                    in_range = in_range | (
+                        (F.col("_partition") == p) & (F.col("_offset") >= s) & (F.col("_offset") < e)
+                    )
             task = F.pmod(F.hash(F.expr(item["key_expr"]).cast("binary")), F.lit(item["task_partitions"]))
             cond = cond | (in_range & task.isin(*item["tasks"]))
         return cond
@@ -105,9 +125,16 @@ def after_generation(latest: list[KafkaLedgerRecord]) -> Carry:
             carry.floor[p] = max(o, carry.floor.get(p, o))
     if newest > complete:
         first = next(r for r in latest if r.batch_id == newest)
-        carry.partial.append({"generation": first.generation, "batch_id": newest, "start": dict(first.start),
-                              "end": dict(first.end), "task_partitions": n, "key_expr": first.key_expr,
-                              "tasks": sorted(r.task_partition for r in latest if r.batch_id == newest)})
-    carry.partial = [i for i in carry.partial
-                     if any(e > carry.floor.get(p, 0) for p, e in i["end"].items())]
+        carry.partial.append(
+            {
+                "generation": first.generation,
+                "batch_id": newest,
+                "start": dict(first.start),
+                "end": dict(first.end),
+                "task_partitions": n,
+                "key_expr": first.key_expr,
+                "tasks": sorted(r.task_partition for r in latest if r.batch_id == newest),
+            }
+        )
+    carry.partial = [i for i in carry.partial if any(e > carry.floor.get(p, 0) for p, e in i["end"].items())]
     return carry

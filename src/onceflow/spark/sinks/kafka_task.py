@@ -13,9 +13,9 @@ Failures come back as KafkaSinkError naming the topic, batch and task partition.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -70,19 +70,29 @@ class TaskResult:
 
 # -- one task partition, inside a Python worker -------------------------------
 def _fail(spec: TaskSpec, task: int, what: str) -> KafkaSinkError:
-    return KafkaSinkError(f"Kafka sink {spec.output_topic!r}, batch {spec.batch_id}, task partition {task} "
-                          f"(transactional.id {spec.transactional_id(task)}): {what}")
+    return KafkaSinkError(
+        f"Kafka sink {spec.output_topic!r}, batch {spec.batch_id}, task partition {task} "
+        f"(transactional.id {spec.transactional_id(task)}): {what}"
+    )
 
 
 def _fatal(spec: TaskSpec, task: int, err: KafkaError) -> KafkaSinkError:
     if err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
-        return _fail(spec, task, f"fenced ({err.str()}): a newer producer with the same transactional.id started "
-                     "(a retry of this task, a restarted query, or a second copy of the query). This attempt's "
-                     "transaction is aborted and nothing it wrote becomes visible; the newer writer owns this "
-                     "task partition. Fix: none needed for a retry or restart; otherwise make sure only one copy "
-                     "of the query runs (onceflow's run lock).")
-    return _fail(spec, task, f"fatal producer error {err.name()}: {err.str()}. The transaction is abandoned and "
-                 "the broker aborts it; the task fails so Spark can retry or the query restarts.")
+        return _fail(
+            spec,
+            task,
+            f"fenced ({err.str()}): a newer producer with the same transactional.id started "
+            "(a retry of this task, a restarted query, or a second copy of the query). This attempt's "
+            "transaction is aborted and nothing it wrote becomes visible; the newer writer owns this "
+            "task partition. Fix: none needed for a retry or restart; otherwise make sure only one copy "
+            "of the query runs (onceflow's run lock).",
+        )
+    return _fail(
+        spec,
+        task,
+        f"fatal producer error {err.name()}: {err.str()}. The transaction is abandoned and "
+        "the broker aborts it; the task fails so Spark can retry or the query restarts.",
+    )
 
 
 def _retrying(spec: TaskSpec, task: int, what: str, call):
@@ -93,7 +103,7 @@ def _retrying(spec: TaskSpec, task: int, what: str, call):
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
             if err.retriable() and not err.fatal() and attempt < spec.retriable_retries:
-                time.sleep(min(0.2 * 2 ** attempt, 5))
+                time.sleep(min(0.2 * 2**attempt, 5))
                 continue
             raise
 
@@ -120,22 +130,34 @@ def _check_ledger(spec: TaskSpec, task: int, latest: KafkaLedgerRecord | None) -
     if latest is None:
         return False
     if latest.task_partitions != spec.task_partitions:
-        raise _fail(spec, task, f"generation {spec.generation} committed batch {latest.batch_id} with "
-                    f"{latest.task_partitions} task partitions but this query uses {spec.task_partitions}: a replay "
-                    "would split the batch differently and duplicate rows. Fix: set sinks.kafka.partitions back to "
-                    f"{latest.task_partitions}, or start a new writer generation.")
+        raise _fail(
+            spec,
+            task,
+            f"generation {spec.generation} committed batch {latest.batch_id} with "
+            f"{latest.task_partitions} task partitions but this query uses {spec.task_partitions}: a replay "
+            "would split the batch differently and duplicate rows. Fix: set sinks.kafka.partitions back to "
+            f"{latest.task_partitions}, or start a new writer generation.",
+        )
     if latest.batch_id < spec.batch_id:
         return False
     if latest.batch_id > spec.batch_id:
-        raise _fail(spec, task, f"the ledger already holds batch {latest.batch_id} for this task partition, ahead "
-                    f"of batch {spec.batch_id} being written: batch ids went backwards, so the checkpoint was reset "
-                    "or replaced without a new writer generation. Writing would duplicate, skipping would lose "
-                    "data. Fix: restart from a new generation (onceflow recovery) or restore the checkpoint.")
+        raise _fail(
+            spec,
+            task,
+            f"the ledger already holds batch {latest.batch_id} for this task partition, ahead "
+            f"of batch {spec.batch_id} being written: batch ids went backwards, so the checkpoint was reset "
+            "or replaced without a new writer generation. Writing would duplicate, skipping would lose "
+            "data. Fix: restart from a new generation (onceflow recovery) or restore the checkpoint.",
+        )
     if latest.start != spec.start or latest.end != spec.end:
-        raise _fail(spec, task, f"batch {spec.batch_id} was committed for offsets {latest.start}..{latest.end}, "
-                    f"but this replay covers {spec.start}..{spec.end}: the checkpoint's offsets/"
-                    f"{spec.batch_id} changed. Fix: restore the checkpoint, or start a new writer generation "
-                    "from the ledger's committed offsets.")
+        raise _fail(
+            spec,
+            task,
+            f"batch {spec.batch_id} was committed for offsets {latest.start}..{latest.end}, "
+            f"but this replay covers {spec.start}..{spec.end}: the checkpoint's offsets/"
+            f"{spec.batch_id} changed. Fix: restore the checkpoint, or start a new writer generation "
+            "from the ledger's committed offsets.",
+        )
     return True
 
 
@@ -172,25 +194,34 @@ def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResul
     """Write one task partition of one batch in one Kafka transaction, unless already committed."""
     started = time.monotonic()
     failed: list[KafkaError] = []  # delivery failures: the cause behind an abortable commit/_STATE error
-    producer = Producer({
-        "bootstrap.servers": spec.bootstrap,
-        "transactional.id": spec.transactional_id(task),
-        "transaction.timeout.ms": spec.txn_timeout_ms,
-        "partitioner": "murmur2_random",  # key -> partition exactly as Java clients (and Spark's sink) do
-        "linger.ms": 5,
-        "log_level": 3,
-        "delivery.report.only.error": True,
-        "on_delivery": lambda err, msg: failed.append(err) if _is_cause(err) else None,
-        **spec.producer_config,
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": spec.bootstrap,
+            "transactional.id": spec.transactional_id(task),
+            "transaction.timeout.ms": spec.txn_timeout_ms,
+            "partitioner": "murmur2_random",  # key -> partition exactly as Java clients (and Spark's sink) do
+            "linger.ms": 5,
+            "log_level": 3,
+            "delivery.report.only.error": True,
+            "on_delivery": lambda err, msg: failed.append(err) if _is_cause(err) else None,
+            **spec.producer_config,
+        }
+    )
     try:
         try:
             _retrying(spec, task, "init", lambda: producer.init_transactions(60))  # fences older attempts
         except KafkaException as exc:
             err = exc.args[0]
-            raise (_fatal(spec, task, err) if err.fatal() else
-                   _fail(spec, task, f"init_transactions failed: {err.str()}. Fix: check that the broker runs "
-                         "and allows transactions (transaction.state.log settings).")) from None
+            raise (
+                _fatal(spec, task, err)
+                if err.fatal()
+                else _fail(
+                    spec,
+                    task,
+                    f"init_transactions failed: {err.str()}. Fix: check that the broker runs "
+                    "and allows transactions (transaction.state.log settings).",
+                )
+            ) from None
         with _ledger_reader(spec.bootstrap, spec.txn_timeout_ms / 1000 + 30) as reader:
             lp = ledger_partition(task, spec.ledger_partitions)
             key = ledger_key(spec.pipeline, spec.generation, task)
@@ -210,8 +241,16 @@ def _is_cause(err: KafkaError | None) -> bool:
     return err is not None and err.code() not in _PURGED
 
 
-def _transact(spec: TaskSpec, task: int, producer: Producer, batches: list, lp: int, key: bytes,
-              reader: LedgerReader, failed: list[KafkaError]) -> int:
+def _transact(
+    spec: TaskSpec,
+    task: int,
+    producer: Producer,
+    batches: list,
+    lp: int,
+    key: bytes,
+    reader: LedgerReader,
+    failed: list[KafkaError],
+) -> int:
     """begin -> produce rows + ledger record -> commit, per confluent-kafka's transaction contract:
     retriable -> retry the call; txn_requires_abort -> abort and redo the whole write (bounded);
     fatal -> fail the task."""
@@ -222,11 +261,21 @@ def _transact(spec: TaskSpec, task: int, producer: Producer, batches: list, lp: 
             producer.begin_transaction()
             rows = _produce_rows(producer, spec.output_topic, batches)
             record = KafkaLedgerRecord(
-                pipeline=spec.pipeline, generation=spec.generation, batch_id=spec.batch_id, task_partition=task,
-                task_partitions=spec.task_partitions, topic=spec.source_topic, start=spec.start, end=spec.end,
-                rows=rows, output_topic=spec.output_topic, key_expr=spec.key_expr,
-                transactional_id=spec.transactional_id(task), written_at=int(time.time() * 1000),
-                carry=spec.carry)
+                pipeline=spec.pipeline,
+                generation=spec.generation,
+                batch_id=spec.batch_id,
+                task_partition=task,
+                task_partitions=spec.task_partitions,
+                topic=spec.source_topic,
+                start=spec.start,
+                end=spec.end,
+                rows=rows,
+                output_topic=spec.output_topic,
+                key_expr=spec.key_expr,
+                transactional_id=spec.transactional_id(task),
+                written_at=int(time.time() * 1000),
+                carry=spec.carry,
+            )
             producer.produce(spec.ledger_topic, record.to_json(), key, partition=lp)
             if spec.fault is not None and spec.fault.crashes_task(spec.batch_id, task):
                 _crash_before_commit(spec, task, producer, reader)
@@ -243,11 +292,18 @@ def _transact(spec: TaskSpec, task: int, producer: Producer, batches: list, lp: 
                 _abort(spec, task, producer)
                 continue
             _abort(spec, task, producer)
-            raise _fail(spec, task, f"{err.name()}: {err.str()} (not retriable; the transaction was aborted, "
-                        "nothing of it is visible).") from None
-    raise _fail(spec, task, f"the transaction was aborted {spec.max_attempts} times; last error "
-                f"{last.name() if last else '?'}: {last.str() if last else '?'}. Nothing of it is visible. Fix: "
-                "check the broker log and the output topic's limits (max.message.bytes, ACLs).")
+            raise _fail(
+                spec,
+                task,
+                f"{err.name()}: {err.str()} (not retriable; the transaction was aborted, nothing of it is visible).",
+            ) from None
+    raise _fail(
+        spec,
+        task,
+        f"the transaction was aborted {spec.max_attempts} times; last error "
+        f"{last.name() if last else '?'}: {last.str() if last else '?'}. Nothing of it is visible. Fix: "
+        "check the broker log and the output topic's limits (max.message.bytes, ACLs).",
+    )
 
 
 def _abort(spec: TaskSpec, task: int, producer: Producer) -> None:
@@ -268,8 +324,11 @@ def _crash_before_commit(spec: TaskSpec, task: int, producer: Producer, reader: 
 
     def lower_tasks_committed() -> bool:
         for t in range(spec.fault.tasks):
-            latest = reader.latest(spec.ledger_topic, ledger_partition(t, spec.ledger_partitions),
-                                   ledger_key(spec.pipeline, spec.generation, t))
+            latest = reader.latest(
+                spec.ledger_topic,
+                ledger_partition(t, spec.ledger_partitions),
+                ledger_key(spec.pipeline, spec.generation, t),
+            )
             if latest is None or latest.batch_id < spec.batch_id:
                 return False
         return True
@@ -298,6 +357,15 @@ class TaskWriter:
                 by_task.setdefault(task, []).append(batch.filter(pc.equal(tasks, task)))
         for task, parts in sorted(by_task.items()):
             result = write_task(self.spec, task, parts, sum(p.num_rows for p in parts))
-            yield pa.RecordBatch.from_pylist([result.__dict__], schema=pa.schema([
-                ("task", pa.int32()), ("status", pa.string()), ("rows", pa.int64()),
-                ("attempts", pa.int32()), ("seconds", pa.float64())]))
+            yield pa.RecordBatch.from_pylist(
+                [result.__dict__],
+                schema=pa.schema(
+                    [
+                        ("task", pa.int32()),
+                        ("status", pa.string()),
+                        ("rows", pa.int64()),
+                        ("attempts", pa.int32()),
+                        ("seconds", pa.float64()),
+                    ]
+                ),
+            )

@@ -34,11 +34,26 @@ from confluent_kafka import KafkaException, Producer
 from onceflow.config import KafkaSink
 from onceflow.errors import KafkaSinkError
 from onceflow.faults import kafka_sink as faults
-from onceflow.kafka.ledger import (LEDGER_TOPIC_CONFIG, KafkaLedger, KafkaLedgerRecord, LedgerReader,
-                                   default_ledger_topic, ledger_key, ledger_partition, read_kafka_ledger)
+from onceflow.kafka.ledger import (
+    LEDGER_TOPIC_CONFIG,
+    KafkaLedger,
+    KafkaLedgerRecord,
+    LedgerReader,
+    default_ledger_topic,
+    ledger_key,
+    ledger_partition,
+    read_kafka_ledger,
+)
 from onceflow.spark.sinks.kafka_carry import Carry, after_generation
-from onceflow.spark.sinks.kafka_task import (RESULT_DDL, SHARD, TaskResult, TaskSpec, TaskWriter, transactional_id,
-                                             write_task)
+from onceflow.spark.sinks.kafka_task import (
+    RESULT_DDL,
+    SHARD,
+    TaskResult,
+    TaskSpec,
+    TaskWriter,
+    transactional_id,
+    write_task,
+)
 
 # Broker default of transaction.max.timeout.ms; a producer asking for more is refused.
 BROKER_MAX_TXN_TIMEOUT_MS = 900_000
@@ -86,17 +101,30 @@ class SinkResult:
         return sorted(t.task for t in self.tasks if t.status == "skipped")
 
     def as_dict(self) -> dict:
-        return {"batch_id": self.batch_id, "seconds": round(self.seconds, 3), "rows_written": self.rows_written,
-                "rows_skipped": self.rows_skipped, "written": self.written, "skipped": self.skipped}
+        return {
+            "batch_id": self.batch_id,
+            "seconds": round(self.seconds, 3),
+            "rows_written": self.rows_written,
+            "rows_skipped": self.rows_skipped,
+            "written": self.written,
+            "skipped": self.skipped,
+        }
 
 
 # -- the driver side ------------------------------------------------------------
 class KafkaTxnSink:
     """The sink the streaming job calls from foreachBatch; one instance per query run."""
 
-    def __init__(self, pipeline_name: str, generation: int, sink_config: KafkaSink, default_bootstrap: str,
-                 trigger_seconds: float | None = None, source_topic: str | None = None,
-                 producer_config: dict | None = None):
+    def __init__(
+        self,
+        pipeline_name: str,
+        generation: int,
+        sink_config: KafkaSink,
+        default_bootstrap: str,
+        trigger_seconds: float | None = None,
+        source_topic: str | None = None,
+        producer_config: dict | None = None,
+    ):
         self.pipeline = pipeline_name
         self.generation = int(generation)
         self.config = sink_config
@@ -111,18 +139,26 @@ class KafkaTxnSink:
         self.carry: Carry | None = None
         self.fault = faults.from_env()  # a malformed fault setting fails at start, not mid-run
         if self.ledger_topic == self.output_topic:
-            raise KafkaSinkError(f"sinks.kafka.ledger_topic equals the output topic {self.output_topic!r}; "
-                                 "readers of the output would see ledger records. Fix: name another topic.")
+            raise KafkaSinkError(
+                f"sinks.kafka.ledger_topic equals the output topic {self.output_topic!r}; "
+                "readers of the output would see ledger records. Fix: name another topic."
+            )
 
     @classmethod
-    def for_pipeline(cls, pipeline, generation: int, **kwargs) -> "KafkaTxnSink":
+    def for_pipeline(cls, pipeline, generation: int, **kwargs) -> KafkaTxnSink:
         """The sink of `pipeline.sinks.kafka`: the source's brokers unless the sink names its own."""
         if pipeline.sinks.kafka is None:
             raise KafkaSinkError(f"pipeline {pipeline.name!r} has no sinks.kafka section")
         sink = pipeline.sinks.kafka.model_copy(update={"key": pipeline.kafka_key})
-        return cls(pipeline.name, generation, sink, pipeline.source.bootstrap_servers,
-                   trigger_seconds=pipeline.trigger.seconds,
-                   source_topic=pipeline.source.topic, **kwargs)
+        return cls(
+            pipeline.name,
+            generation,
+            sink,
+            pipeline.source.bootstrap_servers,
+            trigger_seconds=pipeline.trigger.seconds,
+            source_topic=pipeline.source.topic,
+            **kwargs,
+        )
 
     # -- setup, once per run
     def prepare(self) -> None:
@@ -137,8 +173,10 @@ class KafkaTxnSink:
         try:
             topics = admin.list_topics(timeout=15).topics
         except KafkaException as exc:
-            raise KafkaSinkError(f"cannot reach Kafka at {self.bootstrap} for sinks.kafka: {exc}. Fix: check "
-                                 "sinks.kafka.bootstrap_servers (or the source's) and that the broker runs.") from None
+            raise KafkaSinkError(
+                f"cannot reach Kafka at {self.bootstrap} for sinks.kafka: {exc}. Fix: check "
+                "sinks.kafka.bootstrap_servers (or the source's) and that the broker runs."
+            ) from None
         if self.output_topic not in topics:
             ensure_topic(self.bootstrap, self.output_topic, self.task_partitions)
         if self.ledger_topic not in topics:
@@ -152,7 +190,8 @@ class KafkaTxnSink:
                 raise KafkaSinkError(
                     f"ledger topic {self.ledger_topic!r} has retention.ms={retention}, cleanup.policy={policy}: "
                     "ledger records may disappear, and a replay would then write its batch a second time. Fix: "
-                    f"set retention.ms=-1 and cleanup.policy=delete on it, or let the sink create it.")
+                    f"set retention.ms=-1 and cleanup.policy=delete on it, or let the sink create it."
+                )
         _partition_count(admin, self.output_topic)
         self._ledger_partitions = _partition_count(admin, self.ledger_topic)
         self.carry = self._fence_and_carry()
@@ -162,15 +201,23 @@ class KafkaTxnSink:
         run left open (read_committed consumers of the output resume at once) and
         fences zombies of that run."""
         for task in range(tasks):
-            producer = Producer({"bootstrap.servers": self.bootstrap, "log_level": 3,
-                                 "transactional.id": transactional_id(self.pipeline, generation, task),
-                                 "transaction.timeout.ms": self.txn_timeout_ms, **self.producer_config})
+            producer = Producer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "log_level": 3,
+                    "transactional.id": transactional_id(self.pipeline, generation, task),
+                    "transaction.timeout.ms": self.txn_timeout_ms,
+                    **self.producer_config,
+                }
+            )
             try:
                 producer.init_transactions(60)
             except KafkaException as exc:
-                raise KafkaSinkError(f"fencing {transactional_id(self.pipeline, generation, task)} failed: "
-                                     f"{exc.args[0].str()}. Fix: check that the broker runs and allows "
-                                     "transactions.") from None
+                raise KafkaSinkError(
+                    f"fencing {transactional_id(self.pipeline, generation, task)} failed: "
+                    f"{exc.args[0].str()}. Fix: check that the broker runs and allows "
+                    "transactions."
+                ) from None
             finally:
                 producer.flush(0)
 
@@ -186,10 +233,17 @@ class KafkaTxnSink:
                 raise KafkaSinkError(
                     f"the Kafka sink ledger {self.ledger_topic!r} already holds generation {newer[-1]} of pipeline "
                     f"{self.pipeline!r}, newer than this query's generation {self.generation}: this query runs from "
-                    "an outdated checkpoint. Fix: stop it; run the pipeline from its current checkpoint.")
-            own = [reader.latest(self.ledger_topic, ledger_partition(t, self._ledger_partitions),
-                                 ledger_key(self.pipeline, self.generation, t), wait=False)
-                   for t in range(self.task_partitions)]
+                    "an outdated checkpoint. Fix: stop it; run the pipeline from its current checkpoint."
+                )
+            own = [
+                reader.latest(
+                    self.ledger_topic,
+                    ledger_partition(t, self._ledger_partitions),
+                    ledger_key(self.pipeline, self.generation, t),
+                    wait=False,
+                )
+                for t in range(self.task_partitions)
+            ]
             if any(own):
                 return Carry.union(Carry.from_json(r.carry) for r in own if r is not None) or None
             older = max((r.generation for r in newest if r is not None), default=None)
@@ -197,8 +251,12 @@ class KafkaTxnSink:
                 return None
             n_old = max(r.task_partitions for r in newest if r is not None and r.generation == older)
             self._fence(older, n_old)
-            latest = [reader.latest(self.ledger_topic, ledger_partition(t, self._ledger_partitions),
-                                    ledger_key(self.pipeline, older, t)) for t in range(n_old)]
+            latest = [
+                reader.latest(
+                    self.ledger_topic, ledger_partition(t, self._ledger_partitions), ledger_key(self.pipeline, older, t)
+                )
+                for t in range(n_old)
+            ]
         return after_generation([r for r in latest if r is not None]) or None
 
     # -- one micro-batch
@@ -209,13 +267,24 @@ class KafkaTxnSink:
         carry = self.carry.for_batch(start) if self.carry else None
         if carry:  # rows below the floor are not this generation's: its ledger ranges start there
             start, end = carry.clip(start), carry.clip(end)
-        return TaskSpec(pipeline=self.pipeline, generation=self.generation, bootstrap=self.bootstrap,
-                        output_topic=self.output_topic, ledger_topic=self.ledger_topic,
-                        ledger_partitions=self._ledger_partitions, task_partitions=self.task_partitions,
-                        key_expr=self.config.key, source_topic=source_topic, batch_id=int(batch_id),
-                        start=start, end=end, txn_timeout_ms=self.txn_timeout_ms,
-                        producer_config=self.producer_config, fault=self.fault,
-                        carry=carry.to_json() if carry else None)
+        return TaskSpec(
+            pipeline=self.pipeline,
+            generation=self.generation,
+            bootstrap=self.bootstrap,
+            output_topic=self.output_topic,
+            ledger_topic=self.ledger_topic,
+            ledger_partitions=self._ledger_partitions,
+            task_partitions=self.task_partitions,
+            key_expr=self.config.key,
+            source_topic=source_topic,
+            batch_id=int(batch_id),
+            start=start,
+            end=end,
+            txn_timeout_ms=self.txn_timeout_ms,
+            producer_config=self.producer_config,
+            fault=self.fault,
+            carry=carry.to_json() if carry else None,
+        )
 
     def prepared(self, batch_df):
         """The batch as (key, value) bytes, split deterministically into task partitions.
@@ -231,18 +300,25 @@ class KafkaTxnSink:
             rows = batch_df.select(
                 F.expr(self.config.key).cast("binary").alias("key"),
                 F.expr(self.config.value).cast("binary").alias("value"),
-                F.col("_partition"), F.col("_offset"))
+                F.col("_partition"),
+                F.col("_offset"),
+            )
         except Exception as exc:  # AnalysisException / ParseException: the user's expressions
-            raise KafkaSinkError(f"sinks.kafka.key {self.config.key!r} / value {self.config.value!r} cannot be "
-                                 f"evaluated on the batch: {_first_line(exc)}. Fix: use SQL expressions over "
-                                 f"the columns {batch_df.columns}.") from None
+            raise KafkaSinkError(
+                f"sinks.kafka.key {self.config.key!r} / value {self.config.value!r} cannot be "
+                f"evaluated on the batch: {_first_line(exc)}. Fix: use SQL expressions over "
+                f"the columns {batch_df.columns}."
+            ) from None
         n = self.task_partitions
-        return (rows.withColumn(SHARD, F.pmod(F.hash(F.col("key")), F.lit(n)))
-                .repartition(n, F.col("key"))
-                .sortWithinPartitions(SHARD, "_partition", "_offset"))
+        return (
+            rows.withColumn(SHARD, F.pmod(F.hash(F.col("key")), F.lit(n)))
+            .repartition(n, F.col("key"))
+            .sortWithinPartitions(SHARD, "_partition", "_offset")
+        )
 
-    def write(self, batch_df, batch_id: int, start: dict[int, int], end: dict[int, int],
-              source_topic: str | None = None) -> SinkResult:
+    def write(
+        self, batch_df, batch_id: int, start: dict[int, int], end: dict[int, int], source_topic: str | None = None
+    ) -> SinkResult:
         """Write one micro-batch exactly once. `batch_df`: the batch's valid events (bronze columns)."""
         started = time.monotonic()
         spec = self.spec(batch_id, start, end, source_topic or self.source_topic or self._source_topic(batch_df))
@@ -290,8 +366,10 @@ def _partition_count(admin, topic: str, timeout: float = 60) -> int:
         if info is not None and info.error is None and info.partitions:
             return len(info.partitions)
         if time.monotonic() > deadline:
-            raise KafkaSinkError(f"topic {topic!r} shows no partitions after {timeout:.0f}s "
-                                 f"({info.error if info is not None else 'missing'}). Fix: check the broker log.")
+            raise KafkaSinkError(
+                f"topic {topic!r} shows no partitions after {timeout:.0f}s "
+                f"({info.error if info is not None else 'missing'}). Fix: check the broker log."
+            )
         time.sleep(0.2)
 
 
@@ -308,15 +386,25 @@ def _unwrap(exc: Exception) -> Exception:
     text = str(exc)
     missing = re.search(r"ModuleNotFoundError: No module named '([^']+)'", text)
     if missing:
-        return KafkaSinkError(f"the Spark Python workers cannot import {missing.group(1)!r}: they run another "
-                              "interpreter than the driver. Fix: set PYSPARK_PYTHON to the Python that has onceflow "
-                              "installed (build_session does so unless it is set already).")
+        return KafkaSinkError(
+            f"the Spark Python workers cannot import {missing.group(1)!r}: they run another "
+            "interpreter than the driver. Fix: set PYSPARK_PYTHON to the Python that has onceflow "
+            "installed (build_session does so unless it is set already)."
+        )
     index = text.rfind(_ERROR_MARK)
     if index < 0:
         return exc
-    message = text[index + len(_ERROR_MARK):].split("\n")[0].strip()
+    message = text[index + len(_ERROR_MARK) :].split("\n")[0].strip()
     return KafkaSinkError(message)
 
 
-__all__ = ["KafkaTxnSink", "KafkaSinkError", "SinkResult", "TaskResult", "TaskSpec", "transactional_id",
-           "transaction_timeout_ms", "write_task"]
+__all__ = [
+    "KafkaSinkError",
+    "KafkaTxnSink",
+    "SinkResult",
+    "TaskResult",
+    "TaskSpec",
+    "transaction_timeout_ms",
+    "transactional_id",
+    "write_task",
+]
