@@ -102,6 +102,13 @@ class LedgerEntry:
         entries = entries_from_json(text, version, timestamp)
         return entries[0] if entries is not None and len(entries) == 1 else None
 
+    def as_dict(self) -> dict:
+        """Every field, the offsets keyed by partition as strings (JSON's keys), in partition order."""
+        d = asdict(self)
+        d["start"] = {str(p): o for p, o in sorted(self.start.items())}
+        d["end"] = {str(p): o for p, o in sorted(self.end.items())}
+        return d
+
 
 GROUP = "group"  # one commit holding several batches' entries (the aggregates follower's merges)
 
@@ -132,12 +139,6 @@ def entries_from_json(
     if body.get("kind") == GROUP:
         return [LedgerEntry._from_body(e, version, timestamp) for e in body.get("entries") or []]
     return [LedgerEntry._from_body(body, version, timestamp)]
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d["start"] = {str(p): o for p, o in sorted(self.start.items())}
-        d["end"] = {str(p): o for p, o in sorted(self.end.items())}
-        return d
 
 
 @dataclass
