@@ -4,8 +4,8 @@
                                                     [--state DIR] [--json out.json]
 
 It starts its own broker, produces the events in transactions (2% aborted
-transactions, 1% malformed records; the default 5.2 M events leave ≈ 5.04 M bronze rows), ingests them with the real exactly-once
-job, then measures in one Spark session:
+transactions, 1% malformed records; the default 5.2 M events leave ≈ 5.04 M bronze rows),
+ingests them with the real exactly-once job, then measures in one Spark session:
 
 - a full audit (`--full`): committed records audited per second of wall time,
   and the time of each phase (reconciliation, aggregates, Great Expectations);

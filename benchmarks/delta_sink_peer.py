@@ -1,6 +1,7 @@
 """The exactly-once job's micro-batch against its peer: Spark's own Delta streaming sink.
 
-    .venv/bin/python benchmarks/delta_sink_peer.py [--events 15000] [--max-offsets 1000] [--rounds 3] [--conf K=V] [--json F]
+    .venv/bin/python benchmarks/delta_sink_peer.py [--events 15000] [--max-offsets 1000] [--rounds 3]
+                                                   [--conf K=V] [--json F]
 
 What a user would write without onceflow is `writeStream.format("delta")`, itself
 exactly-once for one table (Delta's txn id per batch). So the price of onceflow's extra
@@ -266,7 +267,7 @@ def main() -> int:
                 landed(table_paths(a)["bronze"], valid, "(a) onceflow bronze"),
                 merge,
             )
-            for key, value in zip((*keys, "merge"), values):
+            for key, value in zip((*keys, "merge"), values, strict=True):
                 side["onceflow"][key].append(value)
 
         def side_b(r: int) -> None:
@@ -279,7 +280,7 @@ def main() -> int:
                 batches,
                 landed(work / f"b-{r}" / "bronze", valid, "(b) Delta sink"),
             )
-            for key, value in zip(keys, values):
+            for key, value in zip(keys, values, strict=True):
                 side["delta_sink"][key].append(value)
 
         for r in range(args.rounds):  # a round's ratio is a pair; which side goes first alternates
@@ -290,7 +291,7 @@ def main() -> int:
     a, b = side["onceflow"], side["delta_sink"]
 
     def ratios(key: str) -> list[float]:
-        return [round(x / y, 2) for x, y in zip(a[key], b[key])]
+        return [round(x / y, 2) for x, y in zip(a[key], b[key], strict=True)]
 
     figures = {
         "events": args.events,

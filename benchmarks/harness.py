@@ -128,20 +128,19 @@ class StreamProcess:
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen | None = None
         self.runs = 0
-        self._out = None
 
     def start(self) -> StreamProcess:
         self.runs += 1
         self.log = self.log_dir / f"{self.name}-{self.runs}.log"
-        self._out = open(self.log, "wb")
-        self.proc = subprocess.Popen(
-            self.cmd,
-            env=self.env,
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        with open(self.log, "wb") as out:  # the child writes through its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                self.cmd,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return self
 
     def tail(self, lines: int = 40) -> str:
@@ -163,7 +162,6 @@ class StreamProcess:
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
-        self._close()
 
     def terminate(self, timeout: float = 120) -> int:
         """SIGTERM to the driver: it stops at a batch boundary and exits; killed if it does not."""
@@ -173,13 +171,6 @@ class StreamProcess:
         except subprocess.TimeoutExpired:
             self.kill9()
             raise RuntimeError(f"{self.name} did not exit within {timeout}s:\n{self.tail()}") from None
-        finally:
-            self._close()
-
-    def _close(self) -> None:
-        if self._out is not None:
-            self._out.close()
-            self._out = None
 
 
 class IngestProcess(StreamProcess):

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/ingest_throughput.py [--events 1000000] [--json out.json]
     .venv/bin/python benchmarks/ingest_throughput.py --latency-only --latency-rate 1000 --latency-seconds 75
-    .venv/bin/python benchmarks/ingest_throughput.py --latency-only --latency-rate 1000 --latency-seconds 150  # + steady
+    .venv/bin/python benchmarks/ingest_throughput.py --latency-only --latency-rate 1000 --latency-seconds 150 # + steady
     .venv/bin/python benchmarks/ingest_throughput.py --latency-only --latency-peer ...  # + Spark's Delta sink alike
 
 (a) the exactly-once job (bronze and quarantine appends per batch, each an idempotent
@@ -330,7 +330,7 @@ def main() -> int:
                 print(f"round {r + 1}/{args.rounds}, {size} offsets per trigger: (b) plain Parquet …", flush=True)
                 t_bs.append(run_plain_parquet(spark, pipeline, work / f"b-{size}-{r}"))
             t_a, t_b = statistics.median(t_as), statistics.median(t_bs)
-            by_round = [b / a for a, b in zip(t_as, t_bs)]
+            by_round = [b / a for a, b in zip(t_as, t_bs, strict=True)]
             runs.append(
                 {
                     "max_offsets_per_trigger": size,

@@ -255,7 +255,7 @@ def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) ->
     both = set(seen["read_committed"]) & set(seen["read_uncommitted"])
     rc = [seen["read_committed"][i] for i in both]
     ru = [seen["read_uncommitted"][i] for i in both]
-    cost = [a - b for a, b in zip(rc, ru)]
+    cost = [a - b for a, b in zip(rc, ru, strict=True)]
     return {
         "trigger": "1 second",
         "rate": rate,

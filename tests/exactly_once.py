@@ -104,9 +104,9 @@ def _same(a: list | None, b: list | None) -> bool:
     """Equal, doubles within rounding (a sum of doubles depends on the order it is added in)."""
     if a is None or b is None:
         return a is b
-    return all(
+    return len(a) == len(b) and all(
         x == y or (isinstance(x, float) and isinstance(y, float) and abs(x - y) <= 1e-9 * max(1, abs(x)))
-        for x, y in zip(a, b)
+        for x, y in zip(a, b, strict=True)
     )
 
 

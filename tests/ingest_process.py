@@ -54,14 +54,15 @@ class IngestProcess:
         while (self.log_dir / f"ingest-{n}.log").exists():
             n += 1
         self.log = self.log_dir / f"ingest-{n}.log"
-        self.proc = subprocess.Popen(
-            self.cmd,
-            env=env,
-            stdout=open(self.log, "wb"),
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        with open(self.log, "wb") as out:  # the child writes through its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                self.cmd,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return self
 
     def tail(self, lines: int = 40) -> str:

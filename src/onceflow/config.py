@@ -383,7 +383,7 @@ def _field_errors(exc: ValidationError) -> list[str]:
             close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
             if close:
                 meant[loc] = close[0]
-    explained = {loc[:-1] + (name,) for loc, name in meant.items()}
+    explained = {(*loc[:-1], name) for loc, name in meant.items()}
     lines = []
     for err in errors:
         loc = tuple(err["loc"])
@@ -394,7 +394,7 @@ def _field_errors(exc: ValidationError) -> list[str]:
             lines.append(f"  field `{field}`: missing. Fix: add `{field}` to the file")
         elif err["type"] == "extra_forbidden":
             if loc in meant:
-                right = _where(loc[:-1] + (meant[loc],))
+                right = _where((*loc[:-1], meant[loc]))
                 lines.append(
                     f"  field `{field}`: unknown field; did you mean `{right}`? Fix: rename `{field}` to `{right}`"
                 )

@@ -130,7 +130,7 @@ def resolve(names: tuple[str, ...] = CLASSPATHS, force: bool = False, log=print)
         ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
-            errors = [l for l in proc.stdout.splitlines() + proc.stderr.splitlines() if "ERROR" in l]
+            errors = [line for line in proc.stdout.splitlines() + proc.stderr.splitlines() if "ERROR" in line]
             raise SetupError(
                 f"Maven could not resolve {pom}:\n"
                 + "\n".join(errors[:5])

@@ -195,9 +195,8 @@ def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) 
         found = entries_from_json(
             commit.get("userMetadata"), version=commit.get("version"), timestamp=commit.get("timestamp")
         )
-        if found is None:
-            if commit.get("operation") not in ("CREATE TABLE",):
-                foreign.append(brief)
+        if found is None and commit.get("operation") not in ("CREATE TABLE",):
+            foreign.append(brief)
         for entry in found or ():
             if entry.kind == BACKFILL:  # a repair inside the committed range: not a step of the stream
                 backfills.append(entry)

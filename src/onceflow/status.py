@@ -101,7 +101,7 @@ class RunLock:
 
     def acquire(self, **info) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        f = open(self.dir / "run.lock", "a+")
+        f = open(self.dir / "run.lock", "a+")  # noqa: SIM115 -- held open while the lock is: release() closes it
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -164,7 +164,7 @@ def test_backfill_over_an_ingested_range_adds_nothing(flow):
 
 
 def test_backfill_refuses_a_range_past_the_log_end_before_spark_starts(flow):
-    run_id, states, _ = _run(flow, "backfill", {"start_offsets": {"0": 0}, "end_offsets": {"0": 10**9}})
+    _run_id, states, _ = _run(flow, "backfill", {"start_offsets": {"0": 0}, "end_offsets": {"0": 10**9}})
     assert states["resolve"] == "failed" and states["backfill"] == "upstream_failed", states
 
 

@@ -230,7 +230,7 @@ def test_the_report_page_opens_in_chromium_and_shows_the_failing_checks(dup_and_
     assert ": FAILED" in dom and "Failing checks" in dom
     for name in ("duplicates", "phantoms", "accounting"):
         assert f'id="check-{name}"' in dom, name
-    p, o = dup_and_phantom["phantom_at"]
+    _p, o = dup_and_phantom["phantom_at"]
     assert f'<td class="num">{o}</td><td class="num">{o + 1}</td>' in dom  # the phantom's offset range
     docs = dup_and_phantom["outcome"].report_dir / dup_and_phantom["outcome"].summary["data_docs"]["index"]
     docs_dom = subprocess.run(
@@ -333,7 +333,7 @@ def test_since_last_audits_only_what_was_committed_since_the_last_passed_audit(i
         txn_size=50,
     )
     run_ingest(pipeline, spark=spark)
-    second, checks = audit(pipeline, spark, tmp_path, mode="since-last")
+    second, _checks = audit(pipeline, spark, tmp_path, mode="since-last")
     assert second.status == "passed", second.summary["failed_checks"]
     ranges = {r["partition"]: (r["start"], r["end"]) for r in second.summary["ranges"]}
     assert {p: s for p, (s, _e) in ranges.items()} == {p: before[p] for p in ranges}
@@ -432,7 +432,7 @@ def test_a_backfill_rewrites_deleted_rows_exactly_once_and_the_audit_passes_agai
     assert sorted(r["_offset"] for r in restored.collect()) == valid[20:60]
     assert {r["_batch_id"] for r in restored.collect()} == {-1}
 
-    outcome, checks = audit(pipeline, spark, tmp_path)
+    outcome, _checks = audit(pipeline, spark, tmp_path)
     assert outcome.status == "passed", outcome.summary["failed_checks"]
     assert any("backfill commit(s) re-wrote 40 row(s)" in n for n in outcome.summary["notes"])
 
@@ -503,7 +503,7 @@ def test_an_audit_of_a_running_stream_judges_the_point_read_at_its_start(ingeste
         )
         time.sleep(1)
 
-    outcome, checks = audit(pipeline, spark, tmp_path)
+    outcome, _checks = audit(pipeline, spark, tmp_path)
     point = outcome.summary["committed_point"]
     assert outcome.status == "passed", outcome.summary["failed_checks"]
     assert point["running"] is True

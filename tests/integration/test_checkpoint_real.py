@@ -111,7 +111,7 @@ def test_batch_ranges_are_contiguous_and_hold_exactly_what_spark_read(stream):
         assert (start, end) == stream["seen"][batch_id]["range"], "same answer inside and after foreachBatch"
         assert start == prev_end, f"batch {batch_id} starts at {start}, the previous one ended at {prev_end}"
         assert sum(end[p] - start[p] for p in end) <= MAX_OFFSETS
-        for p, (lo, hi, n) in stream["seen"][batch_id]["rows"].items():
+        for p, (lo, hi, _n) in stream["seen"][batch_id]["rows"].items():
             assert start[p] <= lo and hi < end[p], (
                 f"batch {batch_id} read partition {p} {lo}..{hi} outside its range [{start[p]}, {end[p]})"
             )

@@ -239,7 +239,7 @@ def test_a_ledger_topic_that_expires_records_is_refused(broker, source):
         KafkaSink(topic="ks-expiring-out", ledger_topic="ks-expiring-ledger", key="account_id"),
         broker.bootstrap,
     )
-    with pytest.raises(KafkaSinkError, match="retention.ms=3600000"):
+    with pytest.raises(KafkaSinkError, match=r"retention\.ms=3600000"):
         sink.prepare()
 
 

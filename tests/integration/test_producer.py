@@ -64,7 +64,10 @@ def test_seed_reproduces_the_same_records(broker, topic):
         )
         for i, seed in enumerate((5, 5, 6))
     ]
-    key = lambda s: [(r.key, r.value, r.kind, r.aborted, r.partition, r.offset) for r in s.records]
+
+    def key(s):
+        return [(r.key, r.value, r.kind, r.aborted, r.partition, r.offset) for r in s.records]
+
     assert key(runs[0]) == key(runs[1])
     assert key(runs[0]) != key(runs[2])
 

@@ -40,7 +40,7 @@ def test_batch_read_committed_into_delta_counts_per_partition(broker, spark, top
     via_delta_rs = Counter(table.column("partition").to_pylist())
     assert dict(via_delta_rs) == expected
     committed = {(r.partition, r.offset) for r in summary.records if not r.aborted}
-    assert set(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist())) == committed
+    assert set(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(), strict=True)) == committed
 
 
 def test_great_expectations_validates_a_spark_dataframe(spark):

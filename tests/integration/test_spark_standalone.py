@@ -104,16 +104,16 @@ class Standalone:
         }
 
     def _start(self, name: str, *args: str) -> None:
-        log = open(self.folder / f"{name}.log", "wb")
-        self.procs.append(
-            subprocess.Popen(
-                [str(SPARK_HOME / "bin" / "spark-class"), *args],
-                env=self.env(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+        with open(self.folder / f"{name}.log", "wb") as log:  # the child writes through its own copy
+            self.procs.append(
+                subprocess.Popen(
+                    [str(SPARK_HOME / "bin" / "spark-class"), *args],
+                    env=self.env(),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             )
-        )
 
     def log_tail(self, name: str, lines: int = 30) -> str:
         path = self.folder / f"{name}.log"

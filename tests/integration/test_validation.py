@@ -139,7 +139,7 @@ def test_job_and_judge_agree_on_every_kind_and_value(spark):
     rows = parse_events(_kafka_rows(spark, values), SCHEMA).orderBy("_offset").collect()
     judge = Judge(SCHEMA)
     problems = []
-    for row, value, want in zip(rows, values, expected):
+    for row, value, want in zip(rows, values, expected, strict=True):
         verdict = judge.judge(value)
         if row["reason"] != want or verdict.reason != want:
             problems.append(

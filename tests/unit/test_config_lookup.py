@@ -55,8 +55,9 @@ def test_an_unknown_name_lists_the_pipelines_that_exist_and_the_fix(elsewhere):
     with pytest.raises(ConfigError) as caught:
         config.find_pipeline("paymnets")
     assert str(caught.value) == (
-        f"no pipeline named 'paymnets' ({ROOT / 'pipelines'} holds: payments, sensors). Fix: pass one of those names or the "
-        "path of a pipeline YAML, or set ONCEFLOW_PIPELINES_DIR to the folder that holds yours"
+        f"no pipeline named 'paymnets' ({ROOT / 'pipelines'} holds: payments, sensors). "
+        "Fix: pass one of those names or the path of a pipeline YAML, or set ONCEFLOW_PIPELINES_DIR to the folder "
+        "that holds yours"
     )
 
 

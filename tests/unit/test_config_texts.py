@@ -20,7 +20,8 @@ GOOD = (ROOT / "pipelines" / "payments.yaml").read_text()
     [
         (
             GOOD.replace("\nsource:", "\nsourc:"),
-            "invalid pipeline config:\n  field `sourc`: unknown field; did you mean `source`? Fix: rename `sourc` to `source`",
+            "invalid pipeline config:\n  field `sourc`: unknown field; did you mean `source`? "
+            "Fix: rename `sourc` to `source`",
         ),
         (
             GOOD.replace("  topic: payments", "  topik: payments"),

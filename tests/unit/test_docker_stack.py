@@ -30,6 +30,7 @@ import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import yaml
@@ -58,10 +59,7 @@ def interpolate(text: str, env: dict[str, str]) -> str:
             return "$"
         name, op, arg = m.group(1), m.group(2), m.group(3)
         value = env.get(name)
-        if op in (":-", ":?"):
-            present = bool(value)
-        else:
-            present = value is not None
+        present = bool(value) if op in (":-", ":?") else value is not None
         if present:
             return value
         if op in (":-", "-"):
@@ -576,7 +574,7 @@ def test_scripts_pass_shellcheck():
 
 # -- the healthcheck script ---------------------------------------------------------------
 class _JsonHandler(http.server.BaseHTTPRequestHandler):
-    routes = {
+    routes: ClassVar[dict[str, tuple[int, bytes]]] = {
         "/json/": (200, b'{"status": "ALIVE", "workers": [], "master": {"url": "spark://m:7077"}}'),
         "/text": (200, b"not json"),
         "/broken": (500, b"{}"),
@@ -679,14 +677,14 @@ def test_airflow_init_migrates_and_creates_the_admin(compose, stack_env, tmp_pat
 
     port = _free_port()
     api_env = {**base, **service_env(compose, "airflow-api-server"), **overrides}
-    log = open(tmp_path / "api-server.log", "wb")
-    server = subprocess.Popen(
-        ["airflow", "api-server", "--port", str(port), "--host", "127.0.0.1"],
-        env=api_env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    with open(tmp_path / "api-server.log", "wb") as log:  # the server writes through its own copy
+        server = subprocess.Popen(
+            ["airflow", "api-server", "--port", str(port), "--host", "127.0.0.1"],
+            env=api_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         test = compose["services"]["airflow-api-server"]["healthcheck"]["test"]
         assert test[:3] == ["CMD", "onceflow-healthcheck", "http://localhost:8080/api/v2/monitor/health"], test
@@ -719,4 +717,3 @@ def test_airflow_init_migrates_and_creates_the_admin(compose, stack_env, tmp_pat
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=30)
-        log.close()

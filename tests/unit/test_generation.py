@@ -20,5 +20,5 @@ def test_identity_round_trip_and_unreadable_identity(tmp_path):
         {},
     )
     (cp / "_onceflow.json").write_text("{not json")
-    with pytest.raises(RecoveryError, match="unreadable.*onceflow recover"):
+    with pytest.raises(RecoveryError, match=r"unreadable.*onceflow recover"):
         read_identity(str(cp))

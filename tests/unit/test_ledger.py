@@ -96,7 +96,7 @@ def test_a_follower_continues_past_its_own_offsets():
     assert follower_lag(ledger(bronze), ledger(bronze)) == ([], {})
     assert follower_lag(ledger(bronze[:1]), ledger(bronze[:2])) == ([], {0: 20})  # it holds more than bronze
     # bronze restored and re-read by generation 2 in other batches: only the one reaching past 20 is missing
-    reread = bronze[:1] + [entry(0, {0: 10}, {0: 15}, generation=2), entry(1, {0: 15}, {0: 25}, generation=2)]
+    reread = [*bronze[:1], entry(0, {0: 10}, {0: 15}, generation=2), entry(1, {0: 15}, {0: 25}, generation=2)]
     assert follower_lag(ledger(reread), ledger(bronze[:2])) == (reread[2:], {})
 
 

@@ -10,6 +10,7 @@ seconds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -239,7 +240,5 @@ def latest_summary(pipeline_reports: Path) -> dict | None:
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass

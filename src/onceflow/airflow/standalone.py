@@ -13,6 +13,7 @@ login. Ctrl-C stops every component.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -90,14 +91,10 @@ def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
     the group is killed: a longer wait changes nothing but the time Ctrl-C takes."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)  # components that outlived it
-    except ProcessLookupError:
-        pass
     proc.wait(timeout=30)
 
 

@@ -135,8 +135,8 @@ def _judged(schema_json: str, segments: Segments):
             if len(judges) == 1:
                 verdicts = [current.judge(v) for v in values]
             else:
-                where = zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist())
-                verdicts = [judge_for(p, o).judge(v) for (p, o), v in zip(where, values)]
+                where = zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(), strict=True)
+                verdicts = [judge_for(p, o).judge(v) for (p, o), v in zip(where, values, strict=True)]
             arrays = [
                 pa.array([v.values.get(f.name) for v in verdicts], type=_arrow_type(f.ftype)) for f in schema.fields
             ]

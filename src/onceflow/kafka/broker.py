@@ -7,6 +7,7 @@ single-node settings transactions need. Data and logs live under
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -308,7 +309,5 @@ class LocalBroker:
 
 def _reap(pid: int) -> None:
     """Collect our own child's exit status so it does not linger as a zombie."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass

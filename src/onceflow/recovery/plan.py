@@ -207,15 +207,15 @@ def facts_summary(f: Facts) -> dict:
         },
         "sinks": {
             name: {
-                "path": l.table,
-                "exists": l.exists,
-                "entries": len(l.entries),
-                "generation": l.generation,
-                "last_batch": (_last_batch(l).batch_id if _last_batch(l) else None),
-                "committed_offsets": _keyed(l.committed_offsets()),
-                "problems": l.problems(),
+                "path": led.table,
+                "exists": led.exists,
+                "entries": len(led.entries),
+                "generation": led.generation,
+                "last_batch": (_last_batch(led).batch_id if _last_batch(led) else None),
+                "committed_offsets": _keyed(led.committed_offsets()),
+                "problems": led.problems(),
             }
-            for name, l in f.ledgers.items()
+            for name, led in f.ledgers.items()
         },
         "kafka": {"topic": f.topic, "earliest": _keyed(f.kafka.earliest), "latest": _keyed(f.kafka.latest)},
         "run": {"running": f.running, "holder": f.holder, "last_run": f.last_run},
@@ -231,7 +231,7 @@ def checkpoint_state(f: Facts) -> tuple[str, str]:
     missing | corrupt | unusable."""
     ck, ident = f.checkpoint, f.identity
     written = f.written
-    newest = max((l.generation for l in written.values()), default=None)
+    newest = max((led.generation for led in written.values()), default=None)
     if f.identity_error:
         return CORRUPT, f"its identity file is unreadable: {f.identity_error}"
     if not ck.exists:
@@ -259,9 +259,9 @@ def checkpoint_state(f: Facts) -> tuple[str, str]:
         )
     latest = ck.latest_planned if ck.latest_planned is not None else -1
     ahead = {
-        n: _last_batch(l).batch_id
-        for n, l in written.items()
-        if _last_batch(l) and _last_batch(l).generation == ident.generation and _last_batch(l).batch_id > latest
+        n: _last_batch(led).batch_id
+        for n, led in written.items()
+        if _last_batch(led) and _last_batch(led).generation == ident.generation and _last_batch(led).batch_id > latest
     }
     if ahead:
         return UNUSABLE, (
@@ -329,7 +329,7 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
             f"stops it at a batch boundary), then run `{fix_cmd}` again.",
         )
 
-    foreign = {n: l.last.topic for n, l in f.ledgers.items() if l.last and l.last.topic != f.topic}
+    foreign = {n: led.last.topic for n, led in f.ledgers.items() if led.last and led.last.topic != f.topic}
     if foreign:
         detail = ", ".join(f"{n} from {t!r}" for n, t in foreign.items())
         plan.findings.append(Finding(UNUSABLE, f"the sinks were written from another topic: {detail}"))
@@ -341,16 +341,16 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
         )
 
     # facts worth a line whatever happens
-    for n, l in f.ledgers.items():
-        for problem in l.problems():
+    for n, led in f.ledgers.items():
+        for problem in led.problems():
             plan.findings.append(Finding(LEDGER_GAP, f"{n} ledger: {problem}"))
-    positions = {n: (_position_key(l), l.committed_offsets()) for n, l in f.fed.items()}
+    positions = {n: (_position_key(led), led.committed_offsets()) for n, led in f.fed.items()}
     if written and len({(k, tuple(sorted(o.items()))) for k, o in positions.values()}) > 1:
         plan.findings.append(
             Finding(
                 SINKS_DISAGREE,
                 "the sinks stopped at different points: "
-                + "; ".join(f"{n} holds {_where(l)}" for n, l in f.fed.items()),
+                + "; ".join(f"{n} holds {_where(led)}" for n, led in f.fed.items()),
             )
         )
     plan.findings += _follower_findings(f)
@@ -376,10 +376,10 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
         plan.findings.insert(0, Finding(plan.case, _run_text(f) + f"; the checkpoint is {state}: {why}"))
         ident = f.identity
         key = (ident.generation if ident else 0, ck.last_committed if ck.last_committed is not None else -1)
-        behind = {n: l for n, l in f.fed.items() if ck.last_committed is not None and _position_key(l) < key}
+        behind = {n: led for n, led in f.fed.items() if ck.last_committed is not None and _position_key(led) < key}
         if behind:
             committed = _restart_position(f)
-            detail = "; ".join(f"{n} holds {_where(l)}" for n, l in behind.items())
+            detail = "; ".join(f"{n} holds {_where(led)}" for n, led in behind.items())
             text = (
                 f"the checkpoint committed batch {ck.last_committed} of generation {key[0]} (up to "
                 f"{_fmt(committed)}), but {detail}: the rows in between are missing from "
@@ -438,8 +438,8 @@ def _follower_findings(f: Facts) -> list[Finding]:
                     FOLLOWER_AHEAD,
                     (
                         f"{name} holds offsets {FOLLOWS[name]} does not ({_fmt(ahead)}; {FOLLOWS[name]} holds "
-                        f"{_where(leader)}): once {FOLLOWS[name]} has them again, the next runs merge only its rows from "
-                        f"{name}'s point on, so none is counted twice"
+                        f"{_where(leader)}): once {FOLLOWS[name]} has them again, the next runs merge only its rows "
+                        f"from {name}'s point on, so none is counted twice"
                     ),
                 )
             )
@@ -448,8 +448,8 @@ def _follower_findings(f: Facts) -> list[Finding]:
                 Finding(
                     FOLLOWER_LAG,
                     (
-                        f"{name} trails {FOLLOWS[name]} by {len(missing)} batch(es) (it holds {_where(ledger)}): the next "
-                        f"run merges them from {FOLLOWS[name]}, without reading Kafka again"
+                        f"{name} trails {FOLLOWS[name]} by {len(missing)} batch(es) (it holds {_where(ledger)}): "
+                        f"the next run merges them from {FOLLOWS[name]}, without reading Kafka again"
                     ),
                 )
             )
@@ -542,7 +542,7 @@ def _restart(plan: Plan, f: Facts, state: str, leftovers: list[str]) -> Plan:
 
 def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, accept_loss: bool, stamp: str) -> Plan:
     ck, written, kafka = f.checkpoint, f.written, f.kafka
-    newest = max((l.generation for l in written.values()), default=-1)
+    newest = max((led.generation for led in written.values()), default=-1)
     plan.generation = max(newest, f.identity.generation if f.identity else -1) + 1
     plan.decision = NEW_GENERATION
 
@@ -555,7 +555,7 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
                 for p, o in entry.start.items():
                     origin[p] = min(origin.get(p, o), o)
         parts = sorted(origin)
-        points = {n: {p: l.committed_offsets().get(p, origin[p]) for p in parts} for n, l in f.fed.items()}
+        points = {n: {p: led.committed_offsets().get(p, origin[p]) for p in parts} for n, led in f.fed.items()}
         missing = [p for p in parts if p not in kafka.latest]
         past = {
             n: {p: o for p, o in pts.items() if p in kafka.latest and o > kafka.latest[p]} for n, pts in points.items()
@@ -575,7 +575,7 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
         for n, ranges in lost_by_sink.items():
             for p, (start, end) in ranges.items():
                 if p in lost:
-                    lost[p] = LostRange(p, min(lost[p].start, start), end, lost[p].sinks + [n])
+                    lost[p] = LostRange(p, min(lost[p].start, start), end, [*lost[p].sinks, n])
                 else:
                     lost[p] = LostRange(p, start, end, [n])
         plan.lost = [lost[p] for p in sorted(lost)]

@@ -70,9 +70,7 @@ class Generator:
     ):
         self.schema = schema
         self.rng = random.Random(seed)
-        self.start = (start or (SEEDED_START if seed is not None else datetime.now(UTC))).astimezone(
-            UTC
-        )
+        self.start = (start or (SEEDED_START if seed is not None else datetime.now(UTC))).astimezone(UTC)
         self.optional_ratio = optional_ratio
         self.n = 0
         for name in [*group_by, *([key_field] if key_field else [])]:

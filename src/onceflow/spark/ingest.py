@@ -124,15 +124,17 @@ def prepare_checkpoint(pipeline: Pipeline, ledgers: dict[str, Ledger]) -> Checkp
     """
     cp = pipeline.checkpoint_path
     identity = read_identity(cp)
-    written = {name: l for name, l in ledgers.items() if l.entries}
-    newest = max((l.generation for l in written.values()), default=None)
+    written = {name: led for name, led in ledgers.items() if led.entries}
+    newest = max((led.generation for led in written.values()), default=None)
     fix = f"Fix: run `onceflow recover --pipeline {pipeline.file or pipeline.name}`."
     if identity is None:
         if written:
             state = "has no onceflow identity" if has_spark_state(cp) else "is missing"
+            held = ", ".join(
+                f"{n}: generation {led.generation} batch {led.last.batch_id}" for n, led in written.items()
+            )
             raise RecoveryError(
-                f"the checkpoint {cp} {state}, but the sinks already hold batches "
-                f"({', '.join(f'{n}: generation {l.generation} batch {l.last.batch_id}' for n, l in written.items())}). "
+                f"the checkpoint {cp} {state}, but the sinks already hold batches ({held}). "
                 f"Starting over would re-read or skip data. {fix}"
             )
         identity = new_identity(pipeline.name, 0, None, "new pipeline")

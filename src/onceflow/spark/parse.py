@@ -228,7 +228,7 @@ def parse_events(kafka_df: DataFrame, schema: Schema) -> DataFrame:
         ", ",
         *[
             F.when(c, F.concat(F.lit(f"{n} is "), f.kind, F.lit(f", expected {f.spec.type}")))
-            for (n, c), f in zip(wrong, fields)
+            for (n, c), f in zip(wrong, fields, strict=True)
         ],
     )
     field_checks.append((wrong_list != "", R.WRONG_TYPE, wrong_list))

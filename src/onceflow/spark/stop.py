@@ -27,6 +27,7 @@ next trigger. See docs/exactly-once.md, "Stopping".
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -286,8 +287,6 @@ def discard_held_batch(checkpoint: str, batch_id: int, generation: int, tables: 
             )
     root = Path(cp.path) / OFFSETS
     for name in (str(batch_id), f".{batch_id}.crc"):
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.remove(root / name)
-        except FileNotFoundError:
-            pass
     return f"batch {batch_id} (planned, held at the gate, nothing written) removed from the checkpoint"

@@ -31,12 +31,12 @@ CDN = {
     "https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css": "bootstrap/bootstrap.min.css",
     "https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.css": "bootstrap-table/bootstrap-table.min.css",
     "https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.js": "bootstrap-table/bootstrap-table.min.js",
-    "https://unpkg.com/bootstrap-table@1.19.1/dist/extensions/filter-control/bootstrap-table-filter-control.min.js": "bootstrap-table/bootstrap-table-filter-control.min.js",
-    "https://unpkg.com/bootstrap-table@1.19.0/dist/extensions/filter-control/bootstrap-table-filter-control.css": "bootstrap-table/bootstrap-table-filter-control-1.19.0.css",
-    "https://unpkg.com/bootstrap-table@1.19.0/dist/extensions/filter-control/bootstrap-table-filter-control.min.css": "bootstrap-table/bootstrap-table-filter-control-1.19.0.min.css",
-    "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/css/bootstrap-datepicker.min.css": "bootstrap-datepicker/bootstrap-datepicker.min.css",
-    "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/js/bootstrap-datepicker.min.js": "bootstrap-datepicker/bootstrap-datepicker.min.js",
-    "https://cdn.jsdelivr.net/npm/@forevolve/bootstrap-dark@1.1.0/dist/css/bootstrap-prefers-dark.css": "bootstrap-dark/bootstrap-prefers-dark.css",
+    "https://unpkg.com/bootstrap-table@1.19.1/dist/extensions/filter-control/bootstrap-table-filter-control.min.js": "bootstrap-table/bootstrap-table-filter-control.min.js",  # noqa: E501 -- the URL exactly as GX pages name it
+    "https://unpkg.com/bootstrap-table@1.19.0/dist/extensions/filter-control/bootstrap-table-filter-control.css": "bootstrap-table/bootstrap-table-filter-control-1.19.0.css",  # noqa: E501 -- the URL exactly as GX pages name it
+    "https://unpkg.com/bootstrap-table@1.19.0/dist/extensions/filter-control/bootstrap-table-filter-control.min.css": "bootstrap-table/bootstrap-table-filter-control-1.19.0.min.css",  # noqa: E501 -- the URL exactly as GX pages name it
+    "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/css/bootstrap-datepicker.min.css": "bootstrap-datepicker/bootstrap-datepicker.min.css",  # noqa: E501 -- the URL exactly as GX pages name it
+    "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/js/bootstrap-datepicker.min.js": "bootstrap-datepicker/bootstrap-datepicker.min.js",  # noqa: E501 -- the URL exactly as GX pages name it
+    "https://cdn.jsdelivr.net/npm/@forevolve/bootstrap-dark@1.1.0/dist/css/bootstrap-prefers-dark.css": "bootstrap-dark/bootstrap-prefers-dark.css",  # noqa: E501 -- the URL exactly as GX pages name it
 }
 # GX's logos on S3 → the copies GX itself writes into the site's static/images/
 S3_IMAGES = {"logo-long.png": "logo-long.png", "full_logo_dark.png": "logo-long.png"}

@@ -8,7 +8,7 @@ import pytest
 
 importlib.import_module("tests.airflow_helpers")  # sets AIRFLOW_HOME before airflow is imported
 
-from onceflow.airflow.backfill import RangeError, validate_range
+from onceflow.airflow.backfill import RangeError, validate_range  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
 
 MARKS = {0: (10, 200), 1: (0, 50)}
 

@@ -10,10 +10,11 @@ import importlib
 
 import pytest
 
+from onceflow.verdicts import PROBLEMS, Verdict
+
 importlib.import_module("tests.airflow_helpers")  # sets AIRFLOW_HOME before airflow is imported
 
-from onceflow.airflow.triggers import PipelineHealthTrigger
-from onceflow.verdicts import PROBLEMS, Verdict
+from onceflow.airflow.triggers import PipelineHealthTrigger  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
 
 ERROR, NOT_STARTED, TIMEOUT = Verdict.ERROR, Verdict.NOT_STARTED, Verdict.TIMEOUT
 

@@ -3,6 +3,7 @@ naming the address and the fix (the real CLI in a subprocess; no broker needed).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -88,10 +89,8 @@ def test_an_open_port_that_does_not_speak_kafka_is_refused_within_the_timeout():
             server.settimeout(0.2)
             held = []
             while not stop.is_set():
-                try:
+                with contextlib.suppress(OSError):
                     held.append(server.accept()[0])
-                except OSError:
-                    pass
             for conn in held:
                 conn.close()
 

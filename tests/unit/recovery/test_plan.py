@@ -340,7 +340,7 @@ def test_accepted_loss_records_loss_entries_and_resumes_at_the_log_start():
     for a in losses:
         loss = LedgerEntry(T, a.params["sink"], 1, -1, T, {0: 300}, {0: 340}, kind=LOSS)
         new0 = LedgerEntry(T, a.params["sink"], 1, 0, T, {0: 340, 1: 160}, {0: 400, 1: 200})
-        assert contiguity_problems(entries(a.params["sink"], B) + [loss, new0]) == []
+        assert contiguity_problems([*entries(a.params["sink"], B), loss, new0]) == []
 
 
 def test_loss_is_per_sink_when_the_sinks_disagree():

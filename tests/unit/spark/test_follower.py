@@ -10,9 +10,7 @@ from tests.manual_clock import ManualClock
 
 
 def test_the_floor_is_the_epoch_aligned_window_start_as_spark_computes_it():
-    assert window_floor(datetime(2026, 11, 22, 10, 7, 31, 5000), 60) == datetime(
-        2026, 11, 22, 10, 7, tzinfo=UTC
-    )
+    assert window_floor(datetime(2026, 11, 22, 10, 7, 31, 5000), 60) == datetime(2026, 11, 22, 10, 7, tzinfo=UTC)
     assert window_floor(datetime(2026, 11, 22, 10, 7, 31), 600) == datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
 

@@ -114,7 +114,7 @@ def _produce_rows(producer: Producer, topic: str, batches: Iterable) -> int:
     for batch in batches:
         keys = batch.column("key").to_pylist()
         values = batch.column("value").to_pylist()
-        for key, value in zip(keys, values):
+        for key, value in zip(keys, values, strict=True):
             while True:
                 try:
                     produce(topic, value, key)
