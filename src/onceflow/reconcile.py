@@ -24,8 +24,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from onceflow.ledger import BATCH, LOSS, Ledger, LedgerEntry, follower_lag
-from onceflow.sinks import FOLLOWS
+from onceflow.ledger import BATCH, FOLLOWS, LOSS, Ledger, LedgerEntry, follower_lag
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 MAX_RANGES = 1000  # offending offset ranges listed per check (the count is always exact)
@@ -117,7 +116,7 @@ class SinkView:
     foreign_commits: list[dict]
     backfills: list[dict] = field(default_factory=list)  # BACKFILL commits: version, rows, written ranges
     maintenance_commits: int = 0  # compactions and vacuums: files moved, no row changed
-    follows: str | None = None  # the sink whose batches this one is derived from (sinks.FOLLOWS)
+    follows: str | None = None  # the sink whose batches this one is derived from (ledger.FOLLOWS)
     trails: int | None = None  # batches of that sink this one does not hold yet (merged by the next run)
 
     def as_dict(self) -> dict:

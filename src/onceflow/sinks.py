@@ -18,20 +18,17 @@ from typing import TYPE_CHECKING
 
 from onceflow.config import Pipeline, TableSink
 from onceflow.errors import LedgerReadError, OnceflowError, SinkError
-from onceflow.ledger import Ledger, read_ledger
+from onceflow.ledger import FOLLOWS, Ledger, read_ledger
+from onceflow.reconcile import CommittedPoint, committed_point
 
 if TYPE_CHECKING:
     from onceflow.checkpoint import Checkpoint
     from onceflow.generation import CheckpointIdentity
     from onceflow.kafka.ledger import KafkaLedger
-    from onceflow.reconcile import CommittedPoint
 
 KAFKA = "kafka"  # the Kafka sink's name, beside the Delta sinks' (bronze, quarantine, aggregates)
-# Sinks written from another sink's table, not from Kafka: sink -> the sink it follows. The
-# aggregates follow bronze (onceflow.spark.follower): they hold a prefix of bronze's batches,
-# entry for entry, and may trail the checkpoint; a new writer generation never resumes Kafka
-# at their point, and they take no floors or LOSS entries of their own (they copy bronze's).
-FOLLOWS = {"aggregates": "bronze"}
+# FOLLOWS, which sink is written from which other sink's table, is the ledgers' (onceflow.ledger,
+# beside follower_lag); sinks.FOLLOWS is the same dict
 
 
 def fed_by_kafka(ledgers: dict[str, Ledger]) -> dict[str, Ledger]:
@@ -190,8 +187,6 @@ def read_facts(
 def read_committed_point(pipeline: Pipeline, mode: str = "full", watermark: dict | None = None) -> CommittedPoint:
     """The committed point of the audit (onceflow.reconcile.committed_point) from the four
     ledgers, read once in the audit's order (read_facts)."""
-    from onceflow.reconcile import committed_point
-
     facts = read_facts(pipeline, audit_order=True, with_kafka_ledger=False)
     if facts.checkpoint_error is not None:
         raise facts.checkpoint_error

@@ -3,9 +3,9 @@
 A driver JVM loads and verifies thousands of classes (Spark, Delta, Hadoop, Parquet)
 before its first batch: seconds of every `onceflow ingest`, of every Airflow task's
 spark-submit and of every restart after a kill. `onceflow setup` runs a short training
-app once with `-XX:ArchiveClassesAtExit` (the JVM writes the classes it loaded, parsed
-and verified, to a file when it exits); drivers then map that file with
-`-XX:SharedArchiveFile`. Measured on 2 cores (benchmarks/driver_startup.py): a fresh
+app (onceflow.spark.archive_training) once with `-XX:ArchiveClassesAtExit` (the JVM writes
+the classes it loaded, parsed and verified, to a file when it exits); drivers then map that
+file with `-XX:SharedArchiveFile`. Measured on 2 cores (benchmarks/driver_startup.py): a fresh
 driver's session, first 2,300-record batch and merge take 0.82 of the time (48.2 s → 39.3 s).
 
 The archive belongs to one JVM build and one Spark installation: a stamp beside it
@@ -25,7 +25,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import UTC
 from pathlib import Path
 
 from onceflow.paths import jars_dir
@@ -112,7 +111,7 @@ def build(log: Callable[[str], None] = print, force: bool = False, timeout: floa
         with open(output, "wb") as out:
             try:
                 code = subprocess.run(
-                    [sys.executable, "-m", "onceflow.spark.class_archive", str(tmp)],
+                    [sys.executable, "-m", "onceflow.spark.archive_training", str(tmp)],
                     env=env,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -135,106 +134,3 @@ def build(log: Callable[[str], None] = print, force: bool = False, timeout: floa
     )
     log(f"class-data archive: {target} ({target.stat().st_size / 2**20:.0f} MiB) in {time.monotonic() - started:.0f}s")
     return True
-
-
-def _train(spark, work: Path) -> None:
-    """Work of the kinds every onceflow driver does, so that their classes are archived: the
-    parse of Kafka-shaped rows, Delta creates, idempotent appends, a MERGE, reads, a compaction
-    and a stream through foreachBatch. The schema is a made-up one: any declared schema runs
-    through the same code."""
-    from datetime import datetime
-
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
-
-    from onceflow import tables
-    from onceflow.schema.model import AggregatesSpec, FieldSpec, Schema
-    from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
-    from onceflow.spark.sinks.delta import batch_aggregates, ensure_table, merge_aggregates
-
-    schema = Schema(
-        fields=(
-            FieldSpec(name="id", type="string", max_length=40),
-            FieldSpec(name="kind", type="string", allowed=("a", "b")),
-            FieldSpec(name="n", type="long", min=0),
-            FieldSpec(name="x", type="decimal(12,2)"),
-            FieldSpec(name="note", type="string", required=False, pattern="^[a-z]+$", examples=("ok",)),
-            FieldSpec(name="at", type="timestamp"),
-        ),
-        event_time="at",
-        event_id="id",
-    )
-    aggs = AggregatesSpec(group_by=("kind",), metrics={"events": "count", "n_sum": "sum(n)", "x_max": "max(x)"})
-    now = datetime.now(UTC)
-    values = [
-        json.dumps({"id": f"e{i}", "kind": "ab"[i % 2], "n": i, "x": i / 4, "at": now.isoformat()}).encode()
-        for i in range(400)
-    ] + [b"{not json", b'{"id": "e1", "kind": "c"}', b"[1]"]
-    kafka = spark.createDataFrame(
-        [(str(i).encode(), v, "train", i % 2, i, now) for i, v in enumerate(values)],
-        "key binary, value binary, topic string, partition int, offset long, timestamp timestamp",
-    )
-    parsed = parse_events(kafka, schema).cache()
-    paths = {name: str(work / name) for name in ("bronze", "quarantine", "aggregates", "copy")}
-    ensure_table(spark, paths["bronze"], tables.bronze_ddl(schema))
-    ensure_table(spark, paths["quarantine"], tables.QUARANTINE_DDL)
-    ensure_table(spark, paths["aggregates"], tables.aggregates_ddl(schema, aggs))
-    for version in (0, 1):
-        for name, rows in (
-            ("bronze", bronze_rows(parsed, schema, version, 0)),
-            ("quarantine", quarantine_rows(parsed, version, 0)),
-        ):
-            (
-                rows.write.format("delta")
-                .mode("append")
-                .option("txnAppId", f"train-{name}")
-                .option("txnVersion", version)
-                .option("userMetadata", "{}")
-                .save(paths[name])
-            )
-        bronze = spark.read.format("delta").load(paths["bronze"]).where(F.col("_batch_id") == version)
-        merge_aggregates(
-            spark,
-            paths["aggregates"],
-            batch_aggregates(bronze, schema, aggs, "1 minute"),
-            aggs,
-            "train-aggregates",
-            version,
-            "{}",
-        )
-    DeltaTable.forPath(spark, paths["bronze"]).optimize().executeCompaction()
-    spark.read.format("delta").load(paths["aggregates"]).groupBy("kind").agg(F.sum("events")).collect()
-    query = (
-        spark.readStream.format("delta")
-        .load(paths["bronze"])
-        .writeStream.foreachBatch(lambda df, batch: df.write.format("delta").mode("append").save(paths["copy"]))
-        .option("checkpointLocation", str(work / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(300)
-
-
-def _main(target: str) -> int:
-    """The training app: a driver that writes the archive of its classes when its JVM exits."""
-    from onceflow.paths import state_dir
-    from onceflow.spark.session import build_session
-
-    spark = build_session(
-        "onceflow-class-archive",
-        master="local[2]",
-        extra={"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={target}"},
-    )
-    work = state_dir() / "train"
-    work.mkdir(parents=True, exist_ok=True)
-    _train(spark, work)
-    from pyspark import SparkContext
-
-    proc = SparkContext._gateway.proc  # the JVM writes the archive as it exits: wait for that
-    spark.stop()
-    proc.stdin.close()  # its gateway exits when this pipe closes
-    return proc.wait(600)
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1]))
