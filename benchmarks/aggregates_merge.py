@@ -57,8 +57,10 @@ def measure(spark, work: Path, accounts: int, old_windows: int, merges: int) -> 
 
     aggs = AggregatesSpec.model_validate(PAYMENTS_AGGREGATES)
 
-    def entry(batch: int) -> LedgerEntry:
-        return LedgerEntry("bench", "aggregates", 0, batch, "bench", {0: batch}, {0: batch + 1})
+    def merge(path: str, partial_aggregates, batch: int, first_window: datetime | None = None) -> None:
+        """One MERGE as the follower makes it: the txn of the batch's ledger entry, the entry as metadata."""
+        e = LedgerEntry("bench", "aggregates", 0, batch, "bench", {0: batch}, {0: batch + 1})
+        delta.merge_aggregates(spark, path, partial_aggregates, aggs, e.app_id, e.batch_id, e.to_json(), first_window)
 
     paths = {dv: str(work / f"{old_windows}-{'dv' if dv else 'plain'}") for dv in (True, False)}
     for dv, path in paths.items():
@@ -66,15 +68,13 @@ def measure(spark, work: Path, accounts: int, old_windows: int, merges: int) -> 
             spark, path, tables.aggregates_ddl(PAYMENTS_SCHEMA, aggs), {tables.DELETION_VECTORS: "true"} if dv else None
         )
         if old_windows:
-            delta.merge_aggregates(spark, path, partial(spark, accounts, 0, old_windows), aggs, entry(0))
+            merge(path, partial(spark, accounts, 0, old_windows), 0)
     seconds: dict[bool, list[float]] = {True: [], False: []}
     for i in range(merges):
         newest = max(old_windows - 1, 0) + i
         for dv, path in paths.items():
             started = time.monotonic()
-            delta.merge_aggregates(
-                spark, path, partial(spark, accounts, newest, 2), aggs, entry(i + 1), T0 + timedelta(minutes=newest)
-            )
+            merge(path, partial(spark, accounts, newest, 2), i + 1, T0 + timedelta(minutes=newest))
             seconds[dv].append(time.monotonic() - started)
     out = []
     for dv, path in paths.items():
