@@ -254,7 +254,10 @@ def main() -> int:
         landed(work / "warm-b" / "bronze", warm.count("committed_valid"), "warm-up (b)")
 
         keys = ("batch", "run", "batches", "rows")
-        side = {"onceflow": {k: [] for k in (*keys, "merge")}, "delta_sink": {k: [] for k in keys}}
+        side: dict[str, dict[str, list]] = {
+            "onceflow": {k: [] for k in (*keys, "merge")},
+            "delta_sink": {k: [] for k in keys},
+        }
 
         def side_a(r: int) -> None:
             print(f"round {r + 1}/{args.rounds}: (a) onceflow exactly-once …", flush=True)
@@ -326,6 +329,6 @@ def main() -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--stream-child":
-        peer_stream(*sys.argv[2:5], int(sys.argv[5]), sys.argv[6])
+        peer_stream(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6])
         sys.exit(0)
     sys.exit(main())

@@ -110,6 +110,6 @@ def main() -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(*sys.argv[2:5], int(sys.argv[5]))
+        child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
         sys.exit(0)
     sys.exit(main())

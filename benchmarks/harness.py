@@ -21,6 +21,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+if TYPE_CHECKING:
+    from onceflow.kafka.broker import LocalBroker
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
@@ -30,7 +34,7 @@ if str(ROOT) not in sys.path:
 
 
 @contextmanager
-def scratch_broker(prefix: str, timeout: float = 120) -> Iterator[tuple[Path, object]]:
+def scratch_broker(prefix: str, timeout: float = 120) -> Iterator[tuple[Path, LocalBroker]]:
     """A fresh temp folder (its `home` is ONCEFLOW_HOME) and a KRaft broker of its own
     in it, stopped at the end; yields (folder, broker)."""
     from onceflow.kafka.broker import LocalBroker, free_port_pair
@@ -129,7 +133,7 @@ class StreamProcess:
         self.proc: subprocess.Popen | None = None
         self.runs = 0
 
-    def start(self) -> StreamProcess:
+    def start(self) -> Self:
         self.runs += 1
         self.log = self.log_dir / f"{self.name}-{self.runs}.log"
         with open(self.log, "wb") as out:  # the child writes through its own copy of the descriptor
@@ -143,6 +147,12 @@ class StreamProcess:
             )
         return self
 
+    @property
+    def process(self) -> subprocess.Popen:
+        """The process of the last start()."""
+        assert self.proc is not None, "not started"
+        return self.proc
+
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
@@ -151,8 +161,8 @@ class StreamProcess:
         `timeout` seconds pass (a fresh driver's first batch takes 10-30 s)."""
         deadline = time.monotonic() + timeout
         while not ready():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} before {what}:\n{self.tail()}")
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode} before {what}:\n{self.tail()}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no {what} from {self.name} within {timeout:.0f}s:\n{self.tail()}")
             time.sleep(0.2)
@@ -160,14 +170,14 @@ class StreamProcess:
     def kill9(self) -> None:
         """kill -9 the driver and its JVM: no shutdown hook, no final status."""
         if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
 
     def terminate(self, timeout: float = 120) -> int:
         """SIGTERM to the driver: it stops at a batch boundary and exits; killed if it does not."""
-        os.kill(self.proc.pid, signal.SIGTERM)
+        os.kill(self.process.pid, signal.SIGTERM)
         try:
-            return self.proc.wait(timeout)
+            return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill9()
             raise RuntimeError(f"{self.name} did not exit within {timeout}s:\n{self.tail()}") from None

@@ -279,7 +279,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.latency_only:
         with scratch_broker("onceflow-bench-") as (work, broker):
-            figures = {"cores": os.cpu_count(), "latency": _latency(work, broker, args)}
+            figures: dict[str, object] = {"cores": os.cpu_count(), "latency": _latency(work, broker, args)}
             if args.latency_peer:
                 print("latency of the peer, Spark's Delta sink: the same rate, trigger and batch size …", flush=True)
                 figures["latency_peer_delta_sink"] = measure_peer_latency(
@@ -318,7 +318,7 @@ def main() -> int:
         run_exactly_once(spark, warm)
         run_plain_parquet(spark, warm, work / "warm-b")
 
-        runs = []
+        runs: list[dict] = []
         for size in sizes:
             t_as, t_bs, copied = [], [], []
             for r in range(args.rounds):  # alternate (a) and (b) on fresh tables: the JVM warms both alike

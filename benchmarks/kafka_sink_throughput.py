@@ -177,9 +177,10 @@ def _arrivals(bootstrap: str, topic: str, isolation: str, stop: threading.Event,
     consumer.assign([TopicPartition(topic, p, 0) for p in range(TASKS)])
     while not stop.is_set():
         for msg in consumer.consume(1000, 0.1):
-            if msg.error() is None:
+            value = msg.value()
+            if msg.error() is None and value is not None:  # the sink's records all have a value
                 now = time.time()
-                event = json.loads(msg.value())
+                event = json.loads(value)
                 ts = datetime.fromisoformat(event["_kafka_ts"].replace("Z", "+00:00")).timestamp()
                 seen.setdefault(event["event_id"], now - ts)
     consumer.close()
@@ -217,7 +218,7 @@ def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) ->
         sink.write(bronze_rows(parse_events(batch_df, schema), schema, batch_id, 0), batch_id, start, end)
 
     stop = threading.Event()
-    seen = {"read_committed": {}, "read_uncommitted": {}}
+    seen: dict[str, dict[str, float]] = {"read_committed": {}, "read_uncommitted": {}}
     readers = [
         threading.Thread(target=_arrivals, args=(bootstrap, sink.output_topic, iso, stop, seen[iso]), daemon=True)
         for iso in seen

@@ -96,7 +96,8 @@ def start_job(pipeline_file: Path, logs: Path) -> StreamProcess:
 def first_progress(status, pid: int, since: float, timeout: float = WAIT) -> tuple[dict, dict]:
     """The `started` and first `progress` events of the run started by process `pid`, written after `since`."""
     deadline = time.monotonic() + timeout
-    run_id, started = None, None
+    run_id: str | None = None
+    started: dict = {}
     while time.monotonic() < deadline:
         for event in status.events():
             if event.get("epoch", 0) < since:
@@ -118,7 +119,7 @@ def scenario(name: str, pipeline, pipeline_file: Path, logs: Path, runs: int) ->
     results = []
     for i in range(1, runs + 1):
         job = start_job(pipeline_file, logs)
-        first_progress(status, job.proc.pid, time.time() - 1)  # running and committing
+        first_progress(status, job.process.pid, time.time() - 1)  # running and committing
         time.sleep(3)
         job.kill9()
         broke = time.time()
@@ -139,9 +140,9 @@ def scenario(name: str, pipeline, pipeline_file: Path, logs: Path, runs: int) ->
             row["generation"] = record["plan"]["generation"]
         restarted = time.time()
         job = start_job(pipeline_file, logs)
-        started, event = first_progress(status, job.proc.pid, restarted - 1)
+        query_started, event = first_progress(status, job.process.pid, restarted - 1)
         row["seconds"] = round(event["epoch"] - broke, 3)
-        row["restart_to_query_started_seconds"] = round(started["epoch"] - restarted, 3)
+        row["restart_to_query_started_seconds"] = round(query_started["epoch"] - restarted, 3)
         row["restart_to_commit_seconds"] = round(event["epoch"] - restarted, 3)
         row["batch_id"] = event["batch_id"]
         job.terminate()

@@ -33,6 +33,7 @@ class Browser:
     def __init__(self, width: int = 1400, height: int = 900, offline: bool = False):
         from websockets.sync.client import connect
 
+        assert CHROMIUM is not None, "no chromium on PATH"  # its tests skip without one
         self.profile = tempfile.mkdtemp(prefix="onceflow-chromium-")
         # offline: every host but this machine fails to resolve, as on a machine with no network
         no_network = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1"] if offline else []
@@ -56,9 +57,11 @@ class Browser:
             text=True,
             start_new_session=True,
         )
+        stderr = self.proc.stderr
+        assert stderr is not None  # stderr=PIPE
         port, deadline = None, time.monotonic() + 60
         while port is None and time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
+            line = stderr.readline()
             match = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
             if match:
                 port = int(match.group(1))

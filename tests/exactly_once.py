@@ -8,8 +8,10 @@ transactions system test: input set == output set, zero duplicates.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from deltalake import DeltaTable
 
@@ -73,6 +75,7 @@ def assert_exactly_once(pipeline: Pipeline, bootstrap: str, produced=None) -> di
 def assert_aggregates_match(pipeline: Pipeline, bronze: list[dict], path: str) -> None:
     """The streaming aggregate table equals a recomputation from bronze in plain Python, row for row."""
     aggs = pipeline.sinks.aggregates
+    assert aggs is not None, f"pipeline {pipeline.name} has no sinks.aggregates"
     width = timedelta(seconds=duration_seconds(aggs.window))
     metrics = aggs.parsed_metrics()
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -80,13 +83,13 @@ def assert_aggregates_match(pipeline: Pipeline, bronze: list[dict], path: str) -
         t = r[pipeline.schema.event_time]
         start = (t - timedelta(seconds=(t.timestamp() % width.total_seconds()))).replace(microsecond=0)
         groups[(*[r[g] for g in aggs.group_by], start)].append(r)
+    folds: dict[str, Callable[[list], Any]] = {"sum": sum, "min": min, "max": max}
     expected = {}
     for key, rows in groups.items():
         values = []
         for m in metrics:
             present = [r[m.field] for r in rows if m.field and r[m.field] is not None]
-            fold = {"sum": sum, "min": min, "max": max}.get(m.func)
-            values.append(len(rows) if m.func == "count" else (fold(present) if present else None))
+            values.append(len(rows) if m.func == "count" else (folds[m.func](present) if present else None))
         expected[key] = values
     columns = [*aggregate_key(aggs), *[m.name for m in metrics]]
     rows = _rows(path, columns)

@@ -65,6 +65,12 @@ class IngestProcess:
             )
         return self
 
+    @property
+    def process(self) -> subprocess.Popen:
+        """The process of the last start()."""
+        assert self.proc is not None, "not started"
+        return self.proc
+
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
@@ -72,9 +78,9 @@ class IngestProcess:
         """Until more than `more_than` progress events exist (a batch committed)."""
         deadline = time.monotonic() + timeout
         while self.progress_count() <= more_than:
-            if self.proc.poll() is not None:
+            if self.process.poll() is not None:
                 raise AssertionError(
-                    f"ingest exited with {self.proc.returncode} before committing a batch:\n{self.tail()}"
+                    f"ingest exited with {self.process.returncode} before committing a batch:\n{self.tail()}"
                 )
             if time.monotonic() > deadline:
                 raise AssertionError(f"no committed batch within {timeout}s:\n{self.tail()}")
@@ -82,7 +88,7 @@ class IngestProcess:
 
     def wait_exit(self, timeout: float = 600) -> int:
         try:
-            return self.proc.wait(timeout)
+            return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill9()
             raise AssertionError(f"ingest did not exit within {timeout}s:\n{self.tail()}") from None
@@ -90,10 +96,10 @@ class IngestProcess:
     def kill9(self) -> None:
         """kill -9 the driver and its JVM: no shutdown hook, no final status."""
         if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
 
     def terminate(self, timeout: float = 120) -> int:
         """SIGTERM to the driver: it stops at a batch boundary and exits."""
-        os.kill(self.proc.pid, signal.SIGTERM)
+        os.kill(self.process.pid, signal.SIGTERM)
         return self.wait_exit(timeout)

@@ -17,6 +17,14 @@ PAYMENTS_AGGREGATES = {k: _PAYMENTS["sinks"]["aggregates"][k] for k in ("group_b
 PAYMENTS_SCHEMA = config.Schema.model_validate(PAYMENTS_SCHEMA_BODY)
 # the sensors example, a second shape (generator and multi-pipeline tests)
 SENSORS = config.load(ROOT / "pipelines" / "sensors.yaml")
+
+
+def aggregates_of(pipeline: config.Pipeline) -> config.AggregateSink:
+    """The pipeline's sinks.aggregates (the pipelines these tests use have them)."""
+    assert pipeline.sinks.aggregates is not None, f"pipeline {pipeline.name} has no sinks.aggregates"
+    return pipeline.sinks.aggregates
+
+
 SENSORS_SCHEMA = SENSORS.schema
 _SENSORS = yaml.safe_load((ROOT / "pipelines" / "sensors.yaml").read_text())
 SENSORS_SCHEMA_BODY = _SENSORS["schema"]

@@ -106,7 +106,7 @@ def _read_text(path: Path) -> str:
 def _json_line(line: str, path: Path, where: str) -> object:
     try:
         return json.loads(line)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise CheckpointError(
             f"{path}: {where} is not valid JSON ({exc.msg} at column {exc.colno}): {line[:80]!r}"
         ) from None
@@ -546,11 +546,11 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
                 f"the newest commit file commits/{newest_commit} is unreadable, and a restart reads it: "
                 f"{bad_commits[newest_commit].split(': ', 1)[-1]}"
             )
-        latest = offsets_files[-1] if offsets_files else None
-        if latest is None or newest_commit > latest:
+        newest_offsets = offsets_files[-1] if offsets_files else None
+        if newest_offsets is None or newest_commit > newest_offsets:
             fatal.append(
                 f"commits are ahead of offsets: commits/{newest_commit} exists but the newest offsets "
-                f"file is {'none' if latest is None else f'offsets/{latest}'} (a commit without its "
+                f"file is {'none' if newest_offsets is None else f'offsets/{newest_offsets}'} (a commit without its "
                 "planned offsets: files were deleted or copied from another query)"
             )
         elif newest_commit < latest - 1:

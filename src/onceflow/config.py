@@ -197,7 +197,7 @@ class Pipeline(_Model):
         return self
 
     @property
-    def schema(self) -> Schema:
+    def schema(self) -> Schema:  # type: ignore[override]  # shadows pydantic's deprecated BaseModel.schema()
         return self.schema_
 
     @property
@@ -400,9 +400,8 @@ def _field_errors(exc: ValidationError) -> list[str]:
                 )
             else:
                 model = _model_at(loc[:-1])
-                known = ", ".join(_known(model))
                 lines.append(
-                    f"  field `{field}`: unknown field. Fix: remove it, or use one of: {known} "
+                    f"  field `{field}`: unknown field. Fix: remove it, or use one of: {', '.join(_known(model))} "
                     "(docs/pipeline-config.md)"
                 )
         else:

@@ -12,7 +12,12 @@ same `txn` action makes a commit idempotent for either: Delta-Spark skips an
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.errors import TableFeatureError
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 # Spark's writer supports every Delta table feature; delta-rs some (liquid clustering, row
 # tracking and identity columns need ones it lacks: domainMetadata, rowTracking, ...)
@@ -36,7 +41,7 @@ class Appender:
     def __init__(self, path: str, storage_options: dict[str, str] | None = None):
         self.path = path
         self.storage_options = storage_options
-        self._table = None
+        self._table: DeltaTable | None = None
 
     def table(self):
         """The table's delta-rs handle, brought up to its newest version."""

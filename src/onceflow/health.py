@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from onceflow.checkpoint import COMMITS, Checkpoint
 from onceflow.config import Pipeline
@@ -128,7 +129,7 @@ def _kafka_facts(
 
 def _sink_facts(facts: PipelineFacts) -> dict:
     """Each Delta sink's ledger: the last batch it holds (the sink's own account)."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for name, path in facts.paths.items():
         ledger = facts.ledgers.get(name)
         if ledger is None:  # a damaged Delta log: report, keep checking the rest
@@ -315,7 +316,7 @@ def pipeline_health(pipeline: Pipeline, *, now: float | None = None, end_offsets
     kafka, rows = _kafka_facts(pipeline, _position(ck, pipeline.source.topic), fresh, facts)
     lags = [r["lag"] for r in rows]
     total = sum(lags) if rows and all(x is not None for x in lags) else None
-    report = {
+    report: dict[str, Any] = {
         "pipeline": pipeline.name,
         "checked_at": _iso(now),
         "verdict": None,

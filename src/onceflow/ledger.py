@@ -135,9 +135,11 @@ def entries_from_json(
 ) -> list[LedgerEntry] | None:
     """The ledger entries of one commit's metadata: one, or a group's, all at `version`;
     None when it is not onceflow's."""
+    if text is None:
+        return None
     try:
         body = json.loads(text)
-    except (TypeError, ValueError):
+    except ValueError:
         return None
     if not isinstance(body, dict) or body.get(LEDGER_KEY) != LEDGER_FORMAT:
         return None

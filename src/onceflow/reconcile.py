@@ -170,7 +170,8 @@ class CommittedPoint:
 
 
 def _cumulative(entries: list[LedgerEntry]) -> list[dict[int, int]]:
-    out, cum = [], {}
+    out: list[dict[int, int]] = []
+    cum: dict[int, int] = {}
     for e in entries:
         cum = {**cum, **e.end}
         out.append(cum)
@@ -369,7 +370,7 @@ def committed_point(
         for p, o in checkpoint.initial_offsets[topic].items():
             first.setdefault(p, o)
     for p in partitions:
-        first.setdefault(p, 0 if p not in (earliest or {}) else earliest[p])
+        first.setdefault(p, (earliest or {}).get(p, 0))
     accepted = [
         {"partition": p, "start": e.start.get(p), "end": o, "sink": e.sink, "batch_id": e.batch_id}
         for e in entries

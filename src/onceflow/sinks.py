@@ -190,11 +190,13 @@ def read_committed_point(pipeline: Pipeline, mode: str = "full", watermark: dict
     facts = read_facts(pipeline, audit_order=True, with_kafka_ledger=False)
     if facts.checkpoint_error is not None:
         raise facts.checkpoint_error
+    assert facts.checkpoint is not None  # read_facts sets the checkpoint or its error
     ledgers = facts.ledgers_or_raise()
     earliest = {}
     if facts.checkpoint.last_committed is not None or any(ledger.entries for ledger in ledgers.values()):
         if facts.kafka_error is not None:
             raise facts.kafka_error
+        assert facts.kafka is not None  # read Kafka's offsets, or their error
         earliest = dict(facts.kafka["earliest"])
     return committed_point(
         pipeline.source.topic,

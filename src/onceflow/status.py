@@ -91,7 +91,7 @@ class RunLock:
     An flock dies with its process, so a `kill -9`ed job never leaves a stale lock.
     """
 
-    def __init__(self, state_path: Path):
+    def __init__(self, state_path: str | Path):
         self.dir = Path(state_path)
         self._file: IO | None = None
 

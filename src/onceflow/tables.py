@@ -34,7 +34,8 @@ def bronze_ddl(schema: Schema) -> str:
 
 def aggregate_columns(schema: Schema, aggs: AggregatesSpec) -> dict[str, str]:
     """The aggregates table's columns: group-by fields, window, metrics, first/last batch."""
-    cols = {g: schema.field(g).ftype.sql for g in aggs.group_by}
+    by_name = {f.name: f for f in schema.fields}
+    cols = {g: by_name[g].ftype.sql for g in aggs.group_by}
     cols |= {"window_start": "TIMESTAMP", "window_end": "TIMESTAMP"}
     cols |= {m.name: m.sql_type(schema) for m in aggs.parsed_metrics()}
     return cols | {"first_batch_id": "BIGINT", "last_batch_id": "BIGINT"}

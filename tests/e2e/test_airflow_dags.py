@@ -102,7 +102,7 @@ def _states(dag_id: str, run_id: str) -> dict[str, str]:
                 TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id
             )
         ).all()
-    return {task: str(state.value if hasattr(state, "value") else state) for task, state in rows}
+    return {task: str(getattr(state, "value", state)) for task, state in rows}
 
 
 def _xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value"):
@@ -214,7 +214,7 @@ def test_stream_kill_makes_the_sensor_fire_and_recover_brings_it_back(flow):
     with create_session() as session:
         triggered = session.execute(select(DagRun).where(DagRun.dag_id == "afe2e_recover")).scalars().all()
         assert len(triggered) == 1
-        conf = dict(triggered[0].conf)
+        conf = dict(triggered[0].conf or {})
     assert conf["verdict"] == "dead" and conf["from_run"] == run_id
 
     _produce(flow, 300, seed=3)  # new data arrives while the pipeline is down
@@ -266,11 +266,11 @@ def test_a_stream_that_outlived_its_scheduler_is_watched_not_started_twice(flow,
     try:
         deadline = time.monotonic() + 300
         while sum(e.get("event") == "started" for e in status.events()) <= started_before:
-            assert survivor.proc.poll() is None, f"the survivor exited before its query started:\n{survivor.tail()}"
+            assert survivor.process.poll() is None, f"the survivor exited before its query started:\n{survivor.tail()}"
             assert time.monotonic() < deadline, f"the survivor's query did not start within 300s:\n{survivor.tail()}"
             time.sleep(0.5)
         holder = RunLock(flow["pipeline"].state_path).holder()
-        assert holder and holder["pid"] == survivor.proc.pid
+        assert holder and holder["pid"] == survivor.process.pid
         run_id, states, _ = _run(flow, "stream", {"window_seconds": 60, "start_grace_seconds": 20})
         assert survivor.wait_exit(300) == 0, survivor.tail()  # its own window ended at a batch boundary
     finally:
@@ -278,7 +278,7 @@ def test_a_stream_that_outlived_its_scheduler_is_watched_not_started_twice(flow,
     assert survivor.progress_count() > progress_before, "the survivor ran and committed"
     assert states["guard"] == "success" and states["stream"] == "skipped", states  # not submitted again
     assert states["window_done"] == "success" and states["trigger_recover"] == "skipped", states
-    assert _xcom("afe2e_stream", run_id, "guard")["running"]["pid"] == survivor.proc.pid
+    assert _xcom("afe2e_stream", run_id, "guard")["running"]["pid"] == survivor.process.pid
     assert _xcom("afe2e_stream", run_id, "watch")["verdict"] == "stopped"
     runs = [
         e for e in StatusLog(flow["pipeline"].state_path, flow["pipeline"].name).events() if e.get("event") == "started"

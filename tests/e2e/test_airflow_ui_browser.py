@@ -83,7 +83,7 @@ def airflow(broker, state_home, tmp_path_factory):
             )
             time.sleep(2)
         text = (home / "standalone.log").read_text()
-        password = re.search(r"log in as admin / (\S+)", text).group(1)
+        password = re.findall(r"log in as admin / (\S+)", text)[0]
         yield {
             "url": f"http://localhost:{port}",
             "password": password,
@@ -185,7 +185,7 @@ def _data_docs(run: Path) -> dict:
 
     site = run / "data_docs"
     ctx = gx.get_context(mode="ephemeral")
-    for name in list(ctx.get_config().data_docs_sites or {}):
+    for name in list(ctx.variables.data_docs_sites or {}):
         ctx.delete_data_docs_site(name)
     ctx.add_data_docs_site(
         site_name="onceflow_audit",

@@ -71,7 +71,7 @@ def test_broker_restart_mid_stream(jars, spark, tmp_path):
             abort_ratio=0.06,
             malformed_ratio=0.015,
         )
-        if job.proc.poll() is None:  # the job survived the outage: let it catch up, then stop it cleanly
+        if job.process.poll() is None:  # the job survived the outage: let it catch up, then stop it cleanly
             seen = job.progress_count()
             job.wait_progress(more_than=seen)
             assert job.terminate() == 0, job.tail()

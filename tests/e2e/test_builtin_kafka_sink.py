@@ -32,7 +32,7 @@ import pytest
 
 from onceflow.kafka.producer import VALID, produce
 from tests.ingest_process import SHORT_LIVED_DRIVER
-from tests.kafka_helpers import consume_all
+from tests.kafka_helpers import consume_all, value_json
 from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -90,7 +90,7 @@ def _tail(log: Path, lines: int = 40) -> str:
 
 
 def _ids(bootstrap: str, topic: str, isolation: str) -> Counter:
-    return Counter(json.loads(v)["event_id"] for _, _, _, v in consume_all(bootstrap, topic, isolation, timeout=120))
+    return Counter(value_json(v)["event_id"] for _, _, _, v in consume_all(bootstrap, topic, isolation, timeout=120))
 
 
 @pytest.fixture(scope="module")

@@ -43,13 +43,13 @@ K: test_kafka_sink_exactly_once.py::test_transactional_sink_is_exactly_once_thro
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,12 +57,12 @@ from onceflow import faults
 from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT
 from onceflow.faults.kafka_sink import ENV_KILL_PGID
 from onceflow.kafka.ledger import read_kafka_ledger
-from onceflow.kafka.producer import VALID, produce
+from onceflow.kafka.producer import VALID, ProduceSummary, produce
 from onceflow.sinks import read_ledgers
 from onceflow.spark.ingest import run_ingest
 from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, next_batch
 from tests.ingest_process import IngestProcess
-from tests.kafka_helpers import consume_all, log_ends
+from tests.kafka_helpers import consume_all, log_ends, value_json
 from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, pipeline_file
 
 pytestmark = pytest.mark.e2e
@@ -99,10 +99,10 @@ class Producer(threading.Thread):
     def __init__(self, bootstrap: str, topic: str, count: int, rate: float, seed: int):
         super().__init__(daemon=True)
         self.args = (bootstrap, topic, count)
-        self.kw = dict(
+        self.kw: dict[str, Any] = dict(
             schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, rate=rate, seed=seed, abort_ratio=0.06, malformed_ratio=0.015
         )
-        self.summary = None
+        self.summary: ProduceSummary | None = None
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -120,7 +120,7 @@ class Producer(threading.Thread):
 
 def _ids(bootstrap: str, topic: str, isolation: str) -> Counter:
     """Event ids of the Kafka sink's output, read by an independent consumer (not Spark)."""
-    return Counter(json.loads(v)["event_id"] for _, _, _, v in consume_all(bootstrap, topic, isolation, timeout=120))
+    return Counter(value_json(v)["event_id"] for _, _, _, v in consume_all(bootstrap, topic, isolation, timeout=120))
 
 
 def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path):

@@ -23,7 +23,7 @@ from onceflow.kafka.producer import VALID, produce
 from onceflow.ledger import read_ledger
 from onceflow.spark.ingest import run_ingest
 from onceflow.web.datadocs import remote_addresses
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_pipeline
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, aggregates_of, write_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
@@ -296,7 +296,7 @@ def test_an_aggregate_changed_by_hand_is_caught(ingested, spark, tmp_path):
     from delta.tables import DeltaTable
 
     pipeline = copy_of(ingested, tmp_path / "p")
-    path = pipeline.resolve(pipeline.sinks.aggregates.path)
+    path = pipeline.resolve(aggregates_of(pipeline).path)
     row = spark.read.format("delta").load(path).orderBy("account_id", "window_start").first()
     DeltaTable.forPath(spark, path).update(
         f"account_id = '{row['account_id']}' AND window_start = timestamp'{row['window_start']}'",
@@ -437,12 +437,14 @@ def test_a_backfill_rewrites_deleted_rows_exactly_once_and_the_audit_passes_agai
     assert any("backfill commit(s) re-wrote 40 row(s)" in n for n in outcome.summary["notes"])
 
     versions = {
-        path: DeltaTable.forPath(spark, path).history(1).first()["version"] for path in (bronze_path, quarantine_path)
+        path: DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
+        for path in (bronze_path, quarantine_path)
     }
     again = run_backfill(pipeline, {p: 0 for p in log_end}, log_end, spark=spark)
     assert again.added == 0 and again.present == again.records == result.records
     assert versions == {
-        path: DeltaTable.forPath(spark, path).history(1).first()["version"] for path in (bronze_path, quarantine_path)
+        path: DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
+        for path in (bronze_path, quarantine_path)
     }  # not one commit
 
 

@@ -104,6 +104,7 @@ def test_batch_ranges_are_contiguous_and_hold_exactly_what_spark_read(stream):
     ck = read_checkpoint(stream["checkpoint"])
     summary = stream["summary"]
     committed = sorted((r.partition, r.offset) for r in summary.records if not r.aborted)
+    assert ck.initial_offsets is not None
     prev_end = ck.initial_offsets[TOPIC]
     delivered = []
     for batch_id in ck.commits:
@@ -129,6 +130,7 @@ def test_uncommitted_batch_keeps_its_planned_range(stream, tmp_path):
     copy = tmp_path / "ck"
     shutil.copytree(stream["checkpoint"], copy)
     last = read_checkpoint(copy).last_committed
+    assert last is not None
     (copy / "commits" / str(last)).unlink()
     (copy / "commits" / f".{last}.crc").unlink()
     ck = read_checkpoint(copy)

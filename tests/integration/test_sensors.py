@@ -21,7 +21,7 @@ from onceflow.kafka.producer import VALID, produce
 from onceflow.schema.generate import Generator
 from tests.exactly_once import assert_exactly_once
 from tests.ingest_process import IngestProcess
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file, write_pipeline
+from tests.pipeline_helpers import PAYMENTS_SCHEMA, aggregates_of, pipeline_file, write_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
@@ -70,7 +70,7 @@ def test_two_pipelines_of_different_shapes_stream_at_once_and_both_audit_green(b
                 seed=2,
                 malformed_ratio=0.3,
                 abort_ratio=0.1,
-                group_by=sensors.sinks.aggregates.group_by,
+                group_by=aggregates_of(sensors).group_by,
             )
         ],
     }
@@ -100,7 +100,7 @@ def test_two_pipelines_of_different_shapes_stream_at_once_and_both_audit_green(b
             partitions=3,
             seed=4,
             malformed_ratio=0.3,
-            group_by=sensors.sinks.aggregates.group_by,
+            group_by=aggregates_of(sensors).group_by,
         )
     )
     for job in jobs:

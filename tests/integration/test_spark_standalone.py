@@ -23,6 +23,7 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import pyspark
 import pytest
@@ -128,7 +129,9 @@ class Standalone:
             if match:
                 return int(match.group(1))
             for proc in self.procs:
-                assert proc.poll() is None, f"a Spark daemon exited ({proc.args[1]}):\n{self.log_tail(name)}"
+                assert proc.poll() is None, (
+                    f"a Spark daemon exited ({cast(list, proc.args)[1]}):\n{self.log_tail(name)}"
+                )
             time.sleep(0.25)  # poll: the daemon logs its port within seconds
         raise AssertionError(f"{name} did not log /{pattern}/ within {START_TIMEOUT}s:\n{self.log_tail(name)}")
 
@@ -178,14 +181,14 @@ class Standalone:
         while time.monotonic() < deadline:
             for proc in self.procs:
                 assert proc.poll() is None, (
-                    f"a Spark daemon exited ({proc.args[1]}):\n{self.log_tail(service.split('-')[1])}"
+                    f"a Spark daemon exited ({cast(list, proc.args)[1]}):\n{self.log_tail(service.split('-')[1])}"
                 )
             last = subprocess.run(command, capture_output=True, text=True)
             if last.returncode == 0:
                 return
             time.sleep(0.5)  # poll: each look runs the healthcheck script
         raise AssertionError(
-            f"{service} not healthy within {START_TIMEOUT}s: {last.stderr.strip()}\n"
+            f"{service} not healthy within {START_TIMEOUT}s: {last.stderr.strip() if last else ''}\n"
             f"{self.log_tail(service.split('-')[1])}"
         )
 
@@ -242,7 +245,7 @@ def assert_ran_on_the_worker(cluster: Standalone, app_id: str) -> int:
     assert executors, f"no executor of {app_id} on the worker: {worker}"
     logs = [log.read_text(errors="replace") for log in (cluster.work_dir / app_id).glob("*/stderr")]
     assert logs and any("Running task" in log for log in logs), f"no task ran in the executor of {app_id}"
-    cores = re.search(r"-Dspark\.deploy\.defaultCores=(\d+)", stack_master_opts()).group(1)
+    cores = re.findall(r"-Dspark\.deploy\.defaultCores=(\d+)", stack_master_opts())[0]
     # the worker writes the executor's launch command at the top of its stderr: "java" … "--cores" "1" …
     launched = [re.search(r'"--cores" "(\d+)"', log) for log in logs]
     assert [m.group(1) for m in launched if m] == [cores] * len(logs), (

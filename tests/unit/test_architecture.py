@@ -128,13 +128,9 @@ def test_thin_shells_import_only_entry_points():
         if path.relative_to(ROOT).parts[0] not in SHELLS:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else []
-            )
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             found += [
                 f"{path.relative_to(ROOT)}:{node.lineno}: imports {name}"
                 for name in names
@@ -150,11 +146,13 @@ def test_benchmarks_import_nothing_from_tests():
     found = []
     for path in sorted((ROOT / "benchmarks").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
             names = (
                 [a.name for a in node.names]
                 if isinstance(node, ast.Import)
                 else [node.module or ""]
-                if isinstance(node, ast.ImportFrom) and node.level == 0
+                if node.level == 0
                 else []
             )
             found += [

@@ -29,8 +29,10 @@ def test_shipped_pipelines_load():
     pipelines = config.load_all(ROOT / "pipelines")
     assert [p.name for p in pipelines] == ["payments", "sensors"]
     sensors = pipelines[1]
-    assert sensors.schema.event_id is None and sensors.schema.field("event_time").json_path == "$.meta.ts"
-    assert sensors.sinks.aggregates.group_by == ("site", "device_id") and sensors.kafka_key == "site"
+    event_time, aggregates = sensors.schema.field("event_time"), sensors.sinks.aggregates
+    assert event_time is not None and aggregates is not None
+    assert sensors.schema.event_id is None and event_time.json_path == "$.meta.ts"
+    assert aggregates.group_by == ("site", "device_id") and sensors.kafka_key == "site"
     assert sensors.checkpoint == "checkpoints/sensors" and sensors.sinks.bronze.path == "tables/sensors/bronze"
 
 
@@ -80,7 +82,9 @@ def test_batch_size_per_mode(tmp_path):
     source = config.load(write(tmp_path, larger), env={}).source
     assert (source.max_offsets(available_now=False), source.max_offsets(available_now=True)) == (100_000, 1_000_000)
     shipped = config.load(ROOT / "pipelines" / "payments.yaml", env={}).source
-    assert shipped.max_offsets(available_now=True) > shipped.max_offsets(available_now=False)
+    limited, larger_limit = shipped.max_offsets(available_now=False), shipped.max_offsets(available_now=True)
+    assert limited is not None and larger_limit is not None
+    assert larger_limit > limited
 
 
 def test_missing_file_and_bad_yaml(tmp_path):

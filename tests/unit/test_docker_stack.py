@@ -60,7 +60,7 @@ def interpolate(text: str, env: dict[str, str]) -> str:
         name, op, arg = m.group(1), m.group(2), m.group(3)
         value = env.get(name)
         present = bool(value) if op in (":-", ":?") else value is not None
-        if present:
+        if present and value is not None:  # present: set (and, with a colon, not empty)
             return value
         if op in (":-", "-"):
             return arg
@@ -423,7 +423,7 @@ def kafka_properties(env: dict[str, str]) -> dict[str, str]:
 
 def test_kafka_image_matches_the_local_broker(compose, stack_env):
     pom = (ROOT / "jvm" / "kafka" / "pom.xml").read_text()
-    version = re.search(r"<kafka.version>([^<]+)</kafka.version>", pom).group(1)
+    version = re.findall(r"<kafka.version>([^<]+)</kafka.version>", pom)[0]
     assert stack_env["KAFKA_IMAGE"] == f"apache/kafka:{version}"
     assert compose["services"]["kafka"]["image"] == stack_env["KAFKA_IMAGE"]
 
@@ -514,7 +514,7 @@ def test_dockerfile_copies_only_what_the_repo_has(compose):
 def test_dockerfile_pins_what_the_local_setup_pins():
     text = DOCKERFILE.read_text()
     ops = dockerfile_instructions()
-    base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M).group(1)
+    base = re.findall(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M)[0]
     match = re.fullmatch(r"python:(\d+)\.(\d+)\.(\d+)-slim-bookworm", base)
     assert match, f"base image {base!r}: pin python:<major.minor.patch>-slim-<debian release>"
     assert (int(match.group(1)), int(match.group(2))) == sys.version_info[:2], "image Python != the tested Python"
@@ -703,7 +703,7 @@ def test_airflow_init_migrates_and_creates_the_admin(compose, stack_env, tmp_pat
             time.sleep(2)
         else:
             raise AssertionError(
-                f"api-server not healthy within 240s: {last.stderr}\n"
+                f"api-server not healthy within 240s: {last.stderr if last else ''}\n"
                 + (tmp_path / "api-server.log").read_text()[-3000:]
             )
         status, body = _post_json(f"http://127.0.0.1:{port}/auth/token", {"username": user, "password": password})

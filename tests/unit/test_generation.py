@@ -13,6 +13,7 @@ def test_identity_round_trip_and_unreadable_identity(tmp_path):
     assert read_identity(str(cp)) is None and not has_spark_state(str(cp))
     write_identity(str(cp), new_identity("p", 2, '{"t":{"0":5}}', "recovered", {"bronze": {"0": 9}}))
     got = read_identity(str(cp))
+    assert got is not None
     assert (got.generation, got.starting_offsets, got.floor("bronze"), got.floor("quarantine")) == (
         2,
         '{"t":{"0":5}}',

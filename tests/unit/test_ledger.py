@@ -14,6 +14,7 @@ def entry(batch: int, start: dict, end: dict, generation: int = 0, kind: str = "
 def test_entry_round_trips_through_commit_metadata():
     e = entry(3, {0: 10, 1: 5}, {0: 20, 1: 9})
     back = LedgerEntry.from_json(e.to_json(), version=7, timestamp=1)
+    assert back is not None
     assert (back.batch_id, back.start, back.end, back.version) == (3, {0: 10, 1: 5}, {0: 20, 1: 9}, 7)
     assert back.app_id == "onceflow:p:bronze:g0" == app_id("p", "bronze", 0)
     assert LedgerEntry.from_json("someone's own metadata") is None
@@ -62,13 +63,15 @@ def test_a_group_commit_holds_each_batch_entry_in_order():
         entry(0, {0: 30}, {0: 31}, generation=1),
     ]
     back = entries_from_json(group_json(batches), version=9, timestamp=5)
+    assert back is not None
     assert [(e.generation, e.batch_id, e.kind, e.start, e.end, e.version) for e in back] == [
         (0, 4, "batch", {0: 10}, {0: 20}, 9),
         (1, -1, LOSS, {0: 20}, {0: 30}, 9),
         (1, 0, "batch", {0: 30}, {0: 31}, 9),
     ]
     assert contiguity_problems(back) == []
-    assert entries_from_json(batches[0].to_json())[0].batch_id == 4  # a single entry reads as a list of one
+    single = entries_from_json(batches[0].to_json())
+    assert single is not None and single[0].batch_id == 4  # a single entry reads as a list of one
     assert entries_from_json("not ours") is None and entries_from_json(None) is None
     assert LedgerEntry.from_json(group_json(batches)) is None  # not one entry
     with pytest.raises(ValueError, match="at least one entry"):

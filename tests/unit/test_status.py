@@ -21,7 +21,8 @@ def test_run_lock_admits_one_process_and_dies_with_it(tmp_path):
     lock = RunLock(tmp_path)
     lock.acquire(run_id="r1")
     try:
-        assert lock.is_held() and lock.holder()["pid"] == os.getpid()
+        holder = lock.holder()
+        assert lock.is_held() and holder is not None and holder["pid"] == os.getpid()
         queue = multiprocessing.get_context("fork").Queue()
         p = multiprocessing.get_context("fork").Process(target=_try_lock, args=(str(tmp_path), queue))
         p.start()

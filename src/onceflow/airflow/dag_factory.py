@@ -14,6 +14,7 @@ import logging
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
@@ -46,7 +47,7 @@ KINDS = ("stream", "batch", "audit", "recover", "backfill")
 # Delta txn ids); a stream window or a recovery is not retried (the watcher and
 # <p>_recover handle failures), an audit is retried only when it could not run.
 _DEFAULTS = {"owner": "onceflow", "retries": 0}
-_IDEMPOTENT_RETRY = {
+_IDEMPOTENT_RETRY: dict[str, Any] = {
     "retries": 2,
     "retry_delay": timedelta(seconds=30),
     "retry_exponential_backoff": True,

@@ -53,7 +53,7 @@ def run_view(events: list[dict]) -> RunView:
     """Summarize the events of one run (StatusLog.last_run())."""
     started = events[0] if events and events[0].get("event") == STARTED else {}
     progress = [e for e in events if e.get("event") == PROGRESS]
-    final = next((e for e in reversed(events) if e.get("event") == FINAL), {})
+    final: dict = next((e for e in reversed(events) if e.get("event") == FINAL), {})
     return RunView(
         run_id=started.get("run_id"),
         started_epoch=started.get("epoch"),

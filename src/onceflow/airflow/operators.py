@@ -185,7 +185,7 @@ class IngestOperator(OnceflowSparkSubmitOperator):
             args += ["--until-idle", str(int(float(self.until_idle)))]
         return args
 
-    def execute(self, context: Any) -> dict:
+    def execute(self, context: Any) -> dict:  # type: ignore[override]  # the summary is the XCom; the base says None
         hook = self.onceflow
         recovering = hook.recovery_in_progress()
         if recovering and not self.during_recovery:
@@ -246,7 +246,7 @@ class AuditOperator(OnceflowSparkSubmitOperator):
         scope = "--full" if self.audit_mode == "full" else "--since-last"
         return [*super().arguments(context), scope, "--report-dir", str(reports_root())]
 
-    def execute(self, context: Any) -> dict:
+    def execute(self, context: Any) -> dict:  # type: ignore[override]  # the summary is the XCom; the base says None
         hook = self.onceflow
         started = time.time()
         code = 0

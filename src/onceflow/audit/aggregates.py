@@ -31,6 +31,7 @@ DOUBLE_TOLERANCE = 1e-9
 def recompute(bronze: DataFrame, pipeline: Pipeline) -> DataFrame:
     """Per declared group and event-time window: the declared metrics (the batch truth)."""
     aggs, schema = pipeline.sinks.aggregates, pipeline.schema
+    assert aggs is not None  # called for a pipeline with sinks.aggregates
     types = tables.aggregate_columns(schema, aggs)
     metrics = aggs.parsed_metrics()
     exprs = [
@@ -85,6 +86,7 @@ def reconcile_aggregates(
     if point.mode == "since-last" and point.watermark:
         touched = recompute(audited_bronze, pipeline).select(*key).distinct()
         bounds = touched.agg(F.min("window_start").alias("lo"), F.max("window_start").alias("hi")).first()
+        assert bounds is not None  # an aggregate without groups has one row
         if bounds["lo"] is None:
             return AggregateReconciliation(
                 check(
@@ -132,6 +134,7 @@ def reconcile_aggregates(
         F.count(F.col("_t")).alias("observed"),
         F.count(F.col("kind")).alias("bad"),
     ).first()
+    assert stats is not None  # an aggregate without groups has one row
     samples, findings = [], []
     if stats["bad"]:
         shown = [f"{side}_{c}" for c in values if c != "window_end" for side in ("exp", "obs")]

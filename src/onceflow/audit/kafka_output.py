@@ -122,6 +122,7 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
             F.sum(F.when(F.col("copies") > 1, F.col("copies") - 1)).alias("extra_copies"),
             F.sum("copies").alias("output_records"),
         ).first()
+        assert stats is not None  # an aggregate without groups has one row
 
         def samples(cond) -> list[dict]:
             return [r.asDict() for r in j.where(cond).select(*KEY, "copies").limit(MAX_SAMPLES).collect()]

@@ -403,7 +403,8 @@ class RowReconciler:
 
     def _loss(self, j: DataFrame, lost: Column, parts: list[dict], result: RowReconciliation) -> Check:
         count = sum(r["lost_records"] for r in parts)
-        ranges, total, samples = [], 0, []
+        ranges: list[dict] = []
+        total, samples = 0, []
         if count:
             records = j.where(F.col("in_source"))
             ranges, total = _ranges(_islands(j, "_offset", lost, base=records))
@@ -432,7 +433,8 @@ class RowReconciler:
 
     def _phantoms(self, j: DataFrame, phantom: Column, parts: list[dict], result: RowReconciliation) -> Check:
         count = sum(r["phantom_rows"] for r in parts)
-        ranges, total, samples = [], 0, []
+        ranges: list[dict] = []
+        total, samples = 0, []
         if count:
             ranges, total = _ranges(_islands(j, "_offset", phantom))
             keys = [
@@ -457,7 +459,8 @@ class RowReconciler:
     def _duplicates(self, j: DataFrame, dup: Column, parts: list[dict], result: RowReconciliation) -> Check:
         keys = sum(r["duplicate_keys"] for r in parts)
         extra = sum(r["extra_copies"] for r in parts)
-        ranges, total, samples = [], 0, []
+        ranges: list[dict] = []
+        total, samples = 0, []
         if keys:
             ranges, total = _ranges(_islands(j, "_offset", dup))
             rows = j.where(dup).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()
@@ -534,7 +537,8 @@ class RowReconciler:
 
     def _content(self, j: DataFrame, changed: Column, parts: list[dict], result: RowReconciliation) -> Check:
         bad = [r for r in parts if r["source_checksum"] != r["sink_checksum"]]
-        ranges, total, samples = [], 0, []
+        ranges: list[dict] = []
+        total, samples = 0, []
         rows_changed = sum(r["content_mismatches"] for r in parts)
         if rows_changed:
             ranges, total = _ranges(_islands(j, "_offset", changed))

@@ -73,7 +73,7 @@ def ddl_types(ddl: str) -> dict[str, str]:
 
 def _schema(ddl: str) -> list:
     cols = ddl_types(ddl)
-    out = [
+    out: list = [
         gxe.ExpectTableColumnsToMatchSet(
             column_set=list(cols), exact_match=True, description="the table has exactly the columns of its schema"
         )
@@ -93,7 +93,13 @@ def bronze_suite(pipeline: Pipeline, committed_valid: int) -> gx.ExpectationSuit
         if f.allowed is not None:
             rules.append(gxe.ExpectColumnValuesToBeInSet(column=f.name, value_set=list(f.allowed)))
         if f.min is not None or f.max is not None:
-            rules.append(gxe.ExpectColumnValuesToBeBetween(column=f.name, min_value=f.min, max_value=f.max))
+            rules.append(
+                gxe.ExpectColumnValuesToBeBetween(
+                    column=f.name,
+                    min_value=f.min,  # type: ignore[arg-type]  # GX's model parses a bound given as text
+                    max_value=f.max,  # type: ignore[arg-type]  # GX's model parses a bound given as text
+                )
+            )
         if f.pattern is not None:
             rules.append(gxe.ExpectColumnValuesToMatchRegex(column=f.name, regex=f.pattern))
         if f.max_length is not None:
@@ -148,6 +154,7 @@ def quarantine_suite(committed_malformed: int) -> gx.ExpectationSuite:
 
 def aggregates_suite(pipeline: Pipeline, recomputed_windows: int) -> gx.ExpectationSuite:
     aggs = pipeline.sinks.aggregates
+    assert aggs is not None  # called for a pipeline with sinks.aggregates
     counts = [m.name for m in aggs.parsed_metrics() if m.func == "count"]
     return gx.ExpectationSuite(
         name="aggregates",

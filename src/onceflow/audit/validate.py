@@ -36,6 +36,7 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from onceflow.reconcile import FAILED, MAX_SAMPLES, PASSED, Check, jsonable
 
@@ -76,7 +77,7 @@ def _context(docs_dir: Path):
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     ctx = gx.get_context(mode="ephemeral")
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-    for name in list(ctx.get_config().data_docs_sites or {}):
+    for name in list(ctx.variables.data_docs_sites or {}):
         ctx.delete_data_docs_site(name)  # the default site lives in a temp dir: only ours
     ctx.add_data_docs_site(
         site_name=SITE,
@@ -128,6 +129,7 @@ def _to_check(suite: str, result) -> Check:
             "unexpected_rows_query",
         )
     }
+    observed: Any
     if "unexpected_count" in r:
         observed = {"unexpected_count": r.get("unexpected_count"), "element_count": r.get("element_count")}
     else:

@@ -5,6 +5,8 @@ what an independent read_committed consumer counts in Kafka."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from onceflow import config
 from onceflow.cli.console import log, number, out
 
@@ -42,7 +44,7 @@ def _per_partition(path: str) -> dict[int, int]:
     return counts
 
 
-def run_demo(pipelines: str | list[str] = DEFAULT_PIPELINES, count: int = 20_000, log=print, out=None) -> dict:
+def run_demo(pipelines: str | Sequence[str] = DEFAULT_PIPELINES, count: int = 20_000, log=print, out=None) -> dict:
     """Each pipeline in turn on one broker and one Spark session; `match` is True when every
     pipeline holds each committed record exactly once."""
     from onceflow.kafka.admin import require_pipeline_brokers

@@ -31,9 +31,16 @@ def read_records(
     """Every record readable at `isolation` up to each partition's end now:
     [(partition, offset, key, value)]. The witness tests and benchmarks compare tables with."""
     return [
-        (m.partition(), m.offset(), m.key(), m.value())
+        (*partition_offset(m), m.key(), m.value())
         for m in _messages(bootstrap, topic, partitions_of(bootstrap, topic), isolation, timeout)
     ]
+
+
+def partition_offset(msg: Message) -> tuple[int, int]:
+    """(partition, offset) of a record: a message that is no error event has both."""
+    partition, offset = msg.partition(), msg.offset()
+    assert partition is not None and offset is not None, msg.error()
+    return partition, offset
 
 
 def _messages(bootstrap: str, topic: str, parts: list[int], isolation: str, timeout: float) -> Iterator[Message]:
@@ -70,7 +77,8 @@ def _messages(bootstrap: str, topic: str, parts: list[int], isolation: str, time
                 if msg.error():
                     continue
                 yield msg
-                if msg.offset() + 1 >= ends[msg.partition()]:
-                    done.add(msg.partition())
+                partition, offset = partition_offset(msg)
+                if offset + 1 >= ends[partition]:
+                    done.add(partition)
     finally:
         consumer.close()

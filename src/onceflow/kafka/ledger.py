@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from onceflow.errors import KafkaLedgerError
+from onceflow.kafka.consume import partition_offset
 from onceflow.ledger import Ledger, LedgerEntry, contiguity_problems
 
 LEDGER_KEY = "onceflow_kafka_ledger"
@@ -221,8 +222,9 @@ class LedgerReader:
                         if err.fatal():
                             raise KafkaLedgerError(f"reading ledger topic {topic!r} partition {partition}: {err.str()}")
                         continue
-                    if msg.offset() < hi:
-                        out.append((msg.offset(), msg.key(), msg.value()))
+                    _, offset = partition_offset(msg)
+                    if offset < hi:
+                        out.append((offset, msg.key(), msg.value()))
                 position = consumer.position([TopicPartition(topic, partition)])[0].offset
                 if position != _OFFSET_INVALID and position >= hi:
                     return out
@@ -365,7 +367,7 @@ class KafkaLedger:
         happen unless two queries wrote the same generation)."""
         problems = contiguity_problems(self.entries)
         batches = self.batches()
-        last_of_generation = {}
+        last_of_generation: dict[int, int] = {}
         for generation, batch_id in batches:
             last_of_generation[generation] = max(batch_id, last_of_generation.get(generation, -1))
         for (generation, batch_id), records in batches.items():

@@ -112,6 +112,7 @@ def gather(pipeline: Pipeline, running: bool | None = None) -> Facts:
         ) from None
     if running is None:
         running = f.running
+    assert f.checkpoint is not None and f.kafka is not None  # read_facts sets each or its error
     return Facts(
         pipeline=pipeline.name,
         pipeline_file=pipeline.file,

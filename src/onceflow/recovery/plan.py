@@ -211,7 +211,7 @@ def facts_summary(f: Facts) -> dict:
                 "exists": led.exists,
                 "entries": len(led.entries),
                 "generation": led.generation,
-                "last_batch": (_last_batch(led).batch_id if _last_batch(led) else None),
+                "last_batch": (last.batch_id if (last := _last_batch(led)) else None),
                 "committed_offsets": _keyed(led.committed_offsets()),
                 "problems": led.problems(),
             }
@@ -231,7 +231,7 @@ def checkpoint_state(f: Facts) -> tuple[str, str]:
     missing | corrupt | unusable."""
     ck, ident = f.checkpoint, f.identity
     written = f.written
-    newest = max((led.generation for led in written.values()), default=None)
+    newest = max((led.entries[-1].generation for led in written.values()), default=None)
     if f.identity_error:
         return CORRUPT, f"its identity file is unreadable: {f.identity_error}"
     if not ck.exists:
@@ -259,9 +259,9 @@ def checkpoint_state(f: Facts) -> tuple[str, str]:
         )
     latest = ck.latest_planned if ck.latest_planned is not None else -1
     ahead = {
-        n: _last_batch(led).batch_id
+        n: last.batch_id
         for n, led in written.items()
-        if _last_batch(led) and _last_batch(led).generation == ident.generation and _last_batch(led).batch_id > latest
+        if (last := _last_batch(led)) and last.generation == ident.generation and last.batch_id > latest
     }
     if ahead:
         return UNUSABLE, (
@@ -542,7 +542,7 @@ def _restart(plan: Plan, f: Facts, state: str, leftovers: list[str]) -> Plan:
 
 def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, accept_loss: bool, stamp: str) -> Plan:
     ck, written, kafka = f.checkpoint, f.written, f.kafka
-    newest = max((led.generation for led in written.values()), default=-1)
+    newest = max((led.entries[-1].generation for led in written.values()), default=-1)
     plan.generation = max(newest, f.identity.generation if f.identity else -1) + 1
     plan.decision = NEW_GENERATION
 
@@ -571,7 +571,7 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
                 low = kafka.earliest.get(p, 0)
                 if o < low:
                     lost_by_sink.setdefault(n, {})[p] = (o, low)
-        lost = {}
+        lost: dict[int, LostRange] = {}
         for n, ranges in lost_by_sink.items():
             for p, (start, end) in ranges.items():
                 if p in lost:

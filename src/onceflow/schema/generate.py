@@ -202,7 +202,8 @@ class Generator:
             return _splice(text, self.spare_key, b"x" * max(pad, 1))
         value = self._break(kind, dict(values))
         if len(value) > self.schema.max_bytes:  # an event near the limit: break one with only required fields
-            slim = {k: (v if self.schema.field(k).required else _ABSENT) for k, v in values.items()}
+            required = {f.name for f in self.schema.fields if f.required}
+            slim = {k: (v if k in required else _ABSENT) for k, v in values.items()}
             value = self._break(kind, slim)
         self._check_size(value, kind)
         return value

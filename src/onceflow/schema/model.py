@@ -238,7 +238,9 @@ class Metric:
     def sql_type(self, schema: Schema) -> str:
         if self.func == "count":
             return "BIGINT"
-        ftype = schema.field(self.field).ftype
+        spec = schema.field(self.field or "")
+        assert spec is not None  # a metric's field is checked against the schema when the pipeline loads
+        ftype = spec.ftype
         if self.func == "sum":
             if ftype.base == "decimal":
                 return f"DECIMAL({min(38, ftype.precision + 10)},{ftype.scale})"

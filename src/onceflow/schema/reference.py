@@ -259,7 +259,7 @@ class Judge:
         text = raw if isinstance(raw, str) else getattr(raw, "text", raw)
         for rule in f.rules():
             if rule == "allowed":
-                broken = value not in f.allowed
+                broken = value not in (f.allowed or ())  # declared: a rule of f.rules()
             elif rule == "min":
                 broken = _compare(value, f.min) < 0
             elif rule == "max":
@@ -267,7 +267,7 @@ class Judge:
             elif rule == "pattern":
                 broken = not self._patterns[f.name].search(text)
             elif rule == "max_length":
-                broken = len(text) > f.max_length
+                broken = len(text) > (f.max_length or 0)  # declared: a rule of f.rules()
             else:
                 broken = not UUID.match(text)
             if broken:
@@ -280,5 +280,5 @@ def _compare(value: Any, bound: Any) -> int:
     if isinstance(value, float):
         b = float(Decimal(str(bound)))
         return (value > b) - (value < b)
-    a, b = Decimal(value), Decimal(str(bound))
-    return (a > b) - (a < b)
+    d, e = Decimal(value), Decimal(str(bound))
+    return (d > e) - (d < e)

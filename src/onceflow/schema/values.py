@@ -44,17 +44,25 @@ def _decimal_text(units: int, scale: int) -> str:
 
 def keeps(f: FieldSpec, rule: str, v: Any) -> bool:
     """Whether the JSON value `v` (already usable for the type) keeps one declared rule."""
+    # each rule is one of f.rules(): the field declares it, so its setting is not None
     if rule == "allowed":
+        assert f.allowed is not None
         return v in f.allowed
     if rule in ("min", "max"):
+        bound = _bound(f, rule)
+        assert bound is not None
+        a: float | Decimal
+        b: float | Decimal
         if f.ftype.base == "double":
-            a, b = float(v), float(_bound(f, rule))
+            a, b = float(v), float(bound)
         else:
-            a, b = Decimal(str(v)), _bound(f, rule)
+            a, b = Decimal(str(v)), bound
         return a >= b if rule == "min" else a <= b
     if rule == "pattern":
+        assert f.pattern is not None
         return re.search(f.pattern, v) is not None
     if rule == "max_length":
+        assert f.max_length is not None
         return len(v) <= f.max_length
     return UUID.match(v) is not None
 
@@ -105,7 +113,7 @@ class FieldValues:
             )
         return kept
 
-    def _range(self) -> tuple | None:
+    def _range(self) -> tuple[Any, Any] | None:
         """(low, high) of drawn numbers: integers, decimal units, or floats; None if not numeric."""
         base, lo, hi = self.t.base, _bound(self.f, "min"), _bound(self.f, "max")
         if base not in ("int", "long", "decimal", "double") or self.choices is not None:
@@ -156,12 +164,13 @@ class FieldValues:
             if f.uuid:
                 return str(uuid.UUID(int=rng.getrandbits(128), version=4))
             return self._fit(f"{f.name}-{rng.randrange(10**6):06d}")
+        span: tuple[Any, Any] = self.range or (None, None)  # numeric, no choices: set by _range()
         if base in ("int", "long"):
-            return rng.randint(*self.range)
+            return rng.randint(*span)
         if base == "decimal":
-            return _decimal_text(rng.randint(*self.range), self.t.scale)
+            return _decimal_text(rng.randint(*span), self.t.scale)
         if base == "double":
-            lo, hi = self.range
+            lo, hi = span
             return min(max(round(rng.uniform(lo, hi), 3), lo), hi)
         if base == "boolean":
             return rng.random() < 0.5
@@ -242,13 +251,16 @@ class FieldValues:
         if f.allowed and rule != "allowed":
             return list(f.allowed)
         examples = list(f.examples or ()) or ["x"]
+        # the rule is one of f.rules(): the field declares it, so its setting is not None
         if rule == "allowed":
+            allowed: tuple[Any, ...] = f.allowed or ()  # strings for a string field, else ints
             if base == "string":
-                return [f"{a}_x" for a in f.allowed[:3]] + ["?", "unknown", ""]
-            return [max(f.allowed) + 1, min(f.allowed) - 1, max(f.allowed) + 1000]
+                return [f"{a}_x" for a in allowed[:3]] + ["?", "unknown", ""]
+            return [max(allowed) + 1, min(allowed) - 1, max(allowed) + 1000]
         if rule in ("min", "max"):
             sign = -1 if rule == "min" else 1
             bound = _bound(f, rule)
+            assert bound is not None
             if base == "double":
                 b = float(bound)
                 return [b + sign * d for d in (0.5, 1.0, 1000.0, abs(b) * 0.5 + 1)]
@@ -260,6 +272,7 @@ class FieldValues:
             return ["", "?", " ", "0", "zz", "!" + examples[0], examples[0] + "!", examples[0][::-1]]
         if rule == "max_length":
             n = f.max_length
+            assert n is not None
             return [e + c * max(n + 1 - len(e), 1) for e in examples for c in "0a9xA-_."] + ["x" * (n + 1)]
         return [*examples, "not-a-uuid", _SAMPLE_UUID[:-1], _SAMPLE_UUID.replace("-", ""), "g" + _SAMPLE_UUID[1:]]
 

@@ -150,10 +150,11 @@ def _write_missing(
     parsed = parse_events(raw, pipeline.schema).persist()
     try:
         records = parsed.count()
-        held = None
-        for sink in ("bronze", "quarantine"):
-            rows = spark.read.format("delta").load(ledgers[sink].table).select("_topic", "_partition", "_offset")
-            held = rows if held is None else held.unionByName(rows)
+        bronze, quarantine = (
+            spark.read.format("delta").load(ledgers[sink].table).select("_topic", "_partition", "_offset")
+            for sink in ("bronze", "quarantine")
+        )
+        held = bronze.unionByName(quarantine)
         missing = parsed.join(
             held.where(F.col("_topic") == topic).distinct(), ["_topic", "_partition", "_offset"], "left_anti"
         ).persist()

@@ -103,6 +103,7 @@ class AggregatesMerger:
         pending, _ = follower_lag(ledgers["bronze"], ledgers["aggregates"])
         self.spark = spark
         self.pipeline = pipeline
+        assert pipeline.sinks.aggregates is not None  # a merger only for a pipeline with sinks.aggregates
         self.aggs = pipeline.sinks.aggregates
         self.bronze_path = table_path(pipeline, "bronze")
         self.path = table_path(pipeline, "aggregates")
@@ -254,7 +255,7 @@ class Follower:
             AggregatesMerger(self.spark, pipeline, ledgers, log) if pipeline.sinks.aggregates is not None else None
         )
         self.compactor = Compactor(self.spark, table_paths(pipeline), log=lambda msg: log(f"{pipeline.name}: {msg}"))
-        every = pipeline.sinks.aggregates.merge_every_seconds if self.merger else COMPACT_EVERY
+        every = self.merger.aggs.merge_every_seconds if self.merger else COMPACT_EVERY
         self.schedule = Schedule(every if continuous else None)  # available-now: at the end
         self.error: BaseException | None = None
         self._new = False  # batches committed since the last cycle

@@ -125,13 +125,13 @@ def prepare_checkpoint(pipeline: Pipeline, ledgers: dict[str, Ledger]) -> Checkp
     cp = pipeline.checkpoint_path
     identity = read_identity(cp)
     written = {name: led for name, led in ledgers.items() if led.entries}
-    newest = max((led.generation for led in written.values()), default=None)
+    newest = max((led.entries[-1].generation for led in written.values()), default=None)
     fix = f"Fix: run `onceflow recover --pipeline {pipeline.file or pipeline.name}`."
     if identity is None:
         if written:
             state = "has no onceflow identity" if has_spark_state(cp) else "is missing"
             held = ", ".join(
-                f"{n}: generation {led.generation} batch {led.last.batch_id}" for n, led in written.items()
+                f"{n}: generation {led.generation} batch {led.entries[-1].batch_id}" for n, led in written.items()
             )
             raise RecoveryError(
                 f"the checkpoint {cp} {state}, but the sinks already hold batches ({held}). "
@@ -284,6 +284,7 @@ class BatchWriter:
             F.count(F.when(self.kept("bronze") & valid, 1)).alias("bronze"),
             F.count(F.when(self.kept("quarantine") & ~valid, 1)).alias("quarantine"),
         ).first()
+        assert stats is not None  # an aggregate without groups has one row
         quarantine = self.above_floor(quarantine_rows(parsed, batch_id, self.generation), "quarantine")
         entry = self._bronze_entry(batch_id, start, end, stats["bronze"])
         delta.append(self.above_floor(self._bronze_frame(parsed, batch_id), "bronze"), self.paths["bronze"], entry)
@@ -475,7 +476,7 @@ def run_ingest(
         if final == FAILED:
             what = (
                 ""
-                if (stopped and not stopped.clean) or error.startswith("the follower")
+                if (stopped and not stopped.clean) or (error or "").startswith("the follower")
                 else "the streaming query failed: "
             )
             raise IngestError(f"{pipeline.name}: {what}{error}")
@@ -540,9 +541,9 @@ def _supervise(
         query.awaitTermination()
     except StreamingQueryException as exc:
         return FAILED, _short(exc), None
-    exc = query.exception()
-    if exc is not None:
-        return FAILED, _short(exc), None
+    failure = query.exception()
+    if failure is not None:
+        return FAILED, _short(failure), None
     return (FINISHED if mode == AVAILABLE_NOW else STOPPED), None, None
 
 

@@ -132,7 +132,9 @@ class _Field:
         s, v, text, name = self.spec, self.value(), self.text, self.spec.name
         out: list[tuple[str, Column, Column]] = []
         for rule in s.rules():
+            # each rule is one of s.rules(): the field declares it, so its setting is not None
             if rule == "allowed":
+                assert s.allowed is not None
                 allowed = list(s.allowed)
                 failed = ~(text if self.t.base == "string" else v).isin(*allowed)
                 shown = ", ".join(str(a) for a in allowed)
@@ -143,9 +145,11 @@ class _Field:
                 word = "below min" if rule == "min" else "above max"
                 detail = F.concat(F.lit(f"{name} "), _quoted(text), F.lit(f" is {word} {getattr(s, rule)}"))
             elif rule == "pattern":
+                assert s.pattern is not None
                 failed = ~text.rlike(s.pattern)
                 detail = F.concat(F.lit(f"{name} "), _quoted(text), F.lit(f" does not match pattern {s.pattern}"))
             elif rule == "max_length":
+                assert s.max_length is not None
                 failed = F.length(text) > s.max_length
                 detail = F.concat(
                     F.lit(f"{name} is "),

@@ -43,6 +43,7 @@ def test_local_master_settings(jars):
 def test_cluster_master_ships_the_package(jars):
     s = submit_settings("audit", "spark://master:7077")
     assert s.application.endswith("spark_apps/audit.py")
+    assert s.py_files is not None
     with zipfile.ZipFile(s.py_files) as zf:
         names = zf.namelist()
     assert "onceflow/__init__.py" in names and "onceflow/airflow/submit.py" in names

@@ -7,6 +7,7 @@ tests/integration/test_airflow_trigger.py.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from onceflow.airflow.triggers import PipelineHealthTrigger  # noqa: E402 -- aft
 
 ERROR, NOT_STARTED, TIMEOUT = Verdict.ERROR, Verdict.NOT_STARTED, Verdict.TIMEOUT
 
-KWARGS = {
+KWARGS: dict[str, Any] = {
     "pipeline_file": "/x/pipelines/payments.yaml",
     "fire_on": ["stalled", "healthy", "dead"],
     "since": 1763812345.25,

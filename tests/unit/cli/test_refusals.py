@@ -12,8 +12,9 @@ from onceflow.errors import RangeError
 from onceflow.ranges import offset_range
 
 
-def run(capsys, *argv: str) -> tuple[int, str]:
+def run(capsys, *argv: str) -> tuple[int | str | None, str]:
     """main(argv) -> (exit code, stderr with rich's line wraps undone)."""
+    code: int | str | None
     try:
         code = main(list(argv))
     except SystemExit as exc:  # argparse refusals

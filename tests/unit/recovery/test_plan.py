@@ -8,6 +8,7 @@ to end against the real components.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -130,21 +131,21 @@ def action(plan, kind):
 def test_a_running_job_is_never_touched():
     plan = decide(facts(checkpoint(B, 2), all_sinks(), running=True))
     assert plan.decision == REFUSE and plan.case == RUNNING and plan.actions == []
-    assert "pid 4242" in plan.refusal and "stop it first" in plan.refusal
+    assert "pid 4242" in (plan.refusal or "") and "stop it first" in (plan.refusal or "")
     assert plan.override is None  # no flag lifts this one
 
 
 def test_sinks_written_from_another_topic_are_refused():
     led = ledgers(bronze=[LedgerEntry(T, "bronze", 0, 0, "other", {0: 0}, {0: 5})])
     plan = decide(facts(MISSING_CK, led, generation=None))
-    assert plan.decision == REFUSE and "'other'" in plan.refusal and plan.actions == []
+    assert plan.decision == REFUSE and "'other'" in (plan.refusal or "") and plan.actions == []
 
 
 # -- nothing to do -------------------------------------------------------------------------
 def test_no_checkpoint_and_no_sink_batches_is_a_first_run():
     plan = decide(facts(MISSING_CK, ledgers(), generation=None))
     assert plan.decision == NOTHING and plan.case == FRESH and plan.actions == []
-    assert "earliest" in plan.next_step
+    assert "earliest" in (plan.next_step or "")
 
 
 # -- dead query, healthy checkpoint: restart -----------------------------------------------
@@ -158,7 +159,10 @@ def test_dead_query_with_healthy_checkpoint_restarts_from_it():
 
 
 # -- a run that ended cleanly: nothing to recover -------------------------------------------------
-CLEAN = {"run_id": "r1", "final": {"status": "finished", "error": None, "time": "2026-11-22T14:08:44.824Z"}}
+CLEAN: dict[str, Any] = {
+    "run_id": "r1",
+    "final": {"status": "finished", "error": None, "time": "2026-11-22T14:08:44.824Z"},
+}
 
 
 @pytest.mark.parametrize(
@@ -216,7 +220,7 @@ def test_corrupt_checkpoint_starts_a_new_generation_at_the_ledgers_point():
     assert plan.decision == NEW_GENERATION and plan.case == CORRUPT
     assert plan.generation == 1 and plan.previous_generation == 0
     assert plan.resume == {0: 300, 1: 160}
-    assert json.loads(plan.starting_offsets) == {T: {"0": 300, "1": 160}}
+    assert json.loads(plan.starting_offsets or "null") == {T: {"0": 300, "1": 160}}
     assert [a.kind for a in plan.actions] == [MOVE_CHECKPOINT, WRITE_IDENTITY]
     assert action(plan, MOVE_CHECKPOINT)[0].params == {"from": CP, "to": f"{CP}.broken-STAMP"}
     ident = action(plan, WRITE_IDENTITY)[0].params
@@ -231,7 +235,7 @@ def test_missing_checkpoint_moves_nothing_and_names_every_kafka_partition():
     )
     assert plan.decision == NEW_GENERATION and plan.case == MISSING and plan.generation == 1
     assert [a.kind for a in plan.actions] == [WRITE_IDENTITY]
-    assert json.loads(plan.starting_offsets) == {T: {"0": 300, "1": 160, "2": -2}}
+    assert json.loads(plan.starting_offsets or "null") == {T: {"0": 300, "1": 160, "2": -2}}
 
 
 def test_identity_unreadable_is_corrupt_and_generation_follows_the_ledgers():
@@ -294,7 +298,7 @@ def test_an_empty_sink_beside_written_ones_is_read_from_the_pipelines_origin():
         bronze=entries("bronze", B, start={0: 10, 1: 5}), aggregates=entries("aggregates", B, start={0: 10, 1: 5})
     )
     plan = decide(facts(MISSING_CK, led, generation=None))
-    assert plan.resume == {0: 10, 1: 5} and plan.sink_floors["quarantine"] == {"0": 10, "1": 5}
+    assert plan.resume == {0: 10, 1: 5} and (plan.sink_floors or {})["quarantine"] == {"0": 10, "1": 5}
 
 
 # -- checkpoint ahead of a sink ----------------------------------------------------------------
@@ -304,7 +308,7 @@ def test_checkpoint_ahead_of_a_sink_is_refused_without_force():
     )
     plan = decide(facts(checkpoint(B, 2), led))
     assert plan.decision == REFUSE and plan.case == AHEAD and plan.override == "--force"
-    assert "bronze holds batch 0" in plan.refusal and "--force" in plan.refusal and plan.actions == []
+    assert "bronze holds batch 0" in (plan.refusal or "") and "--force" in (plan.refusal or "") and plan.actions == []
 
 
 def test_checkpoint_ahead_with_force_rereads_what_the_sink_lost():
@@ -314,7 +318,8 @@ def test_checkpoint_ahead_with_force_rereads_what_the_sink_lost():
     plan = decide(facts(checkpoint(B, 2), led), force=True)
     assert plan.decision == NEW_GENERATION and plan.case == AHEAD and plan.generation == 1
     assert plan.resume == {0: 100, 1: 50}
-    assert plan.sink_floors["bronze"] == {"0": 100, "1": 50} and plan.sink_floors["quarantine"] == {"0": 300, "1": 160}
+    floors = plan.sink_floors or {}
+    assert floors["bronze"] == {"0": 100, "1": 50} and floors["quarantine"] == {"0": 300, "1": 160}
     assert [a.kind for a in plan.actions] == [MOVE_CHECKPOINT, WRITE_IDENTITY]
 
 
@@ -323,7 +328,7 @@ def test_retention_past_the_resume_point_is_refused_with_the_exact_lost_ranges()
     plan = decide(facts(checkpoint(B, 2), all_sinks(), earliest={0: 340, 1: 160}))
     assert plan.decision == REFUSE and plan.case == RETENTION and plan.override == "--accept-loss"
     assert [(r.partition, r.start, r.end, r.sinks) for r in plan.lost] == [(0, 300, 340, list(FED))]
-    assert "[300, 340)" in plan.refusal and plan.actions == []
+    assert "[300, 340)" in (plan.refusal or "") and plan.actions == []
 
 
 def test_accepted_loss_records_loss_entries_and_resumes_at_the_log_start():
@@ -364,7 +369,7 @@ def test_checkpoint_past_retention_but_sinks_not_needs_no_loss():
 
 def test_offsets_past_kafkas_end_are_refused():
     plan = decide(facts(checkpoint(B, 2), all_sinks(), latest={0: 40, 1: 40}))
-    assert plan.decision == REFUSE and plan.case == KAFKA_BEHIND and "recreated" in plan.refusal
+    assert plan.decision == REFUSE and plan.case == KAFKA_BEHIND and "recreated" in (plan.refusal or "")
 
 
 # -- a recovery run twice is a restart of the prepared generation ---------------------------------
@@ -510,7 +515,7 @@ def test_the_plan_names_sink_floors_only_where_a_sink_is_ahead():
 
 def test_recovery_hints_name_the_real_dag_and_command():
     plan = decide(facts(checkpoint(B, 2), all_sinks()))
-    assert "<" not in plan.next_step
+    assert "<" not in (plan.next_step or "")
     assert plan.next_step == (
         f"start the query: `onceflow ingest --pipeline {plan.pipeline}` (or `onceflow recover "
         f"--pipeline {plan.pipeline} --resume`); in Airflow the {plan.pipeline}_recover DAG "

@@ -97,8 +97,10 @@ def test_a_good_declaration_loads_with_defaults(tmp_path):
         ),
     )
     assert p.schema.max_bytes == 16384 and p.schema.event_id is None
-    assert p.schema.field("fw").keys == ("meta", "fw") and p.schema.field("ts").json_path == "$.ts"
-    assert [m.name for m in p.sinks.aggregates.parsed_metrics()] == ["n", "s"]
+    fw, ts, aggregates = p.schema.field("fw"), p.schema.field("ts"), p.sinks.aggregates
+    assert fw is not None and ts is not None and aggregates is not None
+    assert fw.keys == ("meta", "fw") and ts.json_path == "$.ts"
+    assert [m.name for m in aggregates.parsed_metrics()] == ["n", "s"]
     assert p.kafka_key == "site"  # no event_id: the first group_by field
 
 

@@ -17,7 +17,8 @@ def test_lag_is_kafkas_latest_minus_the_batch_end_per_partition():
 
 
 def test_a_fast_trigger_prints_one_line_every_few_seconds_summing_the_batches():
-    lines, clock = [], ManualClock()
+    lines: list[str] = []
+    clock = ManualClock()
     log = BatchLog(lines.append, max_lag=1000, every=5, clock=clock)
     for batch in range(12):  # a 1-second trigger
         clock.now += 1
@@ -31,7 +32,8 @@ def test_a_fast_trigger_prints_one_line_every_few_seconds_summing_the_batches():
 
 
 def test_slow_batches_each_get_their_line_and_lag_above_max_lag_is_lagging():
-    lines, clock = [], ManualClock()
+    lines: list[str] = []
+    clock = ManualClock()
     log = BatchLog(lines.append, max_lag=50_000, every=5, clock=clock)
     clock.now = 60
     log.batch(0, rows=2_000_000, seconds=58.4, lag=1_200_000)
@@ -44,7 +46,8 @@ def test_slow_batches_each_get_their_line_and_lag_above_max_lag_is_lagging():
 
 
 def test_an_idle_stream_says_so_once_a_minute():
-    lines, clock = [], ManualClock()
+    lines: list[str] = []
+    clock = ManualClock()
     log = BatchLog(lines.append, every=5, idle_every=60, clock=clock)
     clock.now = 10
     log.batch(3, rows=1, seconds=0.5, lag=0)
@@ -59,8 +62,9 @@ def test_an_idle_stream_says_so_once_a_minute():
 
 
 def test_the_listener_writes_the_status_log_and_the_lines(tmp_path):
-    lines = []
+    lines: list[str] = []
     listener = StatusListener(StatusLog(tmp_path, "p"), "run-1", "t", log=lines.append, max_lag=10)
+    assert listener.batch_log is not None
     listener.batch_log.every = 0  # every batch a line
     source = SimpleNamespace(
         endOffset=json.dumps({"t": {"0": 40, "1": 10}}), latestOffset=json.dumps({"t": {"0": 50, "1": 30}})
@@ -82,7 +86,7 @@ def test_the_listener_writes_the_status_log_and_the_lines(tmp_path):
 
 
 def test_closing_the_listener_prints_the_batches_still_pending_once(tmp_path):
-    lines = []
+    lines: list[str] = []
     listener = StatusListener(StatusLog(tmp_path, "p"), "run-1", "t", log=lines.append)
     source = SimpleNamespace(endOffset=json.dumps({"t": {"0": 5}}), latestOffset=json.dumps({"t": {"0": 5}}))
     progress = SimpleNamespace(

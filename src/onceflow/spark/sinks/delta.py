@@ -67,7 +67,11 @@ def batch_aggregates(bronze: DataFrame, schema: Schema, aggs: AggregatesSpec, wi
     types = tables.aggregate_columns(schema, aggs)
     exprs = []
     for m in aggs.parsed_metrics():
-        e = F.count(F.lit(1)) if m.func == "count" else getattr(F, m.func)(F.col(m.field))
+        if m.func == "count":
+            e = F.count(F.lit(1))
+        else:
+            assert m.field is not None  # every metric but count names its field
+            e = getattr(F, m.func)(F.col(m.field))
         exprs.append(e.cast(types[m.name]).alias(m.name))
     return (
         bronze.groupBy(*aggs.group_by, F.window(schema.event_time, window).alias("w"))

@@ -181,7 +181,7 @@ def _ledger_reader(bootstrap: str, timeout: float) -> Iterator[LedgerReader]:
             yield reader
         return
     key = (bootstrap, timeout)
-    reader = _READERS.pop(key, None) or LedgerReader(bootstrap, timeout=timeout)
+    reader = _READERS.pop(key) if key in _READERS else LedgerReader(bootstrap, timeout=timeout)
     try:
         yield reader
     except BaseException:
@@ -320,10 +320,12 @@ def _abort(spec: TaskSpec, task: int, producer: Producer) -> None:
 def _crash_before_commit(spec: TaskSpec, task: int, producer: Producer, reader: LedgerReader) -> None:
     """Fault injection: this task's rows are in the log (uncommitted) once the tasks
     below the fault's K have committed this batch; then the whole driver dies."""
+    fault = spec.fault
+    assert fault is not None  # called only when the fault crashes this task
     producer.flush(60)
 
     def lower_tasks_committed() -> bool:
-        for t in range(spec.fault.tasks):
+        for t in range(fault.tasks):
             latest = reader.latest(
                 spec.ledger_topic,
                 ledger_partition(t, spec.ledger_partitions),
@@ -333,8 +335,8 @@ def _crash_before_commit(spec: TaskSpec, task: int, producer: Producer, reader: 
                 return False
         return True
 
-    faults.wait_for(lower_tasks_committed, f"tasks below {spec.fault.tasks} of batch {spec.batch_id} to commit")
-    faults.kill_driver(spec.fault, f"batch {spec.batch_id}: task {task} crashes before its commit")
+    faults.wait_for(lower_tasks_committed, f"tasks below {fault.tasks} of batch {spec.batch_id} to commit")
+    faults.kill_driver(fault, f"batch {spec.batch_id}: task {task} crashes before its commit")
 
 
 class TaskWriter:

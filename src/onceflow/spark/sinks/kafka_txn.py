@@ -226,8 +226,10 @@ class KafkaTxnSink:
         fence the previous one too and work out what it already delivered."""
         self._fence(self.generation, self.task_partitions)
         ours = lambda key, r: r.pipeline == self.pipeline  # noqa: E731
+        ledger_partitions = self._ledger_partitions
+        assert ledger_partitions is not None  # prepare() counted them first
         with LedgerReader(self.bootstrap, timeout=self.txn_timeout_ms / 1000 + 30) as reader:
-            newest = [reader.newest(self.ledger_topic, lp, ours, wait=False) for lp in range(self._ledger_partitions)]
+            newest = [reader.newest(self.ledger_topic, lp, ours, wait=False) for lp in range(ledger_partitions)]
             newer = sorted({r.generation for r in newest if r is not None and r.generation > self.generation})
             if newer:
                 raise KafkaSinkError(
@@ -238,7 +240,7 @@ class KafkaTxnSink:
             own = [
                 reader.latest(
                     self.ledger_topic,
-                    ledger_partition(t, self._ledger_partitions),
+                    ledger_partition(t, ledger_partitions),
                     ledger_key(self.pipeline, self.generation, t),
                     wait=False,
                 )
@@ -253,7 +255,7 @@ class KafkaTxnSink:
             self._fence(older, n_old)
             latest = [
                 reader.latest(
-                    self.ledger_topic, ledger_partition(t, self._ledger_partitions), ledger_key(self.pipeline, older, t)
+                    self.ledger_topic, ledger_partition(t, ledger_partitions), ledger_key(self.pipeline, older, t)
                 )
                 for t in range(n_old)
             ]
@@ -262,6 +264,7 @@ class KafkaTxnSink:
     # -- one micro-batch
     def spec(self, batch_id: int, start: dict[int, int], end: dict[int, int], source_topic: str) -> TaskSpec:
         self.prepare()
+        assert self._ledger_partitions is not None  # prepare() counted them
         start = {int(p): int(o) for p, o in start.items()}
         end = {int(p): int(o) for p, o in end.items()}
         carry = self.carry.for_batch(start) if self.carry else None
@@ -275,7 +278,7 @@ class KafkaTxnSink:
             ledger_topic=self.ledger_topic,
             ledger_partitions=self._ledger_partitions,
             task_partitions=self.task_partitions,
-            key_expr=self.config.key,
+            key_expr=self.config.key,  # type: ignore[arg-type]  # for_pipeline sets it (Pipeline.kafka_key)
             source_topic=source_topic,
             batch_id=int(batch_id),
             start=start,
@@ -298,7 +301,7 @@ class KafkaTxnSink:
 
         try:
             rows = batch_df.select(
-                F.expr(self.config.key).cast("binary").alias("key"),
+                F.expr(self.config.key).cast("binary").alias("key"),  # type: ignore[arg-type]  # as in spec()
                 F.expr(self.config.value).cast("binary").alias("value"),
                 F.col("_partition"),
                 F.col("_offset"),
