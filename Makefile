@@ -7,7 +7,7 @@ ONCEFLOW := $(VENV)/bin/onceflow
 # processes, a module at a time each: one waits on a trigger or a JVM start while the other computes
 PYTEST_ARGS ?= -v --durations=25 -n 2 --dist loadfile --no-loadscope-reorder
 
-.PHONY: setup venv jars demo test test-fast test-unit lock kafka-start kafka-stop clean
+.PHONY: setup venv jars demo lint test test-fast test-unit lock kafka-start kafka-stop clean
 
 setup: venv jars
 
@@ -28,13 +28,23 @@ jars: venv
 demo: setup
 	$(ONCEFLOW) demo
 
-test: setup
+# formatting, lint and types over the six Python trees, zero findings (pyproject.toml: [tool.ruff],
+# [tool.mypy]; the import contracts run with the unit tests); each tool prints its wall time. Run first
+# by test and test-fast, so CI (`make test`) fails on a finding before the suite starts
+LINT_DIRS := src dags plugins spark_apps benchmarks tests
+lint: venv
+	@set -e; for tool in "ruff format --check" "ruff check" "mypy"; do \
+	  start=$$(date +%s%N); $(VENV)/bin/$$tool $(LINT_DIRS); \
+	  echo "lint: $$tool: $$(( ($$(date +%s%N) - start) / 1000000 )) ms"; \
+	done
+
+test: setup lint
 	$(PY) -m pip check
 	$(PY) -m pytest $(PYTEST_ARGS) tests
 
 # the inner loop while working: unit tests and the integration tests that start no Spark JVM
 # (the real broker, Airflow triggers, the producer); about 2 minutes (docs/testing.md)
-test-fast: setup
+test-fast: setup lint
 	$(PY) -m pytest -q --durations=10 -m "not spark and not e2e" tests
 
 test-unit: venv
