@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 
 import pytest
@@ -351,7 +352,13 @@ def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_pat
     _write(sink, source, 0)
     checks = {c.name: c for c in output_checks(spark, pipeline)}
     assert all(c.status == PASSED for c in checks.values()), {n: c.as_dict() for n, c in checks.items()}
-    assert set(checks) == {"kafka_ledger", "kafka_output_loss", "kafka_output_phantoms", "kafka_output_duplicates"}
+    assert set(checks) == {
+        "kafka_ledger",
+        "kafka_output_loss",
+        "kafka_output_phantoms",
+        "kafka_output_duplicates",
+        "kafka_output_values",
+    }
 
     # a copy of one output record, and a record claiming to come from an aborted input transaction
     one = consume_all(broker.bootstrap, "ks-audit-out")[0]
@@ -366,6 +373,36 @@ def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_pat
     assert checks["kafka_output_duplicates"].observed["duplicate_keys"] == 1
     assert checks["kafka_output_phantoms"].status == "failed" and checks["kafka_output_phantoms"].observed == 1
     assert checks["kafka_output_loss"].status == PASSED
+
+
+def test_a_value_that_cuts_timestamps_to_milliseconds_fails_the_audit(broker, source, tmp_path):
+    """A bare `to_json(struct(*))` writes Spark's default JSON timestamps, milliseconds: the
+    output no longer carries bronze's values, and the audit says which field."""
+    from onceflow.audit.kafka_output import output_checks
+    from tests.pipeline_helpers import load_pipeline
+
+    pipeline = load_pipeline(
+        tmp_path,
+        broker.bootstrap,
+        source["topic"],
+        name="ks_millis",
+        sinks={
+            "bronze": {"path": str(tmp_path / "b")},
+            "quarantine": {"path": str(tmp_path / "q")},
+            "kafka": {"topic": "ks-millis-out", "ledger_topic": "ks-millis-ledger", "value": "to_json(struct(*))"},
+        },
+    )
+    _write(KafkaTxnSink.for_pipeline(pipeline, GENERATION), source, 0)
+    values = next(c for c in output_checks(source["bronze"].sparkSession, pipeline) if c.name == "kafka_output_values")
+    assert values.status == "failed", values.as_dict()
+    assert set(values.observed) == {"event_time"}, values.observed
+    cut = [
+        e
+        for e in source["summary"].records
+        if e.kind == VALID and not e.aborted and e.values["event_time"][23:26] != "000"
+    ]
+    assert values.observed["event_time"] == len(cut), "each event whose microseconds are not zero"
+    assert re.search(r'"event_time":"[^"]*:\d\d\.\d{3}Z"', values.samples[0]["output"]), values.samples[0]
 
 
 def test_recovery_and_audit_read_the_kafka_sink_ledger(broker, spark, tmp_path):

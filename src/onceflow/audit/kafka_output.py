@@ -11,6 +11,8 @@ records (read_committed, judged by the audit's own judge, schema/reference.py):
 - phantoms: an output record that is not a committed valid source record
   (this is where records of aborted input transactions would show);
 - duplicates: a source record with more than one output record;
+- values: every declared field an output record carries (under its bronze name) equals the
+  source record's value exactly: timestamps to the microsecond, decimals to their scale;
 - the ledger itself: contiguous batches, agreeing task partitions.
 
 Output records of a batch only some task partitions committed (the in-doubt
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import json
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow.config import Pipeline
@@ -55,7 +57,17 @@ def read_output(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
         F.col("partition").alias("out_partition"),
         F.col("offset").alias("out_offset"),
         *[parsed[c].alias(c) for c in KEY],
+        F.col("value").cast("string").alias("out_value"),
     )
+
+
+def _value_differs(name: str, sql_type: str) -> Column:
+    """The output value carries field `name` and it is not the source record's value. Read back
+    with Spark's default JSON reading, which takes any fraction of a second: a timestamp the
+    value cut to milliseconds differs from the microseconds the source holds."""
+    carried = F.get_json_object("out_value", f"$.{name}").isNotNull()
+    read = F.from_json("out_value", f"`{name}` {sql_type}")[name]
+    return carried & ~read.eqNullSafe(F.col(name))
 
 
 def _span(ledger: KafkaLedger, complete_only: bool) -> dict[int, tuple[int, int]]:
@@ -106,10 +118,12 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
 
     output = read_output(spark, bootstrap, topic).where(F.col("_topic") == pipeline.source.topic)
     unmapped = read_output(spark, bootstrap, topic).where(F.col("_partition").isNull()).count()
+    fields = {f.name: f.ftype.sql for f in pipeline.schema.fields}
     source = (
         read_source(spark, pipeline, seen)
         .where(F.col("reason").isNull())
-        .select(*KEY, F.lit(True).alias("in_source"), _in(complete).alias("complete"))
+        .select(*KEY, *fields, F.lit(True).alias("in_source"), _in(complete).alias("complete"))
+        .cache()
     )
     copies = output.groupBy(*KEY).agg(F.count(F.lit(1)).alias("copies"))
     j = source.join(copies, list(KEY), "full_outer").cache()
@@ -165,6 +179,38 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
                 samples=samples(F.col("copies") > 1) if dup else [],
             )
         )
+        checks.append(_values_check(output, source, fields))
     finally:
         j.unpersist()
+        source.unpersist()
     return checks
+
+
+def _values_check(output: DataFrame, source: DataFrame, fields: dict[str, str]) -> Check:
+    """Each declared field the output carries, against the committed source record's value."""
+    pairs = output.join(source.drop("in_source", "complete"), list(KEY), "inner")
+    differs = {name: _value_differs(name, sql_type) for name, sql_type in fields.items()}
+    counts = pairs.agg(
+        F.count(F.lit(1)).alias("compared"),
+        *[F.count(F.when(cond, 1)).alias(name) for name, cond in differs.items()],
+    ).first()
+    assert counts is not None  # an aggregate without groups has one row
+    wrong = {name: counts[name] for name in fields if counts[name]}
+    any_wrong = F.lit(False)
+    for cond in differs.values():
+        any_wrong = any_wrong | cond
+    samples = []
+    if wrong:
+        rows = pairs.where(any_wrong).select(*KEY, F.substring("out_value", 1, 300).alias("output"), *fields)
+        samples = [{k: str(v) for k, v in r.asDict().items()} for r in rows.limit(MAX_SAMPLES).collect()]
+    return check(
+        "kafka_output_values",
+        "every declared field the Kafka output carries is the source record's value, exactly",
+        not wrong,
+        expected="no field differs",
+        observed=wrong or "none",
+        samples=samples,
+        detail=f"{counts['compared']} output records compared field by field ({', '.join(fields)}); a timestamp "
+        "cut to milliseconds or a decimal rounded shows here: keep sinks.kafka.value's default, or its "
+        "timestampFormat option",
+    )
