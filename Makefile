@@ -47,6 +47,14 @@ test: setup lint
 test-fast: setup lint
 	$(PY) -m pytest -q --durations=10 -m "not spark and not e2e" tests
 
+# the job's validation against the audit's judge over many more drawn records than `make test`'s
+# seeded budget (tests/integration/test_parse_properties.py); prints how many it tried and how long
+FUZZ_EXAMPLES ?= 400
+.PHONY: fuzz
+fuzz: setup
+	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -s -p no:cacheprovider \
+	  tests/integration/test_parse_properties.py
+
 test-unit: venv
 	$(PY) -m pytest tests/unit
 

@@ -10,8 +10,25 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import Phase, settings
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Property tests (tests/json_space.py): `ci`, what `make test` runs, is a fixed, seeded budget;
+# `fuzz` (`make fuzz`) a long random one; the number of examples may be set with FUZZ_EXAMPLES
+# (no shrinking in `ci`: each example is a Spark job, and the failing batch is printed whole)
+settings.register_profile(
+    "ci",
+    max_examples=12,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+)
+settings.register_profile(
+    "fuzz", max_examples=int(os.environ.get("FUZZ_EXAMPLES", "400")), database=None, print_blob=True
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
 os.environ.setdefault("ONCEFLOW_PROJECT", str(ROOT))
 

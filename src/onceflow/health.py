@@ -20,8 +20,10 @@ from onceflow.checkpoint import COMMITS, Checkpoint
 from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError
 from onceflow.ledger import follower_lag
+from onceflow.poison import poisoned_batch
 from onceflow.sinks import FOLLOWS, PipelineFacts, read_facts
 from onceflow.status import FAILED, FINAL, IDLE, PROGRESS, STARTED, StatusLog, ended
+from onceflow.unprocessable import Unprocessable
 from onceflow.verdicts import EXIT_CODES, Verdict
 
 RATE_WINDOW = 20  # progress events the commit rate and batch duration are averaged over
@@ -154,7 +156,8 @@ def _sink_facts(facts: PipelineFacts) -> dict:
 
 def _run_facts(pipeline: Pipeline, facts: PipelineFacts, now: float) -> dict:
     """The newest run from the status log, the lock, and rates from recent progress events."""
-    run = StatusLog(pipeline.state_path, pipeline.name).last_run()
+    status = StatusLog(pipeline.state_path, pipeline.name)
+    run = status.last_run()
     running = facts.running
     started = next((e for e in run if e.get("event") == STARTED), None)
     final = run[-1] if run and run[-1].get("event") == FINAL else None
@@ -189,6 +192,9 @@ def _run_facts(pipeline: Pipeline, facts: PipelineFacts, now: float) -> dict:
         "_progress_epoch": progress[-1]["epoch"] if progress else None,
         "_beat_epoch": beats[-1]["epoch"] if beats else None,
         "_holder_epoch": _parse_iso((facts.holder or {}).get("started")),
+        "poisoned": poisoned.as_dict()
+        if (poisoned := poisoned_batch(status, Unprocessable.load(pipeline.state_path)))
+        else None,
     }
 
 
@@ -226,6 +232,17 @@ def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
             return Verdict.DEAD, [
                 f"the last run ({run['run_id']}) has no final event and no process holds the run "
                 "lock: the job died (killed or crashed) without stopping"
+            ]
+        if final["status"] == FAILED and run["poisoned"]:
+            b = run["poisoned"]
+            return Verdict.POISONED, [
+                f"batch {b['batch_id']} (generation {b['generation']}; offsets "
+                + ", ".join(f"partition {p} [{a}, {z})" for p, (a, z) in b["ranges"].items())
+                + f") failed {b['runs']} runs in a row since {b['since']}: {b['error']}",
+                f"a restart re-runs the same offsets and fails the same way. Fix: `onceflow quarantine "
+                f"--pipeline {report['pipeline']} --batch {b['batch_id']}` moves them to quarantine "
+                "(reason unprocessable, raw bytes kept), then start the job again "
+                "(docs/runbooks/poison-batch.md)",
             ]
         if final["status"] == FAILED:
             return Verdict.FAILED, [f"the last run failed at {final['time']}: {final['error']}"]

@@ -75,14 +75,19 @@ class StatusLog:
         except FileNotFoundError:
             return
 
+    def runs(self) -> list[list[dict]]:
+        """The events of each run, oldest run first (a run is its `started` event and what follows)."""
+        runs: list[list[dict]] = []
+        for event in self.events():
+            if event.get("event") == STARTED or not runs:
+                runs.append([])
+            runs[-1].append(event)
+        return runs
+
     def last_run(self) -> list[dict]:
         """The events of the newest run (from its `started` event on)."""
-        run: list[dict] = []
-        for event in self.events():
-            if event.get("event") == STARTED:
-                run = []
-            run.append(event)
-        return run
+        runs = self.runs()
+        return runs[-1] if runs else []
 
 
 class RunLock:

@@ -16,6 +16,7 @@ class Verdict(StrEnum):
     STALLED = "stalled"  # running, lag > 0, no batch committed for too long
     DEAD = "dead"  # a run without a final event and no live process, or no heartbeat
     FAILED = "failed"  # the last run failed
+    POISONED = "poisoned"  # the last runs all failed on the same batch (onceflow.poison): restarts cannot help
     BROKEN = "broken"  # the checkpoint is unusable
     UNKNOWN = "unknown"  # the checkpoint or the lag cannot be read
     # outcomes the Airflow trigger adds (onceflow.airflow.triggers)
@@ -24,7 +25,7 @@ class Verdict(StrEnum):
     TIMEOUT = "timeout"  # the trigger's own time limit passed
 
 
-PROBLEMS = (Verdict.STALLED, Verdict.DEAD, Verdict.FAILED, Verdict.BROKEN)
+PROBLEMS = (Verdict.STALLED, Verdict.DEAD, Verdict.FAILED, Verdict.POISONED, Verdict.BROKEN)
 
 # `onceflow checkpoint status` exit codes (docs/checkpoint-status.md)
 EXIT_CODES: dict[str, int] = {
@@ -35,6 +36,7 @@ EXIT_CODES: dict[str, int] = {
     Verdict.STALLED: 1,
     Verdict.DEAD: 1,
     Verdict.FAILED: 1,
+    Verdict.POISONED: 1,
     Verdict.BROKEN: 2,
     Verdict.UNKNOWN: 2,
 }
@@ -48,6 +50,7 @@ STYLES: dict[str, str] = {
     Verdict.STALLED: "bold red",
     Verdict.DEAD: "bold red",
     Verdict.FAILED: "bold red",
+    Verdict.POISONED: "bold red",
     Verdict.BROKEN: "bold red",
     Verdict.UNKNOWN: "bold magenta",
 }
@@ -59,6 +62,7 @@ COLORS: dict[str, str] = {
     Verdict.STALLED: "#b00020",
     Verdict.DEAD: "#b00020",
     Verdict.FAILED: "#b00020",
+    Verdict.POISONED: "#b00020",
     Verdict.BROKEN: "#b00020",
     Verdict.UNKNOWN: "#b26b00",
     Verdict.ERROR: "#b00020",

@@ -35,7 +35,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM 
 
 # the corpus's valid records share one id: uniqueness is not what this test is about
 NO_ID = {**SCHEMA.model_dump(mode="json", exclude_none=True), "event_id": None}
-AGGREGATES = {"group_by": ["site"], "metrics": {"events": "count", "total": "sum(amount)", "top": "max(n)"}}
+AGGREGATES = {
+    "group_by": ["site"],
+    # big_sum: two longs of 2^63-1 sum past a bigint (issue #36): the merge must not overflow
+    "metrics": {"events": "count", "total": "sum(amount)", "top": "max(n)", "big_sum": "sum(big)"},
+}
 
 
 @pytest.fixture(scope="module")

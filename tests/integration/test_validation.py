@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM 
 
 SCHEMA = Schema.model_validate(
     {
-        "max_bytes": 400,
+        "max_bytes": 20000,
         "event_time": "ts",
         "event_id": "id",
         "fields": [
@@ -37,6 +37,8 @@ SCHEMA = Schema.model_validate(
             {"name": "flag", "type": "boolean", "required": False},
             {"name": "day", "type": "date", "required": False},
             {"name": "code", "type": "string", "required": False, "pattern": "^[A-Z]{3}$"},
+            {"name": "memo", "type": "string", "required": False},
+            {"name": "big", "type": "long", "required": False},
             {"name": "ts", "type": "timestamp", "path": "$.meta.ts"},
         ],
     }
@@ -65,9 +67,21 @@ VALID = [
     j(ok(meta={"ts": "2026-01-01T01:00:00+01:00", "extra": [1, {"y": None}]})),
     j(ok(site="b", x=-1.5, amount="0.1")),
     j(ok(note="caf\u00e9 \U0001f600")),
+    # valid records that stopped the job or were refused for nothing (issue #36): long strings, long
+    # runs of escapes, nesting at the limit, decimal text with leading and trailing zeros, the sums of
+    # two longs past 2^63 (the aggregates of tests/integration/test_strict_input.py)
+    j(ok(memo="p" * 2000)),
+    j(ok(memo="p" * 16000)),
+    j(ok(memo="\n" * 3000)),
+    j(ok(memo='"\\' * 2500)),
+    j(ok(memo="\U0001f600" * 1000, note="\u2028" * 1000)),
+    j(ok(extra=json.loads("[" * 499 + "]" * 499))),
+    j(ok(amount="0012.3400")),
+    j(ok(big=2**63 - 1)),
+    j(ok(big=2**63 - 1)),
 ]
 MALFORMED = [
-    (b"x" * 401, R.OVERSIZED),
+    (b"x" * 20001, R.OVERSIZED),
     (b'{"id": "\xff"}', R.INVALID_UTF8),
     (j(ok())[:-1] + b', "z": "\xc0\x80"}', R.INVALID_UTF8),
     (b'{"id": ', R.INVALID_JSON),
@@ -122,6 +136,29 @@ MALFORMED = [
     (j(ok(code="eur")), R.PATTERN_MISMATCH),
     (j(ok(id="not-a-uuid")), R.NOT_A_UUID),
     (j(ok(site="c", n=-1)), R.NOT_ALLOWED),
+    # the limits and the whole-value anchors (issue #36)
+    (j(ok(extra=json.loads("[" * 500 + "]" * 500))), R.TOO_DEEP),
+    (j(ok())[:-1] + b', "z": ' + b"[" * 2000 + b"]" * 2000 + b"}", R.TOO_DEEP),
+    (j(ok())[:-1] + b', "z": ' + b"1" * 501 + b"}", R.NUMBER_TOO_LONG),
+    (b'{"\\ud800": 1, "x": 2}', R.LONE_SURROGATE),
+    (j(ok())[:-1] + b', "q": "\\\\ud800\\udc00"}', R.LONE_SURROGATE),
+    (b"{'id': 1}", R.INVALID_JSON),
+    (j(ok()).replace(b'"a"', b'"a\tb"', 1), R.INVALID_JSON),  # a raw tab inside a string
+    (j(ok(code="EUR\n")), R.PATTERN_MISMATCH),
+    (j(ok(code="EUR\r")), R.PATTERN_MISMATCH),
+    (j(ok(code="EUR\u2028")), R.PATTERN_MISMATCH),
+    (j(ok(id=ID + "\n")), R.NOT_A_UUID),
+    (j(ok(day="2026-02-28\n")), R.INVALID_VALUE),
+    (j(ok(amount="12.5\n")), R.INVALID_VALUE),
+    (j(ok(amount=" 12.5")), R.INVALID_VALUE),
+    (j(ok(meta={"ts": "2026-01-01T00:00:00Z\n"})), R.INVALID_VALUE),
+    (j(ok(meta={"ts": "2026-01-01T00:00:00Z\u2028"})), R.INVALID_VALUE),
+    (j(ok(meta={"ts": "0001-01-01T00:00:00+01:00"})), R.INVALID_VALUE),
+    (j(ok(meta={"ts": "2026-01-01T00:00:00+18:30"})), R.INVALID_VALUE),
+    (j(ok(meta={"ts": "2026-01-01T23:59:60Z"})), R.INVALID_VALUE),
+    (j(ok()).replace(b'"n": 5', b'"n": 5.' + b"0" * 40), R.WRONG_TYPE),
+    (j(ok()).replace(b'"n": 5', b'"n": 1e400'), R.WRONG_TYPE),
+    (j(ok(x=1)).replace(b'"x": 1', b'"x": 1e400'), R.INVALID_VALUE),
 ]
 
 

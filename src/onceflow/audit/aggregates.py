@@ -16,16 +16,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow import tables
 from onceflow.audit.rows import read_table
 from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, SKIPPED, Check, CommittedPoint, check, jsonable
+from onceflow.schema.model import Metric
 
 # relative difference allowed between a streamed and a recomputed double metric (exact for the others)
 DOUBLE_TOLERANCE = 1e-9
+
+
+def _metric(m: Metric, sql_type: str) -> Column:
+    """One metric over all of bronze, in SQL; a sum adds in the column's own type, as wide as
+    the declaration made it (a long's sum would overflow a bigint)."""
+    if m.func == "count":
+        return F.count(F.lit(1)).cast(sql_type)
+    arg = f"CAST(`{m.field}` AS {sql_type})" if m.func == "sum" else f"`{m.field}`"
+    return F.expr(f"{m.func}({arg})").cast(sql_type)
 
 
 def recompute(bronze: DataFrame, pipeline: Pipeline) -> DataFrame:
@@ -34,10 +44,7 @@ def recompute(bronze: DataFrame, pipeline: Pipeline) -> DataFrame:
     assert aggs is not None  # called for a pipeline with sinks.aggregates
     types = tables.aggregate_columns(schema, aggs)
     metrics = aggs.parsed_metrics()
-    exprs = [
-        (F.count(F.lit(1)) if m.func == "count" else F.expr(f"{m.func}(`{m.field}`)")).cast(types[m.name]).alias(m.name)
-        for m in metrics
-    ]
+    exprs = [_metric(m, types[m.name]).alias(m.name) for m in metrics]
     return (
         bronze.groupBy(*aggs.group_by, F.window(schema.event_time, aggs.window).alias("w"))
         .agg(*exprs)

@@ -29,6 +29,7 @@ from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, SKIPPED, Check, CommittedPoint, check, jsonable
 from onceflow.schema.model import Schema
 from onceflow.spark.kafka_read import kafka_options
+from onceflow.unprocessable import Unprocessable
 
 _COUNTS = (
     "source_records",
@@ -105,16 +106,19 @@ def _arrow_type(ftype):
 Segments = list[tuple[str, dict[int, tuple[int, int]]]]
 
 
-def _judged(schema_json: str, segments: Segments):
+def _judged(schema_json: str, segments: Segments, unprocessable: dict[int, list[tuple[int, int]]]):
     """mapInArrow: each Kafka record judged in a Python worker by schema/reference.Judge, by the
     declaration in force when its batch was written (`segments`: declaration → offset ranges;
-    records outside them: the current one). Values come out in the current bronze types."""
+    records outside them: the current one). Values come out in the current bronze types.
+    A record an operator moved to quarantine by hand (`unprocessable`: per partition, offset
+    ranges) is not judged: it belongs in quarantine as `unprocessable`."""
 
     def run(batches):
         import pyarrow as pa
 
+        from onceflow.schema import reasons as R
         from onceflow.schema.model import Schema
-        from onceflow.schema.reference import Judge
+        from onceflow.schema.reference import Judge, Verdict
 
         schema = Schema.model_validate_json(schema_json)
         judges = {schema_json: Judge(schema)}
@@ -130,13 +134,21 @@ def _judged(schema_json: str, segments: Segments):
                     return judges[declared]
             return current
 
+        moved = Verdict(R.UNPROCESSABLE, {f.name: None for f in schema.fields})
+
+        def by_hand(p: int, o: int) -> bool:
+            return any(a <= o < b for a, b in unprocessable.get(p, ()))
+
         for batch in batches:
             values = batch.column("value").to_pylist()
-            if len(judges) == 1:
+            if len(judges) == 1 and not unprocessable:
                 verdicts = [current.judge(v) for v in values]
             else:
                 where = zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(), strict=True)
-                verdicts = [judge_for(p, o).judge(v) for (p, o), v in zip(where, values, strict=True)]
+                verdicts = [
+                    moved if by_hand(p, o) else judge_for(p, o).judge(v)
+                    for (p, o), v in zip(where, values, strict=True)
+                ]
             arrays = [
                 pa.array([v.values.get(f.name) for v in verdicts], type=_arrow_type(f.ftype)) for f in schema.fields
             ]
@@ -184,7 +196,8 @@ def read_source(
     else:
         raw = read_kafka(spark, pipeline, ranges).select("key", "value", "topic", "partition", "offset")
     ddl = ", ".join(f"`{n}` {t}" for n, t in tables.bronze_columns(schema).items()) + ", " + SOURCE_DDL
-    return raw.mapInArrow(_judged(schema.model_dump_json(), segments), ddl)
+    by_hand = Unprocessable.load(pipeline.state_path).ranges(pipeline.source.topic)
+    return raw.mapInArrow(_judged(schema.model_dump_json(), segments, by_hand), ddl)
 
 
 def read_table(spark: SparkSession, path: str, version: int | None, ranges: dict[int, tuple[int, int]] | None):

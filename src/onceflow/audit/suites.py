@@ -141,7 +141,7 @@ def quarantine_suite(committed_malformed: int) -> gx.ExpectationSuite:
             *_not_null("reason", "detail", *tables.SOURCE_KEY, "_batch_id"),
             gxe.ExpectColumnValuesToBeInSet(
                 column="reason",
-                value_set=list(reasons.REASONS),
+                value_set=[*reasons.REASONS, reasons.UNPROCESSABLE],
                 description="every reason is one of the documented codes",
             ),
             gxe.ExpectTableRowCountToEqual(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from onceflow.cli.console import console, number, out
+from onceflow.schema.large import RATIO as LARGE_RATIO
 
 
 def add_parser(sub) -> None:
@@ -46,6 +47,13 @@ def add_parser(sub) -> None:
         type=number("--malformed-ratio", float, below=1, what="the fraction"),
         default=0.0,
         help="fraction of records malformed on purpose, each kind as often (see --kinds)",
+    )
+    p.add_argument(
+        "--large-ratio",
+        type=number("--large-ratio", float, below=1, what="the fraction"),
+        default=LARGE_RATIO,
+        help=f"fraction of valid events made large on purpose: long strings, exactly max_bytes, deep or wide "
+        f"members, all still valid (default {LARGE_RATIO})",
     )
     p.add_argument(
         "--txn-size",
@@ -95,6 +103,7 @@ def cmd_produce(args) -> int:
             seed=args.seed,
             abort_ratio=args.abort_ratio,
             malformed_ratio=args.malformed_ratio,
+            large_ratio=args.large_ratio,
             txn_size=args.txn_size,
             keep_records=False,
             progress=lambda n: bar.advance(task, n),
@@ -129,15 +138,14 @@ def print_summary(summary) -> None:
         title=f"produced to {summary.topic} in {summary.seconds:.1f}s "
         f"({summary.transactions} transactions, {summary.aborted_transactions} aborted)"
     )
-    for col in ("partition", "committed", "valid", "malformed", "aborted"):
+    what = ("committed", "committed_valid", "committed_large", "committed_malformed", "aborted")
+    for col in ("partition", "committed", "valid", "of them large", "malformed", "aborted"):
         table.add_column(col, justify="right")
     for p, c in sorted(summary.per_partition.items()):
-        table.add_row(
-            str(p), str(c["committed"]), str(c["committed_valid"]), str(c["committed_malformed"]), str(c["aborted"])
-        )
+        table.add_row(str(p), *(str(c[k]) for k in what))
     table.add_row(
         "all",
-        *(str(summary.count(k)) for k in ("committed", "committed_valid", "committed_malformed", "aborted")),
+        *(str(summary.count(k)) for k in what),
         style="bold",
     )
     out.print(table)

@@ -11,6 +11,10 @@ cleanup, no final status: as hard as `kill -9`) when batch <batch id> reaches
 - `after_checkpoint_commit` commits/N written too (the next run starts at N+1)
 - `before_aggregates_commit` the aggregates follower is about to commit a merge that holds
                             bronze batch N (bronze has it; the aggregates do not yet)
+
+`ONCEFLOW_FAULT_POISON=<partition>:<offset>` makes that record fail its batch in a Spark task
+(an error raised while it is validated), in every run, as a record that meets an engine bug
+would: the poisoned-batch path (onceflow.poison, `onceflow quarantine`) is proven with it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,20 @@ def parse(spec: str | None) -> tuple[str, int] | None:
     if point not in POINTS or not batch.isdigit():
         raise ValueError(f"ONCEFLOW_FAULT={spec!r}: expected <point>@<batch id> with point one of {', '.join(POINTS)}")
     return point, int(batch)
+
+
+ENV_POISON = "ONCEFLOW_FAULT_POISON"
+
+
+def poison_record() -> tuple[int, int] | None:
+    """ONCEFLOW_FAULT_POISON='3:120' -> (3, 120); ValueError naming the form."""
+    spec = os.environ.get(ENV_POISON)
+    if not spec:
+        return None
+    partition, _, offset = spec.partition(":")
+    if not (partition.isdigit() and offset.isdigit()):
+        raise ValueError(f"{ENV_POISON}={spec!r}: expected <partition>:<offset>, e.g. 0:120")
+    return int(partition), int(offset)
 
 
 def maybe_crash(point: str, batch_id: int) -> None:

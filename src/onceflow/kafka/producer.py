@@ -22,6 +22,7 @@ from confluent_kafka import KafkaException, Producer
 from onceflow.errors import ProducerError
 from onceflow.kafka.admin import ensure_topic
 from onceflow.schema.generate import KAFKA_RECORD_LIMIT, VALID, Generator, Made
+from onceflow.schema.large import RATIO as LARGE_RATIO
 from onceflow.schema.model import Schema
 
 __all__ = ["VALID", "GeneratedRecord", "ProduceSummary", "produce"]
@@ -42,6 +43,7 @@ class GeneratedRecord:
     values: dict[str, Any] = field(default_factory=dict, repr=False)
     partition: int = -1
     offset: int = -1
+    large: str | None = None  # a valid record made large on purpose: its kind (schema/large.py)
 
 
 @dataclass
@@ -54,7 +56,7 @@ class ProduceSummary:
     seconds: float = 0.0
 
     def count(self, what: str, partition: int | None = None) -> int:
-        """what: committed | committed_valid | committed_malformed | aborted."""
+        """what: committed | committed_valid | committed_malformed | committed_large | aborted."""
         parts = [partition] if partition is not None else list(self.per_partition)
         return sum(self.per_partition.get(p, Counter())[what] for p in parts)
 
@@ -65,7 +67,10 @@ class ProduceSummary:
             "aborted_transactions": self.aborted_transactions,
             "seconds": round(self.seconds, 3),
             "partitions": {str(p): dict(c) for p, c in sorted(self.per_partition.items())},
-            "totals": {k: self.count(k) for k in ("committed", "committed_valid", "committed_malformed", "aborted")},
+            "totals": {
+                k: self.count(k)
+                for k in ("committed", "committed_valid", "committed_malformed", "committed_large", "aborted")
+            },
         }
 
 
@@ -93,6 +98,7 @@ def produce(
     seed: int | None = None,
     abort_ratio: float = 0.0,
     malformed_ratio: float = 0.0,
+    large_ratio: float = LARGE_RATIO,
     txn_size: int = 100,
     transactional_id: str | None = None,
     keep_records: bool = True,
@@ -105,17 +111,23 @@ def produce(
     The Kafka key is the value of `key_field`, by default the schema's event_id, else the
     first group_by field (as the Kafka sink's default key); with neither, records have
     no key and the partitioner spreads them. Malformed kinds are drawn uniformly from
-    the kinds the schema can produce (Generator.kinds()).
+    the kinds the schema can produce (Generator.kinds()). `large_ratio` of the valid events
+    are made large on purpose (long strings, exactly max_bytes, deep or wide members:
+    schema/large.py), all still valid.
 
     Aborted transactions still consume offsets (and their records sit in the log
     until the abort marker), which is exactly what read_committed must skip.
     """
-    for name, ratio in (("abort_ratio", abort_ratio), ("malformed_ratio", malformed_ratio)):
+    for name, ratio in (
+        ("abort_ratio", abort_ratio),
+        ("malformed_ratio", malformed_ratio),
+        ("large_ratio", large_ratio),
+    ):
         if not 0 <= ratio < 1:
             raise ProducerError(f"{name}={ratio} must be in [0, 1)")
     if count < 0 or txn_size < 1 or rate < 0:
         raise ProducerError(f"count={count} and rate={rate} must be at least 0, txn_size={txn_size} at least 1")
-    gen = Generator(schema, seed, group_by=group_by, key_field=key_field)
+    gen = Generator(schema, seed, group_by=group_by, key_field=key_field, large_ratio=large_ratio)
     ensure_topic(bootstrap, topic, partitions)
     producer = Producer(
         {
@@ -144,6 +156,7 @@ def produce(
                     summary.transactions,
                     abort,
                     made.values if keep_records else {},
+                    large=made.large,
                 )
                 pending.append(rec)
 
@@ -173,6 +186,9 @@ def produce(
                     counts["committed_valid" if rec.kind == VALID else "committed_malformed"] += 1
                     if rec.kind != VALID:
                         counts[f"malformed:{rec.kind}"] += 1
+                    elif rec.large:
+                        counts["committed_large"] += 1
+                        counts[f"large:{rec.large}"] += 1
             if keep_records:
                 summary.records.extend(pending)
             if progress:

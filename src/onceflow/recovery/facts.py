@@ -17,7 +17,9 @@ from onceflow.config import Pipeline
 from onceflow.errors import LedgerReadError, RecoveryError
 from onceflow.generation import CheckpointIdentity
 from onceflow.ledger import Ledger
+from onceflow.poison import PoisonedBatch, poisoned_batch
 from onceflow.status import FINAL, StatusLog
+from onceflow.unprocessable import Unprocessable
 
 KAFKA_TIMEOUT = 15.0  # seconds: recovery is rare and may run while the broker is busy catching up
 
@@ -48,6 +50,7 @@ class Facts:
     running: bool = False
     holder: dict | None = None  # run.json of the process holding the run lock
     last_run: dict = field(default_factory=dict)  # {"run_id", "final": {"status", "error"} | None}
+    poisoned: PoisonedBatch | None = None  # the batch the newest runs all failed on (onceflow.poison)
 
     @property
     def fed(self) -> dict[str, Ledger]:
@@ -126,4 +129,5 @@ def gather(pipeline: Pipeline, running: bool | None = None) -> Facts:
         running=running,
         holder=f.holder if running else None,
         last_run=_last_run(pipeline),
+        poisoned=poisoned_batch(StatusLog(pipeline.state_path, pipeline.name), Unprocessable.load(pipeline.state_path)),
     )

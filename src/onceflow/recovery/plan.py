@@ -4,6 +4,8 @@ Pure (no I/O), so every case is unit-tested on hand-made facts. The rules, first
 match wins (docs/recovery.md):
 
 1. the job runs                                   → refuse (stop it first)
+1b. the newest runs all failed on one batch       → refuse: a restart fails the same way; the batch's
+                                                    offsets go to quarantine by hand (`onceflow quarantine`)
 2. the sinks were written from another topic      → refuse (offsets of one topic mean nothing in another)
 3. no checkpoint state and no sink batches        → nothing to do (a first run)
 4. checkpoint healthy and in step with the sinks  → restart from the checkpoint; a replayed batch is
@@ -53,8 +55,10 @@ LEDGER_GAP = "ledger_gap"
 LEFTOVERS = "leftover_files"
 FOLLOWER_LAG = "follower_lag"  # the aggregates trail bronze: the next run merges the rest from bronze
 FOLLOWER_AHEAD = "follower_ahead"  # the aggregates hold offsets bronze does not (bronze restored from a copy)
+POISONED = "poisoned_batch"  # the newest runs all failed on the same batch: a restart fails again
 CASES = (
     RUNNING,
+    POISONED,
     FRESH,
     STOPPED,
     DEAD_QUERY,
@@ -327,6 +331,16 @@ def decide(f: Facts, *, force: bool = False, accept_loss: bool = False, stamp: s
             f"the pipeline's query is running (pid {h.get('pid')} on {h.get('host')}); recovery "
             "would race with it on the checkpoint and the tables. Fix: stop it first (SIGTERM "
             f"stops it at a batch boundary), then run `{fix_cmd}` again.",
+        )
+    if f.poisoned:
+        b = f.poisoned
+        plan.findings.append(Finding(POISONED, b.describe()))
+        return refuse(
+            POISONED,
+            f"{b.describe()}. A restart re-runs the same offsets and fails the same way, so recovery will "
+            f"not restart it. Fix: `onceflow quarantine --pipeline {f.pipeline_file or f.pipeline} --batch "
+            f"{b.batch_id}` moves those offsets to quarantine (reason unprocessable, raw bytes kept; "
+            "docs/runbooks/poison-batch.md), then start the job again.",
         )
 
     foreign = {n: led.last.topic for n, led in f.ledgers.items() if led.last and led.last.topic != f.topic}

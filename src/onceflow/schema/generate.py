@@ -18,12 +18,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from onceflow.errors import ConfigError
+from onceflow.schema import large
 from onceflow.schema import reasons as R
 from onceflow.schema.model import Schema
 from onceflow.schema.values import FieldValues, timestamp_text
 
 VALID = "valid"
-TICK = timedelta(milliseconds=10)  # event_time advances this much per record
+# event_time advances this much per record: 10 ms and 1 µs, so every timestamp has microseconds
+# and a reader or writer that cuts them to milliseconds shows (docs/kafka-sink.md)
+TICK = timedelta(microseconds=10_001)
 SEEDED_START = datetime(2026, 1, 1, tzinfo=UTC)
 KAFKA_RECORD_LIMIT = 1_000_000  # the producer's message.max.bytes: an `oversized` record must fit under it
 _ABSENT = object()
@@ -40,6 +43,7 @@ class Made:
     kind: str
     event_id: Any
     values: dict[str, Any]
+    large: str | None = None  # a valid record made large on purpose: its kind (schema/large.py)
 
 
 def encode(obj: Any) -> bytes:
@@ -54,7 +58,9 @@ class Generator:
     group_by: the aggregates' fields; their values come from a pool of `pool_size`, so
     each group gets many events per window. key_field: the field whose value is the Kafka
     key; default the schema's event_id, else the first group_by field, else no key.
-    Optional fields are present in `optional_ratio` of the valid events.
+    Optional fields are present in `optional_ratio` of the valid events, and `large_ratio`
+    of the valid events are made large on purpose (schema/large.py), drawn from a random
+    stream of their own so the other records of a seed stay the same.
     """
 
     def __init__(
@@ -67,6 +73,7 @@ class Generator:
         start: datetime | None = None,
         pool_size: int = 100,
         optional_ratio: float = 0.9,
+        large_ratio: float = large.RATIO,
     ):
         self.schema = schema
         self.rng = random.Random(seed)
@@ -86,6 +93,7 @@ class Generator:
         )
         probe = [FieldValues(f, random.Random(0)) for f in schema.fields]
         room = schema.max_bytes - len(encode(self._build(self._draw(random.Random(0), probe, required_only=True))))
+        self._room = room
         if room < _MARGIN:
             raise ConfigError(
                 f"schema.max_bytes {schema.max_bytes} leaves {room} bytes beside an event of only its "
@@ -101,6 +109,11 @@ class Generator:
         self._breakers = {k: v for k, v in self._breakers.items() if v}
         self._invalid_names = [n for n, fv in self.fields.items() if fv.invalid_values(self._sample(fv))]
         self._kinds = self._possible_kinds()
+        self.large_ratio = large_ratio
+        self._large_rng = random.Random(None if seed is None else seed + 1)
+        self._large = large.Large(
+            schema, self._large_rng, self._build, lambda text, value: _splice(text, self.spare_key, value, raw=True)
+        )
 
     # -- what it can make ----------------------------------------------------------------
     def kinds(self) -> tuple[str, ...]:
@@ -111,6 +124,10 @@ class Generator:
         can = set(R.RECORD_REASONS) | {R.MISSING_FIELD, R.WRONG_TYPE}
         if self.schema.max_bytes + 1024 > KAFKA_RECORD_LIMIT:
             can.discard(R.OVERSIZED)
+        if self._room < len(_deep_value()) + _MARGIN:
+            can.discard(R.TOO_DEEP)
+        if self._room < len(_long_number()) + _MARGIN:
+            can.discard(R.NUMBER_TOO_LONG)
         if self._invalid_names:
             can.add(R.INVALID_VALUE)
         can |= {R.RULE_REASONS[rule] for _, rule in self._breakers}
@@ -137,9 +154,13 @@ class Generator:
         key = self._key(values)
         present = {k: v for k, v in values.items() if v is not _ABSENT}
         if kind == VALID:
+            eid = values.get(self.schema.event_id) if self.schema.event_id else None
+            made = self._large.make(values) if self._large_rng.random() < self.large_ratio else None
+            if made:
+                kind_of, value, values = made
+                return Made(key, value, VALID, eid, {k: v for k, v in values.items() if v is not _ABSENT}, kind_of)
             value = encode(self._build(values))
             self._check_size(value, VALID)
-            eid = values.get(self.schema.event_id) if self.schema.event_id else None
             return Made(key, value, VALID, eid, present)
         return Made(key, self._malformed(kind, values), kind, None, present)
 
@@ -227,6 +248,10 @@ class Generator:
             )
         if kind == R.TRAILING_CONTENT:
             return self._fitting([text + suffix for suffix in (b" xyz", b"}", b" null", b',{"a":1}', b"\n" + text)])
+        if kind == R.TOO_DEEP:
+            return _splice(text, self.spare_key, _deep_value(), raw=True)
+        if kind == R.NUMBER_TOO_LONG:
+            return _splice(text, self.spare_key, _long_number(), raw=True)
         if kind == R.LONE_SURROGATE:
             return _splice(text, self.spare_key, encode(rng.choice(["\ud800", "x\udc00", "\udbff!"])), raw=True)
         raise ValueError(f"unknown malformed kind {kind!r}; kinds are {', '.join(R.REASONS)}")
@@ -254,6 +279,16 @@ class Generator:
             name, rule = rng.choice(pairs)
             values[name] = rng.choice(self._breakers[(name, rule)])
         return self._build(values)  # a None is written as JSON null at the field's path
+
+
+def _deep_value() -> bytes:
+    """Valid JSON nested one level deeper than validation reads (schema/reasons.MAX_DEPTH)."""
+    return b"[" * R.MAX_DEPTH + b"[]" + b"]" * R.MAX_DEPTH
+
+
+def _long_number() -> bytes:
+    """A valid JSON number one character longer than validation reads (MAX_NUMBER_CHARS)."""
+    return b"1" + b"0" * R.MAX_NUMBER_CHARS
 
 
 def _splice(text: bytes, key: str, raw_value: bytes, raw: bool = False) -> bytes:

@@ -8,6 +8,7 @@ that is not a timestamp is refused when the file is loaded, with the fix.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -17,6 +18,7 @@ TYPES = ("string", "int", "long", "double", "boolean", "timestamp", "date")  # a
 NUMERIC = ("int", "long", "double", "decimal")
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 _PATH = re.compile(r"^\$(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+MAX_RECORD_BYTES = 1024 * 1024
 INT_RANGE = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 # which rules fit which base type
 RULES_FOR = {
@@ -69,6 +71,61 @@ def parse_type(text: str) -> FieldType:
     raise ValueError(f"unknown type {text!r}; use one of {', '.join(TYPES)} or decimal(p,s)")
 
 
+MAX_GROUP_REPEAT = 1000  # a group may repeat at most this often unless the repeat is possessive
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a `pattern` cannot run on every record, or None. Java's engine, which runs it in the
+    job, recurses once per repetition of a group (`(ab|c)*`), so an unbounded repeat of a group
+    overflows the task's stack on a long value and the job dies on a valid record; a possessive
+    repeat (`*+`, `++`, `{n,}+`) or a bounded one does not recurse. `(?m)` and `\\Z` mean other
+    things in Java than in Python, which judges the records in the audit."""
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if pattern[i + 1 : i + 2] == "Z":
+                return "`\\Z` means different things in Java and Python; write `$` (the very end of the value here)"
+            i += 2
+            continue
+        if c == "[":  # skip the class: a `]` right after `[` or `[^` is a member
+            j = i + 1
+            j += 1 if pattern[j : j + 1] == "^" else 0
+            j += 1 if pattern[j : j + 1] == "]" else 0
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "(" and pattern[i + 1 : i + 2] == "?":
+            flags = re.match(r"\(\?([a-zA-Z]*)[:)-]", pattern[i:])
+            if flags and "m" in flags.group(1):
+                return "multiline mode (?m) is not supported: a value is one line of text to the pattern; remove it"
+        if c == ")":
+            bound = _repeat_bound(pattern, i + 1)
+            if bound is not None and bound[0] > MAX_GROUP_REPEAT and pattern[bound[1] : bound[1] + 1] != "+":
+                return (
+                    f"a group repeats more than {MAX_GROUP_REPEAT} times ({pattern[: bound[1]][-20:]!r}): "
+                    f"Java's regex engine "
+                    f"recurses once per repetition and overflows its stack on a long value. Make the repeat "
+                    f"possessive (`)*+`, `)++`, `){{n,}}+`), bound it (at most {MAX_GROUP_REPEAT}), or repeat "
+                    f"a character class instead of a group"
+                )
+        i += 1
+    return None
+
+
+def _repeat_bound(pattern: str, at: int) -> tuple[float, int] | None:
+    """The most repetitions the quantifier at `at` allows and where it ends, or None without one."""
+    c = pattern[at : at + 1]
+    if c in ("*", "+"):
+        return float("inf"), at + 1
+    m = re.match(r"\{(\d*)(,?)(\d*)\}", pattern[at:])
+    if not m:
+        return None
+    most = float(m.group(3)) if m.group(3) else (float("inf") if m.group(2) else float(m.group(1) or 0))
+    return most, at + m.end()
+
+
 def _declared(rule_value) -> bool:
     """A rule is declared unless left at its default (None, or False for `uuid`); 0 is a bound."""
     return rule_value is not None and rule_value is not False
@@ -110,10 +167,17 @@ class FieldSpec(_Model):
     @classmethod
     def _pattern(cls, v: str | None) -> str | None:
         if v is not None:
-            try:
-                re.compile(v)
-            except re.error as exc:
-                raise ValueError(f"pattern {v!r} is not a regular expression: {exc}") from None
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", FutureWarning)  # nested sets, set operations: Java reads them otherwise
+                try:
+                    re.compile(v)
+                except (re.error, FutureWarning) as exc:
+                    raise ValueError(
+                        f"pattern {v!r} is not a regular expression both engines read alike: {exc}"
+                    ) from None
+            problem = pattern_problem(v)
+            if problem:
+                raise ValueError(f"pattern {v!r}: {problem}")
         return v
 
     @model_validator(mode="after")
@@ -173,7 +237,9 @@ class Schema(_Model):
     """The event: JSON fields with types and rules, the event time, the optional unique id."""
 
     format: str = "json"
-    max_bytes: int = Field(default=16 * 1024, gt=0)
+    # at most Kafka's default message size: Spark's VARIANT holds at most 16 MiB, and a record's
+    # variant can be a few times its text
+    max_bytes: int = Field(default=16 * 1024, gt=0, le=MAX_RECORD_BYTES)
     fields: tuple[FieldSpec, ...] = Field(min_length=1)
     event_time: str
     event_id: str | None = None
@@ -224,6 +290,9 @@ class Schema(_Model):
 
 _METRIC = re.compile(r"^\s*(count|sum|min|max|avg|mean)\s*(?:\(\s*([A-Za-z][A-Za-z0-9_]*)?\s*\))?\s*$")
 MERGEABLE = ("count", "sum", "min", "max")
+# a sum column has this many more digits than its field: it holds the sum of 10^10 of the largest
+# values (long: 10^19 in decimal(38,0); int: 4*10^9 in bigint), so a merge never overflows on valid data
+SUM_HEADROOM_DIGITS = 10
 RESERVED_AGGREGATE_COLUMNS = ("window_start", "window_end", "first_batch_id", "last_batch_id")
 
 
@@ -241,10 +310,10 @@ class Metric:
         spec = schema.field(self.field or "")
         assert spec is not None  # a metric's field is checked against the schema when the pipeline loads
         ftype = spec.ftype
-        if self.func == "sum":
+        if self.func == "sum":  # SUM_HEADROOM_DIGITS more digits than the field
             if ftype.base == "decimal":
                 return f"DECIMAL({min(38, ftype.precision + 10)},{ftype.scale})"
-            return "DOUBLE" if ftype.base == "double" else "BIGINT"
+            return {"double": "DOUBLE", "int": "BIGINT", "long": "DECIMAL(38,0)"}[ftype.base]
         return ftype.sql
 
 
@@ -300,3 +369,10 @@ class AggregatesSpec(_Model):
             ok = f.ftype.numeric or (m.func in ("min", "max") and f.ftype.base in ("timestamp", "date"))
             if not ok:
                 raise ValueError(f"metric {m.name}: {m.func}({m.field}) needs a numeric field, {m.field} is {f.type}")
+            if m.func == "sum" and f.ftype.base == "decimal" and f.ftype.precision > 38 - SUM_HEADROOM_DIGITS:
+                raise ValueError(
+                    f"metric {m.name}: sum({m.field}) of {f.type} can outgrow decimal(38,{f.ftype.scale}), the "
+                    f"widest Delta holds, after 10^{38 - f.ftype.precision} values, and a merge that overflows "
+                    f"stops the aggregates; declare {m.field} with a precision of at most "
+                    f"{38 - SUM_HEADROOM_DIGITS}, e.g. decimal({38 - SUM_HEADROOM_DIGITS},{f.ftype.scale})"
+                )

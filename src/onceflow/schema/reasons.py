@@ -10,11 +10,13 @@ from __future__ import annotations
 
 OVERSIZED = "oversized"  # the value is longer than schema.max_bytes (bytes, `>`)
 INVALID_UTF8 = "invalid_utf8"  # the value is not valid UTF-8 (RFC 8259 §8.1)
+TOO_DEEP = "too_deep"  # brackets nest more than MAX_DEPTH deep, outside strings
+NUMBER_TOO_LONG = "number_too_long"  # more than MAX_NUMBER_CHARS number characters in a row, outside strings
 INVALID_JSON = "invalid_json"  # the value does not start with a JSON value
 DUPLICATE_KEY = "duplicate_key"  # one JSON value, but an object in it repeats a key
 NOT_AN_OBJECT = "not_an_object"  # the JSON value is not an object
 TRAILING_CONTENT = "trailing_content"  # a JSON object followed by more than whitespace
-LONE_SURROGATE = "lone_surrogate"  # a \uD800-\uDFFF escape that is not half of a pair
+LONE_SURROGATE = "lone_surrogate"  # a \uD800-\uDFFF escape that is not half of a pair, anywhere in the text
 MISSING_FIELD = "missing_field"  # a required field is absent or null
 WRONG_TYPE = "wrong_type"  # a field's JSON type does not fit its declared type
 INVALID_VALUE = "invalid_value"  # right JSON type, unusable value (timestamp text, decimal digits, range)
@@ -26,8 +28,27 @@ PATTERN_MISMATCH = "pattern_mismatch"
 TOO_LONG = "too_long"
 NOT_A_UUID = "not_a_uuid"
 
+# The limits of what the job's engine reads (Spark's JSON reader refuses nesting past 1,000 and
+# numbers past 1,000 characters): a record past them gets its own reason, never a crash or a
+# misleading `invalid_json`. Both are far beyond any real event (docs/validation.md).
+MAX_DEPTH = 500
+MAX_NUMBER_CHARS = 500
+# a record an operator moved to quarantine by hand because the job could not process its batch
+# (`onceflow quarantine`, docs/runbooks/poison-batch.md); never given by validation
+UNPROCESSABLE = "unprocessable"
+
 # the checks on the whole record, then on fields' presence and types, then the rules
-RECORD_REASONS = (OVERSIZED, INVALID_UTF8, INVALID_JSON, DUPLICATE_KEY, NOT_AN_OBJECT, TRAILING_CONTENT, LONE_SURROGATE)
+RECORD_REASONS = (
+    OVERSIZED,
+    INVALID_UTF8,
+    TOO_DEEP,
+    NUMBER_TOO_LONG,
+    LONE_SURROGATE,
+    INVALID_JSON,
+    DUPLICATE_KEY,
+    NOT_AN_OBJECT,
+    TRAILING_CONTENT,
+)
 FIELD_REASONS = (MISSING_FIELD, WRONG_TYPE, INVALID_VALUE)
 RULE_REASONS = {
     "allowed": NOT_ALLOWED,

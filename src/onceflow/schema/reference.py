@@ -3,11 +3,13 @@
 The streaming job validates records with Spark SQL compiled from the schema
 (spark/parse.py). An audit that reused that code would agree with its bugs, so
 the audit classifies the committed source records with this second, independent
-implementation: Python's strict UTF-8 decoder and `json` parser instead of
-Spark's cast and VARIANT parser, Python `re` and `decimal` instead of Spark
-expressions. It follows the same documented order of checks
-(schema/reasons.py); where the two disagree on a record, the audit's
-accounting and content checks fail and name the offsets.
+implementation of docs/validation.md: Python's strict UTF-8 decoder and `json`
+parser instead of Spark's cast and VARIANT parser, a character scanner instead of
+regular expressions for the whole-text limits, and hand-written readers of
+decimals, timestamps, dates and UUIDs instead of patterns. Nothing here is shared
+with the job but the documented order of checks (schema/reasons.py); where the two
+disagree on a record, the audit's accounting and content checks fail and name the
+offsets.
 """
 
 from __future__ import annotations
@@ -15,54 +17,55 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from onceflow.schema import reasons as R
 from onceflow.schema.model import INT_RANGE, FieldSpec, Schema
 
-UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-TIMESTAMP = re.compile(
-    r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?"
-    r"(Z|[+-][0-9]{2}:[0-9]{2})$"
-)
-DATE = re.compile(r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 _WS = " \t\n\r"
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_MAX_DECIMAL_DIGITS = 38
+_DIGITS = frozenset("0123456789")
+_HEX = frozenset("0123456789abcdefABCDEF")
+_NUMBER_CHARS = frozenset("0123456789+-.eE")
+_EXACT_DIGITS = 38  # a number with more digits (or fraction digits) than this is read as a double
+_MAX_OFFSET_MINUTES = 18 * 60  # the widest UTC offset a timestamp may carry (docs/validation.md)
+_LONG_MIN, _LONG_MAX = INT_RANGE["long"]
+
+
+def _digits(text: str) -> bool:
+    return bool(text) and all(c in _DIGITS for c in text)
 
 
 @dataclass(frozen=True)
 class _Num:
-    """A JSON number as its literal: kind as Spark's VARIANT would type it, and its text."""
+    """A JSON number as its literal, and the kind docs/validation.md gives it."""
 
     literal: str
 
     @property
     def kind(self) -> str:
+        """BIGINT (an integer literal within 64 bits), DECIMAL / DECIMAL0 (exact, with / without
+        a fraction once its trailing zeros are dropped) or DOUBLE (an exponent, or more than 38
+        digits or fraction digits: read as an approximate double)."""
         lit = self.literal
         if "e" in lit or "E" in lit:
             return "DOUBLE"
-        digits, _, frac = lit.lstrip("-").partition(".")
-        frac = frac.rstrip("0")
-        if len(digits.lstrip("0") + frac) > _MAX_DECIMAL_DIGITS:
+        whole, _, frac = lit.lstrip("-").partition(".")
+        if not frac and _LONG_MIN <= int(lit) <= _LONG_MAX:
+            return "BIGINT"
+        significant = (whole + frac).lstrip("0") or "0"
+        if len(significant) > _EXACT_DIGITS or len(frac) > _EXACT_DIGITS:
             return "DOUBLE"
-        if frac:
-            return "DECIMAL"
-        return "BIGINT" if -(2**63) <= int(digits or "0") < 2**63 else "DECIMAL0"
+        return "DECIMAL" if frac.rstrip("0") else "DECIMAL0"
 
     @property
     def text(self) -> str:
-        """The number's text without a fraction of zeros ('1.50' -> '1.5', '2.00' -> '2')."""
-        lit = self.literal
-        if "." in lit and "e" not in lit.lower():
-            whole, frac = lit.split(".")
-            frac = frac.rstrip("0")
-            lit = f"{whole}.{frac}" if frac else whole
-            if lit in ("-0",):
-                lit = "0"
-        return lit
+        """The exact number without a fraction of zeros ('1.50' -> '1.5', '2.00' -> '2', '-0' -> '0')."""
+        whole, _, frac = self.literal.partition(".")
+        frac = frac.rstrip("0")
+        out = f"{whole}.{frac}" if frac else whole
+        return "0" if out == "-0" else out
 
 
 class _DuplicateKey(Exception):
@@ -81,6 +84,81 @@ def _refuse_constant(name: str):
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=_Num, parse_int=_Num, parse_constant=_refuse_constant)
+
+
+def outside_strings(text: str) -> str:
+    """The text with each JSON string replaced by `""`: a `"` opens a string that runs to the
+    next `"` not taken by a backslash (a backslash takes the character after it, whatever it
+    is). A `"` that no later quote closes opens nothing, and then no quote after it can close
+    either, so the rest of the text stays as it is."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c != '"':
+            out.append(c)
+            i += 1
+            continue
+        j = i + 1
+        while j < n and text[j] != '"':
+            j += 2 if text[j] == "\\" else 1
+        if j >= n:
+            out.append(text[i:])
+            break
+        out.append('""')
+        i = j + 1
+    return "".join(out)
+
+
+def _too_deep(masked: str) -> bool:
+    depth = 0
+    for c in masked:
+        if c in "[{":
+            depth += 1
+            if depth > R.MAX_DEPTH:
+                return True
+        elif c in "]}":
+            depth -= 1
+    return False
+
+
+def _number_too_long(masked: str) -> bool:
+    run = 0
+    for c in masked:
+        run = run + 1 if c in _NUMBER_CHARS else 0
+        if run > R.MAX_NUMBER_CHARS:
+            return True
+    return False
+
+
+def _unit(text: str, at: int) -> int | None:
+    """The UTF-16 code unit of a `\\uXXXX` escape starting at `at`, else None."""
+    hexa = text[at + 2 : at + 6]
+    if text[at : at + 2] != "\\u" or len(hexa) != 4 or not all(c in _HEX for c in hexa):
+        return None
+    return int(hexa, 16)
+
+
+def _lone_surrogate(text: str) -> bool:
+    """A `\\u` escape of half a surrogate pair anywhere in the text. Escapes are read left to
+    right, a backslash taking the character after it; a high half must be followed at once by a
+    low one, and a low half must follow a high one."""
+    i = text.find("\\")
+    while i >= 0:
+        unit = _unit(text, i)
+        if unit is None:
+            step = 2
+        elif 0xD800 <= unit <= 0xDBFF:
+            low = _unit(text, i + 6)
+            if low is None or not 0xDC00 <= low <= 0xDFFF:
+                return True
+            step = 12
+        elif 0xDC00 <= unit <= 0xDFFF:
+            return True
+        else:
+            step = 6
+        i = text.find("\\", i + step)
+    return False
 
 
 class _AbsentType:
@@ -107,20 +185,99 @@ def _kind(value: Any) -> str:
     return "OBJECT" if isinstance(value, dict) else "ARRAY"
 
 
-def _has_surrogate(value: Any) -> bool:
-    if isinstance(value, str):
-        return bool(_SURROGATE.search(value))
-    if isinstance(value, dict):
-        return any(_has_surrogate(k) or _has_surrogate(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_surrogate(v) for v in value)
-    return False
+# -- the values of the declared types, read by hand from docs/validation.md ------------------
+def read_decimal(text: str, precision: int, scale: int) -> Decimal | None:
+    """`-?digits[.digits]` with at most precision-scale integer digits once leading zeros are
+    dropped and at most `scale` fraction digits once trailing zeros are; else None (never rounded)."""
+    body = text[1:] if text.startswith("-") else text
+    whole, dot, frac = body.partition(".")
+    if not _digits(whole) or (dot and not _digits(frac)):
+        return None
+    if len(whole.lstrip("0")) > precision - scale or len(frac.rstrip("0")) > scale:
+        return None
+    return Decimal(text)
 
 
-def decimal_pattern(precision: int, scale: int) -> re.Pattern:
-    whole = precision - scale
-    head = f"-?[0-9]{{1,{max(whole, 1)}}}" if whole > 0 else "-?0"
-    return re.compile(f"^{head}(\\.[0-9]{{1,{scale}}})?$" if scale else f"^{head}$")
+def read_date(text: str) -> date | None:
+    """YYYY-MM-DD, a real date in years 0001-9999."""
+    if len(text) != 10 or text[4] != "-" or text[7] != "-":
+        return None
+    y, m, d = text[:4], text[5:7], text[8:]
+    if not (_digits(y) and _digits(m) and _digits(d)):
+        return None
+    try:
+        return date(int(y), int(m), int(d))
+    except ValueError:
+        return None
+
+
+def read_timestamp(text: str) -> datetime | None:
+    """YYYY-MM-DDTHH:MM:SS[.1-6 digits](Z|±HH:MM), a real date and time of day, an offset of at
+    most 18 hours, and a UTC instant in years 0001-9999; the instant, in UTC."""
+    day = read_date(text[:10])
+    if day is None or len(text) < 20 or text[10] != "T" or text[13] != ":" or text[16] != ":":
+        return None
+    hh, mm, ss = text[11:13], text[14:16], text[17:19]
+    if not (_digits(hh) and _digits(mm) and _digits(ss)):
+        return None
+    rest, micros = text[19:], 0
+    if rest.startswith("."):
+        n = 1
+        while n < len(rest) and rest[n] in _DIGITS:
+            n += 1
+        fraction, rest = rest[1:n], rest[n:]
+        if not 1 <= len(fraction) <= 6:
+            return None
+        micros = int(fraction.ljust(6, "0"))
+    if rest == "Z":
+        offset = 0
+    elif len(rest) == 6 and rest[0] in "+-" and rest[3] == ":" and _digits(rest[1:3]) and _digits(rest[4:]):
+        if int(rest[4:]) > 59:
+            return None
+        offset = int(rest[1:3]) * 60 + int(rest[4:])
+        if offset > _MAX_OFFSET_MINUTES:
+            return None
+        offset = -offset if rest[0] == "-" else offset
+    else:
+        return None
+    try:
+        local = datetime(day.year, day.month, day.day, int(hh), int(mm), int(ss), micros, tzinfo=UTC)
+        return local - timedelta(minutes=offset)
+    except (ValueError, OverflowError):
+        return None
+
+
+def read_uuid(text: str) -> bool:
+    """8-4-4-4-12 hexadecimal digits."""
+    parts = text.split("-")
+    return [len(p) for p in parts] == [8, 4, 4, 4, 12] and all(c in _HEX for p in parts for c in p)
+
+
+def python_pattern(pattern: str) -> re.Pattern:
+    """A declared `pattern` as docs/validation.md reads it: `$` outside a character class is the
+    very end of the value (Python's own `$` also matches before a final newline), and `\\d`,
+    `\\w`, `\\s` and case folding are ASCII."""
+    out: list[str] = []
+    i, in_class, class_len = 0, False, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            class_len += 1
+            continue
+        if in_class:
+            if c == "]" and class_len > 0:
+                in_class = False
+            elif not (c == "^" and class_len == 0):
+                class_len += 1
+        elif c == "[":
+            in_class, class_len = True, 0
+        elif c == "$":
+            c = r"\Z"
+        out.append(c)
+        i += 1
+    return re.compile("".join(out), re.ASCII)
 
 
 @dataclass
@@ -137,10 +294,7 @@ class Judge:
     def __init__(self, schema: Schema):
         self.schema = schema
         self.fields = list(schema.fields)
-        self._dec = {
-            f.name: decimal_pattern(f.ftype.precision, f.ftype.scale) for f in self.fields if f.ftype.base == "decimal"
-        }
-        self._patterns = {f.name: re.compile(f.pattern) for f in self.fields if f.pattern}
+        self._patterns = {f.name: python_pattern(f.pattern) for f in self.fields if f.pattern}
         self._empty = {f.name: None for f in self.fields}
 
     def judge(self, value: bytes | None) -> Verdict:
@@ -179,19 +333,24 @@ class Judge:
             text = value.decode("utf-8", errors="strict")
         except UnicodeDecodeError:
             return R.INVALID_UTF8, None
+        masked = outside_strings(text)
+        if _too_deep(masked):
+            return R.TOO_DEEP, None
+        if _number_too_long(masked):
+            return R.NUMBER_TOO_LONG, None
+        if _lone_surrogate(text):
+            return R.LONE_SURROGATE, None
         start = len(text) - len(text.lstrip(_WS))
         try:
             obj, end = _DECODER.raw_decode(text, start)
         except _DuplicateKey:
             return (R.DUPLICATE_KEY if self._one_value_ignoring_duplicates(text, start) else R.INVALID_JSON), None
-        except (ValueError, RecursionError):
+        except ValueError:
             return R.INVALID_JSON, None
         if not isinstance(obj, dict):
             return R.NOT_AN_OBJECT, None
         if text[end:].strip(_WS):
             return R.TRAILING_CONTENT, None
-        if _has_surrogate(obj):
-            return R.LONE_SURROGATE, None
         return None, obj
 
     @staticmethod
@@ -199,7 +358,7 @@ class Judge:
         decoder = json.JSONDecoder(parse_constant=_refuse_constant)
         try:
             value, end = decoder.raw_decode(text, start)
-        except (ValueError, RecursionError):
+        except ValueError:
             return False
         return isinstance(value, (dict, list)) and not text[end:].strip(_WS)
 
@@ -226,34 +385,23 @@ class Judge:
             return k in ("BIGINT", "DECIMAL0", "DECIMAL", "STRING")
         return k == "BOOLEAN"
 
-    def _value(self, f: FieldSpec, v: Any) -> Any:
+    @staticmethod
+    def _value(f: FieldSpec, v: Any) -> Any:
         base = f.ftype.base
-        if base == "string":
-            return v
-        if base == "boolean":
+        if base in ("string", "boolean"):
             return v
         if base in ("int", "long"):
             n = int(v.text)
             lo, hi = INT_RANGE[base]
             return n if lo <= n <= hi else None
         if base == "double":
-            return float(v.literal)
+            x = float(v.literal)
+            return x if abs(x) != float("inf") else None
         if base == "decimal":
-            text = v if isinstance(v, str) else v.text
-            return Decimal(text) if self._dec[f.name].match(text) else None
+            return read_decimal(v if isinstance(v, str) else v.text, f.ftype.precision, f.ftype.scale)
         if base == "timestamp":
-            if not TIMESTAMP.match(v):
-                return None
-            try:
-                return datetime.fromisoformat(v).astimezone(UTC)
-            except ValueError:
-                return None
-        if not DATE.match(v):
-            return None
-        try:
-            return date.fromisoformat(v)
-        except ValueError:
-            return None
+            return read_timestamp(v)
+        return read_date(v)
 
     def _rule(self, f: FieldSpec, raw: Any, value: Any) -> str | None:
         text = raw if isinstance(raw, str) else getattr(raw, "text", raw)
@@ -269,7 +417,7 @@ class Judge:
             elif rule == "max_length":
                 broken = len(text) > (f.max_length or 0)  # declared: a rule of f.rules()
             else:
-                broken = not UUID.match(text)
+                broken = not read_uuid(text)
             if broken:
                 return R.RULE_REASONS[rule]
         return None

@@ -66,6 +66,12 @@ def evolve_table(
             else:
                 what = "a required field" if sink == "bronze" else "a new aggregates column"
                 problems.append(f"{sink}: `{names[name]}` is {what}: rows already written have no value for it")
+    if problems and sink == "aggregates":
+        fix = (
+            "Fix: the aggregates are derived from bronze: move the table at "
+            f"{path} aside (or delete it) and the next run creates it as declared and merges every batch "
+            "bronze holds into it (docs/pipeline-config.md#changing-a-schema)"
+        )
     if problems:
         raise ConfigError(
             f"{pipeline_file}: the declaration no longer fits the existing {sink} table {path}:\n  "

@@ -47,6 +47,7 @@ from onceflow.spark.stop import (
     unregister,
 )
 from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, StatusLog
+from onceflow.unprocessable import Unprocessable
 
 CONTINUOUS, AVAILABLE_NOW = "continuous", "available-now"
 MODES = (CONTINUOUS, AVAILABLE_NOW)
@@ -174,6 +175,7 @@ class BatchWriter:
         self.driver_rows = pipeline.source.driver_commit_max_offsets
         self.bronze = Appender(self.paths["bronze"])
         self.quarantine = Appender(self.paths["quarantine"])
+        self.writing: dict | None = None  # the batch being written: a failed run names it (onceflow.poison)
 
     def ensure_tables(self, ledgers: dict[str, Ledger], log=lambda msg: None) -> None:
         """Create missing tables; bring existing ones to the declared schema, or refuse (spark/evolve.py)."""
@@ -221,6 +223,12 @@ class BatchWriter:
         enter_batch(self.pipeline.checkpoint_path, batch_id, self.spark)  # once a stop is asked: held, not written
         faults.maybe_crash("before_sink_commit", batch_id)
         start, end = batch_offset_range(self.pipeline.checkpoint_path, batch_id, self.topic)
+        self.writing = {
+            "id": batch_id,
+            "generation": self.generation,
+            "topic": self.topic,
+            "ranges": {str(p): [start.get(p, 0), o] for p, o in sorted(end.items()) if o > start.get(p, 0)},
+        }
         # its offsets bound a batch's records: a small one is committed from the driver
         small = self._from_driver(sum(o - start.get(p, 0) for p, o in end.items()))
         reread = not small or self.kafka is not None  # read more than once: cached
@@ -231,6 +239,7 @@ class BatchWriter:
         finally:
             if reread:
                 parsed.unpersist()
+        self.writing = None
         faults.maybe_crash("after_sink_commit", batch_id)
 
     def _write_delta(self, parsed: DataFrame, batch_id: int, start: dict, end: dict, small: bool) -> LedgerEntry:
@@ -316,11 +325,10 @@ def build_query(
     pipeline: Pipeline,
     identity: CheckpointIdentity,
     mode: str,
-    ledgers: dict[str, Ledger],
-    follower: Follower,
+    writer: BatchWriter,
     log=lambda msg: None,
 ):
-    """The streaming query, not yet started."""
+    """The streaming query, not yet started; `writer` writes its batches."""
     source = pipeline.source
     extra = {}
     max_offsets = source.max_offsets(available_now=mode == AVAILABLE_NOW)
@@ -335,10 +343,8 @@ def build_query(
         )
         .load()
     )
-    writer = BatchWriter(spark, pipeline, identity, follower, log)
-    writer.ensure_tables(ledgers, log)
     query = (
-        parse_events(stream, pipeline.schema)
+        parse_events(stream, pipeline.schema, unprocessable=Unprocessable.load(pipeline.state_path))
         .writeStream.queryName(f"onceflow-{pipeline.name}")
         .option("checkpointLocation", pipeline.checkpoint_path)
         .foreachBatch(writer)
@@ -389,6 +395,7 @@ def run_ingest(
     lock = RunLock(pipeline.state_path)
     lock.acquire(run_id=run_id, mode=mode, pipeline=pipeline.name, stop_timeout=stop_timeout)
     started = time.monotonic()
+    writer: BatchWriter | None = None
     try:
         ledgers = read_ledgers(pipeline, kafka=False)  # each Delta sink's, once per run, under the run lock
         identity = prepare_checkpoint(pipeline, ledgers)
@@ -413,7 +420,9 @@ def run_ingest(
         register(gate)
         query = None
         try:
-            query = build_query(spark, pipeline, identity, mode, ledgers, follower, log).start()
+            writer = BatchWriter(spark, pipeline, identity, follower, log)
+            writer.ensure_tables(ledgers, log)
+            query = build_query(spark, pipeline, identity, mode, writer, log).start()
             gate.query = query
             follower.start()
             status.append(
@@ -472,6 +481,7 @@ def run_ingest(
             batches=listener.batches,
             input_rows=listener.rows,
             **({"stop": stop_info} if stop_info else {}),
+            **({"batch": writer.writing} if final == FAILED and writer and writer.writing and stopped is None else {}),
         )
         if final == FAILED:
             what = (
@@ -485,7 +495,14 @@ def run_ingest(
         raise
     except Exception as exc:
         error = f"{type(exc).__name__}: {_short(exc)}"
-        status.append(FINAL, run_id=run_id, status=FAILED, error=error)
+        batch = writer.writing if writer is not None else None
+        if _jvm_gone(exc):
+            where = f" while batch {batch['id']} was being written" if batch else ""
+            error = (
+                f"the Spark driver JVM exited{where} ({error}); its own log (this process's stderr) "
+                "names the cause, e.g. an OutOfMemoryError or StackOverflowError"
+            )
+        status.append(FINAL, run_id=run_id, status=FAILED, error=error, **({"batch": batch} if batch else {}))
         if isinstance(exc, OnceflowError):
             raise
         raise IngestError(f"{pipeline.name}: the streaming job could not run: {error}") from exc
@@ -555,6 +572,12 @@ def _drain(gate: StopGate, listener: StatusListener, timeout: float = 10) -> Non
     deadline = time.monotonic() + timeout
     while wanted is not None and listener.last_batch_id < wanted and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def _jvm_gone(exc: BaseException) -> bool:
+    """The exception says the Python driver lost its JVM (py4j's connection refused or reset)."""
+    names = {type(e).__name__ for e in (exc, exc.__cause__, exc.__context__) if e is not None}
+    return bool(names & {"Py4JNetworkError", "ConnectionRefusedError", "ConnectionResetError", "BrokenPipeError"})
 
 
 def _short(exc) -> str:

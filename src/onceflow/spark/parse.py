@@ -21,45 +21,99 @@ from decimal import Decimal
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from onceflow import tables
+from onceflow import faults, tables
 from onceflow.schema import reasons as R
 from onceflow.schema.model import INT_RANGE, FieldSpec, Schema
+from onceflow.unprocessable import Unprocessable
 
-UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+# Anchored with \z, the very end: Java's `$` also matches before a final line terminator, so
+# "…Z\n" would pass. No group is repeated without being possessive: Java's regex engine recurses
+# once per repetition of a group, and a long value would overflow the task thread's stack.
+UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\z"
 # RFC 3339 with a mandatory offset, at most microseconds; years 0001-9999
-TIMESTAMP = r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$"
-DATE = r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-_STRING = r'"(?:[^"\\]|\\.)*"'
-_WS = "[ \\t\\n\\r]*"
-# a \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or a low one not preceded by a high one
-_LONE_SURROGATE = (
-    r"(?<!\\)(?:\\\\)*\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})(?<!\\)(?:\\\\)*\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+TIMESTAMP = (
+    r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?(?:Z|[+-][0-9]{2}:[0-9]{2})\z"
 )
+DATE = r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}\z"
+# the UTC instants a timestamp may stand for (an offset can carry 0001-01-01 into year 0)
+TIMESTAMP_RANGE = ("0001-01-01 00:00:00", "9999-12-31 23:59:59.999999")
+# a JSON string: the possessive `*+` repeats without recursion and never backtracks into it
+_STRING = r'(?s)"(?:[^"\\]|\\.)*+"'
+_WS = "[ \\t\\n\\r]*"
+_NUMBER_RUN = f"[-+.0-9eE]{{{R.MAX_NUMBER_CHARS + 1}}}"
+# a \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or a low one not preceded by a high
+# one; read after each escaped backslash (`\\\\`) is blanked, so `\\\\uD800` is no escape at all
+_ESCAPED_BACKSLASH = r"\\\\"
+_HIGH, _LOW = r"\\u[dD][89abAB][0-9a-fA-F]{2}", r"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+_LONE_SURROGATE = f"{_HIGH}(?!{_LOW})|(?<!{_HIGH}){_LOW}"
+# the JSON reader that tells a repeated key from broken JSON: strict, as RFC 8259 (Spark's
+# other JSON functions accept single quotes and raw control characters, for Hive)
+_STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false", "mode": "PERMISSIVE"}
 
 
 def decimal_pattern(precision: int, scale: int) -> str:
-    """The decimal text a decimal(p,s) field accepts without rounding (also schema/reference.py's)."""
+    """The decimal text a decimal(p,s) field accepts without rounding: at most p-s integer
+    digits after leading zeros and s fraction digits before trailing zeros."""
     whole = precision - scale
-    head = f"-?[0-9]{{1,{max(whole, 1)}}}" if whole > 0 else "-?0"
-    return f"^{head}(\\.[0-9]{{1,{scale}}})?$" if scale else f"^{head}$"
+    head = f"-?0*[0-9]{{1,{whole}}}" if whole > 0 else "-?0+"
+    tail = f"(?:\\.[0-9]{{1,{scale}}}0*)?" if scale else "(?:\\.0+)?"
+    return f"^{head}{tail}\\z"
 
 
-def _single_value(text: Column) -> Column:
-    """True when the text is one bracketed JSON value and nothing else: with strings
-    masked, it starts with an opening bracket, ends with a closing one, and the
-    bracket depth first returns to zero at the very end."""
+def java_pattern(pattern: str) -> str:
+    """A declared `pattern` for Java's engine, meaning what it means in Python's (docs/validation.md):
+    `.` excludes only \\n (UNIX_LINES), and `$` outside a character class is the very end (\\z)."""
+    out, i, class_start = ["(?d)"], 0, -1  # class_start: where the open [...] began, -1 outside one
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if class_start >= 0:
+            first = i == class_start + 1 or (i == class_start + 2 and pattern[class_start + 1] == "^")
+            if c == "]" and not first:  # a `]` first in a class is a member, in Java as in Python
+                class_start = -1
+        elif c == "[":
+            class_start = i
+        elif c == "$":
+            c = "\\z"
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _lexical(text: Column, fits: Column) -> Column:
+    """What the whole text is made of, read without parsing it (NULL for a record past max_bytes,
+    which is not read at all): valid UTF-8; with string contents masked, the nesting depth of its
+    brackets and its longest run of number characters; a lone surrogate escape; and whether it is
+    one bracketed value and nothing else (try_parse_json reads the first value only). Spark's JSON
+    reader refuses what is too deep or too long, and a lone surrogate in a key makes a VARIANT
+    that Spark cannot read back: such a record is never parsed."""
     masked = F.regexp_replace(text, _STRING, '""')
     brackets = F.regexp_replace(masked, r"[^\[\]{}]", "")
-    scan = F.aggregate(
-        F.split(brackets, ""),
-        F.struct(F.lit(0).alias("d"), F.lit(0).alias("z")),
-        lambda acc, c: F.struct(
-            (acc["d"] + F.when(c.isin("{", "["), 1).otherwise(-1)).alias("d"),
-            (acc["z"] + F.when(acc["d"] + F.when(c.isin("{", "["), 1).otherwise(-1) == 0, 1).otherwise(0)).alias("z"),
+
+    def step(acc: Column, c: Column) -> Column:
+        d = acc["d"] + F.when(c.isin("{", "["), 1).otherwise(-1)
+        return F.struct(
+            d.alias("d"),
+            (acc["z"] + F.when(d == 0, 1).otherwise(0)).alias("z"),
+            F.greatest(acc["m"], d).alias("m"),
+        )
+
+    zero = F.lit(0)
+    scan = F.aggregate(F.split(brackets, ""), F.struct(zero.alias("d"), zero.alias("z"), zero.alias("m")), step)
+    unescaped = F.regexp_replace(text, _ESCAPED_BACKSLASH, "__")
+    lexed = F.struct(
+        F.expr("is_valid_utf8(_text)").alias("utf8"),
+        (scan["m"] > R.MAX_DEPTH).alias("too_deep"),
+        masked.rlike(_NUMBER_RUN).alias("number_too_long"),
+        F.when(text.contains("\\u"), unescaped.rlike(_LONE_SURROGATE)).otherwise(F.lit(False)).alias("lone"),
+        (masked.rlike(f"^{_WS}[\\[{{]") & masked.rlike(f"[\\]}}]{_WS}\\z") & (scan["z"] == 1) & (scan["d"] == 0)).alias(
+            "single"
         ),
     )
-    return masked.rlike(f"^{_WS}[\\[{{]") & masked.rlike(f"[\\]}}]{_WS}$") & (scan["z"] == 1) & (scan["d"] == 0)
+    return F.when(fits, lexed)
 
 
 class _Field:
@@ -94,12 +148,15 @@ class _Field:
             return text.try_cast("bigint")
         if base == "int":
             return self._int()
-        if base == "double":
-            return text.try_cast("double")
+        if base == "double":  # a number past ±1.8e308 reads as ±Infinity: not a double's value
+            double = text.try_cast("double")
+            return F.when(F.abs(double) < F.lit(float("inf")), double)
         if base == "decimal":
             return F.when(text.rlike(decimal_pattern(self.t.precision, self.t.scale)), text.try_cast(self.t.sql))
         if base == "timestamp":
-            return F.when(text.rlike(TIMESTAMP), text.try_cast("timestamp"))
+            ts = F.when(text.rlike(TIMESTAMP), text.try_cast("timestamp"))
+            lo, hi = TIMESTAMP_RANGE
+            return F.when(ts.between(F.lit(lo).cast("timestamp"), F.lit(hi).cast("timestamp")), ts)
         if base == "date":
             return F.when(text.rlike(DATE), text.try_cast("date"))
         return F.expr(f"try_variant_get(_json, '{self.spec.json_path}', 'boolean')")
@@ -118,9 +175,10 @@ class _Field:
         what = {
             "int": "not an int (32-bit)",
             "long": "not a long (64-bit)",
-            "double": "not a double",
+            "double": "not a finite double",
             "decimal": f"not a decimal({self.t.precision},{self.t.scale}) without rounding",
-            "timestamp": "not an RFC 3339 timestamp with offset (e.g. 2026-01-01T12:00:00.123456Z)",
+            "timestamp": "not an RFC 3339 timestamp with offset (e.g. 2026-01-01T12:00:00.123456Z) "
+            "in years 0001-9999 UTC",
             "date": "not a date (YYYY-MM-DD)",
             "boolean": "not a boolean",
             "string": "not a string",
@@ -146,7 +204,7 @@ class _Field:
                 detail = F.concat(F.lit(f"{name} "), _quoted(text), F.lit(f" is {word} {getattr(s, rule)}"))
             elif rule == "pattern":
                 assert s.pattern is not None
-                failed = ~text.rlike(s.pattern)
+                failed = ~text.rlike(java_pattern(s.pattern))
                 detail = F.concat(F.lit(f"{name} "), _quoted(text), F.lit(f" does not match pattern {s.pattern}"))
             elif rule == "max_length":
                 assert s.max_length is not None
@@ -179,47 +237,96 @@ def _names(items: list[tuple[str, Column]]) -> Column:
     return F.concat_ws(", ", *[F.when(c, F.lit(n)) for n, c in items])
 
 
-def parse_events(kafka_df: DataFrame, schema: Schema) -> DataFrame:
+def _declared(unprocessable: Unprocessable | None) -> Column:
+    """True for a record an operator moved to quarantine by hand (onceflow.unprocessable)."""
+    cond = F.lit(False)
+    for d in unprocessable.declared if unprocessable else []:
+        for p, (a, b) in d.ranges.items():
+            cond = cond | ((F.col("topic") == d.topic) & (F.col("partition") == p) & F.col("offset").between(a, b - 1))
+    return cond
+
+
+def parse_events(
+    kafka_df: DataFrame, schema: Schema, whole_text: bool = True, unprocessable: Unprocessable | None = None
+) -> DataFrame:
     """Kafka rows (key, value, topic, partition, offset, timestamp) → one row per record
-    with the declared fields (typed), the provenance, `reason` (NULL when valid) and `detail`."""
+    with the declared fields (typed), the provenance, `reason` (NULL when valid) and `detail`.
+    Records in `unprocessable`'s ranges go to quarantine as `unprocessable`, and nothing is
+    evaluated on them: not even read, the record that stopped the job cannot stop it again.
+    `whole_text=False` reads the first JSON value only, as before strict input: the baseline
+    of benchmarks/strict_parse_cost.py, never the job's."""
     # `_json` comes out of a one-element explode, a generator the optimizer cannot push a filter
     # through: bronze's and quarantine's `reason IS [NOT] NULL` filters are otherwise pushed below the
     # projection that parses, with the parse inlined into every reference to `_json`: the payments
     # plan parsed each record's JSON 75 times, 2.2x the whole parse's cost (docs/benchmarks.md, #22).
     # explode(array(NULL)) still yields its one row, so an unparsable record keeps its row.
-    raw = (
-        kafka_df.select(
-            F.col("key").alias("_key"),
-            F.col("value").alias("_value"),
-            F.col("topic").alias("_topic"),
-            F.col("partition").alias("_partition"),
-            F.col("offset").alias("_offset"),
-            F.col("timestamp").alias("_kafka_ts"),
-            F.length("value").alias("_size"),
-        )
-        .withColumn("_text", F.col("_value").cast("string"))
-        .withColumn("_json", F.explode(F.array(F.expr("try_parse_json(_text)"))))
+    poison = faults.poison_record()  # a deliberate failure of one record's batch (tests and drills)
+    lexed = kafka_df.select(
+        F.col("key").alias("_key"),
+        F.col("value").alias("_value"),
+        F.col("topic").alias("_topic"),
+        F.col("partition").alias("_partition"),
+        F.col("offset").alias("_offset"),
+        F.col("timestamp").alias("_kafka_ts"),
+        F.length("value").alias("_size"),
+        F.col("value").cast("string").alias("_text"),
+        _declared(unprocessable).alias("_unprocessable"),
     )
+    fits = ~F.col("_unprocessable") & F.col("_value").isNotNull() & (F.length("_value") <= schema.max_bytes)
+    if whole_text:
+        lexed = lexed.withColumn("_lex", _lexical(F.col("_text"), fits))
+        lex = {k: F.col(f"_lex.{k}") for k in ("utf8", "too_deep", "number_too_long", "lone", "single")}
+        readable = fits & lex["utf8"] & ~lex["too_deep"] & ~lex["number_too_long"] & ~lex["lone"]
+    else:
+        readable = fits
+    raw = lexed.withColumn("_json", F.explode(F.array(F.when(readable, F.expr("try_parse_json(_text)")))))
 
     text, js = F.col("_text"), F.col("_json")
     top = F.expr("schema_of_variant(_json)")
-    single = _single_value(text)
-    dup_key = js.isNull() & (F.expr("json_array_length(concat('[', _text, ']'))") == 1) & single
-    lone = F.when(text.contains("\\u"), text.rlike(_LONE_SURROGATE)).otherwise(F.lit(False))
     record = [
+        (
+            F.col("_unprocessable"),
+            R.UNPROCESSABLE,
+            F.lit("an operator moved these offsets to quarantine by hand (onceflow quarantine; unprocessable.json)"),
+        ),
         (
             F.col("_size") > schema.max_bytes,
             R.OVERSIZED,
             F.format_string(f"record is %d bytes, more than the {schema.max_bytes} allowed", F.col("_size")),
         ),
         (F.col("_value").isNull(), R.INVALID_JSON, F.lit("the record has no value (a tombstone)")),
-        (~F.expr("is_valid_utf8(_text)"), R.INVALID_UTF8, F.lit("the value is not valid UTF-8")),
-        (dup_key, R.DUPLICATE_KEY, F.lit("an object repeats a key")),
-        (js.isNull(), R.INVALID_JSON, F.lit("the value does not start with a JSON value")),
-        (~top.startswith("OBJECT"), R.NOT_AN_OBJECT, F.concat(F.lit("top level is "), top, F.lit(", not an object"))),
-        (~single, R.TRAILING_CONTENT, F.lit("the JSON object is followed by more than whitespace")),
-        (lone, R.LONE_SURROGATE, F.lit("a \\u escape is half of a surrogate pair")),
     ]
+    if poison is not None:  # evaluated on that record: its batch fails in a Spark task, every run
+        at = (F.col("_partition") == poison[0]) & (F.col("_offset") == poison[1]) & ~F.col("_unprocessable")
+        boom = F.raise_error(
+            F.lit(f"onceflow: injected fault: poison record at partition {poison[0]} offset {poison[1]}")
+        )
+        record.insert(1, (at & boom.cast("boolean"), R.UNPROCESSABLE, F.lit("")))
+    if whole_text:
+        wrapped = F.from_json(F.concat(F.lit("["), text, F.lit("]")), "array<string>", _STRICT_JSON)
+        record += [
+            (~lex["utf8"], R.INVALID_UTF8, F.lit("the value is not valid UTF-8")),
+            (lex["too_deep"], R.TOO_DEEP, F.lit(f"brackets nest more than {R.MAX_DEPTH} deep")),
+            (
+                lex["number_too_long"],
+                R.NUMBER_TOO_LONG,
+                F.lit(f"a number is longer than {R.MAX_NUMBER_CHARS} characters"),
+            ),
+            (lex["lone"], R.LONE_SURROGATE, F.lit("a \\u escape is half of a surrogate pair")),
+            (js.isNull() & (F.size(wrapped) == 1) & lex["single"], R.DUPLICATE_KEY, F.lit("an object repeats a key")),
+        ]
+    record += [
+        (js.isNull(), R.INVALID_JSON, F.lit("the value does not start with a JSON value")),
+        (
+            ~top.startswith("OBJECT"),
+            R.NOT_AN_OBJECT,
+            F.concat(F.lit("top level is "), F.substring(top, 1, 40), F.lit(", not an object")),
+        ),
+    ]
+    if whole_text:
+        record.append(
+            (~lex["single"], R.TRAILING_CONTENT, F.lit("the JSON object is followed by more than whitespace"))
+        )
     fields = [_Field(f) for f in schema.fields]
     missing = [(f.spec.name, ~f.present) for f in fields if f.spec.required]
     wrong = [(f.spec.name, f.present & ~f.type_ok()) for f in fields]
@@ -231,7 +338,7 @@ def parse_events(kafka_df: DataFrame, schema: Schema) -> DataFrame:
     wrong_list = F.concat_ws(
         ", ",
         *[
-            F.when(c, F.concat(F.lit(f"{n} is "), f.kind, F.lit(f", expected {f.spec.type}")))
+            F.when(c, F.concat(F.lit(f"{n} is "), F.substring(f.kind, 1, 40), F.lit(f", expected {f.spec.type}")))
             for (n, c), f in zip(wrong, fields, strict=True)
         ],
     )

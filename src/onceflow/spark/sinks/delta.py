@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow import tables
@@ -62,17 +62,20 @@ def _txn(spark: SparkSession, app_id: str, version: int, metadata: str) -> Itera
             spark.conf.unset(key)
 
 
+def _batch_metric(m: Metric, sql_type: str) -> Column:
+    """One metric of a batch's rows, in its stored type; a sum adds in that type, as wide as the
+    declaration made it (a long's sum would overflow a bigint)."""
+    if m.func == "count":
+        return F.count(F.lit(1)).cast(sql_type)
+    assert m.field is not None  # every metric but count names its field
+    col = F.col(m.field)
+    return (F.sum(col.cast(sql_type)) if m.func == "sum" else getattr(F, m.func)(col)).cast(sql_type)
+
+
 def batch_aggregates(bronze: DataFrame, schema: Schema, aggs: AggregatesSpec, window: str) -> DataFrame:
     """Per declared group and event-time window: the declared metrics of these rows."""
     types = tables.aggregate_columns(schema, aggs)
-    exprs = []
-    for m in aggs.parsed_metrics():
-        if m.func == "count":
-            e = F.count(F.lit(1))
-        else:
-            assert m.field is not None  # every metric but count names its field
-            e = getattr(F, m.func)(F.col(m.field))
-        exprs.append(e.cast(types[m.name]).alias(m.name))
+    exprs = [_batch_metric(m, types[m.name]).alias(m.name) for m in aggs.parsed_metrics()]
     return (
         bronze.groupBy(*aggs.group_by, F.window(schema.event_time, window).alias("w"))
         .agg(*exprs)
