@@ -155,6 +155,24 @@ def test_failed_run_reports_its_error(pipeline):
     assert "boom" in r["reasons"][0] and r["run"]["final"]["status"] == "failed"
 
 
+def test_runs_that_all_failed_on_one_batch_are_poisoned_until_it_is_moved_aside(pipeline):
+    from onceflow.unprocessable import Declared, Unprocessable
+
+    committed_checkpoint(pipeline)
+    batch = {"id": 2, "generation": 0, "topic": TOPIC, "ranges": {"0": [30, 40], "1": [35, 41]}}
+    failed = ("final", 0, {"status": "failed", "error": "[USER_RAISED_EXCEPTION] boom", "batch": batch})
+    for ago in (300, 200, 100):
+        status(pipeline, started(ago), (failed[0], ago - 10, failed[2]))
+    r = check(pipeline)
+    assert r["verdict"] == "poisoned" and r["exit_code"] == 1, r["reasons"]
+    assert r["run"]["poisoned"]["batch_id"] == 2 and r["run"]["poisoned"]["runs"] == 3
+    assert "partition 0 [30, 40), partition 1 [35, 41)" in r["reasons"][0] and "boom" in r["reasons"][0]
+    assert f"onceflow quarantine --pipeline {pipeline.name} --batch 2" in r["reasons"][1]
+    Unprocessable.load(pipeline.state_path).add(Declared(TOPIC, {0: (30, 40), 1: (35, 41)}))
+    r = check(pipeline)
+    assert r["verdict"] == "failed" and r["run"]["poisoned"] is None, "moved aside: a restart gets past it"
+
+
 def test_run_without_final_and_without_lock_is_dead(pipeline):
     committed_checkpoint(pipeline)
     status(pipeline, started(100), progress(5, 1))

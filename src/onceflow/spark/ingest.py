@@ -581,5 +581,10 @@ def _jvm_gone(exc: BaseException) -> bool:
 
 
 def _short(exc) -> str:
+    """The error's own message, for status files, the health verdict and logs: without Spark's
+    query description and Java stack frames (the driver's log has those)."""
     text = str(getattr(exc, "desc", None) or exc)
-    return text.split("\n=== Streaming Query ===")[0].strip()[:4000]
+    for cut in ("\n=== Streaming Query ===", "\nJVM stacktrace:", "\n\tat "):
+        text = text.split(cut)[0]
+    lines = [line for line in text.strip().splitlines() if not line.lstrip().startswith("at ")]
+    return "\n".join(lines)[:2000]

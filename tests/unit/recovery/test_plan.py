@@ -135,6 +135,19 @@ def test_a_running_job_is_never_touched():
     assert plan.override is None  # no flag lifts this one
 
 
+def test_a_batch_that_failed_every_run_is_not_restarted_and_the_fix_names_the_batch():
+    from onceflow.poison import PoisonedBatch
+    from onceflow.recovery.plan import POISONED
+
+    f = facts(checkpoint(B, 1), all_sinks(B[:2]))
+    f.poisoned = PoisonedBatch(2, 0, T, {0: (200, 300), 1: (120, 160)}, 3, "[USER_RAISED_EXCEPTION] boom", "t0")
+    plan = decide(f)
+    assert plan.decision == REFUSE and plan.case == POISONED and plan.actions == [] and plan.override is None
+    assert "batch 2 (generation 0; partition 0 [200, 300), partition 1 [120, 160)) failed 3 runs" in plan.refusal
+    assert "onceflow quarantine --pipeline pipelines/payments.yaml --batch 2" in plan.refusal
+    assert decide(facts(checkpoint(B, 1), all_sinks(B[:2]))).decision != REFUSE, "without it: a restart"
+
+
 def test_sinks_written_from_another_topic_are_refused():
     led = ledgers(bronze=[LedgerEntry(T, "bronze", 0, 0, "other", {0: 0}, {0: 5})])
     plan = decide(facts(MISSING_CK, led, generation=None))
