@@ -47,7 +47,8 @@ def read_jobs(event_logs: Path, first: int, last: int) -> list[dict]:
     (Spark 4 writes a folder of rolling files): step, start, end (ms)."""
     jobs: dict[int, dict] = {}
     files = sorted(p for p in event_logs.rglob("*") if p.is_file() and not p.name.startswith((".", "appstatus")))
-    for line in (line for f in files for line in f.read_text().splitlines()):
+    # lines end in \n only: not splitlines(), which also splits at a U+2028 inside a string
+    for line in (line for f in files for line in f.read_text().split("\n") if line.strip()):
         event = json.loads(line)
         kind = event["Event"]
         if kind == "SparkListenerJobStart" and first <= event["Job ID"] < last:

@@ -176,7 +176,8 @@ def commit_latencies(table: str | Path, since_ms: float) -> list[tuple[float, fl
 
     out = []
     for log in sorted(Path(table, "_delta_log").glob("*.json")):
-        actions = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        # split on newlines only: a string in the stats may hold U+2028, which splitlines() splits on too
+        actions = [json.loads(line) for line in log.read_text().split("\n") if line.strip()]
         committed = next(a["commitInfo"]["timestamp"] for a in actions if "commitInfo" in a)
         # new rows only: a compaction's rewritten files (dataChange false) hold rows committed before
         for add in (a["add"] for a in actions if "add" in a and a["add"].get("dataChange", True)):

@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--large-ratio", type=float, default=0.0, help="share of large valid events (schema/large.py)")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args(argv)
 
@@ -37,7 +38,8 @@ def main(argv: list[str] | None = None) -> None:
     from onceflow.spark.session import build_session
 
     spark = build_session("onceflow-bench-strict-parse", master="local[2]")
-    gen = Generator(PAYMENTS_SCHEMA, seed=1, group_by=("account_id",))
+    # the same records as before large ones were made (--large-ratio adds them: their bytes cost more)
+    gen = Generator(PAYMENTS_SCHEMA, seed=1, group_by=("account_id",), large_ratio=args.large_ratio)
     values = [gen.record(0.01).value for _ in range(min(args.records, 50_000))]
     now = datetime(2026, 1, 1, tzinfo=UTC)
     base = spark.createDataFrame(

@@ -107,7 +107,10 @@ def _lexical(text: Column, fits: Column) -> Column:
     lexed = F.struct(
         F.expr("is_valid_utf8(_text)").alias("utf8"),
         (scan["m"] > R.MAX_DEPTH).alias("too_deep"),
-        masked.rlike(_NUMBER_RUN).alias("number_too_long"),
+        # only a text longer than the limit can hold such a run: most records skip the regex
+        F.when(F.length(masked) > R.MAX_NUMBER_CHARS, masked.rlike(_NUMBER_RUN))
+        .otherwise(F.lit(False))
+        .alias("number_too_long"),
         F.when(text.contains("\\u"), unescaped.rlike(_LONE_SURROGATE)).otherwise(F.lit(False)).alias("lone"),
         (masked.rlike(f"^{_WS}[\\[{{]") & masked.rlike(f"[\\]}}]{_WS}\\z") & (scan["z"] == 1) & (scan["d"] == 0)).alias(
             "single"
