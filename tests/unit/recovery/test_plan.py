@@ -143,6 +143,7 @@ def test_a_batch_that_failed_every_run_is_not_restarted_and_the_fix_names_the_ba
     f.poisoned = PoisonedBatch(2, 0, T, {0: (200, 300), 1: (120, 160)}, 3, "[USER_RAISED_EXCEPTION] boom", "t0")
     plan = decide(f)
     assert plan.decision == REFUSE and plan.case == POISONED and plan.actions == [] and plan.override is None
+    assert plan.refusal is not None
     assert "batch 2 (generation 0; partition 0 [200, 300), partition 1 [120, 160)) failed 3 runs" in plan.refusal
     assert "onceflow quarantine --pipeline pipelines/payments.yaml --batch 2" in plan.refusal
     assert decide(facts(checkpoint(B, 1), all_sinks(B[:2]))).decision != REFUSE, "without it: a restart"
