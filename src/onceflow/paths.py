@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 
 def state_dir() -> Path:
@@ -37,3 +38,17 @@ def project_root() -> Path:
         if (parent / "jvm").is_dir() and (parent / "pyproject.toml").is_file():
             return parent
     return Path.cwd()
+
+
+def local_path(location: str | os.PathLike) -> Path | None:
+    """The local path a location names: a plain path as it is; a `file:` URI (`file:/x`,
+    `file:///x`, `file://localhost/x`) as its path, percent-escapes decoded as Spark decodes
+    them; None for any other scheme (`s3a://`, `gs://`, ...), which only a JVM or an object
+    store client can read."""
+    text = os.fspath(location)
+    if text.startswith("file:"):
+        path = unquote(urlparse(text).path)
+        return Path(path if path.startswith("/") else "/" + path)
+    if "://" in text:
+        return None
+    return Path(text)

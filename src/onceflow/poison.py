@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onceflow import offsets
 from onceflow.status import FAILED, FINAL, StatusLog
 from onceflow.unprocessable import Unprocessable
 
@@ -34,7 +35,7 @@ class PoisonedBatch:
             "batch_id": self.batch_id,
             "generation": self.generation,
             "topic": self.topic,
-            "ranges": {str(p): [a, b] for p, (a, b) in sorted(self.ranges.items())},
+            "ranges": offsets.ranges_as_json(self.ranges),
             "runs": self.runs,
             "error": self.error,
             "since": self.since,
@@ -72,7 +73,7 @@ def poisoned_batch(
         batch_id=int(first["id"]),
         generation=first.get("generation"),
         topic=first.get("topic", ""),
-        ranges={int(p): (int(a), int(b)) for p, (a, b) in (first.get("ranges") or {}).items()},
+        ranges=offsets.ranges_from_json(first.get("ranges")),
         runs=after,
         error=str(final.get("error") or "no error recorded"),
         since=str(runs[0][-1].get("time")),

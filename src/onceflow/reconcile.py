@@ -25,6 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from onceflow.ledger import BATCH, FOLLOWS, LOSS, Ledger, LedgerEntry, follower_lag
+from onceflow.offsets import as_json, from_json
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 MAX_RANGES = 1000  # offending offset ranges listed per check (the count is always exact)
@@ -90,14 +91,6 @@ def offset_ranges(offsets: Iterable[int]) -> list[tuple[int, int]]:
     return out
 
 
-def keyed(offsets: dict[int, int] | None) -> dict[str, int] | None:
-    return None if offsets is None else {str(p): int(o) for p, o in sorted(offsets.items())}
-
-
-def unkeyed(offsets: dict | None) -> dict[int, int]:
-    return {int(p): int(o) for p, o in (offsets or {}).items()}
-
-
 # -- the committed point --------------------------------------------------------------
 @dataclass
 class SinkView:
@@ -121,7 +114,7 @@ class SinkView:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d["end"], d["at_point"] = keyed(self.end), keyed(self.at_point)
+        d["end"], d["at_point"] = as_json(self.end), as_json(self.at_point)
         return jsonable(d)
 
 
@@ -151,7 +144,7 @@ class CommittedPoint:
             "topic": self.topic,
             "mode": self.mode,
             "running": self.running,
-            "checkpoint": jsonable({**self.checkpoint, "offsets": keyed(self.checkpoint.get("offsets"))}),
+            "checkpoint": jsonable({**self.checkpoint, "offsets": as_json(self.checkpoint.get("offsets"))}),
             "sinks": {n: s.as_dict() for n, s in self.sinks.items()},
             "partitions": [
                 {
@@ -280,8 +273,8 @@ def committed_point(
             sinks[name].follows, sinks[name].trails = leader, len(missing)
             if ahead:
                 problems["ledger_agreement"].append(
-                    f"{name} holds offsets {keyed(ahead)}, beyond what {leader} holds "
-                    f"({keyed(ledgers[leader].committed_offsets())}): they cannot have been merged from {leader}"
+                    f"{name} holds offsets {as_json(ahead)}, beyond what {leader} holds "
+                    f"({as_json(ledgers[leader].committed_offsets())}): they cannot have been merged from {leader}"
                 )
     written = [s for s in sinks.values() if s.entries]
     if not written and cp_end is None:
@@ -310,8 +303,8 @@ def committed_point(
                 )
             else:
                 problems["checkpoint_ledger_agreement"].append(
-                    f"{s.name}: no ledger entry ends at the checkpoint's committed offsets {keyed(cp_end)} "
-                    f"(ledger ends at {keyed(s.end)}): the two histories diverged"
+                    f"{s.name}: no ledger entry ends at the checkpoint's committed offsets {as_json(cp_end)} "
+                    f"(ledger ends at {as_json(s.end)}): the two histories diverged"
                 )
         elif s.ahead and not running and not (s.ahead == 1 and cp_info["uncommitted"] is not None):
             problems["checkpoint_ledger_agreement"].append(
@@ -329,8 +322,8 @@ def committed_point(
                 entry = by_batch.get(b)
                 if planned is not None and entry is not None and entry.end != planned:
                     problems["checkpoint_ledger_agreement"].append(
-                        f"{s_name}: batch {b} (generation {checkpoint_generation}) ends at {keyed(entry.end)} in the "
-                        f"ledger but at {keyed(planned)} in the checkpoint's offsets/{b}"
+                        f"{s_name}: batch {b} (generation {checkpoint_generation}) ends at {as_json(entry.end)} in the "
+                        f"ledger but at {as_json(planned)} in the checkpoint's offsets/{b}"
                     )
 
     # ledgers vs each other, up to the point every one of them reached
@@ -347,8 +340,9 @@ def committed_point(
                 if _entry_key(a) != _entry_key(b):
                     problems["ledger_agreement"].append(
                         f"entry {i}: {ref} holds batch {a.batch_id} (generation {a.generation}) "
-                        f"{keyed(a.start)}→{keyed(a.end)}, {n} holds batch {b.batch_id} (generation {b.generation}) "
-                        f"{keyed(b.start)}→{keyed(b.end)}"
+                        f"{as_json(a.start)}→{as_json(a.end)}, {n} holds batch {b.batch_id} "
+                        f"(generation {b.generation}) "
+                        f"{as_json(b.start)}→{as_json(b.end)}"
                     )
                     break
             if counts[n] != counts[ref] and not sinks[n].follows:  # a follower may trail (SinkView.trails)
@@ -379,7 +373,7 @@ def committed_point(
         if e.start.get(p) != o
     ]
 
-    since = unkeyed((watermark or {}).get("offsets")) if mode == "since-last" and watermark else {}
+    since = from_json((watermark or {}).get("offsets")) if mode == "since-last" and watermark else {}
     start = {p: min(max(since.get(p, first[p]), first[p]), end[p]) for p in partitions}
     not_retained: dict[int, tuple[int, int]] = {}
     for p in partitions:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from onceflow.config import Pipeline, TableSink
-from onceflow.errors import LedgerReadError, OnceflowError, SinkError
+from onceflow.errors import IdentityFileError, LedgerReadError, OnceflowError, SinkError
 from onceflow.ledger import FOLLOWS, Ledger, read_ledger
 from onceflow.reconcile import CommittedPoint, committed_point
 
@@ -154,8 +154,8 @@ def read_facts(
     if checkpoint is not None and checkpoint.exists:
         try:
             identity = read_identity(pipeline.checkpoint_path)
-        except OnceflowError as exc:
-            identity_error = str(exc).split(". Fix:")[0]
+        except IdentityFileError as exc:
+            identity_error = exc.problem
         except OSError as exc:  # e.g. a directory where the file should be
             identity_error = f"{pipeline.checkpoint_path}/_onceflow.json cannot be read ({exc.strerror})"
     paths = table_paths(pipeline, audit_order=audit_order)

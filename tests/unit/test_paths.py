@@ -70,3 +70,13 @@ def test_the_jvm_starts_in_the_state_dir_with_an_absolute_pythonpath(tmp_path, m
         assert Path.cwd() == where == spark_dir() == tmp_path / "home" / "spark"
         assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(tmp_path / "src"), "/abs/lib"]
     assert Path.cwd() == tmp_path
+
+
+def test_a_location_is_a_local_path_unless_another_scheme_names_it():
+    assert paths.local_path("/data/cp") == Path("/data/cp")
+    assert paths.local_path(Path("rel/cp")) == Path("rel/cp")
+    for uri in ("file:/data/cp", "file:///data/cp", "file://localhost/data/cp"):
+        assert paths.local_path(uri) == Path("/data/cp"), uri
+    assert paths.local_path("file:///data/a%20b") == Path("/data/a b")  # decoded, as Spark decodes it
+    for remote in ("s3a://bucket/cp", "gs://bucket/cp", "abfss://c@a.dfs.core.windows.net/cp"):
+        assert paths.local_path(remote) is None, remote

@@ -17,6 +17,7 @@ import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 
+from onceflow.offsets import as_json
 from onceflow.paths import project_root
 
 SCHEMA_VERSION = 1
@@ -71,7 +72,7 @@ def write_watermark(root: Path, pipeline: str, run_id: str, topic: str, offsets:
         "run_id": run_id,
         "time": datetime.now(UTC).isoformat(timespec="seconds"),
         "topic": topic,
-        "offsets": {str(p): int(o) for p, o in sorted(offsets.items())},
+        "offsets": as_json(offsets),
     }
     path = root / pipeline / WATERMARK
     tmp = path.with_suffix(".tmp")

@@ -24,7 +24,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from onceflow import tables
+from onceflow import offsets, tables
 from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, SKIPPED, Check, CommittedPoint, check, jsonable
 from onceflow.schema.model import Schema
@@ -74,8 +74,8 @@ def read_kafka(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[
     opts = kafka_options(
         pipeline.source.bootstrap_servers,
         topic,
-        starting=json.dumps({topic: {str(p): s for p, (s, _) in ranges.items()}}),
-        endingOffsets=json.dumps({topic: {str(p): e for p, (_, e) in ranges.items()}}),
+        starting=offsets.spark_json(topic, {p: s for p, (s, _) in ranges.items()}),
+        endingOffsets=offsets.spark_json(topic, {p: e for p, (_, e) in ranges.items()}),
     )
     opts.pop("subscribe")
     opts["assign"] = json.dumps({topic: sorted(ranges)})

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from onceflow import offsets
 from onceflow.errors import KafkaLedgerError
 from onceflow.kafka.consume import partition_offset
 from onceflow.ledger import Ledger, LedgerEntry, contiguity_problems
@@ -85,8 +86,8 @@ class KafkaLedgerRecord:
             "task_partition": self.task_partition,
             "task_partitions": self.task_partitions,
             "topic": self.topic,
-            "start": {str(p): o for p, o in sorted(self.start.items())},
-            "end": {str(p): o for p, o in sorted(self.end.items())},
+            "start": offsets.as_json(self.start),
+            "end": offsets.as_json(self.end),
             "rows": self.rows,
             "output_topic": self.output_topic,
             "key_expr": self.key_expr,
@@ -116,8 +117,8 @@ class KafkaLedgerRecord:
                 task_partition=int(body["task_partition"]),
                 task_partitions=int(body["task_partitions"]),
                 topic=body["topic"],
-                start={int(p): int(o) for p, o in body["start"].items()},
-                end={int(p): int(o) for p, o in body["end"].items()},
+                start=offsets.from_json(body["start"]),
+                end=offsets.from_json(body["end"]),
                 rows=int(body["rows"]),
                 output_topic=body["output_topic"],
                 key_expr=body["key_expr"],
@@ -132,8 +133,8 @@ class KafkaLedgerRecord:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d["start"] = {str(p): o for p, o in sorted(self.start.items())}
-        d["end"] = {str(p): o for p, o in sorted(self.end.items())}
+        d["start"] = offsets.as_json(self.start)
+        d["end"] = offsets.as_json(self.end)
         return d
 
 
@@ -406,7 +407,7 @@ class KafkaLedger:
             },
             "entries": [e.as_dict() for e in self.entries],
             "partial": [p.as_dict() for p in self.partial],
-            "committed_offsets": {str(p): o for p, o in sorted(self.committed_offsets().items())},
+            "committed_offsets": offsets.as_json(self.committed_offsets()),
             "problems": self.problems(),
         }
 

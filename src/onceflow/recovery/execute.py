@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from onceflow import offsets
 from onceflow.errors import RecoveryError
 from onceflow.generation import new_identity, read_identity, write_identity
 from onceflow.ledger import loss_entry, write_loss
@@ -71,8 +72,8 @@ def _write_loss(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
         p["sink"],
         int(p["generation"]),
         plan.topic,
-        {int(k): v for k, v in p["start"].items()},
-        {int(k): v for k, v in p["end"].items()},
+        offsets.from_json(p["start"]),
+        offsets.from_json(p["end"]),
         extra={
             **(p.get("extra") or {}),
             "recovery": record.id,

@@ -24,9 +24,9 @@ match wins (docs/recovery.md):
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 
+from onceflow import offsets
 from onceflow.checkpoint import Checkpoint
 from onceflow.errors import OnceflowError
 from onceflow.ledger import BATCH, Ledger, LedgerEntry, follower_lag
@@ -141,16 +141,12 @@ class Plan:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d["resume"] = None if self.resume is None else {str(p): o for p, o in sorted(self.resume.items())}
+        d["resume"] = offsets.as_json(self.resume)
         d["lost"] = [{**asdict(r), "count": r.count} for r in self.lost]
         return d
 
 
 # -- small helpers ---------------------------------------------------------------------
-def _keyed(offsets: dict[int, int] | None) -> dict[str, int] | None:
-    return None if offsets is None else {str(p): o for p, o in sorted(offsets.items())}
-
-
 def _fmt(offsets: dict[int, int] | None) -> str:
     if not offsets:
         return "{}"
@@ -174,16 +170,6 @@ def _where(ledger: Ledger) -> str:
     return f"batch {last.batch_id} of generation {last.generation} (up to {_fmt(ledger.committed_offsets())})"
 
 
-def _parse_starting(text: str | None, topic: str) -> dict[int, int] | None:
-    """{topic: {"0": 5}} JSON → {0: 5}; None for 'earliest'/'latest'/unparseable."""
-    if not text or not text.lstrip().startswith("{"):
-        return None
-    try:
-        return {int(p): int(o) for p, o in (json.loads(text).get(topic) or {}).items()}
-    except (ValueError, TypeError, AttributeError):
-        return None
-
-
 def _leftover_files(ck: Checkpoint) -> list[str]:
     return sorted(p.path for p in ck.problems if p.path.endswith(".tmp"))
 
@@ -192,7 +178,7 @@ def facts_summary(f: Facts) -> dict:
     """The facts as JSON, for the plan and the recovery record."""
     ck = f.checkpoint
     try:
-        committed = _keyed(ck.committed_offsets(f.topic)) if ck.usable else None
+        committed = offsets.as_json(ck.committed_offsets(f.topic)) if ck.usable else None
     except OnceflowError:
         committed = None
     return {
@@ -216,12 +202,16 @@ def facts_summary(f: Facts) -> dict:
                 "entries": len(led.entries),
                 "generation": led.generation,
                 "last_batch": (last.batch_id if (last := _last_batch(led)) else None),
-                "committed_offsets": _keyed(led.committed_offsets()),
+                "committed_offsets": offsets.as_json(led.committed_offsets()),
                 "problems": led.problems(),
             }
             for name, led in f.ledgers.items()
         },
-        "kafka": {"topic": f.topic, "earliest": _keyed(f.kafka.earliest), "latest": _keyed(f.kafka.latest)},
+        "kafka": {
+            "topic": f.topic,
+            "earliest": offsets.as_json(f.kafka.earliest),
+            "latest": offsets.as_json(f.kafka.latest),
+        },
         "run": {"running": f.running, "holder": f.holder, "last_run": f.last_run},
     }
 
@@ -290,7 +280,7 @@ def _restart_position(f: Facts) -> dict[int, int] | None:
         return None
     if ck.initial_offsets and f.topic in ck.initial_offsets:
         return dict(ck.initial_offsets[f.topic])
-    return _parse_starting(f.identity.starting_offsets if f.identity else None, f.topic)
+    return offsets.from_spark_json(f.identity.starting_offsets if f.identity else None, f.topic)
 
 
 # -- the decision ----------------------------------------------------------------------
@@ -606,10 +596,8 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
                         )
                     )
         plan.resume = dict(sorted(starting.items()))
-        plan.starting_offsets = json.dumps(
-            {f.topic: {str(p): o for p, o in sorted(starting.items())}}, separators=(",", ":")
-        )
-        plan.sink_floors = {n: {str(p): o for p, o in sorted(pts.items())} for n, pts in points.items()}
+        plan.starting_offsets = offsets.spark_json(f.topic, starting)
+        plan.sink_floors = {n: offsets.as_json(pts) for n, pts in points.items()}
         if plan.lost:
             text = "; ".join(
                 f"partition {r.partition}: offsets [{r.start}, {r.end}) = {r.count} offsets ({', '.join(r.sinks)})"
@@ -649,8 +637,8 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
                     "sink": n,
                     "table": ledger.table,
                     "generation": plan.generation,
-                    "start": {str(p): a for p, (a, b) in sorted(ranges.items())},
-                    "end": {str(p): b for p, (a, b) in sorted(ranges.items())},
+                    "start": offsets.as_json({p: a for p, (a, b) in ranges.items()}),
+                    "end": offsets.as_json({p: b for p, (a, b) in ranges.items()}),
                     "extra": {},
                 },
             )
@@ -659,7 +647,7 @@ def _new_generation(plan: Plan, refuse, f: Facts, reason: str, fix_cmd: str, acc
     resume = plan.resume or {}
     if plan.sink_floors and any(o > resume.get(int(p), o) for fl in plan.sink_floors.values() for p, o in fl.items()):
         floors = "; each sink keeps only rows from its own point: " + ", ".join(
-            f"{n} {_fmt({int(p): o for p, o in fl.items()})}" for n, fl in plan.sink_floors.items()
+            f"{n} {_fmt(offsets.from_json(fl))}" for n, fl in plan.sink_floors.items()
         )
     plan.actions.append(
         Action(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from onceflow import faults, tables
+from onceflow import faults, offsets, tables
 from onceflow.checkpoint import batch_offset_range
 from onceflow.config import DEFAULT_STOP_TIMEOUT, AggregateSink, Pipeline
 from onceflow.deltars import Appender
@@ -227,7 +227,7 @@ class BatchWriter:
             "id": batch_id,
             "generation": self.generation,
             "topic": self.topic,
-            "ranges": {str(p): [start.get(p, 0), o] for p, o in sorted(end.items()) if o > start.get(p, 0)},
+            "ranges": offsets.ranges_as_json({p: (start.get(p, 0), o) for p, o in end.items() if o > start.get(p, 0)}),
         }
         # its offsets bound a batch's records: a small one is committed from the driver
         small = self._from_driver(sum(o - start.get(p, 0) for p, o in end.items()))

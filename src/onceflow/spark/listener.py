@@ -12,7 +12,7 @@ import time
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from onceflow import faults
+from onceflow import faults, offsets
 from onceflow.spark.batch_log import BatchLog, lag_of
 from onceflow.status import IDLE, PROGRESS, StatusLog
 
@@ -27,7 +27,7 @@ def _end_offsets(progress, topic: str, which: str = "endOffset") -> dict[str, in
             except ValueError:
                 continue
         if isinstance(raw, dict) and topic in raw:
-            return {str(p): int(o) for p, o in raw[topic].items()}
+            return offsets.as_json(offsets.from_json(raw[topic]))
     return {}
 
 

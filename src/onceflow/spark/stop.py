@@ -34,11 +34,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 from onceflow.checkpoint import COMMITS, OFFSETS, read_checkpoint
 from onceflow.errors import BatchHeld
 from onceflow.ledger import read_ledger
+from onceflow.paths import local_path
 
 _POLL = 0.05
 _INTERRUPTED = "java.lang.InterruptedException"
@@ -122,7 +122,7 @@ class StopGate:
 
 def _local(checkpoint: str) -> Path:
     """A checkpoint path or file: URI as a local path (the job reads its checkpoint locally)."""
-    return Path(urlparse(checkpoint).path) if checkpoint.startswith("file:") else Path(checkpoint)
+    return local_path(checkpoint) or Path(checkpoint)
 
 
 # one gate per checkpoint, found by BatchWriter (a query is built before its run registers the gate)

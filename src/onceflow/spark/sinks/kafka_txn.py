@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, Producer
 
+from onceflow import offsets
 from onceflow.config import KafkaSink
 from onceflow.errors import KafkaSinkError
 from onceflow.faults import kafka_sink as faults
@@ -265,8 +266,7 @@ class KafkaTxnSink:
     def spec(self, batch_id: int, start: dict[int, int], end: dict[int, int], source_topic: str) -> TaskSpec:
         self.prepare()
         assert self._ledger_partitions is not None  # prepare() counted them
-        start = {int(p): int(o) for p, o in start.items()}
-        end = {int(p): int(o) for p, o in end.items()}
+        start, end = offsets.from_json(start), offsets.from_json(end)
         carry = self.carry.for_batch(start) if self.carry else None
         if carry:  # rows below the floor are not this generation's: its ledger ranges start there
             start, end = carry.clip(start), carry.clip(end)
