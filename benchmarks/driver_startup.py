@@ -41,7 +41,7 @@ def child(folder: str, bootstrap: str, topic: str, events: int) -> None:
 
     from onceflow.spark.ingest import run_ingest
     from onceflow.spark.session import build_session
-    from onceflow.status import PROGRESS, STARTED, StatusLog
+    from onceflow.status import RunEvent, StatusLog
 
     spark = build_session("onceflow-bench-startup", master="local[*]", extra={"spark.eventLog.enabled": "false"})
     marks = {"session": time.time() - started}
@@ -52,8 +52,8 @@ def child(folder: str, bootstrap: str, topic: str, events: int) -> None:
     marks["end"] = time.time() - started
     # the query's start and its first commit, from the run's status log (what `checkpoint status` reads)
     run = StatusLog(pipeline.state_path, pipeline.name).last_run()
-    marks["query_started"] = next(e["epoch"] for e in run if e["event"] == STARTED) - started
-    marks["first_batch"] = next(e["epoch"] for e in run if e["event"] == PROGRESS) - started
+    marks["query_started"] = next(e["epoch"] for e in run if e["event"] == RunEvent.STARTED) - started
+    marks["first_batch"] = next(e["epoch"] for e in run if e["event"] == RunEvent.PROGRESS) - started
     spark.stop()
     print("FIGURES " + json.dumps({k: round(v, 1) for k, v in marks.items()}), flush=True)
 

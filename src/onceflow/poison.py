@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onceflow import offsets
-from onceflow.status import FAILED, FINAL, StatusLog
+from onceflow.status import RunEvent, RunStatus, StatusLog
 from onceflow.unprocessable import Unprocessable
 
 POISON_AFTER = 3  # failed runs in a row on one batch
@@ -50,8 +50,8 @@ class PoisonedBatch:
 
 
 def _failed_batch(run: list[dict]) -> dict | None:
-    final = run[-1] if run and run[-1].get("event") == FINAL else None
-    if final is None or final.get("status") != FAILED:
+    final = run[-1] if run and run[-1].get("event") == RunEvent.FINAL else None
+    if final is None or final.get("status") != RunStatus.FAILED:
         return None
     return final.get("batch")
 

@@ -22,12 +22,42 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
+from enum import StrEnum
 from typing import Any
 
 from onceflow.ledger import BATCH, FOLLOWS, LOSS, Ledger, LedgerEntry, follower_lag
 from onceflow.offsets import as_json, from_json
 
-PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+
+class CheckStatus(StrEnum):
+    """The outcome of one audit check."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # not applicable here (e.g. no event_id declared)
+
+
+class AuditStatus(StrEnum):
+    """The outcome of one audit run (summary.json's `status`; exit codes 0, 1, 2)."""
+
+    PASSED = "passed"  # every check passed
+    FAILED = "failed"  # a check found a data problem
+    ERROR = "error"  # the audit could not run (the summary's `reason` says why)
+
+
+class AuditScope(StrEnum):
+    """What an audit covers: `onceflow audit --full | --since-last`, the Airflow operators' `audit_mode`."""
+
+    FULL = "full"  # everything committed
+    SINCE_LAST = "since-last"  # what was committed since the last passed audit
+
+    @classmethod
+    def parse(cls, text: str) -> AuditScope:
+        """The scope a person named: its value, or `incremental`, the name the Airflow DAGs' `mode`
+        param first had for since-last (still accepted). ValueError for anything else."""
+        return cls.SINCE_LAST if text == "incremental" else cls(text)
+
+
 MAX_RANGES = 1000  # offending offset ranges listed per check (the count is always exact)
 MAX_SAMPLES = 5  # offending rows shown per check
 
@@ -51,14 +81,14 @@ class Check:
 
     @property
     def passed(self) -> bool:
-        return self.status != FAILED
+        return self.status != CheckStatus.FAILED
 
     def as_dict(self) -> dict:
         return jsonable(asdict(self))
 
 
 def check(name: str, title: str, ok: bool, **kw) -> Check:
-    return Check(name=name, title=title, status=PASSED if ok else FAILED, **kw)
+    return Check(name=name, title=title, status=CheckStatus.PASSED if ok else CheckStatus.FAILED, **kw)
 
 
 def jsonable(value: Any) -> Any:
@@ -123,7 +153,7 @@ class CommittedPoint:
     """What the audit judges: per partition the offset range [start, end), fixed at the start."""
 
     topic: str
-    mode: str  # "full" | "since-last"
+    mode: str  # an AuditScope
     checkpoint: dict  # path, exists, usable, last_committed, uncommitted, generation, offsets
     sinks: dict[str, SinkView]
     first: dict[int, int]  # where the pipeline started reading, per partition
@@ -223,7 +253,7 @@ def committed_point(
     checkpoint,
     ledgers: dict[str, Ledger],
     *,
-    mode: str = "full",
+    mode: str = AuditScope.FULL,
     watermark: dict | None = None,
     earliest: dict[int, int] | None = None,
     checkpoint_generation: int | None = None,
@@ -373,7 +403,7 @@ def committed_point(
         if e.start.get(p) != o
     ]
 
-    since = from_json((watermark or {}).get("offsets")) if mode == "since-last" and watermark else {}
+    since = from_json((watermark or {}).get("offsets")) if mode == AuditScope.SINCE_LAST and watermark else {}
     start = {p: min(max(since.get(p, first[p]), first[p]), end[p]) for p in partitions}
     not_retained: dict[int, tuple[int, int]] = {}
     for p in partitions:

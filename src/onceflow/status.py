@@ -18,15 +18,43 @@ import socket
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import IO
 
 from onceflow.errors import AlreadyRunningError
 
-STARTED, PROGRESS, IDLE, FINAL = "started", "progress", "idle", "final"
-FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
+
+class RunEvent(StrEnum):
+    """What one line of the status log tells (its `event` field)."""
+
+    STARTED = "started"  # the query started: run id, mode, generation
+    PROGRESS = "progress"  # a micro-batch committed
+    IDLE = "idle"  # a heartbeat while no data arrives
+    FINAL = "final"  # the run ended: its status, and the error of a failed run
+
+
+class RunStatus(StrEnum):
+    """How a run ended (its final event's `status`)."""
+
+    FINISHED = "finished"  # an available-now run processed everything and ended
+    STOPPED = "stopped"  # stopped at a batch boundary (SIGTERM, its time window, idle)
+    FAILED = "failed"
+
+
+class IngestMode(StrEnum):
+    """How the streaming job runs (`onceflow ingest --mode`, the Airflow operators' `mode`)."""
+
+    CONTINUOUS = "continuous"  # a processing-time trigger, until stopped
+    AVAILABLE_NOW = "available-now"  # what Kafka holds now, then it ends
+
+
 # how a run's final status reads in a sentence ("the last run finished at ...")
-ENDED = {FINISHED: "finished", STOPPED: "was stopped (at a batch boundary)", FAILED: "failed"}
+ENDED: dict[str, str] = {
+    RunStatus.FINISHED: "finished",
+    RunStatus.STOPPED: "was stopped (at a batch boundary)",
+    RunStatus.FAILED: "failed",
+}
 
 
 def ended(status: str | None) -> str:
@@ -79,7 +107,7 @@ class StatusLog:
         """The events of each run, oldest run first (a run is its `started` event and what follows)."""
         runs: list[list[dict]] = []
         for event in self.events():
-            if event.get("event") == STARTED or not runs:
+            if event.get("event") == RunEvent.STARTED or not runs:
                 runs.append([])
             runs[-1].append(event)
         return runs

@@ -333,7 +333,7 @@ def test_a_new_generation_skips_what_the_previous_one_delivered(broker, source):
 
 def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_path):
     from onceflow.audit.kafka_output import output_checks
-    from onceflow.reconcile import PASSED
+    from onceflow.reconcile import CheckStatus
     from tests.pipeline_helpers import load_pipeline
 
     pipeline = load_pipeline(
@@ -351,7 +351,7 @@ def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_pat
     sink = KafkaTxnSink.for_pipeline(pipeline, GENERATION)
     _write(sink, source, 0)
     checks = {c.name: c for c in output_checks(spark, pipeline)}
-    assert all(c.status == PASSED for c in checks.values()), {n: c.as_dict() for n, c in checks.items()}
+    assert all(c.status == CheckStatus.PASSED for c in checks.values()), {n: c.as_dict() for n, c in checks.items()}
     assert set(checks) == {
         "kafka_ledger",
         "kafka_output_loss",
@@ -372,7 +372,7 @@ def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_pat
     assert checks["kafka_output_duplicates"].status == "failed"
     assert checks["kafka_output_duplicates"].observed["duplicate_keys"] == 1
     assert checks["kafka_output_phantoms"].status == "failed" and checks["kafka_output_phantoms"].observed == 1
-    assert checks["kafka_output_loss"].status == PASSED
+    assert checks["kafka_output_loss"].status == CheckStatus.PASSED
 
 
 def test_a_value_that_cuts_timestamps_to_milliseconds_fails_the_audit(broker, source, tmp_path):

@@ -167,6 +167,7 @@ def test_benchmarks_import_nothing_from_tests():
 NOT_A_MODULE = {
     "test_architecture.py": "the layers of the whole package",
     "test_docker_stack.py": "docker/, not Python",
+    "test_versions.py": "the pinned versions, across the lock, pyproject.toml, jvm/, docker/ and the README",
     "cli/test_refusals.py": "every command's refusals, side by side",
 }
 

@@ -34,6 +34,8 @@ from onceflow.airflow.operators import (
 from onceflow.airflow.sensors import PipelineHealthSensor, StreamGuardSensor
 from onceflow.config import Pipeline
 from onceflow.errors import ConfigError
+from onceflow.reconcile import AuditScope
+from onceflow.status import IngestMode
 from onceflow.verdicts import PROBLEMS, Verdict
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -110,7 +112,7 @@ follow its commits. A stalled, dead, failed or broken verdict triggers `{pipelin
         stream = IngestOperator(
             task_id="stream",
             pipeline_file=file,
-            mode="continuous",
+            mode=IngestMode.CONTINUOUS,
             max_seconds="{{ params.window_seconds }}",
             execution_timeout=timedelta(seconds=MAX_WINDOW_SECONDS + 900),
             doc_md="spark-submit of the ingest app, continuous, bounded by `window_seconds`.",
@@ -172,7 +174,7 @@ already ingesting). **audit** then checks the new range and publishes its report
         ingest = IngestOperator(
             task_id="ingest",
             pipeline_file=file,
-            mode="available-now",
+            mode=IngestMode.AVAILABLE_NOW,
             max_seconds=3 * 3600,
             execution_timeout=timedelta(hours=3, minutes=15),
             stop_grace=AVAILABLE_NOW_STOP_GRACE,
@@ -181,7 +183,7 @@ already ingesting). **audit** then checks the new range and publishes its report
         audit = AuditOperator(
             task_id="audit",
             pipeline_file=file,
-            audit_mode="incremental",
+            audit_mode=AuditScope.SINCE_LAST,
             trigger_rule="none_failed",
             outlets=[table_asset(pipeline)],
             retries=1,
@@ -203,10 +205,10 @@ def audit_dag(pipeline: Pipeline, file: str) -> DAG:
         tags=["onceflow", pipeline.name, "audit"],
         params={
             "mode": Param(
-                "full",
+                AuditScope.FULL.value,
                 type="string",
-                enum=["full", "incremental"],
-                description="full: every row; incremental: since the last audit",
+                enum=[*(s.value for s in AuditScope), "incremental"],
+                description="full: every row; since-last (or incremental, its older name): since the last passed audit",
             )
         },
         doc_md=_doc(pipeline, file, "audit")
@@ -280,7 +282,7 @@ mark whatever happened. No retries: a half-done recovery is planned again.
         resubmit = IngestOperator(
             task_id="resubmit",
             pipeline_file=file,
-            mode="continuous",
+            mode=IngestMode.CONTINUOUS,
             during_recovery=True,
             max_seconds="{{ params.catchup_max_seconds }}",
             until_idle="{{ params.until_idle_seconds }}",
@@ -296,7 +298,7 @@ mark whatever happened. No retries: a half-done recovery is planned again.
             start_grace=300,
         )
         audit = AuditOperator(
-            task_id="audit", pipeline_file=file, audit_mode="incremental", outlets=[table_asset(pipeline)]
+            task_id="audit", pipeline_file=file, audit_mode=AuditScope.SINCE_LAST, outlets=[table_asset(pipeline)]
         )
         end = RecoveryMarkerOperator(task_id="end", pipeline_file=file, action="end")
         begin >> stop >> plan >> execute >> resubmit >> wait_first_batch >> audit >> end
@@ -354,7 +356,9 @@ the whole table again, the repaired range included.
             task_id="backfill", pipeline_file=file, offsets="{{ ti.xcom_pull(task_ids='resolve') | tojson }}"
         )
         # full: a backfill repairs ranges an incremental audit already passed
-        audit = AuditOperator(task_id="audit", pipeline_file=file, audit_mode="full", outlets=[table_asset(pipeline)])
+        audit = AuditOperator(
+            task_id="audit", pipeline_file=file, audit_mode=AuditScope.FULL, outlets=[table_asset(pipeline)]
+        )
         resolve >> backfill >> audit
     return dag
 

@@ -26,7 +26,7 @@ from airflow.sdk import BaseHook
 
 from onceflow import config
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
-from onceflow.status import FINAL, PROGRESS, STARTED, RunLock, StatusLog, now_iso
+from onceflow.status import RunEvent, RunLock, StatusLog, now_iso
 
 RECOVERY_MARKER = "recovering.json"
 RECOVERY_MARKER_STALE_SECONDS = 6 * 3600
@@ -51,9 +51,9 @@ class RunView:
 
 def run_view(events: list[dict]) -> RunView:
     """Summarize the events of one run (StatusLog.last_run())."""
-    started = events[0] if events and events[0].get("event") == STARTED else {}
-    progress = [e for e in events if e.get("event") == PROGRESS]
-    final: dict = next((e for e in reversed(events) if e.get("event") == FINAL), {})
+    started = events[0] if events and events[0].get("event") == RunEvent.STARTED else {}
+    progress = [e for e in events if e.get("event") == RunEvent.PROGRESS]
+    final: dict = next((e for e in reversed(events) if e.get("event") == RunEvent.FINAL), {})
     return RunView(
         run_id=started.get("run_id"),
         started_epoch=started.get("epoch"),

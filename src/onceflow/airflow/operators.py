@@ -30,6 +30,8 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from onceflow.airflow.hooks import OnceflowHook, reports_root
 from onceflow.airflow.links import AuditReportLink, report_url
 from onceflow.airflow.submit import submit_settings
+from onceflow.reconcile import AuditScope, AuditStatus, CheckStatus
+from onceflow.status import IngestMode, RunStatus
 from onceflow.verdicts import PROBLEMS
 
 _EXIT_CODE = re.compile(r"Error code is: (\d+)")
@@ -162,10 +164,10 @@ class IngestOperator(OnceflowSparkSubmitOperator):
         during_recovery: bool = False,
         **kwargs: Any,
     ) -> None:
-        if mode not in ("available-now", "continuous"):
+        if mode not in tuple(IngestMode):
             raise ValueError(f"mode must be 'available-now' or 'continuous', not {mode!r}")
         super().__init__(pipeline_file=pipeline_file, app="ingest", **kwargs)
-        self.mode = mode
+        self.mode = str(mode)  # a plain string: Airflow serializes it
         self.max_seconds = max_seconds
         self.until_idle = until_idle
         self.during_recovery = during_recovery
@@ -219,7 +221,7 @@ class IngestOperator(OnceflowSparkSubmitOperator):
             run.rows,
             run.final_status,
         )
-        if failure is not None or run.final_status == "failed":
+        if failure is not None or run.final_status == RunStatus.FAILED:
             raise AirflowException(f"{hook.name}: ingest run {run.run_id} failed: {run.error or failure}")
         return summary
 
@@ -235,16 +237,19 @@ class AuditOperator(OnceflowSparkSubmitOperator):
     template_fields: Sequence[str] = (*OnceflowSparkSubmitOperator.template_fields, "audit_mode")
     operator_extra_links = (AuditReportLink(),)
 
-    def __init__(self, *, pipeline_file: str, audit_mode: str = "incremental", **kwargs: Any) -> None:
+    def __init__(self, *, pipeline_file: str, audit_mode: str = AuditScope.SINCE_LAST, **kwargs: Any) -> None:
         super().__init__(pipeline_file=pipeline_file, app="audit", **kwargs)
-        self.audit_mode = audit_mode
+        self.audit_mode = str(audit_mode)  # a plain string: Airflow templates and serializes it
         self.report_link: str | None = None
 
     def arguments(self, context: Any) -> list[str]:
-        if self.audit_mode not in ("incremental", "full"):
-            raise AirflowFailException(f"audit mode must be 'incremental' or 'full', not {self.audit_mode!r}")
-        scope = "--full" if self.audit_mode == "full" else "--since-last"
-        return [*super().arguments(context), scope, "--report-dir", str(reports_root())]
+        try:
+            scope = AuditScope.parse(self.audit_mode)
+        except ValueError:
+            raise AirflowFailException(
+                f"audit mode must be 'since-last' (or 'incremental') or 'full', not {self.audit_mode!r}"
+            ) from None
+        return [*super().arguments(context), f"--{scope}", "--report-dir", str(reports_root())]
 
     def execute(self, context: Any) -> dict:  # type: ignore[override]  # the summary is the XCom; the base says None
         hook = self.onceflow
@@ -260,7 +265,7 @@ class AuditOperator(OnceflowSparkSubmitOperator):
         summary = hook.latest_audit()
         if summary is None or Path(summary["report_dir"], "summary.json").stat().st_mtime < started - 1:
             raise AirflowException(f"{hook.name}: the audit wrote no report under {hook.reports_dir}")
-        if summary.get("status") == "error":
+        if summary.get("status") == AuditStatus.ERROR:
             raise AirflowException(
                 f"{hook.name}: the audit could not run: {summary.get('reason')}. "
                 f"Report: {summary['report_dir']}/index.html"
@@ -280,11 +285,15 @@ class AuditOperator(OnceflowSparkSubmitOperator):
 def audit_verdict(summary: dict) -> dict:
     """passed + what failed, from an audit's summary.json (docs/schemas/audit-summary.schema.json)."""
     status = summary.get("status")
-    failed = [c.get("name") for c in summary.get("checks") or [] if isinstance(c, dict) and c.get("status") == "failed"]
+    failed = [
+        c.get("name")
+        for c in summary.get("checks") or []
+        if isinstance(c, dict) and c.get("status") == CheckStatus.FAILED
+    ]
     failed = failed or [str(c) for c in summary.get("failed_checks") or []]
-    problems = failed or ([f"the audit could not run: {summary.get('reason')}"] if status == "error" else [])
+    problems = failed or ([f"the audit could not run: {summary.get('reason')}"] if status == AuditStatus.ERROR else [])
     return {
-        "passed": status == "passed" and not failed,
+        "passed": status == AuditStatus.PASSED and not failed,
         "status": status,
         "problems": problems,
         "counts": summary.get("counts") or {},

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from onceflow.config import Pipeline
 from onceflow.kafka.ledger import KafkaLedger, default_ledger_topic, read_kafka_ledger
-from onceflow.reconcile import MAX_SAMPLES, SKIPPED, Check, check
+from onceflow.reconcile import MAX_SAMPLES, Check, CheckStatus, check
 from onceflow.spark.kafka_read import kafka_options
 
 KEY = ("_topic", "_partition", "_offset")
@@ -110,7 +110,7 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
             Check(
                 "kafka_output",
                 f"Kafka output {topic} holds each committed event once",
-                SKIPPED,
+                CheckStatus.SKIPPED,
                 detail="the Kafka sink has committed nothing yet",
             )
         )

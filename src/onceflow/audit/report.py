@@ -19,10 +19,11 @@ from pathlib import Path
 
 from onceflow.offsets import as_json
 from onceflow.paths import project_root
+from onceflow.reconcile import AuditStatus
 
 SCHEMA_VERSION = 1
 WATERMARK = "watermark.json"
-STATUS_EXIT = {"passed": 0, "failed": 1, "error": 2}
+STATUS_EXIT: dict[str, int] = {AuditStatus.PASSED: 0, AuditStatus.FAILED: 1, AuditStatus.ERROR: 2}
 
 
 def report_root(report_dir: str | os.PathLike | None = None) -> Path:

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 
 from onceflow import offsets, tables
 from onceflow.config import Pipeline
-from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, SKIPPED, Check, CommittedPoint, check, jsonable
+from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckStatus, CommittedPoint, check, jsonable
 from onceflow.schema.model import Schema
 from onceflow.spark.kafka_read import kafka_options
 from onceflow.unprocessable import Unprocessable
@@ -499,7 +499,7 @@ class RowReconciler:
             return Check(
                 "duplicate_event_ids",
                 title,
-                SKIPPED,
+                CheckStatus.SKIPPED,
                 detail="the schema declares no event_id: uniqueness of events is not checked "
                 "(uniqueness of Kafka offsets is, by the duplicates check)",
             )

@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from onceflow.reconcile import FAILED, MAX_SAMPLES, PASSED, Check, jsonable
+from onceflow.reconcile import MAX_SAMPLES, Check, CheckStatus, jsonable
 
 SITE = "onceflow_audit"
 _SQLITE_TYPES = {"IntegerType": "INTEGER", "LongType": "INTEGER", "StringType": "TEXT"}
@@ -139,10 +139,10 @@ def _to_check(suite: str, result) -> Check:
         samples = [{"value": v} for v in r["partial_unexpected_list"][:MAX_SAMPLES]]
     elif (r.get("details") or {}).get("unexpected_rows"):
         samples = list(r["details"]["unexpected_rows"][:MAX_SAMPLES])
-    status = PASSED if result.success else FAILED
+    status = CheckStatus.PASSED if result.success else CheckStatus.FAILED
     detail = ""
     if result.exception_info and result.exception_info.get("raised_exception"):
-        status, detail = FAILED, f"expectation raised: {result.exception_info.get('exception_message')}"
+        status, detail = CheckStatus.FAILED, f"expectation raised: {result.exception_info.get('exception_message')}"
     return Check(
         name=_name(suite, config),
         title=config.description or config.type.replace("_", " "),

@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from onceflow.cli.console import log, out, print_json, quiet
 from onceflow.config import DEFAULT_PIPELINE, load_pipeline
+from onceflow.status import IngestMode
 
 EXIT_REFUSED = 3
 
@@ -38,8 +39,8 @@ def add_parser(sub) -> None:
     p.add_argument("--resume", action="store_true", help="after recovering, run the job (onceflow ingest)")
     p.add_argument(
         "--mode",
-        choices=["continuous", "available-now"],
-        default="available-now",
+        choices=[m.value for m in IngestMode],
+        default=IngestMode.AVAILABLE_NOW.value,
         help="with --resume: how the job runs",
     )
     p.add_argument("--until-idle", type=float, metavar="SECONDS", help="with --resume: stop after this long idle")

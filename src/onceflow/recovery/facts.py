@@ -18,7 +18,7 @@ from onceflow.errors import LedgerReadError, RecoveryError
 from onceflow.generation import CheckpointIdentity
 from onceflow.ledger import Ledger
 from onceflow.poison import PoisonedBatch, poisoned_batch
-from onceflow.status import FINAL, StatusLog
+from onceflow.status import RunEvent, StatusLog
 from onceflow.unprocessable import Unprocessable
 
 KAFKA_TIMEOUT = 15.0  # seconds: recovery is rare and may run while the broker is busy catching up
@@ -72,7 +72,7 @@ def _last_run(pipeline: Pipeline) -> dict:
     run = StatusLog(pipeline.state_path, pipeline.name).last_run()
     if not run:
         return {}
-    final = run[-1] if run[-1].get("event") == FINAL else None
+    final = run[-1] if run[-1].get("event") == RunEvent.FINAL else None
     return {
         "run_id": run[0].get("run_id"),
         "started_at": run[0].get("time"),

@@ -32,8 +32,7 @@ from onceflow.errors import OnceflowError
 from onceflow.ledger import BATCH, Ledger, LedgerEntry, follower_lag
 from onceflow.recovery.facts import Facts
 from onceflow.sinks import FOLLOWS
-from onceflow.status import FINISHED, ended
-from onceflow.status import STOPPED as STOPPED_RUN
+from onceflow.status import RunStatus, ended
 
 # decisions
 RESTART, NEW_GENERATION, NOTHING, REFUSE = "restart", "new_generation", "nothing", "refuse"
@@ -471,7 +470,7 @@ def _start_hint(f: Facts) -> str:
 def _stopped_cleanly(f: Facts) -> bool:
     """The last run has a final event saying it finished or was stopped (not failed, not killed)."""
     final = (f.last_run or {}).get("final") or {}
-    return final.get("status") in (FINISHED, STOPPED_RUN)
+    return final.get("status") in (RunStatus.FINISHED, RunStatus.STOPPED)
 
 
 def _run_text(f: Facts) -> str:

@@ -46,11 +46,10 @@ from onceflow.spark.stop import (
     stop_at_batch_boundary,
     unregister,
 )
-from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, StatusLog
+from onceflow.status import IngestMode, RunEvent, RunLock, RunStatus, StatusLog
 from onceflow.unprocessable import Unprocessable
 
-CONTINUOUS, AVAILABLE_NOW = "continuous", "available-now"
-MODES = (CONTINUOUS, AVAILABLE_NOW)
+MODES = tuple(m.value for m in IngestMode)
 
 
 @dataclass
@@ -331,7 +330,7 @@ def build_query(
     """The streaming query, not yet started; `writer` writes its batches."""
     source = pipeline.source
     extra = {}
-    max_offsets = source.max_offsets(available_now=mode == AVAILABLE_NOW)
+    max_offsets = source.max_offsets(available_now=mode == IngestMode.AVAILABLE_NOW)
     if max_offsets:
         extra["maxOffsetsPerTrigger"] = str(max_offsets)
     if source.min_partitions:
@@ -349,7 +348,7 @@ def build_query(
         .option("checkpointLocation", pipeline.checkpoint_path)
         .foreachBatch(writer)
     )
-    if mode == AVAILABLE_NOW:
+    if mode == IngestMode.AVAILABLE_NOW:
         return query.trigger(availableNow=True)
     # Spark's interval parser knows "milliseconds" but not every unit the config accepts ("ms")
     millis = round(pipeline.trigger.seconds * 1000)
@@ -374,7 +373,7 @@ _STOP_JOIN_MS = 30_000  # spark.sql.streaming.stopTimeout: how long query.stop()
 
 def run_ingest(
     pipeline: Pipeline,
-    mode: str = AVAILABLE_NOW,
+    mode: str = IngestMode.AVAILABLE_NOW,
     until_idle: float | None = None,
     max_seconds: float | None = None,
     spark: SparkSession | None = None,
@@ -407,7 +406,7 @@ def run_ingest(
         spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "5000")
         # query.stop() fails after this long instead of waiting forever for the stream thread
         spark.conf.set("spark.sql.streaming.stopTimeout", str(_STOP_JOIN_MS))
-        follower = Follower(spark, pipeline, ledgers, continuous=mode == CONTINUOUS, log=log)
+        follower = Follower(spark, pipeline, ledgers, continuous=mode == IngestMode.CONTINUOUS, log=log)
         listener = StatusListener(status, run_id, pipeline.source.topic, log=log, max_lag=pipeline.health.max_lag)
         spark.streams.addListener(listener)
         request = _StopRequest()
@@ -426,7 +425,7 @@ def run_ingest(
             gate.query = query
             follower.start()
             status.append(
-                STARTED,
+                RunEvent.STARTED,
                 run_id=run_id,
                 query_id=str(query.id),
                 pid=os.getpid(),
@@ -437,11 +436,11 @@ def run_ingest(
             log(f"{pipeline.name}: query {query.id} started ({mode}, generation {identity.generation})")
             for hint in table_property_hints(pipeline, ledgers):
                 log(f"{pipeline.name}: {hint}")
-            trigger = pipeline.trigger.seconds if mode == CONTINUOUS else None
+            trigger = pipeline.trigger.seconds if mode == IngestMode.CONTINUOUS else None
             final, error, stopped = _supervise(
                 query, listener, request, gate, mode, until_idle, max_seconds, trigger, stop_timeout, log, follower
             )
-            if final == STOPPED and gate.held is not None and not query.isActive:
+            if final == RunStatus.STOPPED and gate.held is not None and not query.isActive:
                 log(
                     f"{pipeline.name}: "
                     + discard_held_batch(
@@ -453,8 +452,8 @@ def run_ingest(
                 try:  # the aggregates catch up with every batch bronze committed in this run
                     follower.finish()
                 except Exception as exc:
-                    if final != FAILED:  # a failed query's own error is the one to tell
-                        final, stopped = FAILED, None
+                    if final != RunStatus.FAILED:  # a failed query's own error is the one to tell
+                        final, stopped = RunStatus.FAILED, None
                         error = f"the follower failed (aggregates, compaction): {type(exc).__name__}: {_short(exc)}"
         finally:
             if query is None or not query.isActive:  # a query that could not stop keeps its gate closed
@@ -474,16 +473,20 @@ def run_ingest(
             stop_info,
         )
         status.append(
-            FINAL,
+            RunEvent.FINAL,
             run_id=run_id,
             status=final,
             error=error,
             batches=listener.batches,
             input_rows=listener.rows,
             **({"stop": stop_info} if stop_info else {}),
-            **({"batch": writer.writing} if final == FAILED and writer and writer.writing and stopped is None else {}),
+            **(
+                {"batch": writer.writing}
+                if final == RunStatus.FAILED and writer and writer.writing and stopped is None
+                else {}
+            ),
         )
-        if final == FAILED:
+        if final == RunStatus.FAILED:
             what = (
                 ""
                 if (stopped and not stopped.clean) or (error or "").startswith("the follower")
@@ -502,7 +505,9 @@ def run_ingest(
                 f"the Spark driver JVM exited{where} ({error}); its own log (this process's stderr) "
                 "names the cause, e.g. an OutOfMemoryError or StackOverflowError"
             )
-        status.append(FINAL, run_id=run_id, status=FAILED, error=error, **({"batch": batch} if batch else {}))
+        status.append(
+            RunEvent.FINAL, run_id=run_id, status=RunStatus.FAILED, error=error, **({"batch": batch} if batch else {})
+        )
         if isinstance(exc, OnceflowError):
             raise
         raise IngestError(f"{pipeline.name}: the streaming job could not run: {error}") from exc
@@ -550,18 +555,18 @@ def _supervise(
                 log(f"stopping at a batch boundary ({reason})")
                 outcome = stop_at_batch_boundary(query, gate, reason, trigger, stop_timeout, log)
                 if not outcome.clean:
-                    return FAILED, outcome.message, outcome
+                    return RunStatus.FAILED, outcome.message, outcome
                 if outcome.stopped:
                     log(f"{outcome.message}, {outcome.seconds:.1f}s after the request")
-                    return STOPPED, None, outcome
+                    return RunStatus.STOPPED, None, outcome
                 break  # it ended by itself meanwhile
         query.awaitTermination()
     except StreamingQueryException as exc:
-        return FAILED, _short(exc), None
+        return RunStatus.FAILED, _short(exc), None
     failure = query.exception()
     if failure is not None:
-        return FAILED, _short(failure), None
-    return (FINISHED if mode == AVAILABLE_NOW else STOPPED), None, None
+        return RunStatus.FAILED, _short(failure), None
+    return (RunStatus.FINISHED if mode == IngestMode.AVAILABLE_NOW else RunStatus.STOPPED), None, None
 
 
 def _drain(gate: StopGate, listener: StatusListener, timeout: float = 10) -> None:
