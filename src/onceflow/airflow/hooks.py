@@ -17,7 +17,6 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -26,44 +25,10 @@ from airflow.sdk import BaseHook
 
 from onceflow import config
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
-from onceflow.status import RunEvent, RunLock, StatusLog, now_iso
+from onceflow.status import Run, RunLock, StatusLog, now_iso
 
 RECOVERY_MARKER = "recovering.json"
 RECOVERY_MARKER_STALE_SECONDS = 6 * 3600
-
-
-@dataclass(frozen=True)
-class RunView:
-    """The newest run in the status log, as the DAGs need it."""
-
-    run_id: str | None
-    started_epoch: float | None
-    mode: str | None
-    batches: int
-    rows: int
-    last_batch_id: int | None
-    final_status: str | None
-    error: str | None
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-def run_view(events: list[dict]) -> RunView:
-    """Summarize the events of one run (StatusLog.last_run())."""
-    started = events[0] if events and events[0].get("event") == RunEvent.STARTED else {}
-    progress = [e for e in events if e.get("event") == RunEvent.PROGRESS]
-    final: dict = next((e for e in reversed(events) if e.get("event") == RunEvent.FINAL), {})
-    return RunView(
-        run_id=started.get("run_id"),
-        started_epoch=started.get("epoch"),
-        mode=started.get("mode"),
-        batches=len(progress),
-        rows=sum(int(e.get("input_rows") or 0) for e in progress),
-        last_batch_id=progress[-1].get("batch_id") if progress else None,
-        final_status=final.get("status"),
-        error=final.get("error"),
-    )
 
 
 def pipelines_dir() -> Path:
@@ -136,8 +101,9 @@ class OnceflowHook(BaseHook):
     def status_log(self) -> StatusLog:
         return StatusLog(self.pipeline.state_path, self.name)
 
-    def last_run(self) -> RunView:
-        return run_view(self.status_log.last_run())
+    def last_run(self) -> Run:
+        """The newest run in the status log (Run.as_dict() is what the tasks return)."""
+        return self.status_log.newest_run()
 
     @property
     def run_lock(self) -> RunLock:

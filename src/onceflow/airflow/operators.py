@@ -208,21 +208,21 @@ class IngestOperator(OnceflowSparkSubmitOperator):
             super().execute(context)
         except AirflowException as exc:
             failure = exc
-        run = hook.last_run()
-        if run.started_epoch is None or run.started_epoch < since - 2:
+        run = hook.last_run().as_dict()
+        if run["started_epoch"] is None or run["started_epoch"] < since - 2:
             raise AirflowException(f"{hook.name}: the ingest app did not start: {failure or 'no started event'}")
-        summary = {**run.as_dict(), "since": since}
+        summary = {**run, "since": since}
         self.log.info(
             "%s run %s (%s): %s batches, %s rows, final %s",
             hook.name,
-            run.run_id,
-            run.mode,
-            run.batches,
-            run.rows,
-            run.final_status,
+            run["run_id"],
+            run["mode"],
+            run["batches"],
+            run["rows"],
+            run["final_status"],
         )
-        if failure is not None or run.final_status == RunStatus.FAILED:
-            raise AirflowException(f"{hook.name}: ingest run {run.run_id} failed: {run.error or failure}")
+        if failure is not None or run["final_status"] == RunStatus.FAILED:
+            raise AirflowException(f"{hook.name}: ingest run {run['run_id']} failed: {run['error'] or failure}")
         return summary
 
 

@@ -32,7 +32,7 @@ from onceflow.errors import OnceflowError
 from onceflow.ledger import BATCH, Ledger, LedgerEntry, follower_lag
 from onceflow.recovery.facts import Facts
 from onceflow.sinks import FOLLOWS
-from onceflow.status import RunStatus, ended
+from onceflow.status import ended, ended_cleanly
 
 # decisions
 RESTART, NEW_GENERATION, NOTHING, REFUSE = "restart", "new_generation", "nothing", "refuse"
@@ -469,8 +469,7 @@ def _start_hint(f: Facts) -> str:
 
 def _stopped_cleanly(f: Facts) -> bool:
     """The last run has a final event saying it finished or was stopped (not failed, not killed)."""
-    final = (f.last_run or {}).get("final") or {}
-    return final.get("status") in (RunStatus.FINISHED, RunStatus.STOPPED)
+    return ended_cleanly(((f.last_run or {}).get("final") or {}).get("status"))
 
 
 def _run_text(f: Facts) -> str:
