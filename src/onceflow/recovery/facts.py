@@ -1,7 +1,7 @@
 """What recovery looks at before it decides: checkpoint, identity, sink ledgers, Kafka, the run.
 
 Gathering is the only part of planning that touches the outside world, so it is
-kept apart from the decision (`onceflow.recovery.plan.decide`), which is pure and
+kept apart from the decision (`onceflow.recovery.decide.decide`), which is pure and
 unit-tested on hand-made facts. They are read by onceflow.sinks.read_facts, as health's
 and the audit's are; this module refuses what cannot be read. Nothing here starts a
 JVM: the checkpoint is read as files, the ledgers with delta-rs, Kafka with confluent-kafka.
