@@ -21,6 +21,7 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, Asset, Param
 
 from onceflow import config
+from onceflow.airflow.dag_kinds import DagKind, dag_id
 from onceflow.airflow.hooks import pipelines_dir
 from onceflow.airflow.operators import (
     AuditOperator,
@@ -43,7 +44,6 @@ MAX_WINDOW_SECONDS = 4 * 3600
 STREAM_WINDOW_SECONDS = 1800
 # a scheduled batch's micro-batches are large (2 M offsets took 76 s on 2 cores): its stop may wait for one
 AVAILABLE_NOW_STOP_GRACE = 240.0
-KINDS = ("stream", "batch", "audit", "recover", "backfill")
 
 # retries only where a retry cannot duplicate work: the ingest is idempotent (ledger +
 # Delta txn ids); a stream window or a recovery is not retried (the watcher and
@@ -77,13 +77,13 @@ def _doc(pipeline: Pipeline, file: str, what: str) -> str:
 def stream_dag(pipeline: Pipeline, file: str) -> DAG:
     """`<p>_stream`: one bounded continuous window per run, watched by the deferrable sensor."""
     with DAG(
-        dag_id=f"{pipeline.name}_stream",
+        dag_id=dag_id(pipeline.name, DagKind.STREAM),
         schedule="@continuous",
         start_date=START,
         catchup=False,
         max_active_runs=1,
         default_args=_DEFAULTS,
-        tags=["onceflow", pipeline.name, "stream"],
+        tags=["onceflow", pipeline.name, DagKind.STREAM.value],
         params={
             "window_seconds": Param(
                 STREAM_WINDOW_SECONDS,
@@ -138,7 +138,7 @@ follow its commits. A stalled, dead, failed or broken verdict triggers `{pipelin
         )
         trigger_recover = TriggerDagRunOperator(
             task_id="trigger_recover",
-            trigger_dag_id=f"{pipeline.name}_recover",
+            trigger_dag_id=dag_id(pipeline.name, DagKind.RECOVER),
             conf={
                 "verdict": "{{ ti.xcom_pull(task_ids='watch')['verdict'] }}",
                 "reasons": "{{ ti.xcom_pull(task_ids='watch')['reasons'] | join('; ') }}",
@@ -155,13 +155,13 @@ follow its commits. A stalled, dead, failed or broken verdict triggers `{pipelin
 def batch_dag(pipeline: Pipeline, file: str) -> DAG:
     """`<p>_batch`: a scheduled availableNow run, then an incremental audit."""
     with DAG(
-        dag_id=f"{pipeline.name}_batch",
+        dag_id=dag_id(pipeline.name, DagKind.BATCH),
         schedule="@hourly",
         start_date=START,
         catchup=False,
         max_active_runs=1,
         default_args=_DEFAULTS,
-        tags=["onceflow", pipeline.name, "batch"],
+        tags=["onceflow", pipeline.name, DagKind.BATCH.value],
         doc_md=_doc(pipeline, file, "scheduled batch ingest (availableNow) + incremental audit")
         + """
 
@@ -196,13 +196,13 @@ already ingesting). **audit** then checks the new range and publishes its report
 def audit_dag(pipeline: Pipeline, file: str) -> DAG:
     """`<p>_audit`: scheduled full or incremental audit producing the table's Asset."""
     with DAG(
-        dag_id=f"{pipeline.name}_audit",
+        dag_id=dag_id(pipeline.name, DagKind.AUDIT),
         schedule="@daily",
         start_date=START,
         catchup=False,
         max_active_runs=1,
         default_args=_DEFAULTS,
-        tags=["onceflow", pipeline.name, "audit"],
+        tags=["onceflow", pipeline.name, DagKind.AUDIT.value],
         params={
             "mode": Param(
                 AuditScope.FULL.value,
@@ -234,13 +234,13 @@ again); retried once when the audit could not run. The report is the task's
 def recover_dag(pipeline: Pipeline, file: str) -> DAG:
     """`<p>_recover`: plan → execute → resubmit → first new batch → audit of the recovered range."""
     with DAG(
-        dag_id=f"{pipeline.name}_recover",
+        dag_id=dag_id(pipeline.name, DagKind.RECOVER),
         schedule=None,
         start_date=START,
         catchup=False,
         max_active_runs=1,
         default_args=_DEFAULTS,
-        tags=["onceflow", pipeline.name, "recover"],
+        tags=["onceflow", pipeline.name, DagKind.RECOVER.value],
         params={
             "verdict": Param("manual", type="string", description="what triggered the recovery"),
             "reasons": Param("", type="string"),
@@ -311,13 +311,13 @@ def backfill_dag(pipeline: Pipeline, file: str) -> DAG:
     from onceflow.airflow.backfill import BackfillOperator, BackfillRangeOperator
 
     with DAG(
-        dag_id=f"{pipeline.name}_backfill",
+        dag_id=dag_id(pipeline.name, DagKind.BACKFILL),
         schedule=None,
         start_date=START,
         catchup=False,
         max_active_runs=1,
         default_args=_DEFAULTS,
-        tags=["onceflow", pipeline.name, "backfill"],
+        tags=["onceflow", pipeline.name, DagKind.BACKFILL.value],
         params={
             "start_offsets": Param(
                 None, type=["null", "object"], description='per partition, first offset: {"0": 100, "1": 0}'
@@ -364,11 +364,11 @@ the whole table again, the repaired range included.
 
 
 BUILDERS = {
-    "stream": stream_dag,
-    "batch": batch_dag,
-    "audit": audit_dag,
-    "recover": recover_dag,
-    "backfill": backfill_dag,
+    DagKind.STREAM: stream_dag,
+    DagKind.BATCH: batch_dag,
+    DagKind.AUDIT: audit_dag,
+    DagKind.RECOVER: recover_dag,
+    DagKind.BACKFILL: backfill_dag,
 }
 INVALID_PREFIX = "invalid_pipeline_"
 log = logging.getLogger(__name__)
@@ -418,7 +418,7 @@ def build_dags(folder: str | Path | None = None) -> dict[str, DAG]:
                     f"{file}: field `name`: {pipeline.name!r} is already the name of "
                     f"{owners[pipeline.name]}. Fix: give each pipeline file its own name"
                 )
-            built = [BUILDERS[kind](pipeline, str(file.resolve())) for kind in KINDS]
+            built = [BUILDERS[kind](pipeline, str(file.resolve())) for kind in DagKind]
         except Exception as exc:  # one bad file must not take the other pipelines' DAGs with it
             message = str(exc) if isinstance(exc, ConfigError) else f"{file}: {type(exc).__name__}: {exc}"
             log.error("onceflow: %s", message)

@@ -136,11 +136,12 @@ def main(argv: list[str] | None = None) -> int:
 def _stream_dags() -> str:
     """The real `<name>_stream` DAG ids of the pipelines folder, for the hint printed at start."""
     from onceflow import config
+    from onceflow.airflow.dag_kinds import DagKind, dag_id
 
     names = []
     for file in sorted(config.pipelines_dir().glob("*.yaml")):
         try:
-            names.append(f"{config.load(file).name}_stream")
+            names.append(dag_id(config.load(file).name, DagKind.STREAM))
         except Exception:  # an invalid file shows as its own DAG in the UI
             continue
     return " or ".join(names) or "a pipeline's _stream DAG"

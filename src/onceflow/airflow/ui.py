@@ -22,13 +22,13 @@ from typing import Any
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 
+from onceflow.airflow.dag_kinds import DagKind, dag_id
 from onceflow.airflow.hooks import latest_summary, pipelines_dir, reports_root
 from onceflow.airflow.links import UI_PREFIX, report_url
 from onceflow.verdicts import COLORS, Verdict
 
 REFRESH_SECONDS = 15  # how often the open page reloads its rows and charts
 PAGE_BATCHES = 120  # batches a pipeline's charts show
-DAG_KINDS = ("stream", "batch", "audit", "recover", "backfill")  # the DAGs dags/ builds per pipeline
 
 
 def pipeline_rows(folder: Path | None = None) -> list[dict[str, Any]]:
@@ -103,9 +103,9 @@ def _airflow_base() -> str:
         return ""
 
 
-def dag_runs_url(pipeline: str, kind: str) -> str:
+def dag_runs_url(pipeline: str, kind: DagKind) -> str:
     """The Airflow UI page listing the runs of one of the pipeline's DAGs."""
-    return f"{_airflow_base()}/dags/{pipeline}_{kind}/runs"
+    return f"{_airflow_base()}/dags/{dag_id(pipeline, kind)}/runs"
 
 
 def _charts(r: dict[str, Any]) -> str:
@@ -155,7 +155,7 @@ def _page(rows: list[dict[str, Any]]) -> str:
                 f"<div class='muted'>{e(str(audit['time'] or ''))}</div></td>"
             )
         links = " · ".join(
-            f"<a href='{e(dag_runs_url(r['pipeline'], kind))}' target='_top'>{kind}</a>" for kind in DAG_KINDS
+            f"<a href='{e(dag_runs_url(r['pipeline'], kind))}' target='_top'>{kind}</a>" for kind in DagKind
         )
         report = f"<a class='report' href='{e(audit['url'])}' target='_blank'>last audit report</a>" if audit else ""
         body.append(
