@@ -18,7 +18,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from onceflow import offsets
 from onceflow.airflow.hooks import OnceflowHook
-from onceflow.airflow.operators import OnceflowSparkSubmitOperator
+from onceflow.airflow.spark_submit import OnceflowSparkSubmitOperator
 from onceflow.errors import RangeError
 from onceflow.ranges import offset_range
 

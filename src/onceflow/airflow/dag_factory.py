@@ -18,20 +18,16 @@ from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
-from airflow.sdk import DAG, Asset, Param
+from airflow.sdk import DAG, Asset, BaseOperator, Param
+from airflow.sdk.exceptions import AirflowFailException
 
 from onceflow import config
+from onceflow.airflow.audit import AuditOperator
 from onceflow.airflow.dag_kinds import DagKind, dag_id
 from onceflow.airflow.hooks import pipelines_dir
-from onceflow.airflow.operators import (
-    AuditOperator,
-    IngestOperator,
-    InvalidPipelineOperator,
-    RecoveryMarkerOperator,
-    RecoveryOperator,
-    RouteOnVerdictOperator,
-    StopRunningOperator,
-)
+from onceflow.airflow.ingest import IngestOperator
+from onceflow.airflow.recovery import RecoveryMarkerOperator, RecoveryOperator, StopRunningOperator
+from onceflow.airflow.route import RouteOnVerdictOperator
 from onceflow.airflow.sensors import PipelineHealthSensor, StreamGuardSensor
 from onceflow.config import Pipeline
 from onceflow.errors import ConfigError
@@ -371,6 +367,23 @@ BUILDERS = {
     DagKind.BACKFILL: backfill_dag,
 }
 INVALID_PREFIX = "invalid_pipeline_"
+
+
+class InvalidPipelineOperator(BaseOperator):
+    """The one task of a pipeline file that does not validate: running it fails with the
+    file, the field and the fix (the same text as the DAG's description and docs)."""
+
+    ui_color = "#f8d7da"
+
+    def __init__(self, *, message: str, **kwargs: Any) -> None:
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self.message = message
+
+    def execute(self, context: Any) -> None:
+        raise AirflowFailException(self.message)
+
+
 log = logging.getLogger(__name__)
 
 

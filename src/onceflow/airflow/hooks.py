@@ -10,10 +10,8 @@ seconds.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import time
 from collections.abc import Callable
@@ -23,7 +21,8 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from onceflow import config
+from onceflow import config, processes
+from onceflow.audit.report import latest_summary
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
 from onceflow.status import Run, RunLock, StatusLog, now_iso
 
@@ -133,20 +132,19 @@ class OnceflowHook(BaseHook):
         if grace_seconds is None:
             grace_seconds = float(holder.get("stop_timeout") or DEFAULT_STOP_TIMEOUT) + 30
         log(f"stopping the running {self.name} query (pid {pid}) with SIGTERM: it stops at a batch boundary")
-        _signal(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_seconds
-        while time.monotonic() < deadline:
-            if not self.run_lock.is_held():
-                log(f"pid {pid} stopped")
-                return holder
-            time.sleep(1)
-        log(f"pid {pid} did not stop within {grace_seconds:.0f}s: SIGKILL (recovery replays the open batch)")
-        _signal(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while self.run_lock.is_held():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"pid {pid} still holds {self.run_lock.dir / 'run.lock'} 30s after SIGKILL")
-            time.sleep(0.5)
+        grace = grace_seconds
+        stopped = processes.stop(
+            int(pid),
+            grace=grace,
+            done=lambda: not self.run_lock.is_held(),
+            on_kill=lambda: log(
+                f"pid {pid} did not stop within {grace:.0f}s: SIGKILL (recovery replays the open batch)"
+            ),
+        )
+        if not stopped.gone:
+            raise RuntimeError(f"pid {pid} still holds {self.run_lock.dir / 'run.lock'} 30s after SIGKILL")
+        if not stopped.killed:
+            log(f"pid {pid} stopped")
         return holder
 
     # -- recovery in progress -------------------------------------------------
@@ -181,30 +179,3 @@ class OnceflowHook(BaseHook):
     def latest_audit(self) -> dict | None:
         """summary.json of the newest audit report (with its folder as `report_dir`), or None."""
         return latest_summary(self.reports_dir)
-
-
-def latest_summary(pipeline_reports: Path) -> dict | None:
-    """The newest `<run>/summary.json` under one pipeline's report folder."""
-    candidates = []
-    latest = pipeline_reports / "latest"
-    if (latest / "summary.json").is_file():
-        candidates.append(latest.resolve())
-    else:
-        candidates = sorted(
-            (p.parent for p in pipeline_reports.glob("*/summary.json")),
-            key=lambda p: (p / "summary.json").stat().st_mtime,
-            reverse=True,
-        )
-    for folder in candidates:
-        try:
-            summary = json.loads((folder / "summary.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(summary, dict):
-            return {**summary, "report_dir": str(folder)}
-    return None
-
-
-def _signal(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)

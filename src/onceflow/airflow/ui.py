@@ -23,8 +23,9 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 
 from onceflow.airflow.dag_kinds import DagKind, dag_id
-from onceflow.airflow.hooks import latest_summary, pipelines_dir, reports_root
+from onceflow.airflow.hooks import pipelines_dir, reports_root
 from onceflow.airflow.links import UI_PREFIX, report_url
+from onceflow.audit.report import audit_verdict, latest_summary
 from onceflow.verdicts import COLORS, Verdict
 
 REFRESH_SECONDS = 15  # how often the open page reloads its rows and charts
@@ -74,8 +75,6 @@ def _row(file: Path) -> dict[str, Any]:
         row["reasons"] = [f"{type(exc).__name__}: {exc}"]
     summary = latest_summary(reports_root() / row["pipeline"])
     if summary is not None:
-        from onceflow.airflow.operators import audit_verdict
-
         verdict = audit_verdict(summary)
         row["audit"] = {
             "passed": verdict["passed"],

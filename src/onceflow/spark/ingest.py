@@ -28,6 +28,7 @@ from onceflow.deltars import Appender
 from onceflow.errors import IngestError, OnceflowError, RecoveryError, TableFeatureError
 from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
 from onceflow.ledger import Ledger, LedgerEntry
+from onceflow.polling import wait_until
 from onceflow.sinks import delta_sinks, read_ledgers, table_paths
 from onceflow.spark.floors import above, raised
 from onceflow.spark.follower import Follower
@@ -574,9 +575,8 @@ def _drain(gate: StopGate, listener: StatusListener, timeout: float = 10) -> Non
     batch's, so `final` is the last line of a run. (Not `query.lastProgress`: after
     idle triggers it names the next batch id, which never gets a progress event.)"""
     wanted = gate.passed if gate.passed is not None and gate.writing() is None else None
-    deadline = time.monotonic() + timeout
-    while wanted is not None and listener.last_batch_id < wanted and time.monotonic() < deadline:
-        time.sleep(0.05)
+    if wanted is not None:
+        wait_until(lambda: listener.last_batch_id >= wanted, timeout, interval=0.05)
 
 
 def _jvm_gone(exc: BaseException) -> bool:

@@ -39,6 +39,7 @@ from onceflow.checkpoint import COMMITS, OFFSETS, read_checkpoint
 from onceflow.errors import BatchHeld
 from onceflow.ledger import read_ledger
 from onceflow.paths import local_path
+from onceflow.polling import Deadline
 
 _POLL = 0.05
 _INTERRUPTED = "java.lang.InterruptedException"
@@ -77,8 +78,8 @@ class StopGate:
         from py4j.protocol import Py4JJavaError
 
         jvm = spark.sparkContext._jvm
-        deadline = time.monotonic() + self.hold_limit
-        while time.monotonic() < deadline:
+        deadline = Deadline(self.hold_limit)
+        while not deadline.passed:
             try:
                 jvm.java.lang.Thread.sleep(200)  # on the stream thread: query.stop() interrupts it
             except Py4JJavaError as exc:
@@ -196,7 +197,7 @@ def _wait_for_boundary(
 ) -> StopOutcome:
     started = time.monotonic()
     gate.close(reason)
-    deadline = started + timeout
+    deadline = Deadline(timeout)
     told = None
     while True:
         if not query.isActive:  # it ended by itself (available-now ran out of data, or it failed)
@@ -211,7 +212,7 @@ def _wait_for_boundary(
             told = writing
         if writing is None and trigger_seconds is not None and _between_triggers(query, trigger_seconds):
             return _stop(query, gate, started, "between triggers")
-        if time.monotonic() >= deadline:
+        if deadline.passed:
             what = "no batch boundary was reached" if writing is None else f"batch {writing} is still writing its sinks"
             return StopOutcome(
                 False,
