@@ -17,8 +17,9 @@ from onceflow.kafka.producer import VALID, produce
 from onceflow.ledger import read_ledger
 from onceflow.schema.generate import Generator
 from onceflow.sinks import read_ledgers, table_paths
-from onceflow.spark.ingest import run_ingest, table_property_hints
+from onceflow.spark.ingest import run_ingest
 from onceflow.spark.session import COMPACT_MIN_FILE_BYTES
+from onceflow.spark.table_specs import table_property_hints
 from onceflow.status import StatusLog
 from tests.exactly_once import assert_exactly_once
 from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, load_pipeline, merge_metrics, write_engines
