@@ -20,7 +20,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow import tables
-from onceflow.audit.rows import read_table
+from onceflow.audit.sink_tables import read_table
 from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, AuditScope, Check, CheckStatus, CommittedPoint, check, jsonable
 from onceflow.schema.model import Metric

@@ -90,7 +90,7 @@ def _in(ranges: dict[int, tuple[int, int]]):
 
 def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger | None = None) -> list[Check]:
     """Reconcile the Kafka output with the committed source records; one Check per promise."""
-    from onceflow.audit.rows import read_source
+    from onceflow.audit.source import read_source
 
     topic, bootstrap, ledger_topic = output_topic_and_bootstrap(pipeline)
     ledger = ledger or read_kafka_ledger(bootstrap, ledger_topic, pipeline.name)

@@ -140,7 +140,7 @@ class BatchWriter:
 
     def _bronze_entry(self, batch_id: int, start: dict, end: dict, rows: int) -> LedgerEntry:
         # the declaration this batch was judged by: after a schema evolution the audit judges
-        # each batch's records by the rules in force when it was written (audit/rows.py)
+        # each batch's records by the rules in force when it was written (audit/source.py)
         return self.entry("bronze", batch_id, start, end, rows, {"schema": self.schema_json})
 
     def _write_from_driver(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> LedgerEntry:
