@@ -28,10 +28,10 @@ jars: venv
 demo: setup
 	$(ONCEFLOW) demo
 
-# formatting, lint and types over the six Python trees, zero findings (pyproject.toml: [tool.ruff],
+# formatting, lint and types over the seven Python trees, zero findings (pyproject.toml: [tool.ruff],
 # [tool.mypy]; the import contracts run with the unit tests); each tool prints its wall time. Run first
 # by test and test-fast, so CI (`make test`) fails on a finding before the suite starts
-LINT_DIRS := src dags plugins spark_apps benchmarks tests
+LINT_DIRS := src dags plugins spark_apps benchmarks tests devkit
 lint: venv
 	@set -e; for tool in "ruff format --check" "ruff check" "mypy"; do \
 	  start=$$(date +%s%N); $(VENV)/bin/$$tool $(LINT_DIRS); \

@@ -53,6 +53,9 @@ from typing import Any
 
 import pytest
 
+from devkit.driver import IngestProcess
+from devkit.kafka import consume_all, log_ends, value_json
+from devkit.pipelines import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, pipeline_file
 from onceflow import faults
 from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT
 from onceflow.faults.kafka_sink import ENV_KILL_PGID
@@ -61,9 +64,6 @@ from onceflow.kafka.producer import VALID, ProduceSummary, produce
 from onceflow.sinks import read_ledgers
 from onceflow.spark.ingest import run_ingest
 from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, next_batch
-from tests.ingest_process import IngestProcess
-from tests.kafka_helpers import consume_all, log_ends, value_json
-from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, pipeline_file
 
 pytestmark = pytest.mark.e2e
 

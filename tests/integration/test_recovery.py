@@ -25,6 +25,10 @@ import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from deltalake import DeltaTable
 
+from devkit.delta_history import write_engines
+from devkit.driver import SHORT_LIVED_DRIVER
+from devkit.kafka import consume_all
+from devkit.pipelines import PAYMENTS_SCHEMA, write_pipeline
 from onceflow import faults
 from onceflow.audit.run import run_audit
 from onceflow.checkpoint import read_checkpoint
@@ -42,9 +46,6 @@ from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
 from onceflow.status import RunLock
 from tests.exactly_once import assert_exactly_once
-from tests.ingest_process import SHORT_LIVED_DRIVER
-from tests.kafka_helpers import consume_all
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_engines, write_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 

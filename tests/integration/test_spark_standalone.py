@@ -29,15 +29,15 @@ import pyspark
 import pytest
 import yaml
 
+from devkit.driver import SHORT_LIVED_DRIVER
+from devkit.kafka import consume_all
+from devkit.pipelines import PAYMENTS_SCHEMA
 from onceflow import config
 from onceflow.kafka.admin import watermarks
 from onceflow.kafka.producer import produce
 from onceflow.ledger import read_ledger
 from onceflow.sinks import table_paths
 from tests.exactly_once import _rows, assert_exactly_once
-from tests.ingest_process import SHORT_LIVED_DRIVER
-from tests.kafka_helpers import consume_all
-from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 

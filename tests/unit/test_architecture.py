@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 SHELLS = ("spark_apps", "dags", "plugins")
-THIN = (*SHELLS, "benchmarks")
+THIN = (*SHELLS, "benchmarks", "devkit")
 
 
 def _env() -> dict[str, str]:
@@ -140,11 +140,22 @@ def test_thin_shells_import_only_entry_points():
     assert not found, "\n".join(found)
 
 
-def test_benchmarks_import_nothing_from_tests():
-    """benchmarks/ run without the test tree: no `tests` or `tests.*` import (what they share
-    lives in benchmarks/harness.py and benchmarks/payments.py, or in src)."""
+# tree -> the top-level packages it must not import: the product stands alone; the kit (devkit/), which
+# tests and benchmarks share, imports neither; benchmarks run without the test tree
+NOT_IMPORTED = {
+    "src": ("tests", "benchmarks", "devkit"),
+    "devkit": ("tests", "benchmarks"),
+    "benchmarks": ("tests",),
+}
+
+
+@pytest.mark.parametrize("tree", sorted(NOT_IMPORTED))
+def test_the_product_the_kit_and_the_benchmarks_import_only_downwards(tree):
+    """What tests and benchmarks share lives once, in devkit/; nothing is copied between them, and
+    the product imports neither (it is installed without them)."""
+    forbidden = NOT_IMPORTED[tree]
     found = []
-    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+    for path in sorted((ROOT / tree).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if not isinstance(node, ast.Import | ast.ImportFrom):
                 continue
@@ -158,7 +169,7 @@ def test_benchmarks_import_nothing_from_tests():
             found += [
                 f"{path.relative_to(ROOT)}:{node.lineno}: imports {name}"
                 for name in names
-                if name == "tests" or name.startswith("tests.")
+                if name.split(".")[0] in forbidden
             ]
     assert not found, "\n".join(found)
 

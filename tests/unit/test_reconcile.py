@@ -210,8 +210,8 @@ def test_jsonable_keeps_big_hashes_and_decimals_exact():
 def test_suite_schemas_follow_the_table_ddl():
     import great_expectations.expectations as gxe
 
+    from devkit.pipelines import PAYMENTS_SCHEMA
     from onceflow import tables
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
     types = suites.ddl_types(tables.bronze_ddl(PAYMENTS_SCHEMA))
     assert types["amount"] == "DecimalType" and types["_offset"] == "LongType" and len(types) == 12

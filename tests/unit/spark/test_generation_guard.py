@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from devkit.pipelines import load_pipeline
 from onceflow.errors import RecoveryError
 from onceflow.generation import new_identity, read_identity, write_identity
 from onceflow.ledger import Ledger, LedgerEntry
 from onceflow.spark.generation_guard import prepare_checkpoint
-from tests.pipeline_helpers import load_pipeline
 
 
 def _ledgers(generation: int | None) -> dict[str, Ledger]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from devkit.pipelines import PAYMENTS_AGGREGATES, load_pipeline
 from onceflow import tables
 from onceflow.ledger import Ledger
 from onceflow.spark.table_specs import table_ddls, table_properties, table_property_hints
-from tests.pipeline_helpers import PAYMENTS_AGGREGATES, load_pipeline
 
 
 def test_every_sink_gets_its_ddl_and_properties_from_the_declaration(tmp_path):
