@@ -33,6 +33,21 @@ SENSORS_SCHEMA_BODY = _SENSORS["schema"]
 SENSORS_AGGREGATES = {k: v for k, v in _SENSORS["sinks"]["aggregates"].items() if k != "path"}
 
 
+def table_sinks(folder: Path, aggregates: dict | None = None) -> dict:
+    """The `sinks` section of a pipeline whose Delta tables live under `folder`: bronze, quarantine
+    and the aggregates (the payments example's group_by and metrics unless `aggregates` says)."""
+    return {
+        "bronze": {"path": str(folder / "bronze")},
+        "quarantine": {"path": str(folder / "quarantine")},
+        "aggregates": {
+            "path": str(folder / "aggregates"),
+            "window": "1 minute",
+            "watermark": "10 minutes",
+            **(aggregates or PAYMENTS_AGGREGATES),
+        },
+    }
+
+
 def write_pipeline(
     folder: Path,
     bootstrap: str,
@@ -60,16 +75,7 @@ def write_pipeline(
             "max_offsets_per_trigger": max_offsets,
         },
         "schema": PAYMENTS_SCHEMA_BODY,
-        "sinks": {
-            "bronze": {"path": str(folder / "bronze")},
-            "quarantine": {"path": str(folder / "quarantine")},
-            "aggregates": {
-                "path": str(folder / "aggregates"),
-                "window": "1 minute",
-                "watermark": "10 minutes",
-                **(aggregates or PAYMENTS_AGGREGATES),
-            },
-        },
+        "sinks": table_sinks(folder, aggregates),
         "checkpoint": str(folder / "checkpoint"),
         "trigger": {"processing_time": "1 second"},
     }

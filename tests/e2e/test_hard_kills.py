@@ -55,7 +55,7 @@ import pytest
 
 from devkit.driver import IngestProcess
 from devkit.kafka import consume_all, log_ends, value_json
-from devkit.pipelines import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, pipeline_file
+from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file, table_sinks
 from onceflow import faults
 from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT
 from onceflow.faults.kafka_sink import ENV_KILL_PGID
@@ -128,14 +128,7 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path
     folder = tmp_path / "pipeline"
     out_topic, ledger_topic = f"{topic}-out", f"{topic}-ledger"
     sinks = {
-        "bronze": {"path": str(folder / "bronze")},
-        "quarantine": {"path": str(folder / "quarantine")},
-        "aggregates": {
-            "path": str(folder / "aggregates"),
-            "window": "1 minute",
-            "watermark": "10 minutes",
-            **PAYMENTS_AGGREGATES,
-        },
+        **table_sinks(folder),
         "kafka": {"topic": out_topic, "ledger_topic": ledger_topic, "key": "account_id", "partitions": TASKS},
     }
     file, pipeline = pipeline_file(

@@ -3,52 +3,48 @@
 from __future__ import annotations
 
 from onceflow.ledger import LOSS, Ledger, LedgerEntry
-from onceflow.recovery.describe import (
-    facts_summary,
-    last_batch,
-    offsets_text,
-    position_key,
-    run_text,
-    start_hint,
-    where,
-)
+from onceflow.recovery import describe
 from tests.unit.recovery.made_facts import MISSING_CK, B, T, all_sinks, checkpoint, entries, facts, ledgers
 
 
 def test_offsets_read_in_partition_order():
-    assert offsets_text({1: 7, 0: 5}) == "{0: 5, 1: 7}"
-    assert offsets_text({}) == offsets_text(None) == "{}"
+    assert describe.offsets_text({1: 7, 0: 5}) == "{0: 5, 1: 7}"
+    assert describe.offsets_text({}) == describe.offsets_text(None) == "{}"
 
 
 def test_a_sink_stands_at_its_newest_batch_not_at_a_loss_entry():
     batches = entries("bronze", B)
     loss = LedgerEntry(T, "bronze", 1, 0, T, {0: 300}, {0: 400}, kind=LOSS)
     ledger = Ledger("/state/bronze", [*batches, loss], [])
-    assert last_batch(ledger) == batches[-1] and position_key(ledger) == (0, 2)
-    assert where(ledger) == "batch 2 of generation 0 (up to {0: 400, 1: 160})"
+    assert describe.last_batch(ledger) == batches[-1] and describe.position_key(ledger) == (0, 2)
+    assert describe.where(ledger) == "batch 2 of generation 0 (up to {0: 400, 1: 160})"
     empty = Ledger("/state/bronze", [], [])
-    assert last_batch(empty) is None and position_key(empty) == (-1, -1) and where(empty) == "no batch"
+    assert (
+        describe.last_batch(empty) is None
+        and describe.position_key(empty) == (-1, -1)
+        and describe.where(empty) == "no batch"
+    )
 
 
 def test_the_last_run_is_told_as_it_ended():
     ck, led = checkpoint(B, 2), all_sinks()
-    assert run_text(facts(ck, led, last_run={})) == "the query is not running (no run in the status log)"
-    assert "its last run (r1) has no final event (killed or crashed)" in run_text(facts(ck, led))
+    assert describe.run_text(facts(ck, led, last_run={})) == "the query is not running (no run in the status log)"
+    assert "its last run (r1) has no final event (killed or crashed)" in describe.run_text(facts(ck, led))
     failed = {"run_id": "r2", "final": {"status": "failed", "error": "boom " * 100, "time": "T1"}}
-    text = run_text(facts(ck, led, last_run=failed))
+    text = describe.run_text(facts(ck, led, last_run=failed))
     assert text.startswith("the query is not running: its last run (r2) failed at T1: boom")
     assert len(text) < len("the query is not running: its last run (r2) failed at T1: ") + 301  # the error is cut
     stopped = {"run_id": "r3", "final": {"status": "stopped", "error": None, "time": None}}
-    assert run_text(facts(ck, led, last_run=stopped)).endswith("(r3) was stopped (at a batch boundary)")
+    assert describe.run_text(facts(ck, led, last_run=stopped)).endswith("(r3) was stopped (at a batch boundary)")
 
 
 def test_the_next_step_names_the_pipeline_and_its_recover_dag():
-    hint = start_hint(facts(checkpoint(B, 2), all_sinks()))
+    hint = describe.start_hint(facts(checkpoint(B, 2), all_sinks()))
     assert f"onceflow ingest --pipeline {T}" in hint and f"{T}_recover DAG" in hint
 
 
 def test_the_facts_go_to_the_record_as_json():
-    summary = facts_summary(facts(checkpoint(B, 2), all_sinks()))
+    summary = describe.facts_summary(facts(checkpoint(B, 2), all_sinks()))
     assert summary["checkpoint"]["committed_offsets"] == {"0": 300, "1": 160}
     assert summary["sinks"]["bronze"]["last_batch"] == 2 and summary["sinks"]["bronze"]["committed_offsets"] == {
         "0": 300,
@@ -56,5 +52,5 @@ def test_the_facts_go_to_the_record_as_json():
     }
     assert summary["kafka"] == {"topic": T, "earliest": {"0": 0, "1": 0}, "latest": {"0": 1000, "1": 1000}}
     assert summary["run"]["last_run"] == {"run_id": "r1", "final": None}
-    missing = facts_summary(facts(MISSING_CK, ledgers(), generation=None))
+    missing = describe.facts_summary(facts(MISSING_CK, ledgers(), generation=None))
     assert missing["checkpoint"]["exists"] is False and missing["checkpoint"]["committed_offsets"] is None
