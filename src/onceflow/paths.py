@@ -23,9 +23,15 @@ def reports_dir() -> Path:
 
 
 def jars_dir() -> Path:
-    """JVM jars resolved by `onceflow setup`: $ONCEFLOW_JARS, else <state>/jars."""
+    """JVM jars resolved by `onceflow setup`: $ONCEFLOW_JARS, else <state>/jars, else, when that
+    does not exist, the checkout's .onceflow/jars (a fresh ONCEFLOW_HOME uses the jars `make setup`
+    resolved there, instead of resolving them again)."""
     env = os.environ.get("ONCEFLOW_JARS")
-    return Path(env).resolve() if env else state_dir() / "jars"
+    if env:
+        return Path(env).resolve()
+    own = state_dir() / "jars"
+    checkout = project_root() / ".onceflow" / "jars"
+    return checkout if not own.is_dir() and checkout.is_dir() else own
 
 
 def project_root() -> Path:
