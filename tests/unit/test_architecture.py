@@ -210,6 +210,60 @@ def test_unit_tests_mirror_the_package():
     assert not found, "\n".join(found)
 
 
+# Modules with logic that only the integration tests can exercise, and why: each other module with
+# logic (a function or a method) has its unit test file (test_every_module_with_logic_has_its_unit_tests)
+SPARK = "runs Spark: DataFrames, a streaming query or Delta-Spark commits (tests/integration, marked spark)"
+ONLY_INTEGRATION = {
+    **dict.fromkeys(
+        (
+            "audit/aggregates.py",
+            "audit/kafka_output.py",
+            "audit/rows.py",
+            "audit/sink_tables.py",
+            "audit/suites.py",
+            "spark/archive_training.py",
+            "spark/batch_writer.py",
+            "spark/compaction.py",
+            "spark/evolve.py",
+            "spark/ingest.py",
+            "spark/parse.py",
+            "spark/sinks/delta.py",
+            "spark/sinks/kafka_task.py",
+            "spark/sinks/kafka_txn.py",
+        ),
+        SPARK,
+    ),
+    "kafka/consume.py": "reads records from a real broker (tests/integration/test_producer.py)",
+}
+
+
+def _has_logic(path: Path) -> bool:
+    return any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) for n in ast.walk(ast.parse(path.read_text())))
+
+
+def test_every_module_with_logic_has_its_unit_tests():
+    """src/onceflow/<dir>/<x>.py with a function or a method has tests/unit/<dir>/test_<x>.py (or
+    test_<x>_<aspect>.py; a package's __init__, test_<package>.py beside the package's folder),
+    unless ONLY_INTEGRATION says why only the integration tests can exercise it."""
+    unit, package = ROOT / "tests" / "unit", SRC / "onceflow"
+    missing, stale = [], []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        folder, name = (rel.parent.parent, rel.parent.name) if path.name == "__init__.py" else (rel.parent, path.stem)
+        tests = unit / folder
+        has_tests = (tests / f"test_{name}.py").exists() or any(tests.glob(f"test_{name}_*.py"))
+        if rel.as_posix() in ONLY_INTEGRATION:
+            if has_tests:
+                stale.append(f"{rel.as_posix()}: has unit tests now; take it off ONLY_INTEGRATION")
+        elif _has_logic(path) and not has_tests:
+            missing.append(
+                f"src/onceflow/{rel.as_posix()}: no tests/unit/{(folder / f'test_{name}.py').as_posix()}; write it, "
+                "or list the module in ONLY_INTEGRATION with why only integration tests can exercise it"
+            )
+    gone = [m for m in ONLY_INTEGRATION if not (package / m).exists()]
+    assert not missing and not stale and not gone, "\n".join(missing + stale + [f"{m}: no such module" for m in gone])
+
+
 # module -> packages it must not pull in, even transitively; then what it does after importing
 NO_SPARK = ("pyspark", "py4j", "delta", "onceflow.spark")
 PARSE_BACKFILL = (
