@@ -12,8 +12,8 @@ PYTEST_ARGS ?= -v --durations=25 -n 2 --dist loadfile --no-loadscope-reorder
 setup: venv jars
 
 venv: $(VENV)/.installed
-# uv, pinned, installs the lock's exact wheels in parallel: 48 s from an empty cache here against
-# 108 s for pip (2026-11-27); pip stays in the venv for `pip check` and `make lock`
+# uv, pinned, installs the lock's exact wheels in parallel, in half pip's time (docs/testing.md);
+# pip stays in the venv for `pip check` and `make lock`
 UV_VERSION ?= 0.13.9
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -7,12 +7,13 @@ Each of the four tells how far the pipeline got, independently:
 - each sink's ledger (Delta commit metadata) says which batches that table holds;
 - the sink rows carry their Kafka coordinates (`_topic, _partition, _offset`).
 
-This module reads the *committed point* once, at the start (`committed_point`; the
-reader of the four ledgers is `onceflow.sinks.read_committed_point`), so an audit
-of a running stream judges one consistent prefix, and then compares rows and
-aggregates with Spark (`reconcile_rows`, `reconcile_aggregates`). Every check
-comes back as a `Check` with expected/observed values and the offending offsets.
-It never writes to a table.
+This module fixes the *committed point* once, at the start of an audit (`committed_point`;
+the reader of the four ledgers is `onceflow.sinks.read_committed_point`), so an audit of a
+running stream judges one consistent prefix, and checks that the ledgers agree
+(`agreement_checks`). The audit then compares rows and aggregates with Spark
+(`onceflow.audit.rows.RowReconciler`, `onceflow.audit.aggregates.reconcile_aggregates`).
+Every check comes back as a `Check` with expected/observed values and the offending
+offsets. Nothing here writes to a table.
 """
 
 from __future__ import annotations

@@ -38,7 +38,8 @@ from onceflow.verdicts import PROBLEMS, Verdict
 START = datetime(2026, 1, 1, tzinfo=UTC)
 MAX_WINDOW_SECONDS = 4 * 3600
 STREAM_WINDOW_SECONDS = 1800
-# a scheduled batch's micro-batches are large (2 M offsets took 76 s on 2 cores): its stop may wait for one
+# a scheduled batch's micro-batches are large (a batch of the shipped available-now size takes over a
+# minute: docs/benchmarks.md, "Ingest throughput and latency"): its stop may have to wait for one
 AVAILABLE_NOW_STOP_GRACE = 240.0
 
 # retries only where a retry cannot duplicate work: the ingest is idempotent (ledger +

@@ -92,9 +92,9 @@ def wait_ready(port: int, home: Path, proc: subprocess.Popen, timeout: float = 3
 def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
     """SIGINT is how standalone stops its components; then the process group, by its id.
     Airflow 3.3's idle scheduler (with its LocalExecutor workers) and triggerer outlive both
-    the SIGINT and standalone's SIGTERM: still there 30 s later, when the API server, the
-    dag-processor and the log servers were gone within 4 s. So 10 s, not longer, before
-    the group is killed: a longer wait changes nothing but the time Ctrl-C takes."""
+    the SIGINT and standalone's SIGTERM, long after the other components are gone (docs/testing.md,
+    "Figures the code's comments rest on"). So 10 s, not longer, before the group is killed: a
+    longer wait changes nothing but the time Ctrl-C takes."""
     processes.stop(proc, grace=timeout, first=signal.SIGINT, group=True)  # the group: components that outlive it
 
 

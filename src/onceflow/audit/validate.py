@@ -20,8 +20,8 @@ summary.json then show the counts and samples of what failed.
 The two small datasets the audit builds itself (reconciliation: one row per
 partition; findings: one row per offending range) are not Spark DataFrames: GX
 validates them as tables of an SQLite file (Python's sqlite3, through GX's SQL
-engine), so their 13 expectations cost no Spark job. On Spark they were about 45
-of an audit's 99 jobs and 4.6 of its 17.6 s on 2 cores, warm (docs/benchmarks.md).
+engine), so their 13 expectations cost no Spark job: on Spark they were about half of a
+small audit's jobs (docs/benchmarks.md, "Audit of a small stack").
 
 Data Docs are made to work offline after GX builds them (onceflow.web.datadocs:
 bundled jQuery, Bootstrap, Vega…, never a CDN).

@@ -146,7 +146,9 @@ def _kafka_error_text(exc: KafkaException) -> str:
 
 
 # -- is the broker there? ----------------------------------------------------------------
-REACH_TIMEOUT = 10.0  # seconds a command waits for Kafka before refusing to start (issue: <= 15 s)
+# seconds a command waits for Kafka before refusing to start: a broker that is down is told in
+# seconds, not after minutes of Spark retrying
+REACH_TIMEOUT = 10.0
 
 
 def broker_fix(field: str = "source.bootstrap_servers", file: str | None = None) -> str:

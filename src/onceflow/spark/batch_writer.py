@@ -145,8 +145,8 @@ class BatchWriter:
 
     def _write_from_driver(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> LedgerEntry:
         """A small batch: one Spark job brings both sinks' rows to the driver, and delta-rs
-        commits each table in milliseconds (a Delta-Spark commit costs about half a second of
-        driver work whatever it holds; docs/benchmarks.md). Same txn, same entries."""
+        commits each table in milliseconds (a Delta-Spark commit costs the same driver work whatever
+        it holds; onceflow.deltars). Same txn, same entries."""
         import pyarrow.compute as pc
 
         rows = sink_rows(

@@ -4,8 +4,8 @@ Spark 4.0 has no graceful stop: `query.stop()` cancels the query's jobs and
 interrupts its stream thread wherever it is. Under a backlog the triggers run
 back to back, so there is no idle moment to aim at: a poll of `isTriggerActive`
 rarely sees False, and a stop from the listener lands in the next batch (its
-progress event arrives 0.07 – 0.5 s after `commits/N`, by which time
-`offsets/N+1` is already written; measured on 2 cores, issue 21). A stop that
+progress event arrives after `commits/N`, by which time `offsets/N+1` is already
+written; docs/testing.md, "Figures the code's comments rest on"). A stop that
 lands in the sinks' writes leaves the batch planned and uncommitted, and the
 Python traceback it raises is long enough to overflow the stack of the regex
 Spark matches it with (`java.lang.StackOverflowError` in the stream thread).
