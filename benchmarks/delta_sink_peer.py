@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import add_conf_option, conf_settings, emit
+from harness import add_conf_option, conf_settings, emit, source_stream
 
 from devkit.kafka import produce_events, scratch_broker
 
@@ -97,22 +97,10 @@ def run_onceflow(spark, pipeline) -> tuple[float, int, float]:
 
 def run_delta_sink(spark, pipeline, folder: Path, name: str) -> tuple[float, int]:
     """Seconds and batches of one available-now run of Spark's Delta sink into `folder`/bronze."""
-    from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
 
     source, schema = pipeline.source, pipeline.schema
-    stream = (
-        spark.readStream.format("kafka")
-        .options(
-            **kafka_options(
-                source.bootstrap_servers,
-                source.topic,
-                "earliest",
-                maxOffsetsPerTrigger=str(source.max_offsets(available_now=True)),
-            )
-        )
-        .load()
-    )
+    stream = source_stream(spark, source, source.max_offsets(available_now=True))
     rows = bronze_rows(parse_events(stream, schema), schema, 0, 0)
     started = time.monotonic()
     query = (

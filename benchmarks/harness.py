@@ -91,3 +91,12 @@ def run_exactly_once(spark, pipeline) -> tuple[float, int]:
     result = run_ingest(pipeline, mode="available-now", spark=spark)
     assert result.status == "finished", result
     return time.monotonic() - started, result.batches
+
+
+def source_stream(spark, source, max_offsets: int):
+    """A streaming read of a pipeline's source topic from its start, `max_offsets` per trigger, at
+    read_committed: the input of the peers onceflow is measured against."""
+    from onceflow.spark.kafka_read import kafka_options
+
+    options = kafka_options(source.bootstrap_servers, source.topic, "earliest", maxOffsetsPerTrigger=str(max_offsets))
+    return spark.readStream.format("kafka").options(**options).load()

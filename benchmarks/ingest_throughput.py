@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import emit, run_exactly_once
+from harness import emit, run_exactly_once, source_stream
 
 from devkit import ROOT
 from devkit.kafka import produce_events, scratch_broker
@@ -52,7 +52,6 @@ def _pipeline(folder: Path, bootstrap: str, topic: str, max_offsets: int, trigge
 
 def run_plain_parquet(spark, pipeline, folder: Path) -> float:
     """The same parse and outputs, appended as Parquet: no txn ids, no ledger, no MERGE."""
-    from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
     from onceflow.spark.sinks.delta import batch_aggregates
 
@@ -69,18 +68,7 @@ def run_plain_parquet(spark, pipeline, folder: Path) -> float:
         )
         parsed.unpersist()
 
-    stream = (
-        spark.readStream.format("kafka")
-        .options(
-            **kafka_options(
-                source.bootstrap_servers,
-                source.topic,
-                "earliest",
-                maxOffsetsPerTrigger=str(source.max_offsets_per_trigger),
-            )
-        )
-        .load()
-    )
+    stream = source_stream(spark, source, source.max_offsets_per_trigger)
     started = time.monotonic()
     (
         stream.writeStream.foreachBatch(write)

@@ -10,6 +10,7 @@ from onceflow.cli.recover import print_plan
 from onceflow.recovery.cases import ActionKind, Case, Decision
 from onceflow.recovery.plan import Action, Finding, LostRange, Plan
 from onceflow.recovery.record import Outcome
+from tests.unit.recovery.made_facts import made_plan
 
 
 def _printed(plan: Plan, outcome: str) -> str:
@@ -19,20 +20,19 @@ def _printed(plan: Plan, outcome: str) -> str:
 
 
 def _plan(**kw) -> Plan:
-    fields: dict = dict(
-        pipeline="p",
-        pipeline_file="p.yaml",
-        topic="t",
-        checkpoint_path="/cp",
-        case=Case.RETENTION,
-        decision=Decision.NEW_GENERATION,
-        summary="new generation 1",
-        findings=[Finding(Case.RETENTION, "Kafka deleted [5, 9)")],
-        actions=[Action(ActionKind.WRITE_LOSS, "record the loss")],
-        next_step="start the query",
-        lost=[LostRange(0, 5, 9, ["bronze"])],
+    """A new generation that records a loss (what the page prints most of)."""
+    return made_plan(
+        **{
+            "case": Case.RETENTION,
+            "decision": Decision.NEW_GENERATION,
+            "summary": "new generation 1",
+            "findings": [Finding(Case.RETENTION, "Kafka deleted [5, 9)")],
+            "actions": [Action(ActionKind.WRITE_LOSS, "record the loss")],
+            "next_step": "start the query",
+            "lost": [LostRange(0, 5, 9, ["bronze"])],
+            **kw,
+        }
     )
-    return Plan(**{**fields, **kw})
 
 
 def test_a_plan_carried_out_says_what_was_done_and_what_comes_next():

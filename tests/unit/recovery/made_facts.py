@@ -6,7 +6,9 @@ from __future__ import annotations
 from onceflow.checkpoint import BatchOffsets, Checkpoint
 from onceflow.generation import CheckpointIdentity
 from onceflow.ledger import Ledger, LedgerEntry
+from onceflow.recovery.cases import ActionKind, Case, Decision
 from onceflow.recovery.facts import Facts, KafkaOffsets
+from onceflow.recovery.plan import Action, Finding, Plan
 
 T = "payments"
 CP = "/state/checkpoint"
@@ -87,3 +89,21 @@ MISSING_CK = Checkpoint(path=CP, exists=False, unusable_reasons=("the checkpoint
 
 def all_sinks(ends=B, **kw) -> dict[str, Ledger]:
     return ledgers(**{s: entries(s, ends, **kw) for s in SINKS})
+
+
+def made_plan(**fields) -> Plan:
+    """A plan as `decide` would return one (a restart of a killed query moving a leftover file aside),
+    with `fields` replacing any of its fields."""
+    made: dict = dict(
+        pipeline="p",
+        pipeline_file="pipelines/p.yaml",
+        topic="t",
+        checkpoint_path="/cp",
+        case=Case.DEAD_QUERY,
+        decision=Decision.RESTART,
+        summary="restart",
+        findings=[Finding(Case.DEAD_QUERY, "killed")],
+        actions=[Action(ActionKind.MOVE_LEFTOVERS, "move 1 file", {"files": ["/cp/.x.tmp"]})],
+        next_step="start it",
+    )
+    return Plan(**{**made, **fields})

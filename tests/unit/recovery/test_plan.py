@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-from onceflow.recovery.cases import ActionKind, Case, Decision
-from onceflow.recovery.plan import Action, Finding, LostRange, Plan
-
-
-def _plan(**kw) -> Plan:
-    fields: dict = dict(
-        pipeline="p",
-        pipeline_file="pipelines/p.yaml",
-        topic="t",
-        checkpoint_path="/cp",
-        case=Case.DEAD_QUERY,
-        decision=Decision.RESTART,
-        summary="restart",
-        findings=[Finding(Case.DEAD_QUERY, "killed")],
-        actions=[Action(ActionKind.MOVE_LEFTOVERS, "move 1 file", {"files": ["/cp/.x.tmp"]})],
-        next_step="start it",
-    )
-    return Plan(**{**fields, **kw})
+from onceflow.recovery.cases import Case, Decision
+from onceflow.recovery.plan import Finding, LostRange
+from tests.unit.recovery.made_facts import made_plan
 
 
 def test_a_refusal_drops_the_actions_and_the_next_step_and_names_the_flag_that_lifts_it():
-    plan = _plan()
+    plan = made_plan()
     assert not plan.refused
     assert plan.refuse(Case.AHEAD, "why; Fix: restore", override="--force") is plan
     assert plan.refused and plan.decision == Decision.REFUSE and plan.case == Case.AHEAD
@@ -34,7 +19,7 @@ def test_a_refusal_drops_the_actions_and_the_next_step_and_names_the_flag_that_l
 
 
 def test_the_record_keeps_resume_offsets_by_partition_string_and_each_lost_range_with_its_count():
-    plan = _plan(resume={1: 7, 0: -2}, lost=[LostRange(0, 10, 25, ["bronze", "quarantine"])])
+    plan = made_plan(resume={1: 7, 0: -2}, lost=[LostRange(0, 10, 25, ["bronze", "quarantine"])])
     d = plan.as_dict()
     assert d["resume"] == {"0": -2, "1": 7} and list(d["resume"]) == ["0", "1"]
     assert d["lost"] == [{"partition": 0, "start": 10, "end": 25, "sinks": ["bronze", "quarantine"], "count": 15}]
@@ -42,4 +27,4 @@ def test_the_record_keeps_resume_offsets_by_partition_string_and_each_lost_range
     assert d["actions"] == [
         {"kind": "move_leftovers_aside", "description": "move 1 file", "params": {"files": ["/cp/.x.tmp"]}}
     ]
-    assert _plan().as_dict()["resume"] is None
+    assert made_plan().as_dict()["resume"] is None
