@@ -271,6 +271,12 @@ PARSE_BACKFILL = (
     "'--start-offsets', '{\"0\": 1}', '--end-offsets', '{\"0\": 2}'])"
 )
 LIGHT = {
+    # the vocabularies and what the onceflow page reads: every part can use them
+    "onceflow.status": (NO_SPARK, ""),
+    "onceflow.reconcile": (NO_SPARK, ""),
+    "onceflow.recovery.cases": (NO_SPARK, ""),
+    "onceflow.airflow.dag_kinds": (NO_SPARK, ""),
+    "onceflow.audit.report": (NO_SPARK, ""),
     "onceflow.recovery": (NO_SPARK, ""),
     "onceflow.health": (NO_SPARK, ""),
     "onceflow.airflow.hooks": (NO_SPARK, ""),
