@@ -12,8 +12,8 @@ PYTEST_ARGS ?= -v --durations=25 -n 2 --dist loadfile --no-loadscope-reorder
 setup: venv jars
 
 venv: $(VENV)/.installed
-# uv, pinned, installs the lock's exact wheels in parallel: 48 s from an empty cache here against
-# 108 s for pip (2026-11-27); pip stays in the venv for `pip check` and `make lock`
+# uv, pinned, installs the lock's exact wheels in parallel, in half pip's time (docs/testing.md);
+# pip stays in the venv for `pip check` and `make lock`
 UV_VERSION ?= 0.13.9
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,10 +28,10 @@ jars: venv
 demo: setup
 	$(ONCEFLOW) demo
 
-# formatting, lint and types over the six Python trees, zero findings (pyproject.toml: [tool.ruff],
+# formatting, lint and types over the seven Python trees, zero findings (pyproject.toml: [tool.ruff],
 # [tool.mypy]; the import contracts run with the unit tests); each tool prints its wall time. Run first
 # by test and test-fast, so CI (`make test`) fails on a finding before the suite starts
-LINT_DIRS := src dags plugins spark_apps benchmarks tests
+LINT_DIRS := src dags plugins spark_apps benchmarks tests devkit
 lint: venv
 	@set -e; for tool in "ruff format --check" "ruff check" "mypy"; do \
 	  start=$$(date +%s%N); $(VENV)/bin/$$tool $(LINT_DIRS); \

@@ -47,9 +47,8 @@ def partial(spark, accounts: int, first_window: int, windows: int):
 
 
 def measure(spark, work: Path, accounts: int, old_windows: int, merges: int) -> list[dict]:
-    from harness import merge_metrics
-    from payments import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA
-
+    from devkit.delta_history import merge_metrics
+    from devkit.pipelines import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA
     from onceflow import tables
     from onceflow.ledger import LedgerEntry
     from onceflow.schema.model import AggregatesSpec

@@ -23,7 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from harness import child_figures, emit, scratch_broker
+from harness import child_figures, emit
+
+from devkit.kafka import produce_events, scratch_broker
 
 GROUP = "onceflow-bench-audit"
 
@@ -49,8 +51,7 @@ def _audit(spark, pipeline, reports: Path) -> dict:
 def child(folder: str, bootstrap: str, topic: str) -> None:
     """A fresh driver: session + one audit; prints its figures as one JSON line."""
     started = time.monotonic()
-    from payments import pipeline_file
-
+    from devkit.pipelines import pipeline_file
     from onceflow.spark.session import build_session
 
     spark = build_session("onceflow-bench-audit-cold", master="local[*]", extra={"spark.eventLog.enabled": "false"})
@@ -69,23 +70,12 @@ def main() -> int:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
-    from payments import PAYMENTS_SCHEMA, pipeline_file
-
-    from onceflow.kafka.producer import produce
+    from devkit.pipelines import pipeline_file
     from onceflow.spark.ingest import run_ingest
     from onceflow.spark.session import build_session
 
     with scratch_broker("onceflow-bench-audit-small-") as (work, broker):
-        produce(
-            broker.bootstrap,
-            "bench",
-            args.events,
-            schema=PAYMENTS_SCHEMA,
-            partitions=4,
-            malformed_ratio=0.02,
-            txn_size=500,
-            keep_records=False,
-        )
+        produce_events(broker.bootstrap, "bench", args.events, malformed_ratio=0.02, txn_size=500)
         folder = work / "pipeline"
         _, pipeline = pipeline_file(folder, broker.bootstrap, "bench", name="audit_small", max_offsets=1_000_000)
         spark = build_session(

@@ -30,6 +30,8 @@ from pathlib import Path
 
 from harness import emit
 
+from devkit.kafka import produce_events
+
 os.environ.setdefault("ONCEFLOW_DRIVER_MEMORY", "4g")
 
 TOPIC = "bench-audit"
@@ -43,9 +45,6 @@ def produce_and_ingest(spark, broker, pipeline, count: int, seed: int | None, fi
     """Produce `count` events and ingest them. Event times continue from the wall clock
     (seed None) except for the first load, which is reproducible (seed 1): new data
     then lands in new windows, as in a live stream, not in long-closed ones."""
-    from payments import PAYMENTS_SCHEMA
-
-    from onceflow.kafka.producer import produce
     from onceflow.spark.ingest import run_ingest
 
     t = time.monotonic()
@@ -56,18 +55,8 @@ def produce_and_ingest(spark, broker, pipeline, count: int, seed: int | None, fi
         if done[0] % 500_000 < n:
             log(f"produced {done[0]:,}/{count:,}")
 
-    summary = produce(
-        broker.bootstrap,
-        TOPIC,
-        count,
-        schema=PAYMENTS_SCHEMA,
-        partitions=4,
-        seed=1 if first else seed,
-        abort_ratio=0.02,
-        malformed_ratio=0.01,
-        txn_size=1000,
-        keep_records=False,
-        progress=progress,
+    summary = produce_events(
+        broker.bootstrap, TOPIC, count, seed=1 if first else seed, abort_ratio=0.02, progress=progress
     )
     produced_s = time.monotonic() - t
     log(f"produced {count:,} events in {produced_s:.0f}s; ingesting")
@@ -122,8 +111,7 @@ def main() -> int:
     state = Path(args.state).resolve() if args.state else Path(tempfile.mkdtemp(prefix="onceflow-audit-bench-"))
     state.mkdir(parents=True, exist_ok=True)
     os.environ["ONCEFLOW_HOME"] = str(state)
-    from payments import write_pipeline
-
+    from devkit.pipelines import write_pipeline
     from onceflow import config
     from onceflow.kafka.broker import LocalBroker, free_port_pair
     from onceflow.spark.session import build_session

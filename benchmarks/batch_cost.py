@@ -22,7 +22,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from harness import add_conf_option, conf_settings, emit, scratch_broker
+from harness import add_conf_option, conf_settings, emit
+
+from devkit.kafka import produce_events, scratch_broker
 
 
 def step(description: str, call_site: str) -> str:
@@ -91,34 +93,14 @@ def main() -> int:
     args = ap.parse_args()
     settings = conf_settings(ap, args.conf)
 
-    from payments import PAYMENTS_SCHEMA, pipeline_file
-
-    from onceflow.kafka.producer import produce
+    from devkit.pipelines import pipeline_file
     from onceflow.spark.ingest import run_ingest
     from onceflow.spark.session import build_session
 
     with scratch_broker("onceflow-bench-batch-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)
-        produce(
-            broker.bootstrap,
-            "warm",
-            3_000,
-            schema=PAYMENTS_SCHEMA,
-            partitions=4,
-            malformed_ratio=0.01,
-            txn_size=1000,
-            keep_records=False,
-        )
-        produce(
-            broker.bootstrap,
-            "bench",
-            args.events,
-            schema=PAYMENTS_SCHEMA,
-            partitions=4,
-            malformed_ratio=0.01,
-            txn_size=1000,
-            keep_records=False,
-        )
+        produce_events(broker.bootstrap, "warm", 3_000)
+        produce_events(broker.bootstrap, "bench", args.events)
         events = work / "events"
         events.mkdir()
         extra = {

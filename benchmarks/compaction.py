@@ -24,13 +24,15 @@ import sys
 import time
 from pathlib import Path
 
-from harness import emit, run_exactly_once, scratch_broker
+from harness import emit, run_exactly_once
+
+from devkit.kafka import produce_events, scratch_broker
 
 SCANS = 3
 
 
 def _pipeline(folder: Path, bootstrap: str, topic: str, max_offsets: int, compact: bool):
-    from payments import PAYMENTS_AGGREGATES, pipeline_file
+    from devkit.pipelines import PAYMENTS_AGGREGATES, pipeline_file
 
     return pipeline_file(
         folder,
@@ -97,23 +99,13 @@ def main() -> int:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
-    from payments import PAYMENTS_SCHEMA
-
+    from devkit.pipelines import PAYMENTS_SCHEMA
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
 
     with scratch_broker("onceflow-compaction-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)
-        produce(
-            broker.bootstrap,
-            "events",
-            args.events,
-            schema=PAYMENTS_SCHEMA,
-            partitions=4,
-            malformed_ratio=0.01,
-            txn_size=1000,
-            keep_records=False,
-        )
+        produce_events(broker.bootstrap, "events", args.events)
         produce(broker.bootstrap, "warm", 10_000, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)
         spark = build_session("onceflow-compaction", master="local[*]")
         run_exactly_once(spark, _pipeline(work / "warm", broker.bootstrap, "warm", args.max_offsets, True))

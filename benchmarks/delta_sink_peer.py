@@ -37,7 +37,9 @@ import sys
 import time
 from pathlib import Path
 
-from harness import add_conf_option, conf_settings, emit, scratch_broker
+from harness import add_conf_option, conf_settings, emit, source_stream
+
+from devkit.kafka import produce_events, scratch_broker
 
 PARTITIONS = 4
 
@@ -95,22 +97,10 @@ def run_onceflow(spark, pipeline) -> tuple[float, int, float]:
 
 def run_delta_sink(spark, pipeline, folder: Path, name: str) -> tuple[float, int]:
     """Seconds and batches of one available-now run of Spark's Delta sink into `folder`/bronze."""
-    from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
 
     source, schema = pipeline.source, pipeline.schema
-    stream = (
-        spark.readStream.format("kafka")
-        .options(
-            **kafka_options(
-                source.bootstrap_servers,
-                source.topic,
-                "earliest",
-                maxOffsetsPerTrigger=str(source.max_offsets(available_now=True)),
-            )
-        )
-        .load()
-    )
+    stream = source_stream(spark, source, source.max_offsets(available_now=True))
     rows = bronze_rows(parse_events(stream, schema), schema, 0, 0)
     started = time.monotonic()
     query = (
@@ -134,8 +124,7 @@ def peer_stream(folder: str, bootstrap: str, topic: str, max_offsets: int, trigg
     import signal
     import threading
 
-    from payments import PAYMENTS_SCHEMA as schema
-
+    from devkit.pipelines import PAYMENTS_SCHEMA as schema
     from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
     from onceflow.spark.session import build_session
@@ -212,34 +201,14 @@ def main() -> int:
     args = ap.parse_args()
     settings = conf_settings(ap, args.conf)
 
-    from payments import PAYMENTS_SCHEMA, pipeline_file
-
-    from onceflow.kafka.producer import produce
+    from devkit.pipelines import pipeline_file
     from onceflow.sinks import table_paths
     from onceflow.spark.session import build_session
 
     with scratch_broker("onceflow-bench-peer-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)
-        summary = produce(
-            broker.bootstrap,
-            "bench",
-            args.events,
-            schema=PAYMENTS_SCHEMA,
-            partitions=PARTITIONS,
-            malformed_ratio=0.01,
-            txn_size=1000,
-            keep_records=False,
-        )
-        warm = produce(
-            broker.bootstrap,
-            "warm",
-            3 * args.max_offsets,
-            schema=PAYMENTS_SCHEMA,
-            partitions=PARTITIONS,
-            malformed_ratio=0.01,
-            txn_size=1000,
-            keep_records=False,
-        )
+        summary = produce_events(broker.bootstrap, "bench", args.events, partitions=PARTITIONS)
+        warm = produce_events(broker.bootstrap, "warm", 3 * args.max_offsets, partitions=PARTITIONS)
         valid = summary.count("committed_valid")
         spark = build_session("onceflow-bench-peer", master="local[*]", extra=settings)
 

@@ -25,7 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-from harness import child_figures, emit, scratch_broker
+from harness import child_figures, emit
+
+from devkit.kafka import produce_events, scratch_broker
 
 VARIANTS = {
     "plain": {"ONCEFLOW_CLASS_ARCHIVE": "false"},
@@ -37,11 +39,10 @@ VARIANTS = {
 def child(folder: str, bootstrap: str, topic: str, events: int) -> None:
     """One fresh driver: prints its figures as one JSON line."""
     started = time.time()
-    from payments import pipeline_file
-
+    from devkit.pipelines import pipeline_file
     from onceflow.spark.ingest import run_ingest
     from onceflow.spark.session import build_session
-    from onceflow.status import PROGRESS, STARTED, StatusLog
+    from onceflow.status import RunEvent, StatusLog
 
     spark = build_session("onceflow-bench-startup", master="local[*]", extra={"spark.eventLog.enabled": "false"})
     marks = {"session": time.time() - started}
@@ -52,8 +53,8 @@ def child(folder: str, bootstrap: str, topic: str, events: int) -> None:
     marks["end"] = time.time() - started
     # the query's start and its first commit, from the run's status log (what `checkpoint status` reads)
     run = StatusLog(pipeline.state_path, pipeline.name).last_run()
-    marks["query_started"] = next(e["epoch"] for e in run if e["event"] == STARTED) - started
-    marks["first_batch"] = next(e["epoch"] for e in run if e["event"] == PROGRESS) - started
+    marks["query_started"] = next(e["epoch"] for e in run if e["event"] == RunEvent.STARTED) - started
+    marks["first_batch"] = next(e["epoch"] for e in run if e["event"] == RunEvent.PROGRESS) - started
     spark.stop()
     print("FIGURES " + json.dumps({k: round(v, 1) for k, v in marks.items()}), flush=True)
 
@@ -65,24 +66,12 @@ def main() -> int:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
-    from payments import PAYMENTS_SCHEMA
-
-    from onceflow.kafka.producer import produce
     from onceflow.spark import class_archive
 
     if not class_archive.usable():
         sys.exit("no usable class-data archive. Fix: run `onceflow setup` (or `make setup`) first.")
     with scratch_broker("onceflow-bench-startup-") as (work, broker):
-        produce(
-            broker.bootstrap,
-            "bench",
-            args.events,
-            schema=PAYMENTS_SCHEMA,
-            partitions=4,
-            malformed_ratio=0.01,
-            txn_size=1000,
-            keep_records=False,
-        )
+        produce_events(broker.bootstrap, "bench", args.events)
         runs: dict[str, list[dict]] = {name: [] for name in VARIANTS}
         for r in range(args.rounds):
             order = list(VARIANTS) if r % 2 == 0 else list(reversed(VARIANTS))

@@ -30,7 +30,10 @@ import sys
 import time
 from pathlib import Path
 
-from harness import ROOT, emit, run_exactly_once, scratch_broker
+from harness import emit, run_exactly_once, source_stream
+
+from devkit import ROOT
+from devkit.kafka import produce_events, scratch_broker
 
 
 def _shipped_sizes() -> str:
@@ -42,14 +45,13 @@ def _shipped_sizes() -> str:
 
 
 def _pipeline(folder: Path, bootstrap: str, topic: str, max_offsets: int, trigger: str = "1 second"):
-    from payments import pipeline_file
+    from devkit.pipelines import pipeline_file
 
     return pipeline_file(folder, bootstrap, topic, max_offsets=max_offsets, trigger={"processing_time": trigger})
 
 
 def run_plain_parquet(spark, pipeline, folder: Path) -> float:
     """The same parse and outputs, appended as Parquet: no txn ids, no ledger, no MERGE."""
-    from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows
     from onceflow.spark.sinks.delta import batch_aggregates
 
@@ -66,18 +68,7 @@ def run_plain_parquet(spark, pipeline, folder: Path) -> float:
         )
         parsed.unpersist()
 
-    stream = (
-        spark.readStream.format("kafka")
-        .options(
-            **kafka_options(
-                source.bootstrap_servers,
-                source.topic,
-                "earliest",
-                maxOffsetsPerTrigger=str(source.max_offsets_per_trigger),
-            )
-        )
-        .load()
-    )
+    stream = source_stream(spark, source, source.max_offsets_per_trigger)
     started = time.monotonic()
     (
         stream.writeStream.foreachBatch(write)
@@ -92,8 +83,7 @@ def run_plain_parquet(spark, pipeline, folder: Path) -> float:
 def merge_rows_copied(pipeline) -> int:
     """Rows the aggregates MERGEs copied unchanged into new files, over the whole run: 0 with
     deletion vectors; with plain rewrites it grows with the table, batch after batch."""
-    from harness import merge_metrics
-
+    from devkit.delta_history import merge_metrics
     from onceflow.sinks import table_paths
 
     return sum(int(m.get("numTargetRowsCopied", 0)) for m in merge_metrics(table_paths(pipeline)["aggregates"]))
@@ -119,14 +109,14 @@ def measure_latency(
     over all records, and over those produced after the first `warm_up` seconds (a fresh
     JVM's first batches also pay for class loading and JIT compilation)."""
     from deltalake import DeltaTable
-    from harness import IngestProcess
-    from payments import PAYMENTS_SCHEMA
 
+    from devkit.driver import IngestProcess
+    from devkit.pipelines import PAYMENTS_SCHEMA
     from onceflow.kafka.producer import produce
     from onceflow.ledger import read_ledger
     from onceflow.sinks import table_paths
 
-    job = IngestProcess(pipeline, pipeline_file, pipeline_file.parent).start()
+    job = IngestProcess(pipeline, pipeline_file, pipeline_file.parent, driver={}).start()  # the JVM's default JIT
     try:
         job.wait_progress(more_than=0, timeout=300)  # query up and idle-ready before the clock starts
         started_ms = time.time() * 1000
@@ -169,8 +159,7 @@ def measure_latency(
 
 def _latency(work: Path, broker, args) -> dict:
     """The continuous job at the shipped size and a 1 s trigger, fed at a steady rate."""
-    from payments import PAYMENTS_SCHEMA
-
+    from devkit.pipelines import PAYMENTS_SCHEMA
     from onceflow.kafka.producer import produce
 
     print(
@@ -187,15 +176,15 @@ def measure_peer_latency(work: Path, bootstrap: str, rate: float, seconds: float
     (delta_sink_peer.peer_stream: the same parse, bronze rows only), as a continuous stream
     in a fresh process with the same trigger and batch size, under the same produce rate."""
     from delta_sink_peer import commit_latencies
-    from harness import StreamProcess
-    from payments import PAYMENTS_SCHEMA
 
+    from devkit.driver import DriverProcess
+    from devkit.pipelines import PAYMENTS_SCHEMA
     from onceflow.kafka.producer import produce
 
     topic, folder = "latency-peer", work / "latency-peer"
     folder.mkdir(parents=True)
     produce(bootstrap, topic, 1, schema=PAYMENTS_SCHEMA, partitions=4, keep_records=False)  # the topic exists
-    peer = StreamProcess(
+    peer = DriverProcess(
         [
             sys.executable,
             str(Path(__file__).with_name("delta_sink_peer.py")),
@@ -288,23 +277,13 @@ def main() -> int:
             emit(figures, args.json)
         return 0
 
-    from payments import PAYMENTS_SCHEMA
-
+    from devkit.pipelines import PAYMENTS_SCHEMA
     from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
 
     with scratch_broker("onceflow-bench-") as (work, broker):
         print(f"producing {args.events} events (1% malformed) …", flush=True)
-        summary = produce(
-            broker.bootstrap,
-            "bench",
-            args.events,
-            schema=PAYMENTS_SCHEMA,
-            partitions=4,
-            malformed_ratio=0.01,
-            txn_size=1000,
-            keep_records=False,
-        )
+        summary = produce_events(broker.bootstrap, "bench", args.events)
         committed = summary.count("committed")
         print(f"  {committed} committed in {summary.seconds:.1f}s", flush=True)
         spark = build_session("onceflow-bench", master="local[*]")

@@ -31,7 +31,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from harness import emit, scratch_broker
+from harness import emit
+
+from devkit.kafka import produce_events, scratch_broker
 
 TASKS = 4
 
@@ -67,8 +69,7 @@ def txn_sink(bootstrap: str, name: str, source_topic: str):
 
 def sink_only(spark, bootstrap: str, topic: str, repeats: int) -> dict:
     """The same cached DataFrame through both sinks, alternating, median seconds each."""
-    from payments import PAYMENTS_SCHEMA as schema
-
+    from devkit.pipelines import PAYMENTS_SCHEMA as schema
     from onceflow.kafka.admin import ensure_topic
     from onceflow.spark.kafka_read import read_committed_batch
     from onceflow.spark.parse import bronze_rows, parse_events
@@ -120,8 +121,7 @@ def streaming(
     spark, bootstrap: str, topic: str, max_offsets: int, folder: Path, which: str, round_: int
 ) -> tuple[float, int]:
     """An available-now query over the whole topic with one of the sinks; (seconds, valid rows written)."""
-    from payments import PAYMENTS_SCHEMA as schema
-
+    from devkit.pipelines import PAYMENTS_SCHEMA as schema
     from onceflow.checkpoint import batch_offset_range
     from onceflow.kafka.admin import ensure_topic, watermarks
     from onceflow.spark.kafka_read import kafka_options
@@ -200,8 +200,7 @@ def _pcts(values: list[float]) -> dict:
 
 def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) -> dict:
     """The transactional sink in a 1 s processing-time query under a steady produce rate."""
-    from payments import PAYMENTS_SCHEMA as schema
-
+    from devkit.pipelines import PAYMENTS_SCHEMA as schema
     from onceflow.checkpoint import batch_offset_range
     from onceflow.kafka.admin import ensure_topic
     from onceflow.kafka.producer import produce
@@ -280,25 +279,13 @@ def main() -> int:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
-    from payments import PAYMENTS_SCHEMA
-
-    from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
 
     with scratch_broker("onceflow-bench-kafka-sink-", timeout=180) as (work, broker):
         spark = None
         try:
             print(f"producing {args.events} events …", file=sys.stderr)
-            produce(
-                broker.bootstrap,
-                "bench",
-                args.events,
-                schema=PAYMENTS_SCHEMA,
-                partitions=TASKS,
-                malformed_ratio=0.01,
-                txn_size=500,
-                keep_records=False,
-            )
+            produce_events(broker.bootstrap, "bench", args.events, txn_size=500, partitions=TASKS)
             spark = build_session("onceflow-bench-kafka-sink", master="local[2]")
             figures = {"events": args.events, "machine": {"cpus": os.cpu_count()}}
             print("sink-only throughput …", file=sys.stderr)

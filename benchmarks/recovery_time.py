@@ -36,7 +36,8 @@ from collections import Counter
 from pathlib import Path
 
 import harness  # the project and its jars on the path; emit
-from harness import StreamProcess
+
+from devkit.driver import DriverProcess
 
 WAIT = 600  # seconds: bound on every wait (a JVM start on shared cores can be slow)
 CATCH_UP = 3600  # seconds: bound on the final catch-up run before the exactly-once check
@@ -57,8 +58,7 @@ class Producer(threading.Thread):
         self.error: Exception | None = None
 
     def run(self) -> None:
-        from payments import PAYMENTS_SCHEMA
-
+        from devkit.pipelines import PAYMENTS_SCHEMA
         from onceflow.kafka.producer import produce
 
         seed = 0
@@ -84,9 +84,9 @@ class Producer(threading.Thread):
             self.stop.wait(self.pause)
 
 
-def start_job(pipeline_file: Path, logs: Path) -> StreamProcess:
+def start_job(pipeline_file: Path, logs: Path) -> DriverProcess:
     """One `onceflow ingest --mode continuous` process, in its own process group."""
-    return StreamProcess(
+    return DriverProcess(
         [sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", str(pipeline_file), "--mode", "continuous"],
         logs,
         f"ingest-{uuid.uuid4().hex[:8]}",
@@ -202,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(tempfile.mkdtemp(prefix="onceflow-bench-recovery-"))
     os.environ["ONCEFLOW_HOME"] = str(home)
     import yaml
-    from payments import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA_BODY
 
+    from devkit.pipelines import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA_BODY
     from onceflow import config
     from onceflow.kafka.broker import LocalBroker, free_port_pair
 

@@ -30,9 +30,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from datetime import datetime
 
-    from payments import PAYMENTS_SCHEMA
     from pyspark.sql import functions as F
 
+    from devkit.pipelines import PAYMENTS_SCHEMA
     from onceflow.schema.generate import Generator
     from onceflow.spark import parse
     from onceflow.spark.session import build_session

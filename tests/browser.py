@@ -12,16 +12,16 @@ import base64
 import contextlib
 import itertools
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
+
+from onceflow import processes
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
@@ -162,13 +162,7 @@ class Browser:
         try:
             self._stack.close()
         finally:
-            if self.proc.poll() is None:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                    self.proc.wait(timeout=15)
+            processes.stop(self.proc, grace=15, group=True, after_kill=15)  # Chromium and its helpers
             shutil.rmtree(self.profile, ignore_errors=True)
 
 

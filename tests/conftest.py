@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from hypothesis import Phase, settings
 
+from devkit import use_checkout
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Property tests (tests/json_space.py): `ci`, what `make test` runs, is a fixed, seeded budget;
@@ -29,8 +31,7 @@ settings.register_profile(
     "fuzz", max_examples=int(os.environ.get("FUZZ_EXAMPLES", "400")), database=None, print_blob=True
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-os.environ.setdefault("ONCEFLOW_JARS", str(ROOT / ".onceflow" / "jars"))
-os.environ.setdefault("ONCEFLOW_PROJECT", str(ROOT))
+use_checkout()  # the checkout's jars and project (devkit: the kit tests and benchmarks share)
 
 
 @pytest.fixture(scope="session")

@@ -15,12 +15,12 @@ from typing import Any
 
 from deltalake import DeltaTable
 
+from devkit.kafka import consume_all
 from onceflow.config import Pipeline, duration_seconds
 from onceflow.kafka.producer import VALID
 from onceflow.ledger import read_ledger
 from onceflow.sinks import table_paths
 from onceflow.tables import aggregate_key
-from tests.kafka_helpers import consume_all
 
 
 def _rows(path: str, columns: list[str]) -> list[dict]:

@@ -31,7 +31,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from onceflow.errors import CheckpointError
+from onceflow.errors import CheckpointError, CheckpointFileError
+from onceflow.offsets import as_json, from_json
+from onceflow.paths import local_path
 
 OFFSETS, COMMITS, SOURCES, METADATA = "offsets", "commits", "sources", "metadata"
 SUPPORTED_VERSION = 1
@@ -43,32 +45,30 @@ _CRC_FILE = re.compile(r"^\.(.+)\.crc$")
 # -- single files --------------------------------------------------------------
 def _local(path: str | os.PathLike) -> Path:
     """A local path from a path or a file: URI; other schemes need a JVM."""
-    text = os.fspath(path)
-    if text.startswith("file:"):
-        text = re.sub(r"^file:(//)?", "", text)
-        if not text.startswith("/"):
-            text = "/" + text
-    elif "://" in text:
-        raise CheckpointError(
-            f"{text}: only local checkpoints (paths or file: URIs) can be read without a JVM. "
-            "Fix: copy the checkpoint to a local directory, or inspect it with Spark."
+    local = local_path(path)
+    if local is None:
+        raise CheckpointFileError(
+            os.fspath(path),
+            "only local checkpoints (paths or file: URIs) can be read without a JVM. "
+            "Fix: copy the checkpoint to a local directory, or inspect it with Spark.",
         )
-    return Path(text)
+    return local
 
 
 def _version(line: str, path: Path) -> int:
     """`v1` -> 1; CheckpointError naming the file for anything else (Spark refuses it too)."""
     if not line.startswith("v") or not line[1:].isdigit():
-        raise CheckpointError(
-            f"{path}: first line is {line[:40]!r}, not a log version like 'v1' "
-            "(file is truncated or not written by Spark)"
+        raise CheckpointFileError(
+            path,
+            f"first line is {line[:40]!r}, not a log version like 'v1' (file is truncated or not written by Spark)",
         )
     version = int(line[1:])
     if version > SUPPORTED_VERSION or version < 1:
-        raise CheckpointError(
-            f"{path}: log version v{version} is not supported (onceflow reads "
+        raise CheckpointFileError(
+            path,
+            f"log version v{version} is not supported (onceflow reads "
             f"v{SUPPORTED_VERSION}, written by Spark 4.0). Fix: read it with the Spark "
-            "version that wrote it."
+            "version that wrote it.",
         )
     return version
 
@@ -76,16 +76,16 @@ def _version(line: str, path: Path) -> int:
 def _partition_offsets(raw: object, path: Path, where: str) -> dict[str, dict[int, int]]:
     """Kafka offsets JSON {"topic": {"0": 42}} -> {"topic": {0: 42}}, checked."""
     if not isinstance(raw, dict):
-        raise CheckpointError(f"{path}: {where} is not a JSON object of topics (got {type(raw).__name__})")
+        raise CheckpointFileError(path, f"{where} is not a JSON object of topics (got {type(raw).__name__})")
     out: dict[str, dict[int, int]] = {}
     for topic, parts in raw.items():
         if not isinstance(parts, dict):
-            raise CheckpointError(f"{path}: {where}: topic {topic!r} does not map partitions to offsets")
+            raise CheckpointFileError(path, f"{where}: topic {topic!r} does not map partitions to offsets")
         try:
-            out[topic] = {int(p): int(o) for p, o in parts.items()}
+            out[topic] = from_json(parts)
         except (TypeError, ValueError):
-            raise CheckpointError(
-                f"{path}: {where}: topic {topic!r} has a non-integer partition or offset: {parts!r}"
+            raise CheckpointFileError(
+                path, f"{where}: topic {topic!r} has a non-integer partition or offset: {parts!r}"
             ) from None
     return out
 
@@ -94,21 +94,21 @@ def _read_text(path: Path) -> str:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise CheckpointError(f"{path}: file is missing") from None
+        raise CheckpointFileError(path, "file is missing") from None
     except OSError as exc:
-        raise CheckpointError(f"{path}: cannot read ({exc.strerror})") from None
+        raise CheckpointFileError(path, f"cannot read ({exc.strerror})") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise CheckpointError(f"{path}: not UTF-8 text (corrupt file)") from None
+        raise CheckpointFileError(path, "not UTF-8 text (corrupt file)") from None
 
 
 def _json_line(line: str, path: Path, where: str) -> object:
     try:
         return json.loads(line)
     except json.JSONDecodeError as exc:
-        raise CheckpointError(
-            f"{path}: {where} is not valid JSON ({exc.msg} at column {exc.colno}): {line[:80]!r}"
+        raise CheckpointFileError(
+            path, f"{where} is not valid JSON ({exc.msg} at column {exc.colno}): {line[:80]!r}"
         ) from None
 
 
@@ -126,18 +126,18 @@ def read_offsets_file(path: str | os.PathLike) -> dict:
     if lines and lines[-1] == "":
         lines.pop()
     if not lines:
-        raise CheckpointError(f"{path}: offsets file is empty (a crash mid-write, or not written by Spark)")
+        raise CheckpointFileError(path, "offsets file is empty (a crash mid-write, or not written by Spark)")
     version = _version(lines[0], path)
     if len(lines) < 2:
-        raise CheckpointError(
-            f"{path}: offsets file ends after its version line: the batch metadata and "
-            "source offsets are missing (truncated)"
+        raise CheckpointFileError(
+            path,
+            "offsets file ends after its version line: the batch metadata and source offsets are missing (truncated)",
         )
     metadata = _json_line(lines[1], path, "line 2 (batch metadata)")
     if not isinstance(metadata, dict):
-        raise CheckpointError(f"{path}: line 2 (batch metadata) is not a JSON object")
+        raise CheckpointFileError(path, "line 2 (batch metadata) is not a JSON object")
     if len(lines) < 3:
-        raise CheckpointError(f"{path}: offsets file has no source offsets line (truncated)")
+        raise CheckpointFileError(path, "offsets file has no source offsets line (truncated)")
     sources: list[dict[str, dict[int, int]] | None] = []
     for i, line in enumerate(lines[2:], start=3):
         if line.strip() == "-":
@@ -162,12 +162,12 @@ def read_initial_offsets(path: str | os.PathLike) -> dict[str, dict[int, int]]:
     if text.startswith("\x00"):
         text = text[1:]
     if not text.strip():
-        raise CheckpointError(f"{path}: initial offsets file is empty (truncated)")
+        raise CheckpointFileError(path, "initial offsets file is empty (truncated)")
     if text.startswith("v"):
         head, sep, body = text.partition("\n")
         _version(head, path)
         if not sep:
-            raise CheckpointError(f"{path}: initial offsets file ends after its version line (truncated)")
+            raise CheckpointFileError(path, "initial offsets file ends after its version line (truncated)")
     else:
         body = text
     return _partition_offsets(_json_line(body.strip(), path, "initial offsets"), path, "initial offsets")
@@ -201,30 +201,33 @@ def batch_offset_range(
     end_path = root / OFFSETS / str(batch_id)
     end = _topic_offsets(read_offsets_file(end_path)["sources"], topic)
     if end is None:
-        raise CheckpointError(
-            f"{end_path}: no source offsets for topic {topic!r} (the checkpoint belongs to "
-            "another query or topic). Fix: check the pipeline's checkpoint path and topic."
+        raise CheckpointFileError(
+            end_path,
+            f"no source offsets for topic {topic!r} (the checkpoint belongs to "
+            "another query or topic). Fix: check the pipeline's checkpoint path and topic.",
         )
     prev_path = root / OFFSETS / str(batch_id - 1)
     if batch_id > 0 and prev_path.exists():
         start = _topic_offsets(read_offsets_file(prev_path)["sources"], topic)
         if start is None:
-            raise CheckpointError(
-                f"{prev_path}: no source offsets for topic {topic!r}, but batch {batch_id} "
-                "has some: the two batches disagree on their sources"
+            raise CheckpointFileError(
+                prev_path,
+                f"no source offsets for topic {topic!r}, but batch {batch_id} "
+                "has some: the two batches disagree on their sources",
             )
     else:
         older = [b for b in _batch_ids(root / OFFSETS) if b < batch_id]
         if older:
-            raise CheckpointError(
-                f"{prev_path}: file is missing although older batches {older[-3:]} exist: "
+            raise CheckpointFileError(
+                prev_path,
+                f"file is missing although older batches {older[-3:]} exist: "
                 f"batch {batch_id}'s start offsets are unknown. Fix: inspect the checkpoint with "
-                "`onceflow checkpoint show`; recover from the sink ledger if it is damaged."
+                "`onceflow checkpoint show`; recover from the sink ledger if it is damaged.",
             )
         init_path = root / SOURCES / "0" / "0"
         initial = read_initial_offsets(init_path)
         if topic not in initial:
-            raise CheckpointError(f"{init_path}: no initial offsets for topic {topic!r} (has {sorted(initial)})")
+            raise CheckpointFileError(init_path, f"no initial offsets for topic {topic!r} (has {sorted(initial)})")
         start = initial[topic]
     return {p: start.get(p, 0) for p in sorted(end)}, dict(sorted(end.items()))
 
@@ -343,9 +346,9 @@ class Checkpoint:
             return {}
         batch = self.batches.get(last)
         if batch is None:
-            raise CheckpointError(
-                f"{Path(self.path) / OFFSETS / str(last)}: the offsets of the last committed "
-                f"batch {last} are missing or unreadable"
+            raise CheckpointFileError(
+                Path(self.path) / OFFSETS / str(last),
+                f"the offsets of the last committed batch {last} are missing or unreadable",
             )
         return dict(sorted((batch.offsets(topic) or {}).items()))
 
@@ -357,9 +360,6 @@ class Checkpoint:
 
     def as_dict(self) -> dict:
         """JSON-ready summary (offset maps keyed by partition strings)."""
-
-        def keyed(offsets: dict[int, int] | None) -> dict[str, int] | None:
-            return None if offsets is None else {str(p): o for p, o in sorted(offsets.items())}
 
         latest = self.batches.get(self.latest_planned) if self.latest_planned is not None else None
         last = self.batches.get(self.last_committed) if self.last_committed is not None else None
@@ -377,9 +377,9 @@ class Checkpoint:
             "offsets_files": len(self.offsets_files),
             "commit_files": len(self.commit_files),
             "topics": self.topics,
-            "initial_offsets": {t: keyed(o) for t, o in (self.initial_offsets or {}).items()},
-            "committed_offsets": {t: keyed(last.offsets(t)) for t in last.topics} if last else {},
-            "latest_offsets": {t: keyed(latest.offsets(t)) for t in latest.topics} if latest else {},
+            "initial_offsets": {t: as_json(o) for t, o in (self.initial_offsets or {}).items()},
+            "committed_offsets": {t: as_json(last.offsets(t)) for t in last.topics} if last else {},
+            "latest_offsets": {t: as_json(latest.offsets(t)) for t in latest.topics} if latest else {},
             "last_committed_time_ms": last.timestamp_ms if last else None,
             "problems": [p.as_dict() for p in self.problems],
         }
@@ -390,20 +390,20 @@ def _read_commit_file(path: Path) -> dict:
     text = _read_text(path)
     lines = [ln for ln in text.split("\n") if ln != ""]
     if not lines:
-        raise CheckpointError(f"{path}: commit file is empty (a crash mid-write, or not written by Spark)")
+        raise CheckpointFileError(path, "commit file is empty (a crash mid-write, or not written by Spark)")
     _version(lines[0], path)
     if len(lines) < 2:
-        raise CheckpointError(f"{path}: commit file ends after its version line (truncated)")
+        raise CheckpointFileError(path, "commit file ends after its version line (truncated)")
     body = _json_line(lines[1], path, "line 2 (commit metadata)")
     if not isinstance(body, dict):
-        raise CheckpointError(f"{path}: line 2 (commit metadata) is not a JSON object")
+        raise CheckpointFileError(path, "line 2 (commit metadata) is not a JSON object")
     return body
 
 
 def _read_metadata(path: Path) -> str:
     body = _json_line(_read_text(path).strip(), path, "query metadata")
     if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not body["id"]:
-        raise CheckpointError(f'{path}: query metadata has no "id" (expected {{"id": "<query uuid>"}})')
+        raise CheckpointFileError(path, 'query metadata has no "id" (expected {"id": "<query uuid>"})')
     return body["id"]
 
 
@@ -481,18 +481,18 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
         try:
             parsed = read_offsets_file(root / OFFSETS / str(b))
             batches[b] = BatchOffsets(b, parsed["metadata"], tuple(parsed["sources"]))
-        except CheckpointError as exc:
-            bad_offsets[b] = str(exc)
-            problems.append(Problem(str(root / OFFSETS / str(b)), str(exc).split(": ", 1)[-1]))
+        except CheckpointFileError as exc:
+            bad_offsets[b] = exc.reason
+            problems.append(Problem(str(root / OFFSETS / str(b)), exc.reason))
     commits: list[int] = []
     bad_commits: dict[int, str] = {}
     for b in commit_files:
         try:
             _read_commit_file(root / COMMITS / str(b))
             commits.append(b)
-        except CheckpointError as exc:
-            bad_commits[b] = str(exc)
-            problems.append(Problem(str(root / COMMITS / str(b)), str(exc).split(": ", 1)[-1]))
+        except CheckpointFileError as exc:
+            bad_commits[b] = exc.reason
+            problems.append(Problem(str(root / COMMITS / str(b)), exc.reason))
 
     # metadata: written first when a query starts; without it the directory is not a whole checkpoint
     query_id = None
@@ -500,9 +500,9 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if meta.exists():
         try:
             query_id = _read_metadata(meta)
-        except CheckpointError as exc:
-            problems.append(Problem(str(meta), str(exc).split(": ", 1)[-1]))
-            fatal.append(f"metadata is unreadable: {str(exc).split(': ', 1)[-1]}")
+        except CheckpointFileError as exc:
+            problems.append(Problem(str(meta), exc.reason))
+            fatal.append(f"metadata is unreadable: {exc.reason}")
     elif offsets_files or commit_files:
         problems.append(Problem(str(meta), "file is missing: the query id is lost"))
         fatal.append(
@@ -516,12 +516,10 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if init_path.exists():
         try:
             initial = read_initial_offsets(init_path)
-        except CheckpointError as exc:
-            problems.append(Problem(str(init_path), str(exc).split(": ", 1)[-1]))
+        except CheckpointFileError as exc:
+            problems.append(Problem(str(init_path), exc.reason))
             if not offsets_files:
-                fatal.append(
-                    f"the initial offsets are unreadable and no batch was planned yet: {str(exc).split(': ', 1)[-1]}"
-                )
+                fatal.append(f"the initial offsets are unreadable and no batch was planned yet: {exc.reason}")
     elif offsets_files and offsets_files[0] == 0:
         problems.append(Problem(str(init_path), "file is missing: batch 0's start offsets are unknown"))
 
@@ -530,8 +528,7 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
         latest = offsets_files[-1]
         if latest in bad_offsets:
             fatal.append(
-                f"the newest offsets file offsets/{latest} is unreadable, and a restart reads it: "
-                f"{bad_offsets[latest].split(': ', 1)[-1]}"
+                f"the newest offsets file offsets/{latest} is unreadable, and a restart reads it: {bad_offsets[latest]}"
             )
         if latest > 0 and (latest - 1) not in batches:
             state = "unreadable" if (latest - 1) in bad_offsets else "missing"
@@ -544,7 +541,7 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
         if newest_commit in bad_commits:
             fatal.append(
                 f"the newest commit file commits/{newest_commit} is unreadable, and a restart reads it: "
-                f"{bad_commits[newest_commit].split(': ', 1)[-1]}"
+                f"{bad_commits[newest_commit]}"
             )
         newest_offsets = offsets_files[-1] if offsets_files else None
         if newest_offsets is None or newest_commit > newest_offsets:

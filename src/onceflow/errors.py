@@ -1,5 +1,7 @@
 """One exception class per failure kind; every message says what failed and the fix."""
 
+import os
+
 
 class OnceflowError(Exception):
     """Base class: an error onceflow explains to the user (no traceback needed)."""
@@ -25,8 +27,32 @@ class CheckpointError(OnceflowError):
     """A Spark checkpoint directory is unreadable or inconsistent."""
 
 
+class CheckpointFileError(CheckpointError):
+    """One file of a Spark checkpoint is missing, unreadable or malformed; `path` and `reason` say
+    which and why."""
+
+    def __init__(self, path: str | os.PathLike, reason: str):
+        super().__init__(f"{os.fspath(path)}: {reason}")
+        self.path, self.reason = os.fspath(path), reason
+
+
 class RecoveryError(OnceflowError):
     """Recovery refused or failed; the message says why and what to do."""
+
+
+class IdentityFileError(RecoveryError):
+    """A checkpoint's identity file (_onceflow.json) cannot be read; `path` and `cause` say which and
+    why, `problem` says both without the fix."""
+
+    def __init__(self, path: str | os.PathLike, cause: str):
+        self.path, self.cause = os.fspath(path), cause
+        super().__init__(
+            f"{self.problem}. Fix: run `onceflow recover` to start a new generation from the sink ledgers."
+        )
+
+    @property
+    def problem(self) -> str:
+        return f"{self.path} is unreadable ({self.cause})"
 
 
 class AuditError(OnceflowError):

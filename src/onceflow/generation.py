@@ -16,7 +16,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from onceflow.errors import RecoveryError
+from onceflow import offsets
+from onceflow.errors import IdentityFileError
 from onceflow.status import now_iso
 
 IDENTITY_FILE = "_onceflow.json"
@@ -34,7 +35,7 @@ class CheckpointIdentity:
     sink_floors: dict[str, dict[str, int]] | None = None
 
     def floor(self, sink: str) -> dict[int, int]:
-        return {int(p): int(o) for p, o in ((self.sink_floors or {}).get(sink) or {}).items()}
+        return offsets.from_json((self.sink_floors or {}).get(sink))
 
 
 def has_spark_state(checkpoint: str) -> bool:
@@ -51,10 +52,7 @@ def read_identity(checkpoint: str) -> CheckpointIdentity | None:
     except FileNotFoundError:
         return None
     except (ValueError, TypeError) as exc:
-        raise RecoveryError(
-            f"{path} is unreadable ({exc}). Fix: run `onceflow recover` to start a new "
-            "generation from the sink ledgers."
-        ) from None
+        raise IdentityFileError(path, str(exc)) from None
 
 
 def write_identity(checkpoint: str, identity: CheckpointIdentity) -> None:

@@ -22,7 +22,7 @@ from onceflow.errors import OnceflowError
 from onceflow.ledger import follower_lag
 from onceflow.poison import poisoned_batch
 from onceflow.sinks import FOLLOWS, PipelineFacts, read_facts
-from onceflow.status import FAILED, FINAL, IDLE, PROGRESS, STARTED, StatusLog, ended
+from onceflow.status import RunStatus, StatusLog, ended
 from onceflow.unprocessable import Unprocessable
 from onceflow.verdicts import EXIT_CODES, Verdict
 
@@ -157,12 +157,9 @@ def _sink_facts(facts: PipelineFacts) -> dict:
 def _run_facts(pipeline: Pipeline, facts: PipelineFacts, now: float) -> dict:
     """The newest run from the status log, the lock, and rates from recent progress events."""
     status = StatusLog(pipeline.state_path, pipeline.name)
-    run = status.last_run()
+    run = status.newest_run()
     running = facts.running
-    started = next((e for e in run if e.get("event") == STARTED), None)
-    final = run[-1] if run and run[-1].get("event") == FINAL else None
-    progress = [e for e in run if e.get("event") == PROGRESS]
-    beats = [e for e in run if e.get("event") in (PROGRESS, IDLE)]
+    started, progress, beats = run.started, run.progress, run.beats
     recent = progress[-RATE_WINDOW:]
     rate = None
     if len(recent) >= 2 and recent[-1]["epoch"] > recent[0]["epoch"]:
@@ -171,14 +168,12 @@ def _run_facts(pipeline: Pipeline, facts: PipelineFacts, now: float) -> dict:
     return {
         "running": running,
         "holder": facts.holder,
-        "events": len(run),
-        "run_id": (started or final or {}).get("run_id"),
+        "events": len(run.events),
+        "run_id": run.run_id,
         "mode": (started or {}).get("mode"),
         "generation": (started or {}).get("generation"),
         "started_at": (started or {}).get("time"),
-        "final": (
-            {"status": final.get("status"), "error": final.get("error"), "time": final.get("time")} if final else None
-        ),
+        "final": run.final_summary(),
         "last_progress_batch": progress[-1].get("batch_id") if progress else None,
         "last_progress_at": progress[-1].get("time") if progress else None,
         "last_heartbeat_at": beats[-1].get("time") if beats else None,
@@ -233,7 +228,7 @@ def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
                 f"the last run ({run['run_id']}) has no final event and no process holds the run "
                 "lock: the job died (killed or crashed) without stopping"
             ]
-        if final["status"] == FAILED and run["poisoned"]:
+        if final["status"] == RunStatus.FAILED and run["poisoned"]:
             b = run["poisoned"]
             return Verdict.POISONED, [
                 f"batch {b['batch_id']} (generation {b['generation']}; offsets "
@@ -244,7 +239,7 @@ def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
                 "(reason unprocessable, raw bytes kept), then start the job again "
                 "(docs/runbooks/poison-batch.md)",
             ]
-        if final["status"] == FAILED:
+        if final["status"] == RunStatus.FAILED:
             return Verdict.FAILED, [f"the last run failed at {final['time']}: {final['error']}"]
         return Verdict.STOPPED, [f"not running; the last run {ended(final['status'])} at {final['time']}"]
 

@@ -14,6 +14,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
+from onceflow import offsets
+
 LEDGER_KEY = "onceflow_ledger"
 LEDGER_FORMAT = 1
 BATCH = "batch"  # an entry for a micro-batch's rows
@@ -72,8 +74,8 @@ class LedgerEntry:
             "generation": self.generation,
             "batch_id": self.batch_id,
             "topic": self.topic,
-            "start": {str(p): o for p, o in sorted(self.start.items())},
-            "end": {str(p): o for p, o in sorted(self.end.items())},
+            "start": offsets.as_json(self.start),
+            "end": offsets.as_json(self.end),
             "rows": self.rows,
         }
         if self.extra:
@@ -92,8 +94,8 @@ class LedgerEntry:
             generation=int(body["generation"]),
             batch_id=int(body["batch_id"]),
             topic=body["topic"],
-            start={int(p): int(o) for p, o in body["start"].items()},
-            end={int(p): int(o) for p, o in body["end"].items()},
+            start=offsets.from_json(body["start"]),
+            end=offsets.from_json(body["end"]),
             rows=int(body.get("rows", 0)),
             kind=body.get("kind", BATCH),
             extra=body.get("extra") or {},
@@ -110,8 +112,8 @@ class LedgerEntry:
     def as_dict(self) -> dict:
         """Every field, the offsets keyed by partition as strings (JSON's keys), in partition order."""
         d = asdict(self)
-        d["start"] = {str(p): o for p, o in sorted(self.start.items())}
-        d["end"] = {str(p): o for p, o in sorted(self.end.items())}
+        d["start"] = offsets.as_json(self.start)
+        d["end"] = offsets.as_json(self.end)
         return d
 
 

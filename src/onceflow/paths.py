@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 
 def state_dir() -> Path:
@@ -22,9 +23,15 @@ def reports_dir() -> Path:
 
 
 def jars_dir() -> Path:
-    """JVM jars resolved by `onceflow setup`: $ONCEFLOW_JARS, else <state>/jars."""
+    """JVM jars resolved by `onceflow setup`: $ONCEFLOW_JARS, else <state>/jars, else, when that
+    does not exist, the checkout's .onceflow/jars (a fresh ONCEFLOW_HOME uses the jars `make setup`
+    resolved there, instead of resolving them again)."""
     env = os.environ.get("ONCEFLOW_JARS")
-    return Path(env).resolve() if env else state_dir() / "jars"
+    if env:
+        return Path(env).resolve()
+    own = state_dir() / "jars"
+    checkout = project_root() / ".onceflow" / "jars"
+    return checkout if not own.is_dir() and checkout.is_dir() else own
 
 
 def project_root() -> Path:
@@ -37,3 +44,17 @@ def project_root() -> Path:
         if (parent / "jvm").is_dir() and (parent / "pyproject.toml").is_file():
             return parent
     return Path.cwd()
+
+
+def local_path(location: str | os.PathLike) -> Path | None:
+    """The local path a location names: a plain path as it is; a `file:` URI (`file:/x`,
+    `file:///x`, `file://localhost/x`) as its path, percent-escapes decoded as Spark decodes
+    them; None for any other scheme (`s3a://`, `gs://`, ...), which only a JVM or an object
+    store client can read."""
+    text = os.fspath(location)
+    if text.startswith("file:"):
+        path = unquote(urlparse(text).path)
+        return Path(path if path.startswith("/") else "/" + path)
+    if "://" in text:
+        return None
+    return Path(text)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from onceflow.status import FAILED, FINAL, StatusLog
+from onceflow import offsets
+from onceflow.status import StatusLog
 from onceflow.unprocessable import Unprocessable
 
 POISON_AFTER = 3  # failed runs in a row on one batch
@@ -34,7 +35,7 @@ class PoisonedBatch:
             "batch_id": self.batch_id,
             "generation": self.generation,
             "topic": self.topic,
-            "ranges": {str(p): [a, b] for p, (a, b) in sorted(self.ranges.items())},
+            "ranges": offsets.ranges_as_json(self.ranges),
             "runs": self.runs,
             "error": self.error,
             "since": self.since,
@@ -48,34 +49,27 @@ class PoisonedBatch:
         )
 
 
-def _failed_batch(run: list[dict]) -> dict | None:
-    final = run[-1] if run and run[-1].get("event") == FINAL else None
-    if final is None or final.get("status") != FAILED:
-        return None
-    return final.get("batch")
-
-
 def poisoned_batch(
     status: StatusLog, handled: Unprocessable | None = None, after: int = POISON_AFTER
 ) -> PoisonedBatch | None:
     """The batch the newest `after` runs all failed on, or None; also None once every offset of it
     is declared unprocessable (`handled`): the next run gets past it."""
-    runs = status.runs()[-after:]
+    runs = status.newest_runs(after)
     if len(runs) < after:
         return None
-    batches = [_failed_batch(r) for r in runs]
+    batches = [r.failed_batch for r in runs]
     first = batches[0]
     if first is None or any(b != first for b in batches):
         return None
-    final = runs[-1][-1]
+    final = runs[-1].final or {}
     batch = PoisonedBatch(
         batch_id=int(first["id"]),
         generation=first.get("generation"),
         topic=first.get("topic", ""),
-        ranges={int(p): (int(a), int(b)) for p, (a, b) in (first.get("ranges") or {}).items()},
+        ranges=offsets.ranges_from_json(first.get("ranges")),
         runs=after,
         error=str(final.get("error") or "no error recorded"),
-        since=str(runs[0][-1].get("time")),
+        since=str((runs[0].final or {}).get("time")),
     )
     if handled is not None and all(handled.covers(batch.topic, p, a, b) for p, (a, b) in batch.ranges.items()):
         return None

@@ -7,12 +7,13 @@ Each of the four tells how far the pipeline got, independently:
 - each sink's ledger (Delta commit metadata) says which batches that table holds;
 - the sink rows carry their Kafka coordinates (`_topic, _partition, _offset`).
 
-This module reads the *committed point* once, at the start (`committed_point`; the
-reader of the four ledgers is `onceflow.sinks.read_committed_point`), so an audit
-of a running stream judges one consistent prefix, and then compares rows and
-aggregates with Spark (`reconcile_rows`, `reconcile_aggregates`). Every check
-comes back as a `Check` with expected/observed values and the offending offsets.
-It never writes to a table.
+This module fixes the *committed point* once, at the start of an audit (`committed_point`;
+the reader of the four ledgers is `onceflow.sinks.read_committed_point`), so an audit of a
+running stream judges one consistent prefix, and checks that the ledgers agree
+(`agreement_checks`). The audit then compares rows and aggregates with Spark
+(`onceflow.audit.rows.RowReconciler`, `onceflow.audit.aggregates.reconcile_aggregates`).
+Every check comes back as a `Check` with expected/observed values and the offending
+offsets. Nothing here writes to a table.
 """
 
 from __future__ import annotations
@@ -22,11 +23,42 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
+from enum import StrEnum
 from typing import Any
 
 from onceflow.ledger import BATCH, FOLLOWS, LOSS, Ledger, LedgerEntry, follower_lag
+from onceflow.offsets import as_json, from_json
 
-PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+
+class CheckStatus(StrEnum):
+    """The outcome of one audit check."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # not applicable here (e.g. no event_id declared)
+
+
+class AuditStatus(StrEnum):
+    """The outcome of one audit run (summary.json's `status`; exit codes 0, 1, 2)."""
+
+    PASSED = "passed"  # every check passed
+    FAILED = "failed"  # a check found a data problem
+    ERROR = "error"  # the audit could not run (the summary's `reason` says why)
+
+
+class AuditScope(StrEnum):
+    """What an audit covers: `onceflow audit --full | --since-last`, the Airflow operators' `audit_mode`."""
+
+    FULL = "full"  # everything committed
+    SINCE_LAST = "since-last"  # what was committed since the last passed audit
+
+    @classmethod
+    def parse(cls, text: str) -> AuditScope:
+        """The scope a person named: its value, or `incremental`, the name the Airflow DAGs' `mode`
+        param first had for since-last (still accepted). ValueError for anything else."""
+        return cls.SINCE_LAST if text == "incremental" else cls(text)
+
+
 MAX_RANGES = 1000  # offending offset ranges listed per check (the count is always exact)
 MAX_SAMPLES = 5  # offending rows shown per check
 
@@ -50,14 +82,14 @@ class Check:
 
     @property
     def passed(self) -> bool:
-        return self.status != FAILED
+        return self.status != CheckStatus.FAILED
 
     def as_dict(self) -> dict:
         return jsonable(asdict(self))
 
 
 def check(name: str, title: str, ok: bool, **kw) -> Check:
-    return Check(name=name, title=title, status=PASSED if ok else FAILED, **kw)
+    return Check(name=name, title=title, status=CheckStatus.PASSED if ok else CheckStatus.FAILED, **kw)
 
 
 def jsonable(value: Any) -> Any:
@@ -90,14 +122,6 @@ def offset_ranges(offsets: Iterable[int]) -> list[tuple[int, int]]:
     return out
 
 
-def keyed(offsets: dict[int, int] | None) -> dict[str, int] | None:
-    return None if offsets is None else {str(p): int(o) for p, o in sorted(offsets.items())}
-
-
-def unkeyed(offsets: dict | None) -> dict[int, int]:
-    return {int(p): int(o) for p, o in (offsets or {}).items()}
-
-
 # -- the committed point --------------------------------------------------------------
 @dataclass
 class SinkView:
@@ -121,7 +145,7 @@ class SinkView:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d["end"], d["at_point"] = keyed(self.end), keyed(self.at_point)
+        d["end"], d["at_point"] = as_json(self.end), as_json(self.at_point)
         return jsonable(d)
 
 
@@ -130,7 +154,7 @@ class CommittedPoint:
     """What the audit judges: per partition the offset range [start, end), fixed at the start."""
 
     topic: str
-    mode: str  # "full" | "since-last"
+    mode: str  # an AuditScope
     checkpoint: dict  # path, exists, usable, last_committed, uncommitted, generation, offsets
     sinks: dict[str, SinkView]
     first: dict[int, int]  # where the pipeline started reading, per partition
@@ -151,7 +175,7 @@ class CommittedPoint:
             "topic": self.topic,
             "mode": self.mode,
             "running": self.running,
-            "checkpoint": jsonable({**self.checkpoint, "offsets": keyed(self.checkpoint.get("offsets"))}),
+            "checkpoint": jsonable({**self.checkpoint, "offsets": as_json(self.checkpoint.get("offsets"))}),
             "sinks": {n: s.as_dict() for n, s in self.sinks.items()},
             "partitions": [
                 {
@@ -230,7 +254,7 @@ def committed_point(
     checkpoint,
     ledgers: dict[str, Ledger],
     *,
-    mode: str = "full",
+    mode: str = AuditScope.FULL,
     watermark: dict | None = None,
     earliest: dict[int, int] | None = None,
     checkpoint_generation: int | None = None,
@@ -280,8 +304,8 @@ def committed_point(
             sinks[name].follows, sinks[name].trails = leader, len(missing)
             if ahead:
                 problems["ledger_agreement"].append(
-                    f"{name} holds offsets {keyed(ahead)}, beyond what {leader} holds "
-                    f"({keyed(ledgers[leader].committed_offsets())}): they cannot have been merged from {leader}"
+                    f"{name} holds offsets {as_json(ahead)}, beyond what {leader} holds "
+                    f"({as_json(ledgers[leader].committed_offsets())}): they cannot have been merged from {leader}"
                 )
     written = [s for s in sinks.values() if s.entries]
     if not written and cp_end is None:
@@ -310,8 +334,8 @@ def committed_point(
                 )
             else:
                 problems["checkpoint_ledger_agreement"].append(
-                    f"{s.name}: no ledger entry ends at the checkpoint's committed offsets {keyed(cp_end)} "
-                    f"(ledger ends at {keyed(s.end)}): the two histories diverged"
+                    f"{s.name}: no ledger entry ends at the checkpoint's committed offsets {as_json(cp_end)} "
+                    f"(ledger ends at {as_json(s.end)}): the two histories diverged"
                 )
         elif s.ahead and not running and not (s.ahead == 1 and cp_info["uncommitted"] is not None):
             problems["checkpoint_ledger_agreement"].append(
@@ -329,8 +353,8 @@ def committed_point(
                 entry = by_batch.get(b)
                 if planned is not None and entry is not None and entry.end != planned:
                     problems["checkpoint_ledger_agreement"].append(
-                        f"{s_name}: batch {b} (generation {checkpoint_generation}) ends at {keyed(entry.end)} in the "
-                        f"ledger but at {keyed(planned)} in the checkpoint's offsets/{b}"
+                        f"{s_name}: batch {b} (generation {checkpoint_generation}) ends at {as_json(entry.end)} in the "
+                        f"ledger but at {as_json(planned)} in the checkpoint's offsets/{b}"
                     )
 
     # ledgers vs each other, up to the point every one of them reached
@@ -347,8 +371,9 @@ def committed_point(
                 if _entry_key(a) != _entry_key(b):
                     problems["ledger_agreement"].append(
                         f"entry {i}: {ref} holds batch {a.batch_id} (generation {a.generation}) "
-                        f"{keyed(a.start)}→{keyed(a.end)}, {n} holds batch {b.batch_id} (generation {b.generation}) "
-                        f"{keyed(b.start)}→{keyed(b.end)}"
+                        f"{as_json(a.start)}→{as_json(a.end)}, {n} holds batch {b.batch_id} "
+                        f"(generation {b.generation}) "
+                        f"{as_json(b.start)}→{as_json(b.end)}"
                     )
                     break
             if counts[n] != counts[ref] and not sinks[n].follows:  # a follower may trail (SinkView.trails)
@@ -379,7 +404,7 @@ def committed_point(
         if e.start.get(p) != o
     ]
 
-    since = unkeyed((watermark or {}).get("offsets")) if mode == "since-last" and watermark else {}
+    since = from_json((watermark or {}).get("offsets")) if mode == AuditScope.SINCE_LAST and watermark else {}
     start = {p: min(max(since.get(p, first[p]), first[p]), end[p]) for p in partitions}
     not_retained: dict[int, tuple[int, int]] = {}
     for p in partitions:

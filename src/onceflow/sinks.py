@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from onceflow.config import Pipeline, TableSink
-from onceflow.errors import LedgerReadError, OnceflowError, SinkError
+from onceflow.errors import IdentityFileError, LedgerReadError, OnceflowError, SinkError
 from onceflow.ledger import FOLLOWS, Ledger, read_ledger
-from onceflow.reconcile import CommittedPoint, committed_point
+from onceflow.reconcile import AuditScope, CommittedPoint, committed_point
 
 if TYPE_CHECKING:
     from onceflow.checkpoint import Checkpoint
@@ -154,8 +154,8 @@ def read_facts(
     if checkpoint is not None and checkpoint.exists:
         try:
             identity = read_identity(pipeline.checkpoint_path)
-        except OnceflowError as exc:
-            identity_error = str(exc).split(". Fix:")[0]
+        except IdentityFileError as exc:
+            identity_error = exc.problem
         except OSError as exc:  # e.g. a directory where the file should be
             identity_error = f"{pipeline.checkpoint_path}/_onceflow.json cannot be read ({exc.strerror})"
     paths = table_paths(pipeline, audit_order=audit_order)
@@ -184,7 +184,9 @@ def read_facts(
     return facts
 
 
-def read_committed_point(pipeline: Pipeline, mode: str = "full", watermark: dict | None = None) -> CommittedPoint:
+def read_committed_point(
+    pipeline: Pipeline, mode: str = AuditScope.FULL, watermark: dict | None = None
+) -> CommittedPoint:
     """The committed point of the audit (onceflow.reconcile.committed_point) from the four
     ledgers, read once in the audit's order (read_facts)."""
     facts = read_facts(pipeline, audit_order=True, with_kafka_ledger=False)

@@ -17,16 +17,45 @@ import os
 import socket
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import IO
 
 from onceflow.errors import AlreadyRunningError
 
-STARTED, PROGRESS, IDLE, FINAL = "started", "progress", "idle", "final"
-FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
+
+class RunEvent(StrEnum):
+    """What one line of the status log tells (its `event` field)."""
+
+    STARTED = "started"  # the query started: run id, mode, generation
+    PROGRESS = "progress"  # a micro-batch committed
+    IDLE = "idle"  # a heartbeat while no data arrives
+    FINAL = "final"  # the run ended: its status, and the error of a failed run
+
+
+class RunStatus(StrEnum):
+    """How a run ended (its final event's `status`)."""
+
+    FINISHED = "finished"  # an available-now run processed everything and ended
+    STOPPED = "stopped"  # stopped at a batch boundary (SIGTERM, its time window, idle)
+    FAILED = "failed"
+
+
+class IngestMode(StrEnum):
+    """How the streaming job runs (`onceflow ingest --mode`, the Airflow operators' `mode`)."""
+
+    CONTINUOUS = "continuous"  # a processing-time trigger, until stopped
+    AVAILABLE_NOW = "available-now"  # what Kafka holds now, then it ends
+
+
 # how a run's final status reads in a sentence ("the last run finished at ...")
-ENDED = {FINISHED: "finished", STOPPED: "was stopped (at a batch boundary)", FAILED: "failed"}
+ENDED: dict[str, str] = {
+    RunStatus.FINISHED: "finished",
+    RunStatus.STOPPED: "was stopped (at a batch boundary)",
+    RunStatus.FAILED: "failed",
+}
 
 
 def ended(status: str | None) -> str:
@@ -34,8 +63,94 @@ def ended(status: str | None) -> str:
     return ENDED.get(status or "", f"ended {status}")
 
 
+def ended_cleanly(status: str | None) -> bool:
+    """The run finished or was stopped: not failed, not killed (no status at all)."""
+    return status in (RunStatus.FINISHED, RunStatus.STOPPED)
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the job as its status events tell it: from its `started` event to its `final`
+    event, if it has one (a killed run has none). The one reader of "the last run and how it
+    ended" that health, recovery, the poisoned-batch check and the Airflow hook share."""
+
+    events: tuple[dict, ...] = ()
+
+    @property
+    def started(self) -> dict | None:
+        """The `started` event (a run begins with it; only a log's first run may lack one)."""
+        first = self.events[0] if self.events else {}
+        return first if first.get("event") == RunEvent.STARTED else None
+
+    @property
+    def final(self) -> dict | None:
+        """The `final` event, when it is the run's last: None while it runs and after a kill."""
+        last = self.events[-1] if self.events else {}
+        return last if last.get("event") == RunEvent.FINAL else None
+
+    @property
+    def run_id(self) -> str | None:
+        return (self.started or self.final or {}).get("run_id")
+
+    @property
+    def status(self) -> str | None:
+        """How it ended (a RunStatus), None when it has no final event."""
+        return (self.final or {}).get("status")
+
+    @property
+    def error(self) -> str | None:
+        return (self.final or {}).get("error")
+
+    @property
+    def progress(self) -> list[dict]:
+        """Its `progress` events: one per committed micro-batch."""
+        return [e for e in self.events if e.get("event") == RunEvent.PROGRESS]
+
+    @property
+    def beats(self) -> list[dict]:
+        """Its signs of life: `progress` and `idle` events."""
+        return [e for e in self.events if e.get("event") in (RunEvent.PROGRESS, RunEvent.IDLE)]
+
+    @property
+    def failed_batch(self) -> dict | None:
+        """The batch a failed run was writing (its id, generation, topic and ranges), if recorded."""
+        return (self.final or {}).get("batch") if self.status == RunStatus.FAILED else None
+
+    def final_summary(self) -> dict | None:
+        """{status, error, time} of its final event, or None."""
+        final = self.final
+        return (
+            {"status": final.get("status"), "error": final.get("error"), "time": final.get("time")} if final else None
+        )
+
+    def summary(self) -> dict:
+        """{run_id, started_at, final} ({} for no run): what recovery records of the last run."""
+        if not self.events:
+            return {}
+        return {
+            "run_id": self.events[0].get("run_id"),
+            "started_at": self.events[0].get("time"),
+            "final": self.final_summary(),
+        }
+
+    def as_dict(self) -> dict:
+        """The run in brief, as the Airflow tasks return it: run id, start, mode, batches and rows
+        committed, the last batch, how it ended."""
+        started, progress = self.started or {}, self.progress
+        return {
+            "run_id": started.get("run_id"),
+            "started_epoch": started.get("epoch"),
+            "mode": started.get("mode"),
+            "batches": len(progress),
+            "rows": sum(int(e.get("input_rows") or 0) for e in progress),
+            "last_batch_id": progress[-1].get("batch_id") if progress else None,
+            "final_status": self.status,
+            "error": self.error,
+        }
 
 
 class StatusLog:
@@ -79,7 +194,7 @@ class StatusLog:
         """The events of each run, oldest run first (a run is its `started` event and what follows)."""
         runs: list[list[dict]] = []
         for event in self.events():
-            if event.get("event") == STARTED or not runs:
+            if event.get("event") == RunEvent.STARTED or not runs:
                 runs.append([])
             runs[-1].append(event)
         return runs
@@ -88,6 +203,14 @@ class StatusLog:
         """The events of the newest run (from its `started` event on)."""
         runs = self.runs()
         return runs[-1] if runs else []
+
+    def newest_run(self) -> Run:
+        """The newest run (an empty Run when the log holds none)."""
+        return Run(tuple(self.last_run()))
+
+    def newest_runs(self, count: int) -> list[Run]:
+        """The newest `count` runs (fewer if the log holds fewer), oldest first."""
+        return [Run(tuple(events)) for events in self.runs()[-count:]]
 
 
 class RunLock:

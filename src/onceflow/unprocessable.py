@@ -19,6 +19,7 @@ import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from onceflow import offsets
 from onceflow.errors import ConfigError
 from onceflow.status import now_iso
 
@@ -39,12 +40,12 @@ class Declared:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d["ranges"] = {str(p): [a, b] for p, (a, b) in sorted(self.ranges.items())}
+        d["ranges"] = offsets.ranges_as_json(self.ranges)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Declared:
-        ranges = {int(p): (int(a), int(b)) for p, (a, b) in d["ranges"].items()}
+        ranges = offsets.ranges_from_json(d["ranges"])
         return cls(
             d["topic"],
             ranges,

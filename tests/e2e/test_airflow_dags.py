@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from devkit.driver import SHORT_LIVED_DRIVER
+from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file
 from onceflow.kafka.producer import produce
 from onceflow.spark.ingest import run_ingest
 from onceflow.status import RunLock, StatusLog
 from tests.airflow_helpers import migrate_db  # AIRFLOW_HOME before airflow is imported
 from tests.exactly_once import assert_exactly_once
-from tests.ingest_process import SHORT_LIVED_DRIVER
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
 
 pytestmark = pytest.mark.e2e
 PARTITIONS = 2
@@ -250,7 +250,7 @@ def test_a_stream_that_outlived_its_scheduler_is_watched_not_started_twice(flow,
     """After a scheduler restart the app of the old window may still run (client mode: it
     outlives the task that submitted it). The next `<p>_stream` run must watch that copy,
     never start a second one, and end cleanly when the survivor's window ends."""
-    from tests.ingest_process import IngestProcess
+    from devkit.driver import IngestProcess
 
     status = StatusLog(flow["pipeline"].state_path, flow["pipeline"].name)
     started_before = sum(e.get("event") == "started" for e in status.events())

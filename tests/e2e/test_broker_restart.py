@@ -13,13 +13,13 @@ import time
 
 import pytest
 
+from devkit.driver import IngestProcess
+from devkit.pipelines import SENSORS_AGGREGATES, SENSORS_SCHEMA, SENSORS_SCHEMA_BODY, pipeline_file
 from onceflow import faults
 from onceflow.kafka.broker import LocalBroker, free_port_pair
 from onceflow.kafka.producer import produce
 from onceflow.spark.ingest import run_ingest
 from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, next_batch
-from tests.ingest_process import IngestProcess
-from tests.pipeline_helpers import SENSORS_AGGREGATES, SENSORS_SCHEMA, SENSORS_SCHEMA_BODY, pipeline_file
 
 pytestmark = pytest.mark.e2e
 

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import pytest
 
+from devkit.driver import SHORT_LIVED_DRIVER
+from devkit.kafka import consume_all, value_json
+from devkit.pipelines import PAYMENTS_SCHEMA
 from onceflow.kafka.producer import VALID, produce
-from tests.ingest_process import SHORT_LIVED_DRIVER
-from tests.kafka_helpers import consume_all, value_json
-from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -53,6 +53,9 @@ from typing import Any
 
 import pytest
 
+from devkit.driver import IngestProcess
+from devkit.kafka import consume_all, log_ends, value_json
+from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file, table_sinks
 from onceflow import faults
 from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT
 from onceflow.faults.kafka_sink import ENV_KILL_PGID
@@ -61,9 +64,6 @@ from onceflow.kafka.producer import VALID, ProduceSummary, produce
 from onceflow.sinks import read_ledgers
 from onceflow.spark.ingest import run_ingest
 from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, next_batch
-from tests.ingest_process import IngestProcess
-from tests.kafka_helpers import consume_all, log_ends, value_json
-from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, pipeline_file
 
 pytestmark = pytest.mark.e2e
 
@@ -128,14 +128,7 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path
     folder = tmp_path / "pipeline"
     out_topic, ledger_topic = f"{topic}-out", f"{topic}-ledger"
     sinks = {
-        "bronze": {"path": str(folder / "bronze")},
-        "quarantine": {"path": str(folder / "quarantine")},
-        "aggregates": {
-            "path": str(folder / "aggregates"),
-            "window": "1 minute",
-            "watermark": "10 minutes",
-            **PAYMENTS_AGGREGATES,
-        },
+        **table_sinks(folder),
         "kafka": {"topic": out_topic, "ledger_topic": ledger_topic, "key": "account_id", "partitions": TASKS},
     }
     file, pipeline = pipeline_file(

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from devkit.pipelines import PAYMENTS_SCHEMA
 from onceflow.airflow.triggers import PipelineHealthTrigger
 from onceflow.kafka.admin import ensure_topic, list_end_offsets
 from onceflow.kafka.producer import produce
 from onceflow.status import RunLock
 from tests.airflow_helpers import ROOT
-from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
 pytestmark = pytest.mark.integration
 QUERY_ID = "5a3a8e3e-1111-4222-8333-444455556666"

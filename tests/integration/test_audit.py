@@ -15,6 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from devkit.pipelines import PAYMENTS_SCHEMA, aggregates_of, write_pipeline
 from onceflow import config
 from onceflow.audit.run import run_audit
 from onceflow.cli import main
@@ -23,7 +24,6 @@ from onceflow.kafka.producer import VALID, produce
 from onceflow.ledger import read_ledger
 from onceflow.spark.ingest import run_ingest
 from onceflow.web.datadocs import remote_addresses
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, aggregates_of, write_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 

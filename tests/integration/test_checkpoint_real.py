@@ -21,6 +21,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from devkit.pipelines import PAYMENTS_SCHEMA, PAYMENTS_SCHEMA_BODY
 from onceflow.checkpoint import batch_offset_range, read_checkpoint
 from onceflow.config import Pipeline
 from onceflow.health import pipeline_health
@@ -28,7 +29,6 @@ from onceflow.kafka.admin import list_end_offsets, watermarks
 from onceflow.kafka.producer import produce
 from onceflow.spark.kafka_read import kafka_options
 from onceflow.status import RunLock, StatusLog
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, PAYMENTS_SCHEMA_BODY
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from devkit.driver import IngestProcess
+from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file
 from onceflow.checkpoint import read_checkpoint
 from onceflow.kafka.producer import produce
 from onceflow.spark.ingest import run_ingest
 from tests.exactly_once import assert_exactly_once
-from tests.ingest_process import IngestProcess
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts Spark JVMs (not in `make test-fast`)
 

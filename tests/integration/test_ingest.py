@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from devkit.delta_history import merge_metrics, write_engines
+from devkit.pipelines import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, load_pipeline
 from onceflow.deltars import Appender
 from onceflow.errors import RecoveryError, TableFeatureError
 from onceflow.kafka.admin import watermarks
@@ -17,11 +19,11 @@ from onceflow.kafka.producer import VALID, produce
 from onceflow.ledger import read_ledger
 from onceflow.schema.generate import Generator
 from onceflow.sinks import read_ledgers, table_paths
-from onceflow.spark.ingest import run_ingest, table_property_hints
+from onceflow.spark.ingest import run_ingest
 from onceflow.spark.session import COMPACT_MIN_FILE_BYTES
+from onceflow.spark.table_specs import table_property_hints
 from onceflow.status import StatusLog
 from tests.exactly_once import assert_exactly_once
-from tests.pipeline_helpers import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, load_pipeline, merge_metrics, write_engines
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 

@@ -15,6 +15,8 @@ from collections import Counter
 import pytest
 from confluent_kafka import KafkaException, Producer
 
+from devkit.kafka import consume_all, value_json
+from devkit.pipelines import PAYMENTS_SCHEMA
 from onceflow.config import KafkaSink
 from onceflow.faults import kafka_sink as faults
 from onceflow.kafka.admin import ensure_topic
@@ -30,8 +32,6 @@ from onceflow.spark.sinks.kafka_txn import (
     transactional_id,
     write_task,
 )
-from tests.kafka_helpers import consume_all, value_json
-from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
@@ -332,9 +332,9 @@ def test_a_new_generation_skips_what_the_previous_one_delivered(broker, source):
 
 
 def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_path):
+    from devkit.pipelines import load_pipeline
     from onceflow.audit.kafka_output import output_checks
-    from onceflow.reconcile import PASSED
-    from tests.pipeline_helpers import load_pipeline
+    from onceflow.reconcile import CheckStatus
 
     pipeline = load_pipeline(
         tmp_path,
@@ -351,7 +351,7 @@ def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_pat
     sink = KafkaTxnSink.for_pipeline(pipeline, GENERATION)
     _write(sink, source, 0)
     checks = {c.name: c for c in output_checks(spark, pipeline)}
-    assert all(c.status == PASSED for c in checks.values()), {n: c.as_dict() for n, c in checks.items()}
+    assert all(c.status == CheckStatus.PASSED for c in checks.values()), {n: c.as_dict() for n, c in checks.items()}
     assert set(checks) == {
         "kafka_ledger",
         "kafka_output_loss",
@@ -372,14 +372,14 @@ def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_pat
     assert checks["kafka_output_duplicates"].status == "failed"
     assert checks["kafka_output_duplicates"].observed["duplicate_keys"] == 1
     assert checks["kafka_output_phantoms"].status == "failed" and checks["kafka_output_phantoms"].observed == 1
-    assert checks["kafka_output_loss"].status == PASSED
+    assert checks["kafka_output_loss"].status == CheckStatus.PASSED
 
 
 def test_a_value_that_cuts_timestamps_to_milliseconds_fails_the_audit(broker, source, tmp_path):
     """A bare `to_json(struct(*))` writes Spark's default JSON timestamps, milliseconds: the
     output no longer carries bronze's values, and the audit says which field."""
+    from devkit.pipelines import load_pipeline
     from onceflow.audit.kafka_output import output_checks
-    from tests.pipeline_helpers import load_pipeline
 
     pipeline = load_pipeline(
         tmp_path,
@@ -411,12 +411,12 @@ def test_recovery_and_audit_read_the_kafka_sink_ledger(broker, spark, tmp_path):
     the Delta sinks skip what they hold, and the audit checks the output topic."""
     import shutil
 
+    from devkit.pipelines import write_pipeline
     from onceflow.audit.run import run_audit
     from onceflow.config import load
     from onceflow.recovery import plan_recovery, recover
     from onceflow.spark.ingest import run_ingest
     from tests.exactly_once import assert_exactly_once
-    from tests.pipeline_helpers import write_pipeline
 
     topic = "t-kafka-sink-recovery"
     summary = produce(

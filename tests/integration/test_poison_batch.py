@@ -14,6 +14,8 @@ import json
 
 import pytest
 
+from devkit.kafka import consume_all
+from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file
 from onceflow.cli.app import main
 from onceflow.errors import IngestError
 from onceflow.faults import ENV_POISON
@@ -26,8 +28,6 @@ from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
 from onceflow.verdicts import Verdict
 from tests.exactly_once import _rows, assert_exactly_once, assert_ledgers_contiguous
-from tests.kafka_helpers import consume_all
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, pipeline_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

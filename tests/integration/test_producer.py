@@ -8,12 +8,12 @@ import json
 
 import pytest
 
+from devkit.kafka import consume_all
+from devkit.pipelines import PAYMENTS_SCHEMA, SENSORS, SENSORS_SCHEMA, aggregates_of
 from onceflow.errors import ProducerError
 from onceflow.kafka.producer import VALID, produce
 from onceflow.schema.generate import Generator
 from onceflow.schema.reference import Judge
-from tests.kafka_helpers import consume_all
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, SENSORS, SENSORS_SCHEMA, aggregates_of
 
 pytestmark = pytest.mark.integration
 

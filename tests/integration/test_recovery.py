@@ -25,6 +25,10 @@ import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from deltalake import DeltaTable
 
+from devkit.delta_history import write_engines
+from devkit.driver import SHORT_LIVED_DRIVER
+from devkit.kafka import consume_all
+from devkit.pipelines import PAYMENTS_SCHEMA, write_pipeline
 from onceflow import faults
 from onceflow.audit.run import run_audit
 from onceflow.checkpoint import read_checkpoint
@@ -36,29 +40,12 @@ from onceflow.kafka.admin import admin_client, ensure_topic, watermarks
 from onceflow.kafka.producer import produce
 from onceflow.ledger import LOSS, read_ledger
 from onceflow.recovery import plan_recovery, recover
-from onceflow.recovery.plan import (
-    AHEAD,
-    CORRUPT,
-    DEAD_QUERY,
-    FOLLOWER_LAG,
-    LEFTOVERS,
-    MISSING,
-    NEW_GENERATION,
-    NOTHING,
-    REFUSE,
-    RESTART,
-    RETENTION,
-    SINKS_DISAGREE,
-    STOPPED,
-)
+from onceflow.recovery.cases import Case, Decision
 from onceflow.recovery.record import list_records, read_record
 from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
 from onceflow.status import RunLock
 from tests.exactly_once import assert_exactly_once
-from tests.ingest_process import SHORT_LIVED_DRIVER
-from tests.kafka_helpers import consume_all
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, write_engines, write_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
@@ -179,8 +166,8 @@ def test_killed_before_the_aggregates_merge_catches_up_from_bronze(broker, spark
     assert outcome.summary["committed_point"]["sinks"]["aggregates"]["trails"] == 1
 
     plan = plan_recovery(pipeline)
-    assert plan.decision == RESTART and plan.case == DEAD_QUERY and plan.actions == [], plan.summary
-    assert [f.case for f in plan.findings if f.case in (FOLLOWER_LAG, SINKS_DISAGREE)] == [FOLLOWER_LAG]
+    assert plan.decision == Decision.RESTART and plan.case == Case.DEAD_QUERY and plan.actions == [], plan.summary
+    assert [f.case for f in plan.findings if f.case in (Case.FOLLOWER_LAG, Case.SINKS_DISAGREE)] == [Case.FOLLOWER_LAG]
     assert recover(pipeline).outcome == "done"
     resumed = run_ingest(pipeline, spark=spark)
     assert resumed.status == "finished" and resumed.batches == 0  # nothing new from Kafka
@@ -236,8 +223,8 @@ def test_killed_between_sinks_restarts_from_its_checkpoint_or_with_it_lost_from_
     # A: the checkpoint is healthy
     assert pipeline_health(pipeline)["verdict"] == "dead"
     plan = plan_recovery(pipeline)
-    assert plan.decision == RESTART and plan.case == DEAD_QUERY and plan.generation == 0, plan.summary
-    assert any(f.case == SINKS_DISAGREE for f in plan.findings), plan.findings
+    assert plan.decision == Decision.RESTART and plan.case == Case.DEAD_QUERY and plan.generation == 0, plan.summary
+    assert any(f.case == Case.SINKS_DISAGREE for f in plan.findings), plan.findings
     assert plan.facts["sinks"]["bronze"]["last_batch"] == 1 and plan.facts["sinks"]["quarantine"]["last_batch"] == 0
     assert plan.actions == [] and "re-runs batch 1" in plan.summary
 
@@ -278,7 +265,7 @@ def test_killed_between_sinks_restarts_from_its_checkpoint_or_with_it_lost_from_
     assert bronze_end != quarantine_end
 
     plan = plan_recovery(lost)
-    assert plan.decision == NEW_GENERATION and any(f.case == SINKS_DISAGREE for f in plan.findings)
+    assert plan.decision == Decision.NEW_GENERATION and any(f.case == Case.SINKS_DISAGREE for f in plan.findings)
     assert plan.resume == quarantine_end  # the lowest committed point
     assert (plan.sink_floors or {})["bronze"] == {str(p): o for p, o in bronze_end.items()}
     assert recover(lost).outcome == "done"
@@ -312,9 +299,9 @@ def test_removed_commit_and_leftover_tmp_file_replay_the_batch_and_keep_the_file
     versions = {n: DeltaTable(p).version() for n, p in table_paths(pipeline).items()}
 
     plan = plan_recovery(pipeline)
-    assert plan.decision == RESTART and plan.case == DEAD_QUERY
+    assert plan.decision == Decision.RESTART and plan.case == Case.DEAD_QUERY
     assert f"re-runs batch {last.name}" in plan.summary
-    assert any(f.case == LEFTOVERS for f in plan.findings)
+    assert any(f.case == Case.LEFTOVERS for f in plan.findings)
     result = recover(pipeline)
     assert result.outcome == "done" and not tmp.exists()
     moved = result.record["actions"][0]["result"]["moved"]
@@ -342,23 +329,23 @@ def _generation(checkpoint: str | Path) -> int:
 CORRUPTIONS = {  # name: (how, the decision it must get)
     "offsets file of binary junk": (
         lambda cp: _newest(cp / "offsets").write_bytes(b"\x00\xff\xfe junk \x80"),
-        NEW_GENERATION,
+        Decision.NEW_GENERATION,
     ),
-    "empty metadata": (lambda cp: (cp / "metadata").write_text(""), NEW_GENERATION),
-    "commit file of junk": (lambda cp: _newest(cp / "commits").write_text("v9\n[1,2"), NEW_GENERATION),
-    "identity of junk": (lambda cp: (cp / "_onceflow.json").write_text("{not json"), NEW_GENERATION),
+    "empty metadata": (lambda cp: (cp / "metadata").write_text(""), Decision.NEW_GENERATION),
+    "commit file of junk": (lambda cp: _newest(cp / "commits").write_text("v9\n[1,2"), Decision.NEW_GENERATION),
+    "identity of junk": (lambda cp: (cp / "_onceflow.json").write_text("{not json"), Decision.NEW_GENERATION),
     "identity is a directory": (
         lambda cp: ((cp / "_onceflow.json").unlink(), (cp / "_onceflow.json").mkdir()),
-        NEW_GENERATION,
+        Decision.NEW_GENERATION,
     ),
     "offsets dir is a file": (
         lambda cp: _replace_with_a_file(cp / "offsets", "x"),
-        NEW_GENERATION,
+        Decision.NEW_GENERATION,
     ),
-    "checkpoint is a file": (lambda cp: _replace_with_a_file(cp, "not a directory"), NEW_GENERATION),
+    "checkpoint is a file": (lambda cp: _replace_with_a_file(cp, "not a directory"), Decision.NEW_GENERATION),
     # a restart never reads sources/0/0 once batches exist (the offsets log has the start): still healthy,
     # and the run that wrote it finished cleanly: nothing to recover
-    "initial offsets junk": (lambda cp: (cp / "sources" / "0" / "0").write_bytes(b'\x00v1\n{"t":'), NOTHING),
+    "initial offsets junk": (lambda cp: (cp / "sources" / "0" / "0").write_bytes(b'\x00v1\n{"t":'), Decision.NOTHING),
 }
 
 
@@ -394,10 +381,10 @@ def test_truncated_offsets_file_recovers_from_the_ledgers_and_never_shows_a_trac
         record = json.loads(captured.out)
         jsonschema.validate(record, SCHEMA)
         assert record["outcome"] == "dry_run" and record["plan"]["decision"] == decision, (name, record["plan"])
-        if decision == NOTHING:
-            assert record["plan"]["case"] == STOPPED and record["plan"]["actions"] == [], name
-        if decision == NEW_GENERATION:
-            assert record["plan"]["case"] in (CORRUPT, MISSING), (name, record["plan"]["case"])
+        if decision == Decision.NOTHING:
+            assert record["plan"]["case"] == Case.STOPPED and record["plan"]["actions"] == [], name
+        if decision == Decision.NEW_GENERATION:
+            assert record["plan"]["case"] in (Case.CORRUPT, Case.MISSING), (name, record["plan"]["case"])
             assert record["plan"]["actions"][0]["kind"] == "move_checkpoint_aside", name
     shutil.rmtree(cp) if cp.is_dir() else cp.unlink()
     shutil.copytree(pristine, cp)
@@ -479,10 +466,15 @@ def test_deleted_checkpoint_resumes_from_the_ledgers_in_a_new_generation(broker,
     assert not Path(pipeline.checkpoint_path).exists()
 
     result = recover(pipeline)
-    assert result.outcome == "done" and result.plan and result.plan.case == MISSING and result.plan.generation == 1
+    assert result.outcome == "done" and result.plan and result.plan.case == Case.MISSING and result.plan.generation == 1
     # running it again before the job starts plans a restart of the prepared generation, not another one
     again = recover(pipeline)
-    assert again.plan and again.plan.decision == RESTART and again.plan.generation == 1 and again.plan.actions == []
+    assert (
+        again.plan
+        and again.plan.decision == Decision.RESTART
+        and again.plan.generation == 1
+        and again.plan.actions == []
+    )
 
     resumed = run_ingest(pipeline, spark=spark)
     assert resumed.generation == 1
@@ -529,7 +521,7 @@ def test_checkpoint_ahead_of_a_restored_sink_is_refused_then_forced(broker, spar
     assert _generation(pipeline.checkpoint_path) == 0  # refused: nothing changed
 
     result = recover(pipeline, force=True)
-    assert result.outcome == "done" and result.plan and result.plan.case == AHEAD and result.plan.generation == 1
+    assert result.outcome == "done" and result.plan and result.plan.case == Case.AHEAD and result.plan.generation == 1
     run_ingest(pipeline, spark=spark)
     assert_exactly_once(pipeline, broker.bootstrap, produced=[first, second])
     _assert_ledgers_contiguous(pipeline)
@@ -607,7 +599,7 @@ def test_offsets_deleted_by_retention_are_reported_exactly_and_recorded_when_acc
     assert main(["recover", "--pipeline", pipeline.file]) == 3
     assert "--accept-loss" in capsys.readouterr().out
     plan = plan_recovery(pipeline)
-    assert plan.decision == REFUSE and plan.case == RETENTION
+    assert plan.decision == Decision.REFUSE and plan.case == Case.RETENTION
     assert [(r.partition, r.start, r.end) for r in plan.lost] == [(p, committed[p], low[p]) for p in (0, 1)]
     assert all(r.sinks == ["bronze", "quarantine"] for r in plan.lost)  # the aggregates follow bronze
     assert _generation(pipeline.checkpoint_path) == 0

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devkit.driver import IngestProcess
+from devkit.pipelines import PAYMENTS_SCHEMA, aggregates_of, pipeline_file, write_pipeline
 from onceflow import config
 from onceflow.audit.run import run_audit
 from onceflow.kafka.producer import VALID, produce
 from onceflow.schema.generate import Generator
 from tests.exactly_once import assert_exactly_once
-from tests.ingest_process import IngestProcess
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, aggregates_of, pipeline_file, write_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 

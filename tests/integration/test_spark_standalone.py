@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -29,15 +28,15 @@ import pyspark
 import pytest
 import yaml
 
-from onceflow import config
+from devkit.driver import SHORT_LIVED_DRIVER
+from devkit.kafka import consume_all
+from devkit.pipelines import PAYMENTS_SCHEMA
+from onceflow import config, processes
 from onceflow.kafka.admin import watermarks
 from onceflow.kafka.producer import produce
 from onceflow.ledger import read_ledger
 from onceflow.sinks import table_paths
 from tests.exactly_once import _rows, assert_exactly_once
-from tests.ingest_process import SHORT_LIVED_DRIVER
-from tests.kafka_helpers import consume_all
-from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
@@ -194,14 +193,7 @@ class Standalone:
 
     def stop(self) -> None:
         for proc in reversed(self.procs):  # worker first, then master
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in reversed(self.procs):
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
+            processes.stop(proc, grace=60, group=True)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Producer
 from deltalake import DeltaTable
 
+from devkit.pipelines import write_pipeline
 from onceflow import config
 from onceflow.audit.run import run_audit
 from onceflow.errors import ConfigError
@@ -29,7 +30,6 @@ from onceflow.ledger import read_ledger
 from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
 from tests.integration.test_validation import MALFORMED, SCHEMA, VALID
-from tests.pipeline_helpers import write_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 

@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 SHELLS = ("spark_apps", "dags", "plugins")
-THIN = (*SHELLS, "benchmarks")
+THIN = (*SHELLS, "benchmarks", "devkit")
 
 
 def _env() -> dict[str, str]:
@@ -140,11 +140,22 @@ def test_thin_shells_import_only_entry_points():
     assert not found, "\n".join(found)
 
 
-def test_benchmarks_import_nothing_from_tests():
-    """benchmarks/ run without the test tree: no `tests` or `tests.*` import (what they share
-    lives in benchmarks/harness.py and benchmarks/payments.py, or in src)."""
+# tree -> the top-level packages it must not import: the product stands alone; the kit (devkit/), which
+# tests and benchmarks share, imports neither; benchmarks run without the test tree
+NOT_IMPORTED = {
+    "src": ("tests", "benchmarks", "devkit"),
+    "devkit": ("tests", "benchmarks"),
+    "benchmarks": ("tests",),
+}
+
+
+@pytest.mark.parametrize("tree", sorted(NOT_IMPORTED))
+def test_the_product_the_kit_and_the_benchmarks_import_only_downwards(tree):
+    """What tests and benchmarks share lives once, in devkit/; nothing is copied between them, and
+    the product imports neither (it is installed without them)."""
+    forbidden = NOT_IMPORTED[tree]
     found = []
-    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+    for path in sorted((ROOT / tree).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if not isinstance(node, ast.Import | ast.ImportFrom):
                 continue
@@ -158,7 +169,7 @@ def test_benchmarks_import_nothing_from_tests():
             found += [
                 f"{path.relative_to(ROOT)}:{node.lineno}: imports {name}"
                 for name in names
-                if name == "tests" or name.startswith("tests.")
+                if name.split(".")[0] in forbidden
             ]
     assert not found, "\n".join(found)
 
@@ -167,6 +178,7 @@ def test_benchmarks_import_nothing_from_tests():
 NOT_A_MODULE = {
     "test_architecture.py": "the layers of the whole package",
     "test_docker_stack.py": "docker/, not Python",
+    "test_versions.py": "the pinned versions, across the lock, pyproject.toml, jvm/, docker/ and the README",
     "cli/test_refusals.py": "every command's refusals, side by side",
 }
 
@@ -198,6 +210,60 @@ def test_unit_tests_mirror_the_package():
     assert not found, "\n".join(found)
 
 
+# Modules with logic that only the integration tests can exercise, and why: each other module with
+# logic (a function or a method) has its unit test file (test_every_module_with_logic_has_its_unit_tests)
+SPARK = "runs Spark: DataFrames, a streaming query or Delta-Spark commits (tests/integration, marked spark)"
+ONLY_INTEGRATION = {
+    **dict.fromkeys(
+        (
+            "audit/aggregates.py",
+            "audit/kafka_output.py",
+            "audit/rows.py",
+            "audit/sink_tables.py",
+            "audit/suites.py",
+            "spark/archive_training.py",
+            "spark/batch_writer.py",
+            "spark/compaction.py",
+            "spark/evolve.py",
+            "spark/ingest.py",
+            "spark/parse.py",
+            "spark/sinks/delta.py",
+            "spark/sinks/kafka_task.py",
+            "spark/sinks/kafka_txn.py",
+        ),
+        SPARK,
+    ),
+    "kafka/consume.py": "reads records from a real broker (tests/integration/test_producer.py)",
+}
+
+
+def _has_logic(path: Path) -> bool:
+    return any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) for n in ast.walk(ast.parse(path.read_text())))
+
+
+def test_every_module_with_logic_has_its_unit_tests():
+    """src/onceflow/<dir>/<x>.py with a function or a method has tests/unit/<dir>/test_<x>.py (or
+    test_<x>_<aspect>.py; a package's __init__, test_<package>.py beside the package's folder),
+    unless ONLY_INTEGRATION says why only the integration tests can exercise it."""
+    unit, package = ROOT / "tests" / "unit", SRC / "onceflow"
+    missing, stale = [], []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        folder, name = (rel.parent.parent, rel.parent.name) if path.name == "__init__.py" else (rel.parent, path.stem)
+        tests = unit / folder
+        has_tests = (tests / f"test_{name}.py").exists() or any(tests.glob(f"test_{name}_*.py"))
+        if rel.as_posix() in ONLY_INTEGRATION:
+            if has_tests:
+                stale.append(f"{rel.as_posix()}: has unit tests now; take it off ONLY_INTEGRATION")
+        elif _has_logic(path) and not has_tests:
+            missing.append(
+                f"src/onceflow/{rel.as_posix()}: no tests/unit/{(folder / f'test_{name}.py').as_posix()}; write it, "
+                "or list the module in ONLY_INTEGRATION with why only integration tests can exercise it"
+            )
+    gone = [m for m in ONLY_INTEGRATION if not (package / m).exists()]
+    assert not missing and not stale and not gone, "\n".join(missing + stale + [f"{m}: no such module" for m in gone])
+
+
 # module -> packages it must not pull in, even transitively; then what it does after importing
 NO_SPARK = ("pyspark", "py4j", "delta", "onceflow.spark")
 PARSE_BACKFILL = (
@@ -205,6 +271,12 @@ PARSE_BACKFILL = (
     "'--start-offsets', '{\"0\": 1}', '--end-offsets', '{\"0\": 2}'])"
 )
 LIGHT = {
+    # the vocabularies and what the onceflow page reads: every part can use them
+    "onceflow.status": (NO_SPARK, ""),
+    "onceflow.reconcile": (NO_SPARK, ""),
+    "onceflow.recovery.cases": (NO_SPARK, ""),
+    "onceflow.airflow.dag_kinds": (NO_SPARK, ""),
+    "onceflow.audit.report": (NO_SPARK, ""),
     "onceflow.recovery": (NO_SPARK, ""),
     "onceflow.health": (NO_SPARK, ""),
     "onceflow.airflow.hooks": (NO_SPARK, ""),

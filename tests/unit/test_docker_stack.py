@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import stat
 import subprocess
@@ -34,6 +33,8 @@ from typing import ClassVar
 
 import pytest
 import yaml
+
+from onceflow import processes
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -711,9 +712,4 @@ def test_airflow_init_migrates_and_creates_the_admin(compose, stack_env, tmp_pat
         status, _ = _post_json(f"http://127.0.0.1:{port}/auth/token", {"username": user, "password": "wrong"})
         assert status == 401
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=30)
+        processes.stop(server, grace=60, group=True)

@@ -17,10 +17,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from devkit.pipelines import PAYMENTS_SCHEMA_BODY
 from onceflow.config import Pipeline
 from onceflow.health import EXIT_CODES, pipeline_health
 from onceflow.status import RunLock, ended
-from tests.pipeline_helpers import PAYMENTS_SCHEMA_BODY
 from tests.unit.test_checkpoint import TOPIC, write_checkpoint
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs/schemas/checkpoint-status.schema.json").read_text())

@@ -70,3 +70,30 @@ def test_the_jvm_starts_in_the_state_dir_with_an_absolute_pythonpath(tmp_path, m
         assert Path.cwd() == where == spark_dir() == tmp_path / "home" / "spark"
         assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(tmp_path / "src"), "/abs/lib"]
     assert Path.cwd() == tmp_path
+
+
+def test_a_location_is_a_local_path_unless_another_scheme_names_it():
+    assert paths.local_path("/data/cp") == Path("/data/cp")
+    assert paths.local_path(Path("rel/cp")) == Path("rel/cp")
+    for uri in ("file:/data/cp", "file:///data/cp", "file://localhost/data/cp"):
+        assert paths.local_path(uri) == Path("/data/cp"), uri
+    assert paths.local_path("file:///data/a%20b") == Path("/data/a b")  # decoded, as Spark decodes it
+    for remote in ("s3a://bucket/cp", "gs://bucket/cp", "abfss://c@a.dfs.core.windows.net/cp"):
+        assert paths.local_path(remote) is None, remote
+
+
+def test_a_fresh_state_dir_uses_the_checkouts_jars_unless_told_otherwise(tmp_path, monkeypatch):
+    checkout = tmp_path / "checkout"
+    (checkout / ".onceflow" / "jars" / "kafka").mkdir(parents=True)
+    monkeypatch.setenv("ONCEFLOW_PROJECT", str(checkout))
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "fresh"))
+    monkeypatch.delenv("ONCEFLOW_JARS", raising=False)
+    assert paths.jars_dir() == checkout / ".onceflow" / "jars"  # nothing to resolve again
+    (tmp_path / "fresh" / "jars").mkdir(parents=True)
+    assert paths.jars_dir() == tmp_path / "fresh" / "jars"  # its own, once it has them
+    monkeypatch.setenv("ONCEFLOW_JARS", str(tmp_path / "elsewhere"))
+    assert paths.jars_dir() == tmp_path / "elsewhere"
+    monkeypatch.delenv("ONCEFLOW_JARS")
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "other"))
+    monkeypatch.setenv("ONCEFLOW_PROJECT", str(tmp_path / "no-checkout"))
+    assert paths.jars_dir() == tmp_path / "other" / "jars"  # where `onceflow setup` resolves them

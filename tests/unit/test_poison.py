@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from onceflow.poison import POISON_AFTER, poisoned_batch
-from onceflow.status import FAILED, FINAL, FINISHED, STARTED, StatusLog
+from onceflow.status import RunEvent, RunStatus, StatusLog
 from onceflow.unprocessable import Declared, Unprocessable
 
 BATCH = {"id": 4, "generation": 0, "topic": "t", "ranges": {"0": [100, 200], "1": [50, 60]}}
 
 
-def _run(log: StatusLog, status: str = FAILED, batch: dict | None = BATCH) -> None:
-    log.append(STARTED, run_id="r")
-    log.append(FINAL, run_id="r", status=status, error="boom", **({"batch": batch} if batch else {}))
+def _run(log: StatusLog, status: str = RunStatus.FAILED, batch: dict | None = BATCH) -> None:
+    log.append(RunEvent.STARTED, run_id="r")
+    log.append(RunEvent.FINAL, run_id="r", status=status, error="boom", **({"batch": batch} if batch else {}))
 
 
 def test_three_failed_runs_on_one_batch_are_poisoned(tmp_path):
@@ -29,7 +29,7 @@ def test_three_failed_runs_on_one_batch_are_poisoned(tmp_path):
 
 def test_a_success_another_batch_or_a_run_without_a_batch_breaks_the_pattern(tmp_path):
     for last in (
-        dict(status=FINISHED, batch=None),
+        dict(status=RunStatus.FINISHED, batch=None),
         dict(batch={**BATCH, "id": 5}),
         dict(batch=None),
         dict(batch={**BATCH, "generation": 1}),

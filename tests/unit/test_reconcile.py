@@ -18,7 +18,7 @@ from onceflow.audit.html import render
 from onceflow.checkpoint import read_checkpoint
 from onceflow.errors import AuditError
 from onceflow.ledger import LOSS, Ledger, LedgerEntry
-from onceflow.reconcile import FAILED, PASSED, agreement_checks, jsonable, offset_ranges
+from onceflow.reconcile import CheckStatus, agreement_checks, jsonable, offset_ranges
 from onceflow.reconcile import committed_point as plan
 
 TOPIC = "payments"
@@ -85,7 +85,7 @@ def test_agreeing_ledgers_audit_up_to_the_checkpoint(tmp_path):
     cp = write_checkpoint(tmp_path / "cp", BATCHES, committed=2, initial=INITIAL)
     point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL), earliest={0: 0, 1: 0}, checkpoint_generation=0)
     assert point.ranges() == {0: (0, 400), 1: (0, 300)}
-    assert all(c.status == PASSED for c in agreement_checks(point)), point.problems
+    assert all(c.status == CheckStatus.PASSED for c in agreement_checks(point)), point.problems
     assert point.sinks["bronze"].at_point == {0: 400, 1: 300} and point.sinks["bronze"].version == 3
 
 
@@ -94,7 +94,7 @@ def test_a_ledger_behind_the_checkpoint_fails_and_bounds_the_audit(tmp_path):
     quarantine = Ledger("/t/quarantine", entries("quarantine", BATCHES[:2], INITIAL), [])
     point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL, quarantine=quarantine), earliest=INITIAL)
     assert point.end == {0: 250, 1: 160}  # min(checkpoint, ledgers): never judge rows a sink may not hold
-    failed = {c.name: c for c in agreement_checks(point) if c.status == FAILED}
+    failed = {c.name: c for c in agreement_checks(point) if c.status == CheckStatus.FAILED}
     assert (
         "checkpoint_ledger_agreement" in failed
         and "quarantine: the ledger is behind" in failed["checkpoint_ledger_agreement"].detail
@@ -110,7 +110,7 @@ def test_aggregates_that_trail_bronze_are_a_lag_not_a_disagreement(tmp_path):
     trailing = Ledger("/t/aggregates", entries("aggregates", BATCHES[:1], INITIAL), [])
     point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL, aggregates=trailing), earliest=INITIAL, checkpoint_generation=0)
     assert point.end == {0: 400, 1: 300}
-    assert all(c.status == PASSED for c in agreement_checks(point)), point.problems
+    assert all(c.status == CheckStatus.PASSED for c in agreement_checks(point)), point.problems
     view = point.sinks["aggregates"]
     assert (view.follows, view.trails, view.end) == ("bronze", 2, {0: 100, 1: 80})
     assert point.sinks["bronze"].follows is None
@@ -118,7 +118,7 @@ def test_aggregates_that_trail_bronze_are_a_lag_not_a_disagreement(tmp_path):
     # a follower holding offsets bronze does not cannot have merged them from it
     ahead = Ledger("/t/aggregates", entries("aggregates", [*BATCHES, {0: 500, 1: 300}], INITIAL), [])
     point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL, aggregates=ahead), earliest=INITIAL, running=True)
-    failed = {c.name: c for c in agreement_checks(point) if c.status == FAILED}
+    failed = {c.name: c for c in agreement_checks(point) if c.status == CheckStatus.FAILED}
     assert "aggregates holds offsets {'0': 500}, beyond what bronze holds" in failed["ledger_agreement"].detail
 
 
@@ -127,7 +127,7 @@ def test_one_uncommitted_batch_ahead_is_normal_but_more_is_not(tmp_path):
     cp = write_checkpoint(tmp_path / "cp", ahead, committed=2, initial=INITIAL)  # offsets/3 planned, not committed
     point = plan(TOPIC, cp, ledgers(ahead, INITIAL), earliest=INITIAL)
     assert point.end == {0: 400, 1: 300} and point.sinks["bronze"].ahead == 1
-    assert all(c.status == PASSED for c in agreement_checks(point)), point.problems
+    assert all(c.status == CheckStatus.PASSED for c in agreement_checks(point)), point.problems
 
     more = [*ahead, {0: 600, 1: 400}]
     cp2 = write_checkpoint(tmp_path / "cp2", BATCHES, committed=2, initial=INITIAL)
@@ -210,8 +210,8 @@ def test_jsonable_keeps_big_hashes_and_decimals_exact():
 def test_suite_schemas_follow_the_table_ddl():
     import great_expectations.expectations as gxe
 
+    from devkit.pipelines import PAYMENTS_SCHEMA
     from onceflow import tables
-    from tests.pipeline_helpers import PAYMENTS_SCHEMA
 
     types = suites.ddl_types(tables.bronze_ddl(PAYMENTS_SCHEMA))
     assert types["amount"] == "DecimalType" and types["_offset"] == "LongType" and len(types) == 12
@@ -228,7 +228,7 @@ def _summary(status: str = "failed") -> dict:
     check = {
         "name": "loss",
         "title": "no committed record is missing",
-        "status": FAILED,
+        "status": CheckStatus.FAILED,
         "expected": 0,
         "observed": 3,
         "detail": "lost: partition 1 [10, 13) (3)",
@@ -242,7 +242,7 @@ def _summary(status: str = "failed") -> dict:
         **check,
         "name": "phantoms",
         "title": "no phantom",
-        "status": PASSED,
+        "status": CheckStatus.PASSED,
         "observed": 0,
         "detail": "",
         "partitions": [],

@@ -16,8 +16,9 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from onceflow import offsets
 from onceflow.airflow.hooks import OnceflowHook
-from onceflow.airflow.operators import OnceflowSparkSubmitOperator
+from onceflow.airflow.spark_submit import OnceflowSparkSubmitOperator
 from onceflow.errors import RangeError
 from onceflow.ranges import offset_range
 
@@ -71,7 +72,7 @@ def validate_range(
             )
         if end[p] > high:
             raise RangeError(f"partition {p}: end offset {end[p]} is past the log end {high}. Fix: end at {high}")
-    return {"start": {str(p): o for p, o in sorted(start.items())}, "end": {str(p): o for p, o in sorted(end.items())}}
+    return {"start": offsets.as_json(start), "end": offsets.as_json(end)}
 
 
 def kafka_offsets_for_times(bootstrap: str, topic: str, partitions: list[int]):

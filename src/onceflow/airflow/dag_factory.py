@@ -18,30 +18,29 @@ from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
-from airflow.sdk import DAG, Asset, Param
+from airflow.sdk import DAG, Asset, BaseOperator, Param
+from airflow.sdk.exceptions import AirflowFailException
 
 from onceflow import config
+from onceflow.airflow.audit import AuditOperator
+from onceflow.airflow.dag_kinds import DagKind, dag_id
 from onceflow.airflow.hooks import pipelines_dir
-from onceflow.airflow.operators import (
-    AuditOperator,
-    IngestOperator,
-    InvalidPipelineOperator,
-    RecoveryMarkerOperator,
-    RecoveryOperator,
-    RouteOnVerdictOperator,
-    StopRunningOperator,
-)
+from onceflow.airflow.ingest import IngestOperator
+from onceflow.airflow.recovery import RecoveryMarkerOperator, RecoveryOperator, StopRunningOperator
+from onceflow.airflow.route import RouteOnVerdictOperator
 from onceflow.airflow.sensors import PipelineHealthSensor, StreamGuardSensor
 from onceflow.config import Pipeline
 from onceflow.errors import ConfigError
+from onceflow.reconcile import AuditScope
+from onceflow.status import IngestMode
 from onceflow.verdicts import PROBLEMS, Verdict
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 MAX_WINDOW_SECONDS = 4 * 3600
 STREAM_WINDOW_SECONDS = 1800
-# a scheduled batch's micro-batches are large (2 M offsets took 76 s on 2 cores): its stop may wait for one
+# a scheduled batch's micro-batches are large (a batch of the shipped available-now size takes over a
+# minute: docs/benchmarks.md, "Ingest throughput and latency"): its stop may have to wait for one
 AVAILABLE_NOW_STOP_GRACE = 240.0
-KINDS = ("stream", "batch", "audit", "recover", "backfill")
 
 # retries only where a retry cannot duplicate work: the ingest is idempotent (ledger +
 # Delta txn ids); a stream window or a recovery is not retried (the watcher and
@@ -75,13 +74,13 @@ def _doc(pipeline: Pipeline, file: str, what: str) -> str:
 def stream_dag(pipeline: Pipeline, file: str) -> DAG:
     """`<p>_stream`: one bounded continuous window per run, watched by the deferrable sensor."""
     with DAG(
-        dag_id=f"{pipeline.name}_stream",
+        dag_id=dag_id(pipeline.name, DagKind.STREAM),
         schedule="@continuous",
         start_date=START,
         catchup=False,
         max_active_runs=1,
         default_args=_DEFAULTS,
-        tags=["onceflow", pipeline.name, "stream"],
+        tags=["onceflow", pipeline.name, DagKind.STREAM.value],
         params={
             "window_seconds": Param(
                 STREAM_WINDOW_SECONDS,
@@ -110,7 +109,7 @@ follow its commits. A stalled, dead, failed or broken verdict triggers `{pipelin
         stream = IngestOperator(
             task_id="stream",
             pipeline_file=file,
-            mode="continuous",
+            mode=IngestMode.CONTINUOUS,
             max_seconds="{{ params.window_seconds }}",
             execution_timeout=timedelta(seconds=MAX_WINDOW_SECONDS + 900),
             doc_md="spark-submit of the ingest app, continuous, bounded by `window_seconds`.",
@@ -136,7 +135,7 @@ follow its commits. A stalled, dead, failed or broken verdict triggers `{pipelin
         )
         trigger_recover = TriggerDagRunOperator(
             task_id="trigger_recover",
-            trigger_dag_id=f"{pipeline.name}_recover",
+            trigger_dag_id=dag_id(pipeline.name, DagKind.RECOVER),
             conf={
                 "verdict": "{{ ti.xcom_pull(task_ids='watch')['verdict'] }}",
                 "reasons": "{{ ti.xcom_pull(task_ids='watch')['reasons'] | join('; ') }}",
@@ -153,13 +152,13 @@ follow its commits. A stalled, dead, failed or broken verdict triggers `{pipelin
 def batch_dag(pipeline: Pipeline, file: str) -> DAG:
     """`<p>_batch`: a scheduled availableNow run, then an incremental audit."""
     with DAG(
-        dag_id=f"{pipeline.name}_batch",
+        dag_id=dag_id(pipeline.name, DagKind.BATCH),
         schedule="@hourly",
         start_date=START,
         catchup=False,
         max_active_runs=1,
         default_args=_DEFAULTS,
-        tags=["onceflow", pipeline.name, "batch"],
+        tags=["onceflow", pipeline.name, DagKind.BATCH.value],
         doc_md=_doc(pipeline, file, "scheduled batch ingest (availableNow) + incremental audit")
         + """
 
@@ -172,7 +171,7 @@ already ingesting). **audit** then checks the new range and publishes its report
         ingest = IngestOperator(
             task_id="ingest",
             pipeline_file=file,
-            mode="available-now",
+            mode=IngestMode.AVAILABLE_NOW,
             max_seconds=3 * 3600,
             execution_timeout=timedelta(hours=3, minutes=15),
             stop_grace=AVAILABLE_NOW_STOP_GRACE,
@@ -181,7 +180,7 @@ already ingesting). **audit** then checks the new range and publishes its report
         audit = AuditOperator(
             task_id="audit",
             pipeline_file=file,
-            audit_mode="incremental",
+            audit_mode=AuditScope.SINCE_LAST,
             trigger_rule="none_failed",
             outlets=[table_asset(pipeline)],
             retries=1,
@@ -194,19 +193,19 @@ already ingesting). **audit** then checks the new range and publishes its report
 def audit_dag(pipeline: Pipeline, file: str) -> DAG:
     """`<p>_audit`: scheduled full or incremental audit producing the table's Asset."""
     with DAG(
-        dag_id=f"{pipeline.name}_audit",
+        dag_id=dag_id(pipeline.name, DagKind.AUDIT),
         schedule="@daily",
         start_date=START,
         catchup=False,
         max_active_runs=1,
         default_args=_DEFAULTS,
-        tags=["onceflow", pipeline.name, "audit"],
+        tags=["onceflow", pipeline.name, DagKind.AUDIT.value],
         params={
             "mode": Param(
-                "full",
+                AuditScope.FULL.value,
                 type="string",
-                enum=["full", "incremental"],
-                description="full: every row; incremental: since the last audit",
+                enum=[*(s.value for s in AuditScope), "incremental"],
+                description="full: every row; since-last (or incremental, its older name): since the last passed audit",
             )
         },
         doc_md=_doc(pipeline, file, "audit")
@@ -232,13 +231,13 @@ again); retried once when the audit could not run. The report is the task's
 def recover_dag(pipeline: Pipeline, file: str) -> DAG:
     """`<p>_recover`: plan → execute → resubmit → first new batch → audit of the recovered range."""
     with DAG(
-        dag_id=f"{pipeline.name}_recover",
+        dag_id=dag_id(pipeline.name, DagKind.RECOVER),
         schedule=None,
         start_date=START,
         catchup=False,
         max_active_runs=1,
         default_args=_DEFAULTS,
-        tags=["onceflow", pipeline.name, "recover"],
+        tags=["onceflow", pipeline.name, DagKind.RECOVER.value],
         params={
             "verdict": Param("manual", type="string", description="what triggered the recovery"),
             "reasons": Param("", type="string"),
@@ -280,7 +279,7 @@ mark whatever happened. No retries: a half-done recovery is planned again.
         resubmit = IngestOperator(
             task_id="resubmit",
             pipeline_file=file,
-            mode="continuous",
+            mode=IngestMode.CONTINUOUS,
             during_recovery=True,
             max_seconds="{{ params.catchup_max_seconds }}",
             until_idle="{{ params.until_idle_seconds }}",
@@ -296,7 +295,7 @@ mark whatever happened. No retries: a half-done recovery is planned again.
             start_grace=300,
         )
         audit = AuditOperator(
-            task_id="audit", pipeline_file=file, audit_mode="incremental", outlets=[table_asset(pipeline)]
+            task_id="audit", pipeline_file=file, audit_mode=AuditScope.SINCE_LAST, outlets=[table_asset(pipeline)]
         )
         end = RecoveryMarkerOperator(task_id="end", pipeline_file=file, action="end")
         begin >> stop >> plan >> execute >> resubmit >> wait_first_batch >> audit >> end
@@ -309,13 +308,13 @@ def backfill_dag(pipeline: Pipeline, file: str) -> DAG:
     from onceflow.airflow.backfill import BackfillOperator, BackfillRangeOperator
 
     with DAG(
-        dag_id=f"{pipeline.name}_backfill",
+        dag_id=dag_id(pipeline.name, DagKind.BACKFILL),
         schedule=None,
         start_date=START,
         catchup=False,
         max_active_runs=1,
         default_args=_DEFAULTS,
-        tags=["onceflow", pipeline.name, "backfill"],
+        tags=["onceflow", pipeline.name, DagKind.BACKFILL.value],
         params={
             "start_offsets": Param(
                 None, type=["null", "object"], description='per partition, first offset: {"0": 100, "1": 0}'
@@ -354,19 +353,38 @@ the whole table again, the repaired range included.
             task_id="backfill", pipeline_file=file, offsets="{{ ti.xcom_pull(task_ids='resolve') | tojson }}"
         )
         # full: a backfill repairs ranges an incremental audit already passed
-        audit = AuditOperator(task_id="audit", pipeline_file=file, audit_mode="full", outlets=[table_asset(pipeline)])
+        audit = AuditOperator(
+            task_id="audit", pipeline_file=file, audit_mode=AuditScope.FULL, outlets=[table_asset(pipeline)]
+        )
         resolve >> backfill >> audit
     return dag
 
 
 BUILDERS = {
-    "stream": stream_dag,
-    "batch": batch_dag,
-    "audit": audit_dag,
-    "recover": recover_dag,
-    "backfill": backfill_dag,
+    DagKind.STREAM: stream_dag,
+    DagKind.BATCH: batch_dag,
+    DagKind.AUDIT: audit_dag,
+    DagKind.RECOVER: recover_dag,
+    DagKind.BACKFILL: backfill_dag,
 }
 INVALID_PREFIX = "invalid_pipeline_"
+
+
+class InvalidPipelineOperator(BaseOperator):
+    """The one task of a pipeline file that does not validate: running it fails with the
+    file, the field and the fix (the same text as the DAG's description and docs)."""
+
+    ui_color = "#f8d7da"
+
+    def __init__(self, *, message: str, **kwargs: Any) -> None:
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self.message = message
+
+    def execute(self, context: Any) -> None:
+        raise AirflowFailException(self.message)
+
+
 log = logging.getLogger(__name__)
 
 
@@ -414,7 +432,7 @@ def build_dags(folder: str | Path | None = None) -> dict[str, DAG]:
                     f"{file}: field `name`: {pipeline.name!r} is already the name of "
                     f"{owners[pipeline.name]}. Fix: give each pipeline file its own name"
                 )
-            built = [BUILDERS[kind](pipeline, str(file.resolve())) for kind in KINDS]
+            built = [BUILDERS[kind](pipeline, str(file.resolve())) for kind in DagKind]
         except Exception as exc:  # one bad file must not take the other pipelines' DAGs with it
             message = str(exc) if isinstance(exc, ConfigError) else f"{file}: {type(exc).__name__}: {exc}"
             log.error("onceflow: %s", message)

@@ -10,60 +10,24 @@ seconds.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseHook
 
-from onceflow import config
+from onceflow import config, processes
+from onceflow.audit.report import latest_summary
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
-from onceflow.status import FINAL, PROGRESS, STARTED, RunLock, StatusLog, now_iso
+from onceflow.status import Run, RunLock, StatusLog, now_iso
 
 RECOVERY_MARKER = "recovering.json"
 RECOVERY_MARKER_STALE_SECONDS = 6 * 3600
-
-
-@dataclass(frozen=True)
-class RunView:
-    """The newest run in the status log, as the DAGs need it."""
-
-    run_id: str | None
-    started_epoch: float | None
-    mode: str | None
-    batches: int
-    rows: int
-    last_batch_id: int | None
-    final_status: str | None
-    error: str | None
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-def run_view(events: list[dict]) -> RunView:
-    """Summarize the events of one run (StatusLog.last_run())."""
-    started = events[0] if events and events[0].get("event") == STARTED else {}
-    progress = [e for e in events if e.get("event") == PROGRESS]
-    final: dict = next((e for e in reversed(events) if e.get("event") == FINAL), {})
-    return RunView(
-        run_id=started.get("run_id"),
-        started_epoch=started.get("epoch"),
-        mode=started.get("mode"),
-        batches=len(progress),
-        rows=sum(int(e.get("input_rows") or 0) for e in progress),
-        last_batch_id=progress[-1].get("batch_id") if progress else None,
-        final_status=final.get("status"),
-        error=final.get("error"),
-    )
 
 
 def pipelines_dir() -> Path:
@@ -136,8 +100,9 @@ class OnceflowHook(BaseHook):
     def status_log(self) -> StatusLog:
         return StatusLog(self.pipeline.state_path, self.name)
 
-    def last_run(self) -> RunView:
-        return run_view(self.status_log.last_run())
+    def last_run(self) -> Run:
+        """The newest run in the status log (Run.as_dict() is what the tasks return)."""
+        return self.status_log.newest_run()
 
     @property
     def run_lock(self) -> RunLock:
@@ -167,20 +132,19 @@ class OnceflowHook(BaseHook):
         if grace_seconds is None:
             grace_seconds = float(holder.get("stop_timeout") or DEFAULT_STOP_TIMEOUT) + 30
         log(f"stopping the running {self.name} query (pid {pid}) with SIGTERM: it stops at a batch boundary")
-        _signal(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_seconds
-        while time.monotonic() < deadline:
-            if not self.run_lock.is_held():
-                log(f"pid {pid} stopped")
-                return holder
-            time.sleep(1)
-        log(f"pid {pid} did not stop within {grace_seconds:.0f}s: SIGKILL (recovery replays the open batch)")
-        _signal(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while self.run_lock.is_held():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"pid {pid} still holds {self.run_lock.dir / 'run.lock'} 30s after SIGKILL")
-            time.sleep(0.5)
+        grace = grace_seconds
+        stopped = processes.stop(
+            int(pid),
+            grace=grace,
+            done=lambda: not self.run_lock.is_held(),
+            on_kill=lambda: log(
+                f"pid {pid} did not stop within {grace:.0f}s: SIGKILL (recovery replays the open batch)"
+            ),
+        )
+        if not stopped.gone:
+            raise RuntimeError(f"pid {pid} still holds {self.run_lock.dir / 'run.lock'} 30s after SIGKILL")
+        if not stopped.killed:
+            log(f"pid {pid} stopped")
         return holder
 
     # -- recovery in progress -------------------------------------------------
@@ -215,30 +179,3 @@ class OnceflowHook(BaseHook):
     def latest_audit(self) -> dict | None:
         """summary.json of the newest audit report (with its folder as `report_dir`), or None."""
         return latest_summary(self.reports_dir)
-
-
-def latest_summary(pipeline_reports: Path) -> dict | None:
-    """The newest `<run>/summary.json` under one pipeline's report folder."""
-    candidates = []
-    latest = pipeline_reports / "latest"
-    if (latest / "summary.json").is_file():
-        candidates.append(latest.resolve())
-    else:
-        candidates = sorted(
-            (p.parent for p in pipeline_reports.glob("*/summary.json")),
-            key=lambda p: (p / "summary.json").stat().st_mtime,
-            reverse=True,
-        )
-    for folder in candidates:
-        try:
-            summary = json.loads((folder / "summary.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(summary, dict):
-            return {**summary, "report_dir": str(folder)}
-    return None
-
-
-def _signal(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)

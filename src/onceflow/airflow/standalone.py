@@ -13,17 +13,17 @@ login. Ctrl-C stops every component.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
+from onceflow import processes
 from onceflow.paths import jars_dir, project_root, state_dir
+from onceflow.polling import wait_for
 
 
 def standalone_env(home: Path, port: int, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -64,10 +64,10 @@ def password_file(home: Path) -> Path:
 
 def wait_ready(port: int, home: Path, proc: subprocess.Popen, timeout: float = 300) -> str:
     """Block until the API server answers and the admin password exists; returns the password."""
-    deadline = time.monotonic() + timeout
     url = f"http://localhost:{port}/api/v2/version"
-    last = "no answer yet"
-    while time.monotonic() < deadline:
+    last = ["no answer yet"]
+
+    def password() -> str | None:
         if proc.poll() is not None:
             raise RuntimeError(f"airflow standalone exited with code {proc.returncode} before it was ready")
         try:
@@ -75,27 +75,27 @@ def wait_ready(port: int, home: Path, proc: subprocess.Popen, timeout: float = 3
                 if resp.status == 200 and password_file(home).exists():
                     return json.loads(password_file(home).read_text())["admin"]
         except Exception as exc:  # not up yet
-            last = str(exc)
-        time.sleep(2)
-    raise TimeoutError(
-        f"Airflow did not answer on {url} within {timeout:.0f}s (last: {last}). "
-        f"Fix: look at the standalone output above; is port {port} free?"
+            last[0] = str(exc)
+        return None
+
+    return wait_for(
+        password,
+        timeout,
+        lambda: TimeoutError(
+            f"Airflow did not answer on {url} within {timeout:.0f}s (last: {last[0]}). "
+            f"Fix: look at the standalone output above; is port {port} free?"
+        ),
+        interval=2,
     )
 
 
 def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
     """SIGINT is how standalone stops its components; then the process group, by its id.
     Airflow 3.3's idle scheduler (with its LocalExecutor workers) and triggerer outlive both
-    the SIGINT and standalone's SIGTERM: still there 30 s later, when the API server, the
-    dag-processor and the log servers were gone within 4 s. So 10 s, not longer, before
-    the group is killed: a longer wait changes nothing but the time Ctrl-C takes."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=timeout)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # components that outlived it
-    proc.wait(timeout=30)
+    the SIGINT and standalone's SIGTERM, long after the other components are gone (docs/testing.md,
+    "Figures the code's comments rest on"). So 10 s, not longer, before the group is killed: a
+    longer wait changes nothing but the time Ctrl-C takes."""
+    processes.stop(proc, grace=timeout, first=signal.SIGINT, group=True)  # the group: components that outlive it
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,11 +136,12 @@ def main(argv: list[str] | None = None) -> int:
 def _stream_dags() -> str:
     """The real `<name>_stream` DAG ids of the pipelines folder, for the hint printed at start."""
     from onceflow import config
+    from onceflow.airflow.dag_kinds import DagKind, dag_id
 
     names = []
     for file in sorted(config.pipelines_dir().glob("*.yaml")):
         try:
-            names.append(f"{config.load(file).name}_stream")
+            names.append(dag_id(config.load(file).name, DagKind.STREAM))
         except Exception:  # an invalid file shows as its own DAG in the UI
             continue
     return " or ".join(names) or "a pipeline's _stream DAG"

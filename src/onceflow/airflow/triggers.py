@@ -29,16 +29,17 @@ def observe(pipeline_file: str, since: float | None = None) -> dict:
     """One look at a pipeline: its health verdict, scoped to the run that started after `since`."""
     hook = OnceflowHook(pipeline_file)
     health = hook.health()
-    run = hook.last_run()
+    run = hook.last_run().as_dict()
     verdict = health.get("verdict")
-    if since is not None and (run.started_epoch is None or run.started_epoch < since - SINCE_SLACK_SECONDS):
+    started = run["started_epoch"]
+    if since is not None and (started is None or started < since - SINCE_SLACK_SECONDS):
         verdict = Verdict.WAITING.value
     return {
         "pipeline": hook.name,
         "verdict": verdict,
         "reasons": list(health.get("reasons") or []),
         "health": health,
-        "run": run.as_dict(),
+        "run": run,
         "since": since,
         "time": time.time(),
     }

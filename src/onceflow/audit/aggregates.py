@@ -20,9 +20,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow import tables
-from onceflow.audit.rows import read_table
+from onceflow.audit.sink_tables import read_table
 from onceflow.config import Pipeline
-from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, SKIPPED, Check, CommittedPoint, check, jsonable
+from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, AuditScope, Check, CheckStatus, CommittedPoint, check, jsonable
 from onceflow.schema.model import Metric
 
 # relative difference allowed between a streamed and a recomputed double metric (exact for the others)
@@ -76,7 +76,7 @@ def reconcile_aggregates(
     title = "streaming aggregates equal a batch recomputation from bronze, row for row"
     if sink is None or view is None or not view.exists:
         return AggregateReconciliation(
-            Check("aggregates", title, SKIPPED, detail="the pipeline has no aggregates sink"), None, 0, []
+            Check("aggregates", title, CheckStatus.SKIPPED, detail="the pipeline has no aggregates sink"), None, 0, []
         )
     # bronze as the aggregates saw it: every offset below the aggregates ledger's end
     agg_end = view.end
@@ -90,7 +90,7 @@ def reconcile_aggregates(
     columns = [*key, *values]
     table = read_table(spark, pipeline.resolve(sink.path), view.version, None).select(*columns)
 
-    if point.mode == "since-last" and point.watermark:
+    if point.mode == AuditScope.SINCE_LAST and point.watermark:
         touched = recompute(audited_bronze, pipeline).select(*key).distinct()
         bounds = touched.agg(F.min("window_start").alias("lo"), F.max("window_start").alias("hi")).first()
         assert bounds is not None  # an aggregate without groups has one row

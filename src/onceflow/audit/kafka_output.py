@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from onceflow.config import Pipeline
 from onceflow.kafka.ledger import KafkaLedger, default_ledger_topic, read_kafka_ledger
-from onceflow.reconcile import MAX_SAMPLES, SKIPPED, Check, check
+from onceflow.reconcile import MAX_SAMPLES, Check, CheckStatus, check
 from onceflow.spark.kafka_read import kafka_options
 
 KEY = ("_topic", "_partition", "_offset")
@@ -90,7 +90,7 @@ def _in(ranges: dict[int, tuple[int, int]]):
 
 def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger | None = None) -> list[Check]:
     """Reconcile the Kafka output with the committed source records; one Check per promise."""
-    from onceflow.audit.rows import read_source
+    from onceflow.audit.source import read_source
 
     topic, bootstrap, ledger_topic = output_topic_and_bootstrap(pipeline)
     ledger = ledger or read_kafka_ledger(bootstrap, ledger_topic, pipeline.name)
@@ -110,7 +110,7 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
             Check(
                 "kafka_output",
                 f"Kafka output {topic} holds each committed event once",
-                SKIPPED,
+                CheckStatus.SKIPPED,
                 detail="the Kafka sink has committed nothing yet",
             )
         )

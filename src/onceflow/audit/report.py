@@ -17,11 +17,13 @@ import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 
+from onceflow.offsets import as_json
 from onceflow.paths import project_root
+from onceflow.reconcile import AuditStatus, CheckStatus
 
 SCHEMA_VERSION = 1
 WATERMARK = "watermark.json"
-STATUS_EXIT = {"passed": 0, "failed": 1, "error": 2}
+STATUS_EXIT: dict[str, int] = {AuditStatus.PASSED: 0, AuditStatus.FAILED: 1, AuditStatus.ERROR: 2}
 
 
 def report_root(report_dir: str | os.PathLike | None = None) -> Path:
@@ -71,7 +73,7 @@ def write_watermark(root: Path, pipeline: str, run_id: str, topic: str, offsets:
         "run_id": run_id,
         "time": datetime.now(UTC).isoformat(timespec="seconds"),
         "topic": topic,
-        "offsets": {str(p): int(o) for p, o in sorted(offsets.items())},
+        "offsets": as_json(offsets),
     }
     path = root / pipeline / WATERMARK
     tmp = path.with_suffix(".tmp")
@@ -96,3 +98,43 @@ def recent_batches(state_path: Path, pipeline: str) -> list[dict]:
 
 def schema_path() -> Path:
     return project_root() / "docs" / "schemas" / "audit-summary.schema.json"
+
+
+def audit_verdict(summary: dict) -> dict:
+    """passed + what failed, from an audit's summary.json (docs/schemas/audit-summary.schema.json)."""
+    status = summary.get("status")
+    failed = [
+        c.get("name")
+        for c in summary.get("checks") or []
+        if isinstance(c, dict) and c.get("status") == CheckStatus.FAILED
+    ]
+    failed = failed or [str(c) for c in summary.get("failed_checks") or []]
+    problems = failed or ([f"the audit could not run: {summary.get('reason')}"] if status == AuditStatus.ERROR else [])
+    return {
+        "passed": status == AuditStatus.PASSED and not failed,
+        "status": status,
+        "problems": problems,
+        "counts": summary.get("counts") or {},
+    }
+
+
+def latest_summary(pipeline_reports: Path) -> dict | None:
+    """The newest `<run>/summary.json` under one pipeline's report folder."""
+    candidates = []
+    latest = pipeline_reports / "latest"
+    if (latest / "summary.json").is_file():
+        candidates.append(latest.resolve())
+    else:
+        candidates = sorted(
+            (p.parent for p in pipeline_reports.glob("*/summary.json")),
+            key=lambda p: (p / "summary.json").stat().st_mtime,
+            reverse=True,
+        )
+    for folder in candidates:
+        try:
+            summary = json.loads((folder / "summary.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(summary, dict):
+            return {**summary, "report_dir": str(folder)}
+    return None

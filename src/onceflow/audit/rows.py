@@ -13,23 +13,27 @@ Content is compared by a 64-bit hash per row over the canonical fields —
 bronze: the declared fields, typed; quarantine: key, value, reason — summed per
 partition as a decimal: order-independent, and any added, missing or changed row
 (a value the job parsed differently, a reason it gave differently) changes the sum.
+
+What it compares comes from source.py (the committed source records, judged) and
+sink_tables.py (the sink tables at the pinned version); offending offsets become ranges in
+offending.py.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow import tables
+from onceflow.audit.offending import at_keys, first_ranges, islands, ranges_text
+from onceflow.audit.sink_tables import read_table
+from onceflow.audit.source import declaration_segments, read_source
 from onceflow.config import Pipeline
-from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, SKIPPED, Check, CommittedPoint, check, jsonable
+from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckStatus, CommittedPoint, check, jsonable
 from onceflow.schema.model import Schema
-from onceflow.spark.kafka_read import kafka_options
-from onceflow.unprocessable import Unprocessable
 
 _COUNTS = (
     "source_records",
@@ -60,189 +64,12 @@ def _as_dec(c: Column) -> Column:
     return c.cast("decimal(38,0)")
 
 
-def range_filter(ranges: dict[int, tuple[int, int]]) -> Column:
-    """Rows whose (_partition, _offset) lie in the audited ranges (Delta skips files by their stats)."""
-    cond = F.lit(False)
-    for p, (start, end) in sorted(ranges.items()):
-        cond = cond | ((F.col("_partition") == p) & (F.col("_offset") >= start) & (F.col("_offset") < end))
-    return cond
-
-
-def read_kafka(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]]) -> DataFrame:
-    """The committed records of the ranges: Spark's batch Kafka source at read_committed."""
-    topic = pipeline.source.topic
-    opts = kafka_options(
-        pipeline.source.bootstrap_servers,
-        topic,
-        starting=json.dumps({topic: {str(p): s for p, (s, _) in ranges.items()}}),
-        endingOffsets=json.dumps({topic: {str(p): e for p, (_, e) in ranges.items()}}),
-    )
-    opts.pop("subscribe")
-    opts["assign"] = json.dumps({topic: sorted(ranges)})
-    return spark.read.format("kafka").options(**opts).load()
-
-
-_ARROW = {
-    "string": "string",
-    "int": "int32",
-    "long": "int64",
-    "double": "float64",
-    "boolean": "bool_",
-    "date": "date32",
-}
-SOURCE_DDL = "_key BINARY, _value BINARY, _topic STRING, _partition INT, _offset BIGINT, reason STRING"
-
-
-def _arrow_type(ftype):
-    import pyarrow as pa
-
-    if ftype.base == "decimal":
-        return pa.decimal128(ftype.precision, ftype.scale)
-    if ftype.base == "timestamp":
-        return pa.timestamp("us", tz="UTC")
-    return getattr(pa, _ARROW[ftype.base])()
-
-
-Segments = list[tuple[str, dict[int, tuple[int, int]]]]
-
-
-def _judged(schema_json: str, segments: Segments, unprocessable: dict[int, list[tuple[int, int]]]):
-    """mapInArrow: each Kafka record judged in a Python worker by schema/reference.Judge, by the
-    declaration in force when its batch was written (`segments`: declaration → offset ranges;
-    records outside them: the current one). Values come out in the current bronze types.
-    A record an operator moved to quarantine by hand (`unprocessable`: per partition, offset
-    ranges) is not judged: it belongs in quarantine as `unprocessable`."""
-
-    def run(batches):
-        import pyarrow as pa
-
-        from onceflow.schema import reasons as R
-        from onceflow.schema.model import Schema
-        from onceflow.schema.reference import Judge, Verdict
-
-        schema = Schema.model_validate_json(schema_json)
-        judges = {schema_json: Judge(schema)}
-        for declared, _ in segments:
-            if declared not in judges:
-                judges[declared] = Judge(Schema.model_validate_json(declared))
-        current = judges[schema_json]
-
-        def judge_for(p: int, o: int) -> Judge:
-            for declared, spans in segments:
-                span = spans.get(p)
-                if span and span[0] <= o < span[1]:
-                    return judges[declared]
-            return current
-
-        moved = Verdict(R.UNPROCESSABLE, {f.name: None for f in schema.fields})
-
-        def by_hand(p: int, o: int) -> bool:
-            return any(a <= o < b for a, b in unprocessable.get(p, ()))
-
-        for batch in batches:
-            values = batch.column("value").to_pylist()
-            if len(judges) == 1 and not unprocessable:
-                verdicts = [current.judge(v) for v in values]
-            else:
-                where = zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(), strict=True)
-                verdicts = [
-                    moved if by_hand(p, o) else judge_for(p, o).judge(v)
-                    for (p, o), v in zip(where, values, strict=True)
-                ]
-            arrays = [
-                pa.array([v.values.get(f.name) for v in verdicts], type=_arrow_type(f.ftype)) for f in schema.fields
-            ]
-            arrays += [batch.column(c) for c in ("key", "value", "topic", "partition", "offset")]
-            arrays.append(pa.array([v.reason for v in verdicts], type=pa.string()))
-            yield pa.RecordBatch.from_arrays(
-                arrays, names=[*schema.names, "_key", "_value", "_topic", "_partition", "_offset", "reason"]
-            )
-
-    return run
-
-
-def declaration_segments(pipeline: Pipeline) -> Segments:
-    """Where an earlier declaration was in force: from the bronze ledger's entries, which
-    record the declaration each batch was judged by (only those that differ from today's)."""
-    from onceflow.ledger import read_ledger
-
-    current = pipeline.schema.model_dump_json()
-    out: Segments = []
-    for e in read_ledger(pipeline.resolve(pipeline.sinks.bronze.path)).entries:
-        declared = (e.extra or {}).get("schema")
-        if not declared or declared == current:
-            continue
-        spans = {p: (s, e.end.get(p, s)) for p, s in e.start.items() if s < e.end.get(p, s)}
-        if out and out[-1][0] == declared:
-            merged = dict(out[-1][1])
-            for p, (s, end) in spans.items():
-                lo, hi = merged.get(p, (s, end))
-                merged[p] = (min(lo, s), max(hi, end))
-            out[-1] = (declared, merged)
-        else:
-            out.append((declared, spans))
-    return out
-
-
-def read_source(
-    spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]], segments: Segments | None = None
-) -> DataFrame:
-    """The committed source records of the ranges, each judged by the audit's own judge:
-    the declared fields (typed) and `reason` (NULL when valid) — what the sinks should hold."""
-    schema = pipeline.schema
-    segments = declaration_segments(pipeline) if segments is None else segments
-    if not ranges:  # nothing new to audit: the same columns, no rows
-        raw = spark.createDataFrame([], "key binary, value binary, topic string, partition int, offset long")
-    else:
-        raw = read_kafka(spark, pipeline, ranges).select("key", "value", "topic", "partition", "offset")
-    ddl = ", ".join(f"`{n}` {t}" for n, t in tables.bronze_columns(schema).items()) + ", " + SOURCE_DDL
-    by_hand = Unprocessable.load(pipeline.state_path).ranges(pipeline.source.topic)
-    return raw.mapInArrow(_judged(schema.model_dump_json(), segments, by_hand), ddl)
-
-
-def read_table(spark: SparkSession, path: str, version: int | None, ranges: dict[int, tuple[int, int]] | None):
-    """A sink table at the pinned version, restricted to the audited ranges."""
-    reader = spark.read.format("delta")
-    if version is not None:
-        reader = reader.option("versionAsOf", version)
-    df = reader.load(path)
-    return df.where(range_filter(ranges)) if ranges is not None else df
-
-
 @dataclass
 class RowReconciliation:
     partitions: list[dict]  # one row per partition: counts and checksums
     checks: list[Check]
     totals: dict = field(default_factory=dict)
     findings: list[dict] = field(default_factory=list)  # every offending range, for the GX findings suite
-
-
-def _islands(df: DataFrame, order_col: str, flag: Column, base: DataFrame | None = None) -> DataFrame:
-    """Runs of consecutive flagged rows per partition → (partition, start, end, count).
-
-    With `base`, runs are consecutive in the base's record order (records between
-    two lost ones that are not records — transaction markers, aborted records — do
-    not split a range); without it, in raw offsets.
-    """
-    if base is not None:
-        w = Window.partitionBy("_partition").orderBy(order_col)
-        seq = base.withColumn("_rn_all", F.row_number().over(w)).where(flag)
-        seq = seq.withColumn("_grp", F.col("_rn_all") - F.row_number().over(w))
-    else:
-        seq = df.where(flag).withColumn(
-            "_grp", F.col(order_col) - F.row_number().over(Window.partitionBy("_partition").orderBy(order_col))
-        )
-    return (
-        seq.groupBy("_partition", "_grp")
-        .agg(F.min(order_col).alias("start"), (F.max(order_col) + 1).alias("end"), F.count(F.lit(1)).alias("count"))
-        .select(F.col("_partition").alias("partition"), "start", "end", "count")
-    )
-
-
-def _ranges(df: DataFrame) -> tuple[list[dict], int]:
-    total = df.count()
-    rows = df.orderBy("partition", "start").limit(MAX_RANGES).collect()
-    return [r.asDict() for r in rows], total
 
 
 class RowReconciler:
@@ -420,7 +247,7 @@ class RowReconciler:
         total, samples = 0, []
         if count:
             records = j.where(F.col("in_source"))
-            ranges, total = _ranges(_islands(j, "_offset", lost, base=records))
+            ranges, total = first_ranges(islands(j, "_offset", lost, base=records))
             keys = [
                 (r["_partition"], r["_offset"])
                 for r in j.where(lost)
@@ -441,7 +268,7 @@ class RowReconciler:
             ranges_total=total,
             samples=samples,
             partitions=[r["partition"] for r in parts if r["lost_records"]],
-            detail=_ranges_text("lost", ranges, total),
+            detail=ranges_text("lost", ranges, total),
         )
 
     def _phantoms(self, j: DataFrame, phantom: Column, parts: list[dict], result: RowReconciliation) -> Check:
@@ -449,7 +276,7 @@ class RowReconciler:
         ranges: list[dict] = []
         total, samples = 0, []
         if count:
-            ranges, total = _ranges(_islands(j, "_offset", phantom))
+            ranges, total = first_ranges(islands(j, "_offset", phantom))
             keys = [
                 (r["_partition"], r["_offset"])
                 for r in j.where(phantom).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()
@@ -466,7 +293,7 @@ class RowReconciler:
             ranges_total=total,
             samples=samples,
             partitions=[r["partition"] for r in parts if r["phantom_rows"]],
-            detail=_ranges_text("phantom rows at", ranges, total),
+            detail=ranges_text("phantom rows at", ranges, total),
         )
 
     def _duplicates(self, j: DataFrame, dup: Column, parts: list[dict], result: RowReconciliation) -> Check:
@@ -475,7 +302,7 @@ class RowReconciler:
         ranges: list[dict] = []
         total, samples = 0, []
         if keys:
-            ranges, total = _ranges(_islands(j, "_offset", dup))
+            ranges, total = first_ranges(islands(j, "_offset", dup))
             rows = j.where(dup).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()
             samples = self.sink_rows([(r["_partition"], r["_offset"]) for r in rows])
             result.findings += [{"check": "duplicates", **r} for r in ranges]
@@ -489,7 +316,7 @@ class RowReconciler:
             ranges_total=total,
             samples=samples,
             partitions=[r["partition"] for r in parts if r["duplicate_keys"]],
-            detail=_ranges_text("duplicated offsets", ranges, total),
+            detail=ranges_text("duplicated offsets", ranges, total),
         )
 
     def _event_ids(self, result: RowReconciliation) -> Check:
@@ -499,7 +326,7 @@ class RowReconciler:
             return Check(
                 "duplicate_event_ids",
                 title,
-                SKIPPED,
+                CheckStatus.SKIPPED,
                 detail="the schema declares no event_id: uniqueness of events is not checked "
                 "(uniqueness of Kafka offsets is, by the duplicates check)",
             )
@@ -554,7 +381,7 @@ class RowReconciler:
         total, samples = 0, []
         rows_changed = sum(r["content_mismatches"] for r in parts)
         if rows_changed:
-            ranges, total = _ranges(_islands(j, "_offset", changed))
+            ranges, total = first_ranges(islands(j, "_offset", changed))
             keys = [
                 (r["_partition"], r["_offset"])
                 for r in j.where(changed).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()
@@ -599,7 +426,8 @@ class RowReconciler:
         df = read_source(self.spark, self.pipeline, spans, self.segments)
         cols = ["_partition", "_offset", *self.schema.names, "reason"]
         return [
-            jsonable(r.asDict()) for r in df.where(_at(keys)).select(*cols).orderBy("_partition", "_offset").collect()
+            jsonable(r.asDict())
+            for r in df.where(at_keys(keys)).select(*cols).orderBy("_partition", "_offset").collect()
         ]
 
     def sink_rows(self, keys: list[tuple[int, int]]) -> list[dict]:
@@ -607,7 +435,7 @@ class RowReconciler:
         if not keys:
             return []
         fields = tables.bronze_columns(self.schema)
-        b = self.bronze.where(_at(keys)).select(
+        b = self.bronze.where(at_keys(keys)).select(
             F.lit("bronze").alias("table"),
             "_partition",
             "_offset",
@@ -615,7 +443,7 @@ class RowReconciler:
             F.lit(None).cast("string").alias("reason"),
             "_batch_id",
         )
-        q = self.quarantine.where(_at(keys)).select(
+        q = self.quarantine.where(at_keys(keys)).select(
             F.lit("quarantine").alias("table"),
             "_partition",
             "_offset",
@@ -624,18 +452,3 @@ class RowReconciler:
             "_batch_id",
         )
         return [jsonable(r.asDict()) for r in b.unionByName(q).orderBy("_partition", "_offset", "table").collect()]
-
-
-def _at(keys: list[tuple[int, int]]) -> Column:
-    wanted = F.lit(False)
-    for p, o in keys:
-        wanted = wanted | ((F.col("_partition") == p) & (F.col("_offset") == o))
-    return wanted
-
-
-def _ranges_text(what: str, ranges: list[dict], total: int) -> str:
-    if not ranges:
-        return ""
-    shown = ", ".join(f"partition {r['partition']} [{r['start']}, {r['end']}) ({r['count']})" for r in ranges[:20])
-    more = f" … and {total - 20} more ranges" if total > 20 else ""
-    return f"{what}: {shown}{more}"

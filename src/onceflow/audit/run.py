@@ -17,16 +17,15 @@ from pathlib import Path
 from onceflow.audit import report
 from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError
-from onceflow.reconcile import FAILED, CommittedPoint, agreement_checks
+from onceflow.reconcile import AuditScope, AuditStatus, CheckStatus, CommittedPoint, agreement_checks
 from onceflow.sinks import read_committed_point
 
-FULL, SINCE_LAST = "full", "since-last"
-MODES = (FULL, SINCE_LAST)
+MODES = tuple(s.value for s in AuditScope)
 
 
 @dataclass
 class AuditOutcome:
-    status: str  # passed | failed | error
+    status: str  # an AuditStatus
     exit_code: int
     run_id: str
     report_dir: Path
@@ -35,7 +34,7 @@ class AuditOutcome:
 
 def _notes(point: CommittedPoint, mode: str, watermark: dict | None) -> list[str]:
     notes = []
-    if mode == SINCE_LAST:
+    if mode == AuditScope.SINCE_LAST:
         if point.watermark:
             notes.append(
                 f"since-last: auditing from the end of the last passed audit {point.watermark.get('run_id')} "
@@ -93,7 +92,7 @@ def _datasets(pipeline: Pipeline, rows, aggs, bronze_df, quarantine_df) -> dict:
 
 def run_audit(
     pipeline: Pipeline,
-    mode: str = FULL,
+    mode: str = AuditScope.FULL,
     report_dir: str | Path | None = None,
     spark=None,
     log: Callable[[str], None] = lambda msg: None,
@@ -110,7 +109,7 @@ def run_audit(
         "schema_version": report.SCHEMA_VERSION,
         "pipeline": pipeline.name,
         "run_id": run_id,
-        "status": "error",
+        "status": AuditStatus.ERROR,
         "exit_code": 2,
         "mode": mode,
         "reason": None,
@@ -137,7 +136,7 @@ def run_audit(
 
     reconciler = None
     try:
-        watermark = report.read_watermark(root, pipeline.name) if mode == SINCE_LAST else None
+        watermark = report.read_watermark(root, pipeline.name) if mode == AuditScope.SINCE_LAST else None
         if watermark and watermark.get("topic") != pipeline.source.topic:
             summary["notes"].append(
                 f"the last watermark is for topic {watermark.get('topic')!r}, not {pipeline.source.topic!r}: ignored"
@@ -181,9 +180,9 @@ def run_audit(
         gx = run_suites(datasets, directory, run_id)
         t = lap("great_expectations", t)
         checks += gx.checks
-        failed = [c.name for c in checks if c.status == FAILED]
+        failed = [c.name for c in checks if c.status == CheckStatus.FAILED]
         summary.update(
-            status="failed" if failed else "passed",
+            status=AuditStatus.FAILED if failed else AuditStatus.PASSED,
             exit_code=1 if failed else 0,
             checks=[c.as_dict() for c in checks],
             failed_checks=failed,

@@ -20,8 +20,8 @@ summary.json then show the counts and samples of what failed.
 The two small datasets the audit builds itself (reconciliation: one row per
 partition; findings: one row per offending range) are not Spark DataFrames: GX
 validates them as tables of an SQLite file (Python's sqlite3, through GX's SQL
-engine), so their 13 expectations cost no Spark job. On Spark they were about 45
-of an audit's 99 jobs and 4.6 of its 17.6 s on 2 cores, warm (docs/benchmarks.md).
+engine), so their 13 expectations cost no Spark job: on Spark they were about half of a
+small audit's jobs (docs/benchmarks.md, "Audit of a small stack").
 
 Data Docs are made to work offline after GX builds them (onceflow.web.datadocs:
 bundled jQuery, Bootstrap, Vega…, never a CDN).
@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from onceflow.reconcile import FAILED, MAX_SAMPLES, PASSED, Check, jsonable
+from onceflow.reconcile import MAX_SAMPLES, Check, CheckStatus, jsonable
 
 SITE = "onceflow_audit"
 _SQLITE_TYPES = {"IntegerType": "INTEGER", "LongType": "INTEGER", "StringType": "TEXT"}
@@ -139,10 +139,10 @@ def _to_check(suite: str, result) -> Check:
         samples = [{"value": v} for v in r["partial_unexpected_list"][:MAX_SAMPLES]]
     elif (r.get("details") or {}).get("unexpected_rows"):
         samples = list(r["details"]["unexpected_rows"][:MAX_SAMPLES])
-    status = PASSED if result.success else FAILED
+    status = CheckStatus.PASSED if result.success else CheckStatus.FAILED
     detail = ""
     if result.exception_info and result.exception_info.get("raised_exception"):
-        status, detail = FAILED, f"expectation raised: {result.exception_info.get('exception_message')}"
+        status, detail = CheckStatus.FAILED, f"expectation raised: {result.exception_info.get('exception_message')}"
     return Check(
         name=_name(suite, config),
         title=config.description or config.type.replace("_", " "),

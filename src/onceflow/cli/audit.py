@@ -10,6 +10,7 @@ import json
 
 from onceflow.cli.console import console, log, out
 from onceflow.config import DEFAULT_PIPELINE
+from onceflow.reconcile import AuditScope, AuditStatus, CheckStatus
 
 
 def add_parser(sub) -> None:
@@ -21,20 +22,20 @@ def add_parser(sub) -> None:
     p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument(
-        "--full", dest="mode", action="store_const", const="full", help="audit everything committed (default)"
+        "--full", dest="mode", action="store_const", const=AuditScope.FULL, help="audit everything committed (default)"
     )
     scope.add_argument(
         "--since-last",
         dest="mode",
         action="store_const",
-        const="since-last",
+        const=AuditScope.SINCE_LAST,
         help="audit only what was committed since the last passed audit",
     )
     p.add_argument(
         "--report-dir", metavar="DIR", help="report root (default: $ONCEFLOW_REPORTS, else <state dir>/reports)"
     )
     p.add_argument("--json", action="store_true", help="print summary.json instead of the short verdict")
-    p.set_defaults(func=cmd_audit, mode="full")
+    p.set_defaults(func=cmd_audit, mode=AuditScope.FULL)
 
 
 def cmd_audit(args) -> int:
@@ -47,13 +48,13 @@ def cmd_audit(args) -> int:
     if args.json:
         out.print_json(json.dumps(s, default=str))
         return outcome.exit_code
-    if outcome.status == "error":
+    if outcome.status == AuditStatus.ERROR:
         console.print(
             f"[bold red]error:[/bold red] the audit could not run: {s['reason']}", markup=True, highlight=False
         )
     else:
         counts = s["counts"]
-        colour = "green" if outcome.status == "passed" else "red"
+        colour = "green" if outcome.status == AuditStatus.PASSED else "red"
         out.print(
             f"[bold {colour}]{outcome.status.upper()}[/bold {colour}] {pipeline.name} ({s['mode']}): "
             f"{counts.get('source_records', 0)} committed records in {counts.get('partitions_audited', 0)} "
@@ -61,7 +62,7 @@ def cmd_audit(args) -> int:
             f"passed in {s['timings'].get('total')} s"
         )
         for check in s["checks"]:
-            if check["status"] == "failed":
+            if check["status"] == CheckStatus.FAILED:
                 out.print(
                     f"  [red]✗[/red] {check['name']}: {check['detail'] or check['title']}", markup=True, highlight=False
                 )

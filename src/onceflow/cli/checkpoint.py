@@ -11,6 +11,7 @@ from datetime import UTC
 
 from rich.markup import escape
 
+from onceflow import offsets
 from onceflow.cli.console import out, print_json
 from onceflow.config import DEFAULT_PIPELINE, load_pipeline
 from onceflow.verdicts import STYLES
@@ -146,9 +147,7 @@ def _batch_row(ck, batch_id: int) -> dict:
         "committed": batch_id in ck.commits,
         "readable": batch is not None,
         "timestamp_ms": batch.timestamp_ms if batch else None,
-        "offsets": (
-            {t: {str(p): o for p, o in (batch.offsets(t) or {}).items()} for t in batch.topics} if batch else None
-        ),
+        "offsets": ({t: offsets.as_json(batch.offsets(t) or {}) for t in batch.topics} if batch else None),
     }
 
 
@@ -186,8 +185,8 @@ def print_show(ck) -> None:
                 if row["timestamp_ms"]
                 else "—"
             )
-            offsets = json.dumps(row["offsets"], separators=(",", ":")) if row["readable"] else "unreadable"
-            table.add_row(str(b), "yes" if row["committed"] else "no", when, offsets)
+            ends = json.dumps(row["offsets"], separators=(",", ":")) if row["readable"] else "unreadable"
+            table.add_row(str(b), "yes" if row["committed"] else "no", when, ends)
         out.print(table)
     for p in ck.problems:
         out.print(f"[yellow]problem:[/yellow] {escape(p.path)}: {escape(p.reason)}", markup=True)

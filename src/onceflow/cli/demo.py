@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from onceflow import config
 from onceflow.cli.console import log, number, out
+from onceflow.status import IngestMode
 
 DEFAULT_PIPELINES = ("payments", "sensors")
 
@@ -93,7 +94,7 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
         f"committed {summary.count('committed')} ({summary.count('committed_malformed')} malformed), "
         f"aborted {summary.count('aborted')}; running the exactly-once job (available-now)"
     )
-    result = run_ingest(pipeline, mode="available-now", log=log, spark=spark)
+    result = run_ingest(pipeline, mode=IngestMode.AVAILABLE_NOW, log=log, spark=spark)
     log(f"job {result.status}: {result.batches} micro-batches, {result.input_rows} records read")
 
     paths = table_paths(pipeline)

@@ -6,6 +6,7 @@ import json
 
 from onceflow.cli.console import log, number, out, seconds
 from onceflow.config import DEFAULT_PIPELINE, DEFAULT_STOP_TIMEOUT
+from onceflow.status import IngestMode
 
 
 def add_parser(sub) -> None:
@@ -14,8 +15,8 @@ def add_parser(sub) -> None:
     p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help="a pipeline name or YAML path")
     p.add_argument(
         "--mode",
-        choices=["continuous", "available-now"],
-        default="available-now",
+        choices=[m.value for m in IngestMode],
+        default=IngestMode.AVAILABLE_NOW.value,
         help="continuous: run until stopped; available-now: process what is committed, then exit",
     )
     p.add_argument(

@@ -1,24 +1,48 @@
-"""`onceflow kafka start | stop | status | logs`: the embedded broker (KRaft, one node)."""
+"""`onceflow kafka start | stop | status | logs`: the embedded broker (KRaft, one node);
+`onceflow kafka create-topic --pipeline P [--partitions N]`: a pipeline's source topic, created
+for producers of one's own (`onceflow produce` creates it too, when it writes the first events)."""
 
 from __future__ import annotations
 
 import json
 
-from onceflow.cli.console import log, out
+from onceflow.cli.console import log, number, out
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("kafka", help="the embedded Kafka broker (KRaft, one node)")
-    p.add_argument("action", choices=["start", "stop", "status", "logs"])
+    p.add_argument("action", choices=["start", "stop", "status", "logs", "create-topic"])
     p.add_argument("--port", type=int, help="client port (default 9092 or ONCEFLOW_KAFKA_PORT)")
+    p.add_argument(
+        "--pipeline", help="create-topic: a pipeline name or YAML path; its source topic on its bootstrap servers"
+    )
+    p.add_argument(
+        "--partitions",
+        type=number("--partitions", minimum=1, what="the partition count"),
+        default=4,
+        help="create-topic: partitions of the topic, if it is created (default 4)",
+    )
     p.add_argument("--timeout", type=float, default=90, help="seconds to wait for start-up")
     p.add_argument("--lines", type=int, default=50, help="log lines to show (logs)")
     p.add_argument("--json", action="store_true", help="status as JSON")
-    p.set_defaults(func=cmd_kafka)
+    p.set_defaults(func=cmd_kafka, check=check_args)
+
+
+def check_args(args) -> None:
+    from onceflow.errors import ConfigError
+
+    if (args.action == "create-topic") != (args.pipeline is not None):
+        raise ConfigError(
+            "--pipeline goes with create-topic (the pipeline whose source topic to create), and only with it. "
+            "Fix: `onceflow kafka create-topic --pipeline NAME_OR_FILE [--partitions N]`"
+        )
 
 
 def cmd_kafka(args) -> int:
     from onceflow.kafka.broker import LocalBroker
+
+    if args.action == "create-topic":
+        return create_topic(args.pipeline, args.partitions)
 
     broker = LocalBroker(port=getattr(args, "port", None))
     if args.action == "start":
@@ -43,4 +67,21 @@ def cmd_kafka(args) -> int:
         return 0 if status.ready else 1
     elif args.action == "logs":
         out.print(broker.logs(args.lines), markup=False)
+    return 0
+
+
+def create_topic(spec: str, partitions: int) -> int:
+    """The pipeline's source topic on its bootstrap servers: created with `partitions` partitions,
+    or, when it exists, left as it is (its partitions are said)."""
+    from onceflow import config
+    from onceflow.kafka.admin import ensure_topic, partitions_of, require_broker
+
+    pipeline = config.load_pipeline(spec)
+    bootstrap, topic = pipeline.source.bootstrap_servers, pipeline.source.topic
+    require_broker(bootstrap, file=pipeline.file)
+    if ensure_topic(bootstrap, topic, partitions, at_least=False):
+        out.print(f"created topic {topic} with {partitions} partitions on {bootstrap}")
+    else:
+        have = len(partitions_of(bootstrap, topic))
+        out.print(f"topic {topic} exists on {bootstrap} with {have} partitions; left as it is")
     return 0

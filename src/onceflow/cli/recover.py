@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from onceflow.cli.console import log, out, print_json, quiet
 from onceflow.config import DEFAULT_PIPELINE, load_pipeline
+from onceflow.status import IngestMode
 
 EXIT_REFUSED = 3
 
@@ -38,8 +39,8 @@ def add_parser(sub) -> None:
     p.add_argument("--resume", action="store_true", help="after recovering, run the job (onceflow ingest)")
     p.add_argument(
         "--mode",
-        choices=["continuous", "available-now"],
-        default="available-now",
+        choices=[m.value for m in IngestMode],
+        default=IngestMode.AVAILABLE_NOW.value,
         help="with --resume: how the job runs",
     )
     p.add_argument("--until-idle", type=float, metavar="SECONDS", help="with --resume: stop after this long idle")
@@ -54,7 +55,7 @@ def add_parser(sub) -> None:
 
 def cmd_recover(args) -> int:
     from onceflow.recovery import recover
-    from onceflow.recovery.record import DONE, NOTHING_TO_DO, REFUSED
+    from onceflow.recovery.record import Outcome
 
     pipeline = load_pipeline(args.pipeline)
     result = recover(
@@ -68,9 +69,9 @@ def cmd_recover(args) -> int:
         print_json(result.record)
     else:
         print_plan(result.plan, result.outcome, str(result.record_path), out)
-    if result.outcome == REFUSED:
+    if result.outcome == Outcome.REFUSED:
         return EXIT_REFUSED
-    if args.resume and result.outcome in (DONE, NOTHING_TO_DO):
+    if args.resume and result.outcome in (Outcome.DONE, Outcome.NOTHING_TO_DO):
         from onceflow.spark.ingest import run_ingest
 
         run = run_ingest(pipeline, mode=args.mode, until_idle=args.until_idle, max_seconds=args.max_seconds, log=log)
@@ -85,13 +86,16 @@ def print_plan(plan, outcome: str, record_path: str, out) -> None:
     """The plan as a person reads it: what was found, what is (or would be) done, what comes next."""
     from rich.table import Table
 
-    head = {
-        "dry_run": "[bold cyan]dry run[/]: nothing was changed",
-        "refused": "[bold red]refused[/]",
-        "done": "[bold green]done[/]",
-        "nothing_to_do": "[bold green]nothing to do[/]",
-        "failed": "[bold red]failed[/]",
-    }.get(outcome, outcome)
+    from onceflow.recovery.record import Outcome
+
+    heads: dict[str, str] = {
+        Outcome.DRY_RUN: "[bold cyan]dry run[/]: nothing was changed",
+        Outcome.REFUSED: "[bold red]refused[/]",
+        Outcome.DONE: "[bold green]done[/]",
+        Outcome.NOTHING_TO_DO: "[bold green]nothing to do[/]",
+        Outcome.FAILED: "[bold red]failed[/]",
+    }
+    head = heads.get(outcome, outcome)
     out.print(f"[bold]{escape(plan.pipeline)}[/]: {escape(plan.summary)}")
     out.print(f"outcome: {head}    decision: {plan.decision}    case: {plan.case}")
     out.print("[bold]found[/]")
@@ -107,10 +111,10 @@ def print_plan(plan, outcome: str, record_path: str, out) -> None:
     if plan.refusal:
         out.print(f"[bold red]why not[/]: {escape(plan.refusal)}")
     if plan.actions:
-        verb = "done" if outcome == "done" else "would do" if outcome == "dry_run" else "plan"
+        verb = "done" if outcome == Outcome.DONE else "would do" if outcome == Outcome.DRY_RUN else "plan"
         out.print(f"[bold]{verb}[/]")
         for i, action in enumerate(plan.actions, start=1):
             out.print(f"  {i}. {escape(action.description)}")
-    if plan.next_step and outcome != "refused":
+    if plan.next_step and outcome != Outcome.REFUSED:
         out.print(f"[bold]next[/]: {escape(plan.next_step)}")
     out.print(f"[dim]record: {escape(record_path)}[/]")

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
+from onceflow import polling
 from onceflow.errors import FaultSpecError
 
 ENV_FAULT = "ONCEFLOW_FAULT_KAFKA_SINK"
@@ -97,8 +98,6 @@ def kill_driver(fault: Fault, reason: str) -> NoReturn:
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 180) -> None:
     """Poll `condition` until true; a fault that cannot be placed fails loudly, never silently."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise FaultSpecError(f"fault injection: gave up waiting {timeout:.0f}s for {what}")
-        time.sleep(0.2)
+    polling.wait_for(
+        condition, timeout, lambda: FaultSpecError(f"fault injection: gave up waiting {timeout:.0f}s for {what}")
+    )

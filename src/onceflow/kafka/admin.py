@@ -19,13 +19,17 @@ def admin_client(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None) -> bool:
-    """Create `topic` if missing; True if created. Fails if it exists with fewer partitions."""
+def ensure_topic(
+    bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None, at_least: bool = True
+) -> bool:
+    """Create `topic` with `partitions` partitions if missing; True if created. An existing topic
+    with fewer partitions fails (a writer that needs that many), unless `at_least` is False (a
+    producer: `partitions` applies only when the topic is created)."""
     admin = admin_client(bootstrap)
     meta = admin.list_topics(timeout=15)
     if topic in meta.topics:
         have = len(meta.topics[topic].partitions)
-        if have < partitions:
+        if at_least and have < partitions:
             raise BrokerError(
                 f"topic {topic!r} exists with {have} partitions, fewer than the {partitions} asked for. "
                 f"Fix: use --partitions {have} or a new topic name."
@@ -142,7 +146,9 @@ def _kafka_error_text(exc: KafkaException) -> str:
 
 
 # -- is the broker there? ----------------------------------------------------------------
-REACH_TIMEOUT = 10.0  # seconds a command waits for Kafka before refusing to start (issue: <= 15 s)
+# seconds a command waits for Kafka before refusing to start: a broker that is down is told in
+# seconds, not after minutes of Spark retrying
+REACH_TIMEOUT = 10.0
 
 
 def broker_fix(field: str = "source.bootstrap_servers", file: str | None = None) -> str:

@@ -7,21 +7,20 @@ single-node settings transactions need. Data and logs live under
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from onceflow import processes
 from onceflow.errors import BrokerError, SetupError
 from onceflow.jvm import classpath_jars
 from onceflow.paths import state_dir
+from onceflow.polling import wait_for
 
 DEFAULT_PORT = 9092
 
@@ -80,21 +79,6 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child still answers kill(0); treat it as gone
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 class LocalBroker:
     """Start, stop and inspect the embedded broker living in <home>/kafka."""
 
@@ -139,7 +123,7 @@ class LocalBroker:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid if _alive(pid) else None
+        return pid if processes.alive(pid) else None
 
     def _properties(self) -> str:
         props = {
@@ -263,18 +247,22 @@ class LocalBroker:
         return self._wait_ready(timeout)
 
     def _wait_ready(self, timeout: float) -> BrokerStatus:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def answers() -> bool:
             if not self._pid():
                 raise BrokerError(f"the broker exited during start-up. Last log lines:\n{self.logs(30)}")
-            if self._answers(timeout=3):
-                status = self.status(probe=False)
-                status.ready = True
-                return status
-            time.sleep(0.5)
-        raise BrokerError(
-            f"the broker did not answer on {self.bootstrap} within {timeout:.0f}s. Last log lines:\n{self.logs(30)}"
+            return self._answers(timeout=3)
+
+        wait_for(
+            answers,
+            timeout,
+            lambda: BrokerError(
+                f"the broker did not answer on {self.bootstrap} within {timeout:.0f}s. Last log lines:\n{self.logs(30)}"
+            ),
+            interval=0.5,
         )
+        status = self.status(probe=False)
+        status.ready = True
+        return status
 
     def stop(self, timeout: float = 30, log=lambda msg: None) -> bool:
         """SIGTERM (clean shutdown), then SIGKILL after `timeout`. True if it was running."""
@@ -282,17 +270,11 @@ class LocalBroker:
         if not pid:
             self.pid_file.unlink(missing_ok=True)
             return False
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-            _reap(pid)
-        if _alive(pid):
-            log(f"broker did not stop within {timeout:.0f}s; sending SIGKILL")
-            os.kill(pid, signal.SIGKILL)
-            while _alive(pid):
-                time.sleep(0.1)
-                _reap(pid)
+        stopped = processes.stop(
+            pid, grace=timeout, on_kill=lambda: log(f"broker did not stop within {timeout:.0f}s; sending SIGKILL")
+        )
+        if not stopped.gone:
+            raise BrokerError(f"the broker (pid {pid}) is still there 30s after SIGKILL. Fix: look at `ps {pid}`")
         self.pid_file.unlink(missing_ok=True)
         return True
 
@@ -305,9 +287,3 @@ class LocalBroker:
 
     def as_dict(self) -> dict:
         return asdict(self.status())
-
-
-def _reap(pid: int) -> None:
-    """Collect our own child's exit status so it does not linger as a zombie."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)

@@ -6,7 +6,6 @@ transaction markers take offsets, so counts differ from offset spans.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from onceflow.errors import BrokerError
 from onceflow.kafka.admin import partitions_of
+from onceflow.polling import Deadline
 
 
 def committed_counts(bootstrap: str, topic: str, timeout: float = 120) -> dict[int, int]:
@@ -59,9 +59,9 @@ def _messages(bootstrap: str, topic: str, parts: list[int], isolation: str, time
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in parts}
         consumer.assign([TopicPartition(topic, p, 0) for p in parts])
         done = {p for p in parts if ends[p] == 0}
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         while len(done) < len(parts):
-            if time.monotonic() > deadline:
+            if deadline.passed:
                 raise BrokerError(
                     f"reading {topic} at {isolation} did not reach the end offsets {ends} "
                     f"within {timeout:.0f}s (done: {sorted(done)})"

@@ -24,15 +24,16 @@ answers the same questions as the Delta sinks.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from onceflow import offsets
 from onceflow.errors import KafkaLedgerError
 from onceflow.kafka.consume import partition_offset
 from onceflow.ledger import Ledger, LedgerEntry, contiguity_problems
+from onceflow.polling import Deadline, wait_for
 
 LEDGER_KEY = "onceflow_kafka_ledger"
 LEDGER_FORMAT = 1
@@ -85,8 +86,8 @@ class KafkaLedgerRecord:
             "task_partition": self.task_partition,
             "task_partitions": self.task_partitions,
             "topic": self.topic,
-            "start": {str(p): o for p, o in sorted(self.start.items())},
-            "end": {str(p): o for p, o in sorted(self.end.items())},
+            "start": offsets.as_json(self.start),
+            "end": offsets.as_json(self.end),
             "rows": self.rows,
             "output_topic": self.output_topic,
             "key_expr": self.key_expr,
@@ -116,8 +117,8 @@ class KafkaLedgerRecord:
                 task_partition=int(body["task_partition"]),
                 task_partitions=int(body["task_partitions"]),
                 topic=body["topic"],
-                start={int(p): int(o) for p, o in body["start"].items()},
-                end={int(p): int(o) for p, o in body["end"].items()},
+                start=offsets.from_json(body["start"]),
+                end=offsets.from_json(body["end"]),
                 rows=int(body["rows"]),
                 output_topic=body["output_topic"],
                 key_expr=body["key_expr"],
@@ -132,8 +133,8 @@ class KafkaLedgerRecord:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d["start"] = {str(p): o for p, o in sorted(self.start.items())}
-        d["end"] = {str(p): o for p, o in sorted(self.end.items())}
+        d["start"] = offsets.as_json(self.start)
+        d["end"] = offsets.as_json(self.end)
         return d
 
 
@@ -187,20 +188,24 @@ class LedgerReader:
         """
         tp = TopicPartition(topic, partition)
         _, log_end = self.uncommitted.get_watermark_offsets(tp, timeout=self.timeout)
-        deadline = time.monotonic() + self.timeout
-        while True:
+        stable = log_end
+
+        def settled() -> tuple[int, int, int] | None:
+            nonlocal stable
             low, stable = self.committed.get_watermark_offsets(tp, timeout=self.timeout)
-            if stable >= log_end or not wait:
-                return low, stable, log_end
-            if time.monotonic() > deadline:
-                raise KafkaLedgerError(
-                    f"ledger topic {topic!r} partition {partition}: an open transaction of another writer holds "
-                    f"the last stable offset at {stable}, below the log end {log_end}, for more than "
-                    f"{self.timeout:.0f}s, so committed ledger records behind it cannot be read yet. Fix: stop "
-                    "the other writer (an older generation, or another pipeline sharing this ledger topic) or "
-                    "wait for its transaction timeout; give each pipeline its own ledger topic."
-                )
-            time.sleep(0.2)
+            return (low, stable, log_end) if stable >= log_end or not wait else None
+
+        return wait_for(
+            settled,
+            self.timeout,
+            lambda: KafkaLedgerError(
+                f"ledger topic {topic!r} partition {partition}: an open transaction of another writer holds "
+                f"the last stable offset at {stable}, below the log end {log_end}, for more than "
+                f"{self.timeout:.0f}s, so committed ledger records behind it cannot be read yet. Fix: stop "
+                "the other writer (an older generation, or another pipeline sharing this ledger topic) or "
+                "wait for its transaction timeout; give each pipeline its own ledger topic."
+            ),
+        )
 
     def read_range(self, topic: str, partition: int, lo: int, hi: int) -> list[tuple[int, bytes | None, bytes | None]]:
         """Committed records of [lo, hi) of one partition: [(offset, key, value)].
@@ -213,7 +218,7 @@ class LedgerReader:
             return out
         consumer = self.committed
         consumer.assign([TopicPartition(topic, partition, lo)])
-        deadline = time.monotonic() + self.timeout
+        deadline = Deadline(self.timeout)
         try:
             while True:
                 for msg in consumer.consume(500, 0.2):
@@ -228,7 +233,7 @@ class LedgerReader:
                 position = consumer.position([TopicPartition(topic, partition)])[0].offset
                 if position != _OFFSET_INVALID and position >= hi:
                     return out
-                if time.monotonic() > deadline:
+                if deadline.passed:
                     raise KafkaLedgerError(
                         f"reading ledger topic {topic!r} partition {partition} offsets [{lo}, {hi}) did not "
                         f"finish within {self.timeout:.0f}s (position {position}). Fix: check that the broker "
@@ -406,7 +411,7 @@ class KafkaLedger:
             },
             "entries": [e.as_dict() for e in self.entries],
             "partial": [p.as_dict() for p in self.partial],
-            "committed_offsets": {str(p): o for p, o in sorted(self.committed_offsets().items())},
+            "committed_offsets": offsets.as_json(self.committed_offsets()),
             "problems": self.problems(),
         }
 

@@ -115,6 +115,9 @@ def produce(
     are made large on purpose (long strings, exactly max_bytes, deep or wide members:
     schema/large.py), all still valid.
 
+    `partitions` applies only when the topic does not exist yet; an existing one is written with
+    the partitions it has.
+
     Aborted transactions still consume offsets (and their records sit in the log
     until the abort marker), which is exactly what read_committed must skip.
     """
@@ -128,7 +131,7 @@ def produce(
     if count < 0 or txn_size < 1 or rate < 0:
         raise ProducerError(f"count={count} and rate={rate} must be at least 0, txn_size={txn_size} at least 1")
     gen = Generator(schema, seed, group_by=group_by, key_field=key_field, large_ratio=large_ratio)
-    ensure_topic(bootstrap, topic, partitions)
+    ensure_topic(bootstrap, topic, partitions, at_least=False)  # an existing topic is written as it is
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,

@@ -3,8 +3,9 @@
     plan = plan_recovery(pipeline)                 # what was found, what would be done (no changes)
     result = recover(pipeline, accept_loss=True)   # plan + execute, under the run lock, recorded
 
-Modules: `facts` (read checkpoint, identity, ledgers, Kafka, run lock), `plan`
-(the pure decision), `execute` (the actions), `record` (the JSON record under
+Modules: `facts` (read checkpoint, identity, ledgers, Kafka, run lock), `decide` (the pure
+decision; a new writer generation in `new_generation`, its words in `describe`), `plan` (what it
+decided), `cases` (the vocabulary), `execute` (the actions), `record` (the JSON record under
 `<state>/pipelines/<name>/recoveries/`). The cases and runbooks: docs/recovery.md.
 """
 
@@ -16,10 +17,12 @@ from pathlib import Path
 
 from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError, RecoveryError
+from onceflow.recovery.cases import Decision
+from onceflow.recovery.decide import decide
 from onceflow.recovery.execute import execute
 from onceflow.recovery.facts import Facts, gather
-from onceflow.recovery.plan import NOTHING, REFUSE, Plan, decide
-from onceflow.recovery.record import DONE, DRY_RUN, FAILED, NOTHING_TO_DO, REFUSED, RecoveryRecord, new_stamp
+from onceflow.recovery.plan import Plan
+from onceflow.recovery.record import Outcome, RecoveryRecord, new_stamp
 from onceflow.status import AlreadyRunningError, RunLock
 
 __all__ = ["Facts", "Plan", "RecoveryResult", "decide", "execute", "gather", "plan_recovery", "recover"]
@@ -28,7 +31,7 @@ __all__ = ["Facts", "Plan", "RecoveryResult", "decide", "execute", "gather", "pl
 @dataclass
 class RecoveryResult:
     plan: Plan | None
-    outcome: str  # dry_run | refused | nothing_to_do | done | failed
+    outcome: str  # an Outcome
     record_path: Path
     record: dict
 
@@ -66,21 +69,21 @@ def recover(
         facts = gather(pipeline, running=False if held else None)
         plan = decide(facts, force=force, accept_loss=accept_loss, stamp=record.id)
         record.set_plan(plan.as_dict())
-        if plan.decision == REFUSE:
-            record.finish(REFUSED, plan.refusal)
+        if plan.decision == Decision.REFUSE:
+            record.finish(Outcome.REFUSED, plan.refusal)
         elif dry_run:
-            record.finish(DRY_RUN)
-        elif plan.decision == NOTHING and not plan.actions:
-            record.finish(NOTHING_TO_DO)
+            record.finish(Outcome.DRY_RUN)
+        elif plan.decision == Decision.NOTHING and not plan.actions:
+            record.finish(Outcome.NOTHING_TO_DO)
         else:
             execute(plan, record, log)
-            record.finish(DONE)
+            record.finish(Outcome.DONE)
         return RecoveryResult(plan, record.data["outcome"], record.path, record.data)
     except OnceflowError as exc:
-        record.finish(FAILED, str(exc))
+        record.finish(Outcome.FAILED, str(exc))
         raise
     except Exception as exc:  # a bug or an unexpected state: recorded, then told without a traceback
-        record.finish(FAILED, f"{type(exc).__name__}: {exc}")
+        record.finish(Outcome.FAILED, f"{type(exc).__name__}: {exc}")
         raise RecoveryError(
             f"recovery failed unexpectedly ({type(exc).__name__}: {exc}); the record is "
             f"{record.path}. Fix: report it with that file; nothing after the failed step "

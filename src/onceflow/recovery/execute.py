@@ -14,11 +14,13 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from onceflow import offsets
 from onceflow.errors import RecoveryError
 from onceflow.generation import new_identity, read_identity, write_identity
 from onceflow.ledger import loss_entry, write_loss
-from onceflow.recovery.plan import MOVE_CHECKPOINT, MOVE_LEFTOVERS, WRITE_IDENTITY, WRITE_LOSS, Action, Plan
-from onceflow.recovery.record import RecoveryRecord
+from onceflow.recovery.cases import ActionKind
+from onceflow.recovery.plan import Action, Plan
+from onceflow.recovery.record import ActionStatus, RecoveryRecord
 
 Log = Callable[[str], None]
 
@@ -71,8 +73,8 @@ def _write_loss(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
         p["sink"],
         int(p["generation"]),
         plan.topic,
-        {int(k): v for k, v in p["start"].items()},
-        {int(k): v for k, v in p["end"].items()},
+        offsets.from_json(p["start"]),
+        offsets.from_json(p["end"]),
         extra={
             **(p.get("extra") or {}),
             "recovery": record.id,
@@ -110,11 +112,11 @@ def _write_identity(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
     return {"checkpoint": str(cp), "generation": identity.generation, "starting_offsets": identity.starting_offsets}
 
 
-HANDLERS = {
-    MOVE_CHECKPOINT: _move_checkpoint,
-    MOVE_LEFTOVERS: _move_leftovers,
-    WRITE_LOSS: _write_loss,
-    WRITE_IDENTITY: _write_identity,
+HANDLERS: dict[str, Callable[[Plan, Action, RecoveryRecord], dict]] = {
+    ActionKind.MOVE_CHECKPOINT: _move_checkpoint,
+    ActionKind.MOVE_LEFTOVERS: _move_leftovers,
+    ActionKind.WRITE_LOSS: _write_loss,
+    ActionKind.WRITE_IDENTITY: _write_identity,
 }
 
 
@@ -127,9 +129,9 @@ def execute(plan: Plan, record: RecoveryRecord, log: Log = lambda msg: None) -> 
             result = HANDLERS[action.kind](plan, action, record)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-            record.add_action(action.kind, action.description, "failed", error=error)
+            record.add_action(action.kind, action.description, ActionStatus.FAILED, error=error)
             for later in plan.actions[i:]:
-                record.add_action(later.kind, later.description, "not_run")
+                record.add_action(later.kind, later.description, ActionStatus.NOT_RUN)
             if isinstance(exc, RecoveryError):
                 raise
             raise RecoveryError(
@@ -137,5 +139,5 @@ def execute(plan: Plan, record: RecoveryRecord, log: Log = lambda msg: None) -> 
                 f"{record.path}. Fix: correct the cause and run `onceflow recover` again "
                 "(it plans from what is there now)."
             ) from exc
-        record.add_action(action.kind, action.description, "done", result=result)
+        record.add_action(action.kind, action.description, ActionStatus.DONE, result=result)
         log(f"      done: {result}")

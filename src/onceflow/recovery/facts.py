@@ -1,7 +1,7 @@
 """What recovery looks at before it decides: checkpoint, identity, sink ledgers, Kafka, the run.
 
 Gathering is the only part of planning that touches the outside world, so it is
-kept apart from the decision (`onceflow.recovery.plan.decide`), which is pure and
+kept apart from the decision (`onceflow.recovery.decide.decide`), which is pure and
 unit-tested on hand-made facts. They are read by onceflow.sinks.read_facts, as health's
 and the audit's are; this module refuses what cannot be read. Nothing here starts a
 JVM: the checkpoint is read as files, the ledgers with delta-rs, Kafka with confluent-kafka.
@@ -18,7 +18,7 @@ from onceflow.errors import LedgerReadError, RecoveryError
 from onceflow.generation import CheckpointIdentity
 from onceflow.ledger import Ledger
 from onceflow.poison import PoisonedBatch, poisoned_batch
-from onceflow.status import FINAL, StatusLog
+from onceflow.status import StatusLog
 from onceflow.unprocessable import Unprocessable
 
 KAFKA_TIMEOUT = 15.0  # seconds: recovery is rare and may run while the broker is busy catching up
@@ -49,7 +49,7 @@ class Facts:
     kafka: KafkaOffsets
     running: bool = False
     holder: dict | None = None  # run.json of the process holding the run lock
-    last_run: dict = field(default_factory=dict)  # {"run_id", "final": {"status", "error"} | None}
+    last_run: dict = field(default_factory=dict)  # status.Run.summary(): {"run_id", "started_at", "final"}
     poisoned: PoisonedBatch | None = None  # the batch the newest runs all failed on (onceflow.poison)
 
     @property
@@ -66,20 +66,6 @@ class Facts:
     def written(self) -> dict[str, Ledger]:
         """The sinks written from Kafka that hold at least one ledger entry."""
         return {name: ledger for name, ledger in self.fed.items() if ledger.entries}
-
-
-def _last_run(pipeline: Pipeline) -> dict:
-    run = StatusLog(pipeline.state_path, pipeline.name).last_run()
-    if not run:
-        return {}
-    final = run[-1] if run[-1].get("event") == FINAL else None
-    return {
-        "run_id": run[0].get("run_id"),
-        "started_at": run[0].get("time"),
-        "final": {"status": final.get("status"), "error": final.get("error"), "time": final.get("time")}
-        if final
-        else None,
-    }
 
 
 def _ledgers(facts: sinks.PipelineFacts) -> dict[str, Ledger]:
@@ -128,6 +114,6 @@ def gather(pipeline: Pipeline, running: bool | None = None) -> Facts:
         kafka=KafkaOffsets(earliest=f.kafka["earliest"], latest=f.kafka["latest"]),
         running=running,
         holder=f.holder if running else None,
-        last_run=_last_run(pipeline),
+        last_run=StatusLog(pipeline.state_path, pipeline.name).newest_run().summary(),
         poisoned=poisoned_batch(StatusLog(pipeline.state_path, pipeline.name), Unprocessable.load(pipeline.state_path)),
     )

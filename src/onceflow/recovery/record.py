@@ -12,21 +12,32 @@ import json
 import os
 import socket
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 
 from onceflow.status import now_iso
 
 RECORD_FORMAT = 1
 RECORDS_DIR = "recoveries"
-IN_PROGRESS, DRY_RUN, REFUSED, NOTHING_TO_DO, DONE, FAILED = (
-    "in_progress",
-    "dry_run",
-    "refused",
-    "nothing_to_do",
-    "done",
-    "failed",
-)
-OUTCOMES = (IN_PROGRESS, DRY_RUN, REFUSED, NOTHING_TO_DO, DONE, FAILED)
+
+
+class Outcome(StrEnum):
+    """How one `onceflow recover` ended (the record's `outcome`)."""
+
+    IN_PROGRESS = "in_progress"  # still working, or killed halfway: the actions say how far it got
+    DRY_RUN = "dry_run"  # planned only
+    REFUSED = "refused"  # the plan refused; nothing was changed
+    NOTHING_TO_DO = "nothing_to_do"
+    DONE = "done"  # every action done
+    FAILED = "failed"  # an action or the planning failed; `error` says why
+
+
+class ActionStatus(StrEnum):
+    """How one recorded action went."""
+
+    DONE = "done"
+    FAILED = "failed"
+    NOT_RUN = "not_run"  # an earlier action failed
 
 
 def new_stamp() -> str:
@@ -51,7 +62,7 @@ class RecoveryRecord:
             "started_at": now_iso(),
             "finished_at": None,
             "options": options,
-            "outcome": IN_PROGRESS,
+            "outcome": Outcome.IN_PROGRESS,
             "error": None,
             "plan": None,
             "actions": [],

@@ -19,9 +19,9 @@ the stream counted these records when it first committed them.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 
+from onceflow import offsets
 from onceflow.config import Pipeline
 from onceflow.errors import BackfillError
 
@@ -94,16 +94,13 @@ def run_backfill(
         committed = _min_offsets([ledgers[s].committed_offsets() for s in ledgers])
         first = first_offsets(ledgers["bronze"].entries)
         inside_start, inside_end, beyond = clip_to_committed(start, end, first, committed)
-        left = {str(p): [s, e] for p, (s, e) in beyond.items()}
+        left = offsets.ranges_as_json(beyond)
         if beyond:
             log(
                 f"{pipeline.name}: not backfilled, past the stream's committed end (the stream ingests them): "
                 + ", ".join(f"partition {p} [{s}, {e})" for p, (s, e) in beyond.items())
             )
-        keyed = {
-            "start": {str(p): o for p, o in inside_start.items()},
-            "end": {str(p): o for p, o in inside_end.items()},
-        }
+        keyed = {"start": offsets.as_json(inside_start), "end": offsets.as_json(inside_end)}
         if not inside_start:
             return BackfillResult(pipeline.name, keyed["start"], keyed["end"], 0, 0, 0, {}, left)
         if spark is None:
@@ -144,8 +141,8 @@ def _write_missing(
         spark,
         pipeline.source.bootstrap_servers,
         topic,
-        starting=json.dumps({topic: {str(p): o for p, o in start.items()}}),
-        ending=json.dumps({topic: {str(p): o for p, o in end.items()}}),
+        starting=offsets.spark_json(topic, start),
+        ending=offsets.spark_json(topic, end),
     )
     parsed = parse_events(raw, pipeline.schema).persist()
     try:

@@ -5,8 +5,8 @@ before its first batch: seconds of every `onceflow ingest`, of every Airflow tas
 spark-submit and of every restart after a kill. `onceflow setup` runs a short training
 app (onceflow.spark.archive_training) once with `-XX:ArchiveClassesAtExit` (the JVM writes
 the classes it loaded, parsed and verified, to a file when it exits); drivers then map that
-file with `-XX:SharedArchiveFile`. Measured on 2 cores (benchmarks/driver_startup.py): a fresh
-driver's session, first 2,300-record batch and merge take 0.82 of the time (48.2 s → 39.3 s).
+file with `-XX:SharedArchiveFile`, so they skip that work (how much sooner:
+docs/benchmarks.md, "Driver start-up", measured by benchmarks/driver_startup.py).
 
 The archive belongs to one JVM build and one Spark installation: a stamp beside it
 records both, and a driver only uses an archive whose stamp matches (the JVM checks

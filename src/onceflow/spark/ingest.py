@@ -7,50 +7,48 @@ tables on its own schedule, off the batch's path. The same job runs continuously
 trigger) or as a scheduled batch (availableNow).
 
     run_ingest(pipeline, mode="available-now")
+
+Its parts: the tables' DDL and properties (table_specs.py), the generation guard
+(generation_guard.py), the batch writer (batch_writer.py), SIGTERM's stop request (signals.py);
+here, the query and the run that supervises it.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import threading
 import time
 import uuid
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
-from onceflow import faults, tables
-from onceflow.checkpoint import batch_offset_range
-from onceflow.config import DEFAULT_STOP_TIMEOUT, AggregateSink, Pipeline
-from onceflow.deltars import Appender
-from onceflow.errors import IngestError, OnceflowError, RecoveryError, TableFeatureError
-from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
-from onceflow.ledger import Ledger, LedgerEntry
-from onceflow.sinks import delta_sinks, read_ledgers, table_paths
-from onceflow.spark.floors import above, raised
+from onceflow import faults
+from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
+from onceflow.errors import IngestError, OnceflowError
+from onceflow.generation import CheckpointIdentity
+from onceflow.polling import wait_until
+from onceflow.sinks import read_ledgers, table_paths
+from onceflow.spark.batch_writer import BatchWriter
 from onceflow.spark.follower import Follower
+from onceflow.spark.generation_guard import prepare_checkpoint
 from onceflow.spark.kafka_read import kafka_options
 from onceflow.spark.listener import StatusListener
-from onceflow.spark.parse import bronze_rows, parse_events, quarantine_rows, sink_rows
-from onceflow.spark.sinks import delta
-from onceflow.spark.sinks.kafka_txn import KafkaTxnSink
+from onceflow.spark.parse import parse_events
+from onceflow.spark.signals import StopRequest
 from onceflow.spark.stop import (
     StopGate,
     StopOutcome,
     discard_held_batch,
-    enter_batch,
     planned_before,
     register,
     stop_at_batch_boundary,
     unregister,
 )
-from onceflow.status import FAILED, FINAL, FINISHED, STARTED, STOPPED, RunLock, StatusLog
+from onceflow.spark.table_specs import table_property_hints
+from onceflow.status import IngestMode, RunEvent, RunLock, RunStatus, StatusLog
 from onceflow.unprocessable import Unprocessable
 
-CONTINUOUS, AVAILABLE_NOW = "continuous", "available-now"
-MODES = (CONTINUOUS, AVAILABLE_NOW)
+MODES = tuple(m.value for m in IngestMode)
 
 
 @dataclass
@@ -64,256 +62,6 @@ class IngestResult:
     seconds: float
     error: str | None = None
     stop: dict | None = None  # how a stop went: reason, requested_epoch, seconds, clean, held_batch
-
-
-def table_ddls(pipeline: Pipeline) -> dict[str, str]:
-    """Sink name → the DDL its Delta table is created with, derived from the declaration."""
-    out = {"bronze": tables.bronze_ddl(pipeline.schema), "quarantine": tables.QUARANTINE_DDL}
-    if pipeline.sinks.aggregates is not None:
-        out["aggregates"] = tables.aggregates_ddl(pipeline.schema, pipeline.sinks.aggregates)
-    return out
-
-
-def table_properties(pipeline: Pipeline) -> dict[str, dict[str, str]]:
-    """Sink name → the Delta table properties its table is created with (only when created)."""
-    out: dict[str, dict[str, str]] = {}
-    for name, sink in delta_sinks(pipeline).items():
-        out[name] = {tables.AUTO_COMPACT: "true"} if sink.auto_compact else {}
-        if isinstance(sink, AggregateSink) and sink.deletion_vectors:
-            out[name][tables.DELETION_VECTORS] = "true"
-    return out
-
-
-# why a table wants each property, and the pipeline setting that declines it
-_WHY = {
-    tables.DELETION_VECTORS: (
-        "each MERGE copies every file it touches, so batches slow down as the table grows",
-        "deletion_vectors",
-    ),
-    tables.AUTO_COMPACT: (
-        "nothing merges the small files each batch adds, so reads and audits slow down as the table grows",
-        "auto_compact",
-    ),
-}
-
-
-def table_property_hints(pipeline: Pipeline, ledgers: dict[str, Ledger]) -> list[str]:
-    """What to do where the pipeline wants a table property but its existing table was
-    created without it (by an older onceflow, or by hand): a line per table and property.
-    A table that does not exist yet is created with them."""
-    hints = []
-    for sink, wanted in table_properties(pipeline).items():
-        ledger = ledgers[sink]
-        for key in wanted if ledger.exists else ():
-            if str(ledger.properties.get(key, "false")).lower() != "false":
-                continue
-            why, setting = _WHY[key]
-            hints.append(
-                f"the {sink} table {ledger.table} lacks {key}: {why}. To turn it on, stop the stream and "
-                f"run ALTER TABLE delta.`{ledger.table}` SET TBLPROPERTIES ('{key}' = true) (the audit "
-                f"lists that commit as one without a ledger entry); or set sinks.{sink}.{setting}: "
-                f"false to silence this."
-            )
-    return hints
-
-
-def prepare_checkpoint(pipeline: Pipeline, ledgers: dict[str, Ledger]) -> CheckpointIdentity:
-    """Decide the writer generation and starting offsets, or refuse with the fix.
-
-    A fresh checkpoint beside sinks that already hold batches would restart batch
-    ids at 0 under an app id Delta has seen: every write would be skipped.
-    """
-    cp = pipeline.checkpoint_path
-    identity = read_identity(cp)
-    written = {name: led for name, led in ledgers.items() if led.entries}
-    newest = max((led.entries[-1].generation for led in written.values()), default=None)
-    fix = f"Fix: run `onceflow recover --pipeline {pipeline.file or pipeline.name}`."
-    if identity is None:
-        if written:
-            state = "has no onceflow identity" if has_spark_state(cp) else "is missing"
-            held = ", ".join(
-                f"{n}: generation {led.generation} batch {led.entries[-1].batch_id}" for n, led in written.items()
-            )
-            raise RecoveryError(
-                f"the checkpoint {cp} {state}, but the sinks already hold batches ({held}). "
-                f"Starting over would re-read or skip data. {fix}"
-            )
-        identity = new_identity(pipeline.name, 0, None, "new pipeline")
-        write_identity(cp, identity)
-    elif newest is not None and newest > identity.generation:
-        raise RecoveryError(
-            f"the checkpoint {cp} is generation {identity.generation}, but the sinks were already written by "
-            f"generation {newest}: this checkpoint is older than the tables (restored from a copy?). {fix}"
-        )
-    return identity
-
-
-class BatchWriter:
-    """The foreachBatch function: bronze, quarantine and the Kafka sink of one micro-batch,
-    idempotently; bronze's entry then goes to the follower."""
-
-    def __init__(
-        self,
-        spark: SparkSession,
-        pipeline: Pipeline,
-        identity: CheckpointIdentity,
-        follower: Follower,
-        log=lambda msg: None,
-    ):
-        self.spark = spark
-        self.log = log
-        self.pipeline = pipeline
-        self.generation = identity.generation
-        self.floors = {sink: identity.floor(sink) for sink in ("bronze", "quarantine", "kafka")}
-        self.kafka = KafkaTxnSink.for_pipeline(pipeline, self.generation) if pipeline.sinks.kafka else None
-        self.paths = table_paths(pipeline)
-        self.topic = pipeline.source.topic
-        self.schema_json = pipeline.schema.model_dump_json()
-        self.follower = follower
-        # a batch of up to this many records (its offsets bound them) is committed from the driver;
-        # a larger one's bronze by Spark, its quarantine from the driver if it holds up to as many rows
-        self.driver_rows = pipeline.source.driver_commit_max_offsets
-        self.bronze = Appender(self.paths["bronze"])
-        self.quarantine = Appender(self.paths["quarantine"])
-        self.writing: dict | None = None  # the batch being written: a failed run names it (onceflow.poison)
-
-    def ensure_tables(self, ledgers: dict[str, Ledger], log=lambda msg: None) -> None:
-        """Create missing tables; bring existing ones to the declared schema, or refuse (spark/evolve.py)."""
-        from onceflow.spark.evolve import evolve_table
-
-        ddl = table_ddls(self.pipeline)
-        properties = table_properties(self.pipeline)
-        optional = {f.name.lower() for f in self.pipeline.schema.fields if not f.required}
-        for name, path in self.paths.items():
-            if ledgers[name].exists:
-                for change in evolve_table(
-                    self.spark, path, name, ddl[name], optional, self.pipeline.file or self.pipeline.name
-                ):
-                    log(f"{self.pipeline.name}: {change}")
-            else:
-                delta.ensure_table(self.spark, path, ddl[name], properties.get(name))
-
-    def entry(self, sink: str, batch_id: int, start: dict, end: dict, rows: int, extra: dict | None = None):
-        floor = self.floors[sink]
-        if floor:  # this sink already holds everything below its floor: its range starts there
-            start, end = raised(start, floor), raised(end, floor)
-        return LedgerEntry(
-            pipeline=self.pipeline.name,
-            sink=sink,
-            generation=self.generation,
-            batch_id=batch_id,
-            topic=self.topic,
-            start=start,
-            end=end,
-            rows=rows,
-            extra=extra or {},
-        )
-
-    def kept(self, sink: str):
-        """True for rows this sink does not hold yet: those at or above its floor
-        (rows committed by an earlier generation; see CheckpointIdentity.sink_floors)."""
-        return above(self.floors[sink])
-
-    def above_floor(self, df: DataFrame, sink: str) -> DataFrame:
-        return df.where(self.kept(sink)) if self.floors[sink] else df
-
-    def __call__(self, parsed: DataFrame, batch_id: int) -> None:
-        """One micro-batch, already validated: the query parses as part of its plan (build_query),
-        so the large validation expression is built and analysed once per run, not per batch."""
-        enter_batch(self.pipeline.checkpoint_path, batch_id, self.spark)  # once a stop is asked: held, not written
-        faults.maybe_crash("before_sink_commit", batch_id)
-        start, end = batch_offset_range(self.pipeline.checkpoint_path, batch_id, self.topic)
-        self.writing = {
-            "id": batch_id,
-            "generation": self.generation,
-            "topic": self.topic,
-            "ranges": {str(p): [start.get(p, 0), o] for p, o in sorted(end.items()) if o > start.get(p, 0)},
-        }
-        # its offsets bound a batch's records: a small one is committed from the driver
-        small = self._from_driver(sum(o - start.get(p, 0) for p, o in end.items()))
-        reread = not small or self.kafka is not None  # read more than once: cached
-        parsed = parsed.persist() if reread else parsed
-        try:
-            self.follower.add(self._write_delta(parsed, batch_id, start, end, small))  # merged in a while
-            self._write_kafka(parsed, batch_id, start, end)
-        finally:
-            if reread:
-                parsed.unpersist()
-        self.writing = None
-        faults.maybe_crash("after_sink_commit", batch_id)
-
-    def _write_delta(self, parsed: DataFrame, batch_id: int, start: dict, end: dict, small: bool) -> LedgerEntry:
-        """Bronze and quarantine; bronze's entry. A table with a feature delta-rs cannot write sends
-        this batch and the rest of the run to Spark's writer, which skips, through the same txn,
-        what delta-rs already committed of this batch (bronze, when only quarantine refused)."""
-        if small:
-            try:
-                return self._write_from_driver(parsed, batch_id, start, end)
-            except TableFeatureError as exc:
-                self.driver_rows = 0
-                self.log(
-                    f"{self.pipeline.name}: delta-rs cannot commit to {exc.path} ({exc.reason}): from batch "
-                    f"{batch_id} on, this run commits every batch with Spark's Delta writer "
-                    "(`source.driver_commit_max_offsets: 0` says so in the pipeline file)"
-                )
-        return self._write_with_spark(parsed, batch_id, start, end)
-
-    def _from_driver(self, rows: int) -> bool:
-        """Whether this many rows are committed from the driver (0 in the setting: never)."""
-        return self.driver_rows > 0 and rows <= self.driver_rows
-
-    def _bronze_entry(self, batch_id: int, start: dict, end: dict, rows: int) -> LedgerEntry:
-        # the declaration this batch was judged by: after a schema evolution the audit judges
-        # each batch's records by the rules in force when it was written (audit/rows.py)
-        return self.entry("bronze", batch_id, start, end, rows, {"schema": self.schema_json})
-
-    def _write_from_driver(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> LedgerEntry:
-        """A small batch: one Spark job brings both sinks' rows to the driver, and delta-rs
-        commits each table in milliseconds (a Delta-Spark commit costs about half a second of
-        driver work whatever it holds; docs/benchmarks.md). Same txn, same entries."""
-        import pyarrow.compute as pc
-
-        rows = sink_rows(
-            parsed, self.pipeline.schema, batch_id, self.generation, self.kept("bronze"), self.kept("quarantine")
-        ).toArrow()
-        to_bronze = rows.column("_to_bronze")
-        bronze, quarantine = rows.filter(to_bronze), rows.filter(pc.invert(to_bronze))
-        entry = self._bronze_entry(batch_id, start, end, bronze.num_rows)
-        self.bronze.append(bronze, entry.to_json(), entry.app_id, entry.batch_id)
-        faults.maybe_crash("between_sinks", batch_id)
-        q_entry = self.entry("quarantine", batch_id, start, end, quarantine.num_rows)
-        self.quarantine.append(quarantine, q_entry.to_json(), q_entry.app_id, q_entry.batch_id)
-        return entry
-
-    def _write_with_spark(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> LedgerEntry:
-        """A large batch: Spark's Delta writer commits bronze (the rows stay in the executors);
-        the quarantine, usually small, still goes through the driver."""
-        valid = F.col("reason").isNull()
-        stats = parsed.agg(
-            F.count(F.when(self.kept("bronze") & valid, 1)).alias("bronze"),
-            F.count(F.when(self.kept("quarantine") & ~valid, 1)).alias("quarantine"),
-        ).first()
-        assert stats is not None  # an aggregate without groups has one row
-        quarantine = self.above_floor(quarantine_rows(parsed, batch_id, self.generation), "quarantine")
-        entry = self._bronze_entry(batch_id, start, end, stats["bronze"])
-        delta.append(self.above_floor(self._bronze_frame(parsed, batch_id), "bronze"), self.paths["bronze"], entry)
-        faults.maybe_crash("between_sinks", batch_id)
-        q_entry = self.entry("quarantine", batch_id, start, end, stats["quarantine"])
-        if self._from_driver(stats["quarantine"]):  # delta-rs from the driver: milliseconds
-            self.quarantine.append(quarantine.toArrow(), q_entry.to_json(), q_entry.app_id, q_entry.batch_id)
-        else:  # too many rows for the driver: Spark's Delta writer, same txn, same entry
-            delta.append(quarantine, self.paths["quarantine"], q_entry)
-        return entry
-
-    def _bronze_frame(self, parsed: DataFrame, batch_id: int) -> DataFrame:
-        return bronze_rows(parsed, self.pipeline.schema, batch_id, self.generation)
-
-    def _write_kafka(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
-        if self.kafka is not None:  # one Kafka transaction per task partition (docs/kafka-sink.md)
-            kafka = self.entry("kafka", batch_id, start, end, 0)
-            self.kafka.write(
-                self.above_floor(self._bronze_frame(parsed, batch_id), "kafka"), batch_id, kafka.start, kafka.end
-            )
 
 
 def _starting_offsets(pipeline: Pipeline, identity: CheckpointIdentity) -> str:
@@ -331,7 +79,7 @@ def build_query(
     """The streaming query, not yet started; `writer` writes its batches."""
     source = pipeline.source
     extra = {}
-    max_offsets = source.max_offsets(available_now=mode == AVAILABLE_NOW)
+    max_offsets = source.max_offsets(available_now=mode == IngestMode.AVAILABLE_NOW)
     if max_offsets:
         extra["maxOffsetsPerTrigger"] = str(max_offsets)
     if source.min_partitions:
@@ -349,24 +97,11 @@ def build_query(
         .option("checkpointLocation", pipeline.checkpoint_path)
         .foreachBatch(writer)
     )
-    if mode == AVAILABLE_NOW:
+    if mode == IngestMode.AVAILABLE_NOW:
         return query.trigger(availableNow=True)
     # Spark's interval parser knows "milliseconds" but not every unit the config accepts ("ms")
     millis = round(pipeline.trigger.seconds * 1000)
     return query.trigger(processingTime=f"{millis} milliseconds")
-
-
-class _StopRequest:
-    """SIGTERM/SIGINT → stop at the next batch boundary instead of mid-batch."""
-
-    def __init__(self):
-        self.reason: str | None = None
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda signum, frame: setattr(self, "reason", signal.Signals(signum).name))
 
 
 _STOP_JOIN_MS = 30_000  # spark.sql.streaming.stopTimeout: how long query.stop() waits for the stream thread
@@ -374,7 +109,7 @@ _STOP_JOIN_MS = 30_000  # spark.sql.streaming.stopTimeout: how long query.stop()
 
 def run_ingest(
     pipeline: Pipeline,
-    mode: str = AVAILABLE_NOW,
+    mode: str = IngestMode.AVAILABLE_NOW,
     until_idle: float | None = None,
     max_seconds: float | None = None,
     spark: SparkSession | None = None,
@@ -407,10 +142,10 @@ def run_ingest(
         spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "5000")
         # query.stop() fails after this long instead of waiting forever for the stream thread
         spark.conf.set("spark.sql.streaming.stopTimeout", str(_STOP_JOIN_MS))
-        follower = Follower(spark, pipeline, ledgers, continuous=mode == CONTINUOUS, log=log)
+        follower = Follower(spark, pipeline, ledgers, continuous=mode == IngestMode.CONTINUOUS, log=log)
         listener = StatusListener(status, run_id, pipeline.source.topic, log=log, max_lag=pipeline.health.max_lag)
         spark.streams.addListener(listener)
-        request = _StopRequest()
+        request = StopRequest()
         request.install()
         gate = StopGate(
             pipeline.checkpoint_path,
@@ -426,7 +161,7 @@ def run_ingest(
             gate.query = query
             follower.start()
             status.append(
-                STARTED,
+                RunEvent.STARTED,
                 run_id=run_id,
                 query_id=str(query.id),
                 pid=os.getpid(),
@@ -437,11 +172,11 @@ def run_ingest(
             log(f"{pipeline.name}: query {query.id} started ({mode}, generation {identity.generation})")
             for hint in table_property_hints(pipeline, ledgers):
                 log(f"{pipeline.name}: {hint}")
-            trigger = pipeline.trigger.seconds if mode == CONTINUOUS else None
+            trigger = pipeline.trigger.seconds if mode == IngestMode.CONTINUOUS else None
             final, error, stopped = _supervise(
                 query, listener, request, gate, mode, until_idle, max_seconds, trigger, stop_timeout, log, follower
             )
-            if final == STOPPED and gate.held is not None and not query.isActive:
+            if final == RunStatus.STOPPED and gate.held is not None and not query.isActive:
                 log(
                     f"{pipeline.name}: "
                     + discard_held_batch(
@@ -453,8 +188,8 @@ def run_ingest(
                 try:  # the aggregates catch up with every batch bronze committed in this run
                     follower.finish()
                 except Exception as exc:
-                    if final != FAILED:  # a failed query's own error is the one to tell
-                        final, stopped = FAILED, None
+                    if final != RunStatus.FAILED:  # a failed query's own error is the one to tell
+                        final, stopped = RunStatus.FAILED, None
                         error = f"the follower failed (aggregates, compaction): {type(exc).__name__}: {_short(exc)}"
         finally:
             if query is None or not query.isActive:  # a query that could not stop keeps its gate closed
@@ -474,16 +209,20 @@ def run_ingest(
             stop_info,
         )
         status.append(
-            FINAL,
+            RunEvent.FINAL,
             run_id=run_id,
             status=final,
             error=error,
             batches=listener.batches,
             input_rows=listener.rows,
             **({"stop": stop_info} if stop_info else {}),
-            **({"batch": writer.writing} if final == FAILED and writer and writer.writing and stopped is None else {}),
+            **(
+                {"batch": writer.writing}
+                if final == RunStatus.FAILED and writer and writer.writing and stopped is None
+                else {}
+            ),
         )
-        if final == FAILED:
+        if final == RunStatus.FAILED:
             what = (
                 ""
                 if (stopped and not stopped.clean) or (error or "").startswith("the follower")
@@ -502,7 +241,9 @@ def run_ingest(
                 f"the Spark driver JVM exited{where} ({error}); its own log (this process's stderr) "
                 "names the cause, e.g. an OutOfMemoryError or StackOverflowError"
             )
-        status.append(FINAL, run_id=run_id, status=FAILED, error=error, **({"batch": batch} if batch else {}))
+        status.append(
+            RunEvent.FINAL, run_id=run_id, status=RunStatus.FAILED, error=error, **({"batch": batch} if batch else {})
+        )
         if isinstance(exc, OnceflowError):
             raise
         raise IngestError(f"{pipeline.name}: the streaming job could not run: {error}") from exc
@@ -513,7 +254,7 @@ def run_ingest(
 def _supervise(
     query,
     listener: StatusListener,
-    request: _StopRequest,
+    request: StopRequest,
     gate: StopGate,
     mode: str,
     until_idle: float | None,
@@ -550,18 +291,18 @@ def _supervise(
                 log(f"stopping at a batch boundary ({reason})")
                 outcome = stop_at_batch_boundary(query, gate, reason, trigger, stop_timeout, log)
                 if not outcome.clean:
-                    return FAILED, outcome.message, outcome
+                    return RunStatus.FAILED, outcome.message, outcome
                 if outcome.stopped:
                     log(f"{outcome.message}, {outcome.seconds:.1f}s after the request")
-                    return STOPPED, None, outcome
+                    return RunStatus.STOPPED, None, outcome
                 break  # it ended by itself meanwhile
         query.awaitTermination()
     except StreamingQueryException as exc:
-        return FAILED, _short(exc), None
+        return RunStatus.FAILED, _short(exc), None
     failure = query.exception()
     if failure is not None:
-        return FAILED, _short(failure), None
-    return (FINISHED if mode == AVAILABLE_NOW else STOPPED), None, None
+        return RunStatus.FAILED, _short(failure), None
+    return (RunStatus.FINISHED if mode == IngestMode.AVAILABLE_NOW else RunStatus.STOPPED), None, None
 
 
 def _drain(gate: StopGate, listener: StatusListener, timeout: float = 10) -> None:
@@ -569,9 +310,8 @@ def _drain(gate: StopGate, listener: StatusListener, timeout: float = 10) -> Non
     batch's, so `final` is the last line of a run. (Not `query.lastProgress`: after
     idle triggers it names the next batch id, which never gets a progress event.)"""
     wanted = gate.passed if gate.passed is not None and gate.writing() is None else None
-    deadline = time.monotonic() + timeout
-    while wanted is not None and listener.last_batch_id < wanted and time.monotonic() < deadline:
-        time.sleep(0.05)
+    if wanted is not None:
+        wait_until(lambda: listener.last_batch_id >= wanted, timeout, interval=0.05)
 
 
 def _jvm_gone(exc: BaseException) -> bool:

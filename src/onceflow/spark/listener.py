@@ -12,9 +12,9 @@ import time
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from onceflow import faults
+from onceflow import faults, offsets
 from onceflow.spark.batch_log import BatchLog, lag_of
-from onceflow.status import IDLE, PROGRESS, StatusLog
+from onceflow.status import RunEvent, StatusLog
 
 
 def _end_offsets(progress, topic: str, which: str = "endOffset") -> dict[str, int]:
@@ -27,7 +27,7 @@ def _end_offsets(progress, topic: str, which: str = "endOffset") -> dict[str, in
             except ValueError:
                 continue
         if isinstance(raw, dict) and topic in raw:
-            return {str(p): int(o) for p, o in raw[topic].items()}
+            return offsets.as_json(offsets.from_json(raw[topic]))
     return {}
 
 
@@ -59,7 +59,7 @@ class StatusListener(StreamingQueryListener):
         end = _end_offsets(p, self.topic)
         lag = lag_of(_end_offsets(p, self.topic, "latestOffset"), end)
         self.status.append(
-            PROGRESS,
+            RunEvent.PROGRESS,
             run_id=self.run_id,
             query_id=str(p.id),
             batch_id=int(p.batchId),
@@ -79,7 +79,7 @@ class StatusListener(StreamingQueryListener):
 
     def onQueryIdle(self, event) -> None:
         self.last_empty_at = time.monotonic()
-        self.status.append(IDLE, run_id=self.run_id, query_id=str(event.id))
+        self.status.append(RunEvent.IDLE, run_id=self.run_id, query_id=str(event.id))
         if self.batch_log is not None:
             self.batch_log.idle()
 

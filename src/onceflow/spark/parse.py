@@ -260,8 +260,8 @@ def parse_events(
     of benchmarks/strict_parse_cost.py, never the job's."""
     # `_json` comes out of a one-element explode, a generator the optimizer cannot push a filter
     # through: bronze's and quarantine's `reason IS [NOT] NULL` filters are otherwise pushed below the
-    # projection that parses, with the parse inlined into every reference to `_json`: the payments
-    # plan parsed each record's JSON 75 times, 2.2x the whole parse's cost (docs/benchmarks.md, #22).
+    # projection that parses, with the parse inlined into every reference to `_json`: each record's
+    # JSON would be parsed once per reference (what that cost: docs/benchmarks.md, "the levers measured").
     # explode(array(NULL)) still yields its one row, so an unparsable record keeps its row.
     poison = faults.poison_record()  # a deliberate failure of one record's batch (tests and drills)
     lexed = kafka_df.select(

@@ -52,8 +52,8 @@ def spark_conf(
         # (Delta's own auto compaction would otherwise rewrite a large batch's fresh files right
         # after writing them: it compacts on a table's first write in every JVM)
         "spark.databricks.delta.autoCompact.minFileSize": str(COMPACT_MIN_FILE_BYTES),
-        # ...but not after each commit: Delta's post-commit check rebuilds the snapshot state
-        # (about 0.4 s of a small batch on 2 cores); the streaming job's follower thread
+        # ...but not after each commit: Delta's post-commit check rebuilds the snapshot state, a
+        # large share of a small batch (docs/benchmarks.md); the streaming job's follower thread
         # compacts the tables between batches with these same thresholds (spark/compaction.py)
         "spark.databricks.delta.autoCompact.enabled": "false",
     }

@@ -4,8 +4,8 @@ Spark 4.0 has no graceful stop: `query.stop()` cancels the query's jobs and
 interrupts its stream thread wherever it is. Under a backlog the triggers run
 back to back, so there is no idle moment to aim at: a poll of `isTriggerActive`
 rarely sees False, and a stop from the listener lands in the next batch (its
-progress event arrives 0.07 – 0.5 s after `commits/N`, by which time
-`offsets/N+1` is already written; measured on 2 cores, issue 21). A stop that
+progress event arrives after `commits/N`, by which time `offsets/N+1` is already
+written; docs/testing.md, "Figures the code's comments rest on"). A stop that
 lands in the sinks' writes leaves the batch planned and uncommitted, and the
 Python traceback it raises is long enough to overflow the stack of the regex
 Spark matches it with (`java.lang.StackOverflowError` in the stream thread).
@@ -34,11 +34,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 from onceflow.checkpoint import COMMITS, OFFSETS, read_checkpoint
 from onceflow.errors import BatchHeld
 from onceflow.ledger import read_ledger
+from onceflow.paths import local_path
+from onceflow.polling import Deadline
 
 _POLL = 0.05
 _INTERRUPTED = "java.lang.InterruptedException"
@@ -77,8 +78,8 @@ class StopGate:
         from py4j.protocol import Py4JJavaError
 
         jvm = spark.sparkContext._jvm
-        deadline = time.monotonic() + self.hold_limit
-        while time.monotonic() < deadline:
+        deadline = Deadline(self.hold_limit)
+        while not deadline.passed:
             try:
                 jvm.java.lang.Thread.sleep(200)  # on the stream thread: query.stop() interrupts it
             except Py4JJavaError as exc:
@@ -122,7 +123,7 @@ class StopGate:
 
 def _local(checkpoint: str) -> Path:
     """A checkpoint path or file: URI as a local path (the job reads its checkpoint locally)."""
-    return Path(urlparse(checkpoint).path) if checkpoint.startswith("file:") else Path(checkpoint)
+    return local_path(checkpoint) or Path(checkpoint)
 
 
 # one gate per checkpoint, found by BatchWriter (a query is built before its run registers the gate)
@@ -196,7 +197,7 @@ def _wait_for_boundary(
 ) -> StopOutcome:
     started = time.monotonic()
     gate.close(reason)
-    deadline = started + timeout
+    deadline = Deadline(timeout)
     told = None
     while True:
         if not query.isActive:  # it ended by itself (available-now ran out of data, or it failed)
@@ -211,7 +212,7 @@ def _wait_for_boundary(
             told = writing
         if writing is None and trigger_seconds is not None and _between_triggers(query, trigger_seconds):
             return _stop(query, gate, started, "between triggers")
-        if time.monotonic() >= deadline:
+        if deadline.passed:
             what = "no batch boundary was reached" if writing is None else f"batch {writing} is still writing its sinks"
             return StopOutcome(
                 False,

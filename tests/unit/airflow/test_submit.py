@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from onceflow.airflow.operators import IngestOperator, _descends_from
 from onceflow.airflow.submit import submit_settings
 from tests.airflow_helpers import ROOT
 
@@ -56,48 +54,6 @@ def test_missing_jars_say_how_to_get_them(tmp_path, monkeypatch):
     monkeypatch.setenv("ONCEFLOW_JARS", str(tmp_path / "none"))
     with pytest.raises(SetupError, match="onceflow setup"):
         submit_settings("ingest", "local[2]")
-
-
-def test_ingest_arguments_from_rendered_params():
-    op = IngestOperator(
-        task_id="stream",
-        pipeline_file="pipelines/payments.yaml",
-        mode="continuous",
-        max_seconds="600",
-        until_idle="None",
-    )
-    args = op.arguments({})
-    assert args == [
-        "--pipeline",
-        str(Path("pipelines/payments.yaml").resolve()),
-        "--mode",
-        "continuous",
-        "--stop-timeout",
-        "45",
-        "--max-seconds",
-        "600",
-    ]
-    with pytest.raises(ValueError, match="available-now"):
-        IngestOperator(task_id="x", pipeline_file="p.yaml", mode="forever")
-
-
-def test_the_apps_stop_bound_fits_in_the_kills_grace():
-    op = IngestOperator(task_id="ingest", pipeline_file="p.yaml", mode="available-now", stop_grace=240)
-    args = op.arguments({})
-    assert args[args.index("--stop-timeout") + 1] == "225"  # 240 s grace less the app's exit margin
-    with pytest.raises(ValueError, match="stop_grace=10: must exceed 15s"):
-        IngestOperator(task_id="x", pipeline_file="p.yaml", mode="continuous", stop_grace=10)
-
-
-def test_only_the_submits_own_descendants_are_signalled():
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        assert _descends_from(child.pid, os.getpid())
-        assert _descends_from(os.getpid(), os.getpid())
-        assert not _descends_from(os.getpid(), child.pid)
-    finally:
-        child.kill()
-        child.wait()
 
 
 def test_submitted_apps_log_at_warn_from_the_first_line(jars, monkeypatch):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from onceflow.audit import suites
 from onceflow.audit.validate import Rows, run_suites
-from onceflow.reconcile import FAILED, PASSED
+from onceflow.reconcile import CheckStatus
 
 
 def _recon_row(partition: int, lost: int = 0) -> dict:
@@ -37,7 +37,7 @@ def _datasets(recon_rows: list[dict], findings: list[dict]) -> dict:
 
 def test_clean_small_tables_pass(tmp_path):
     out = run_suites(_datasets([_recon_row(0), _recon_row(1)], []), tmp_path, "run-clean")
-    assert {c.status for c in out.checks} == {PASSED}
+    assert {c.status for c in out.checks} == {CheckStatus.PASSED}
     assert len(out.checks) == len(suites.reconciliation_suite().expectations) + len(suites.FINDING_CHECKS)
     expected = len(suites.reconciliation_suite().expectations)
     assert out.statistics["reconciliation"]["evaluated_expectations"] == expected
@@ -49,18 +49,18 @@ def test_a_loss_fails_its_expectations_with_the_offending_rows(tmp_path):
     out = run_suites(_datasets([_recon_row(0), _recon_row(1, lost=2)], findings), tmp_path, "run-loss")
     checks = {c.name: c for c in out.checks}
     loss = checks["gx.findings.unexpected_rows_expectation[loss]"]
-    assert loss.status == FAILED
+    assert loss.status == CheckStatus.FAILED
     assert [(s["check"], s["partition"], s["start"], s["end"], s["count"]) for s in loss.samples] == [
         ("loss", 1, 4, 6, 2)
     ]
-    assert checks["gx.findings.unexpected_rows_expectation[phantoms]"].status == PASSED
+    assert checks["gx.findings.unexpected_rows_expectation[phantoms]"].status == CheckStatus.PASSED
     lost = checks["gx.reconciliation.expect_column_values_to_be_between[lost_records]"]
-    assert lost.status == FAILED and lost.observed["unexpected_count"] == 1
+    assert lost.status == CheckStatus.FAILED and lost.observed["unexpected_count"] == 1
     assert (
         checks["gx.reconciliation.expect_column_pair_values_to_be_equal[source_checksum,sink_checksum]"].status
-        == FAILED
+        == CheckStatus.FAILED
     )
     assert (
         checks["gx.reconciliation.expect_column_pair_values_to_be_equal[source_malformed,quarantine_rows]"].status
-        == PASSED
+        == CheckStatus.PASSED
     )

@@ -13,13 +13,13 @@ from itertools import pairwise
 
 import pytest
 
+from devkit.pipelines import PAYMENTS_SCHEMA, ROOT, SENSORS_SCHEMA
 from onceflow.errors import ConfigError
 from onceflow.schema import reasons as R
 from onceflow.schema.generate import VALID, Generator
 from onceflow.schema.model import Schema
 from onceflow.schema.reference import Judge
 from tests.integration.test_validation import SCHEMA as CORPUS_SCHEMA
-from tests.pipeline_helpers import PAYMENTS_SCHEMA, ROOT, SENSORS_SCHEMA
 
 SEEDS = range(40)
 

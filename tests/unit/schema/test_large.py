@@ -15,8 +15,10 @@ def test_each_kind_is_made_at_its_edge_and_judged_valid():
     for name in ("payments", "sensors"):
         pipeline = load_pipeline(name)
         schema = pipeline.schema
-        gen = Generator(schema, 7, group_by=pipeline.sinks.aggregates.group_by, large_ratio=0.5)
-        judge, kinds = Judge(schema), Counter()
+        aggregates = pipeline.sinks.aggregates
+        assert aggregates is not None  # both shipped examples declare aggregates
+        gen = Generator(schema, 7, group_by=aggregates.group_by, large_ratio=0.5)
+        judge, kinds = Judge(schema), Counter[str | None]()
         for _ in range(400):
             made = gen.record()
             assert judge.judge(made.value).reason is None, (made.large, made.value[:120])

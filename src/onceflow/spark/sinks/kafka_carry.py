@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from onceflow.kafka.ledger import KafkaLedgerRecord
+from onceflow.offsets import as_json, from_json
 
 
 @dataclass
@@ -38,12 +39,12 @@ class Carry:
 
     def to_json(self) -> dict:
         return {
-            "floor": {str(p): o for p, o in sorted(self.floor.items())},
+            "floor": as_json(self.floor),
             "partial": [
                 {
                     **item,
-                    "start": {str(p): o for p, o in sorted(item["start"].items())},
-                    "end": {str(p): o for p, o in sorted(item["end"].items())},
+                    "start": as_json(item["start"]),
+                    "end": as_json(item["end"]),
                 }
                 for item in self.partial
             ],
@@ -54,12 +55,12 @@ class Carry:
         if not body:
             return cls()
         return cls(
-            floor={int(p): int(o) for p, o in (body.get("floor") or {}).items()},
+            floor=from_json(body.get("floor")),
             partial=[
                 {
                     **item,
-                    "start": {int(p): int(o) for p, o in item["start"].items()},
-                    "end": {int(p): int(o) for p, o in item["end"].items()},
+                    "start": from_json(item["start"]),
+                    "end": from_json(item["end"]),
                     "tasks": [int(t) for t in item["tasks"]],
                 }
                 for item in body.get("partial") or []

@@ -22,6 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from onceflow.errors import KafkaSinkError
 from onceflow.faults import kafka_sink as faults
 from onceflow.kafka.ledger import KafkaLedgerRecord, LedgerReader, ledger_key, ledger_partition
+from onceflow.polling import retry
 
 SHARD = "_onceflow_task"  # the column that holds a row's task partition
 RESULT_DDL = "task INT, status STRING, rows LONG, attempts INT, seconds DOUBLE"  # one row per task
@@ -97,15 +98,12 @@ def _fatal(spec: TaskSpec, task: int, err: KafkaError) -> KafkaSinkError:
 
 def _retrying(spec: TaskSpec, task: int, what: str, call):
     """Run a transactional call, retrying errors Kafka marks retriable (bounded)."""
-    for attempt in range(spec.retriable_retries + 1):
-        try:
-            return call()
-        except KafkaException as exc:
-            err: KafkaError = exc.args[0]
-            if err.retriable() and not err.fatal() and attempt < spec.retriable_retries:
-                time.sleep(min(0.2 * 2**attempt, 5))
-                continue
-            raise
+
+    def retriable(exc: BaseException) -> bool:
+        err: KafkaError | None = exc.args[0] if isinstance(exc, KafkaException) else None
+        return err is not None and err.retriable() and not err.fatal()
+
+    return retry(call, spec.retriable_retries, retriable)
 
 
 def _produce_rows(producer: Producer, topic: str, batches: Iterable) -> int:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, Producer
 
+from onceflow import offsets
 from onceflow.config import KafkaSink
 from onceflow.errors import KafkaSinkError
 from onceflow.faults import kafka_sink as faults
@@ -44,6 +45,7 @@ from onceflow.kafka.ledger import (
     ledger_partition,
     read_kafka_ledger,
 )
+from onceflow.polling import wait_for
 from onceflow.spark.sinks.kafka_carry import Carry, after_generation
 from onceflow.spark.sinks.kafka_task import (
     RESULT_DDL,
@@ -265,8 +267,7 @@ class KafkaTxnSink:
     def spec(self, batch_id: int, start: dict[int, int], end: dict[int, int], source_topic: str) -> TaskSpec:
         self.prepare()
         assert self._ledger_partitions is not None  # prepare() counted them
-        start = {int(p): int(o) for p, o in start.items()}
-        end = {int(p): int(o) for p, o in end.items()}
+        start, end = offsets.from_json(start), offsets.from_json(end)
         carry = self.carry.for_batch(start) if self.carry else None
         if carry:  # rows below the floor are not this generation's: its ledger ranges start there
             start, end = carry.clip(start), carry.clip(end)
@@ -363,17 +364,21 @@ class KafkaTxnSink:
 
 def _partition_count(admin, topic: str, timeout: float = 60) -> int:
     """Partitions of a topic, waiting out the moment after creation when metadata shows none."""
-    deadline = time.monotonic() + timeout
-    while True:
+    info = None
+
+    def partitions() -> int | None:
+        nonlocal info
         info = admin.list_topics(topic, timeout=15).topics.get(topic)
-        if info is not None and info.error is None and info.partitions:
-            return len(info.partitions)
-        if time.monotonic() > deadline:
-            raise KafkaSinkError(
-                f"topic {topic!r} shows no partitions after {timeout:.0f}s "
-                f"({info.error if info is not None else 'missing'}). Fix: check the broker log."
-            )
-        time.sleep(0.2)
+        return len(info.partitions) if info is not None and info.error is None and info.partitions else None
+
+    return wait_for(
+        partitions,
+        timeout,
+        lambda: KafkaSinkError(
+            f"topic {topic!r} shows no partitions after {timeout:.0f}s "
+            f"({info.error if info is not None else 'missing'}). Fix: check the broker log."
+        ),
+    )
 
 
 def _first_line(exc: Exception) -> str:

@@ -1,4 +1,5 @@
-"""Test pipelines: a real pipeline YAML in a temp dir, pointed at the test broker."""
+"""The shipped example pipelines, and scratch pipeline files built on them: a real pipeline YAML in
+a folder of its own, pointed at a broker of one's own."""
 
 from __future__ import annotations
 
@@ -7,20 +8,21 @@ from pathlib import Path
 
 import yaml
 
+from devkit import ROOT
 from onceflow import config
 
-ROOT = Path(__file__).resolve().parents[1]
-# the shipped payments example: its declared schema and aggregates are the tests' default event
-_PAYMENTS = yaml.safe_load((ROOT / "pipelines" / "payments.yaml").read_text())
+# the shipped payments example: its declared schema and aggregates are the default event
+PAYMENTS_FILE = ROOT / "pipelines" / "payments.yaml"
+_PAYMENTS = yaml.safe_load(PAYMENTS_FILE.read_text())
 PAYMENTS_SCHEMA_BODY = _PAYMENTS["schema"]
 PAYMENTS_AGGREGATES = {k: _PAYMENTS["sinks"]["aggregates"][k] for k in ("group_by", "metrics")}
 PAYMENTS_SCHEMA = config.Schema.model_validate(PAYMENTS_SCHEMA_BODY)
-# the sensors example, a second shape (generator and multi-pipeline tests)
+# the sensors example, a second shape (generator and multi-pipeline tests, the broker restart)
 SENSORS = config.load(ROOT / "pipelines" / "sensors.yaml")
 
 
 def aggregates_of(pipeline: config.Pipeline) -> config.AggregateSink:
-    """The pipeline's sinks.aggregates (the pipelines these tests use have them)."""
+    """The pipeline's sinks.aggregates (the pipelines built here have them)."""
     assert pipeline.sinks.aggregates is not None, f"pipeline {pipeline.name} has no sinks.aggregates"
     return pipeline.sinks.aggregates
 
@@ -29,6 +31,21 @@ SENSORS_SCHEMA = SENSORS.schema
 _SENSORS = yaml.safe_load((ROOT / "pipelines" / "sensors.yaml").read_text())
 SENSORS_SCHEMA_BODY = _SENSORS["schema"]
 SENSORS_AGGREGATES = {k: v for k, v in _SENSORS["sinks"]["aggregates"].items() if k != "path"}
+
+
+def table_sinks(folder: Path, aggregates: dict | None = None) -> dict:
+    """The `sinks` section of a pipeline whose Delta tables live under `folder`: bronze, quarantine
+    and the aggregates (the payments example's group_by and metrics unless `aggregates` says)."""
+    return {
+        "bronze": {"path": str(folder / "bronze")},
+        "quarantine": {"path": str(folder / "quarantine")},
+        "aggregates": {
+            "path": str(folder / "aggregates"),
+            "window": "1 minute",
+            "watermark": "10 minutes",
+            **(aggregates or PAYMENTS_AGGREGATES),
+        },
+    }
 
 
 def write_pipeline(
@@ -46,7 +63,7 @@ def write_pipeline(
     given); `overrides` replace top-level sections (e.g. trigger={"processing_time": "500 ms"}).
     The event is the payments example's (schema and aggregates) unless `schema=` and
     `aggregates=` (group_by and metrics) say otherwise.
-    The name defaults to one made from the topic, so each test has its own status files."""
+    The name defaults to one made from the topic, so each test or run has its own status files."""
     folder.mkdir(parents=True, exist_ok=True)
     name = name or "p_" + re.sub(r"[^a-z0-9_]", "_", topic.lower())[:60]
     body = {
@@ -58,16 +75,7 @@ def write_pipeline(
             "max_offsets_per_trigger": max_offsets,
         },
         "schema": PAYMENTS_SCHEMA_BODY,
-        "sinks": {
-            "bronze": {"path": str(folder / "bronze")},
-            "quarantine": {"path": str(folder / "quarantine")},
-            "aggregates": {
-                "path": str(folder / "aggregates"),
-                "window": "1 minute",
-                "watermark": "10 minutes",
-                **(aggregates or PAYMENTS_AGGREGATES),
-            },
-        },
+        "sinks": table_sinks(folder, aggregates),
         "checkpoint": str(folder / "checkpoint"),
         "trigger": {"processing_time": "1 second"},
     }
@@ -84,24 +92,6 @@ def load_pipeline(folder: Path, bootstrap: str, topic: str, **overrides) -> conf
 
 
 def pipeline_file(folder: Path, bootstrap: str, topic: str, **overrides) -> tuple[Path, config.Pipeline]:
-    """The file (for subprocesses and CLIs) and the loaded pipeline (for assertions)."""
+    """The file (for subprocesses and CLIs) and the loaded pipeline."""
     path = write_pipeline(folder, bootstrap, topic, **overrides)
     return path, config.load(path)
-
-
-def merge_metrics(table: str) -> list[dict]:
-    """Delta's operation metrics of each MERGE into `table`, oldest first (values as Delta
-    wrote them: strings of numbers)."""
-    from deltalake import DeltaTable
-
-    history = sorted(DeltaTable(table).history(), key=lambda c: c.get("version", -1))
-    return [c.get("operationMetrics") or {} for c in history if c.get("operation") == "MERGE"]
-
-
-def write_engines(table: str) -> list[str]:
-    """The engine of each WRITE commit to `table`, oldest first: "delta-rs" (the driver's commits)
-    or "Apache-Spark" (Spark's Delta writer), from the commit's engineInfo."""
-    from deltalake import DeltaTable
-
-    history = sorted(DeltaTable(table).history(), key=lambda c: c.get("version", -1))
-    return [c.get("engineInfo", "").split("/")[0].split(":")[0] for c in history if c.get("operation") == "WRITE"]

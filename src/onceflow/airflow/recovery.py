@@ -1,0 +1,142 @@
+"""The recovery DAG's own operators: `onceflow recover` as a task, the stop of a running copy of
+the query, and the marker that keeps the stream DAG from submitting while recovery works."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from onceflow.airflow.hooks import OnceflowHook
+
+
+class RecoveryOperator(BaseOperator):
+    """`onceflow recover` as a task: `plan` (dry run, the plan in the log and XCom) or `execute`.
+
+    Recovery is JVM-free file work on the checkpoint and ledgers, so it runs as a
+    plain process on the worker. No retries: a half-done recovery is re-planned.
+    """
+
+    template_fields: Sequence[str] = ("pipeline_file", "force", "accept_loss")
+    ui_color = "#fbe3e3"
+
+    def __init__(
+        self, *, pipeline_file: str, action: str, force: Any = False, accept_loss: Any = False, **kwargs: Any
+    ) -> None:
+        if action not in ("plan", "execute"):
+            raise ValueError(f"action must be 'plan' or 'execute', not {action!r}")
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self.pipeline_file = pipeline_file
+        self.action = action
+        self.force = force
+        self.accept_loss = accept_loss
+
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "onceflow.cli",
+            "recover",
+            "--pipeline",
+            str(Path(self.pipeline_file).resolve()),
+            "--json",
+        ]
+        if self.action == "plan":
+            cmd.append("--dry-run")
+        if _truthy(self.force):
+            cmd.append("--force")
+        if _truthy(self.accept_loss):
+            cmd.append("--accept-loss")
+        return cmd
+
+    def execute(self, context: Any) -> Any:
+        cmd = self.command()
+        self.log.info("running: %s", " ".join(cmd))
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        for line in proc.stderr.splitlines():
+            self.log.info("%s", line)
+        plan = _json_or_none(proc.stdout)
+        if plan is None:
+            for line in proc.stdout.splitlines():
+                self.log.info("%s", line)
+        else:
+            self.log.info("recovery %s:\n%s", self.action, json.dumps(plan, indent=2))
+        if proc.returncode == 3:
+            raise AirflowFailException(
+                f"recovery refused: {(plan or {}).get('plan', {}).get('refusal') or proc.stderr[-2000:]}"
+                " Fix: read the plan above; trigger this DAG again with the flag it names "
+                "(force / accept_loss) if that is what you want."
+            )
+        if proc.returncode != 0:
+            raise AirflowFailException(
+                f"onceflow recover ({self.action}) exited {proc.returncode}: "
+                f"{(proc.stderr or proc.stdout).strip()[-2000:]}"
+            )
+        return plan if plan is not None else proc.stdout[-10000:]
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _json_or_none(text: str) -> Any:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        start = text.find("{")
+        try:
+            return json.loads(text[start:]) if start >= 0 else None
+        except ValueError:
+            return None
+
+
+class StopRunningOperator(BaseOperator):
+    """Stop the pipeline's running query, if any (SIGTERM, SIGKILL after the grace: by default
+    the app's own stop bound plus 30 s)."""
+
+    template_fields: Sequence[str] = ("pipeline_file",)
+
+    def __init__(self, *, pipeline_file: str, grace_seconds: float | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pipeline_file = pipeline_file
+        self.grace_seconds = grace_seconds
+
+    def execute(self, context: Any) -> dict | None:
+        stopped = OnceflowHook(self.pipeline_file).stop_running(self.grace_seconds, log=self.log.info)
+        if stopped is None:
+            self.log.info("no copy of the query runs")
+        return stopped
+
+
+class RecoveryMarkerOperator(BaseOperator):
+    """Set (`begin`) or clear (`end`) the marker that keeps `<p>_stream` from submitting during recovery."""
+
+    template_fields: Sequence[str] = ("pipeline_file",)
+
+    def __init__(self, *, pipeline_file: str, action: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pipeline_file = pipeline_file
+        self.action = action
+
+    def execute(self, context: Any) -> dict | None:
+        hook = OnceflowHook(self.pipeline_file)
+        if self.action == "begin":
+            other = hook.recovery_in_progress()
+            if other and other.get("run_id") != context["run_id"]:
+                raise AirflowFailException(
+                    f"{hook.name}: recovery run {other.get('run_id')} is already in "
+                    f"progress (since {other.get('time')}); wait for it to finish"
+                )
+            return hook.mark_recovery(context["run_id"])
+        hook.clear_recovery()
+        return None

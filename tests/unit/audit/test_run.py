@@ -1,0 +1,26 @@
+"""An audit always writes its report: one that could not run says why, with exit code 2, and no
+Spark was started for it (the audits that reconcile rows run in tests/integration/test_audit.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from devkit.pipelines import load_pipeline
+from onceflow.audit.run import run_audit
+from onceflow.reconcile import AuditScope, AuditStatus
+
+
+def test_an_audit_of_a_pipeline_that_wrote_nothing_reports_why_it_could_not_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
+    pipeline = load_pipeline(tmp_path / "p", "localhost:1", "t", name="p")
+    outcome = run_audit(pipeline, AuditScope.SINCE_LAST, report_dir=tmp_path / "reports")
+    assert outcome.status == AuditStatus.ERROR and outcome.exit_code == 2
+    summary = json.loads((outcome.report_dir / "summary.json").read_text())
+    assert summary["mode"] == "since-last" and summary["status"] == "error"
+    assert summary["reason"].startswith("nothing to audit: no sink of topic 't' holds a committed batch")
+    page = (outcome.report_dir / "index.html").read_text()
+    assert "The audit could not run" in page and (tmp_path / "reports" / "p" / "latest").is_symlink()
+    with pytest.raises(ValueError, match="mode must be one of \\('full', 'since-last'\\)"):
+        run_audit(pipeline, "weekly", report_dir=tmp_path / "reports")

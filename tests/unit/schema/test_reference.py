@@ -1,0 +1,68 @@
+"""The audit's own judge of records: each record gets exactly one reason, the first check it fails."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from devkit.pipelines import SENSORS_SCHEMA
+from onceflow.schema import reasons as R
+from onceflow.schema.reference import Judge, read_decimal, read_timestamp
+
+GOOD = {
+    "device_id": "d-1",
+    "site": "oslo",
+    "reading": 21.5,
+    "unit": "celsius",
+    "seq": 7,
+    "firmware": "v1.4",
+    "meta": {"ts": "2026-01-01T00:00:00.010000Z"},
+}
+
+
+def _judge(record) -> str | None:
+    raw = record if isinstance(record, bytes) else json.dumps(record).encode()
+    return Judge(SENSORS_SCHEMA).judge(raw).reason
+
+
+def test_a_valid_record_comes_out_typed():
+    verdict = Judge(SENSORS_SCHEMA).judge(json.dumps(GOOD).encode())
+    assert verdict.reason is None and verdict.values["reading"] == 21.5 and verdict.values["seq"] == 7
+    assert verdict.values["event_time"] == datetime(2026, 1, 1, 0, 0, 0, 10000, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "record, reason",
+    [
+        (b"\xff\xfe", R.INVALID_UTF8),
+        (b"{not json", R.INVALID_JSON),
+        (b"[1, 2]", R.NOT_AN_OBJECT),
+        (json.dumps(GOOD).encode() + b" {}", R.TRAILING_CONTENT),
+        (b'{"device_id": "a", "device_id": "b"}', R.DUPLICATE_KEY),
+        ({k: v for k, v in GOOD.items() if k != "site"}, R.MISSING_FIELD),
+        ({**GOOD, "seq": "seven"}, R.WRONG_TYPE),
+        ({**GOOD, "site": "paris"}, R.NOT_ALLOWED),
+        ({**GOOD, "reading": -51}, R.BELOW_MIN),
+        ({**GOOD, "reading": 151}, R.ABOVE_MAX),
+        ({**GOOD, "firmware": "1.4"}, R.PATTERN_MISMATCH),
+        ({**GOOD, "device_id": "d" * 65}, R.TOO_LONG),
+        ({**GOOD, "meta": {"ts": "yesterday"}}, R.INVALID_VALUE),
+        (None, R.INVALID_JSON),  # a record without a value
+    ],
+)
+def test_each_kind_gets_its_reason(record, reason):
+    assert (Judge(SENSORS_SCHEMA).judge(None).reason if record is None else _judge(record)) == reason
+
+
+def test_optional_fields_may_be_absent_or_null():
+    assert _judge({k: v for k, v in GOOD.items() if k != "firmware"}) is None
+    assert _judge({**GOOD, "firmware": None}) is None
+
+
+def test_the_readers_of_decimal_and_timestamp_text():
+    assert read_decimal("59.90", 12, 2) == Decimal("59.90") and read_decimal("59.901", 12, 2) is None
+    assert read_timestamp("2026-03-01T09:15:02.123+01:00") == datetime(2026, 3, 1, 8, 15, 2, 123000, tzinfo=UTC)
+    assert read_timestamp("2026-03-01 09:15") is None
