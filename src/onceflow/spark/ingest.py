@@ -16,6 +16,7 @@ here, the query and the run that supervises it.
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -320,11 +321,21 @@ def _jvm_gone(exc: BaseException) -> bool:
     return bool(names & {"Py4JNetworkError", "ConnectionRefusedError", "ConnectionResetError", "BrokenPipeError"})
 
 
+_CAUSE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception): ")
+
+
 def _short(exc) -> str:
     """The error's own message, for status files, the health verdict and logs: without Spark's
-    query description and Java stack frames (the driver's log has those)."""
+    query description and Java stack frames (the driver's log has those). An error raised in the
+    batch function carries a Python traceback: its last exception line is the cause, kept whole."""
     text = str(getattr(exc, "desc", None) or exc)
     for cut in ("\n=== Streaming Query ===", "\nJVM stacktrace:", "\n\tat "):
         text = text.split(cut)[0]
-    lines = [line for line in text.strip().splitlines() if not line.lstrip().startswith("at ")]
+    lines = [
+        line.rstrip() for line in text.strip().splitlines() if line.strip() and not line.lstrip().startswith("at ")
+    ]
+    causes = [line for line in lines if _CAUSE.match(line)]
+    if "Traceback (most recent call last)" in text and causes:
+        head = lines[0].split(" Return Message:")[0]
+        return f"{head[:600]} Cause: {causes[-1][:1400]}"
     return "\n".join(lines)[:2000]

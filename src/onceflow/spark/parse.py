@@ -37,8 +37,9 @@ TIMESTAMP = (
 DATE = r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}\z"
 # the UTC instants a timestamp may stand for (an offset can carry 0001-01-01 into year 0)
 TIMESTAMP_RANGE = ("0001-01-01 00:00:00", "9999-12-31 23:59:59.999999")
-# a JSON string: the possessive `*+` repeats without recursion and never backtracks into it
-_STRING = r'(?s)"(?:[^"\\]|\\.)*+"'
+# a JSON string, unrolled: runs of plain characters in one tight loop, a group only per escape;
+# the possessive `*+` repeats without recursion and never backtracks into it
+_STRING = r'(?s)"[^"\\]*+(?:\\.[^"\\]*+)*+"'
 _WS = "[ \\t\\n\\r]*"
 _NUMBER_RUN = f"[-+.0-9eE]{{{R.MAX_NUMBER_CHARS + 1}}}"
 # a \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or a low one not preceded by a high
