@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Producer
 from deltalake import DeltaTable
 
+from devkit.delta_history import write_engines
 from devkit.pipelines import write_pipeline
 from onceflow import config
 from onceflow.audit.run import run_audit
@@ -123,10 +124,19 @@ def test_compatible_evolution_is_applied_and_audited_and_a_breaking_one_is_refus
     site = next(f for f in evolved["fields"] if f["name"] == "site")
     site["allowed"] = [*site["allowed"], "z"]  # a new allowed value: nothing to change in the tables
     pipeline = copy_of(ingested, tmp_path / "evolved", evolved)
+    producer = Producer({"bootstrap.servers": ingested["bootstrap"]})
+    producer.produce(ingested["topic"], value=VALID[0], partition=0)  # a batch after the evolution
+    producer.flush(30)
     assert run_ingest(pipeline, spark=spark).status == "finished"
     paths = table_paths(pipeline)
     types = {f.name: f.dataType.simpleString() for f in spark.read.format("delta").load(paths["bronze"]).schema}
     assert types["small"] == "bigint" and types["battery"] == "double", types
+    # the widened table stays one delta-rs reads and writes (the driver committed the new batch with it)
+    table = DeltaTable(paths["bronze"])
+    assert not set(table.protocol().reader_features or []) - {"deletionVectors"}, table.protocol()
+    offsets = {r["_offset"] for r in _rows(paths["bronze"], ["_offset"])}
+    assert len(ingested["values"]) in offsets and len(offsets) == len(VALID) + 1, sorted(offsets)
+    assert write_engines(paths["bronze"])[-1] == "delta-rs", write_engines(paths["bronze"])
     ledger = read_ledger(paths["bronze"])
     assert len(ledger.maintenance) >= 2 and not ledger.foreign_commits, (ledger.maintenance, ledger.foreign_commits)
     outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)

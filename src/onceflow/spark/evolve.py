@@ -5,7 +5,11 @@ changes keep every old row meaningful and are applied before the first batch,
 in commits the ledger counts as maintenance (no row changes):
 
 - a new optional field: `ALTER TABLE … ADD COLUMNS` (old rows read it as NULL);
-- `int` widened to `long`: Delta type widening (`delta.enableTypeWidening`).
+- `int` widened to `long`: the table rewritten once with the column cast, in one overwrite commit
+  (`overwriteSchema`). Not Delta's type widening: its `typeWidening` table feature (and the
+  `checkpointProtection` that dropping it leaves) is one the pinned delta-rs can neither read
+  nor write, and delta-rs is the driver's writer and the audits' independent reader. The
+  rewrite costs a pass over the table, once; old versions stay readable as they were.
 
 Everything else would change what old rows mean and is refused at start with
 the field, what changed, and the fix: a removed or renamed field, a narrowed or
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, IntegerType, LongType, StructType
 
 from onceflow.deltars import table_schema_json
@@ -80,27 +85,34 @@ def evolve_table(
         )
     done: list[str] = []
     if added or widened:
-        _alter(spark, f"delta.`{path}`", sink, added, [names[n] for n in widened], done)
+        _alter(spark, path, sink, added, [names[n] for n in widened], done)
     return done
 
 
-def _alter(spark: SparkSession, table: str, sink: str, added: list, widened: list[str], done: list[str]) -> None:
-    """The ALTER commits, marked as onceflow maintenance in their commit info."""
+def _alter(spark: SparkSession, path: str, sink: str, added: list, widened: list[str], done: list[str]) -> None:
+    """The evolution's commits, marked as onceflow maintenance in their commit info."""
     key = "spark.databricks.delta.commitInfo.userMetadata"
     spark.conf.set(key, json.dumps({MAINTENANCE_KEY: "schema evolution"}))
     try:
-        _apply(spark, table, sink, added, widened, done)
+        _apply(spark, path, sink, added, widened, done)
     finally:
         spark.conf.unset(key)
 
 
-def _apply(spark: SparkSession, table: str, sink: str, added: list, widened: list[str], done: list[str]) -> None:
+def _apply(spark: SparkSession, path: str, sink: str, added: list, widened: list[str], done: list[str]) -> None:
     if added:
         cols = ", ".join(f"`{n}` {t.simpleString()}" for n, t in added)
-        spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({cols})")
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
         done.append(f"{sink}: added optional column(s) {', '.join(n for n, _ in added)} (old rows read NULL)")
     if widened:
-        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
-        for name in widened:
-            spark.sql(f"ALTER TABLE {table} ALTER COLUMN `{name}` TYPE BIGINT")
-        done.append(f"{sink}: widened {', '.join(widened)} from int to long")
+        _rewrite_widened(spark, path, widened)
+        done.append(f"{sink}: widened {', '.join(widened)} from int to long (the table rewritten once)")
+
+
+def _rewrite_widened(spark: SparkSession, path: str, widened: list[str]) -> None:
+    """One overwrite of every row with the widened columns cast to long: a plain schema change any
+    Delta reader and writer knows (the table's properties, its idempotence ids and its history stay)."""
+    wide = {n.lower() for n in widened}
+    table = spark.read.format("delta").load(path)
+    cols = [F.col(f"`{c}`").cast("bigint").alias(c) if c.lower() in wide else F.col(f"`{c}`") for c in table.columns]
+    table.select(*cols).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
