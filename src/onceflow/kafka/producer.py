@@ -20,7 +20,8 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from onceflow.errors import ProducerError
-from onceflow.kafka.admin import ensure_topic
+from onceflow.kafka.admin import ensure_topic, list_end_offsets
+from onceflow.polling import wait_until
 from onceflow.schema.generate import KAFKA_RECORD_LIMIT, VALID, Generator, Made
 from onceflow.schema.large import RATIO as LARGE_RATIO
 from onceflow.schema.model import Schema
@@ -145,6 +146,7 @@ def produce(
     summary = ProduceSummary(topic=topic)
     started = time.monotonic()
     written = 0
+    last: dict[int, int] = {}  # per partition, the highest offset written
     try:
         producer.init_transactions(30)
         for abort, batch in _transactions(gen, count, txn_size, malformed_ratio, abort_ratio):
@@ -181,6 +183,8 @@ def produce(
                 producer.commit_transaction(60)
             summary.transactions += 1
             for rec in pending:
+                if rec.offset is not None:
+                    last[rec.partition] = max(last.get(rec.partition, -1), rec.offset)
                 counts = summary.per_partition.setdefault(rec.partition, Counter())
                 if rec.aborted:
                     counts["aborted"] += 1
@@ -200,8 +204,28 @@ def produce(
         raise ProducerError(f"producing to {topic!r} on {bootstrap} failed: {exc}") from exc
     finally:
         producer.flush(10)
+    _await_stable(bootstrap, topic, last)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _await_stable(bootstrap: str, topic: str, last: dict[int, int], timeout: float = 60.0) -> None:
+    """Return once every record written is readable at read_committed: the last stable offset of
+    each partition is past its last record. With Kafka 4's transactions (KIP-890, version 2) a
+    commit returns before the coordinator has written the partitions' markers, so the stable
+    offset follows a moment later; a caller that reads or counts right after must not race it."""
+    if not last:
+        return
+
+    def stable() -> bool:
+        latest = list_end_offsets(bootstrap, topic)["latest"]
+        return all(latest.get(p, -1) > o for p, o in last.items())
+
+    if not wait_until(stable, timeout, interval=0.05):
+        raise ProducerError(
+            f"the transactions written to {topic!r} on {bootstrap} did not become readable at read_committed "
+            f"within {timeout:g}s (the last stable offsets stayed below {last}): is the transaction coordinator up?"
+        )
 
 
 def _produce_one(producer: Producer, topic: str, rec: GeneratedRecord, on_delivery) -> None:
