@@ -287,10 +287,14 @@ def _running(report: dict, now: float) -> tuple[Verdict, list[str]]:
             f"a new run ({holder.get('run_id')}, pid {holder.get('pid')}) took the run lock {age:.0f}s ago "
             "and is starting its query"
         ]
+    progress_epoch = run["_progress_epoch"] if own else None
     if lag["total"] is None:
+        if own and progress_epoch is None and not report["kafka"]["error"] and age <= th["start_grace_seconds"]:
+            return Verdict.STARTING, [
+                f"run {run['run_id']} started {age:.0f}s ago; its position in the topic is known at its first batch"
+            ]
         why = report["kafka"]["error"] or "the query's position in the topic is not known yet"
         return Verdict.UNKNOWN, [f"the job runs, but its lag cannot be measured: {why}"]
-    progress_epoch = run["_progress_epoch"] if own else None
     if own and progress_epoch is None:  # this run has committed nothing yet
         if lag["total"] == 0:
             return Verdict.HEALTHY, [f"running for {age:.0f}s; nothing to read (lag 0)"]

@@ -414,3 +414,13 @@ def test_a_run_that_ended_is_told_in_plain_words(pipeline):
     status(pipeline, started(100), ("final", 80, {"status": "finished", "error": None}))
     reason = check(pipeline)["reasons"][0]
     assert reason.startswith("not running; the last run finished at ") and "ended" not in reason
+
+
+def test_a_new_run_whose_position_is_not_known_yet_is_starting_not_unknown(pipeline, held):
+    """A first run starting at `latest` learns its position at its first batch: until then (within
+    the start grace) it is starting, not `unknown` (exit 2)."""
+    latest = pipeline.model_copy(update={"source": pipeline.source.model_copy(update={"starting_offsets": "latest"})})
+    status(latest, started(5))
+    r = check(latest, kafka({0: 80, 1: 35}))
+    assert r["lag"]["total"] is None and r["verdict"] == "starting", r["reasons"]
+    assert check(latest, unreachable)["verdict"] == "unknown"  # Kafka down: not a start-up matter
