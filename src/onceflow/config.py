@@ -160,6 +160,8 @@ class Health(_Model):
     max_lag: int = Field(default=50_000, ge=0)
     stalled_after_triggers: int = Field(default=10, gt=0)
     dead_after_seconds: float = Field(default=120, gt=0)
+    # a new run's driver start, table checks and first batch: 20 s on 2 cores (docs/benchmarks.md)
+    start_grace_seconds: float = Field(default=90, gt=0)
 
 
 class Pipeline(_Model):

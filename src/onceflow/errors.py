@@ -99,6 +99,10 @@ class AlreadyRunningError(OnceflowError):
     """Another process already runs this pipeline's query."""
 
 
+class RecoveryInProgressError(OnceflowError):
+    """A recovery works on this pipeline: only the query it starts may run."""
+
+
 class LedgerReadError(SinkError):
     """A sink's ledger cannot be read; `sink`, `where` and `cause` say which, where and why."""
 

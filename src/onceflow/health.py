@@ -18,11 +18,12 @@ from typing import Any
 
 from onceflow.checkpoint import COMMITS, Checkpoint
 from onceflow.config import Pipeline
+from onceflow.control import RecoveryMarker, Wanted
 from onceflow.errors import OnceflowError
 from onceflow.ledger import follower_lag
 from onceflow.poison import poisoned_batch
 from onceflow.sinks import FOLLOWS, PipelineFacts, read_facts
-from onceflow.status import RunStatus, StatusLog, ended
+from onceflow.status import IngestMode, RunStatus, StatusLog, ended
 from onceflow.unprocessable import Unprocessable
 from onceflow.verdicts import EXIT_CODES, Verdict
 
@@ -190,6 +191,8 @@ def _run_facts(pipeline: Pipeline, facts: PipelineFacts, now: float) -> dict:
         "poisoned": poisoned.as_dict()
         if (poisoned := poisoned_batch(status, Unprocessable.load(pipeline.state_path)))
         else None,
+        "wanted": wanted.as_dict() if (wanted := Wanted(pipeline.state_path).current(now)) else None,
+        "recovering": marker.as_dict() if (marker := RecoveryMarker(pipeline.state_path).current(now)) else None,
     }
 
 
@@ -205,63 +208,109 @@ def _parse_iso(text: str | None) -> float | None:
 # -- the verdict --------------------------------------------------------------------
 def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
     """The verdict and why, from the gathered facts (pure: no I/O). Rules in order, first match wins."""
-    th, ck, run, lag = report["thresholds"], report["checkpoint"], report["run"], report["lag"]
-    reasons: list[str] = []
+    ck, run = report["checkpoint"], report["run"]
     if ck.get("error"):
         return Verdict.UNKNOWN, [f"could not read the checkpoint: {ck['error']}"]
     if ck["exists"] and not ck["empty"] and ck["unusable_reasons"]:
         return Verdict.BROKEN, ["checkpoint is unusable: " + r for r in ck["unusable_reasons"]]
-    no_checkpoint = not ck["exists"] or ck["empty"]
     if not run["running"]:
-        final = run["final"]
-        if run["events"] == 0:
-            if no_checkpoint:
-                return Verdict.NOT_STARTED, [
-                    "no checkpoint and no run recorded in the status log; the job does not run"
-                ]
-            return Verdict.STOPPED, [
-                f"not running; the checkpoint holds batches up to {ck['last_committed']} "
-                "but the status log records no run"
+        verdict, reasons = _not_running(report)
+        wanted = run.get("wanted")
+        if verdict in (Verdict.STOPPED, Verdict.NOT_STARTED) and wanted:
+            recovering = run.get("recovering")
+            return Verdict.DOWN, [
+                f"no query runs, but {wanted.get('by')} wants it running (until {_iso(wanted['until'])}): "
+                "an outage; the stream DAG's next run starts it"
+                + (
+                    f"; recovery run {recovering.get('run_id')} is at work (since {recovering.get('since')})"
+                    if recovering
+                    else ""
+                ),
+                *reasons,
             ]
-        if final is None:
-            return Verdict.DEAD, [
-                f"the last run ({run['run_id']}) has no final event and no process holds the run "
-                "lock: the job died (killed or crashed) without stopping"
-            ]
-        if final["status"] == RunStatus.FAILED and run["poisoned"]:
-            b = run["poisoned"]
-            return Verdict.POISONED, [
-                f"batch {b['batch_id']} (generation {b['generation']}; offsets "
-                + ", ".join(f"partition {p} [{a}, {z})" for p, (a, z) in b["ranges"].items())
-                + f") failed {b['runs']} runs in a row since {b['since']}: {b['error']}",
-                f"a restart re-runs the same offsets and fails the same way. Fix: `onceflow quarantine "
-                f"--pipeline {report['pipeline']} --batch {b['batch_id']}` moves them to quarantine "
-                "(reason unprocessable, raw bytes kept), then start the job again "
-                "(docs/runbooks/poison-batch.md)",
-            ]
-        if final["status"] == RunStatus.FAILED:
-            return Verdict.FAILED, [f"the last run failed at {final['time']}: {final['error']}"]
-        return Verdict.STOPPED, [f"not running; the last run {ended(final['status'])} at {final['time']}"]
+        return verdict, reasons
+    return _running(report, now)
 
-    # running: the lock is held. If the newest run in the log already ended, the
-    # holder is a new run that has not logged `started` yet: only the lock's time counts.
-    starting = run["final"] is not None or run["events"] == 0
-    beat = None if starting else run["_beat_epoch"]
-    started_epoch = None if starting else run["_started_epoch"]
+
+def _not_running(report: dict) -> tuple[Verdict, list[str]]:
+    """No process holds the run lock: how did the last run end?"""
+    ck, run = report["checkpoint"], report["run"]
+    no_checkpoint = not ck["exists"] or ck["empty"]
+    final = run["final"]
+    if run["events"] == 0:
+        if no_checkpoint:
+            return Verdict.NOT_STARTED, ["no checkpoint and no run recorded in the status log; the job does not run"]
+        return Verdict.STOPPED, [
+            f"not running; the checkpoint holds batches up to {ck['last_committed']} but the status log records no run"
+        ]
+    if final is None:
+        return Verdict.DEAD, [
+            f"the last run ({run['run_id']}) has no final event and no process holds the run "
+            "lock: the job died (killed or crashed) without stopping"
+        ]
+    if final["status"] == RunStatus.FAILED and run["poisoned"]:
+        b = run["poisoned"]
+        return Verdict.POISONED, [
+            f"batch {b['batch_id']} (generation {b['generation']}; offsets "
+            + ", ".join(f"partition {p} [{a}, {z})" for p, (a, z) in b["ranges"].items())
+            + f") failed {b['runs']} runs in a row since {b['since']}: {b['error']}",
+            f"a restart re-runs the same offsets and fails the same way. Fix: `onceflow quarantine "
+            f"--pipeline {report['pipeline']} --batch {b['batch_id']}` moves them to quarantine "
+            "(reason unprocessable, raw bytes kept), then start the job again "
+            "(docs/runbooks/poison-batch.md)",
+        ]
+    if final["status"] == RunStatus.FAILED:
+        return Verdict.FAILED, [f"the last run failed at {final['time']}: {final['error']}"]
+    return Verdict.STOPPED, [f"not running; the last run {ended(final['status'])} at {final['time']}"]
+
+
+def _running(report: dict, now: float) -> tuple[Verdict, list[str]]:
+    """A process holds the run lock. Every age counts from this run's own start and commits, never
+    from the run before it: the holder may be a new run that has not logged `started` yet."""
+    th, ck, run, lag = report["thresholds"], report["checkpoint"], report["run"], report["lag"]
+    holder = run["holder"] or {}
+    own = holder.get("run_id") is not None and holder.get("run_id") == run["run_id"] and run["final"] is None
+    beat = run["_beat_epoch"] if own else None
+    started_epoch = run["_started_epoch"] if own else None
     alive_since = beat or started_epoch or run["_holder_epoch"]
     if alive_since is not None and now - alive_since > th["dead_after_seconds"]:
         what = "heartbeat (progress or idle event)" if beat is not None else "sign of life since the lock was taken"
         return Verdict.DEAD, [
-            f"the run lock is held (pid {(run['holder'] or {}).get('pid')}) but the last {what} is "
+            f"the run lock is held (pid {holder.get('pid')}) but the last {what} is "
             f"{now - alive_since:.0f}s old, more than dead_after_seconds={th['dead_after_seconds']:g}: "
             "the job hangs"
         ]
+    run_start = started_epoch if own else run["_holder_epoch"]
+    age = now - run_start if run_start is not None else 0.0
+    if not own and holder.get("mode") in tuple(IngestMode):
+        return Verdict.STARTING, [
+            f"a new run ({holder.get('run_id')}, pid {holder.get('pid')}) took the run lock {age:.0f}s ago "
+            "and is starting its query"
+        ]
+    progress_epoch = run["_progress_epoch"] if own else None
     if lag["total"] is None:
+        if own and progress_epoch is None and not report["kafka"]["error"] and age <= th["start_grace_seconds"]:
+            return Verdict.STARTING, [
+                f"run {run['run_id']} started {age:.0f}s ago; its position in the topic is known at its first batch"
+            ]
         why = report["kafka"]["error"] or "the query's position in the topic is not known yet"
         return Verdict.UNKNOWN, [f"the job runs, but its lag cannot be measured: {why}"]
-    progress_epoch = None if starting else run["_progress_epoch"]
-    commit_epoch = max([e for e in (progress_epoch, ck.get("_commit_epoch")) if e is not None], default=None)
-    run_start = run["_holder_epoch"] if starting else started_epoch
+    if own and progress_epoch is None:  # this run has committed nothing yet
+        if lag["total"] == 0:
+            return Verdict.HEALTHY, [f"running for {age:.0f}s; nothing to read (lag 0)"]
+        if age <= th["start_grace_seconds"]:
+            return Verdict.STARTING, [
+                f"run {run['run_id']} started {age:.0f}s ago; its first batch has not committed yet "
+                f"(lag {lag['total']}; start_grace_seconds={th['start_grace_seconds']:g})"
+            ]
+        return Verdict.STALLED, [
+            f"run {run['run_id']} started {age:.0f}s ago and has committed no batch while lag is "
+            f"{lag['total']}, more than start_grace_seconds={th['start_grace_seconds']:g}"
+        ]
+    commit_epoch = ck.get("_commit_epoch")
+    if commit_epoch is not None and run_start is not None and commit_epoch < run_start:
+        commit_epoch = None  # the run before this one committed it
+    commit_epoch = max([e for e in (progress_epoch, commit_epoch) if e is not None], default=None)
     since = max([e for e in (commit_epoch, run_start) if e is not None], default=now)
     quiet = now - since
     if lag["total"] > 0 and quiet > th["stalled_after_seconds"]:
@@ -273,11 +322,10 @@ def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
         return Verdict.LAGGING, [
             f"lag {lag['total']} is above max_lag={th['max_lag']}; batches still commit (last {quiet:.0f}s ago)"
         ]
-    reasons.append(
+    return Verdict.HEALTHY, [
         f"running; lag {lag['total']} ≤ max_lag={th['max_lag']}"
         + (f"; last commit {quiet:.0f}s ago" if commit_epoch else "; nothing committed yet")
-    )
-    return Verdict.HEALTHY, reasons
+    ]
 
 
 def _notes(report: dict) -> list[str]:
@@ -321,6 +369,7 @@ def pipeline_health(pipeline: Pipeline, *, now: float | None = None, end_offsets
         "trigger_seconds": trigger_seconds,
         "stalled_after_seconds": round(h.stalled_after_triggers * trigger_seconds, 3),
         "dead_after_seconds": h.dead_after_seconds,
+        "start_grace_seconds": h.start_grace_seconds,
     }
     facts = read_facts(pipeline, with_kafka_ledger=False, kafka_timeout=KAFKA_TIMEOUT, kafka_offsets=end_offsets)
     ck, ck_facts = _checkpoint_facts(pipeline, facts)

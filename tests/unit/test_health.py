@@ -111,7 +111,7 @@ def committed_checkpoint(pipeline: Pipeline, end: dict[int, int] | None = None) 
 def held(pipeline):
     """The run lock, held as a running job holds it."""
     lock = RunLock(pipeline.state_path)
-    lock.acquire(run_id=RUN)
+    lock.acquire(run_id=RUN, mode="continuous")
     info = json.loads(lock.info_path.read_text())
     lock.info_path.write_text(json.dumps({**info, "started": iso(NOW - 5)}))  # taken 5 s before NOW
     yield lock
@@ -250,11 +250,81 @@ def test_checkpoint_without_status_log_is_stopped(pipeline):
     assert check(pipeline)["verdict"] == "stopped"
 
 
-def test_new_run_holding_the_lock_before_logging_started_is_not_dead(pipeline, held):
+def test_new_run_holding_the_lock_before_logging_started_is_starting_not_dead(pipeline, held):
     committed_checkpoint(pipeline)
     status(pipeline, started(1000), progress(900, 1), ("final", 800, {"status": "stopped", "error": None}))
     r = check(pipeline)
-    assert r["verdict"] == "healthy", r["reasons"]
+    assert r["verdict"] == "starting" and r["exit_code"] == 0, r["reasons"]
+    assert "took the run lock 5s ago" in r["reasons"][0]
+
+
+def _new_holder(pipeline, run_id: str, ago: float) -> RunLock:
+    """The run lock, held by a run that has not logged `started` yet (taken `ago` s before NOW)."""
+    lock = RunLock(pipeline.state_path)
+    lock.acquire(run_id=run_id, mode="continuous")
+    lock.info_path.write_text(json.dumps({**json.loads(lock.info_path.read_text()), "started": iso(NOW - ago)}))
+    return lock
+
+
+def test_a_killed_runs_old_commits_never_make_the_recovered_run_stalled(pipeline):
+    """The issue's case: right after a recovery's app takes the lock, the age was counted from the
+    killed run's last commit (`stalled`, exit 1, for seconds)."""
+    committed_checkpoint(pipeline)
+    os.utime(Path(pipeline.checkpoint_path) / "commits" / "1", (NOW - 40, NOW - 40))
+    status(pipeline, started(300), progress(40, 1))  # killed: no final event
+    lock = _new_holder(pipeline, "run-2", ago=3)
+    try:
+        r = check(pipeline, kafka({0: 80, 1: 35}))
+    finally:
+        lock.release()
+    assert r["verdict"] == "starting" and r["exit_code"] == 0, r["reasons"]
+
+
+def test_a_run_is_starting_until_its_first_commit_then_healthy_and_stalled_past_the_grace(pipeline, held):
+    committed_checkpoint(pipeline)
+    os.utime(Path(pipeline.checkpoint_path) / "commits" / "1", (NOW - 40, NOW - 40))  # the run before's
+    status(pipeline, ("final", 400, {"status": "stopped", "error": None}), started(6), ("idle", 1, {}))
+    r = check(pipeline, kafka({0: 80, 1: 35}))
+    assert r["verdict"] == "starting" and "first batch has not committed yet" in r["reasons"][0], r["reasons"]
+    # nothing to read: no commit is due, and the run is healthy
+    assert check(pipeline)["verdict"] == "healthy"
+
+
+def test_a_run_without_a_commit_past_its_start_grace_is_stalled(pipeline, held):
+    committed_checkpoint(pipeline)
+    status(pipeline, started(95), ("idle", 1, {}))  # start_grace_seconds defaults to 90
+    r = check(pipeline, kafka({0: 80, 1: 35}))
+    assert r["verdict"] == "stalled" and "more than start_grace_seconds=90" in r["reasons"][0], r["reasons"]
+
+
+def test_a_wanted_stream_with_no_app_is_down_and_an_unwanted_one_stopped(pipeline):
+    from onceflow.control import RecoveryMarker, Wanted
+
+    committed_checkpoint(pipeline)
+    status(pipeline, started(100), progress(90, 1), ("final", 80, {"status": "stopped", "error": None}))
+    assert check(pipeline)["verdict"] == "stopped"
+    Wanted(pipeline.state_path).want(300, by="pay_stream/run-7", now=NOW - 10)
+    r = check(pipeline)
+    assert r["verdict"] == "down" and r["exit_code"] == 1, r["reasons"]
+    assert "pay_stream/run-7 wants it running" in r["reasons"][0] and r["run"]["wanted"]["by"] == "pay_stream/run-7"
+    RecoveryMarker(pipeline.state_path).begin("rec-1", now=NOW - 5)
+    r = check(pipeline)
+    assert r["verdict"] == "down" and "recovery run rec-1 is at work" in r["reasons"][0]
+    Wanted(pipeline.state_path).want(300, by="old", now=NOW - 400)  # never shortens: still wanted
+    assert check(pipeline)["verdict"] == "down"
+    Wanted(pipeline.state_path).clear()
+    assert check(pipeline)["verdict"] == "stopped"
+    Wanted(pipeline.state_path).want(300, by="old", now=NOW - 400)  # a lease that ran out
+    assert check(pipeline)["verdict"] == "stopped"
+
+
+def test_a_failed_run_stays_failed_when_wanted(pipeline):
+    from onceflow.control import Wanted
+
+    committed_checkpoint(pipeline)
+    status(pipeline, started(100), ("final", 80, {"status": "failed", "error": "boom"}))
+    Wanted(pipeline.state_path).want(300, by="pay_stream/run-7", now=NOW - 10)
+    assert check(pipeline)["verdict"] == "failed"
 
 
 def test_kafka_unreachable_while_running_is_unknown(pipeline, held):
@@ -344,3 +414,13 @@ def test_a_run_that_ended_is_told_in_plain_words(pipeline):
     status(pipeline, started(100), ("final", 80, {"status": "finished", "error": None}))
     reason = check(pipeline)["reasons"][0]
     assert reason.startswith("not running; the last run finished at ") and "ended" not in reason
+
+
+def test_a_new_run_whose_position_is_not_known_yet_is_starting_not_unknown(pipeline, held):
+    """A first run starting at `latest` learns its position at its first batch: until then (within
+    the start grace) it is starting, not `unknown` (exit 2)."""
+    latest = pipeline.model_copy(update={"source": pipeline.source.model_copy(update={"starting_offsets": "latest"})})
+    status(latest, started(5))
+    r = check(latest, kafka({0: 80, 1: 35}))
+    assert r["lag"]["total"] is None and r["verdict"] == "starting", r["reasons"]
+    assert check(latest, unreachable)["verdict"] == "unknown"  # Kafka down: not a start-up matter

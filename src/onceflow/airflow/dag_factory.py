@@ -29,15 +29,21 @@ from onceflow.airflow.ingest import IngestOperator
 from onceflow.airflow.recovery import RecoveryMarkerOperator, RecoveryOperator, StopRunningOperator
 from onceflow.airflow.route import RouteOnVerdictOperator
 from onceflow.airflow.sensors import PipelineHealthSensor, StreamGuardSensor
+from onceflow.airflow.stream import StreamOperator
 from onceflow.config import Pipeline
 from onceflow.errors import ConfigError
 from onceflow.reconcile import AuditScope
 from onceflow.status import IngestMode
-from onceflow.verdicts import PROBLEMS, Verdict
+from onceflow.verdicts import ALERTS, Verdict
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 MAX_WINDOW_SECONDS = 4 * 3600
 STREAM_WINDOW_SECONDS = 1800
+# a stream run keeps the app wanted for its window and this margin: the next run (the scheduler starts
+# it seconds after, `@continuous`) renews it long before; a gone scheduler lets it lapse
+LEASE_MARGIN_SECONDS = 300
+# a recovered app is wanted this long by the recovery alone, for a stream run to adopt it
+RECOVERY_HANDOVER_SECONDS = 600
 # a scheduled batch's micro-batches are large (a batch of the shipped available-now size takes over a
 # minute: docs/benchmarks.md, "Ingest throughput and latency"): its stop may have to wait for one
 AVAILABLE_NOW_STOP_GRACE = 240.0
@@ -67,12 +73,12 @@ def _doc(pipeline: Pipeline, file: str, what: str) -> str:
         f"Pipeline file `{Path(file).name}`: topic `{pipeline.source.topic}` "
         f"(read_committed) → Delta `{pipeline.sinks.bronze.path}`, quarantine "
         f"`{pipeline.sinks.quarantine.path}`; checkpoint `{pipeline.checkpoint}`.\n\n"
-        "See docs/airflow.md for the design (bounded windows, watcher, run lock)."
+        "See docs/airflow.md for the design (one long-lived app, its lease, the watcher, the locks)."
     )
 
 
 def stream_dag(pipeline: Pipeline, file: str) -> DAG:
-    """`<p>_stream`: one bounded continuous window per run, watched by the deferrable sensor."""
+    """`<p>_stream`: each run adopts (or launches) the pipeline's long-lived app and watches one window."""
     with DAG(
         dag_id=dag_id(pipeline.name, DagKind.STREAM),
         schedule="@continuous",
@@ -87,48 +93,51 @@ def stream_dag(pipeline: Pipeline, file: str) -> DAG:
                 type="integer",
                 minimum=10,
                 maximum=MAX_WINDOW_SECONDS,
-                description="how long this run streams before stopping at a batch boundary",
+                description="how long this run watches the app (the app runs on; the next run adopts it)",
             ),
             "start_grace_seconds": Param(
-                300, type="integer", minimum=1, description="how long the watcher waits for the app to start"
+                300, type="integer", minimum=1, description="how long the watcher waits for a launched app to start"
             ),
         },
-        doc_md=_doc(pipeline, file, "continuous streaming in bounded windows")
+        doc_md=_doc(pipeline, file, "one long-lived streaming app, watched in windows")
         + f"""
 
-Each run: **guard** waits while `{pipeline.name}_recover` works and notes whether a copy of the
-query already runs (then it is watched, never started twice; the app's run lock
-refuses a second copy anyway) → **stream** submits the ingest app in continuous mode
-for `window_seconds` (it stops at a batch boundary; the next run resumes from the
-checkpoint) while **wait_healthy** and **watch** (deferrable, in the triggerer)
-follow its commits. A stalled, dead, failed or broken verdict triggers `{pipeline.name}_recover`.
+The app is not bounded by a run: it runs until nobody wants it. Each run: **guard** waits while
+`{pipeline.name}_recover` works → **stream** adopts the running app, or launches it (detached:
+it outlives the task) when none runs, and renews the lease that keeps it wanted for
+`window_seconds` + {LEASE_MARGIN_SECONDS} s → **wait_healthy** and **watch** (deferrable, in the
+triggerer) follow its commits for the window. The window's end changes nothing for the app: the
+next run adopts it. A stalled, dead, failed, poisoned or broken verdict
+triggers `{pipeline.name}_recover`; an app that stopped while wanted (`down`) is started again by the next
+run. Pause this DAG and the app stops by itself, at a batch boundary, when its lease ends.
 """,
     ) as dag:
         guard = StreamGuardSensor(task_id="guard", pipeline_file=file, timeout=6 * 3600)
-        since = "{{ ti.xcom_pull(task_ids='guard')['since'] }}"
-        stream = IngestOperator(
+        stream = StreamOperator(
             task_id="stream",
             pipeline_file=file,
-            mode=IngestMode.CONTINUOUS,
-            max_seconds="{{ params.window_seconds }}",
-            execution_timeout=timedelta(seconds=MAX_WINDOW_SECONDS + 900),
-            doc_md="spark-submit of the ingest app, continuous, bounded by `window_seconds`.",
+            lease_seconds=f"{{{{ params.window_seconds + {LEASE_MARGIN_SECONDS} }}}}",
+            execution_timeout=timedelta(minutes=10),
+            doc_md="Adopts the running app or launches it (detached), and renews its lease.",
         )
+        since = "{{ ti.xcom_pull(task_ids='stream')['since'] }}"
         wait_healthy = PipelineHealthSensor(
             task_id="wait_healthy",
             pipeline_file=file,
-            fire_on=[Verdict.HEALTHY, Verdict.STOPPED, *PROBLEMS],
+            fire_on=[Verdict.HEALTHY, Verdict.LAGGING, Verdict.STOPPED, *ALERTS],
             since=since,
             start_grace="{{ params.start_grace_seconds }}",
-            doc_md="Fires when the window's first batches commit (healthy) or on a problem verdict.",
+            doc_md="Fires when the app commits (healthy) or on a problem verdict.",
         )
         watch = PipelineHealthSensor(
             task_id="watch",
             pipeline_file=file,
-            fire_on=[Verdict.STOPPED, *PROBLEMS],
+            fire_on=[Verdict.STOPPED, *ALERTS],
             since=since,
             start_grace="{{ params.start_grace_seconds }}",
-            doc_md="Follows the window until it stops cleanly or a problem verdict appears.",
+            wait_timeout="{{ params.window_seconds }}",
+            window_ends_wait=True,
+            doc_md="Follows the app for the window; a problem verdict ends it early.",
         )
         route = RouteOnVerdictOperator(
             task_id="route", watch_task="watch", problem_task="trigger_recover", ok_task="window_done"
@@ -144,8 +153,7 @@ follow its commits. A stalled, dead, failed or broken verdict triggers `{pipelin
             wait_for_completion=False,
         )
         window_done = EmptyOperator(task_id="window_done")
-        guard >> [stream, wait_healthy]
-        wait_healthy >> watch >> route >> [trigger_recover, window_done]
+        guard >> stream >> wait_healthy >> watch >> route >> [trigger_recover, window_done]
     return dag
 
 
@@ -229,7 +237,7 @@ again); retried once when the audit could not run. The report is the task's
 
 
 def recover_dag(pipeline: Pipeline, file: str) -> DAG:
-    """`<p>_recover`: plan → execute → resubmit → first new batch → audit of the recovered range."""
+    """`<p>_recover`: plan → execute → start the long-lived app → its first batch → hand over; audit beside it."""
     with DAG(
         dag_id=dag_id(pipeline.name, DagKind.RECOVER),
         schedule=None,
@@ -246,18 +254,25 @@ def recover_dag(pipeline: Pipeline, file: str) -> DAG:
             "accept_loss": Param(
                 False, type="boolean", description="accept offsets Kafka no longer holds as lost (recorded by range)"
             ),
-            "catchup_max_seconds": Param(600, type="integer", minimum=10, maximum=MAX_WINDOW_SECONDS),
-            "until_idle_seconds": Param(20, type="integer", minimum=1),
+            "handover_seconds": Param(
+                RECOVERY_HANDOVER_SECONDS,
+                type="integer",
+                minimum=60,
+                maximum=MAX_WINDOW_SECONDS,
+                description="how long the recovered app runs wanted by this recovery alone: a stream run "
+                "adopts it meanwhile, else it stops by itself (the stream DAG is paused)",
+            ),
         },
         doc_md=_doc(pipeline, file, "recovery")
         + f"""
 
-**begin** marks recovery in progress (`{pipeline.name}_stream` waits) → **stop** stops a copy
-still running (SIGTERM, then SIGKILL) → **plan** (`onceflow recover --dry-run`: the
-plan is in the log and XCom) → **execute** → **resubmit** runs the ingest app from
-the recovered offsets until idle → **wait_first_batch** (deferrable) sees the first
-new committed batch → **audit** checks the recovered range. **end** clears the
-mark whatever happened. No retries: a half-done recovery is planned again.
+**begin** marks recovery in progress (`{pipeline.name}_stream` waits) and no other copy of the
+query may start → **stop** stops a copy still running (SIGTERM, then SIGKILL) → **plan** (`onceflow recover
+--dry-run`: the plan is in the log and XCom) → **execute** → **start** launches the long-lived app
+from the recovered offsets (the stream DAG's next run adopts it: no second start) →
+**wait_first_batch** (deferrable) sees its first committed batch → **end** clears the mark, and
+**audit** checks the recovered range beside the running stream. No retries: a half-done recovery
+is planned again. The mark expires by itself if this run dies (docs/airflow.md).
 """,
     ) as dag:
         begin = RecoveryMarkerOperator(task_id="begin", pipeline_file=file, action="begin")
@@ -276,29 +291,27 @@ mark whatever happened. No retries: a half-done recovery is planned again.
             force="{{ params.force }}",
             accept_loss="{{ params.accept_loss }}",
         )
-        resubmit = IngestOperator(
-            task_id="resubmit",
+        start = StreamOperator(
+            task_id="start",
             pipeline_file=file,
-            mode=IngestMode.CONTINUOUS,
-            during_recovery=True,
-            max_seconds="{{ params.catchup_max_seconds }}",
-            until_idle="{{ params.until_idle_seconds }}",
-            execution_timeout=timedelta(seconds=MAX_WINDOW_SECONDS + 900),
+            lease_seconds="{{ params.handover_seconds }}",
+            recovery_run="{{ run_id }}",
+            execution_timeout=timedelta(minutes=10),
         )
         wait_first_batch = PipelineHealthSensor(
             task_id="wait_first_batch",
             pipeline_file=file,
-            fire_on=[Verdict.HEALTHY, Verdict.STOPPED, *PROBLEMS],
-            fail_on=list(PROBLEMS),
+            fire_on=[Verdict.HEALTHY, Verdict.LAGGING, Verdict.STOPPED, *ALERTS],
+            fail_on=list(ALERTS),
             require_progress=True,
-            since="{{ ti.xcom_pull(task_ids='resubmit')['since'] }}",
+            since="{{ ti.xcom_pull(task_ids='start')['since'] }}",
             start_grace=300,
         )
+        end = RecoveryMarkerOperator(task_id="end", pipeline_file=file, action="end")
         audit = AuditOperator(
             task_id="audit", pipeline_file=file, audit_mode=AuditScope.SINCE_LAST, outlets=[table_asset(pipeline)]
         )
-        end = RecoveryMarkerOperator(task_id="end", pipeline_file=file, action="end")
-        begin >> stop >> plan >> execute >> resubmit >> wait_first_batch >> audit >> end
+        begin >> stop >> plan >> execute >> start >> wait_first_batch >> [end, audit]
         end.as_teardown(setups=begin)
     return dag
 

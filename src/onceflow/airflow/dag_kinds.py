@@ -11,7 +11,7 @@ class DagKind(StrEnum):
     STREAM = "stream"  # bounded continuous windows, watched, recovery triggered on a problem
     BATCH = "batch"  # a scheduled available-now run, then a since-last audit
     AUDIT = "audit"  # a scheduled audit
-    RECOVER = "recover"  # plan, execute, resubmit, audit
+    RECOVER = "recover"  # plan, execute, start the app, audit
     BACKFILL = "backfill"  # an offset or time range re-read, adding only what the tables lack
 
 

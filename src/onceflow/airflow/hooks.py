@@ -10,10 +10,8 @@ seconds.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import time
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
@@ -24,10 +22,8 @@ from airflow.sdk import BaseHook
 from onceflow import config, processes
 from onceflow.audit.report import latest_summary
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
-from onceflow.status import Run, RunLock, StatusLog, now_iso
-
-RECOVERY_MARKER = "recovering.json"
-RECOVERY_MARKER_STALE_SECONDS = 6 * 3600
+from onceflow.control import RecoveryMarker, Wanted, control_lock
+from onceflow.status import Run, RunLock, StatusLog
 
 
 def pipelines_dir() -> Path:
@@ -147,29 +143,27 @@ class OnceflowHook(BaseHook):
             log(f"pid {pid} stopped")
         return holder
 
-    # -- recovery in progress -------------------------------------------------
+    # -- who may start the query, who wants it (onceflow.control) ----------
+    @property
+    def recovery_marker(self) -> RecoveryMarker:
+        return RecoveryMarker(self.pipeline.state_path)
+
     @property
     def recovery_marker_path(self) -> Path:
-        return self.pipeline.state_path / RECOVERY_MARKER
+        return self.recovery_marker.path
 
     def recovery_in_progress(self) -> dict | None:
-        """The marker `<p>_recover` writes while it works, unless older than 6 hours (a crashed run)."""
-        try:
-            marker = json.loads(self.recovery_marker_path.read_text())
-        except (OSError, ValueError):
-            return None
-        if time.time() - float(marker.get("epoch", 0)) > RECOVERY_MARKER_STALE_SECONDS:
-            return None
-        return marker
+        """The marker of the `<p>_recover` run at work, or None (none, or it expired with its run)."""
+        lease = self.recovery_marker.current()
+        return lease.as_dict() if lease else None
 
-    def mark_recovery(self, run_id: str) -> dict:
-        marker = {"run_id": run_id, "time": now_iso(), "epoch": time.time(), "pid": os.getpid()}
-        self.recovery_marker_path.parent.mkdir(parents=True, exist_ok=True)
-        self.recovery_marker_path.write_text(json.dumps(marker))
-        return marker
+    def control_lock(self):
+        """The pipeline's control lock: recoveries begin and stream runs launch under it."""
+        return control_lock(self.pipeline.state_path)
 
-    def clear_recovery(self) -> None:
-        self.recovery_marker_path.unlink(missing_ok=True)
+    @property
+    def wanted(self) -> Wanted:
+        return Wanted(self.pipeline.state_path)
 
     # -- audit reports --------------------------------------------------------
     @property

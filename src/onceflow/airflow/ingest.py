@@ -16,8 +16,9 @@ class IngestOperator(OnceflowSparkSubmitOperator):
     """One bounded run of the exactly-once ingest app (available-now or a continuous window).
 
     Skips when another copy of the query runs (the app's own run lock would refuse it
-    anyway) and, unless `during_recovery`, while `<p>_recover` works. Returns the
-    run's summary (run id, batches, rows, final status) as XCom.
+    anyway) and while `<p>_recover` works (the app would refuse to start). Returns the
+    run's summary (run id, batches, rows, final status) as XCom. A continuous pipeline's
+    long-lived app is StreamOperator's (onceflow.airflow.stream).
     """
 
     template_fields: Sequence[str] = (*OnceflowSparkSubmitOperator.template_fields, "max_seconds", "until_idle")
@@ -29,7 +30,6 @@ class IngestOperator(OnceflowSparkSubmitOperator):
         mode: str,
         max_seconds: Any = None,
         until_idle: Any = None,
-        during_recovery: bool = False,
         **kwargs: Any,
     ) -> None:
         if mode not in tuple(IngestMode):
@@ -38,7 +38,6 @@ class IngestOperator(OnceflowSparkSubmitOperator):
         self.mode = str(mode)  # a plain string: Airflow serializes it
         self.max_seconds = max_seconds
         self.until_idle = until_idle
-        self.during_recovery = during_recovery
 
     def arguments(self, context: Any) -> list[str]:
         # the app's stop bound fits in the kill's grace: it stops, or exits saying it could not, first
@@ -58,9 +57,9 @@ class IngestOperator(OnceflowSparkSubmitOperator):
     def execute(self, context: Any) -> dict:  # type: ignore[override]  # the summary is the XCom; the base says None
         hook = self.onceflow
         recovering = hook.recovery_in_progress()
-        if recovering and not self.during_recovery:
+        if recovering:
             raise AirflowSkipException(
-                f"{hook.name}: recovery run {recovering.get('run_id')} is in progress; it resubmits the app itself"
+                f"{hook.name}: recovery run {recovering.get('run_id')} is in progress; it starts the app itself"
             )
         holder = hook.running_job()
         if holder is not None:

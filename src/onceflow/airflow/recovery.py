@@ -14,6 +14,16 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from onceflow.airflow.hooks import OnceflowHook
+from onceflow.errors import RecoveryInProgressError
+
+
+def renew_marker(hook: OnceflowHook, context: Any) -> None:
+    """A step of the recovery is at work: its marker lives on (onceflow.control.RecoveryMarker)."""
+    with hook.control_lock():
+        try:
+            hook.recovery_marker.renew(context["run_id"])
+        except RecoveryInProgressError as exc:  # ours expired and another recovery began meanwhile
+            raise AirflowFailException(f"{hook.name}: {exc}") from exc
 
 
 class RecoveryOperator(BaseOperator):
@@ -57,6 +67,7 @@ class RecoveryOperator(BaseOperator):
         return cmd
 
     def execute(self, context: Any) -> Any:
+        renew_marker(OnceflowHook(self.pipeline_file), context)
         cmd = self.command()
         self.log.info("running: %s", " ".join(cmd))
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
@@ -112,18 +123,23 @@ class StopRunningOperator(BaseOperator):
         self.grace_seconds = grace_seconds
 
     def execute(self, context: Any) -> dict | None:
-        stopped = OnceflowHook(self.pipeline_file).stop_running(self.grace_seconds, log=self.log.info)
+        hook = OnceflowHook(self.pipeline_file)
+        renew_marker(hook, context)
+        stopped = hook.stop_running(self.grace_seconds, log=self.log.info)
         if stopped is None:
             self.log.info("no copy of the query runs")
         return stopped
 
 
 class RecoveryMarkerOperator(BaseOperator):
-    """Set (`begin`) or clear (`end`) the marker that keeps `<p>_stream` from submitting during recovery."""
+    """Set (`begin`) or clear (`end`) the marker that keeps any other start of the query, and the
+    stream DAG's runs, waiting while this recovery works (onceflow.control)."""
 
     template_fields: Sequence[str] = ("pipeline_file",)
 
     def __init__(self, *, pipeline_file: str, action: str, **kwargs: Any) -> None:
+        if action not in ("begin", "end"):
+            raise ValueError(f"action must be 'begin' or 'end', not {action!r}")
         super().__init__(**kwargs)
         self.pipeline_file = pipeline_file
         self.action = action
@@ -131,12 +147,10 @@ class RecoveryMarkerOperator(BaseOperator):
     def execute(self, context: Any) -> dict | None:
         hook = OnceflowHook(self.pipeline_file)
         if self.action == "begin":
-            other = hook.recovery_in_progress()
-            if other and other.get("run_id") != context["run_id"]:
-                raise AirflowFailException(
-                    f"{hook.name}: recovery run {other.get('run_id')} is already in "
-                    f"progress (since {other.get('time')}); wait for it to finish"
-                )
-            return hook.mark_recovery(context["run_id"])
-        hook.clear_recovery()
+            with hook.control_lock():
+                try:
+                    return hook.recovery_marker.begin(context["run_id"]).as_dict()
+                except RecoveryInProgressError as exc:
+                    raise AirflowFailException(f"{hook.name}: {exc}") from exc
+        hook.recovery_marker.clear(context["run_id"])
         return None

@@ -41,6 +41,8 @@ class PipelineHealthSensor(BaseSensorOperator):
     :param start_grace: seconds to wait for that run to start before rescheduling (templated)
     :param require_progress: a clean end (stopped) counts only if the run committed a batch
         or nothing was left to read
+    :param window_ends_wait: reaching `wait_timeout` ends the wait successfully (verdict
+        `window_end`): a stream run watches its window, then hands the app to the next run
     """
 
     template_fields: Sequence[str] = ("pipeline_file", "since", "start_grace", "wait_timeout")
@@ -56,6 +58,7 @@ class PipelineHealthSensor(BaseSensorOperator):
         start_grace: Any = None,
         wait_timeout: Any = None,
         require_progress: bool = False,
+        window_ends_wait: bool = False,
         poll_interval: float = 5.0,
         deferrable: bool = True,
         **kwargs: Any,
@@ -69,6 +72,7 @@ class PipelineHealthSensor(BaseSensorOperator):
         self.start_grace = start_grace
         self.wait_timeout = wait_timeout
         self.require_progress = require_progress
+        self.window_ends_wait = window_ends_wait
         self.poll_interval = poll_interval
         self.deferrable = deferrable
 
@@ -103,6 +107,15 @@ class PipelineHealthSensor(BaseSensorOperator):
         reasons = "; ".join(event.get("reasons") or []) or "no reasons given"
         if verdict == Verdict.ERROR:
             raise AirflowException(f"could not read pipeline {name}: {event.get('error')}")
+        if verdict == Verdict.TIMEOUT and self.window_ends_wait:
+            self.log.info(
+                "%s: the window of %ss is over; the app runs on (verdict %s: %s) and the next run adopts it",
+                name,
+                self.wait_timeout,
+                event.get("last_verdict"),
+                reasons,
+            )
+            return {**event, "verdict": Verdict.WINDOW_END.value}
         if verdict == Verdict.TIMEOUT:
             raise AirflowException(
                 f"{name}: no verdict in {self.fire_on} within {self.wait_timeout}s "

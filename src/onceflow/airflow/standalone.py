@@ -7,7 +7,12 @@ LocalExecutor, SimpleAuthManager) with the project's dags/ and plugins/, the
 parallelism for 2 cores; waits until the API answers and prints the URL and the
 login. Ctrl-C stops every component.
 
-    python -m onceflow.airflow.standalone [--port 8080] [--home DIR] [--no-broker]
+    python -m onceflow.airflow.standalone [--port 8080] [--home DIR] [--no-broker] [--keep-streams]
+
+The streaming apps the stream DAGs keep running outlive their tasks (onceflow.airflow.stream).
+When Airflow stops, so do they, each at a batch boundary, and the output says which; with
+--keep-streams they are handed over instead: each runs on until its lease ends (a restarted
+Airflow's next stream run adopts it), and the output says until when.
 """
 
 from __future__ import annotations
@@ -103,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=int(os.environ.get("ONCEFLOW_AIRFLOW_PORT", "8080")))
     parser.add_argument("--home", type=Path, default=None, help="AIRFLOW_HOME (default <state>/airflow)")
     parser.add_argument("--no-broker", action="store_true", help="do not start the embedded Kafka broker")
+    parser.add_argument(
+        "--keep-streams",
+        action="store_true",
+        help="on exit, leave the streaming apps running until their leases end (for a restart)",
+    )
     args = parser.parse_args(argv)
     home = (args.home or state_dir() / "airflow").resolve()
     home.mkdir(parents=True, exist_ok=True)
@@ -131,6 +141,41 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         stop(proc)
+        stop_streams(keep=args.keep_streams)
+
+
+def stop_streams(keep: bool = False, log=lambda m: print(f"onceflow: {m}", flush=True)) -> list[str]:
+    """The apps the stream DAGs keep running (those with a lease): stop each at a batch boundary,
+    or with `keep` leave it to its lease. Says which, and returns the pipelines' names."""
+    from onceflow import config
+    from onceflow.airflow.hooks import OnceflowHook
+    from onceflow.status import now_iso
+
+    names = []
+    for file in sorted(config.pipelines_dir().glob("*.yaml")):
+        try:
+            hook = OnceflowHook(file)
+            lease, holder = hook.wanted.current(), hook.running_job()
+        except Exception:  # an invalid pipeline file has no app
+            continue
+        if lease is None:
+            continue
+        names.append(hook.name)
+        if holder is None:
+            hook.wanted.clear()
+            continue
+        if keep:
+            until = lease.as_dict()["until"]
+            log(f"{hook.name}: the app (pid {holder.get('pid')}) runs on, wanted until epoch {until:.0f}; "
+                "the next stream run adopts it, or it stops by itself then")  # fmt: skip
+            continue
+        hook.wanted.clear()  # nobody wants it: it stops at its next look, and the verdict is `stopped`
+        try:
+            hook.stop_running(log=log)
+            log(f"{hook.name}: stopped the app (pid {holder.get('pid')}) at {now_iso()}")
+        except RuntimeError as exc:
+            log(f"{hook.name}: could not stop the app: {exc}")
+    return names
 
 
 def _stream_dags() -> str:

@@ -40,6 +40,17 @@ def add_parser(sub) -> None:
         "to commit; past it the run fails, saying so, rather than stop mid-batch "
         f"(default {DEFAULT_STOP_TIMEOUT:g})",
     )
+    p.add_argument(
+        "--lease",
+        action="store_true",
+        help="continuous mode: run while the pipeline is wanted (<state>/wanted.json, renewed by the stream "
+        "DAG's runs) and stop at a batch boundary once nobody renews it (how Airflow starts the app)",
+    )
+    p.add_argument(
+        "--recovery-run",
+        metavar="RUN_ID",
+        help="start while this recovery run is in progress (the query it starts); any other start waits for it",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_ingest)
 
@@ -58,6 +69,8 @@ def cmd_ingest(args) -> int:
         max_seconds=args.max_seconds,
         stop_timeout=args.stop_timeout,
         log=log,
+        leased=args.lease,
+        recovery_run=args.recovery_run,
     )
     if args.json:
         out.print_json(json.dumps(asdict(result)))

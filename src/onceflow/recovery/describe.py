@@ -53,7 +53,7 @@ def start_hint(f: Facts) -> str:
     """What to run next, with the pipeline's own name and DAG id."""
     return (
         f"start the query: `onceflow ingest --pipeline {f.pipeline}` (or `onceflow recover --pipeline "
-        f"{f.pipeline} --resume`); in Airflow the {f.pipeline}_recover DAG resubmits it"
+        f"{f.pipeline} --resume`); in Airflow the {f.pipeline}_recover DAG starts it"
     )
 
 

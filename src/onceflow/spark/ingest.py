@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 
 from onceflow import faults
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
+from onceflow.control import Wanted, require_no_recovery
 from onceflow.errors import IngestError, OnceflowError
 from onceflow.generation import CheckpointIdentity
 from onceflow.polling import wait_until
@@ -116,11 +117,14 @@ def run_ingest(
     spark: SparkSession | None = None,
     log=lambda msg: None,
     stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    leased: bool = False,
+    recovery_run: str | None = None,
 ) -> IngestResult:
     """Run the pipeline's query until it finishes (available-now), is idle for
-    `until_idle` seconds, has run `max_seconds`, or receives SIGTERM. The last three
-    stop it at a batch boundary (onceflow.spark.stop) within `stop_timeout` seconds,
-    or the run fails saying it could not (IngestError)."""
+    `until_idle` seconds, has run `max_seconds`, is no longer wanted (`leased`: onceflow.control),
+    or receives SIGTERM. The others stop it at a batch boundary (onceflow.spark.stop) within
+    `stop_timeout` seconds, or the run fails saying it could not (IngestError). It does not start
+    while a recovery other than `recovery_run` works on the pipeline (RecoveryInProgressError)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     if stop_timeout <= 0:
@@ -130,6 +134,12 @@ def run_ingest(
     status = StatusLog(pipeline.state_path, pipeline.name)
     lock = RunLock(pipeline.state_path)
     lock.acquire(run_id=run_id, mode=mode, pipeline=pipeline.name, stop_timeout=stop_timeout)
+    try:  # under the run lock: a recovery that begins after this look finds the query and stops it
+        require_no_recovery(pipeline.state_path, allowed_run=recovery_run)
+    except BaseException:
+        lock.release()
+        raise
+    wanted = Wanted(pipeline.state_path) if leased else None
     started = time.monotonic()
     writer: BatchWriter | None = None
     try:
@@ -175,7 +185,18 @@ def run_ingest(
                 log(f"{pipeline.name}: {hint}")
             trigger = pipeline.trigger.seconds if mode == IngestMode.CONTINUOUS else None
             final, error, stopped = _supervise(
-                query, listener, request, gate, mode, until_idle, max_seconds, trigger, stop_timeout, log, follower
+                query,
+                listener,
+                request,
+                gate,
+                mode,
+                until_idle,
+                max_seconds,
+                trigger,
+                stop_timeout,
+                log,
+                follower,
+                wanted,
             )
             if final == RunStatus.STOPPED and gate.held is not None and not query.isActive:
                 log(
@@ -264,6 +285,7 @@ def _supervise(
     stop_timeout: float,
     log,
     follower: Follower,
+    wanted: Wanted | None = None,
 ) -> tuple[str, str | None, StopOutcome | None]:
     """Wait for the query's end or a reason to stop it: (final status, error, how a stop went)."""
     from pyspark.errors import StreamingQueryException
@@ -286,6 +308,8 @@ def _supervise(
                 reason = f"idle for {until_idle:g}s"
             if reason is None and max_seconds is not None and time.monotonic() - started >= max_seconds:
                 reason = f"ran its {max_seconds:g}s window"
+            if reason is None and wanted is not None and wanted.current() is None:
+                reason = f"no longer wanted: nobody renewed {wanted.path.name}"
             if reason is None and follower.error is not None:
                 reason = "the follower failed"  # the run fails with its error (follower.finish)
             if reason:

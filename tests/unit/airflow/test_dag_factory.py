@@ -13,8 +13,8 @@ from tests.airflow_helpers import ROOT  # sets up AIRFLOW_HOME before airflow is
 
 SHAPES: dict[str, dict[str, list[str]]] = {
     "stream": {
-        "guard": ["stream", "wait_healthy"],
-        "stream": [],
+        "guard": ["stream"],
+        "stream": ["wait_healthy"],
         "wait_healthy": ["watch"],
         "watch": ["route"],
         "route": ["trigger_recover", "window_done"],
@@ -27,10 +27,10 @@ SHAPES: dict[str, dict[str, list[str]]] = {
         "begin": ["end", "stop"],
         "stop": ["plan"],
         "plan": ["execute"],
-        "execute": ["resubmit"],
-        "resubmit": ["wait_first_batch"],
-        "wait_first_batch": ["audit"],
-        "audit": ["end"],
+        "execute": ["start"],
+        "start": ["wait_first_batch"],
+        "wait_first_batch": ["audit", "end"],
+        "audit": [],
         "end": [],
     },
     "backfill": {"resolve": ["backfill"], "backfill": ["audit"], "audit": []},

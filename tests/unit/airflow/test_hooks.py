@@ -6,14 +6,13 @@ import importlib
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
 importlib.import_module("tests.airflow_helpers")  # sets AIRFLOW_HOME before airflow is imported
 
 from devkit.pipelines import write_pipeline  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
-from onceflow.airflow.hooks import RECOVERY_MARKER_STALE_SECONDS, OnceflowHook  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
+from onceflow.airflow.hooks import OnceflowHook  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
 from onceflow.polling import wait_until  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
 from onceflow.status import RunEvent  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
 
@@ -75,15 +74,13 @@ def test_a_copy_on_another_host_is_not_signalled(hook):
         proc.wait()
 
 
-def test_the_recovery_marker_is_set_read_and_goes_stale(hook):
-    assert hook.recovery_in_progress() is None
-    marker = hook.mark_recovery("run-1")
-    assert hook.recovery_in_progress() == marker and marker["run_id"] == "run-1"
-    stale = {**marker, "epoch": time.time() - RECOVERY_MARKER_STALE_SECONDS - 1}
-    hook.recovery_marker_path.write_text(json.dumps(stale))
-    assert hook.recovery_in_progress() is None  # a crashed recovery does not block the stream forever
-    hook.clear_recovery()
-    assert not hook.recovery_marker_path.exists()
+def test_the_hook_reads_the_recovery_marker_and_the_lease(hook):
+    assert hook.recovery_in_progress() is None and hook.wanted.current() is None
+    with hook.control_lock():
+        hook.recovery_marker.begin("run-1")
+    assert hook.recovery_in_progress()["run_id"] == "run-1"
+    hook.recovery_marker.clear("run-1")
+    assert hook.recovery_in_progress() is None and not hook.recovery_marker_path.exists()
 
 
 def test_the_last_run_and_the_last_audit(hook):

@@ -42,6 +42,14 @@ def test_the_event_decides_the_outcome():
         _sensor().execute_complete({}, {**event, "verdict": "not_started"})
 
 
+def test_a_stream_runs_window_ends_its_watch_without_failing():
+    """A stream run watches its window; at its end the app runs on for the next run to adopt."""
+    event = {"verdict": "timeout", "last_verdict": "healthy", "pipeline": "p", "reasons": ["ok"], "run": {}}
+    assert _sensor(wait_timeout=60, window_ends_wait=True).execute_complete({}, event)["verdict"] == "window_end"
+    with pytest.raises(AirflowFailException, match="verdict dead"):  # a problem inside the window still fails
+        _sensor(wait_timeout=60, window_ends_wait=True).execute_complete({}, {**event, "verdict": "dead"})
+
+
 def test_a_run_that_must_make_progress_fails_when_it_committed_nothing_with_records_waiting():
     idle = {"verdict": "stopped", "pipeline": "p", "run": {"batches": 0}, "health": {"lag": {"total": 0}}}
     assert _sensor(require_progress=True).execute_complete({}, idle) == idle  # nothing was left to read

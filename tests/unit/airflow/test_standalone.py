@@ -35,3 +35,31 @@ def test_stop_interrupts_the_group_and_kills_what_outlives_its_leader(tmp_path):
     stop(leader, timeout=5)
     assert leader.returncode is not None
     assert wait_until(lambda: not alive(child), 10), "the component that outlived standalone was killed"
+
+
+def test_stopping_airflow_stops_the_apps_it_kept_running_or_hands_them_over(tmp_path, monkeypatch):
+    from devkit.pipelines import write_pipeline
+    from onceflow.airflow.hooks import OnceflowHook
+    from onceflow.airflow.standalone import stop_streams
+    from tests.unit.airflow.test_hooks import HOLDER
+
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
+    file = write_pipeline(tmp_path / "pipelines", "localhost:1", "t", name="kept")
+    monkeypatch.setenv("ONCEFLOW_PIPELINES_DIR", str(file.parent))
+    hook = OnceflowHook(file)
+    app = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(hook.pipeline.state_path), "stop"], stdout=subprocess.PIPE
+    )
+    try:
+        assert app.stdout is not None and app.stdout.readline().strip() == b"holding"
+        said: list[str] = []
+        assert stop_streams(log=said.append) == []  # nobody wants it: not Airflow's app, left alone
+        hook.wanted.want(600, by="kept_stream/r1")
+        assert stop_streams(keep=True, log=said.append) == ["kept"] and app.poll() is None
+        assert "runs on, wanted until" in said[-1]
+        assert stop_streams(log=said.append) == ["kept"]
+        assert app.wait(30) is not None and hook.wanted.current() is None
+        assert any("stopped the app" in line for line in said), said
+    finally:
+        app.kill()
+        app.wait()

@@ -458,5 +458,5 @@ def test_recovery_hints_name_the_real_dag_and_command():
     assert plan.next_step == (
         f"start the query: `onceflow ingest --pipeline {plan.pipeline}` (or `onceflow recover "
         f"--pipeline {plan.pipeline} --resume`); in Airflow the {plan.pipeline}_recover DAG "
-        "resubmits it"
+        "starts it"
     )

@@ -1,0 +1,176 @@
+"""StreamOperator: keep a pipeline's one long-lived streaming app running, across DAG runs.
+
+A continuous pipeline's app is not bounded by a DAG run: a stream DAG run *adopts* the app that
+runs, or *launches* it when none does, and renews the lease that keeps it wanted
+(onceflow.control.Wanted) for its window and a margin. The app runs until nobody renews the lease
+(the stream DAG is paused, Airflow is gone), then stops itself at a batch boundary. So a window's
+end costs nothing (the next run adopts the same app: no driver start, no gap) and a scheduler
+restart or an Airflow upgrade neither stops the app nor starts a second copy (the run lock).
+
+The app is spark-submit's command as the apache-spark provider builds it from the `spark_default`
+connection (client deploy mode), started in a session of its own so that it outlives the task:
+its output goes to `<state>/pipelines/<name>/apps/<start>.log` (the newest APP_LOGS kept).
+A recovery launches the app the same way, as the one query allowed while it works.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+
+from onceflow import processes
+from onceflow.airflow.spark_submit import STOP_MARGIN, OnceflowSparkSubmitOperator
+from onceflow.polling import wait_for
+from onceflow.status import IngestMode
+
+APP_LOGS = 10  # app log files kept per pipeline (one per launch)
+LAUNCH_TIMEOUT = 180.0  # seconds for a launched app to take the run lock (a JVM start on a busy machine)
+
+
+class StreamOperator(OnceflowSparkSubmitOperator):
+    """Adopt the pipeline's running app, or launch it detached; either way renew its lease.
+
+    :param lease_seconds: how long from now the stream stays wanted (templated): the run's window
+        and a margin for the next run to renew it
+    :param recovery_run: launched by this recovery run (templated): the one query allowed while
+        it works; the recovery's marker is renewed instead of waited for
+    Returns {adopted, since, pid, run_id, log, lease_until}: `since` (epoch) is when a launched app
+    began, None for an adopted one, so the sensors after it judge the right run.
+    """
+
+    template_fields: Sequence[str] = (*OnceflowSparkSubmitOperator.template_fields, "lease_seconds", "recovery_run")
+    ui_color = "#e0ecfd"
+
+    def __init__(
+        self, *, pipeline_file: str, lease_seconds: Any, recovery_run: str | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(pipeline_file=pipeline_file, app="ingest", **kwargs)
+        self.lease_seconds = lease_seconds
+        self.recovery_run = recovery_run
+
+    def arguments(self, context: Any) -> list[str]:
+        args = [
+            *super().arguments(context),
+            "--mode",
+            IngestMode.CONTINUOUS.value,
+            "--lease",
+            "--stop-timeout",
+            f"{self.stop_grace - STOP_MARGIN:g}",
+        ]
+        return args + (["--recovery-run", str(self.recovery_run)] if self.recovery_run else [])
+
+    def execute(self, context: Any) -> dict:  # type: ignore[override]  # the outcome is the XCom
+        hook = self.onceflow
+        by = f"{context['dag'].dag_id}/{context['run_id']}"
+        with hook.control_lock():  # decided with no recovery beginning in between (onceflow.control)
+            marker = hook.recovery_in_progress()
+            if marker and marker.get("run_id") != self.recovery_run:
+                raise AirflowSkipException(
+                    f"{hook.name}: recovery run {marker.get('run_id')} is at work; it starts the app itself"
+                )
+            if self.recovery_run:
+                hook.recovery_marker.renew(str(self.recovery_run))
+            lease = hook.wanted.want(float(self.lease_seconds), by=by)
+            holder = hook.running_job()
+        if holder is not None:
+            self.log.info(
+                "%s: adopting the running app (pid %s, run %s, since %s); wanted until %s",
+                hook.name,
+                holder.get("pid"),
+                holder.get("run_id"),
+                holder.get("started"),
+                lease.as_dict()["until"],
+            )
+            return self._outcome(True, None, holder, None, lease.until)
+        return self._launch(context, lease.until)
+
+    def _launch(self, context: Any, lease_until: float) -> dict:
+        from onceflow.kafka.admin import require_pipeline_brokers
+        from onceflow.spark.session import spark_dir
+
+        hook = self.onceflow
+        require_pipeline_brokers(hook.pipeline)  # a broker that is down fails here, before spark-submit
+        self.prepare(context)
+        # the provider's own hook and command line, as SparkSubmitOperator would run them
+        command = self._get_hook()._build_spark_submit_command(self.application)
+        env = {**os.environ, **(self.env_vars or {})}
+        log_path = _app_log(hook.pipeline.state_path)
+        spark_dir().mkdir(parents=True, exist_ok=True)
+        since = time.time()
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen(  # a session of its own: the app outlives this task
+                command,
+                cwd=spark_dir(),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.log.info("%s: launched the app (spark-submit pid %s); its log: %s", hook.name, proc.pid, log_path)
+
+        def holder() -> dict | None:
+            found = hook.running_job()
+            if found and found.get("pid") and processes.descends_from(int(found["pid"]), proc.pid):
+                return found
+            if proc.poll() is not None:
+                other = hook.running_job()  # it refused to start: is another copy running now?
+                if other is not None:
+                    return {**other, "adopted_instead": True}
+                raise AirflowException(
+                    f"{hook.name}: the app exited with code {proc.returncode} before it started. Its log "
+                    f"({log_path}) ends:\n{_tail(log_path)}"
+                )
+            return None
+
+        found = wait_for(
+            holder,
+            LAUNCH_TIMEOUT,
+            lambda: AirflowException(
+                f"{hook.name}: the app (spark-submit pid {proc.pid}) did not take the run lock within "
+                f"{LAUNCH_TIMEOUT:g}s; its log ({log_path}) ends:\n{_tail(log_path)}"
+            ),
+            interval=0.5,
+        )
+        if found.get("adopted_instead"):
+            self.log.info("%s: another copy took the run lock first (pid %s): adopting it", hook.name, found["pid"])
+            return self._outcome(True, None, found, None, lease_until)
+        self.log.info("%s: the app runs (pid %s, run %s)", hook.name, found.get("pid"), found.get("run_id"))
+        return self._outcome(False, since, found, str(log_path), lease_until)
+
+    @staticmethod
+    def _outcome(adopted: bool, since: float | None, holder: dict, log: str | None, lease_until: float) -> dict:
+        return {
+            "adopted": adopted,
+            "since": since,
+            "pid": holder.get("pid"),
+            "run_id": holder.get("run_id"),
+            "log": log,
+            "lease_until": lease_until,
+        }
+
+    def on_kill(self) -> None:
+        """The app is not this task's to stop: it runs on, wanted until its lease ends."""
+        self.log.info("%s: the task was killed; the app runs on until its lease ends", self.pipeline_file)
+
+
+def _app_log(state_path: Path) -> Path:
+    """A new log file for a launched app; older ones beyond the newest APP_LOGS are removed."""
+    folder = Path(state_path) / "apps"
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in sorted(folder.glob("*.log"))[: -(APP_LOGS - 1) or None]:
+        old.unlink(missing_ok=True)
+    return folder / (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}.log")
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
