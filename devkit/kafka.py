@@ -72,9 +72,15 @@ def scratch_broker(prefix: str, timeout: float = 120) -> Iterator[tuple[Path, Lo
 
 
 def produce_events(
-    bootstrap: str, topic: str, events: int, malformed_ratio: float = 0.01, txn_size: int = 1000, **options: Any
+    bootstrap: str,
+    topic: str,
+    events: int,
+    malformed_ratio: float = 0.01,
+    txn_size: int = 1000,
+    partitions: int = 4,
+    **options: Any,
 ) -> ProduceSummary:
-    """`events` payments events on 4 partitions, `malformed_ratio` of them malformed, in transactions
+    """`events` payments events on `partitions` partitions, `malformed_ratio` of them malformed, in transactions
     of `txn_size`, without keeping the records in memory: the benchmarks' input."""
     from devkit.pipelines import PAYMENTS_SCHEMA
     from onceflow.kafka.producer import produce
@@ -84,7 +90,7 @@ def produce_events(
         topic,
         events,
         schema=PAYMENTS_SCHEMA,
-        partitions=4,
+        partitions=partitions,
         malformed_ratio=malformed_ratio,
         txn_size=txn_size,
         keep_records=False,
