@@ -59,14 +59,20 @@ def fingerprint() -> dict:
 
     java = _java()
     jvm = next(iter(sorted(Path(java).parent.parent.glob("lib/server/libjvm.so"))), None) if java else None
-    jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
-    digest = hashlib.sha256("\n".join(jars).encode()).hexdigest()[:16]
     return {
         "java": java,
         "libjvm_bytes": jvm.stat().st_size if jvm else None,
         "pyspark": pyspark.__version__,
-        "spark_jars_hash": digest,
+        "spark_jars_hash": jars_digest(Path(pyspark.__file__).parent / "jars"),
     }
+
+
+def jars_digest(folder: Path) -> str:
+    """The jars of `folder` by name, size and time: the JVM refuses an archive whose jars were
+    replaced, even by files of the same name (a reinstall of the same pyspark), and then starts
+    without it, silently; so such an archive must not count as usable (setup rebuilds it)."""
+    jars = sorted(f"{p.name} {p.stat().st_size} {p.stat().st_mtime_ns}" for p in folder.glob("*.jar"))
+    return hashlib.sha256("\n".join(jars).encode()).hexdigest()[:16]
 
 
 def usable() -> bool:

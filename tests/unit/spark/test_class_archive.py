@@ -57,3 +57,16 @@ def test_the_users_driver_options_come_after_the_archive(archive, monkeypatch):
     assert spark_conf()["spark.driver.extraJavaOptions"].endswith(" -XX:TieredStopAtLevel=1")
     monkeypatch.setenv("ONCEFLOW_CLASS_ARCHIVE", "no")
     assert spark_conf()["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+
+
+def test_jars_replaced_by_files_of_the_same_name_change_the_fingerprint(tmp_path):
+    """A reinstall of the same pyspark rewrites its jars: the JVM then refuses the archive (it checks
+    each jar's time and size) and starts without it, silently, so setup must see it as stale."""
+    import os
+
+    jar = tmp_path / "spark-core.jar"
+    jar.write_bytes(b"x" * 10)
+    before = class_archive.jars_digest(tmp_path)
+    assert class_archive.jars_digest(tmp_path) == before
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))
+    assert class_archive.jars_digest(tmp_path) != before
