@@ -90,16 +90,24 @@ def _write(path: Path, until: float, info: dict) -> Lease:
     return Lease(until, info)
 
 
-class RecoveryMarker:
-    """`recovering.json`: a recovery run works on this pipeline (see the module doc)."""
+class _LeaseFile:
+    """One of the lease files of a pipeline's state directory."""
+
+    NAME = ""
 
     def __init__(self, state_path: str | Path):
-        self.path = Path(state_path) / RECOVERY_MARKER
+        self.path = Path(state_path) / self.NAME
 
     def current(self, now: float | None = None) -> Lease | None:
-        """The marker of a recovery still at work; None when there is none or it expired."""
+        """The lease while it holds; None when there is none or it ran out."""
         lease = _read(self.path)
         return lease if lease is not None and lease.valid(now) else None
+
+
+class RecoveryMarker(_LeaseFile):
+    """`recovering.json`: a recovery run works on this pipeline (see the module doc)."""
+
+    NAME = RECOVERY_MARKER
 
     def begin(self, run_id: str, now: float | None = None, **info) -> Lease:
         """Mark recovery `run_id` as working (call under control_lock); refused while another works."""
@@ -125,15 +133,10 @@ class RecoveryMarker:
         self.path.unlink(missing_ok=True)
 
 
-class Wanted:
+class Wanted(_LeaseFile):
     """`wanted.json`: the stream is wanted running until a time (see the module doc)."""
 
-    def __init__(self, state_path: str | Path):
-        self.path = Path(state_path) / WANTED
-
-    def current(self, now: float | None = None) -> Lease | None:
-        lease = _read(self.path)
-        return lease if lease is not None and lease.valid(now) else None
+    NAME = WANTED
 
     def want(self, seconds: float, by: str, now: float | None = None, **info) -> Lease:
         """Want the stream running for `seconds` more (never shortens a longer lease)."""
