@@ -156,13 +156,14 @@ def require_no_recovery(state_path: str | Path, allowed_run: str | None = None) 
     """Refuse to start a query while a recovery works, unless it is that recovery's own
     (RecoveryInProgressError). The caller holds the run lock, so a recovery that begins after
     this check finds it running and stops it."""
+    recovery = RecoveryMarker(state_path)
     with control_lock(state_path):
-        marker = RecoveryMarker(state_path).current()
+        marker = recovery.current()
     if marker is not None and marker.info.get("run_id") != allowed_run:
         raise RecoveryInProgressError(
             f"recovery run {marker.info.get('run_id')} is in progress (since {marker.info.get('since')}); "
             "it starts the query itself when it is done. Fix: wait for it, or if that recovery is gone, "
-            f"remove {RecoveryMarker(state_path).path} (it expires by itself at {_when(marker.until)})"
+            f"remove {recovery.path} (it expires by itself at {_when(marker.until)})"
         )
 
 

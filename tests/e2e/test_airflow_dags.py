@@ -215,7 +215,11 @@ def _commits(pipeline) -> list[tuple[float, str | None, float]]:
     return sorted(out)
 
 
-def _kill_after(pipeline, pid: int, delay: float) -> threading.Thread:
+def _kill_after(pipeline, pid: int, delay: float) -> tuple[threading.Thread, dict]:
+    """SIGKILL the app `pid` after `delay` seconds, if it still holds the run lock; the dict gets
+    the kill's time."""
+    times: dict = {}
+
     def kill() -> None:
         time.sleep(delay)
         holder = RunLock(pipeline.state_path).holder() or {}
@@ -223,11 +227,9 @@ def _kill_after(pipeline, pid: int, delay: float) -> threading.Thread:
             os.kill(pid, signal.SIGKILL)
             times["kill"] = time.time()
 
-    times: dict = {}
     thread = threading.Thread(target=kill, daemon=True)
-    thread.times = times  # type: ignore[attr-defined]
     thread.start()
-    return thread
+    return thread, times
 
 
 def test_a_continuous_stream_runs_across_windows_and_recovers_from_a_kill_without_a_second_outage(flow):
@@ -258,10 +260,10 @@ def test_a_continuous_stream_runs_across_windows_and_recovers_from_a_kill_withou
         app = outs[0]["pid"]
         timeline["rollovers_done"] = time.time()
 
-        killer = _kill_after(pipeline, app, delay=8)
+        killer, killed = _kill_after(pipeline, app, delay=8)
         run_id, states, _ = _run(flow, "stream", window)  # the fourth window: the app is killed in it
         killer.join(5)
-        timeline["kill"] = killer.times["kill"]  # type: ignore[attr-defined]
+        timeline["kill"] = killed["kill"]
         assert _xcom("afe2e_stream", run_id, "stream")["adopted"] is True
         assert states["route"] == "success" and states["trigger_recover"] == "success", states
         watch = _xcom("afe2e_stream", run_id, "watch")

@@ -148,10 +148,6 @@ class OnceflowHook(BaseHook):
     def recovery_marker(self) -> RecoveryMarker:
         return RecoveryMarker(self.pipeline.state_path)
 
-    @property
-    def recovery_marker_path(self) -> Path:
-        return self.recovery_marker.path
-
     def recovery_in_progress(self) -> dict | None:
         """The marker of the `<p>_recover` run at work, or None (none, or it expired with its run)."""
         lease = self.recovery_marker.current()

@@ -11,7 +11,6 @@ the sensor reschedule itself, which frees the slot for the task that starts it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -173,4 +172,4 @@ class StreamGuardSensor(BaseSensorOperator):
         holder = hook.running_job()
         if holder is not None:
             self.log.info("%s: a copy already runs (pid %s); this window watches it", hook.name, holder.get("pid"))
-        return PokeReturnValue(is_done=True, xcom_value={"since": None if holder else time.time(), "running": holder})
+        return PokeReturnValue(is_done=True, xcom_value={"running": holder})

@@ -84,17 +84,21 @@ class OnceflowSparkSubmitOperator(SparkSubmitOperator):
         self._hook = None
         self.log.info("spark-submit %s on master %s (connection %s)", self.application, master, self._conn_id)
 
-    def execute(self, context: Any) -> Any:
+    def ready(self, context: Any) -> Path:
+        """Check the pipeline's brokers (a broker that is down fails here, before spark-submit) and
+        prepare the submission; returns the folder spark-submit starts in: <state>/spark, since the
+        driver JVM leaves files (Spark 4.0's artifacts/) in its working directory."""
         from onceflow.kafka.admin import require_pipeline_brokers
         from onceflow.spark.session import spark_dir
 
-        require_pipeline_brokers(self.onceflow.pipeline)  # a broker that is down fails here, before spark-submit
+        require_pipeline_brokers(self.onceflow.pipeline)
         self.prepare(context)
-        # the driver JVM starts in this task's working directory and leaves Spark 4.0's
-        # artifacts/ there: start spark-submit in <state>/spark instead
-        here = Path.cwd()
         spark_dir().mkdir(parents=True, exist_ok=True)
-        os.chdir(spark_dir())
+        return spark_dir()
+
+    def execute(self, context: Any) -> Any:
+        here, work = Path.cwd(), self.ready(context)
+        os.chdir(work)
         try:
             return super().execute(context)
         finally:

@@ -91,22 +91,17 @@ class StreamOperator(OnceflowSparkSubmitOperator):
         return self._launch(context, lease.until)
 
     def _launch(self, context: Any, lease_until: float) -> dict:
-        from onceflow.kafka.admin import require_pipeline_brokers
-        from onceflow.spark.session import spark_dir
-
         hook = self.onceflow
-        require_pipeline_brokers(hook.pipeline)  # a broker that is down fails here, before spark-submit
-        self.prepare(context)
+        work = self.ready(context)
         # the provider's own hook and command line, as SparkSubmitOperator would run them
         command = self._get_hook()._build_spark_submit_command(self.application)
         env = {**os.environ, **(self.env_vars or {})}
         log_path = _app_log(hook.pipeline.state_path)
-        spark_dir().mkdir(parents=True, exist_ok=True)
         since = time.time()
         with open(log_path, "ab") as out:
             proc = subprocess.Popen(  # a session of its own: the app outlives this task
                 command,
-                cwd=spark_dir(),
+                cwd=work,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,

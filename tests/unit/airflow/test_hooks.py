@@ -80,7 +80,7 @@ def test_the_hook_reads_the_recovery_marker_and_the_lease(hook):
         hook.recovery_marker.begin("run-1")
     assert hook.recovery_in_progress()["run_id"] == "run-1"
     hook.recovery_marker.clear("run-1")
-    assert hook.recovery_in_progress() is None and not hook.recovery_marker_path.exists()
+    assert hook.recovery_in_progress() is None and not hook.recovery_marker.path.exists()
 
 
 def test_the_last_run_and_the_last_audit(hook):
