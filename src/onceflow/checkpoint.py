@@ -1,4 +1,4 @@
-"""Reads Spark Structured Streaming checkpoints without a JVM.
+"""Reads Spark Structured Streaming checkpoints without a JVM, on disk or in an object store.
 
 A checkpoint is one of the four ledgers the audits compare, and the source of
 each micro-batch's offset range for the sink ledger, so onceflow reads it itself
@@ -29,11 +29,10 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from onceflow.errors import CheckpointError, CheckpointFileError
 from onceflow.offsets import as_json, from_json
-from onceflow.paths import local_path
+from onceflow.storage.files import StorePath
 
 OFFSETS, COMMITS, SOURCES, METADATA = "offsets", "commits", "sources", "metadata"
 SUPPORTED_VERSION = 1
@@ -43,19 +42,13 @@ _CRC_FILE = re.compile(r"^\.(.+)\.crc$")
 
 
 # -- single files --------------------------------------------------------------
-def _local(path: str | os.PathLike) -> Path:
-    """A local path from a path or a file: URI; other schemes need a JVM."""
-    local = local_path(path)
-    if local is None:
-        raise CheckpointFileError(
-            os.fspath(path),
-            "only local checkpoints (paths or file: URIs) can be read without a JVM. "
-            "Fix: copy the checkpoint to a local directory, or inspect it with Spark.",
-        )
-    return local
+def _local(path: str | os.PathLike) -> StorePath:
+    """The checkpoint file or folder: a local path, a file: URI, or an object-store URI (s3://, s3a://)
+    read through pyarrow (onceflow.storage.files), never a JVM."""
+    return path if isinstance(path, StorePath) else StorePath(path)
 
 
-def _version(line: str, path: Path) -> int:
+def _version(line: str, path: StorePath) -> int:
     """`v1` -> 1; CheckpointError naming the file for anything else (Spark refuses it too)."""
     if not line.startswith("v") or not line[1:].isdigit():
         raise CheckpointFileError(
@@ -73,7 +66,7 @@ def _version(line: str, path: Path) -> int:
     return version
 
 
-def _partition_offsets(raw: object, path: Path, where: str) -> dict[str, dict[int, int]]:
+def _partition_offsets(raw: object, path: StorePath, where: str) -> dict[str, dict[int, int]]:
     """Kafka offsets JSON {"topic": {"0": 42}} -> {"topic": {0: 42}}, checked."""
     if not isinstance(raw, dict):
         raise CheckpointFileError(path, f"{where} is not a JSON object of topics (got {type(raw).__name__})")
@@ -90,20 +83,20 @@ def _partition_offsets(raw: object, path: Path, where: str) -> dict[str, dict[in
     return out
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: StorePath) -> str:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise CheckpointFileError(path, "file is missing") from None
     except OSError as exc:
-        raise CheckpointFileError(path, f"cannot read ({exc.strerror})") from None
+        raise CheckpointFileError(path, f"cannot read ({exc.strerror or exc})") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise CheckpointFileError(path, "not UTF-8 text (corrupt file)") from None
 
 
-def _json_line(line: str, path: Path, where: str) -> object:
+def _json_line(line: str, path: StorePath, where: str) -> object:
     try:
         return json.loads(line)
     except json.JSONDecodeError as exc:
@@ -232,10 +225,10 @@ def batch_offset_range(
     return {p: start.get(p, 0) for p in sorted(end)}, dict(sorted(end.items()))
 
 
-def _batch_ids(folder: Path) -> list[int]:
+def _batch_ids(folder: StorePath) -> list[int]:
     """Sorted batch ids of the finished files in a log directory (temp/crc files excluded)."""
     try:
-        names = os.listdir(folder)
+        names = folder.names()
     except (FileNotFoundError, NotADirectoryError):
         return []
     return sorted(int(n) for n in names if _BATCH_FILE.match(n))
@@ -347,7 +340,7 @@ class Checkpoint:
         batch = self.batches.get(last)
         if batch is None:
             raise CheckpointFileError(
-                Path(self.path) / OFFSETS / str(last),
+                _local(self.path) / OFFSETS / str(last),
                 f"the offsets of the last committed batch {last} are missing or unreadable",
             )
         return dict(sorted((batch.offsets(topic) or {}).items()))
@@ -385,7 +378,7 @@ class Checkpoint:
         }
 
 
-def _read_commit_file(path: Path) -> dict:
+def _read_commit_file(path: StorePath) -> dict:
     """`commits/N`: `v1` then `{"nextBatchWatermarkMs": ...}`."""
     text = _read_text(path)
     lines = [ln for ln in text.split("\n") if ln != ""]
@@ -400,18 +393,18 @@ def _read_commit_file(path: Path) -> dict:
     return body
 
 
-def _read_metadata(path: Path) -> str:
+def _read_metadata(path: StorePath) -> str:
     body = _json_line(_read_text(path).strip(), path, "query metadata")
     if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not body["id"]:
         raise CheckpointFileError(path, 'query metadata has no "id" (expected {"id": "<query uuid>"})')
     return body["id"]
 
 
-def _leftovers(folder: Path) -> list[Problem]:
+def _leftovers(folder: StorePath) -> list[Problem]:
     """Temp files from a crash mid-write, and checksums whose file is gone."""
     out: list[Problem] = []
     try:
-        names = set(os.listdir(folder))
+        names = set(folder.names())
     except (FileNotFoundError, NotADirectoryError):
         return out
     for name in sorted(names):
@@ -456,10 +449,8 @@ def _spans(ids: list[int]) -> str:
 
 
 def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
-    """Read a whole checkpoint directory; never raises for damage, only reports it.
-
-    (A non-local URI raises CheckpointError: it cannot be read without a JVM.)
-    """
+    """Read a whole checkpoint directory, local or in an object store; never raises for damage,
+    only reports it."""
     root = _local(path)
     if not root.exists():
         return Checkpoint(path=str(root), exists=False, unusable_reasons=("the checkpoint directory does not exist",))

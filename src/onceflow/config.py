@@ -213,9 +213,13 @@ class Pipeline(_Model):
         return self.sinks.aggregates.group_by[0] if self.sinks.aggregates is not None else None
 
     def resolve(self, path: str) -> str:
-        """A sink/checkpoint path: absolute or URI as is; relative under the state dir."""
+        """A sink/checkpoint path: absolute or URI as is; relative under ONCEFLOW_DATA_ROOT (a folder
+        or an `s3://bucket/prefix`: docs/storage.md), else under the state dir."""
         if "://" in path or os.path.isabs(path):
             return path
+        root = os.environ.get("ONCEFLOW_DATA_ROOT")
+        if root:
+            return f"{root.rstrip('/')}/{path}" if "://" in root else str(Path(root).resolve() / path)
         return str(state_dir() / path)
 
     @property

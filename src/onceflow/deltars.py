@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from onceflow.errors import TableFeatureError
+from onceflow.storage.commit_lock import commit_lock
+from onceflow.storage.location import Location
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -32,7 +34,7 @@ def table_schema_json(path: str) -> str:
     """The table's schema as its log states it: the JSON of Spark's StructType (Delta's protocol)."""
     from deltalake import DeltaTable
 
-    return DeltaTable(path).schema().to_json()
+    return DeltaTable(path, storage_options=Location(path).storage_options).schema().to_json()
 
 
 class Appender:
@@ -40,7 +42,8 @@ class Appender:
 
     def __init__(self, path: str, storage_options: dict[str, str] | None = None):
         self.path = path
-        self.storage_options = storage_options
+        self.location = Location(path)
+        self.storage_options = storage_options if storage_options is not None else self.location.storage_options
         self._table: DeltaTable | None = None
 
     def table(self):
@@ -58,6 +61,10 @@ class Appender:
         in one commit holding `metadata` as its userMetadata and the transaction
         (`app_id`, `version`). Returns the new table version, or None when a commit with
         that app id at this version or later is already there (a replayed batch)."""
+        with commit_lock(self.location):  # Spark's commits to this table wait (storage/commit_lock.py)
+            return self._append(data, metadata, app_id, version)
+
+    def _append(self, data, metadata: str, app_id: str, version: int) -> int | None:
         import pyarrow as pa
         from deltalake import write_deltalake
         from deltalake.exceptions import DeltaError

@@ -55,6 +55,22 @@ class IdentityFileError(RecoveryError):
         return f"{self.path} is unreadable ({self.cause})"
 
 
+class StorageError(OnceflowError):
+    """An object store refused, failed a check, or is held by another driver; the message says which and the fix."""
+
+
+class LeaseHeldError(StorageError):
+    """Another driver holds the pipeline's lease in the store; `holder` says who (docs/storage.md)."""
+
+    def __init__(self, message: str, holder: dict):
+        super().__init__(message)
+        self.holder = holder
+
+
+class StoreConflict(Exception):  # a result, not a failure: the condition did not hold
+    """The store refused a conditional write: the object exists (create) or changed (if-match)."""
+
+
 class AuditError(OnceflowError):
     """An audit could not run (not: an audit that found a problem)."""
 

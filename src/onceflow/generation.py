@@ -12,13 +12,12 @@ it starts a new generation from the sink ledgers.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from onceflow import offsets
 from onceflow.errors import IdentityFileError
 from onceflow.status import now_iso
+from onceflow.storage.files import StorePath
 
 IDENTITY_FILE = "_onceflow.json"
 
@@ -40,14 +39,19 @@ class CheckpointIdentity:
 
 def has_spark_state(checkpoint: str) -> bool:
     """True once Spark has written anything that decides where a restart begins."""
-    root = Path(checkpoint)
-    return (root / "metadata").exists() or any((root / "offsets").glob("[0-9]*"))
+    root = StorePath(checkpoint)
+    if (root / "metadata").exists():
+        return True
+    try:
+        return any(name.isdigit() for name in (root / "offsets").names())
+    except FileNotFoundError:
+        return False
 
 
 def read_identity(checkpoint: str) -> CheckpointIdentity | None:
-    path = Path(checkpoint) / IDENTITY_FILE
+    path = StorePath(checkpoint) / IDENTITY_FILE
     try:
-        body = json.loads(path.read_text())
+        body = json.loads(path.read_bytes())
         return CheckpointIdentity(**body)
     except FileNotFoundError:
         return None
@@ -56,11 +60,7 @@ def read_identity(checkpoint: str) -> CheckpointIdentity | None:
 
 
 def write_identity(checkpoint: str, identity: CheckpointIdentity) -> None:
-    root = Path(checkpoint)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".{IDENTITY_FILE}.tmp"
-    tmp.write_text(json.dumps(asdict(identity), indent=2))
-    os.replace(tmp, root / IDENTITY_FILE)
+    (StorePath(checkpoint) / IDENTITY_FILE).write_text(json.dumps(asdict(identity), indent=2))
 
 
 def new_identity(

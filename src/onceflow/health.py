@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from onceflow.checkpoint import COMMITS, Checkpoint
@@ -24,6 +23,7 @@ from onceflow.ledger import follower_lag
 from onceflow.poison import poisoned_batch
 from onceflow.sinks import FOLLOWS, PipelineFacts, read_facts
 from onceflow.status import IngestMode, RunStatus, StatusLog, ended
+from onceflow.storage.files import StorePath
 from onceflow.unprocessable import Unprocessable
 from onceflow.verdicts import EXIT_CODES, Verdict
 
@@ -59,10 +59,7 @@ def _checkpoint_facts(pipeline: Pipeline, facts: PipelineFacts) -> tuple[Checkpo
         }
     commit_epoch = None
     if ck.last_committed is not None:
-        try:
-            commit_epoch = (Path(ck.path) / COMMITS / str(ck.last_committed)).stat().st_mtime
-        except OSError:
-            commit_epoch = None
+        commit_epoch = (StorePath(ck.path) / COMMITS / str(ck.last_committed)).mtime()
     return ck, {
         "path": ck.path,
         "exists": ck.exists,

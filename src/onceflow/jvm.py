@@ -17,7 +17,7 @@ from pathlib import Path
 from onceflow.errors import SetupError
 from onceflow.paths import jars_dir, project_root
 
-CLASSPATHS = ("kafka", "spark")
+CLASSPATHS = ("kafka", "spark", "s3proxy")
 _VERSIONED_JAR = re.compile(r"^(?P<name>.+?)-(?P<version>\d[\w.\-]*)\.jar$")
 
 

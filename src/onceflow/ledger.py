@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from onceflow import offsets
+from onceflow.storage.location import Location
 
 LEDGER_KEY = "onceflow_ledger"
 LEDGER_FORMAT = 1
@@ -188,7 +189,10 @@ def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) 
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(table_path, storage_options=storage_options)
+        table = DeltaTable(
+            table_path,
+            storage_options=storage_options if storage_options is not None else Location(table_path).storage_options,
+        )
     except TableNotFoundError:
         return Ledger(table=table_path, entries=[], foreign_commits=[], exists=False)
     entries, foreign, backfills, maintenance = [], [], [], []

@@ -12,7 +12,8 @@ the batches of a table read earlier, even while the job runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,10 @@ from onceflow.config import Pipeline, TableSink
 from onceflow.errors import IdentityFileError, LedgerReadError, OnceflowError, SinkError
 from onceflow.ledger import FOLLOWS, Ledger, read_ledger
 from onceflow.reconcile import AuditScope, CommittedPoint, committed_point
+from onceflow.storage.commit_lock import set_fence
+from onceflow.storage.lease import DEFAULT_TTL, DriverLease
+from onceflow.storage.location import Location
+from onceflow.storage.probe import probe
 
 if TYPE_CHECKING:
     from onceflow.checkpoint import Checkpoint
@@ -210,3 +215,40 @@ def read_committed_point(
         checkpoint_generation=facts.identity.generation if facts.identity else None,
         running=facts.running,
     )
+
+
+def lease_folder(pipeline: Pipeline) -> Location | None:
+    """Where the pipeline's driver lease lives: beside the first of its tables (then its checkpoint)
+    kept in an object store; None when all are on a file system, which the local run lock guards."""
+    for where in (*table_paths(pipeline).values(), pipeline.checkpoint_path):
+        location = Location(where)
+        if location.is_s3:
+            return location.child("_onceflow") if where == pipeline.checkpoint_path else location
+    return None
+
+
+def lease_ttl() -> float:
+    """Seconds a driver lease lasts without renewal (ONCEFLOW_LEASE_TTL, default 30): how long a killed
+    driver on another machine keeps the next one waiting."""
+    import os
+
+    return float(os.environ.get("ONCEFLOW_LEASE_TTL", DEFAULT_TTL))
+
+
+@contextlib.contextmanager
+def driver_lease(pipeline: Pipeline, log: Callable[[str], None] = lambda msg: None) -> Iterator[DriverLease | None]:
+    """Hold the pipeline's driver lease in its store for the block, probing the store first; every
+    commit to its tables in this process checks the lease (storage/commit_lock.set_fence)."""
+    folder = lease_folder(pipeline)
+    if folder is None:
+        yield None
+        return
+    probe(folder)
+    lease = DriverLease(folder, pipeline.name, ttl=lease_ttl(), log=log)
+    tables = [p for p in table_paths(pipeline).values() if Location(p).needs_commit_lock]
+    with lease:
+        set_fence(tables, lease.check)
+        try:
+            yield lease
+        finally:
+            set_fence(tables, None)

@@ -113,10 +113,6 @@ def test_negative_batch_id_is_an_error(ckpt):
         batch_offset_range(ckpt, -1, TOPIC)
 
 
-def test_remote_uri_is_refused_with_a_fix(ckpt):
-    with pytest.raises(CheckpointError, match="only local checkpoints"):
-        batch_offset_range("s3a://bucket/ck", 0, TOPIC)
-
 
 @pytest.mark.parametrize(
     "content, reason",

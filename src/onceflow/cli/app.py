@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import argparse
 
-from onceflow.cli import audit, backfill, checkpoint, demo, ingest, kafka, produce, quarantine, recover, setup
+from onceflow.cli import audit, backfill, checkpoint, demo, ingest, kafka, produce, quarantine, recover, s3, setup
 from onceflow.cli.console import console
 from onceflow.errors import OnceflowError
 
 # in the order `onceflow --help` lists them; each module has `add_parser(sub)`, which adds
 # its subcommand(s) with set_defaults(func=...) and, where it checks its input, check=...
-COMMANDS = (setup, kafka, produce, demo, checkpoint, ingest, recover, quarantine, audit, backfill)
+COMMANDS = (setup, kafka, s3, produce, demo, checkpoint, ingest, recover, quarantine, audit, backfill)
 
 # commands whose pipeline's Kafka must answer before they start (and before any JVM does)
 NEEDS_KAFKA: tuple[str, ...] = ("ingest", "audit", "backfill")

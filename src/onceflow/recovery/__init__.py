@@ -11,6 +11,7 @@ decided), `cases` (the vocabulary), `execute` (the actions), `record` (the JSON 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from onceflow.recovery.execute import execute
 from onceflow.recovery.facts import Facts, gather
 from onceflow.recovery.plan import Plan
 from onceflow.recovery.record import Outcome, RecoveryRecord, new_stamp
+from onceflow.sinks import driver_lease
 from onceflow.status import AlreadyRunningError, RunLock
 
 __all__ = ["Facts", "Plan", "RecoveryResult", "decide", "execute", "gather", "plan_recovery", "recover"]
@@ -65,7 +67,10 @@ def recover(
     record = RecoveryRecord(
         pipeline.state_path, pipeline.name, stamp, {"dry_run": dry_run, "force": force, "accept_loss": accept_loss}
     )
+    lease = contextlib.ExitStack()
     try:
+        if held:  # another machine's driver of this pipeline: wait for its lease to lapse, or refuse
+            lease.enter_context(driver_lease(pipeline, log))
         facts = gather(pipeline, running=False if held else None)
         plan = decide(facts, force=force, accept_loss=accept_loss, stamp=record.id)
         record.set_plan(plan.as_dict())
@@ -90,5 +95,6 @@ def recover(
             "was changed."
         ) from exc
     finally:
+        lease.close()
         if held:
             lock.release()

@@ -10,9 +10,7 @@ checkpoint with a time stamp.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from pathlib import Path
 
 from onceflow import offsets
 from onceflow.errors import RecoveryError
@@ -21,52 +19,52 @@ from onceflow.ledger import loss_entry, write_loss
 from onceflow.recovery.cases import ActionKind
 from onceflow.recovery.plan import Action, Plan
 from onceflow.recovery.record import ActionStatus, RecoveryRecord
+from onceflow.storage.files import StorePath
 
 Log = Callable[[str], None]
 
 
-def _free_path(path: Path) -> Path:
+def _free_path(path: StorePath) -> StorePath:
     """`path`, or `path-1`, `path-2`… if taken (never overwrite what was moved aside before)."""
     candidate, n = path, 1
     while candidate.exists():
-        candidate, n = Path(f"{path}-{n}"), n + 1
+        candidate, n = StorePath(f"{path.location.uri}-{n}"), n + 1
     return candidate
 
 
 def _move_checkpoint(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
-    src = Path(action.params["from"])
+    src = StorePath(action.params["from"])
     if not src.exists():
         raise RecoveryError(
             f"{src} disappeared between planning and moving it aside; nothing was changed. "
             "Fix: run `onceflow recover` again to plan from what is there now."
         )
-    dst = _free_path(Path(action.params["to"]))
-    os.rename(src, dst)
+    dst = _free_path(StorePath(action.params["to"]))
+    src.move_to(dst)
     return {"from": str(src), "to": str(dst)}
 
 
 def _move_leftovers(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
-    root = Path(plan.checkpoint_path)
-    dest_root = _free_path(Path(f"{plan.checkpoint_path}.leftovers-{record.id}"))
+    root = str(StorePath(plan.checkpoint_path)).rstrip("/")
+    dest_root = _free_path(StorePath(f"{plan.checkpoint_path}.leftovers-{record.id}"))
     moved, gone = [], []
     for name in action.params["files"]:
-        path = Path(name)
+        path = StorePath(name)
         if not path.exists():
             gone.append(name)
             continue
-        companions = [path, path.with_name(f".{path.name}.crc")]
-        for file in companions:
+        folder, _, base = str(path).rpartition("/")
+        for file in (path, StorePath(f"{folder}/.{base}.crc")):
             if file.exists():
-                target = dest_root / file.relative_to(root)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.rename(file, target)
+                target = StorePath(f"{dest_root}{str(file).removeprefix(root)}")
+                file.move_to(target)
                 moved.append({"from": str(file), "to": str(target)})
     return {"moved": moved, "already_gone": gone}
 
 
 def _write_loss(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
     p = action.params
-    if not Path(p["table"]).exists():
+    if not StorePath(p["table"]).exists():
         return {"written": False, "why": "the table does not exist; the loss is in this record only"}
     entry = loss_entry(
         plan.pipeline,
@@ -91,8 +89,8 @@ def _write_loss(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
 
 def _write_identity(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
     p = action.params
-    cp = Path(p["checkpoint"])
-    if cp.exists() and any(cp.iterdir()):
+    cp = StorePath(p["checkpoint"])
+    if cp.exists() and cp.is_dir() and cp.names():
         raise RecoveryError(
             f"{cp} is not empty after the old checkpoint was moved aside (another process wrote "
             "to it?); the new generation was not started. Fix: stop whatever writes there and run "

@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from onceflow.deltars import Appender
 from onceflow.spark.session import COMPACT_MIN_FILE_BYTES
+from onceflow.storage.commit_lock import commit_lock
 from onceflow.tables import AUTO_COMPACT
 
 COMPACT_AFTER_FILES = 50  # Delta's autoCompact.minNumFiles
@@ -62,7 +63,8 @@ class Compactor:
             small = table.small_files(self.small)
             if small < self.after:
                 continue
-            DeltaTable.forPath(self.spark, table.path).optimize().executeCompaction()
+            with commit_lock(table.path):
+                DeltaTable.forPath(self.spark, table.path).optimize().executeCompaction()
             self.compactions[name] += 1
             done.append(name)
             self.log(f"compacted {name}: {small} small files")

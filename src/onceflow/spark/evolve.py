@@ -27,6 +27,7 @@ from pyspark.sql.types import DataType, IntegerType, LongType, StructType
 from onceflow.deltars import table_schema_json
 from onceflow.errors import ConfigError
 from onceflow.ledger import MAINTENANCE_KEY
+from onceflow.storage.commit_lock import commit_lock
 
 WIDENINGS = {(IntegerType(), LongType())}
 
@@ -100,6 +101,11 @@ def _alter(spark: SparkSession, path: str, sink: str, added: list, widened: list
 
 
 def _apply(spark: SparkSession, path: str, sink: str, added: list, widened: list[str], done: list[str]) -> None:
+    with commit_lock(path):
+        _apply_locked(spark, path, sink, added, widened, done)
+
+
+def _apply_locked(spark: SparkSession, path: str, sink: str, added: list, widened: list[str], done: list[str]) -> None:
     if added:
         cols = ", ".join(f"`{n}` {t.simpleString()}" for n, t in added)
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")

@@ -15,6 +15,7 @@ here, the query and the run that supervises it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -26,10 +27,10 @@ from pyspark.sql import SparkSession
 from onceflow import faults
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
 from onceflow.control import Wanted, require_no_recovery
-from onceflow.errors import IngestError, OnceflowError
+from onceflow.errors import IngestError, OnceflowError, StorageError
 from onceflow.generation import CheckpointIdentity
 from onceflow.polling import wait_until
-from onceflow.sinks import read_ledgers, table_paths
+from onceflow.sinks import driver_lease, read_ledgers, table_paths
 from onceflow.spark.batch_writer import BatchWriter
 from onceflow.spark.follower import Follower
 from onceflow.spark.generation_guard import prepare_checkpoint
@@ -142,7 +143,10 @@ def run_ingest(
     wanted = Wanted(pipeline.state_path) if leased else None
     started = time.monotonic()
     writer: BatchWriter | None = None
+    store_lease = contextlib.ExitStack()
     try:
+        # on an object store: the pipeline's lease there, against drivers on other machines (docs/storage.md)
+        lease = store_lease.enter_context(driver_lease(pipeline, log))
         ledgers = read_ledgers(pipeline, kafka=False)  # each Delta sink's, once per run, under the run lock
         identity = prepare_checkpoint(pipeline, ledgers)
         if spark is None:
@@ -197,6 +201,7 @@ def run_ingest(
                 log,
                 follower,
                 wanted,
+                lease.check if lease is not None else None,
             )
             if final == RunStatus.STOPPED and gate.held is not None and not query.isActive:
                 log(
@@ -270,6 +275,7 @@ def run_ingest(
             raise
         raise IngestError(f"{pipeline.name}: the streaming job could not run: {error}") from exc
     finally:
+        store_lease.close()
         lock.release()
 
 
@@ -286,6 +292,7 @@ def _supervise(
     log,
     follower: Follower,
     wanted: Wanted | None = None,
+    fence=None,
 ) -> tuple[str, str | None, StopOutcome | None]:
     """Wait for the query's end or a reason to stop it: (final status, error, how a stop went)."""
     from pyspark.errors import StreamingQueryException
@@ -312,6 +319,16 @@ def _supervise(
                 reason = f"no longer wanted: nobody renewed {wanted.path.name}"
             if reason is None and follower.error is not None:
                 reason = "the follower failed"  # the run fails with its error (follower.finish)
+            lost = None
+            if reason is None and fence is not None:
+                try:
+                    fence()
+                except StorageError as exc:
+                    lost, reason = str(exc), "the driver lease is lost"
+            if lost:  # no clean stop: every commit already refuses (storage/commit_lock.set_fence)
+                log(f"stopping now: {lost}")
+                query.stop()
+                return RunStatus.FAILED, lost, None
             if reason:
                 log(f"stopping at a batch boundary ({reason})")
                 outcome = stop_at_batch_boundary(query, gate, reason, trigger, stop_timeout, log)

@@ -17,6 +17,7 @@ from pathlib import Path
 from onceflow.jvm import classpath_jars
 from onceflow.paths import state_dir
 from onceflow.spark import class_archive
+from onceflow.storage.location import S3Settings
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -57,6 +58,10 @@ def spark_conf(
         # compacts the tables between batches with these same thresholds (spark/compaction.py)
         "spark.databricks.delta.autoCompact.enabled": "false",
     }
+    # S3A (s3a:// and s3:// paths): where the store is, from the AWS environment; credentials are
+    # never Spark settings (they would show in the event log and the UI): S3A reads them from the
+    # environment itself (onceflow.storage.location, docs/storage.md)
+    conf.update(S3Settings.from_env().hadoop())
     java_options = driver_java_options()
     if java_options:
         conf["spark.driver.extraJavaOptions"] = java_options

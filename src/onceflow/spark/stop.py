@@ -28,18 +28,16 @@ next trigger. See docs/exactly-once.md, "Stopping".
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from onceflow.checkpoint import COMMITS, OFFSETS, read_checkpoint
 from onceflow.errors import BatchHeld
 from onceflow.ledger import read_ledger
-from onceflow.paths import local_path
 from onceflow.polling import Deadline
+from onceflow.storage.files import StorePath
 
 _POLL = 0.05
 _INTERRUPTED = "java.lang.InterruptedException"
@@ -121,9 +119,9 @@ class StopGate:
         return passed if passed is not None and not self.committed(passed) else None
 
 
-def _local(checkpoint: str) -> Path:
-    """A checkpoint path or file: URI as a local path (the job reads its checkpoint locally)."""
-    return local_path(checkpoint) or Path(checkpoint)
+def _local(checkpoint: str) -> StorePath:
+    """The checkpoint folder, local or in an object store."""
+    return StorePath(checkpoint)
 
 
 # one gate per checkpoint, found by BatchWriter (a query is built before its run registers the gate)
@@ -286,8 +284,8 @@ def discard_held_batch(checkpoint: str, batch_id: int, generation: int, tables: 
                 f"offsets/{batch_id} left in place: {table} holds batch {batch_id}; the next run re-runs it "
                 "with the same offsets"
             )
-    root = Path(cp.path) / OFFSETS
+    root = StorePath(cp.path) / OFFSETS
     for name in (str(batch_id), f".{batch_id}.crc"):
         with contextlib.suppress(FileNotFoundError):
-            os.remove(root / name)
+            (root / name).delete()
     return f"batch {batch_id} (planned, held at the gate, nothing written) removed from the checkpoint"

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from onceflow import tables
 from onceflow.ledger import LedgerEntry
 from onceflow.schema.model import AggregatesSpec, Metric, Schema
+from onceflow.storage.commit_lock import commit_lock
 
 _TXN_APP = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -34,19 +35,21 @@ def ensure_table(spark: SparkSession, path: str, ddl: str, properties: dict[str,
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(spark.createDataFrame([], ddl).schema)
     for key, value in (properties or {}).items():
         builder = builder.property(key, value)
-    builder.execute()
+    with commit_lock(path):
+        builder.execute()
 
 
 def append(df: DataFrame, path: str, entry: LedgerEntry) -> None:
     """One idempotent append: skipped by Delta if this app id already wrote this batch."""
-    (
-        df.write.format("delta")
-        .mode("append")
-        .option("txnAppId", entry.app_id)
-        .option("txnVersion", entry.batch_id)
-        .option("userMetadata", entry.to_json())
-        .save(path)
-    )
+    with commit_lock(path):  # the whole write: Python has no hook at Delta's commit step
+        (
+            df.write.format("delta")
+            .mode("append")
+            .option("txnAppId", entry.app_id)
+            .option("txnVersion", entry.batch_id)
+            .option("userMetadata", entry.to_json())
+            .save(path)
+        )
 
 
 @contextmanager
@@ -128,7 +131,7 @@ def merge_aggregates(
     inserted = {
         f"`{c}`": f"s.`{c}`" for c in (*aggs.group_by, "window_start", "window_end", *[m.name for m in metrics])
     }
-    with _txn(spark, app_id, version, metadata):
+    with commit_lock(path), _txn(spark, app_id, version, metadata):
         (
             DeltaTable.forPath(spark, path)
             .alias("t")

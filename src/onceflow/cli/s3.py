@@ -1,0 +1,47 @@
+"""`onceflow s3 start | stop | status | env | logs`: a local S3 API server (S3Proxy) for tests and demos.
+
+`eval "$(onceflow s3 env)"` points every onceflow command of the shell at it; pipelines then
+name `s3://onceflow/...` paths, or set ONCEFLOW_DATA_ROOT=s3://onceflow/lake (docs/storage.md)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from onceflow.cli.console import log, out
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("s3", help="a local S3 API server (S3Proxy) for tests and demos")
+    p.add_argument("action", choices=["start", "stop", "status", "env", "logs"])
+    p.add_argument("--port", type=int, help="port (default: the last one used, else a free one)")
+    p.add_argument("--timeout", type=float, default=60, help="seconds to wait for start-up")
+    p.add_argument("--lines", type=int, default=50, help="log lines to show (logs)")
+    p.add_argument("--json", action="store_true", help="status as JSON")
+    p.set_defaults(func=cmd_s3)
+
+
+def cmd_s3(args) -> int:
+    from onceflow.s3server import LocalS3
+
+    server = LocalS3(port=args.port)
+    if args.action == "start":
+        status = server.start(timeout=args.timeout, log=log)
+        out.print(f"S3 server ready at {status.endpoint} (pid {status.pid}); bucket s3://{status.bucket}")
+        out.print('point this shell at it: eval "$(onceflow s3 env)"')
+    elif args.action == "stop":
+        out.print("S3 server stopped" if server.stop() else "S3 server was not running")
+    elif args.action == "status":
+        status = server.status()
+        if args.json:
+            out.print_json(json.dumps(status.__dict__))
+        else:
+            state = f"ready (pid {status.pid})" if status.ready else "stopped" if not status.running else "starting"
+            out.print(f"S3 server: {state}; endpoint {status.endpoint}; bucket s3://{status.bucket}")
+        return 0 if status.ready else 1
+    elif args.action == "env":
+        # for `eval`: what a shell needs to reach the server (its own generated, local-only credentials)
+        print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in server.env().items()))
+    elif args.action == "logs":
+        out.print(server.logs(args.lines), markup=False)
+    return 0

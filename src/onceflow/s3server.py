@@ -1,0 +1,202 @@
+"""A real S3 API server for tests and demos: S3Proxy (Maven Central), filesystem backend.
+
+Started by onceflow like the Kafka broker (`onceflow s3 start | stop | status | env`): one
+Java process, a free port, objects under <state>/s3/data, a bucket `onceflow`, SigV4 with
+credentials generated at first start and kept in <state>/s3/credentials.json (mode 0600).
+S3Proxy honours `If-None-Match: *` and `If-Match` (412 when they do not hold), which is
+what delta-rs's commits and onceflow's driver lease need (docs/storage.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from onceflow import processes
+from onceflow.errors import SetupError, StorageError
+from onceflow.jvm import classpath_jars
+from onceflow.paths import state_dir
+from onceflow.polling import wait_for
+
+BUCKET = "onceflow"
+MAIN = "org.gaul.s3proxy.Main"
+
+
+@dataclass
+class S3ServerStatus:
+    running: bool
+    ready: bool
+    pid: int | None
+    endpoint: str
+    bucket: str
+    data_dir: str
+    log_file: str
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalS3:
+    """Start, stop and inspect the S3Proxy living in <home>/s3."""
+
+    def __init__(self, home: Path | None = None, port: int | None = None):
+        self.dir = (home or state_dir()) / "s3"
+        saved = self._saved()
+        self.port = port or saved.get("port") or _free_port()
+
+    @property
+    def data_dir(self) -> Path:
+        return self.dir / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.dir / "s3proxy.log"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.dir / "s3proxy.pid"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _saved(self) -> dict:
+        try:
+            return json.loads((self.dir / "port.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _credentials(self) -> dict[str, str]:
+        path = self.dir / "credentials.json"
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            creds = {"access_key": "onceflow", "secret_key": secrets.token_urlsafe(24)}
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                json.dump(creds, out)
+            return creds
+
+    def env(self) -> dict[str, str]:
+        """The environment a client needs to reach this server (standard AWS names)."""
+        creds = self._credentials()
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": creds["access_key"],
+            "AWS_SECRET_ACCESS_KEY": creds["secret_key"],
+        }
+
+    def url(self, *parts: str) -> str:
+        """`s3://onceflow/<parts>`: a location in the server's bucket."""
+        return "/".join([f"s3://{BUCKET}", *parts])
+
+    def _pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if processes.alive(pid) else None
+
+    def _properties(self) -> str:
+        creds = self._credentials()
+        props = {
+            "s3proxy.endpoint": self.endpoint,
+            "s3proxy.authorization": "aws-v2-or-v4",
+            "s3proxy.identity": creds["access_key"],
+            "s3proxy.credential": creds["secret_key"],
+            "jclouds.provider": "filesystem-nio2",
+            "jclouds.identity": "local",  # S3Proxy refuses to start without them; the backend ignores them
+            "jclouds.credential": "local",
+            "jclouds.filesystem.basedir": str(self.data_dir),
+        }
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def status(self) -> S3ServerStatus:
+        pid = self._pid()
+        return S3ServerStatus(
+            running=pid is not None,
+            ready=bool(pid) and self._answers(),
+            pid=pid,
+            endpoint=self.endpoint,
+            bucket=BUCKET,
+            data_dir=str(self.data_dir),
+            log_file=str(self.log_file),
+        )
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as conn:
+                conn.sendall(b"GET / HTTP/1.0\r\n\r\n")
+                return conn.recv(12).startswith(b"HTTP/")
+        except OSError:
+            return False
+
+    def start(self, timeout: float = 60, log=lambda msg: None) -> S3ServerStatus:
+        """Start the server (idempotent) and wait until it answers HTTP."""
+        if self._pid():
+            log(f"S3 server already running (pid {self._pid()}) at {self.endpoint}")
+        else:
+            java = shutil.which("java")
+            if not java:
+                raise StorageError("`java` is not on PATH; S3Proxy needs Java 17+. Fix: install a JDK.")
+            try:
+                jars = classpath_jars("s3proxy")
+            except SetupError as exc:
+                raise StorageError(str(exc)) from None
+            self.dir.mkdir(parents=True, exist_ok=True)
+            (self.data_dir / BUCKET).mkdir(parents=True, exist_ok=True)  # a folder of the backend is a bucket
+            conf = self.dir / "s3proxy.conf"
+            fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(self._properties())
+            (self.dir / "port.json").write_text(json.dumps({"port": self.port}))
+            cmd = [java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp"]
+            cmd += [os.pathsep.join(str(j) for j in jars), MAIN, "--properties", str(conf)]
+            with open(self.log_file, "ab") as out:
+                proc = subprocess.Popen(
+                    cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                )
+            self.pid_file.write_text(str(proc.pid))
+            log(f"S3 server starting (pid {proc.pid}) at {self.endpoint}; log: {self.log_file}")
+
+        def answers() -> bool:
+            if not self._pid():
+                raise StorageError(f"S3Proxy exited during start-up. Last log lines:\n{self.logs(20)}")
+            return self._answers()
+
+        wait_for(
+            answers,
+            timeout,
+            lambda: StorageError(f"S3Proxy did not answer at {self.endpoint} within {timeout:.0f}s"),
+            interval=0.2,
+        )
+        return self.status()
+
+    def stop(self, timeout: float = 20) -> bool:
+        pid = self._pid()
+        if not pid:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        processes.stop(pid, grace=timeout)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def logs(self, lines: int = 50) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no S3Proxy log yet)"
+
+    def as_dict(self) -> dict:
+        return asdict(self.status())
