@@ -33,14 +33,16 @@ SENSORS_SCHEMA_BODY = _SENSORS["schema"]
 SENSORS_AGGREGATES = {k: v for k, v in _SENSORS["sinks"]["aggregates"].items() if k != "path"}
 
 
-def table_sinks(folder: Path, aggregates: dict | None = None) -> dict:
-    """The `sinks` section of a pipeline whose Delta tables live under `folder`: bronze, quarantine
-    and the aggregates (the payments example's group_by and metrics unless `aggregates` says)."""
+def table_sinks(folder: Path | str, aggregates: dict | None = None) -> dict:
+    """The `sinks` section of a pipeline whose Delta tables live under `folder` (a path, or an
+    object-store URI such as `s3://bucket/prefix`): bronze, quarantine and the aggregates (the
+    payments example's group_by and metrics unless `aggregates` says)."""
+    root = str(folder).rstrip("/")
     return {
-        "bronze": {"path": str(folder / "bronze")},
-        "quarantine": {"path": str(folder / "quarantine")},
+        "bronze": {"path": f"{root}/bronze"},
+        "quarantine": {"path": f"{root}/quarantine"},
         "aggregates": {
-            "path": str(folder / "aggregates"),
+            "path": f"{root}/aggregates",
             "window": "1 minute",
             "watermark": "10 minutes",
             **(aggregates or PAYMENTS_AGGREGATES),
@@ -56,6 +58,7 @@ def write_pipeline(
     max_offsets: int = 2000,
     available_now_max_offsets: int | None = None,
     aggregates: dict | None = None,
+    data: str | None = None,
     **overrides,
 ) -> Path:
     """A pipeline file whose tables and checkpoint live under `folder`, reading `topic` from
@@ -63,7 +66,8 @@ def write_pipeline(
     given); `overrides` replace top-level sections (e.g. trigger={"processing_time": "500 ms"}).
     The event is the payments example's (schema and aggregates) unless `schema=` and
     `aggregates=` (group_by and metrics) say otherwise.
-    The name defaults to one made from the topic, so each test or run has its own status files."""
+    The name defaults to one made from the topic, so each test or run has its own status files.
+    `data`: where the tables and the checkpoint live instead (e.g. `s3://onceflow/<test>`)."""
     folder.mkdir(parents=True, exist_ok=True)
     name = name or "p_" + re.sub(r"[^a-z0-9_]", "_", topic.lower())[:60]
     body = {
@@ -75,8 +79,8 @@ def write_pipeline(
             "max_offsets_per_trigger": max_offsets,
         },
         "schema": PAYMENTS_SCHEMA_BODY,
-        "sinks": table_sinks(folder, aggregates),
-        "checkpoint": str(folder / "checkpoint"),
+        "sinks": table_sinks(data or folder, aggregates),
+        "checkpoint": f"{str(data or folder).rstrip('/')}/checkpoint",
         "trigger": {"processing_time": "1 second"},
     }
     if available_now_max_offsets is not None:

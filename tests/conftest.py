@@ -61,7 +61,20 @@ def broker(jars, state_home):
 
 
 @pytest.fixture(scope="session")
-def spark(jars, state_home):
+def s3(jars, state_home):
+    """One real S3 API server (S3Proxy) for the session, and the AWS environment that points every
+    engine at it: set before any Spark session starts, so S3A knows the endpoint."""
+    from onceflow.s3server import LocalS3
+
+    server = LocalS3(home=state_home / "session-s3")
+    server.start(timeout=60)
+    os.environ.update(server.env())
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(jars, state_home, s3):
     from onceflow.spark.session import build_session
 
     session = build_session("onceflow-tests", master="local[2]")
