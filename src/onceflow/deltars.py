@@ -62,9 +62,9 @@ class Appender:
         (`app_id`, `version`). Returns the new table version, or None when a commit with
         that app id at this version or later is already there (a replayed batch)."""
         with commit_lock(self.location):  # Spark's commits to this table wait (storage/commit_lock.py)
-            return self._append(data, metadata, app_id, version)
+            return self._append_locked(data, metadata, app_id, version)
 
-    def _append(self, data, metadata: str, app_id: str, version: int) -> int | None:
+    def _append_locked(self, data, metadata: str, app_id: str, version: int) -> int | None:
         import pyarrow as pa
         from deltalake import write_deltalake
         from deltalake.exceptions import DeltaError

@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import psutil  # type: ignore[import-untyped]  # no inline types, and types-psutil is not in the lock
+import psutil  # no inline types, and types-psutil is not in the lock (pyproject: ignore_missing_imports)
 
 from onceflow.polling import wait_until
 

@@ -165,9 +165,9 @@ class LocalS3:
             (self.dir / "port.json").write_text(json.dumps({"port": self.port}))
             cmd = [java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp"]
             cmd += [os.pathsep.join(str(j) for j in jars), MAIN, "--properties", str(conf)]
-            with open(self.log_file, "ab") as out:
+            with open(self.log_file, "ab") as log_out:
                 proc = subprocess.Popen(
-                    cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                    cmd, stdout=log_out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
                 )
             self.pid_file.write_text(str(proc.pid))
             log(f"S3 server starting (pid {proc.pid}) at {self.endpoint}; log: {self.log_file}")

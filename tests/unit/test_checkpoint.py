@@ -113,7 +113,6 @@ def test_negative_batch_id_is_an_error(ckpt):
         batch_offset_range(ckpt, -1, TOPIC)
 
 
-
 @pytest.mark.parametrize(
     "content, reason",
     [

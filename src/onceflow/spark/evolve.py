@@ -101,14 +101,10 @@ def _alter(spark: SparkSession, path: str, sink: str, added: list, widened: list
 
 
 def _apply(spark: SparkSession, path: str, sink: str, added: list, widened: list[str], done: list[str]) -> None:
-    with commit_lock(path):
-        _apply_locked(spark, path, sink, added, widened, done)
-
-
-def _apply_locked(spark: SparkSession, path: str, sink: str, added: list, widened: list[str], done: list[str]) -> None:
     if added:
         cols = ", ".join(f"`{n}` {t.simpleString()}" for n, t in added)
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+        with commit_lock(path):
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
         done.append(f"{sink}: added optional column(s) {', '.join(n for n, _ in added)} (old rows read NULL)")
     if widened:
         _rewrite_widened(spark, path, widened)
@@ -121,4 +117,5 @@ def _rewrite_widened(spark: SparkSession, path: str, widened: list[str]) -> None
     wide = {n.lower() for n in widened}
     table = spark.read.format("delta").load(path)
     cols = [F.col(f"`{c}`").cast("bigint").alias(c) if c.lower() in wide else F.col(f"`{c}`") for c in table.columns]
-    table.select(*cols).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+    with commit_lock(path):
+        table.select(*cols).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)

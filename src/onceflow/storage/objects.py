@@ -38,7 +38,10 @@ class ObjectStore:
         # allow_http goes in client_options: obstore 0.12 panics on AWS_ALLOW_HTTP in config
         self.folder = folder
         self._store = S3Store(
-            bucket, prefix=prefix or None, config=config, client_options={"allow_http": settings.allow_http}
+            bucket,
+            prefix=prefix or None,
+            config=config,  # type: ignore[arg-type]  # S3Config is a TypedDict of these same keys
+            client_options={"allow_http": settings.allow_http},
         )
 
     def _call(self, what: str, key: str, fn):
