@@ -218,12 +218,14 @@ def read_committed_point(
 
 
 def lease_folder(pipeline: Pipeline) -> Location | None:
-    """Where the pipeline's driver lease lives: beside the first of its tables (then its checkpoint)
-    kept in an object store; None when all are on a file system, which the local run lock guards."""
+    """Where the pipeline's driver lease lives: `_onceflow/<pipeline>/` beside the first of its tables
+    (then its checkpoint) kept in an object store, never inside one (Delta and Spark own those
+    folders); None when all are on a file system, which the local run lock guards."""
     for where in (*table_paths(pipeline).values(), pipeline.checkpoint_path):
         location = Location(where)
         if location.is_s3:
-            return location.child("_onceflow") if where == pipeline.checkpoint_path else location
+            parent = location.uri.rstrip("/").rsplit("/", 1)[0]
+            return Location(parent).child("_onceflow", pipeline.name)
     return None
 
 

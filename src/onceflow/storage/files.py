@@ -9,6 +9,7 @@ pipeline's driver is stopped).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from functools import cached_property
 from pathlib import Path
@@ -143,9 +144,16 @@ class StorePath:
 
         fs, path = self._remote
         dest_fs, dest = target._remote
-        if self._type() == "dir":
-            pafs.copy_files(path, dest, source_filesystem=fs, destination_filesystem=dest_fs)
-            fs.delete_dir(path)
-        else:
+        kind = self._type()
+        if kind == "file":
             pafs.copy_files(path, dest, source_filesystem=fs, destination_filesystem=dest_fs)
             fs.delete_file(path)
+        elif kind == "dir":  # file by file: a folder left empty may show as a marker without files
+            for info in fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True)):
+                if info.type == pafs.FileType.File:
+                    to = f"{dest}/{info.path[len(path) :].lstrip('/')}"
+                    pafs.copy_files(info.path, to, source_filesystem=fs, destination_filesystem=dest_fs)
+            with contextlib.suppress(FileNotFoundError):
+                fs.delete_dir(path)
+        else:
+            raise FileNotFoundError(str(self))

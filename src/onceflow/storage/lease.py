@@ -27,7 +27,7 @@ from onceflow.errors import LeaseHeldError, StorageError, StoreConflict
 from onceflow.storage.location import Location
 from onceflow.storage.objects import ObjectStore, Stored
 
-LEASE_KEY = "_onceflow/driver-lease.json"
+LEASE_KEY = "driver-lease.json"
 DEFAULT_TTL = 30.0
 
 
@@ -50,7 +50,7 @@ def _pid_dead_here(body: dict) -> bool:
 
 @dataclass
 class DriverLease:
-    """The lease on `folder/_onceflow/driver-lease.json` for one pipeline's driver."""
+    """The lease on `folder/driver-lease.json` for one pipeline's driver."""
 
     folder: Location
     pipeline: str

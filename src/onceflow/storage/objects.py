@@ -51,7 +51,7 @@ class ObjectStore:
             return fn()
         except (AlreadyExistsError, PreconditionError):
             raise StoreConflict(key) from None
-        except NotFoundError:
+        except (NotFoundError, FileNotFoundError):  # obstore raises the builtin for a missing object
             raise
         except Exception as exc:  # obstore's errors carry the request, never the secret key
             raise StorageError(
@@ -84,7 +84,7 @@ class ObjectStore:
 
         try:
             result = self._call("reading", key, lambda: obstore.get(self._store, key))
-        except NotFoundError:
+        except (NotFoundError, FileNotFoundError):
             return None
         return Stored(bytes(result.bytes()), result.meta["e_tag"] or "")
 
@@ -92,5 +92,5 @@ class ObjectStore:
         import obstore
         from obstore.exceptions import NotFoundError
 
-        with contextlib.suppress(NotFoundError):
+        with contextlib.suppress(NotFoundError, FileNotFoundError):
             self._call("deleting", key, lambda: obstore.delete(self._store, key))
