@@ -64,6 +64,12 @@ def _events(broker, topic, seed):
     )
 
 
+def _lease(pipeline) -> dict:
+    folder = lease_folder(pipeline)
+    assert folder is not None, "the pipeline's tables are on S3: its lease is too"
+    return read_lease(folder) or {}
+
+
 def _store_fs() -> pafs.S3FileSystem:
     return Location("s3://onceflow/x").settings.arrow()  # type: ignore[union-attr]
 
@@ -74,7 +80,7 @@ def test_killed_and_checkpoint_lost_on_s3_recovers_and_audits_exactly_once(broke
     first = _events(broker, topic, 41)
     assert run_ingest(pipeline, spark=spark).batches == 1
     assert read_checkpoint(pipeline.checkpoint_path).last_committed == 0  # read from the store, no JVM
-    assert (read_lease(lease_folder(pipeline)) or {})["released"] is True
+    assert _lease(pipeline)["released"] is True
 
     crashed = _events(broker, topic, 42)
     fault = "after_sink_commit@1"  # every sink has batch 1, the checkpoint has not committed it
@@ -82,7 +88,7 @@ def test_killed_and_checkpoint_lost_on_s3_recovers_and_audits_exactly_once(broke
     cmd = [sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", str(pipeline.file), "--mode", "available-now"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert proc.returncode == faults.EXIT_CODE, proc.stderr[-3000:]
-    held = read_lease(lease_folder(pipeline)) or {}
+    held = _lease(pipeline)
     assert held and not held["released"]  # the killed driver never released it
     assert os.environ["AWS_SECRET_ACCESS_KEY"] not in proc.stdout + proc.stderr
 
@@ -129,12 +135,11 @@ def test_a_second_driver_from_another_home_is_refused_while_the_first_holds_the_
         text=True,
     )
     try:
-        bronze = lease_folder(pipeline)
         deadline = time.monotonic() + 240
-        while not (read_lease(bronze) or {}).get("holder") and time.monotonic() < deadline:
+        while not _lease(pipeline).get("holder") and time.monotonic() < deadline:
             assert first.poll() is None, first.stdout.read() if first.stdout else ""
             time.sleep(0.5)
-        holder = read_lease(bronze) or {}
+        holder = _lease(pipeline)
         assert holder.get("pid") == first.pid, holder
         started = time.monotonic()
         second = subprocess.run(
