@@ -10,6 +10,7 @@ docs/checkpoint-status.md; the output schema is docs/schemas/checkpoint-status.s
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -20,10 +21,12 @@ from onceflow.config import Pipeline
 from onceflow.control import RecoveryMarker, Wanted
 from onceflow.errors import OnceflowError
 from onceflow.ledger import follower_lag
+from onceflow.paths import state_dir
 from onceflow.poison import poisoned_batch
-from onceflow.sinks import FOLLOWS, PipelineFacts, read_facts
+from onceflow.sinks import FOLLOWS, PipelineFacts, lease_folder, read_facts
 from onceflow.status import IngestMode, RunStatus, StatusLog, ended
 from onceflow.storage.files import StorePath
+from onceflow.storage.lease import LEASE_KEY, read_lease
 from onceflow.unprocessable import Unprocessable
 from onceflow.verdicts import EXIT_CODES, Verdict
 
@@ -202,6 +205,26 @@ def _parse_iso(text: str | None) -> float | None:
         return None
 
 
+def _lease_facts(pipeline: Pipeline, now: float) -> dict | None:
+    """The driver lease in the store (None: the pipeline keeps nothing in one): who holds it, and
+    whether it looks live (renewed within two ttls by our clock, not released)."""
+    folder = lease_folder(pipeline)
+    if folder is None:
+        return None
+    try:
+        body = read_lease(folder)
+    except OnceflowError as exc:
+        return {"uri": folder.child(LEASE_KEY).object_uri, "error": str(exc), "live": False, "here": False}
+    out: dict[str, Any] = {"uri": folder.child(LEASE_KEY).object_uri, "live": False, "here": False}
+    if body:
+        renewed = _parse_iso(body.get("renewed_at"))
+        ttl = float(body.get("ttl_seconds") or 0)
+        out |= {k: body.get(k) for k in ("host", "pid", "renewed_at", "released")}
+        out["live"] = not body.get("released") and renewed is not None and now - renewed <= 2 * ttl
+        out["here"] = body.get("host") == socket.gethostname() and body.get("home") == str(state_dir())
+    return out
+
+
 # -- the verdict --------------------------------------------------------------------
 def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
     """The verdict and why, from the gathered facts (pure: no I/O). Rules in order, first match wins."""
@@ -212,6 +235,14 @@ def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
         return Verdict.BROKEN, ["checkpoint is unusable: " + r for r in ck["unusable_reasons"]]
     if not run["running"]:
         verdict, reasons = _not_running(report)
+        lease = report.get("lease") or {}
+        if lease.get("live") and not lease.get("here"):  # whatever this machine's status log says
+            return Verdict.REMOTE, [
+                f"no query runs on this machine, but a driver elsewhere holds the pipeline's lease {lease['uri']} "
+                f"(pid {lease.get('pid')} on {lease.get('host')}, renewed {lease.get('renewed_at')}); its progress "
+                "is in its own machine's status log, its commits in the checkpoint",
+                *reasons,
+            ]
         wanted = run.get("wanted")
         if verdict in (Verdict.STOPPED, Verdict.NOT_STARTED) and wanted:
             recovering = run.get("recovering")
@@ -388,6 +419,7 @@ def pipeline_health(pipeline: Pipeline, *, now: float | None = None, end_offsets
         "lag": {"total": total, "max_partition": max(lags) if total is not None else None},
         "sinks": _sink_facts(facts),
         "run": _run_facts(pipeline, facts, now),
+        "lease": _lease_facts(pipeline, now),
     }
     verdict, reasons = verdict_of(report, now)
     report.update(verdict=str(verdict), exit_code=EXIT_CODES[verdict], reasons=reasons, notes=_notes(report))

@@ -15,6 +15,7 @@ class Verdict(StrEnum):
     STOPPED = "stopped"  # not running, and not wanted; the last run ended cleanly
     DOWN = "down"  # not running, but a stream DAG run wants it running (onceflow.control.Wanted)
     NOT_STARTED = "not_started"  # no checkpoint and no run recorded
+    REMOTE = "remote"  # not running here, but a driver on another machine holds the pipeline's lease in the store
     STALLED = "stalled"  # running, lag > 0, no batch committed for too long
     DEAD = "dead"  # a run without a final event and no live process, or no heartbeat
     FAILED = "failed"  # the last run failed
@@ -42,6 +43,7 @@ EXIT_CODES: dict[str, int] = {
     Verdict.STOPPED: 0,
     Verdict.DOWN: 1,
     Verdict.NOT_STARTED: 0,
+    Verdict.REMOTE: 0,
     Verdict.STALLED: 1,
     Verdict.DEAD: 1,
     Verdict.FAILED: 1,
@@ -58,6 +60,7 @@ STYLES: dict[str, str] = {
     Verdict.LAGGING: "bold yellow",
     Verdict.STOPPED: "bold cyan",
     Verdict.NOT_STARTED: "bold cyan",
+    Verdict.REMOTE: "bold cyan",
     Verdict.STALLED: "bold red",
     Verdict.DEAD: "bold red",
     Verdict.FAILED: "bold red",
@@ -72,6 +75,7 @@ COLORS: dict[str, str] = {
     Verdict.LAGGING: "#b26b00",
     Verdict.STOPPED: "#555",
     Verdict.NOT_STARTED: "#555",
+    Verdict.REMOTE: "#2a6f97",
     Verdict.STALLED: "#b00020",
     Verdict.DEAD: "#b00020",
     Verdict.FAILED: "#b00020",

@@ -141,6 +141,11 @@ def test_a_second_driver_from_another_home_is_refused_while_the_first_holds_the_
             time.sleep(0.5)
         holder = _lease(pipeline)
         assert holder.get("pid") == first.pid, holder
+        with pytest.MonkeyPatch.context() as elsewhere:  # the health seen from the other home
+            elsewhere.setenv("ONCEFLOW_HOME", str(tmp_path / "home-b"))
+            health = pipeline_health(pipeline)
+        assert health["verdict"] == "remote" and health["exit_code"] == 0, health["reasons"]
+        assert f"pid {first.pid}" in health["reasons"][0] and health["lease"]["live"]
         started = time.monotonic()
         second = subprocess.run(
             [*first_cmd, "--mode", "available-now"],

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from onceflow.errors import LeaseHeldError, StorageError, StoreConflict
+from onceflow.paths import state_dir
 from onceflow.storage.location import Location
 from onceflow.storage.objects import ObjectStore, Stored
 
@@ -85,6 +86,7 @@ class DriverLease:
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
                 "pid_start": psutil.Process().create_time(),
+                "home": str(state_dir()),  # which ONCEFLOW_HOME: two homes on one host are two machines to the run lock
                 "ttl_seconds": self.ttl,
                 "seq": self._seq,
                 "renewed_at": _now_iso(),
