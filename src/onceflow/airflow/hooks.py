@@ -20,6 +20,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from onceflow import config, processes
+from onceflow.airflow.aws import use_aws_connection
 from onceflow.audit.report import latest_summary
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
 from onceflow.control import RecoveryMarker, Wanted, control_lock
@@ -51,7 +52,9 @@ class OnceflowHook(BaseHook):
     # -- config ---------------------------------------------------------------
     @cached_property
     def pipeline(self) -> Pipeline:
-        """The validated pipeline (ConfigError names the file and field)."""
+        """The validated pipeline (ConfigError names the file and field). Its object store, if any, is
+        reached with ONCEFLOW_AWS_CONN_ID's Airflow connection when that is set (onceflow.airflow.aws)."""
+        use_aws_connection()
         return config.load(self.pipeline_file)
 
     def get_conn(self) -> Pipeline:
