@@ -28,6 +28,13 @@ jars: venv
 demo: setup
 	$(ONCEFLOW) demo
 
+# the same demo with every table and checkpoint on a local S3 server (S3Proxy: `onceflow s3`,
+# docs/storage.md); the server keeps running afterwards (`onceflow s3 stop`)
+.PHONY: demo-s3
+demo-s3: setup
+	$(ONCEFLOW) s3 start
+	eval "$$($(ONCEFLOW) s3 env)" && ONCEFLOW_DATA_ROOT=s3://onceflow/lake $(ONCEFLOW) demo
+
 # formatting, lint and types over the seven Python trees, zero findings (pyproject.toml: [tool.ruff],
 # [tool.mypy]; the import contracts run with the unit tests); each tool prints its wall time. Run first
 # by test and test-fast, so CI (`make test`) fails on a finding before the suite starts

@@ -38,7 +38,9 @@ def cmd_demo(args) -> int:
 def _per_partition(path: str) -> dict[int, int]:
     from deltalake import DeltaTable
 
-    table = DeltaTable(path).to_pyarrow_table(columns=["_partition"])
+    from onceflow.storage.location import Location
+
+    table = DeltaTable(path, storage_options=Location(path).storage_options).to_pyarrow_table(columns=["_partition"])
     counts: dict[int, int] = {}
     for p in table.column("_partition").to_pylist():
         counts[p] = counts.get(p, 0) + 1

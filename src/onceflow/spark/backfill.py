@@ -19,6 +19,7 @@ the stream counted these records when it first committed them.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass, field
 
 from onceflow import offsets
@@ -77,7 +78,7 @@ def run_backfill(
     """Write the records of [start, end) the tables lack; see the module doc."""
     from onceflow.ledger import read_ledger
     from onceflow.reconcile import first_offsets
-    from onceflow.sinks import table_paths
+    from onceflow.sinks import driver_lease, table_paths
     from onceflow.status import AlreadyRunningError, RunLock
 
     lock = RunLock(pipeline.state_path)  # the tables must not move under the comparison
@@ -88,7 +89,9 @@ def run_backfill(
             f"{pipeline.name}: {exc} A backfill compares the range with the tables, so it runs "
             "between stream runs (the stream DAG's bounded windows leave such gaps)."
         ) from None
+    lease = contextlib.ExitStack()
     try:
+        lease.enter_context(driver_lease(pipeline, log))  # on an object store: no driver elsewhere writes
         paths = table_paths(pipeline)
         ledgers = {sink: read_ledger(paths[sink]) for sink in ("bronze", "quarantine")}
         committed = _min_offsets([ledgers[s].committed_offsets() for s in ledgers])
@@ -109,6 +112,7 @@ def run_backfill(
             spark = build_session(f"onceflow-backfill-{pipeline.name}", master=pipeline.spark_master)
         records, added = _write_missing(spark, pipeline, ledgers, inside_start, inside_end, log)
     finally:
+        lease.close()
         lock.release()
     total = sum(added.values())
     log(
