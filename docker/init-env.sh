@@ -25,7 +25,7 @@ trap 'rm -f "$tmp"' EXIT
 while IFS= read -r line || [ -n "$line" ]; do
   case "$line" in
     *_FERNET_KEY=) line="${line}$(fernet)" ;;
-    *_PASSWORD= | *_SECRET= | *_SECRET_KEY=) line="${line}$(hex 24)" ;;
+    *_PASSWORD= | *_SECRET= | *_SECRET_KEY= | *_SECRET_ACCESS_KEY=) line="${line}$(hex 24)" ;;
     [A-Z]*=) echo "init-env: ${line%=} has no value in $example and is not a secret to generate." \
                   "Fix: give it a default there" >&2
              exit 1 ;;

@@ -6,7 +6,9 @@ compose file against the Compose Specification schema, every reference in it
 Dockerfile with hadolint, the scripts with shellcheck. Then the claim that
 matters: the stack runs the same code path as the local setup, only with other
 addresses: the pipeline config, the Spark session settings and Airflow's
-spark_default connection are resolved here from the stack's own environment.
+spark_default connection are resolved here from the stack's own environment,
+and the pipelines' tables and checkpoints resolve into the stack's object store,
+whose secret reaches the containers only from docker/.env.
 """
 
 from __future__ import annotations
@@ -44,6 +46,16 @@ ENV_EXAMPLE = DOCKER / ".env.example"
 SCHEMA = ROOT / "tests" / "data" / "compose-spec" / "compose-spec.json"
 SCHEMA_SHA256 = "56bab44c85c0ce8affb74474950293f37d510673283a243bcd7eeadb900fa35c"
 IMAGE_VAR = "${ONCEFLOW_IMAGE"  # services running the onceflow image
+# the services that run onceflow code against the pipelines' data (drivers, executors, pages)
+ONCEFLOW_SERVICES = (
+    "airflow-scheduler",
+    "airflow-api-server",
+    "airflow-triggerer",
+    "airflow-dag-processor",
+    "onceflow",
+    "spark-worker",
+)
+S3_CLIENT_VARS = ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ALLOW_HTTP", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 # ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?error}, ${NAME?error}; $$ is a literal $
 _REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
@@ -171,10 +183,15 @@ def test_every_variable_has_a_documented_value():
 
 def test_empty_credentials_stop_compose_with_the_fix():
     defaults = read_env_file(ENV_EXAMPLE)  # as committed: secrets empty
-    with pytest.raises(
-        ValueError, match=r"(POSTGRES_PASSWORD|AIRFLOW_\w+) is missing a value: is empty, run make stack-up"
-    ):
+    secrets = [name for name, value in defaults.items() if not value]
+    assert {"POSTGRES_PASSWORD", "AWS_SECRET_ACCESS_KEY"} <= set(secrets)
+    with pytest.raises(ValueError, match=r"is missing a value: is empty, run make stack-up"):
         interpolate(COMPOSE.read_text(), defaults)
+    # each one alone stops it, naming itself
+    for name in secrets:
+        only_this_one = {**defaults, **{s: "x" for s in secrets if s != name}}
+        with pytest.raises(ValueError, match=rf"{name} is missing a value: is empty, run make stack-up"):
+            interpolate(COMPOSE.read_text(), only_this_one)
 
 
 def test_init_env_writes_every_value_and_fresh_secrets_once(tmp_path):
@@ -241,6 +258,7 @@ def test_every_service_can_be_waited_for(compose):
             assert name in healthcheck_services(compose), f"{name} runs for good but has no healthcheck"
     assert {
         "kafka",
+        "s3",
         "spark-master",
         "spark-worker",
         "postgres",
@@ -303,13 +321,18 @@ def test_stack_addresses_reach_the_code_only_through_the_environment(compose, st
     assert spark_conf()["spark.master"] == "local[*]"
 
 
-def test_everything_onceflow_writes_is_on_a_shared_volume(compose, monkeypatch):
-    """State, tables, checkpoints and reports resolve, through the code's own
-    defaults and the stack's variables, to volumes that the driver side (Airflow,
-    CLI) and the executors (worker) mount at the same place."""
+def test_everything_onceflow_writes_is_on_a_shared_volume(compose, stack_env, monkeypatch):
+    """State and reports resolve, through the code's own defaults and the stack's
+    variables, to volumes that the driver side (Airflow, CLI) and the executors
+    (worker) mount at the same place; tables and checkpoints to the object store
+    under ONCEFLOW_DATA_ROOT, which all of them reach with the same AWS environment."""
     from onceflow import config
     from onceflow.audit.report import report_root
     from onceflow.paths import state_dir
+    from onceflow.storage.location import Location
+
+    root = stack_env["ONCEFLOW_DATA_ROOT"].rstrip("/")
+    assert Location(root).is_s3, f"ONCEFLOW_DATA_ROOT={root}: the stack's pipelines run on its object store"
 
     def volume_of(service: str, path: str) -> str:
         mounts = [m.split(":")[:2] for m in compose["services"][service]["volumes"] if not m.startswith(".")]
@@ -317,7 +340,7 @@ def test_everything_onceflow_writes_is_on_a_shared_volume(compose, monkeypatch):
         assert inside, f"{service}: {path} is on no volume (it would be lost with the container)"
         return max(inside, key=lambda m: len(m[0]))[1]  # the innermost mount wins
 
-    for service in ("airflow-scheduler", "airflow-api-server", "airflow-triggerer", "onceflow", "spark-worker"):
+    for service in ONCEFLOW_SERVICES:
         env = service_env(compose, service)
         for key in [k for k in os.environ if k.startswith("ONCEFLOW_")]:
             monkeypatch.delenv(key)
@@ -325,24 +348,17 @@ def test_everything_onceflow_writes_is_on_a_shared_volume(compose, monkeypatch):
             monkeypatch.setenv(key, value)
         monkeypatch.setenv("ONCEFLOW_PROJECT", "/opt/onceflow")  # the image's ENV
         pipeline = config.load(ROOT / "pipelines" / "payments.yaml")
-        where = {
-            "state": str(state_dir()),
-            "reports": str(report_root()),
-            "checkpoints": pipeline.checkpoint_path,
-            **{
-                f"table {n}": pipeline.resolve(getattr(pipeline.sinks, n).path)
-                for n in ("bronze", "quarantine", "aggregates")
-            },
+        volumes = {"state": volume_of(service, str(state_dir())), "reports": volume_of(service, str(report_root()))}
+        assert volumes == {"state": "state", "reports": "reports"}, service
+        in_store = {
+            "checkpoint": pipeline.checkpoint_path,
+            **{n: pipeline.resolve(getattr(pipeline.sinks, n).path) for n in ("bronze", "quarantine", "aggregates")},
         }
-        volumes = {what: volume_of(service, path) for what, path in where.items()}
-        assert volumes == {
-            "state": "state",
-            "reports": "reports",
-            "checkpoints": "checkpoints",
-            "table bronze": "lake",
-            "table quarantine": "lake",
-            "table aggregates": "lake",
-        }, service
+        for what, path in in_store.items():
+            assert path.startswith(root + "/") and Location(path).is_s3, (
+                f"{service}: {what} at {path}, not in the store"
+            )
+        assert {k: env.get(k) for k in S3_CLIENT_VARS} == {k: stack_env[k] for k in S3_CLIENT_VARS}, service
 
 
 def test_the_addresses_name_the_stack_services(compose, stack_env):
@@ -365,6 +381,155 @@ def test_the_addresses_name_the_stack_services(compose, stack_env):
     assert execution and execution.group(1) in services
     api = services[execution.group(1)]["command"]
     assert api[:2] == ["airflow", "api-server"] and api[api.index("--port") + 1] == execution.group(2)
+
+
+# -- the object store ---------------------------------------------------------------------
+def s3_script_and_program(compose: dict) -> tuple[str, list[str]]:
+    """The s3 service's start: `sh -c SCRIPT NAME PROGRAM...` (the image's entrypoint runs it)."""
+    command = compose["services"]["s3"]["command"]
+    assert command[:2] == ["sh", "-c"], command
+    return command[2], command[4:]
+
+
+def test_the_pipelines_data_root_is_the_stack_store(compose, stack_env, tmp_path):
+    """ONCEFLOW_DATA_ROOT names a bucket the s3 service creates at start, the AWS
+    endpoint is that service's port, and it accepts exactly the keys the clients sign with."""
+    from onceflow.storage.location import Location, S3Settings
+
+    services = compose["services"]
+    s3 = service_env(compose, "s3")
+    root = Location(stack_env["ONCEFLOW_DATA_ROOT"])
+    bucket, prefix = root.bucket_key
+    assert root.is_s3 and bucket and prefix, root
+
+    # the endpoint is the s3 service, at the port S3Proxy listens on; plain HTTP, allowed as such
+    settings = S3Settings.from_env(service_env(compose, "airflow-scheduler"))
+    endpoint = re.fullmatch(r"http://([^:/]+):(\d+)", settings.endpoint or "")
+    assert endpoint, settings.endpoint
+    host, port = endpoint.groups()
+    assert host in services and services[host].get("hostname", host) == host == "s3"
+    assert s3["S3PROXY_ENDPOINT"] == f"http://0.0.0.0:{port}"
+    assert f"/dev/tcp/127.0.0.1/{port} " in services["s3"]["healthcheck"]["test"][-1]
+    assert any(str(p).endswith(f":{port}") for p in services["s3"]["ports"])
+    assert settings.allow_http and stack_env["AWS_ALLOW_HTTP"] == "true"
+    assert settings.hadoop()["spark.hadoop.fs.s3a.endpoint"] == stack_env["AWS_ENDPOINT_URL"]
+    assert settings.delta_rs()["AWS_ALLOW_HTTP"] == "true"
+
+    # signatures checked (SigV4), with the keys the onceflow services sign with
+    assert s3["S3PROXY_AUTHORIZATION"] == "aws-v2-or-v4"
+    assert (s3["S3PROXY_IDENTITY"], s3["S3PROXY_CREDENTIAL"]) == (
+        stack_env["AWS_ACCESS_KEY_ID"],
+        stack_env["AWS_SECRET_ACCESS_KEY"],
+    )
+    # the backend `onceflow s3 start` runs (conditional writes honoured), its base dir on a named volume
+    assert s3["JCLOUDS_PROVIDER"] == "filesystem-nio2"
+    mounts = {target: source for source, target, *_ in (m.split(":") for m in services["s3"]["volumes"])}
+    assert mounts.get(s3["JCLOUDS_FILESYSTEM_BASEDIR"]) in compose["volumes"]
+
+    # the start script makes the data root's bucket (a folder of the base dir), then runs the server
+    script, program = s3_script_and_program(compose)
+    assert program == ["/opt/s3proxy/run-docker-container.sh"]
+    base = tmp_path / "data"
+    env = {"PATH": os.environ["PATH"], **s3, "JCLOUDS_FILESYSTEM_BASEDIR": str(base)}
+    ran = subprocess.run(["sh", "-c", script, "s3-start", "echo", "started"], env=env, capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout == "started\n", ran.stderr  # the program is exec'd with its arguments
+    assert [p.name for p in base.iterdir()] == [bucket]
+    again = subprocess.run(["sh", "-c", script, "s3-start", "true"], env=env, capture_output=True, timeout=30)
+    assert again.returncode == 0, "a restart (bucket already there) must start too"
+
+
+class _HealthzHandler(http.server.BaseHTTPRequestHandler):
+    status: ClassVar[int] = 200
+
+    def do_GET(self):
+        self.send_response(self.status if self.path == "/healthz" else 404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_s3_healthcheck_judges_answers(compose):
+    """The s3 healthcheck (bash's /dev/tcp: the image has no curl) against a server answering /healthz."""
+    test = compose["services"]["s3"]["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "bash", "-c"], test
+    server = http.server.HTTPServer(("127.0.0.1", 0), _HealthzHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    script = re.sub(r"/dev/tcp/127\.0\.0\.1/\d+", f"/dev/tcp/127.0.0.1/{port}", test[3])
+    assert script != test[3]
+
+    def check() -> int:
+        return subprocess.run(["bash", "-c", script], capture_output=True, timeout=20).returncode
+
+    try:
+        assert check() == 0
+        _HealthzHandler.status = 503
+        assert check() != 0
+    finally:
+        _HealthzHandler.status = 200
+        server.shutdown()
+        server.server_close()
+    assert check() != 0  # nothing listening
+
+
+def test_the_store_secret_reaches_the_containers_only_from_env(compose, stack_env, monkeypatch, jars):
+    """Every secret-looking variable of a service is one ${VAR} of a generated
+    credential (never a literal); the store's secret is in no command, healthcheck,
+    URL or other variable, and in none of the Spark settings a driver of the stack uses."""
+    from onceflow.spark.session import spark_conf
+
+    raw = yaml.safe_load(COMPOSE.read_text())
+    generated = {name for name, value in read_env_file(ENV_EXAMPLE).items() if not value}
+    secret_keys = re.compile(r"PASSWORD|SECRET|FERNET|TOKEN|CREDENTIAL")
+    holders: dict[str, set[str]] = {}
+    for name, svc in raw["services"].items():
+        for key, value in (svc.get("environment") or {}).items():
+            if secret_keys.search(key) and not key.endswith("_FILE"):  # a path to a secret is no secret
+                ref = _REF.fullmatch(str(value))
+                assert ref and ref.group(1) in generated, (
+                    f"{name}: {key}={value!r}. Fix: ${{VAR:?…}} of a credential left empty in {ENV_EXAMPLE.name}"
+                )
+                if ref.group(1) == "AWS_SECRET_ACCESS_KEY":
+                    holders.setdefault(name, set()).add(key)
+    assert holders == {
+        "s3": {"S3PROXY_CREDENTIAL"},
+        **{n: {"AWS_SECRET_ACCESS_KEY"} for n in image_services(compose) if n not in ("spark-master",)},
+    }
+
+    secret = stack_env["AWS_SECRET_ACCESS_KEY"]
+    assert len(secret) >= 32
+    for name, svc in compose["services"].items():
+        leaked = [k for k, v in service_env(compose, name).items() if secret in v and k not in holders.get(name, ())]
+        assert not leaked, f"{name}: the store's secret is in {leaked}"
+        rest = {k: v for k, v in svc.items() if k != "environment"}
+        assert secret not in json.dumps(rest), f"{name}: the store's secret is outside its environment"
+
+    for key, value in service_env(compose, "airflow-scheduler").items():
+        monkeypatch.setenv(key, value)
+    conf = spark_conf()
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == stack_env["AWS_ENDPOINT_URL"]
+    assert not [k for k, v in conf.items() if secret in v or stack_env["AWS_ACCESS_KEY_ID"] == v]
+
+
+def test_s3proxy_image_is_the_local_server_version(compose, stack_env):
+    pom = (ROOT / "jvm" / "s3proxy" / "pom.xml").read_text()
+    version = re.findall(r"<s3proxy.version>([^<]+)</s3proxy.version>", pom)[0]
+    assert stack_env["S3PROXY_IMAGE"] == f"andrewgaul/s3proxy:{version}"
+    assert compose["services"]["s3"]["image"] == stack_env["S3PROXY_IMAGE"]
+    # 4.0 truncates listings under concurrent writes (docs/storage.md)
+    assert tuple(int(p) for p in version.split(".")[:3]) >= (4, 1, 0), version
+
+
+def test_every_image_is_pinned_through_env():
+    raw = yaml.safe_load(COMPOSE.read_text())["services"]
+    defaults = read_env_file(ENV_EXAMPLE)
+    for name, svc in raw.items():
+        ref = _REF.fullmatch(str(svc.get("image", "")))
+        assert ref and ref.group(1).endswith("_IMAGE"), f"{name}: image {svc.get('image')!r}: use ${{X_IMAGE}}"
+        image = defaults[ref.group(1)]
+        tag = image.rsplit("/", 1)[-1].partition(":")[2]
+        assert tag and tag != "latest", f"{name}: {image} is not pinned to a version"
 
 
 def test_airflow_spark_default_connection_is_the_stack_master(compose, monkeypatch):
