@@ -83,7 +83,7 @@ def test_killed_and_checkpoint_lost_on_s3_recovers_and_audits_exactly_once(broke
     assert _lease(pipeline)["released"] is True
 
     crashed = _events(broker, topic, 42)
-    fault = "after_sink_commit@1"  # every sink has batch 1, the checkpoint has not committed it
+    fault = "between_sinks@1"  # bronze has batch 1; quarantine, aggregates and commits/1 do not
     env = {**os.environ, **SHORT_LIVED_DRIVER, "ONCEFLOW_FAULT": fault}
     cmd = [sys.executable, "-m", "onceflow.cli", "ingest", "--pipeline", str(pipeline.file), "--mode", "available-now"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)

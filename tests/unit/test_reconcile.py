@@ -102,6 +102,31 @@ def test_a_ledger_behind_the_checkpoint_fails_and_bounds_the_audit(tmp_path):
     assert "ledger_agreement" in failed  # bronze holds 3 entries, quarantine 2
 
 
+def test_sinks_recovered_from_their_own_floors_agree_when_they_cover_the_same_offsets(tmp_path):
+    """A kill between bronze's and quarantine's commits of batch 1, then a lost checkpoint: the new
+    generation starts at the lowest committed point and each sink at its own floor, so bronze holds
+    g0b0, g0b1, g1b0 and quarantine g0b0, g1b0 (from its floor to the same end). Same offsets, other
+    batch boundaries: no disagreement (the audit said there was one until 2026-11-28). A sink whose
+    coverage differs still fails."""
+    new_end = {0: 400, 1: 300}
+    bronze = [*entries("bronze", BATCHES[:2], INITIAL), *entries("bronze", [new_end], BATCHES[1], generation=1)]
+    quarantine = [*entries("quarantine", BATCHES[:1], INITIAL), *entries("quarantine", [new_end], BATCHES[0], 1)]
+    aggregates = [*entries("aggregates", BATCHES[:2], INITIAL), *entries("aggregates", [new_end], BATCHES[1], 1)]
+    cp = write_checkpoint(tmp_path / "cp", [new_end], committed=0, initial=BATCHES[1])
+    sinks = {
+        "aggregates": Ledger("/t/aggregates", aggregates, []),
+        "quarantine": Ledger("/t/quarantine", quarantine, []),
+        "bronze": Ledger("/t/bronze", bronze, []),
+    }
+    point = plan(TOPIC, cp, sinks, earliest=INITIAL, checkpoint_generation=1)
+    assert point.problems["ledger_agreement"] == [], point.problems
+    assert point.ranges() == {0: (0, 400), 1: (0, 300)}
+
+    short = [*entries("quarantine", BATCHES[:1], INITIAL), *entries("quarantine", [new_end], BATCHES[1], 1)]
+    point = plan(TOPIC, cp, {**sinks, "quarantine": Ledger("/t/quarantine", short, [])}, earliest=INITIAL)
+    assert point.problems["ledger_agreement"], "quarantine lacks [100, 250) and [80, 160): a disagreement"
+
+
 def test_aggregates_that_trail_bronze_are_a_lag_not_a_disagreement(tmp_path):
     """The aggregates follow bronze (sinks.FOLLOWS): after a kill between bronze's commit and the
     aggregates' merge they hold fewer batches. That is no disagreement and does not bound the

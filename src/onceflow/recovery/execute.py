@@ -90,7 +90,7 @@ def _write_loss(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
 def _write_identity(plan: Plan, action: Action, record: RecoveryRecord) -> dict:
     p = action.params
     cp = StorePath(p["checkpoint"])
-    if cp.exists() and cp.is_dir() and cp.names():
+    if cp.has_files():
         raise RecoveryError(
             f"{cp} is not empty after the old checkpoint was moved aside (another process wrote "
             "to it?); the new generation was not started. Fix: stop whatever writes there and run "

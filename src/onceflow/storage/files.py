@@ -96,6 +96,17 @@ class StorePath:
         fs, path = self._remote
         return [info.base_name for info in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))]
 
+    def has_files(self) -> bool:
+        """True when a file lies anywhere under this folder (empty folders, or a store's folder
+        markers left by deletes, do not count)."""
+        if self.local is not None:
+            return self.local.is_dir() and any(f.is_file() for f in self.local.rglob("*"))
+        from pyarrow import fs as pafs
+
+        fs, path = self._remote
+        infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+        return any(info.type == pafs.FileType.File for info in infos)
+
     def read_bytes(self) -> bytes:
         """The file's bytes; FileNotFoundError when it is missing, OSError when it cannot be read."""
         if self.local is not None:
