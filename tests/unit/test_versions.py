@@ -41,6 +41,20 @@ def test_spark_and_delta_agree_in_the_lock_pyproject_jvm_and_the_install():
     assert f"<artifactId>delta-spark_{minor}_2.13</artifactId>" in pom, "Delta's jar is named for Spark's minor"
 
 
+def test_s3a_matches_the_hadoop_pyspark_ships():
+    """hadoop-aws must be the Hadoop release of pyspark's own hadoop-client jars (S3A calls into
+    hadoop-common's internals), and the AWS SDK the one that Hadoop release was built with."""
+    import pyspark
+
+    shipped = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
+    assert shipped, "pyspark ships no hadoop-client-api jar"
+    hadoop = shipped[0].name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    assert _pom("spark", "hadoop.version") == hadoop, f"pyspark ships Hadoop {hadoop}: set jvm/spark/pom.xml to it"
+    assert (hadoop, _pom("spark", "awssdk.version")) in {("3.5.0", "2.35.4")}, (
+        "the AWS SDK must be hadoop-project's aws-java-sdk-v2.version for that Hadoop (checked pairs only)"
+    )
+
+
 def test_the_broker_and_the_stack_image_agree():
     kafka = _pom("kafka", "kafka.version")
     env = (ROOT / "docker" / ".env.example").read_text()
@@ -59,6 +73,10 @@ def test_readme_states_the_pinned_versions():
         lock["great-expectations"],
         lock["confluent-kafka"],
         lock["deltalake"],
+        lock["obstore"],
+        _pom("spark", "hadoop.version"),
+        _pom("spark", "awssdk.version"),
+        _pom("s3proxy", "s3proxy.version"),
     ]
     missing = [v for v in stated if v not in table]
     assert not missing, f"README's Versions table does not state {missing}"
