@@ -65,6 +65,17 @@ def _total_row(rows: list[dict], lag: int | None) -> list[str] | None:
     return [_num(v) for v in (*sums, lag)]
 
 
+def lease_line(lease: dict) -> str:
+    """The pipeline's driver lease in its object store, in one line (docs/storage.md)."""
+    if lease.get("error"):
+        return f"unreadable ({lease['error']})"
+    if not lease.get("host"):
+        return f"never taken ({lease['uri']})"
+    state = "released" if lease.get("released") else "live" if lease.get("live") else "lapsed"
+    where = "this machine" if lease.get("here") else lease.get("host")
+    return f"{state}, pid {lease.get('pid')} on {where}, renewed {lease.get('renewed_at')} ({lease['uri']})"
+
+
 def print_status(report: dict) -> None:
     from rich.table import Table
 
@@ -117,6 +128,9 @@ def print_status(report: dict) -> None:
     if run["final"]:
         bits.append(f"last run {run['final']['status']} at {run['final']['time']}")
     out.print("job: " + "; ".join(bits), markup=False)
+    lease = report.get("lease")
+    if lease:
+        out.print(f"driver lease: {lease_line(lease)}", markup=False)
     for note in report["notes"]:
         out.print(f"[dim]note:[/dim] {escape(note)}", markup=True)
     style = STYLES.get(report["verdict"], "bold")

@@ -28,3 +28,24 @@ def test_the_total_row_sums_what_is_known_and_is_left_out_when_nothing_is(pipeli
     report = check(pipeline, kafka({0: 300}))
     report["partitions"] = report["partitions"][:1]
     assert _total(_status_text(report, capsys)) == []  # one partition: its row is the total
+
+
+def test_the_driver_lease_reads_in_one_line():
+    from onceflow.cli.checkpoint import lease_line
+
+    uri = "s3://lake/p/_onceflow/p/driver-lease.json"
+    live = {
+        "uri": uri,
+        "live": True,
+        "here": False,
+        "host": "worker-2",
+        "pid": 41,
+        "renewed_at": "2026-11-28T06:00:00Z",
+    }
+    assert lease_line(live) == f"live, pid 41 on worker-2, renewed 2026-11-28T06:00:00Z ({uri})"
+    assert lease_line({**live, "live": False, "released": True, "here": True}).startswith(
+        "released, pid 41 on this machine"
+    )
+    assert lease_line({**live, "live": False}).startswith("lapsed")
+    assert lease_line({"uri": uri, "live": False, "here": False}) == f"never taken ({uri})"
+    assert lease_line({"uri": uri, "live": False, "here": False, "error": "no answer"}) == "unreadable (no answer)"
