@@ -14,6 +14,13 @@ def add_parser(sub) -> None:
     p.add_argument("action", choices=["start", "stop", "status", "logs", "create-topic"])
     p.add_argument("--port", type=int, help="client port (default 9092 or ONCEFLOW_KAFKA_PORT)")
     p.add_argument(
+        "--brokers",
+        type=number("--brokers", minimum=1, what="the node count"),
+        default=1,
+        help="start | stop | status: 3 or more runs a replicated KRaft cluster on free ports "
+        "(replication factor N, min.insync.replicas N-1) in <state>/kafka-cluster",
+    )
+    p.add_argument(
         "--pipeline", help="create-topic: a pipeline name or YAML path; its source topic on its bootstrap servers"
     )
     p.add_argument(
@@ -44,6 +51,8 @@ def cmd_kafka(args) -> int:
     if args.action == "create-topic":
         return create_topic(args.pipeline, args.partitions)
 
+    if args.brokers > 1:
+        return cmd_cluster(args)
     broker = LocalBroker(port=getattr(args, "port", None))
     if args.action == "start":
         status = broker.start(timeout=args.timeout, log=log)
@@ -67,6 +76,29 @@ def cmd_kafka(args) -> int:
         return 0 if status.ready else 1
     elif args.action == "logs":
         out.print(broker.logs(args.lines), markup=False)
+    return 0
+
+
+def cmd_cluster(args) -> int:
+    """start | stop | status of the replicated cluster (`--brokers N`, N >= 3)."""
+    from onceflow.kafka.broker import LocalCluster
+
+    cluster = LocalCluster(nodes=args.brokers)
+    if args.action == "start":
+        bootstrap = cluster.start(timeout=args.timeout, log=log)
+        out.print(f"{args.brokers}-node Kafka cluster ready: {bootstrap}")
+        out.print(f"point a pipeline at it: export ONCEFLOW_KAFKA_BOOTSTRAP={bootstrap}")
+    elif args.action == "stop":
+        cluster.stop(log=log)
+        out.print("Kafka cluster stopped")
+    elif args.action == "status":
+        states = [n.status() for n in cluster.nodes]
+        for i, s in enumerate(states, start=1):
+            out.print(f"node {i}: {'ready' if s.ready else 'running' if s.running else 'stopped'} on {s.bootstrap}")
+        return 0 if all(s.ready for s in states) else 1
+    else:
+        out.print(f"`onceflow kafka {args.action}` is for the single broker; a cluster node's log is in {cluster.dir}")
+        return 2
     return 0
 
 

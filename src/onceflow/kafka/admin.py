@@ -36,7 +36,8 @@ def ensure_topic(
             )
         return False
     futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})]
+        # the cluster's default.replication.factor (KIP-464): 1 on the embedded broker, 3 on a cluster
+        [NewTopic(topic, num_partitions=partitions, replication_factor=-1, config=config or {})]
     )
     try:
         futures[topic].result(timeout=30)

@@ -88,12 +88,16 @@ class LocalBroker:
         port: int | None = None,
         controller_port: int | None = None,
         extra_properties: dict[str, str] | None = None,
+        cluster_id: str | None = None,
+        heap: str | None = None,
     ):
         self.dir = (home or state_dir()) / "kafka"
         saved = self._saved_ports()
         self.port = port or saved.get("port") or int(os.environ.get("ONCEFLOW_KAFKA_PORT", DEFAULT_PORT))
         self.controller_port = controller_port or saved.get("controller_port") or self.port + 1
         self.extra_properties = extra_properties or {}
+        self.heap = heap
+        self.cluster_id = cluster_id  # one id for every node of a cluster (LocalCluster); else a fresh one
 
     # -- files ---------------------------------------------------------------
     @property
@@ -190,7 +194,7 @@ class LocalBroker:
             jars = classpath_jars("kafka")
         except SetupError as exc:
             raise BrokerError(str(exc)) from None
-        heap = os.environ.get("ONCEFLOW_KAFKA_HEAP", "768m")
+        heap = self.heap or os.environ.get("ONCEFLOW_KAFKA_HEAP", "768m")
         return [
             java,
             f"-Xmx{heap}",
@@ -206,7 +210,7 @@ class LocalBroker:
 
     def _format_storage(self) -> None:
         props = self.dir / "server.properties"
-        cluster_id = uuid.uuid4().hex[:22]
+        cluster_id = self.cluster_id or uuid.uuid4().hex[:22]
         cmd = self._java_cmd("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props))
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -214,11 +218,12 @@ class LocalBroker:
                 f"formatting KRaft storage in {self.data_dir} failed:\n{(proc.stdout + proc.stderr)[-2000:]}"
             )
 
-    def start(self, timeout: float = 90, log=lambda msg: None) -> BrokerStatus:
-        """Start the broker (idempotent) and wait until it answers AdminClient calls."""
+    def start(self, timeout: float = 90, log=lambda msg: None, wait: bool = True) -> BrokerStatus:
+        """Start the broker (idempotent) and wait until it answers AdminClient calls (unless not
+        `wait`: a node of a cluster answers only once a quorum of its controllers runs)."""
         if self._pid():
             log(f"broker already running (pid {self._pid()}) on {self.bootstrap}")
-            return self._wait_ready(timeout)
+            return self._wait_ready(timeout) if wait else self.status(probe=False)
         for port in (self.port, self.controller_port):
             if _port_in_use(port):
                 raise BrokerError(
@@ -244,7 +249,7 @@ class LocalBroker:
             )
         self.pid_file.write_text(str(proc.pid))
         log(f"broker starting (pid {proc.pid}) on {self.bootstrap}; log: {self.log_file}")
-        return self._wait_ready(timeout)
+        return self._wait_ready(timeout) if wait else self.status(probe=False)
 
     def _wait_ready(self, timeout: float) -> BrokerStatus:
         def answers() -> bool:
@@ -287,3 +292,71 @@ class LocalBroker:
 
     def as_dict(self) -> dict:
         return asdict(self.status())
+
+
+class LocalCluster:
+    """N combined broker+controller KRaft nodes on this machine (`onceflow kafka start --brokers 3`):
+    topics and the internal ones replicated N times, `min.insync.replicas` N-1, so one node may die
+    mid-transaction. Each node is a LocalBroker in <home>/kafka-cluster/node-<i>."""
+
+    def __init__(self, home: Path | None = None, nodes: int = 3, heap: str = "512m"):
+        if nodes < 3:
+            raise BrokerError(f"a cluster needs at least 3 nodes (a quorum that survives one), not {nodes}")
+        self.dir = (home or state_dir()) / "kafka-cluster"
+        saved = self._saved()
+        ports = saved.get("ports") or [free_port_pair() for _ in range(nodes)]
+        self.cluster_id = saved.get("cluster_id") or uuid.uuid4().hex[:22]
+        voters = ",".join(f"{i + 1}@localhost:{p + 1}" for i, p in enumerate(ports))
+        isr = str(nodes - 1)
+        replicated = {
+            "controller.quorum.voters": voters,
+            "default.replication.factor": str(nodes),
+            "min.insync.replicas": isr,
+            "offsets.topic.replication.factor": str(nodes),
+            "transaction.state.log.replication.factor": str(nodes),
+            "transaction.state.log.min.isr": isr,
+            "share.coordinator.state.topic.replication.factor": str(nodes),
+            "share.coordinator.state.topic.min.isr": isr,
+            "unclean.leader.election.enable": "false",
+        }
+        self.heap = heap
+        self.nodes = [
+            LocalBroker(
+                home=self.dir / f"node-{i + 1}",
+                port=p,
+                controller_port=p + 1,
+                extra_properties={**replicated, "node.id": str(i + 1)},
+                cluster_id=self.cluster_id,
+                heap=heap,
+            )
+            for i, p in enumerate(ports)
+        ]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "cluster.json").write_text(json.dumps({"ports": ports, "cluster_id": self.cluster_id}))
+
+    def _saved(self) -> dict:
+        try:
+            return json.loads((self.dir / "cluster.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    def start(self, timeout: float = 120, log=lambda msg: None) -> str:
+        """Start every node, then wait until each answers; the bootstrap servers."""
+        for node in self.nodes:
+            node.start(timeout=timeout, log=log, wait=False)
+        for node in self.nodes:
+            node._wait_ready(timeout)
+        log(f"{len(self.nodes)}-node cluster ready: {self.bootstrap}")
+        return self.bootstrap
+
+    def stop(self, log=lambda msg: None) -> None:
+        """Stop every node at once: a node stopped after the others lost their quorum cannot shut
+        down cleanly (its controlled shutdown waits for a controller) and is killed after 30 s."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            list(pool.map(lambda node: node.stop(log=log), self.nodes))
