@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from onceflow.errors import LeaseHeldError, StorageError, StoreConflict
 from onceflow.paths import state_dir
@@ -65,11 +66,9 @@ class DriverLease:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    @property
+    @cached_property
     def store(self) -> ObjectStore:
-        if not hasattr(self, "_store"):
-            self._store = ObjectStore(self.folder)
-        return self._store
+        return ObjectStore(self.folder)
 
     @property
     def uri(self) -> str:

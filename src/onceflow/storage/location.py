@@ -110,21 +110,22 @@ class Location:
         bucket, _, key = rest.partition("/")
         return bucket, key.strip("/")
 
+    def _with_scheme(self, scheme: str) -> str:
+        """An S3 location in `scheme` (normalized bucket/key); any other location as written."""
+        if not self.is_s3:
+            return self.uri
+        bucket, key = self.bucket_key
+        return f"{scheme}://{bucket}/{key}"
+
     @property
     def spark(self) -> str:
         """What Spark reads and writes: `s3a://` for S3 (Hadoop's S3 connector), else as written."""
-        if self.is_s3:
-            bucket, key = self.bucket_key
-            return f"s3a://{bucket}/{key}"
-        return self.uri
+        return self._with_scheme("s3a")
 
     @property
     def object_uri(self) -> str:
         """What delta-rs, pyarrow and obstore take: `s3://bucket/key`, else as written."""
-        if self.is_s3:
-            bucket, key = self.bucket_key
-            return f"s3://{bucket}/{key}"
-        return self.uri
+        return self._with_scheme("s3")
 
     @cached_property
     def settings(self) -> S3Settings | None:

@@ -49,7 +49,7 @@ def probe(folder: Location) -> None:
                 f"the store at {folder.object_uri} accepted a second put-if-absent of {key}: it ignores "
                 "If-None-Match, so two commits of one Delta version would both succeed and one would be lost. " + FIX
             )
-        stale = store.replace(key, b"third", first)
+        store.replace(key, b"third", first)  # the object changes: `first` is now a stale ETag
         try:
             store.replace(key, b"fourth", first)
         except StoreConflict:
@@ -59,7 +59,6 @@ def probe(folder: Location) -> None:
                 f"the store at {folder.object_uri} accepted a put with a stale If-Match: the driver lease "
                 "cannot fence a second driver. " + FIX
             )
-        del stale
     finally:
         with contextlib.suppress(StorageError):
             store.delete(key)
