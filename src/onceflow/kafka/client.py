@@ -1,0 +1,143 @@
+"""One Kafka cluster as onceflow reaches it, in the names each client family takes (issue 40).
+
+A pipeline states its client settings once, in librdkafka's names (those of confluent-kafka,
+which onceflow's admin, producer, consumer and transactional sink use, and of an Airflow
+`kafka` connection's extra); Spark's Kafka source takes the same settings in the Java client's
+names with the `kafka.` prefix, translated here and nowhere else. Secrets stay in the settings
+object: its repr, `describe()` and `fingerprint()` never show them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from onceflow.errors import ConfigError
+
+# librdkafka settings whose values are secrets (masked in repr, messages, status)
+SECRET_KEYS = frozenset(
+    {
+        "sasl.password",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.key.pem",
+        "sasl.oauthbearer.client.secret",
+    }
+)
+# librdkafka -> Java client, where the name or the value form differs (the rest are the same name)
+_SAME = (
+    "security.protocol",
+    "client.id",
+    "socket.connection.setup.timeout.ms",
+    "ssl.endpoint.identification.algorithm",
+)
+_JAAS_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+_JAVA_ONLY_FIX = (
+    "Fix: state the setting in librdkafka's name (docs/kafka-security.md), which onceflow translates for Spark"
+)
+
+
+def _jaas_quote(value: str) -> str:
+    """A JAAS option value: quoted, with `\\` and `"` escaped (Java's StreamTokenizer reads it)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass(frozen=True, repr=False)
+class KafkaClient:
+    """A cluster: its bootstrap servers and client settings (librdkafka names, secrets resolved)."""
+
+    bootstrap: str
+    props: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if "bootstrap.servers" in self.props:
+            raise ConfigError("bootstrap.servers goes in bootstrap_servers, not among the client settings")
+        mech = [k for k in ("sasl.mechanism", "sasl.mechanisms") if k in self.props]
+        if len(mech) > 1:
+            raise ConfigError("both sasl.mechanism and sasl.mechanisms are set; keep one (librdkafka: aliases)")
+
+    # -- confluent-kafka ------------------------------------------------------------------
+    def librdkafka(self, **extra: object) -> dict[str, object]:
+        """An AdminClient/Producer/Consumer config: bootstrap, these settings, then `extra`."""
+        return {"bootstrap.servers": self.bootstrap, **self.props, **extra}
+
+    # -- Spark's Kafka source (the Java client) ---------------------------------------------
+    @property
+    def mechanism(self) -> str | None:
+        value = self.props.get("sasl.mechanism") or self.props.get("sasl.mechanisms")
+        return value.upper() if value else None
+
+    def spark_options(self) -> dict[str, str]:
+        """The `kafka.`-prefixed options of Spark's Kafka source for these settings; ConfigError for
+        a setting the Java client has no counterpart of (a CA directory, librdkafka-only keys)."""
+        java: dict[str, str] = {"bootstrap.servers": self.bootstrap}
+        p = dict(self.props)
+        for key in _SAME:
+            if key in p:
+                value = p.pop(key)
+                if key == "ssl.endpoint.identification.algorithm" and value.lower() == "none":
+                    value = ""  # the Java client's spelling of "no hostname check"
+                java[key] = value
+        mech = self.mechanism
+        p.pop("sasl.mechanism", None), p.pop("sasl.mechanisms", None)
+        if mech:
+            java["sasl.mechanism"] = mech
+            user, password = p.pop("sasl.username", None), p.pop("sasl.password", None)
+            if mech in _JAAS_MODULES:
+                if user is None or password is None:
+                    raise ConfigError(f"sasl.mechanism {mech} needs sasl.username and sasl.password")
+                java["sasl.jaas.config"] = (
+                    f"{_JAAS_MODULES[mech]} required username={_jaas_quote(user)} password={_jaas_quote(password)};"
+                )
+            elif mech != "OAUTHBEARER":
+                raise ConfigError(f"sasl.mechanism {mech} is not supported; use PLAIN, SCRAM-SHA-256/512")
+        if "ssl.ca.location" in p:
+            java["ssl.truststore.type"] = "PEM"
+            java["ssl.truststore.location"] = p.pop("ssl.ca.location")
+        if "ssl.ca.pem" in p:
+            java["ssl.truststore.type"] = "PEM"
+            java["ssl.truststore.certificates"] = p.pop("ssl.ca.pem")
+        if "ssl.certificate.location" in p or "ssl.key.location" in p:
+            raise ConfigError(
+                "a client certificate and key as two files has no Java form of the same shape; put the PKCS#8 key "
+                "and the certificate chain in one PEM file and set it as ssl.keystore.location with "
+                "ssl.keystore.type: PEM (onceflow passes both forms on to librdkafka as they are)"
+            )
+        for key in ("ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.keystore.type"):
+            if key in p:
+                java[key] = p.pop(key)
+        timeouts = {"socket.timeout.ms": "request.timeout.ms"}
+        for rd, jv in timeouts.items():
+            if rd in p:
+                java[jv] = p.pop(rd)
+        unknown = sorted(k for k in p if k not in ("log_level", "debug"))
+        if unknown:
+            raise ConfigError(f"no Java client counterpart for {', '.join(unknown)}. {_JAVA_ONLY_FIX}")
+        return {f"kafka.{k}": v for k, v in java.items()}
+
+    # -- saying which cluster, never how to log in ----------------------------------------------
+    def describe(self) -> str:
+        """`host:port (SASL_SSL, SCRAM-SHA-512 as onceflow)`: for messages and status files."""
+        protocol = self.props.get("security.protocol", "PLAINTEXT").upper()
+        how = protocol + (f", {self.mechanism} as {self.props.get('sasl.username')}" if self.mechanism else "")
+        return f"{self.bootstrap} ({how})"
+
+    def fingerprint(self) -> str:
+        """A key for caches of clients (secrets hashed in, never shown)."""
+        body = json.dumps([self.bootstrap, sorted(self.props.items())])
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+    def __repr__(self) -> str:
+        shown = {k: ("***" if k in SECRET_KEYS else v) for k, v in self.props.items()}
+        return f"KafkaClient({self.bootstrap!r}, {shown!r})"
+
+
+def plain(bootstrap: str) -> KafkaClient:
+    """A cluster reached in plaintext with no settings (the embedded broker, tests, benchmarks)."""
+    return KafkaClient(bootstrap)
