@@ -48,10 +48,50 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
+# client settings whose values are secrets: only ever `${VAR}` in a file, masked wherever shown
+SECRET_SETTINGS = frozenset(
+    {
+        "sasl.password",
+        "sasl.jaas.config",
+        "sasl.oauthbearer.client.secret",
+        "ssl.key.password",
+        "ssl.key.pem",
+        "ssl.keystore.password",
+        "ssl.truststore.password",
+    }
+)
+
+
+def is_secret_setting(key: str) -> bool:
+    """A Kafka client setting whose value must not be written in a file or shown."""
+    key = key.lower()
+    return key in SECRET_SETTINGS or "password" in key or "secret" in key
+
+
+def _client_settings(value: dict | None) -> dict[str, str]:
+    """A `kafka:` mapping of client settings: values as text; an empty value is no setting, so a
+    shipped file can write `${VAR:-}` for a setting only some users have."""
+    out = {}
+    for key, v in (value or {}).items():
+        if isinstance(v, (dict, list)):
+            raise ValueError(f"{key}: a client setting is one value (text, a number or true/false), not a {type(v).__name__}")
+        text = str(v).lower() if isinstance(v, bool) else str(v)
+        if text != "":
+            out[str(key)] = text
+    return out
+
+
 class Source(_Model):
     """Kafka source. Isolation is always read_committed: it is not a setting."""
 
-    bootstrap_servers: str = Field(min_length=1)
+    # may be left out when kafka_connection names a connection that holds bootstrap.servers
+    bootstrap_servers: str = ""
+    # client settings in librdkafka's names (security.protocol, sasl.*, ssl.*, client.id,
+    # timeouts), for every Kafka client onceflow runs; secrets only as ${VAR} (docs/kafka-security.md)
+    kafka: dict[str, str] = Field(default_factory=dict)
+    # an Airflow `kafka` connection (its extra: a librdkafka config dict) to take the servers and
+    # settings from; outside Airflow, AIRFLOW_CONN_<ID> in the environment (docs/kafka-security.md)
+    kafka_connection: str | None = None
     topic: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = Field(default=100_000, gt=0)
@@ -77,6 +117,20 @@ class Source(_Model):
         if v in ("earliest", "latest") or v.lstrip().startswith("{"):
             return v
         raise ValueError("must be 'earliest', 'latest' or a JSON object like {\"topic\":{\"0\":42}}")
+
+    @field_validator("kafka", mode="before")
+    @classmethod
+    def _settings(cls, v):
+        return _client_settings(v)
+
+    @model_validator(mode="after")
+    def _servers_named(self) -> Source:
+        if not self.bootstrap_servers.strip() and not self.kafka_connection:
+            raise ValueError(
+                "source.bootstrap_servers is empty and no kafka_connection is named; set one of them "
+                "(e.g. bootstrap_servers: ${ONCEFLOW_KAFKA_BOOTSTRAP:-localhost:9092})"
+            )
+        return self
 
 
 class TableSink(_Model):
@@ -123,13 +177,22 @@ class KafkaSink(_Model):
     """Transactional, exactly-once Kafka output (see docs/kafka-sink.md)."""
 
     topic: str = Field(min_length=1)
+    # another cluster than the source's; it takes the source's client settings unless it states
+    # its own `kafka` mapping or `kafka_connection`
     bootstrap_servers: str | None = None
+    kafka: dict[str, str] | None = None
+    kafka_connection: str | None = None
     ledger_topic: str | None = None
     # default: the schema's event_id, else the aggregates' first group_by field (Pipeline.kafka_key)
     key: str | None = None
     # bronze's columns as JSON; timestamps with microseconds, as bronze holds them
     value: str = "to_json(struct(*), map('timestampFormat', \"yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX\"))"
     partitions: int = Field(default=4, gt=0)
+
+    @field_validator("kafka", mode="before")
+    @classmethod
+    def _settings(cls, v):
+        return None if v is None else _client_settings(v)
 
 
 class Sinks(_Model):
@@ -260,6 +323,7 @@ def load(path: str | Path, env: dict[str, str] | None = None) -> Pipeline:
             f"{path}: cannot read pipeline config ({exc.strerror}). "
             f"Fix: pass an existing file, e.g. pipelines/payments.yaml."
         ) from None
+    _refuse_written_secrets(raw, path)
     text = _substitute(raw, dict(os.environ) if env is None else env, str(path))
     try:
         data = yaml.safe_load(text)
@@ -273,6 +337,32 @@ def load(path: str | Path, env: dict[str, str] | None = None) -> Pipeline:
         lines = _field_errors(exc)
         raise ConfigError(f"{path}: invalid pipeline config:\n" + "\n".join(lines)) from None
     return pipeline
+
+
+def _refuse_written_secrets(raw: str, path: Path) -> None:
+    """A secret Kafka setting must be a whole `${VAR}` (or `${VAR:-}`) in the file as written,
+    checked before substitution: a password in a pipeline file ends up in git and in every copy."""
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return  # reported after substitution, with the substituted text
+    if not isinstance(data, dict):
+        return
+    sinks = data.get("sinks") if isinstance(data.get("sinks"), dict) else {}
+    sink = sinks.get("kafka") if isinstance(sinks.get("kafka"), dict) else {}
+    source = data.get("source") if isinstance(data.get("source"), dict) else {}
+    for where, settings in (("source.kafka", source.get("kafka")), ("sinks.kafka.kafka", sink.get("kafka"))):
+        for key, value in (settings or {}).items() if isinstance(settings, dict) else ():
+            if not is_secret_setting(str(key)) or value in (None, ""):
+                continue
+            match = _ENV_REF.fullmatch(str(value).strip())
+            if match is None or match.group(2):
+                name = "KAFKA_" + re.sub(r"[^A-Z0-9]+", "_", str(key).upper()).strip("_")
+                raise ConfigError(
+                    f"{path}: {where}.{key} is a secret written in the file. Fix: write {key}: ${{{name}}} "
+                    f"and export {name} (or name an Airflow kafka connection in source.kafka_connection); "
+                    "a secret has no default (docs/kafka-security.md)."
+                )
 
 
 def load_all(folder: str | Path) -> list[Pipeline]:

@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlsplit
 
+from onceflow.config import is_secret_setting
 from onceflow.errors import ConfigError
 
-# librdkafka settings whose values are secrets (masked in repr, messages, status)
-SECRET_KEYS = frozenset(
-    {
-        "sasl.password",
-        "ssl.key.password",
-        "ssl.keystore.password",
-        "ssl.key.pem",
-        "sasl.oauthbearer.client.secret",
-    }
-)
+if TYPE_CHECKING:
+    from onceflow.config import Pipeline
 # librdkafka -> Java client, where the name or the value form differs (the rest are the same name)
 _SAME = (
     "security.protocol",
@@ -134,10 +131,97 @@ class KafkaClient:
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
     def __repr__(self) -> str:
-        shown = {k: ("***" if k in SECRET_KEYS else v) for k, v in self.props.items()}
+        shown = {k: ("***" if is_secret_setting(k) else v) for k, v in self.props.items()}
         return f"KafkaClient({self.bootstrap!r}, {shown!r})"
 
 
 def plain(bootstrap: str) -> KafkaClient:
     """A cluster reached in plaintext with no settings (the embedded broker, tests, benchmarks)."""
     return KafkaClient(bootstrap)
+
+
+# a cluster as a caller may hold it: a client, or bare bootstrap servers (plaintext)
+Cluster = KafkaClient | str
+
+
+def as_client(cluster: Cluster) -> KafkaClient:
+    return cluster if isinstance(cluster, KafkaClient) else KafkaClient(cluster)
+
+
+# -- the clusters of a pipeline -----------------------------------------------------------
+
+
+def _env_name(conn_id: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "_", conn_id.upper())
+
+
+def connection_env(conn_id: str) -> str:
+    """The variable through which onceflow's Airflow side hands a `kafka` connection's config dict
+    to the processes it starts (task, triggerer, spark-submit driver): never a templated field."""
+    return f"ONCEFLOW_KAFKA_CONN_{_env_name(conn_id)}"
+
+
+def _extra_of(conn_id: str, text: str) -> dict:
+    """The extra of an Airflow connection in AIRFLOW_CONN_<ID>: JSON or URI form."""
+    text = text.strip()
+    if text.startswith("{"):
+        extra = json.loads(text).get("extra") or {}
+    else:
+        query = parse_qs(urlsplit(text).query)
+        extra = query["__extra__"][0] if "__extra__" in query else {k: v[-1] for k, v in query.items()}
+    return json.loads(extra) if isinstance(extra, str) else dict(extra)
+
+
+def connection_settings(conn_id: str) -> dict[str, str]:
+    """A `kafka` connection's librdkafka config dict (bootstrap.servers included): from
+    ONCEFLOW_KAFKA_CONN_<ID> (set by onceflow's Airflow side), else Airflow's own
+    AIRFLOW_CONN_<ID>. ConfigError with the fix when neither is there."""
+    for name in (connection_env(conn_id), f"AIRFLOW_CONN_{_env_name(conn_id)}"):
+        text = os.environ.get(name)
+        if not text:
+            continue
+        try:
+            extra = json.loads(text) if name.startswith("ONCEFLOW_") else _extra_of(conn_id, text)
+        except (ValueError, KeyError, AttributeError) as exc:
+            raise ConfigError(
+                f"the Kafka connection {conn_id!r} in ${name} is not readable ({type(exc).__name__}). Fix: make "
+                'it JSON like {"conn_type": "kafka", "extra": {"bootstrap.servers": "host:9092", ...}}'
+            ) from None
+        return {str(k): str(v) for k, v in extra.items() if v not in (None, "")}
+    raise ConfigError(
+        f"the Kafka connection {conn_id!r} is not known here. Fix: under Airflow, create it (Admin -> "
+        "Connections, type kafka, extra = a librdkafka config dict with bootstrap.servers); elsewhere export "
+        f"AIRFLOW_CONN_{_env_name(conn_id)}='{{\"conn_type\": \"kafka\", \"extra\": {{...}}}}' "
+        "(docs/kafka-security.md)"
+    )
+
+
+def _client(bootstrap: str | None, settings: Mapping[str, str], conn_id: str | None, where: str) -> KafkaClient:
+    props = dict(connection_settings(conn_id)) if conn_id else {}
+    servers = (bootstrap or "").strip() or props.get("bootstrap.servers", "")
+    props.pop("bootstrap.servers", None)
+    props.update(settings)
+    if not servers:
+        raise ConfigError(
+            f"{where}: no bootstrap servers; the connection {conn_id!r} has no bootstrap.servers in its extra. "
+            f"Fix: add it there, or set {where}.bootstrap_servers"
+        )
+    return KafkaClient(servers, props)
+
+
+def source_client(pipeline: Pipeline) -> KafkaClient:
+    """The cluster a pipeline reads: source.bootstrap_servers, source.kafka, source.kafka_connection."""
+    src = pipeline.source
+    return _client(src.bootstrap_servers, src.kafka, src.kafka_connection, "source")
+
+
+def sink_client(pipeline: Pipeline) -> KafkaClient | None:
+    """The cluster of the Kafka sink: its own servers if it names them, else the source's; its own
+    settings or connection if it names them, else the source's settings."""
+    sink = pipeline.sinks.kafka
+    if sink is None:
+        return None
+    if sink.kafka is None and sink.kafka_connection is None:
+        source = source_client(pipeline)
+        return KafkaClient(sink.bootstrap_servers or source.bootstrap, source.props)
+    return _client(sink.bootstrap_servers, sink.kafka or {}, sink.kafka_connection, "sinks.kafka")
