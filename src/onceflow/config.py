@@ -74,9 +74,11 @@ def _client_settings(value: dict | None) -> dict[str, str]:
     out = {}
     for key, v in (value or {}).items():
         if isinstance(v, (dict, list)):
-            raise ValueError(f"{key}: a client setting is one value (text, a number or true/false), not a {type(v).__name__}")
-        text = str(v).lower() if isinstance(v, bool) else str(v)
-        if text != "":
+            raise ValueError(
+                f"{key}: a client setting is one value (text, a number or true/false), not a {type(v).__name__}"
+            )
+        text = "" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+        if text != "":  # `key: ${VAR:-}` with VAR unset reads as YAML's null
             out[str(key)] = text
     return out
 
@@ -348,9 +350,11 @@ def _refuse_written_secrets(raw: str, path: Path) -> None:
         return  # reported after substitution, with the substituted text
     if not isinstance(data, dict):
         return
-    sinks = data.get("sinks") if isinstance(data.get("sinks"), dict) else {}
-    sink = sinks.get("kafka") if isinstance(sinks.get("kafka"), dict) else {}
-    source = data.get("source") if isinstance(data.get("source"), dict) else {}
+    def section(parent: dict, name: str) -> dict:
+        value = parent.get(name)
+        return value if isinstance(value, dict) else {}
+
+    sink, source = section(section(data, "sinks"), "kafka"), section(data, "source")
     for where, settings in (("source.kafka", source.get("kafka")), ("sinks.kafka.kafka", sink.get("kafka"))):
         for key, value in (settings or {}).items() if isinstance(settings, dict) else ():
             if not is_secret_setting(str(key)) or value in (None, ""):

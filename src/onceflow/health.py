@@ -20,6 +20,7 @@ from onceflow.checkpoint import COMMITS, Checkpoint
 from onceflow.config import Pipeline
 from onceflow.control import RecoveryMarker, Wanted
 from onceflow.errors import OnceflowError
+from onceflow.kafka.client import KafkaClient
 from onceflow.ledger import follower_lag
 from onceflow.paths import state_dir
 from onceflow.poison import poisoned_batch
@@ -34,7 +35,7 @@ RATE_WINDOW = 20  # progress events the commit rate and batch duration are avera
 KAFKA_TIMEOUT = 5.0  # seconds; a trigger polls often, a dead broker must not hold it long
 
 # {"earliest": {p: o}, "latest": {p: o}} or an exception; replaceable in tests of the pure logic
-EndOffsets = Callable[[str, str], dict[str, dict[int, int]]]
+EndOffsets = Callable[[KafkaClient, str], dict[str, dict[int, int]]]
 
 
 def _iso(epoch: float | None) -> str | None:
@@ -102,7 +103,7 @@ def _kafka_facts(
     src = pipeline.source
     # unreachable, unknown topic: reported, never raised
     kafka: dict = {
-        "bootstrap": src.bootstrap_servers,
+        "bootstrap": src.bootstrap_servers or f"(connection {src.kafka_connection})",
         "topic": src.topic,
         "error": str(facts.kafka_error) if facts.kafka_error is not None else None,
     }

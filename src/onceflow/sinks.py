@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from onceflow.config import Pipeline, TableSink
 from onceflow.errors import IdentityFileError, LedgerReadError, OnceflowError, SinkError
+from onceflow.kafka.client import KafkaClient, source_client
 from onceflow.ledger import FOLLOWS, Ledger, read_ledger
 from onceflow.reconcile import AuditScope, CommittedPoint, committed_point
 from onceflow.storage.commit_lock import set_fence
@@ -136,11 +137,11 @@ def read_facts(
     audit_order: bool = False,
     with_kafka_ledger: bool = True,
     kafka_timeout: float = 10.0,
-    kafka_offsets: Callable[[str, str], dict[str, dict[int, int]]] | None = None,
+    kafka_offsets: Callable[[KafkaClient, str], dict[str, dict[int, int]]] | None = None,
 ) -> PipelineFacts:
     """Read the four ledgers once, in the order that makes a running job safe to judge: the
     run lock and the checkpoint first, then the sink ledgers (write order, or the audit's),
-    then Kafka's offsets (`list_end_offsets` within `kafka_timeout` s; `kafka_offsets(bootstrap,
+    then Kafka's offsets (`list_end_offsets` within `kafka_timeout` s; `kafka_offsets(cluster,
     topic)` replaces it in tests of health's rules). Health, recovery and the audit all gather
     their facts here."""
     from onceflow.checkpoint import read_checkpoint
@@ -176,14 +177,14 @@ def read_facts(
         ledgers=ledgers,
         ledger_errors=errors,
     )
-    src = pipeline.source
     try:
+        cluster = source_client(pipeline)  # an unknown kafka_connection is reported like an unreachable broker
         if kafka_offsets is not None:
-            facts.kafka = kafka_offsets(src.bootstrap_servers, src.topic)
+            facts.kafka = kafka_offsets(cluster, pipeline.source.topic)
         else:
             from onceflow.kafka.admin import list_end_offsets
 
-            facts.kafka = list_end_offsets(src.bootstrap_servers, src.topic, timeout=kafka_timeout)
+            facts.kafka = list_end_offsets(cluster, pipeline.source.topic, timeout=kafka_timeout)
     except Exception as exc:
         facts.kafka_error = exc
     return facts

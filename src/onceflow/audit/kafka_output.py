@@ -29,6 +29,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow.config import Pipeline
+from onceflow.kafka.client import KafkaClient, sink_client
 from onceflow.kafka.ledger import KafkaLedger, default_ledger_topic, read_kafka_ledger
 from onceflow.reconcile import MAX_SAMPLES, Check, CheckStatus, check
 from onceflow.spark.kafka_read import kafka_options
@@ -37,20 +38,16 @@ KEY = ("_topic", "_partition", "_offset")
 PROVENANCE_SCHEMA = "_topic STRING, _partition INT, _offset BIGINT"
 
 
-def output_topic_and_bootstrap(pipeline: Pipeline) -> tuple[str, str, str]:
-    sink = pipeline.sinks.kafka
-    if sink is None:
+def output_topic_and_cluster(pipeline: Pipeline) -> tuple[str, KafkaClient, str]:
+    sink, client = pipeline.sinks.kafka, sink_client(pipeline)
+    if sink is None or client is None:
         raise ValueError(f"pipeline {pipeline.name!r} has no sinks.kafka")
-    return (
-        sink.topic,
-        sink.bootstrap_servers or pipeline.source.bootstrap_servers,
-        sink.ledger_topic or default_ledger_topic(pipeline.name),
-    )
+    return sink.topic, client, sink.ledger_topic or default_ledger_topic(pipeline.name)
 
 
-def read_output(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+def read_output(spark: SparkSession, cluster: KafkaClient, topic: str) -> DataFrame:
     """The output topic's committed records with their provenance parsed from the value."""
-    opts = kafka_options(bootstrap, topic, "earliest", endingOffsets="latest")
+    opts = kafka_options(cluster, topic, "earliest", endingOffsets="latest")
     raw = spark.read.format("kafka").options(**opts).load()
     parsed = F.from_json(F.col("value").cast("string"), PROVENANCE_SCHEMA)
     return raw.select(
@@ -92,8 +89,8 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
     """Reconcile the Kafka output with the committed source records; one Check per promise."""
     from onceflow.audit.source import read_source
 
-    topic, bootstrap, ledger_topic = output_topic_and_bootstrap(pipeline)
-    ledger = ledger or read_kafka_ledger(bootstrap, ledger_topic, pipeline.name)
+    topic, cluster, ledger_topic = output_topic_and_cluster(pipeline)
+    ledger = ledger or read_kafka_ledger(cluster, ledger_topic, pipeline.name)
     checks = [
         check(
             "kafka_ledger",
@@ -116,8 +113,8 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
         )
         return checks
 
-    output = read_output(spark, bootstrap, topic).where(F.col("_topic") == pipeline.source.topic)
-    unmapped = read_output(spark, bootstrap, topic).where(F.col("_partition").isNull()).count()
+    output = read_output(spark, cluster, topic).where(F.col("_topic") == pipeline.source.topic)
+    unmapped = read_output(spark, cluster, topic).where(F.col("_partition").isNull()).count()
     fields = {f.name: f.ftype.sql for f in pipeline.schema.fields}
     source = (
         read_source(spark, pipeline, seen)

@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from onceflow import offsets, tables
 from onceflow.config import Pipeline
+from onceflow.kafka.client import source_client
 from onceflow.spark.kafka_read import kafka_options
 from onceflow.unprocessable import Unprocessable
 
@@ -21,7 +22,7 @@ def read_kafka(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[
     """The committed records of the ranges: Spark's batch Kafka source at read_committed."""
     topic = pipeline.source.topic
     opts = kafka_options(
-        pipeline.source.bootstrap_servers,
+        source_client(pipeline),
         topic,
         starting=offsets.spark_json(topic, {p: s for p, (s, _) in ranges.items()}),
         endingOffsets=offsets.spark_json(topic, {p: e for p, (_, e) in ranges.items()}),

@@ -74,6 +74,7 @@ def run_demo(pipelines: str | Sequence[str] = DEFAULT_PIPELINES, count: int = 20
 def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
     from rich.table import Table
 
+    from onceflow.kafka.client import source_client
     from onceflow.kafka.consume import committed_counts
     from onceflow.kafka.producer import produce
     from onceflow.ledger import read_ledger
@@ -83,7 +84,7 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
     log(f"producing {count} events to {pipeline.source.topic} (5% of transactions aborted, 1% of records malformed)")
     aggregates = pipeline.sinks.aggregates
     summary = produce(
-        pipeline.source.bootstrap_servers,
+        source_client(pipeline),
         pipeline.source.topic,
         count,
         schema=pipeline.schema,
@@ -100,7 +101,7 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
     log(f"job {result.status}: {result.batches} micro-batches, {result.input_rows} records read")
 
     paths = table_paths(pipeline)
-    kafka = committed_counts(pipeline.source.bootstrap_servers, pipeline.source.topic)
+    kafka = committed_counts(source_client(pipeline), pipeline.source.topic)
     bronze, quarantine = _per_partition(paths["bronze"]), _per_partition(paths["quarantine"])
     table = Table(title=f"{pipeline.name}: every committed Kafka record, exactly once")
     for col in ("partition", "Kafka committed", "bronze", "quarantine", "bronze + quarantine", "match"):

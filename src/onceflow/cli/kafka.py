@@ -107,13 +107,14 @@ def create_topic(spec: str, partitions: int) -> int:
     or, when it exists, left as it is (its partitions are said)."""
     from onceflow import config
     from onceflow.kafka.admin import ensure_topic, partitions_of, require_broker
+    from onceflow.kafka.client import source_client
 
     pipeline = config.load_pipeline(spec)
-    bootstrap, topic = pipeline.source.bootstrap_servers, pipeline.source.topic
-    require_broker(bootstrap, file=pipeline.file)
-    if ensure_topic(bootstrap, topic, partitions, at_least=False):
-        out.print(f"created topic {topic} with {partitions} partitions on {bootstrap}")
+    cluster, topic = source_client(pipeline), pipeline.source.topic
+    require_broker(cluster, file=pipeline.file)
+    if ensure_topic(cluster, topic, partitions, at_least=False):
+        out.print(f"created topic {topic} with {partitions} partitions on {cluster.describe()}")
     else:
-        have = len(partitions_of(bootstrap, topic))
-        out.print(f"topic {topic} exists on {bootstrap} with {have} partitions; left as it is")
+        have = len(partitions_of(cluster, topic))
+        out.print(f"topic {topic} exists on {cluster.describe()} with {have} partitions; left as it is")
     return 0

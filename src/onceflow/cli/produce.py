@@ -62,7 +62,13 @@ def add_parser(sub) -> None:
         help="events per transaction",
     )
     p.add_argument("--topic", help="instead of the pipeline's topic")
-    p.add_argument("--bootstrap", help="instead of the pipeline's bootstrap servers")
+    p.add_argument("--bootstrap", help="instead of the pipeline's bootstrap servers (plaintext)")
+    p.add_argument(
+        "--kafka-connection",
+        metavar="ID",
+        help="write with this kafka connection's servers and settings (AIRFLOW_CONN_<ID>) instead of the "
+        "pipeline's: a producer principal of its own, when the pipeline's may only read (docs/kafka-security.md)",
+    )
     p.add_argument("--kinds", action="store_true", help="print the malformed kinds the pipeline can produce and exit")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_produce)
@@ -72,16 +78,22 @@ def cmd_produce(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from onceflow.kafka.admin import require_broker
+    from onceflow.kafka.client import KafkaClient, connection_client, source_client
     from onceflow.kafka.producer import produce
 
     pipeline, group_by, kinds = produce_plan(args.pipeline)
     if args.kinds:
         out.print("\n".join(kinds), markup=False)
         return 0
-    bootstrap = args.bootstrap or pipeline.source.bootstrap_servers
     topic = args.topic or pipeline.source.topic
-    field, file = ("--bootstrap", None) if args.bootstrap else ("source.bootstrap_servers", pipeline.file)
-    require_broker(bootstrap, field=field, file=file)
+    field, file = "source.bootstrap_servers", pipeline.file
+    if args.bootstrap:
+        cluster, field, file = KafkaClient(args.bootstrap), "--bootstrap", None
+    elif args.kafka_connection:
+        cluster, field, file = connection_client(args.kafka_connection), "--kafka-connection", None
+    else:
+        cluster = source_client(pipeline)
+    require_broker(cluster, field=field, file=file)
     with Progress(
         TextColumn("producing"),
         BarColumn(),
@@ -93,7 +105,7 @@ def cmd_produce(args) -> int:
     ) as bar:
         task = bar.add_task("produce", total=args.count)
         summary = produce(
-            bootstrap,
+            cluster,
             topic,
             args.count,
             schema=pipeline.schema,

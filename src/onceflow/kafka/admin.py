@@ -10,22 +10,23 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.errors import BrokerError
+from onceflow.kafka.client import Cluster, KafkaClient, as_client, sink_client, source_client
 
 if TYPE_CHECKING:
     from onceflow.config import Pipeline
 
 
-def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+def admin_client(cluster: Cluster) -> AdminClient:
+    return AdminClient(as_client(cluster).librdkafka())
 
 
 def ensure_topic(
-    bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None, at_least: bool = True
+    cluster: Cluster, topic: str, partitions: int, config: dict[str, str] | None = None, at_least: bool = True
 ) -> bool:
     """Create `topic` with `partitions` partitions if missing; True if created. An existing topic
     with fewer partitions fails (a writer that needs that many), unless `at_least` is False (a
     producer: `partitions` applies only when the topic is created)."""
-    admin = admin_client(bootstrap)
+    admin = admin_client(cluster)
     meta = admin.list_topics(timeout=15)
     if topic in meta.topics:
         have = len(meta.topics[topic].partitions)
@@ -48,29 +49,29 @@ def ensure_topic(
     return True
 
 
-def partitions_of(bootstrap: str, topic: str) -> list[int]:
-    meta = admin_client(bootstrap).list_topics(topic, timeout=15)
+def partitions_of(cluster: Cluster, topic: str) -> list[int]:
+    meta = admin_client(cluster).list_topics(topic, timeout=15)
     info = meta.topics.get(topic)
     if info is None or info.error is not None:
-        raise BrokerError(f"topic {topic!r} does not exist on {bootstrap}")
+        raise BrokerError(f"topic {topic!r} does not exist on {as_client(cluster).bootstrap}")
     return sorted(info.partitions)
 
 
-def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+def watermarks(cluster: Cluster, topic: str) -> dict[int, tuple[int, int]]:
     """{partition: (low, high)}; high is the last stable offset (read_committed, librdkafka's default):
     the log end, markers included, unless a transaction is still open, then that transaction's first
     offset. What a committed reader can reach, so a range past it is refused."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "onceflow-admin", "enable.auto.commit": False})
+    consumer = Consumer(as_client(cluster).librdkafka(**{"group.id": "onceflow-admin", "enable.auto.commit": False}))
     try:
         return {
             p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)
-            for p in partitions_of(bootstrap, topic)
+            for p in partitions_of(cluster, topic)
         }
     finally:
         consumer.close()
 
 
-def _quiet_admin(bootstrap: str, timeout: float) -> AdminClient:
+def _quiet_admin(client: KafkaClient, timeout: float) -> AdminClient:
     """An AdminClient whose connection errors go to a silent logger, not stderr: callers report them."""
     import logging
 
@@ -80,18 +81,19 @@ def _quiet_admin(bootstrap: str, timeout: float) -> AdminClient:
         log.propagate = False
     ms = str(int(max(timeout, 1) * 1000))
     return AdminClient(
-        {
-            "bootstrap.servers": bootstrap,
-            "socket.timeout.ms": ms,
-            "socket.connection.setup.timeout.ms": ms,
-            "reconnect.backoff.max.ms": "1000",
-        },
+        client.librdkafka(
+            **{
+                "socket.timeout.ms": ms,
+                "socket.connection.setup.timeout.ms": ms,
+                "reconnect.backoff.max.ms": "1000",
+            }
+        ),
         logger=log,
     )
 
 
 def list_end_offsets(
-    bootstrap: str, topic: str, timeout: float = 10.0, partitions: list[int] | None = None
+    cluster: Cluster, topic: str, timeout: float = 10.0, partitions: list[int] | None = None
 ) -> dict[str, dict[int, int]]:
     """Per partition, the log start and the last stable offset: {"earliest": {p: o}, "latest": {p: o}}.
 
@@ -107,10 +109,12 @@ def list_end_offsets(
     # a broker that is down refuses the connection at once: say so now, not after `timeout` s of
     # librdkafka reconnecting (`onceflow checkpoint status`, the health sensors and the onceflow
     # page answer in milliseconds for a stopped broker, not in seconds per pipeline)
+    client = as_client(cluster)
+    bootstrap = client.bootstrap
     refused = _tcp_refusal(bootstrap, timeout=min(1.0, timeout), definite=True)
     if refused:
         raise BrokerError(f"Kafka is not reachable at {bootstrap} ({refused}). {broker_fix()}")
-    admin = _quiet_admin(bootstrap, timeout)
+    admin = _quiet_admin(client, timeout)
     try:
         if partitions is None:
             meta = admin.list_topics(topic, timeout=timeout)
@@ -189,7 +193,11 @@ def _tcp_refusal(bootstrap: str, timeout: float, definite: bool = False) -> str 
 
 
 def require_broker(
-    bootstrap: str, *, timeout: float = REACH_TIMEOUT, field: str = "source.bootstrap_servers", file: str | None = None
+    cluster: Cluster,
+    *,
+    timeout: float = REACH_TIMEOUT,
+    field: str = "source.bootstrap_servers",
+    file: str | None = None,
 ) -> None:
     """Raise BrokerError (the address, the cause and the fix) unless Kafka answers at `bootstrap`
     within `timeout` seconds. Called before any JVM starts, so a broker that is down costs
@@ -198,12 +206,14 @@ def require_broker(
     A refused TCP connection fails at once; an open port must also answer a Kafka metadata
     request (a port held by something else, or a broker that hangs, is caught too)."""
     started = time.monotonic()
+    client = as_client(cluster)
+    bootstrap = client.bootstrap
     refused = _tcp_refusal(bootstrap, timeout=min(3.0, timeout))
     if refused:
         raise BrokerError(f"Kafka is not reachable at {bootstrap} ({refused}). {broker_fix(field, file)}")
     left = max(1.0, timeout - (time.monotonic() - started))
     try:
-        _quiet_admin(bootstrap, left).list_topics(timeout=left)
+        _quiet_admin(client, left).list_topics(timeout=left)
     except KafkaException as exc:
         raise BrokerError(
             f"Kafka is not reachable at {bootstrap}: no answer to a metadata request within "
@@ -213,9 +223,8 @@ def require_broker(
 
 def require_pipeline_brokers(pipeline: Pipeline, timeout: float = REACH_TIMEOUT) -> None:
     """require_broker for every Kafka cluster a pipeline uses: its source and a Kafka sink elsewhere."""
-    require_broker(pipeline.source.bootstrap_servers, timeout=timeout, file=pipeline.file or None)
-    sink = pipeline.sinks.kafka
-    if sink is not None and sink.bootstrap_servers and sink.bootstrap_servers != pipeline.source.bootstrap_servers:
-        require_broker(
-            sink.bootstrap_servers, timeout=timeout, field="sinks.kafka.bootstrap_servers", file=pipeline.file or None
-        )
+    source = source_client(pipeline)
+    require_broker(source, timeout=timeout, file=pipeline.file or None)
+    sink = sink_client(pipeline)
+    if sink is not None and sink != source:
+        require_broker(sink, timeout=timeout, field="sinks.kafka.bootstrap_servers", file=pipeline.file or None)

@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from onceflow.config import is_secret_setting
@@ -60,7 +60,7 @@ class KafkaClient:
             raise ConfigError("both sasl.mechanism and sasl.mechanisms are set; keep one (librdkafka: aliases)")
 
     # -- confluent-kafka ------------------------------------------------------------------
-    def librdkafka(self, **extra: object) -> dict[str, object]:
+    def librdkafka(self, **extra: Any) -> dict[str, Any]:
         """An AdminClient/Producer/Consumer config: bootstrap, these settings, then `extra`."""
         return {"bootstrap.servers": self.bootstrap, **self.props, **extra}
 
@@ -191,7 +191,7 @@ def connection_settings(conn_id: str) -> dict[str, str]:
     raise ConfigError(
         f"the Kafka connection {conn_id!r} is not known here. Fix: under Airflow, create it (Admin -> "
         "Connections, type kafka, extra = a librdkafka config dict with bootstrap.servers); elsewhere export "
-        f"AIRFLOW_CONN_{_env_name(conn_id)}='{{\"conn_type\": \"kafka\", \"extra\": {{...}}}}' "
+        f'AIRFLOW_CONN_{_env_name(conn_id)}=\'{{"conn_type": "kafka", "extra": {{...}}}}\' '
         "(docs/kafka-security.md)"
     )
 
@@ -207,6 +207,11 @@ def _client(bootstrap: str | None, settings: Mapping[str, str], conn_id: str | N
             f"Fix: add it there, or set {where}.bootstrap_servers"
         )
     return KafkaClient(servers, props)
+
+
+def connection_client(conn_id: str) -> KafkaClient:
+    """The cluster a `kafka` connection names, with its settings."""
+    return _client(None, {}, conn_id, f"connection {conn_id}")
 
 
 def source_client(pipeline: Pipeline) -> KafkaClient:

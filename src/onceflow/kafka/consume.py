@@ -14,25 +14,26 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from onceflow.errors import BrokerError
 from onceflow.kafka.admin import partitions_of
+from onceflow.kafka.client import Cluster, as_client
 from onceflow.polling import Deadline
 
 
-def committed_counts(bootstrap: str, topic: str, timeout: float = 120) -> dict[int, int]:
+def committed_counts(cluster: Cluster, topic: str, timeout: float = 120) -> dict[int, int]:
     """Per partition, how many committed records a read_committed consumer sees now."""
-    parts = partitions_of(bootstrap, topic)
+    parts = partitions_of(cluster, topic)
     counts: Counter = Counter({p: 0 for p in parts})
-    counts.update(msg.partition() for msg in _messages(bootstrap, topic, parts, "read_committed", timeout))
+    counts.update(msg.partition() for msg in _messages(cluster, topic, parts, "read_committed", timeout))
     return dict(counts)
 
 
 def read_records(
-    bootstrap: str, topic: str, isolation: str = "read_committed", timeout: float = 60
+    cluster: Cluster, topic: str, isolation: str = "read_committed", timeout: float = 60
 ) -> list[tuple[int, int, bytes | None, bytes | None]]:
     """Every record readable at `isolation` up to each partition's end now:
     [(partition, offset, key, value)]. The witness tests and benchmarks compare tables with."""
     return [
         (*partition_offset(m), m.key(), m.value())
-        for m in _messages(bootstrap, topic, partitions_of(bootstrap, topic), isolation, timeout)
+        for m in _messages(cluster, topic, partitions_of(cluster, topic), isolation, timeout)
     ]
 
 
@@ -43,17 +44,18 @@ def partition_offset(msg: Message) -> tuple[int, int]:
     return partition, offset
 
 
-def _messages(bootstrap: str, topic: str, parts: list[int], isolation: str, timeout: float) -> Iterator[Message]:
+def _messages(cluster: Cluster, topic: str, parts: list[int], isolation: str, timeout: float) -> Iterator[Message]:
     """Every record of `topic`'s `parts` from the start up to each one's end when reading began
     (the last stable offset at read_committed); BrokerError if that takes over `timeout` s."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"onceflow-read-{uuid.uuid4()}",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-            "auto.offset.reset": "earliest",
-        }
+        as_client(cluster).librdkafka(
+            **{
+                "group.id": f"onceflow-read-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "isolation.level": isolation,
+                "auto.offset.reset": "earliest",
+            }
+        )
     )
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in parts}

@@ -31,6 +31,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from onceflow import offsets
 from onceflow.errors import KafkaLedgerError
+from onceflow.kafka.client import Cluster, as_client, sink_client
 from onceflow.kafka.consume import partition_offset
 from onceflow.ledger import Ledger, LedgerEntry, contiguity_problems
 from onceflow.polling import Deadline, wait_for
@@ -139,30 +140,31 @@ class KafkaLedgerRecord:
 
 
 # -- reading ranges at read_committed ------------------------------------------
-def _consumer(bootstrap: str, isolation: str) -> Consumer:
+def _consumer(cluster: Cluster, isolation: str) -> Consumer:
     """A consumer that only ever `assign`s: no group membership, no offset commits."""
     return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "onceflow-kafka-ledger-reader",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "isolation.level": isolation,
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 50,
-            "log_level": 3,
-        }
+        as_client(cluster).librdkafka(
+            **{
+                "group.id": "onceflow-kafka-ledger-reader",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "isolation.level": isolation,
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 50,
+                "log_level": 3,
+            }
+        )
     )
 
 
 class LedgerReader:
     """Reads ledger partitions at read_committed (two consumers, reused across look-ups)."""
 
-    def __init__(self, bootstrap: str, timeout: float = 60):
-        self.bootstrap = bootstrap
+    def __init__(self, cluster: Cluster, timeout: float = 60):
+        self.cluster = as_client(cluster)
         self.timeout = timeout
-        self.committed = _consumer(bootstrap, "read_committed")
-        self.uncommitted = _consumer(bootstrap, "read_uncommitted")  # only for the log end
+        self.committed = _consumer(self.cluster, "read_committed")
+        self.uncommitted = _consumer(self.cluster, "read_uncommitted")  # only for the log end
 
     def close(self) -> None:
         self.committed.close()
@@ -422,7 +424,7 @@ def _missing(records: Iterable[KafkaLedgerRecord]) -> list[int]:
     return sorted(set(range(expected)) - {r.task_partition for r in records})
 
 
-def read_kafka_ledger(bootstrap: str, ledger_topic: str, pipeline: str, timeout: float = 60) -> KafkaLedger:
+def read_kafka_ledger(cluster: Cluster, ledger_topic: str, pipeline: str, timeout: float = 60) -> KafkaLedger:
     """Every committed ledger record of `pipeline` on `ledger_topic`, oldest first per task.
 
     Never waits for open transactions: a crashed writer's transaction stays open
@@ -431,8 +433,9 @@ def read_kafka_ledger(bootstrap: str, ledger_topic: str, pipeline: str, timeout:
     task's own in-flight record)."""
     from onceflow.kafka.admin import admin_client
 
+    bootstrap = as_client(cluster).bootstrap
     try:
-        meta = admin_client(bootstrap).list_topics(ledger_topic, timeout=15)
+        meta = admin_client(cluster).list_topics(ledger_topic, timeout=15)
     except KafkaException as exc:
         raise KafkaLedgerError(
             f"cannot reach Kafka at {bootstrap} to read ledger topic {ledger_topic!r}: {exc}. "
@@ -444,7 +447,7 @@ def read_kafka_ledger(bootstrap: str, ledger_topic: str, pipeline: str, timeout:
     records: list[KafkaLedgerRecord] = []
     in_doubt = {}
     try:
-        with LedgerReader(bootstrap, timeout) as reader:
+        with LedgerReader(cluster, timeout) as reader:
             for partition in sorted(info.partitions):
                 found, doubt = reader.all(ledger_topic, partition)
                 records.extend(r for r in found if r.pipeline == pipeline)
@@ -464,8 +467,10 @@ def pipeline_kafka_ledger(pipeline) -> KafkaLedger:
     sink = pipeline.sinks.kafka
     if sink is None:
         raise KafkaLedgerError(f"pipeline {pipeline.name!r} has no sinks.kafka section")
+    client = sink_client(pipeline)
+    assert client is not None
     return read_kafka_ledger(
-        sink.bootstrap_servers or pipeline.source.bootstrap_servers,
+        client,
         sink.ledger_topic or default_ledger_topic(pipeline.name),
         pipeline.name,
     )

@@ -21,6 +21,7 @@ from confluent_kafka import KafkaException, Producer
 
 from onceflow.errors import ProducerError
 from onceflow.kafka.admin import ensure_topic, list_end_offsets
+from onceflow.kafka.client import Cluster, KafkaClient, as_client
 from onceflow.polling import wait_until
 from onceflow.schema.generate import KAFKA_RECORD_LIMIT, VALID, Generator, Made
 from onceflow.schema.large import RATIO as LARGE_RATIO
@@ -87,7 +88,7 @@ def _transactions(
 
 
 def produce(
-    bootstrap: str,
+    cluster: Cluster,
     topic: str,
     count: int,
     *,
@@ -132,16 +133,20 @@ def produce(
     if count < 0 or txn_size < 1 or rate < 0:
         raise ProducerError(f"count={count} and rate={rate} must be at least 0, txn_size={txn_size} at least 1")
     gen = Generator(schema, seed, group_by=group_by, key_field=key_field, large_ratio=large_ratio)
-    ensure_topic(bootstrap, topic, partitions, at_least=False)  # an existing topic is written as it is
+    client = as_client(cluster)
+    bootstrap = client.bootstrap
+    ensure_topic(client, topic, partitions, at_least=False)  # an existing topic is written as it is
     producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "transactional.id": transactional_id or f"onceflow-produce-{uuid.uuid4()}",
-            "partitioner": "murmur2_random",  # same key -> same partition as Java clients
-            "linger.ms": 20,
-            "message.max.bytes": KAFKA_RECORD_LIMIT,
-            "log_level": 3,  # librdkafka's own notices (%4|…|GETPID|…) are not the user's business; errors still raise
-        }
+        client.librdkafka(
+            **{
+                "transactional.id": transactional_id or f"onceflow-produce-{uuid.uuid4()}",
+                "partitioner": "murmur2_random",  # same key -> same partition as Java clients
+                "linger.ms": 20,
+                "message.max.bytes": KAFKA_RECORD_LIMIT,
+                # librdkafka's own notices (%4|…|GETPID|…) are not the user's business; errors still raise
+                "log_level": 3,
+            }
+        )
     )
     summary = ProduceSummary(topic=topic)
     started = time.monotonic()
@@ -204,12 +209,12 @@ def produce(
         raise ProducerError(f"producing to {topic!r} on {bootstrap} failed: {exc}") from exc
     finally:
         producer.flush(10)
-    _await_stable(bootstrap, topic, last)
+    _await_stable(client, topic, last)
     summary.seconds = time.monotonic() - started
     return summary
 
 
-def _await_stable(bootstrap: str, topic: str, last: dict[int, int], timeout: float = 60.0) -> None:
+def _await_stable(client: KafkaClient, topic: str, last: dict[int, int], timeout: float = 60.0) -> None:
     """Return once every record written is readable at read_committed: the last stable offset of
     each partition is past its last record. With Kafka 4's transactions (KIP-890, version 2) a
     commit returns before the coordinator has written the partitions' markers, so the stable
@@ -218,12 +223,12 @@ def _await_stable(bootstrap: str, topic: str, last: dict[int, int], timeout: flo
         return
 
     def stable() -> bool:  # the partitions written only: no metadata request per look
-        latest = list_end_offsets(bootstrap, topic, partitions=sorted(last))["latest"]
+        latest = list_end_offsets(client, topic, partitions=sorted(last))["latest"]
         return all(latest.get(p, -1) > o for p, o in last.items())
 
     if not wait_until(stable, timeout, interval=0.1):
         raise ProducerError(
-            f"the transactions written to {topic!r} on {bootstrap} did not become readable at read_committed "
+            f"the transactions written to {topic!r} on {client.bootstrap} did not become readable at read_committed "
             f"within {timeout:g}s (the last stable offsets stayed below {last}): is the transaction coordinator up?"
         )
 

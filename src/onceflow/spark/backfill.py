@@ -141,9 +141,11 @@ def _write_missing(
     from onceflow.spark.sinks import delta
 
     topic = pipeline.source.topic
+    from onceflow.kafka.client import source_client
+
     raw = read_committed_batch(
         spark,
-        pipeline.source.bootstrap_servers,
+        source_client(pipeline),
         topic,
         starting=offsets.spark_json(topic, start),
         ending=offsets.spark_json(topic, end),

@@ -29,6 +29,7 @@ from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
 from onceflow.control import Wanted, require_no_recovery
 from onceflow.errors import IngestError, OnceflowError, StorageError
 from onceflow.generation import CheckpointIdentity
+from onceflow.kafka.client import source_client
 from onceflow.polling import wait_until
 from onceflow.sinks import driver_lease, read_ledgers, table_paths
 from onceflow.spark.batch_writer import BatchWriter
@@ -89,9 +90,7 @@ def build_query(
         extra["minPartitions"] = str(source.min_partitions)
     stream = (
         spark.readStream.format("kafka")
-        .options(
-            **kafka_options(source.bootstrap_servers, source.topic, _starting_offsets(pipeline, identity), **extra)
-        )
+        .options(**kafka_options(source_client(pipeline), source.topic, _starting_offsets(pipeline, identity), **extra))
         .load()
     )
     query = (

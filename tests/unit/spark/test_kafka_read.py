@@ -14,5 +14,24 @@ def test_every_read_is_read_committed_and_fails_on_loss():
         "kafka.isolation.level": "read_committed",
         "failOnDataLoss": "true",
         "includeHeaders": "false",
+        "groupIdPrefix": "onceflow-spark",
         "endingOffsets": "latest",
     }
+
+
+def test_a_secured_cluster_is_read_with_its_settings_in_java_names():
+    from onceflow.kafka.client import KafkaClient
+
+    client = KafkaClient(
+        "b:9093",
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "u",
+            "sasl.password": "p",
+        },
+    )
+    options = kafka_options(client, "t")
+    assert options["kafka.security.protocol"] == "SASL_SSL"
+    assert options["kafka.sasl.jaas.config"].endswith('username="u" password="p";')
+    assert options["kafka.isolation.level"] == "read_committed"

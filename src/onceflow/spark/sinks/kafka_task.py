@@ -21,6 +21,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from onceflow.errors import KafkaSinkError
 from onceflow.faults import kafka_sink as faults
+from onceflow.kafka.client import KafkaClient
 from onceflow.kafka.ledger import KafkaLedgerRecord, LedgerReader, ledger_key, ledger_partition
 from onceflow.polling import retry
 
@@ -39,7 +40,7 @@ class TaskSpec:
 
     pipeline: str
     generation: int
-    bootstrap: str
+    client: KafkaClient  # pickled to the workers with its settings: never logged (repr masks secrets)
     output_topic: str
     ledger_topic: str
     ledger_partitions: int
@@ -169,17 +170,17 @@ def _in_spark_task() -> bool:
 
 
 @contextmanager
-def _ledger_reader(bootstrap: str, timeout: float) -> Iterator[LedgerReader]:
+def _ledger_reader(client: KafkaClient, timeout: float) -> Iterator[LedgerReader]:
     """In a Spark task, a ledger reader kept for the life of the (reused) Python worker:
     its consumers hold no state between look-ups (assign/unassign), so later tasks skip
     their start-up. One whose block raised is closed, never reused: its state is unknown.
     On the driver, a fresh one, closed at the end of the block."""
     if not _in_spark_task():
-        with LedgerReader(bootstrap, timeout=timeout) as reader:
+        with LedgerReader(client, timeout=timeout) as reader:
             yield reader
         return
-    key = (bootstrap, timeout)
-    reader = _READERS.pop(key) if key in _READERS else LedgerReader(bootstrap, timeout=timeout)
+    key = (client.fingerprint(), timeout)
+    reader = _READERS.pop(key) if key in _READERS else LedgerReader(client, timeout=timeout)
     try:
         yield reader
     except BaseException:
@@ -193,17 +194,18 @@ def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResul
     started = time.monotonic()
     failed: list[KafkaError] = []  # delivery failures: the cause behind an abortable commit/_STATE error
     producer = Producer(
-        {
-            "bootstrap.servers": spec.bootstrap,
-            "transactional.id": spec.transactional_id(task),
-            "transaction.timeout.ms": spec.txn_timeout_ms,
-            "partitioner": "murmur2_random",  # key -> partition exactly as Java clients (and Spark's sink) do
-            "linger.ms": 5,
-            "log_level": 3,
-            "delivery.report.only.error": True,
-            "on_delivery": lambda err, msg: failed.append(err) if _is_cause(err) else None,
-            **spec.producer_config,
-        }
+        spec.client.librdkafka(
+            **{
+                "transactional.id": spec.transactional_id(task),
+                "transaction.timeout.ms": spec.txn_timeout_ms,
+                "partitioner": "murmur2_random",  # key -> partition exactly as Java clients (and Spark's sink) do
+                "linger.ms": 5,
+                "log_level": 3,
+                "delivery.report.only.error": True,
+                "on_delivery": lambda err, msg: failed.append(err) if _is_cause(err) else None,
+                **spec.producer_config,
+            }
+        )
     )
     try:
         try:
@@ -220,7 +222,7 @@ def write_task(spec: TaskSpec, task: int, batches: list, rows: int) -> TaskResul
                     "and allows transactions (transaction.state.log settings).",
                 )
             ) from None
-        with _ledger_reader(spec.bootstrap, spec.txn_timeout_ms / 1000 + 30) as reader:
+        with _ledger_reader(spec.client, spec.txn_timeout_ms / 1000 + 30) as reader:
             lp = ledger_partition(task, spec.ledger_partitions)
             key = ledger_key(spec.pipeline, spec.generation, task)
             if _check_ledger(spec, task, reader.latest(spec.ledger_topic, lp, key)):

@@ -35,6 +35,7 @@ from onceflow import offsets
 from onceflow.config import KafkaSink
 from onceflow.errors import KafkaSinkError
 from onceflow.faults import kafka_sink as faults
+from onceflow.kafka.client import Cluster, as_client, sink_client
 from onceflow.kafka.ledger import (
     LEDGER_TOPIC_CONFIG,
     KafkaLedger,
@@ -122,7 +123,7 @@ class KafkaTxnSink:
         pipeline_name: str,
         generation: int,
         sink_config: KafkaSink,
-        default_bootstrap: str,
+        cluster: Cluster,
         trigger_seconds: float | None = None,
         source_topic: str | None = None,
         producer_config: dict | None = None,
@@ -130,7 +131,8 @@ class KafkaTxnSink:
         self.pipeline = pipeline_name
         self.generation = int(generation)
         self.config = sink_config
-        self.bootstrap = sink_config.bootstrap_servers or default_bootstrap
+        self.client = as_client(cluster)  # where the sink writes (kafka.client.sink_client)
+        self.bootstrap = self.client.bootstrap
         self.output_topic = sink_config.topic
         self.ledger_topic = sink_config.ledger_topic or default_ledger_topic(pipeline_name)
         self.task_partitions = sink_config.partitions
@@ -148,7 +150,7 @@ class KafkaTxnSink:
 
     @classmethod
     def for_pipeline(cls, pipeline, generation: int, **kwargs) -> KafkaTxnSink:
-        """The sink of `pipeline.sinks.kafka`: the source's brokers unless the sink names its own."""
+        """The sink of `pipeline.sinks.kafka`, on its cluster (kafka.client.sink_client)."""
         if pipeline.sinks.kafka is None:
             raise KafkaSinkError(f"pipeline {pipeline.name!r} has no sinks.kafka section")
         sink = pipeline.sinks.kafka.model_copy(update={"key": pipeline.kafka_key})
@@ -156,7 +158,7 @@ class KafkaTxnSink:
             pipeline.name,
             generation,
             sink,
-            pipeline.source.bootstrap_servers,
+            sink_client(pipeline),  # type: ignore[arg-type]  # the pipeline has sinks.kafka: checked above
             trigger_seconds=pipeline.trigger.seconds,
             source_topic=pipeline.source.topic,
             **kwargs,
@@ -171,7 +173,7 @@ class KafkaTxnSink:
 
         from onceflow.kafka.admin import admin_client, ensure_topic
 
-        admin = admin_client(self.bootstrap)
+        admin = admin_client(self.client)
         try:
             topics = admin.list_topics(timeout=15).topics
         except KafkaException as exc:
@@ -180,9 +182,9 @@ class KafkaTxnSink:
                 "sinks.kafka.bootstrap_servers (or the source's) and that the broker runs."
             ) from None
         if self.output_topic not in topics:
-            ensure_topic(self.bootstrap, self.output_topic, self.task_partitions)
+            ensure_topic(self.client, self.output_topic, self.task_partitions)
         if self.ledger_topic not in topics:
-            ensure_topic(self.bootstrap, self.ledger_topic, self.task_partitions, dict(LEDGER_TOPIC_CONFIG))
+            ensure_topic(self.client, self.ledger_topic, self.task_partitions, dict(LEDGER_TOPIC_CONFIG))
         else:
             resource = ConfigResource(ConfigResource.Type.TOPIC, self.ledger_topic)
             configs = admin.describe_configs([resource])[resource].result(timeout=15)
@@ -204,13 +206,14 @@ class KafkaTxnSink:
         fences zombies of that run."""
         for task in range(tasks):
             producer = Producer(
-                {
-                    "bootstrap.servers": self.bootstrap,
-                    "log_level": 3,
-                    "transactional.id": transactional_id(self.pipeline, generation, task),
-                    "transaction.timeout.ms": self.txn_timeout_ms,
-                    **self.producer_config,
-                }
+                self.client.librdkafka(
+                    **{
+                        "log_level": 3,
+                        "transactional.id": transactional_id(self.pipeline, generation, task),
+                        "transaction.timeout.ms": self.txn_timeout_ms,
+                        **self.producer_config,
+                    }
+                )
             )
             try:
                 producer.init_transactions(60)
@@ -230,7 +233,7 @@ class KafkaTxnSink:
         ours = lambda key, r: r.pipeline == self.pipeline  # noqa: E731
         ledger_partitions = self._ledger_partitions
         assert ledger_partitions is not None  # prepare() counted them first
-        with LedgerReader(self.bootstrap, timeout=self.txn_timeout_ms / 1000 + 30) as reader:
+        with LedgerReader(self.client, timeout=self.txn_timeout_ms / 1000 + 30) as reader:
             newest = [reader.newest(self.ledger_topic, lp, ours, wait=False) for lp in range(ledger_partitions)]
             newer = sorted({r.generation for r in newest if r is not None and r.generation > self.generation})
             if newer:
@@ -274,7 +277,7 @@ class KafkaTxnSink:
         return TaskSpec(
             pipeline=self.pipeline,
             generation=self.generation,
-            bootstrap=self.bootstrap,
+            client=self.client,
             output_topic=self.output_topic,
             ledger_topic=self.ledger_topic,
             ledger_partitions=self._ledger_partitions,
@@ -355,7 +358,7 @@ class KafkaTxnSink:
 
     # -- the ledger
     def ledger(self) -> KafkaLedger:
-        return read_kafka_ledger(self.bootstrap, self.ledger_topic, self.pipeline)
+        return read_kafka_ledger(self.client, self.ledger_topic, self.pipeline)
 
     def committed(self) -> dict[tuple[int, int], KafkaLedgerRecord]:
         """(batch_id, task_partition) -> ledger record, for this sink's generation."""
