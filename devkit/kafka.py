@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer, TopicPartition
 
 from onceflow.kafka.admin import partitions_of
+from onceflow.kafka.client import Cluster, as_client
 from onceflow.kafka.consume import read_records as consume_all
 
 if TYPE_CHECKING:
@@ -35,21 +36,18 @@ def value_json(value: bytes | None) -> Any:
     return json.loads(value)
 
 
-def log_ends(bootstrap: str, topic: str) -> dict[int, int]:
+def log_ends(cluster: Cluster, topic: str) -> dict[int, int]:
     """Each partition's log end, open transactions included (a read_uncommitted view: onceflow's
     `watermarks` reads committed, so an open transaction ends it at that transaction's start)."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "onceflow-test-reader",
-            "enable.auto.commit": False,
-            "isolation.level": "read_uncommitted",
-        }
+        as_client(cluster).librdkafka(
+            **{"group.id": "onceflow-test-reader", "enable.auto.commit": False, "isolation.level": "read_uncommitted"}
+        )
     )
     try:
         return {
             p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1]
-            for p in partitions_of(bootstrap, topic)
+            for p in partitions_of(cluster, topic)
         }
     finally:
         consumer.close()
@@ -72,7 +70,7 @@ def scratch_broker(prefix: str, timeout: float = 120) -> Iterator[tuple[Path, Lo
 
 
 def produce_events(
-    bootstrap: str,
+    cluster: Cluster,
     topic: str,
     events: int,
     malformed_ratio: float = 0.01,
@@ -86,7 +84,7 @@ def produce_events(
     from onceflow.kafka.producer import produce
 
     return produce(
-        bootstrap,
+        cluster,
         topic,
         events,
         schema=PAYMENTS_SCHEMA,

@@ -17,6 +17,7 @@ from deltalake import DeltaTable
 
 from devkit.kafka import consume_all
 from onceflow.config import Pipeline, duration_seconds
+from onceflow.kafka.client import Cluster
 from onceflow.kafka.producer import VALID
 from onceflow.ledger import read_ledger
 from onceflow.sinks import table_paths
@@ -35,7 +36,7 @@ def _rows(path: str, columns: list[str]) -> list[dict]:
     ).to_pylist()
 
 
-def assert_exactly_once(pipeline: Pipeline, bootstrap: str, produced=None) -> dict:
+def assert_exactly_once(pipeline: Pipeline, bootstrap: Cluster, produced=None) -> dict:
     """Every committed record is in bronze or quarantine exactly once, nothing else
     is there, and the aggregates equal a recomputation from bronze. `produced`: the
     generator summaries (with records), to check each malformed record's reason."""

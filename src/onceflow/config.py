@@ -350,6 +350,7 @@ def _refuse_written_secrets(raw: str, path: Path) -> None:
         return  # reported after substitution, with the substituted text
     if not isinstance(data, dict):
         return
+
     def section(parent: dict, name: str) -> dict:
         value = parent.get(name)
         return value if isinstance(value, dict) else {}

@@ -22,6 +22,9 @@ from onceflow.storage.location import S3Settings
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 COMPACT_MIN_FILE_BYTES = 8 * 1024 * 1024
+# Spark's defaults ((?i)secret|password|token|access[.]?key, and (?i)url for options) widened
+REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|jaas|sasl\.|ssl\.key|keystore\.key|private"
+OPTIONS_REDACTION_REGEX = r"(?i)url|jaas|sasl\.|password|secret|ssl\.key|keystore\.key|truststore\.certificates"
 
 
 def spark_conf(
@@ -57,6 +60,11 @@ def spark_conf(
         # large share of a small batch (docs/benchmarks.md); the streaming job's follower thread
         # compacts the tables between batches with these same thresholds (spark/compaction.py)
         "spark.databricks.delta.autoCompact.enabled": "false",
+        # Kafka client settings reach Spark only as per-read options (kafka.client), never as
+        # settings; these widen Spark's redaction of settings, plans and data-source options in
+        # the event log and UI to a JAAS line, SASL and private-key values (docs/kafka-security.md)
+        "spark.redaction.regex": REDACTION_REGEX,
+        "spark.sql.redaction.options.regex": OPTIONS_REDACTION_REGEX,
     }
     # S3A (s3a:// and s3:// paths): where the store is, from the AWS environment; credentials are
     # never Spark settings (they would show in the event log and the UI): S3A reads them from the
