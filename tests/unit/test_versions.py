@@ -70,6 +70,7 @@ def test_readme_states_the_pinned_versions():
         _pom("kafka", "kafka.version"),
         lock["apache-airflow"],
         lock["apache-airflow-providers-apache-spark"],
+        lock["apache-airflow-providers-apache-kafka"],
         lock["great-expectations"],
         lock["confluent-kafka"],
         lock["deltalake"],

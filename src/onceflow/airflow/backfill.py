@@ -20,6 +20,7 @@ from onceflow import offsets
 from onceflow.airflow.hooks import OnceflowHook
 from onceflow.airflow.spark_submit import OnceflowSparkSubmitOperator
 from onceflow.errors import RangeError
+from onceflow.kafka.client import Cluster, as_client
 from onceflow.ranges import offset_range
 
 __all__ = ["BackfillOperator", "BackfillRangeOperator", "RangeError", "kafka_offsets_for_times", "validate_range"]
@@ -75,14 +76,14 @@ def validate_range(
     return {"start": offsets.as_json(start), "end": offsets.as_json(end)}
 
 
-def kafka_offsets_for_times(bootstrap: str, topic: str, partitions: list[int]):
+def kafka_offsets_for_times(cluster: Cluster, topic: str, partitions: list[int]):
     """A function ms -> {partition: first offset at or after ms (log end if none)}."""
     from confluent_kafka import Consumer, TopicPartition
 
+    client = as_client(cluster)
+
     def lookup(ms: int) -> dict[int, int]:
-        consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": "onceflow-backfill", "enable.auto.commit": False}
-        )
+        consumer = Consumer(client.librdkafka(**{"group.id": "onceflow-backfill", "enable.auto.commit": False}))
         try:
             found = consumer.offsets_for_times([TopicPartition(topic, p, ms) for p in partitions], timeout=15)
             out = {}
@@ -116,7 +117,7 @@ class BackfillRangeOperator(BaseOperator):
             resolved = validate_range(
                 dict(context["params"]),
                 marks,
-                kafka_offsets_for_times(source.bootstrap_servers, source.topic, sorted(marks)),
+                kafka_offsets_for_times(hook.source_client, source.topic, sorted(marks)),
             )
         except RangeError as exc:
             raise AirflowFailException(f"{hook.name} backfill: {exc}") from None

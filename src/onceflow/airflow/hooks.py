@@ -3,7 +3,8 @@
 Like a provider hook it is the one place operators, sensors and triggers get
 their facts from. Its "connection" is the pipeline YAML (the project's one
 source of configuration), so there is no Airflow Connection to keep in sync;
-Spark is the exception: spark-submit reads the `spark_default` connection.
+Spark is the exception: spark-submit reads the `spark_default` connection; and a
+pipeline may name an Airflow `kafka` connection for its cluster (onceflow.airflow.kafka).
 Everything here is JVM-free and quick, so the triggerer may call it every few
 seconds.
 """
@@ -21,9 +22,11 @@ from airflow.sdk import BaseHook
 
 from onceflow import config, processes
 from onceflow.airflow.aws import use_aws_connection
+from onceflow.airflow.kafka import use_kafka_connections
 from onceflow.audit.report import latest_summary
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
 from onceflow.control import RecoveryMarker, Wanted, control_lock
+from onceflow.kafka.client import KafkaClient, source_client
 from onceflow.status import Run, RunLock, StatusLog
 
 
@@ -31,6 +34,17 @@ def pipelines_dir() -> Path:
     """Where the DAG factory and the UI look for pipelines/*.yaml: $ONCEFLOW_PIPELINES_DIR,
     else <project>/pipelines."""
     return config.pipelines_dir()
+
+
+def load_pipeline(file: str | Path) -> Pipeline:
+    """The validated pipeline (ConfigError names the file and field), with the Airflow connections
+    it reaches through applied to this process's environment: ONCEFLOW_AWS_CONN_ID's for its object
+    store (onceflow.airflow.aws), the `kafka` connections it names for its clusters
+    (onceflow.airflow.kafka). Tasks, triggers and the page load a pipeline through here."""
+    use_aws_connection()
+    pipeline = config.load(file)
+    use_kafka_connections(pipeline)
+    return pipeline
 
 
 def reports_root() -> Path:
@@ -52,10 +66,8 @@ class OnceflowHook(BaseHook):
     # -- config ---------------------------------------------------------------
     @cached_property
     def pipeline(self) -> Pipeline:
-        """The validated pipeline (ConfigError names the file and field). Its object store, if any, is
-        reached with ONCEFLOW_AWS_CONN_ID's Airflow connection when that is set (onceflow.airflow.aws)."""
-        use_aws_connection()
-        return config.load(self.pipeline_file)
+        """The validated pipeline, its Airflow connections applied (load_pipeline)."""
+        return load_pipeline(self.pipeline_file)
 
     def get_conn(self) -> Pipeline:
         return self.pipeline
@@ -70,11 +82,16 @@ class OnceflowHook(BaseHook):
         return table_path(self.pipeline, sink)
 
     # -- ledgers --------------------------------------------------------------
+    @property
+    def source_client(self) -> KafkaClient:
+        """The cluster the pipeline reads: its servers and client settings (onceflow.kafka.client)."""
+        return source_client(self.pipeline)
+
     def watermarks(self) -> dict[int, tuple[int, int]]:
         """Kafka (low, high) per partition of the source topic."""
         from onceflow.kafka.admin import watermarks
 
-        return watermarks(self.pipeline.source.bootstrap_servers, self.pipeline.source.topic)
+        return watermarks(self.source_client, self.pipeline.source.topic)
 
     def checkpoint(self):
         """The Spark checkpoint, read without a JVM (onceflow.checkpoint.Checkpoint)."""

@@ -22,7 +22,7 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 
 from onceflow.airflow.dag_kinds import DagKind, dag_id
-from onceflow.airflow.hooks import pipelines_dir, reports_root
+from onceflow.airflow.hooks import load_pipeline, pipelines_dir, reports_root
 from onceflow.airflow.links import UI_PREFIX, report_url
 from onceflow.audit.report import audit_verdict, latest_summary
 from onceflow.verdicts import COLORS, Verdict
@@ -43,7 +43,6 @@ def pipeline_rows(folder: Path | None = None) -> list[dict[str, Any]]:
 
 
 def _row(file: Path) -> dict[str, Any]:
-    from onceflow import config
     from onceflow.health import pipeline_health
     from onceflow.status import StatusLog
     from onceflow.web import batch_series
@@ -60,7 +59,7 @@ def _row(file: Path) -> dict[str, Any]:
         "batches": [],
     }
     try:
-        pipeline = config.load(file)
+        pipeline = load_pipeline(file)  # with its Airflow connections (object store, Kafka)
         row["pipeline"] = pipeline.name
         row["batches"] = batch_series(StatusLog(pipeline.state_path, pipeline.name).events(), PAGE_BATCHES)
         health = pipeline_health(pipeline)
