@@ -40,6 +40,13 @@ _JAVA_ONLY_FIX = (
 )
 
 
+# librdkafka settings Spark's source has no use for: logging, and what onceflow sets per client
+# itself (a connection's extra often carries a group.id: Spark takes groupIdPrefix instead)
+_NOT_FOR_SPARK = frozenset(
+    {"log_level", "debug", "group.id", "auto.offset.reset", "enable.auto.commit", "isolation.level"}
+)
+
+
 def _jaas_quote(value: str) -> str:
     """A JAAS option value: quoted, with `\\` and `"` escaped (Java's StreamTokenizer reads it)."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -113,7 +120,7 @@ class KafkaClient:
         for rd, jv in timeouts.items():
             if rd in p:
                 java[jv] = p.pop(rd)
-        unknown = sorted(k for k in p if k not in ("log_level", "debug"))
+        unknown = sorted(k for k in p if k not in _NOT_FOR_SPARK)
         if unknown:
             raise ConfigError(f"no Java client counterpart for {', '.join(unknown)}. {_JAVA_ONLY_FIX}")
         return {f"kafka.{k}": v for k, v in java.items()}
@@ -187,7 +194,9 @@ def connection_settings(conn_id: str) -> dict[str, str]:
                 f"the Kafka connection {conn_id!r} in ${name} is not readable ({type(exc).__name__}). Fix: make "
                 'it JSON like {"conn_type": "kafka", "extra": {"bootstrap.servers": "host:9092", ...}}'
             ) from None
-        return {str(k): str(v) for k, v in extra.items() if v not in (None, "")}
+        return {
+            str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in extra.items() if v not in (None, "")
+        }
     raise ConfigError(
         f"the Kafka connection {conn_id!r} is not known here. Fix: under Airflow, create it (Admin -> "
         "Connections, type kafka, extra = a librdkafka config dict with bootstrap.servers); elsewhere export "

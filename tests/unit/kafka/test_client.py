@@ -65,3 +65,11 @@ def test_secrets_are_never_shown():
         assert "s3kr1t" not in text
     assert client.describe() == "b:9093 (SASL_SSL, SCRAM-SHA-512 as onceflow)"
     assert client.fingerprint() != KafkaClient("b:9093", {**SCRAM, "sasl.password": "other"}).fingerprint()
+
+
+def test_consumer_settings_of_a_connection_are_left_to_onceflow():
+    """A connection's extra often holds a group.id (the provider's form suggests one): every client
+    onceflow runs sets its own, and Spark's source takes groupIdPrefix instead."""
+    client = KafkaClient("b:9092", {"group.id": "theirs", "auto.offset.reset": "latest"})
+    assert client.spark_options() == {"kafka.bootstrap.servers": "b:9092"}
+    assert client.librdkafka(**{"group.id": "onceflow-x"})["group.id"] == "onceflow-x"
