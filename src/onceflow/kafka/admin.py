@@ -10,17 +10,23 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.errors import BrokerError
+from onceflow.kafka.client import KafkaClient
 
 if TYPE_CHECKING:
     from onceflow.config import Pipeline
 
 
-def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+def admin_client(cluster: str | KafkaClient) -> AdminClient:
+    """An AdminClient for a bootstrap list (plaintext) or a cluster with its client settings."""
+    return AdminClient(cluster.librdkafka() if isinstance(cluster, KafkaClient) else {"bootstrap.servers": cluster})
 
 
 def ensure_topic(
-    bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None, at_least: bool = True
+    bootstrap: str | KafkaClient,
+    topic: str,
+    partitions: int,
+    config: dict[str, str] | None = None,
+    at_least: bool = True,
 ) -> bool:
     """Create `topic` with `partitions` partitions if missing; True if created. An existing topic
     with fewer partitions fails (a writer that needs that many), unless `at_least` is False (a

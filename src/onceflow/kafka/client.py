@@ -13,6 +13,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from onceflow.errors import ConfigError
 
@@ -63,8 +64,9 @@ class KafkaClient:
             raise ConfigError("both sasl.mechanism and sasl.mechanisms are set; keep one (librdkafka: aliases)")
 
     # -- confluent-kafka ------------------------------------------------------------------
-    def librdkafka(self, **extra: object) -> dict[str, object]:
-        """An AdminClient/Producer/Consumer config: bootstrap, these settings, then `extra`."""
+    def librdkafka(self, **extra: Any) -> dict[str, Any]:
+        """An AdminClient/Producer/Consumer config: bootstrap, these settings, then `extra` (Any:
+        the client classes' config types, callbacks such as error_cb among them)."""
         return {"bootstrap.servers": self.bootstrap, **self.props, **extra}
 
     # -- Spark's Kafka source (the Java client) ---------------------------------------------
