@@ -1,18 +1,29 @@
 """`onceflow kafka start | stop | status | logs`: the embedded broker (KRaft, one node);
+`onceflow kafka start --secure [--pipeline P]`: the same broker with SASL_SSL (SCRAM-SHA-512), TLS
+and ACLs, and a pipeline's topics and ACLs; `onceflow kafka env [--user U]`: the ONCEFLOW_KAFKA_*
+exports that reach it (`eval "$(onceflow kafka env)"`);
 `onceflow kafka create-topic --pipeline P [--partitions N]`: a pipeline's source topic, created
 for producers of one's own (`onceflow produce` creates it too, when it writes the first events)."""
 
 from __future__ import annotations
 
 import json
+import shlex
 
 from onceflow.cli.console import log, number, out
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("kafka", help="the embedded Kafka broker (KRaft, one node)")
-    p.add_argument("action", choices=["start", "stop", "status", "logs", "create-topic"])
+    p.add_argument("action", choices=["start", "stop", "status", "logs", "env", "create-topic"])
     p.add_argument("--port", type=int, help="client port (default 9092 or ONCEFLOW_KAFKA_PORT)")
+    p.add_argument(
+        "--secure",
+        action="store_true",
+        help="start: SASL_SSL (SCRAM-SHA-512) with a CA of its own, and ACLs; users admin, onceflow (pipelines) "
+        "and producer (`onceflow produce`), their settings in <state>/kafka/secure/credentials.json",
+    )
+    p.add_argument("--user", default="onceflow", help="env: the user of a secure broker to export (default onceflow)")
     p.add_argument(
         "--brokers",
         type=number("--brokers", minimum=1, what="the node count"),
@@ -21,7 +32,9 @@ def add_parser(sub) -> None:
         "(replication factor N, min.insync.replicas N-1) in <state>/kafka-cluster",
     )
     p.add_argument(
-        "--pipeline", help="create-topic: a pipeline name or YAML path; its source topic on its bootstrap servers"
+        "--pipeline",
+        help="create-topic: a pipeline name or YAML path; its source topic on its bootstrap servers. "
+        "start --secure: its topics, created as admin, and its ACLs granted to onceflow and producer",
     )
     p.add_argument(
         "--partitions",
@@ -38,11 +51,23 @@ def add_parser(sub) -> None:
 def check_args(args) -> None:
     from onceflow.errors import ConfigError
 
-    if (args.action == "create-topic") != (args.pipeline is not None):
+    secure_start = args.action == "start" and args.secure
+    if (args.action == "create-topic" and args.pipeline is None) or (
+        args.pipeline is not None and args.action != "create-topic" and not secure_start
+    ):
         raise ConfigError(
-            "--pipeline goes with create-topic (the pipeline whose source topic to create), and only with it. "
-            "Fix: `onceflow kafka create-topic --pipeline NAME_OR_FILE [--partitions N]`"
+            "--pipeline goes with create-topic (the pipeline whose source topic to create) or start --secure "
+            "(the pipeline whose topics to create and ACLs to grant), and only with them. "
+            "Fix: `onceflow kafka create-topic --pipeline NAME_OR_FILE [--partitions N]` or "
+            "`onceflow kafka start --secure --pipeline NAME_OR_FILE`"
         )
+    if args.secure and (args.action != "start" or args.brokers > 1):
+        raise ConfigError(
+            "--secure goes with start of the single broker (a secure one stays secure: stop, status and env "
+            "know it). Fix: `onceflow kafka start --secure`"
+        )
+    if args.user != "onceflow" and args.action != "env":
+        raise ConfigError("--user goes with env. Fix: `onceflow kafka env --user NAME`")
 
 
 def cmd_kafka(args) -> int:
@@ -53,10 +78,20 @@ def cmd_kafka(args) -> int:
 
     if args.brokers > 1:
         return cmd_cluster(args)
-    broker = LocalBroker(port=getattr(args, "port", None))
+    # start says the mode (plain unless --secure); the other actions take the broker as it was made
+    broker = LocalBroker(port=getattr(args, "port", None), secure=args.secure if args.action == "start" else None)
     if args.action == "start":
         status = broker.start(timeout=args.timeout, log=log)
-        out.print(f"Kafka broker ready on {status.bootstrap} (pid {status.pid}); data in {status.data_dir}")
+        mode = "SASL_SSL, SCRAM-SHA-512, ACLs" if status.secure else "PLAINTEXT"
+        out.print(f"Kafka broker ready on {status.bootstrap} ({mode}; pid {status.pid}); data in {status.data_dir}")
+        if status.secure:
+            out.print(
+                f"users admin, onceflow (pipelines), producer (`onceflow produce`): their client settings in "
+                f"{broker.credentials_file}; the CA {broker.ca_file}"
+            )
+            out.print('point this shell at it as onceflow: eval "$(onceflow kafka env)"')
+            if args.pipeline:
+                secure_pipeline(broker, args.pipeline, args.partitions)
     elif args.action == "stop":
         was = broker.stop(log=log)
         out.print("Kafka broker stopped" if was else "Kafka broker was not running")
@@ -70,13 +105,36 @@ def cmd_kafka(args) -> int:
                 if status.running
                 else "stopped"
             )
-            out.print(f"Kafka broker: {state}; bootstrap {status.bootstrap}; log {status.log_file}")
+            mode = "secure (SASL_SSL, SCRAM-SHA-512, ACLs)" if status.secure else "plain (PLAINTEXT)"
+            out.print(f"Kafka broker: {state}; bootstrap {status.bootstrap}; {mode}; log {status.log_file}")
             if not status.running:
                 out.print("start it with `onceflow kafka start`")
         return 0 if status.ready else 1
+    elif args.action == "env":
+        # for `eval`: the one output that holds a password (the user's, from credentials.json)
+        print(env_exports(broker.env(args.user)))
     elif args.action == "logs":
         out.print(broker.logs(args.lines), markup=False)
     return 0
+
+
+def env_exports(env: dict[str, str]) -> str:
+    """`export K=V ...` lines, shell-quoted, for `eval`."""
+    return "\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items())
+
+
+def secure_pipeline(broker, spec: str, partitions: int) -> None:
+    """A pipeline on the secure broker: its topics made by admin, its ACLs granted to onceflow (the
+    pipeline's) and producer (`onceflow produce`'s)."""
+    from onceflow import config
+    from onceflow.kafka.acls import secure_pipeline as grant
+
+    pipeline = config.load_pipeline(spec)
+    topics = grant(broker.client("admin"), pipeline, "onceflow", "producer", partitions=partitions)
+    out.print(
+        f"pipeline {pipeline.name}: topics {', '.join(topics)}; ACLs granted to User:onceflow (the pipeline's) "
+        "and User:producer (`onceflow produce`'s): docs/kafka-security.md"
+    )
 
 
 def cmd_cluster(args) -> int:

@@ -3,12 +3,24 @@
 One combined broker+controller node, formatted on first start, with the
 single-node settings transactions need. Data and logs live under
 <state>/kafka; a restart keeps topics and data.
+
+`secure=True` (`onceflow kafka start --secure`) gives the same node a SASL_SSL listener
+(SCRAM-SHA-512, TLS from a CA of its own) for clients and inter-broker traffic, and ACLs
+(StandardAuthorizer, nothing allowed without an ACL). Its files live in <dir>/secure: the CA,
+the broker's key and certificate, and the users' client settings (credentials.json, 0600).
+The controller listener, on localhost, takes SASL PLAIN (SASL_PLAINTEXT): a KRaft controller cannot
+SCRAM-authenticate (its SCRAM users live in the metadata it serves), so the node's broker logs in to
+its controller as admin with PLAIN, whose one user is stated in server.properties (0600). A
+PLAINTEXT controller listener would make its clients User:ANONYMOUS, who would then have to be a
+super user: anyone on the machine could grant themselves anything through the controller port
+(an Admin client's `bootstrap.controllers`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -19,10 +31,16 @@ from pathlib import Path
 from onceflow import processes
 from onceflow.errors import BrokerError, SetupError
 from onceflow.jvm import classpath_jars
+from onceflow.kafka.client import KafkaClient
+from onceflow.kafka.tls import make_ca, make_server_cert, write_private
 from onceflow.paths import state_dir
 from onceflow.polling import wait_for
 
 DEFAULT_PORT = 9092
+# the secure broker's users: its admin (topics, ACLs, the ready probe and inter-broker traffic), the
+# pipelines' principal and the one `onceflow produce` uses
+SECURE_USERS = ("admin", "onceflow", "producer")
+SCRAM = "SCRAM-SHA-512"
 
 _LOG4J2 = """\
 status = warn
@@ -50,6 +68,7 @@ class BrokerStatus:
     bootstrap: str
     data_dir: str
     log_file: str
+    secure: bool = False  # SASL_SSL (SCRAM-SHA-512) and ACLs, or plaintext
 
 
 def free_port_pair() -> int:
@@ -90,9 +109,12 @@ class LocalBroker:
         extra_properties: dict[str, str] | None = None,
         cluster_id: str | None = None,
         heap: str | None = None,
+        secure: bool | None = None,
     ):
         self.dir = (home or state_dir()) / "kafka"
         saved = self._saved_ports()
+        # None: as the broker was last started (plain if never)
+        self.secure = bool(saved.get("secure", False)) if secure is None else secure
         self.port = port or saved.get("port") or int(os.environ.get("ONCEFLOW_KAFKA_PORT", DEFAULT_PORT))
         self.controller_port = controller_port or saved.get("controller_port") or self.port + 1
         self.extra_properties = extra_properties or {}
@@ -116,7 +138,19 @@ class LocalBroker:
     def bootstrap(self) -> str:
         return f"localhost:{self.port}"
 
-    def _saved_ports(self) -> dict[str, int]:
+    @property
+    def secure_dir(self) -> Path:
+        return self.dir / "secure"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.secure_dir / "ca.pem"
+
+    @property
+    def credentials_file(self) -> Path:
+        return self.secure_dir / "credentials.json"
+
+    def _saved_ports(self) -> dict:
         try:
             return json.loads((self.dir / "ports.json").read_text())
         except (OSError, ValueError):
@@ -154,8 +188,98 @@ class LocalBroker:
             # retention is checked often so retention drills finish in seconds
             "log.retention.check.interval.ms": "5000",
         }
+        if self.secure:
+            props.update(self._secure_properties())
         props.update(self.extra_properties)
         return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def _secure_properties(self) -> dict[str, str]:
+        """SASL_SSL (SCRAM) for clients and inter-broker traffic; SASL PLAIN on the controller
+        listener, localhost only, its one user admin (a KRaft controller cannot SCRAM-authenticate);
+        ACLs, and nothing allowed where there is none."""
+        admin = self._credentials()["admin"]
+        user, password = admin["sasl.username"], admin["sasl.password"]
+        return {
+            "listeners": f"SASL_SSL://localhost:{self.port},CONTROLLER://localhost:{self.controller_port}",
+            "advertised.listeners": f"SASL_SSL://localhost:{self.port}",
+            "inter.broker.listener.name": "SASL_SSL",
+            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": SCRAM,
+            "sasl.mechanism.inter.broker.protocol": SCRAM,
+            f"listener.name.sasl_ssl.{SCRAM.lower()}.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{user}" password="{password}";'
+            ),
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'username="{user}" password="{password}" user_{user}="{password}";'
+            ),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.secure_dir / "broker.pem"),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.ca_file),
+            "ssl.client.auth": "none",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin",
+            "allow.everyone.if.no.acl.found": "false",
+        }
+
+    # -- the secure broker's users --------------------------------------------------
+    def _credentials(self) -> dict[str, dict[str, str]]:
+        try:
+            return json.loads(self.credentials_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise BrokerError(
+                f"the secure broker's credentials in {self.credentials_file} cannot be read ({exc}). Fix: stop "
+                f"the broker and remove {self.dir} to start a new secure broker (its data goes with it)"
+            ) from None
+
+    def _make_secure_files(self) -> None:
+        """The CA, the broker's certificate and the users' passwords, unless there already."""
+        self.secure_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self.ca_file.exists():
+            make_ca(self.secure_dir)
+        if not (self.secure_dir / "broker.pem").exists():
+            make_server_cert(self.ca_file, self.secure_dir / "ca.key", self.secure_dir / "broker.pem")
+        if not self.credentials_file.exists():
+            users = {
+                user: {
+                    "security.protocol": "SASL_SSL",
+                    "sasl.mechanism": SCRAM,
+                    "sasl.username": user,
+                    "sasl.password": secrets.token_urlsafe(24),
+                    "ssl.ca.location": str(self.ca_file),
+                }
+                for user in SECURE_USERS
+            }
+            write_private(self.credentials_file, json.dumps(users, indent=2))
+
+    def client(self, user: str = "onceflow") -> KafkaClient:
+        """This broker as `user` reaches it (a plain broker: its bootstrap, no settings)."""
+        if not self.secure:
+            return KafkaClient(self.bootstrap)
+        users = self._credentials()
+        if user not in users:
+            raise BrokerError(
+                f"the secure broker in {self.dir} has no user {user!r}. Fix: use one of {', '.join(sorted(users))}"
+            )
+        return KafkaClient(self.bootstrap, users[user])
+
+    def env(self, user: str = "onceflow") -> dict[str, str]:
+        """The ONCEFLOW_KAFKA_* variables a shell or pipeline reaches this broker with, as `user`
+        (a plain broker: only ONCEFLOW_KAFKA_BOOTSTRAP)."""
+        props = self.client(user).props
+        values = {
+            "ONCEFLOW_KAFKA_BOOTSTRAP": self.bootstrap,
+            "ONCEFLOW_KAFKA_SECURITY_PROTOCOL": props.get("security.protocol", ""),
+            "ONCEFLOW_KAFKA_SASL_MECHANISM": props.get("sasl.mechanism", ""),
+            "ONCEFLOW_KAFKA_USERNAME": props.get("sasl.username", ""),
+            "ONCEFLOW_KAFKA_PASSWORD": props.get("sasl.password", ""),
+            "ONCEFLOW_KAFKA_CA": props.get("ssl.ca.location", ""),
+        }
+        return {k: v for k, v in values.items() if v}
 
     # -- lifecycle -----------------------------------------------------------
     def status(self, probe: bool = True) -> BrokerStatus:
@@ -169,15 +293,17 @@ class LocalBroker:
             bootstrap=self.bootstrap,
             data_dir=str(self.data_dir),
             log_file=str(self.log_file),
+            secure=self.secure,
         )
 
     def _answers(self, timeout: float) -> bool:
         from confluent_kafka.admin import AdminClient
 
         try:
+            # probing a starting broker: refusals are expected; a secure one as its admin
             admin = AdminClient(
-                {"bootstrap.servers": self.bootstrap, "socket.timeout.ms": int(timeout * 1000), "log_level": 0}
-            )  # probing a starting broker: refusals are expected
+                self.client("admin").librdkafka(**{"socket.timeout.ms": int(timeout * 1000), "log_level": 0})
+            )
             admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 1)
             return True
         except Exception:
@@ -209,18 +335,36 @@ class LocalBroker:
         ]
 
     def _format_storage(self) -> None:
+        """`StorageTool format`; a secure broker's SCRAM users are created here too (KIP-900), their
+        passwords passed in a 0600 @argfile (never on the process list), removed afterwards."""
         props = self.dir / "server.properties"
         cluster_id = self.cluster_id or uuid.uuid4().hex[:22]
-        cmd = self._java_cmd("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props))
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        args = ["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)]
+        passwords = []
+        if self.secure:
+            for user, settings in self._credentials().items():
+                passwords.append(settings["sasl.password"])
+                args += ["--add-scram", f"{SCRAM}=[name={user},password={settings['sasl.password']}]"]
+        argfile = self.secure_dir / "format.args"
+        if passwords:  # the launcher expands an @file only before the main class: the class goes in it
+            write_private(argfile, "\n".join(_argfile_quote(a) for a in args) + "\n")
+            cmd = self._java_cmd(f"@{argfile}")
+        else:
+            cmd = self._java_cmd(*args)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+        finally:
+            argfile.unlink(missing_ok=True)
         if proc.returncode != 0:
-            raise BrokerError(
-                f"formatting KRaft storage in {self.data_dir} failed:\n{(proc.stdout + proc.stderr)[-2000:]}"
-            )
+            said = (proc.stdout + proc.stderr)[-2000:]
+            for password in passwords:
+                said = said.replace(password, "***")
+            raise BrokerError(f"formatting KRaft storage in {self.data_dir} failed:\n{said}")
 
     def start(self, timeout: float = 90, log=lambda msg: None, wait: bool = True) -> BrokerStatus:
         """Start the broker (idempotent) and wait until it answers AdminClient calls (unless not
         `wait`: a node of a cluster answers only once a quorum of its controllers runs)."""
+        self._check_mode()
         if self._pid():
             log(f"broker already running (pid {self._pid()}) on {self.bootstrap}")
             return self._wait_ready(timeout) if wait else self.status(probe=False)
@@ -231,11 +375,16 @@ class LocalBroker:
                     f"or choose another port (`onceflow kafka start --port N` or ONCEFLOW_KAFKA_PORT)."
                 )
         self.dir.mkdir(parents=True, exist_ok=True)
+        formatted = (self.data_dir / "meta.properties").exists()
+        if self.secure and not formatted:
+            self._make_secure_files()
         (self.dir / "log4j2.properties").write_text(_LOG4J2)
-        (self.dir / "server.properties").write_text(self._properties())
-        (self.dir / "ports.json").write_text(json.dumps({"port": self.port, "controller_port": self.controller_port}))
+        write_private(self.dir / "server.properties", self._properties())  # a secure one holds the admin's JAAS
+        (self.dir / "ports.json").write_text(
+            json.dumps({"port": self.port, "controller_port": self.controller_port, "secure": self.secure})
+        )
         cmd = self._java_cmd("kafka.Kafka", str(self.dir / "server.properties"))
-        if not (self.data_dir / "meta.properties").exists():
+        if not formatted:
             log(f"formatting KRaft storage in {self.data_dir}")
             self._format_storage()
         with open(self.log_file, "ab") as out:
@@ -250,6 +399,21 @@ class LocalBroker:
         self.pid_file.write_text(str(proc.pid))
         log(f"broker starting (pid {proc.pid}) on {self.bootstrap}; log: {self.log_file}")
         return self._wait_ready(timeout) if wait else self.status(probe=False)
+
+    def _check_mode(self) -> None:
+        """Refuse to start the data of a secure broker plain, or of a plain one secure: the users,
+        ACLs and listeners a broker has are set when its storage is formatted."""
+        if not (self.data_dir / "meta.properties").exists():
+            return
+        was = bool(self._saved_ports().get("secure", False))
+        if was == self.secure:
+            return
+        mode = {True: "secure (SASL_SSL, SCRAM-SHA-512, ACLs)", False: "plain (PLAINTEXT)"}
+        raise BrokerError(
+            f"the broker in {self.dir} was made {mode[was]}; it cannot start {mode[self.secure]}. Fix: start it "
+            f"as it was (`onceflow kafka start{' --secure' if was else ''}`), or stop it and remove {self.dir} "
+            f"to start a new {'secure' if self.secure else 'plain'} broker (its topics and data go with it)"
+        )
 
     def _wait_ready(self, timeout: float) -> BrokerStatus:
         def answers() -> bool:
@@ -292,6 +456,11 @@ class LocalBroker:
 
     def as_dict(self) -> dict:
         return asdict(self.status())
+
+
+def _argfile_quote(arg: str) -> str:
+    """One argument of a Java @argfile: in double quotes, `\\` and `"` escaped."""
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class LocalCluster:

@@ -68,7 +68,8 @@ class KafkaClient:
 
     # -- confluent-kafka ------------------------------------------------------------------
     def librdkafka(self, **extra: Any) -> dict[str, Any]:
-        """An AdminClient/Producer/Consumer config: bootstrap, these settings, then `extra`."""
+        """An AdminClient/Producer/Consumer config: bootstrap, these settings, then `extra` (Any:
+        the client classes' config types, callbacks such as error_cb among them)."""
         return {"bootstrap.servers": self.bootstrap, **self.props, **extra}
 
     # -- Spark's Kafka source (the Java client) ---------------------------------------------
