@@ -19,6 +19,11 @@ class BrokerError(OnceflowError):
     """The embedded Kafka broker could not be started, reached or stopped."""
 
 
+class KafkaAccessError(BrokerError):
+    """Kafka answers but refuses this client: its login, the broker's certificate, or an ACL.
+    A restart fails the same way until the settings or the grants change (kafka.access)."""
+
+
 class ProducerError(OnceflowError):
     """The event generator could not write its transactions."""
 

@@ -19,7 +19,7 @@ from typing import Any
 from onceflow.checkpoint import COMMITS, Checkpoint
 from onceflow.config import Pipeline
 from onceflow.control import RecoveryMarker, Wanted
-from onceflow.errors import OnceflowError
+from onceflow.errors import KafkaAccessError, OnceflowError
 from onceflow.kafka.client import KafkaClient
 from onceflow.ledger import follower_lag
 from onceflow.paths import state_dir
@@ -106,6 +106,7 @@ def _kafka_facts(
         "bootstrap": src.bootstrap_servers or f"(connection {src.kafka_connection})",
         "topic": src.topic,
         "error": str(facts.kafka_error) if facts.kafka_error is not None else None,
+        "_refused": isinstance(facts.kafka_error, KafkaAccessError),
     }
     offsets = facts.kafka
     rows = []
@@ -236,6 +237,8 @@ def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
         return Verdict.BROKEN, ["checkpoint is unusable: " + r for r in ck["unusable_reasons"]]
     if not run["running"]:
         verdict, reasons = _not_running(report)
+        if report["kafka"].get("_refused"):  # said first: no restart helps until it is fixed
+            reasons = [f"Kafka refuses this pipeline's client: {report['kafka']['error']}", *reasons]
         lease = report.get("lease") or {}
         if lease.get("live") and not lease.get("here"):  # whatever this machine's status log says
             return Verdict.REMOTE, [
@@ -424,7 +427,7 @@ def pipeline_health(pipeline: Pipeline, *, now: float | None = None, end_offsets
     }
     verdict, reasons = verdict_of(report, now)
     report.update(verdict=str(verdict), exit_code=EXIT_CODES[verdict], reasons=reasons, notes=_notes(report))
-    for section in (report["checkpoint"], report["run"]):  # internal epochs: not part of the schema
+    for section in (report["checkpoint"], report["run"], report["kafka"]):  # internal facts: not in the schema
         for key in [k for k in section if k.startswith("_")]:
             del section[key]
     return report

@@ -344,6 +344,25 @@ def test_kafka_unreachable_does_not_change_a_stopped_verdict(pipeline):
     assert r["verdict"] == "stopped" and r["kafka"]["error"]
 
 
+def test_a_refused_login_is_said_first_not_left_to_read_as_a_dead_job(pipeline):
+    """A pipeline whose cluster refuses it (a rotated password, a revoked ACL): the verdict stays what
+    the status log says, and its first reason says why no restart helps."""
+    from onceflow.errors import KafkaAccessError
+
+    def refused(cluster, topic):
+        raise KafkaAccessError("Kafka at b:9093 (SASL_SSL) refused the login: SASL authentication failed. Fix: …")
+
+    committed_checkpoint(pipeline)
+    status(pipeline, started(100), ("final", 80, {"status": "failed", "error": "KafkaException: …"}))
+    r = check(pipeline, refused)
+    assert r["verdict"] == "failed"
+    assert r["reasons"][0].startswith(
+        "Kafka refuses this pipeline's client: Kafka at b:9093 (SASL_SSL) refused the login"
+    )
+    assert "_refused" not in r["kafka"]
+    assert not check(pipeline, unreachable)["reasons"][0].startswith("Kafka refuses")
+
+
 def test_offsets_deleted_by_retention_are_noted(pipeline):
     committed_checkpoint(pipeline)
     r = check(pipeline, kafka({0: 90, 1: 35}, {0: 50, 1: 0}))

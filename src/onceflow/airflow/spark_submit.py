@@ -88,7 +88,7 @@ class OnceflowSparkSubmitOperator(SparkSubmitOperator):
         """Check the pipeline's brokers (a broker that is down fails here, before spark-submit) and
         prepare the submission; returns the folder spark-submit starts in: <state>/spark, since the
         driver JVM leaves files (Spark 4.0's artifacts/) in its working directory."""
-        from onceflow.kafka.admin import require_pipeline_brokers
+        from onceflow.kafka.preflight import require_pipeline_brokers
         from onceflow.spark.session import spark_dir
 
         require_pipeline_brokers(self.onceflow.pipeline)

@@ -47,7 +47,7 @@ def prepare(args) -> None:
         args.report_dir = str(reports_dir())  # <state>/reports unless ONCEFLOW_REPORTS says otherwise
     if args.command in NEEDS_KAFKA:
         from onceflow import config
-        from onceflow.kafka.admin import require_pipeline_brokers
+        from onceflow.kafka.preflight import require_pipeline_brokers
 
         for spec in args.pipeline if isinstance(args.pipeline, list) else [args.pipeline]:
             require_pipeline_brokers(config.load_pipeline(spec))

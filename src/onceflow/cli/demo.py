@@ -50,8 +50,8 @@ def _per_partition(path: str) -> dict[int, int]:
 def run_demo(pipelines: str | Sequence[str] = DEFAULT_PIPELINES, count: int = 20_000, log=print, out=None) -> dict:
     """Each pipeline in turn on one broker and one Spark session; `match` is True when every
     pipeline holds each committed record exactly once."""
-    from onceflow.kafka.admin import require_pipeline_brokers
     from onceflow.kafka.broker import LocalBroker
+    from onceflow.kafka.preflight import require_pipeline_brokers
 
     specs = [pipelines] if isinstance(pipelines, str) else list(pipelines)
     loaded = [config.load_pipeline(spec) for spec in specs]

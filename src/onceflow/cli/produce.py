@@ -94,6 +94,12 @@ def cmd_produce(args) -> int:
     else:
         cluster = source_client(pipeline)
     require_broker(cluster, field=field, file=file)
+    if cluster.secured:  # a missing WRITE or transactional-id ACL named now, not at the first transaction
+        from onceflow.kafka.access import check_access
+        from onceflow.kafka.admin import admin_client
+
+        exists = topic in admin_client(cluster).list_topics(timeout=10).topics
+        check_access(cluster, topics_write=[topic] if exists else [], transactional_id="onceflow-produce-preflight")
     with Progress(
         TextColumn("producing"),
         BarColumn(),

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from onceflow.errors import BrokerError
+from onceflow.errors import BrokerError, KafkaAccessError
 from onceflow.kafka.client import KafkaClient
 
 T = TypeVar("T")
@@ -90,9 +90,9 @@ class _Probe:
         broker is down (or with `final`), of the connection failure."""
         reported = [*self.errors, *([err] if err is not None else [])]
         for e in reported:
-            message = _login_refusal(self.client, e)
+            message = login_refusal(self.client, e)
             if message:
-                raise BrokerError(message)
+                raise KafkaAccessError(message)
         down = [e for e in reported if e.code() in _UNREACHABLE]
         if down and (final or any(e.code() == KafkaError._ALL_BROKERS_DOWN for e in down)):
             why = self.failures[-1] if self.failures else down[0].str()
@@ -115,7 +115,7 @@ _COORDINATOR_MOVING = (
 _UNREACHABLE = (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE)
 
 
-def _login_refusal(client: KafkaClient, err: KafkaError) -> str | None:
+def login_refusal(client: KafkaClient, err: KafkaError) -> str | None:
     """The refusal of a failed login or TLS handshake, None for another error."""
     text, code, where = err.str(), err.code(), client.describe()
     lowered = text.lower()
@@ -169,9 +169,9 @@ def _code(exc: KafkaException) -> Any:
     return exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
 
 
-def _topic_refusal(probe: _Probe, topic: str, ops: list[str]) -> BrokerError:
+def _topic_refusal(probe: _Probe, topic: str, ops: list[str]) -> KafkaAccessError:
     said = " and ".join([", ".join(ops[:-1]), ops[-1]] if len(ops) > 1 else ops)
-    return BrokerError(
+    return KafkaAccessError(
         f"{probe.principal} may not {said} topic {topic!r} on {probe.client.bootstrap}: no TOPIC ACL allows it. "
         f"Fix: grant {said} on TOPIC {topic!r} to {probe.principal} ({_GRANTS})"
     )
@@ -202,7 +202,7 @@ def _check_topics(probe: _Probe, admin: AdminClient, read: set[str], write: set[
 
 
 def _check_group(probe: _Probe, admin: AdminClient, group: str) -> None:
-    refusal = BrokerError(
+    refusal = KafkaAccessError(
         f"{probe.principal} may not READ consumer group {group!r} on {probe.client.bootstrap}: no GROUP ACL "
         f"allows it. Fix: grant READ on GROUP {group!r} to {probe.principal} (onceflow's groups all start with "
         f"'onceflow-': one PREFIXED ACL on 'onceflow-' covers them; {_GRANTS})"
@@ -230,7 +230,7 @@ def _check_transactions(probe: _Probe, transactional_id: str) -> None:
         producer.init_transactions(probe.left())
     except KafkaException as exc:
         if _code(exc) in (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
-            raise BrokerError(
+            raise KafkaAccessError(
                 f"{probe.principal} may not use transactional id {transactional_id!r} on {probe.client.bootstrap}: "
                 f"no TRANSACTIONAL_ID ACL allows WRITE on it. Fix: grant WRITE and DESCRIBE on TRANSACTIONAL_ID "
                 f"{transactional_id!r} to {probe.principal} (a PREFIXED ACL on 'onceflow' covers a pipeline's "

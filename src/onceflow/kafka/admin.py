@@ -10,10 +10,10 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.errors import BrokerError
-from onceflow.kafka.client import Cluster, KafkaClient, as_client, sink_client, source_client
+from onceflow.kafka.client import Cluster, KafkaClient, as_client
 
 if TYPE_CHECKING:
-    from onceflow.config import Pipeline
+    pass
 
 
 def admin_client(cluster: Cluster) -> AdminClient:
@@ -103,9 +103,6 @@ def list_end_offsets(
     (with the bootstrap and the cause) when the broker cannot be reached in
     `timeout` seconds or the topic does not exist.
     """
-    from confluent_kafka import IsolationLevel
-    from confluent_kafka.admin import OffsetSpec
-
     # a broker that is down refuses the connection at once: say so now, not after `timeout` s of
     # librdkafka reconnecting (`onceflow checkpoint status`, the health sensors and the onceflow
     # page answer in milliseconds for a stopped broker, not in seconds per pipeline)
@@ -114,7 +111,23 @@ def list_end_offsets(
     refused = _tcp_refusal(bootstrap, timeout=min(1.0, timeout), definite=True)
     if refused:
         raise BrokerError(f"Kafka is not reachable at {bootstrap} ({refused}). {broker_fix()}")
-    admin = _quiet_admin(client, timeout)
+    try:
+        return _end_offsets(_quiet_admin(client, timeout), client, topic, timeout, partitions)
+    except (BrokerError, KafkaException, TimeoutError):
+        if client.secured:  # a refused login, certificate or ACL said as such (kafka.access)
+            from onceflow.kafka.access import check_access
+
+            check_access(client, topics_read=[topic], timeout=min(timeout, 5.0))
+        raise
+
+
+def _end_offsets(
+    admin: AdminClient, client: KafkaClient, topic: str, timeout: float, partitions: list[int] | None
+) -> dict[str, dict[int, int]]:
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import OffsetSpec
+
+    bootstrap = client.bootstrap
     try:
         if partitions is None:
             meta = admin.list_topics(topic, timeout=timeout)
@@ -212,6 +225,11 @@ def require_broker(
     if refused:
         raise BrokerError(f"Kafka is not reachable at {bootstrap} ({refused}). {broker_fix(field, file)}")
     left = max(1.0, timeout - (time.monotonic() - started))
+    if client.secured:  # a login or TLS failure said as such, in seconds (kafka.access)
+        from onceflow.kafka.access import check_access
+
+        check_access(client, timeout=left)
+        return
     try:
         _quiet_admin(client, left).list_topics(timeout=left)
     except KafkaException as exc:
@@ -219,12 +237,3 @@ def require_broker(
             f"Kafka is not reachable at {bootstrap}: no answer to a metadata request within "
             f"{timeout:.0f}s ({_kafka_error_text(exc)}). {broker_fix(field, file)}"
         ) from None
-
-
-def require_pipeline_brokers(pipeline: Pipeline, timeout: float = REACH_TIMEOUT) -> None:
-    """require_broker for every Kafka cluster a pipeline uses: its source and a Kafka sink elsewhere."""
-    source = source_client(pipeline)
-    require_broker(source, timeout=timeout, file=pipeline.file or None)
-    sink = sink_client(pipeline)
-    if sink is not None and sink != source:
-        require_broker(sink, timeout=timeout, field="sinks.kafka.bootstrap_servers", file=pipeline.file or None)

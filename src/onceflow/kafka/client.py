@@ -126,6 +126,11 @@ class KafkaClient:
             raise ConfigError(f"no Java client counterpart for {', '.join(unknown)}. {_JAVA_ONLY_FIX}")
         return {f"kafka.{k}": v for k, v in java.items()}
 
+    @property
+    def secured(self) -> bool:
+        """TLS or SASL: a cluster that checks who connects, and so may refuse a login or an ACL."""
+        return self.props.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT"
+
     # -- saying which cluster, never how to log in ----------------------------------------------
     def describe(self) -> str:
         """`host:port (SASL_SSL, SCRAM-SHA-512 as onceflow)`: for messages and status files."""

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from onceflow.errors import BrokerError
-from onceflow.kafka.access import _login_refusal, _Probe, _topic_refusal, check_access
+from onceflow.kafka.access import _Probe, _topic_refusal, check_access, login_refusal
 from onceflow.kafka.client import KafkaClient
 from onceflow.kafka.tls import make_ca, make_server_cert
 
@@ -114,12 +114,12 @@ def test_a_certificate_for_another_host_is_said_to_name_another_host(tmp_path):
 def test_a_refused_login_and_a_missing_topic_acl_say_their_fix():
     client = KafkaClient("b:9093", {**SCRAM, "sasl.password": SECRET})
     err = KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: Authentication failed")
-    assert _login_refusal(client, err) == (
+    assert login_refusal(client, err) == (
         "Kafka at b:9093 (SASL_SSL, SCRAM-SHA-512 as onceflow) refused the login: SASL authentication failed "
         "(SASL authentication error: Authentication failed). "
         "Fix: check sasl.username/sasl.password (or the Airflow kafka connection)"
     )
-    assert _login_refusal(client, KafkaError(KafkaError._TRANSPORT, "Connection refused")) is None
+    assert login_refusal(client, KafkaError(KafkaError._TRANSPORT, "Connection refused")) is None
     refusal = str(_topic_refusal(_Probe(client, 1), "t", ["DESCRIBE", "READ", "WRITE"]))
     assert refusal.startswith(
         "User:onceflow may not DESCRIBE, READ and WRITE topic 't' on b:9093: no TOPIC ACL allows it. "
