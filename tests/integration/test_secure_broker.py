@@ -16,11 +16,10 @@ import shutil
 import socket
 import stat
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout, suppress
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -37,36 +36,12 @@ from onceflow.kafka.broker import LocalBroker, free_port_pair
 from onceflow.kafka.client import KafkaClient
 from onceflow.kafka.tls import make_ca
 from tests.conftest import ROOT
+from tests.process_list import Cmdlines
 
 pytestmark = pytest.mark.integration
 
 SRC, OUT, LEDGER = "secured-src", "secured-out", "onceflow-ledger.secured"
 GRANTS = "`onceflow kafka start --secure --pipeline P` grants a pipeline's ACLs; docs/kafka-security.md"
-
-
-class _Cmdlines:
-    """Every process's command line, sampled from /proc every 10 ms while running."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            for pid in os.listdir("/proc"):
-                if pid.isdigit():
-                    with suppress(OSError, UnicodeDecodeError):  # a process gone meanwhile
-                        self.seen.add(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
-            time.sleep(0.01)
-
-    def __enter__(self) -> _Cmdlines:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +56,7 @@ def secure(jars, tmp_path_factory):
     out, err = io.StringIO(), io.StringIO()
     started = time.monotonic()
     try:
-        with pytest.MonkeyPatch.context() as env, _Cmdlines() as cmdlines, redirect_stdout(out), redirect_stderr(err):
+        with pytest.MonkeyPatch.context() as env, Cmdlines() as cmdlines, redirect_stdout(out), redirect_stderr(err):
             env.setenv("ONCEFLOW_HOME", str(home))
             code = main(
                 ["kafka", "start", "--secure", "--port", str(port), "--pipeline", str(pipeline), "--partitions", "2"]
