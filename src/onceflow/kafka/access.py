@@ -52,7 +52,13 @@ class _Probe:
     def config(self, **extra: Any) -> dict[str, Any]:
         ms = int(self.timeout * 1000)
         return self.client.librdkafka(
-            **{"error_cb": self.errors.append, "logger": self, "socket.connection.setup.timeout.ms": ms}, **extra
+            **{
+                "error_cb": self.errors.append,
+                "logger": self,
+                "log_level": 6,  # a connection's FAIL lines (why it closed) come as notices: kept, never printed
+                "socket.connection.setup.timeout.ms": ms,
+            },
+            **extra,
         )
 
     def wait(self, handle: AdminClient, future: Future[T], doing: str) -> T:
@@ -240,6 +246,8 @@ def _check_transactions(probe: _Probe, transactional_id: str) -> None:
         raise BrokerError(
             f"transactions with id {transactional_id!r} cannot start on {probe.client.describe()}: {exc}"
         ) from None
+    finally:
+        producer.poll(0)  # as check_access's admin: nothing left queued at destroy
 
 
 def check_access(
@@ -257,11 +265,14 @@ def check_access(
     `onceflow.preflight.<pipeline>`: a producer with it is fenced). Within about `timeout` s."""
     probe = _Probe(client, timeout)
     admin = AdminClient(probe.config())
-    probe.wait(admin, admin.describe_cluster(request_timeout=probe.left()), "logging in")
-    read, write = set(topics_read), set(topics_write)
-    if read or write:
-        _check_topics(probe, admin, read, write)
-    if group:
-        _check_group(probe, admin, group)
-    if transactional_id:
-        _check_transactions(probe, transactional_id)
+    try:
+        probe.wait(admin, admin.describe_cluster(request_timeout=probe.left()), "logging in")
+        read, write = set(topics_read), set(topics_write)
+        if read or write:
+            _check_topics(probe, admin, read, write)
+        if group:
+            _check_group(probe, admin, group)
+        if transactional_id:
+            _check_transactions(probe, transactional_id)
+    finally:
+        admin.poll(0)  # serve what is queued: a client destroyed with events left prints a notice to stderr

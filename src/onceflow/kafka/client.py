@@ -70,7 +70,9 @@ class KafkaClient:
     def librdkafka(self, **extra: Any) -> dict[str, Any]:
         """An AdminClient/Producer/Consumer config: bootstrap, these settings, then `extra` (Any:
         the client classes' config types, callbacks such as error_cb among them)."""
-        return {"bootstrap.servers": self.bootstrap, **self.props, **extra}
+        # librdkafka's errors only by default: its notices (a destroyed client "purging unserved
+        # events", a new connection) are not the user's business; `log_level`/`debug` in the settings win
+        return {"bootstrap.servers": self.bootstrap, "log_level": 3, **self.props, **extra}
 
     # -- Spark's Kafka source (the Java client) ---------------------------------------------
     @property

@@ -22,8 +22,14 @@ SCRAM = {
 
 def test_librdkafka_takes_the_settings_as_they_are():
     client = KafkaClient("b:9093", SCRAM)
-    assert client.librdkafka(**{"group.id": "g"}) == {"bootstrap.servers": "b:9093", **SCRAM, "group.id": "g"}
-    assert plain("b:9092").librdkafka() == {"bootstrap.servers": "b:9092"}
+    assert client.librdkafka(**{"group.id": "g"}) == {
+        "bootstrap.servers": "b:9093",
+        "log_level": 3,  # librdkafka's errors only, unless the settings say otherwise
+        **SCRAM,
+        "group.id": "g",
+    }
+    assert plain("b:9092").librdkafka() == {"bootstrap.servers": "b:9092", "log_level": 3}
+    assert KafkaClient("b:9092", {"log_level": "7"}).librdkafka()["log_level"] == "7"
 
 
 def test_spark_gets_the_java_names_with_the_kafka_prefix():

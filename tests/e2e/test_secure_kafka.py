@@ -1,0 +1,194 @@
+"""A pipeline on a secured Kafka (SASL_SSL, SCRAM-SHA-512, a CA of its own, ACLs): exactly once through
+a hard kill, a recovery and a full audit, read back by an independent reader that authenticates too;
+each refusal (a wrong password, an untrusted certificate, a missing ACL) said by `ingest`, `produce`,
+`audit` and `checkpoint status` in seconds with the fix; and the password in no log, status file,
+report, event log, checkpoint or process list of any of it (issue 40).
+
+One secured broker for the module; the pipeline's secrets come from the environment as the shipped
+pipelines take them (`eval "$(onceflow kafka env)"`), never from the file."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from devkit.driver import IngestProcess
+from devkit.pipelines import PAYMENTS_SCHEMA, table_sinks, write_pipeline
+from onceflow import config
+from onceflow.audit.run import run_audit
+from onceflow.cli import main
+from onceflow.kafka.acls import grant_pipeline, revoke, secure_pipeline
+from onceflow.kafka.broker import LocalBroker, free_port_pair
+from onceflow.kafka.consume import read_records
+from onceflow.kafka.producer import produce
+from onceflow.kafka.tls import make_ca
+from onceflow.paths import state_dir
+from onceflow.recovery import recover
+from onceflow.sinks import table_paths
+from onceflow.spark.ingest import run_ingest
+from tests.conftest import ROOT
+from tests.exactly_once import _rows, assert_exactly_once, assert_ledgers_contiguous
+from tests.process_list import Cmdlines
+
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
+
+TOPIC, OUTPUT = "secured-payments", "secured-payments-out"
+REFUSAL_SECONDS = 15
+# the shipped pipeline's client settings, as written: every one a ${VAR} the environment fills
+SETTINGS = yaml.safe_load((ROOT / "pipelines" / "payments.yaml").read_text())["source"]["kafka"]
+
+
+@pytest.fixture(scope="module")
+def secured(jars, tmp_path_factory) -> Iterator[SimpleNamespace]:
+    work = tmp_path_factory.mktemp("secured")
+    broker = LocalBroker(home=work / "broker", port=free_port_pair(), secure=True)
+    broker.start(timeout=120)
+    try:
+        file = write_pipeline(
+            work / "pipeline",
+            broker.bootstrap,
+            TOPIC,
+            name="secured_payments",
+            source={
+                "bootstrap_servers": "${ONCEFLOW_KAFKA_BOOTSTRAP}",
+                "topic": TOPIC,
+                "max_offsets_per_trigger": 1000,
+                "available_now_max_offsets_per_trigger": 20_000,
+                "kafka": SETTINGS,
+            },
+            sinks={**table_sinks(work / "pipeline"), "kafka": {"topic": OUTPUT, "partitions": 2}},
+            trigger={"processing_time": "500 ms"},
+        )
+        env = broker.env("onceflow")  # what `eval "$(onceflow kafka env)"` exports; set per test, never here
+        pipeline = config.load(file, env={**os.environ, **env})
+        admin = broker.client("admin")
+        secure_pipeline(admin, pipeline, "onceflow", "producer", partitions=2)
+        yield SimpleNamespace(broker=broker, file=file, pipeline=pipeline, env=env, work=work, admin=admin)
+    finally:
+        broker.stop()
+
+
+def _events(secured, seed: int, count: int = 2500):
+    """Payments events written as the `producer` principal (the pipeline's may only read its source)."""
+    return produce(
+        secured.broker.client("producer"),
+        TOPIC,
+        count,
+        schema=PAYMENTS_SCHEMA,
+        partitions=2,
+        seed=seed,
+        abort_ratio=0.05,
+        malformed_ratio=0.02,
+    )
+
+
+def test_killed_recovered_and_audited_exactly_once_with_no_secret_anywhere(secured, spark, tmp_path):
+    pipeline, client = secured.pipeline, secured.broker.client("onceflow")
+    assert client.secured and client.props["sasl.password"] not in Path(pipeline.file).read_text()
+    produced = [_events(secured, 61)]
+    with Cmdlines() as cmdlines:
+        job = IngestProcess(pipeline, secured.file, tmp_path, env=secured.env).start()
+        job.wait_progress(more_than=0)
+        produced.append(_events(secured, 62))
+        job.wait_progress(more_than=job.progress_count())  # a batch of the second lot, then more in flight
+        job.kill9()  # mid-stream, the Kafka sink's transactions open or not
+        assert recover(pipeline).outcome in ("done", "nothing_to_do"), "recovery from the last committed offsets"
+        produced.append(_events(secured, 63))
+        resumed = run_ingest(pipeline, spark=spark)  # available-now, on the session's driver
+    assert resumed.status == "finished", resumed
+
+    counts = assert_exactly_once(pipeline, client, produced=produced)  # the reader logs in as onceflow
+    assert counts["committed"] == sum(p.count("committed") for p in produced)
+    assert_ledgers_contiguous(pipeline)
+    # the output topic, read at read_committed by an authenticated consumer of our own: each bronze row once
+    provenance = Counter(
+        (row["_partition"], row["_offset"])
+        for _, _, _, value in read_records(client, OUTPUT)
+        for row in [json.loads(value or b"{}")]
+    )
+    bronze = {
+        (r["_partition"], r["_offset"]) for r in _rows(table_paths(pipeline)["bronze"], ["_partition", "_offset"])
+    }
+    assert set(provenance) == bronze and max(provenance.values()) == 1
+
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    failed = [c for c in outcome.summary["checks"] if c["status"] != "passed"]
+    assert outcome.status == "passed", json.dumps(failed, default=str)[:3000]
+
+    # the canary: neither principal's password in any file these runs wrote, nor on any process list
+    secrets = [secured.broker.client(u).props["sasl.password"] for u in ("onceflow", "producer")]
+    places = [tmp_path, secured.work / "pipeline", pipeline.state_path, state_dir() / "spark"]
+    files = [f for place in places for f in Path(place).rglob("*") if f.is_file()]
+    assert any("eventlog" in f.name or "events" in str(f) for f in files), "the Spark event logs were searched"
+    leaks = [str(f) for f in files for s in secrets if s.encode() in f.read_bytes()] + [
+        c[:200] for c in cmdlines.seen for s in secrets if s in c
+    ]
+    assert not leaks, f"a password was found in: {leaks[:10]}"
+
+
+def _run(args: list[str]) -> tuple[int, str, float]:
+    out, err = io.StringIO(), io.StringIO()
+    started = time.monotonic()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(args)
+    return code, " ".join((out.getvalue() + err.getvalue()).split()), time.monotonic() - started
+
+
+COMMANDS = {
+    "ingest": ["ingest", "--mode", "available-now"],
+    "produce": ["produce", "--count", "10"],
+    "audit": ["audit"],
+    "checkpoint status": ["checkpoint", "status"],
+}
+
+
+@pytest.mark.parametrize("case", ["wrong password", "untrusted certificate", "missing ACL"])
+def test_each_refusal_says_what_failed_and_the_fix_in_seconds(secured, case, tmp_path, monkeypatch):
+    for key, value in secured.env.items():
+        monkeypatch.setenv(key, value)
+    expected = {
+        "wrong password": "refused the login: SASL authentication failed",
+        "untrusted certificate": "the broker's certificate is not signed by a CA this client trusts",
+        "missing ACL": f"User:onceflow may not READ topic '{TOPIC}'",
+    }[case]
+    fix = {
+        "wrong password": "Fix: check sasl.username/sasl.password",
+        "untrusted certificate": "Fix: set ssl.ca.location to the CA that signed the broker's certificate",
+        "missing ACL": f"Fix: grant READ on TOPIC '{TOPIC}' to User:onceflow",
+    }[case]
+    if case == "wrong password":
+        monkeypatch.setenv("ONCEFLOW_KAFKA_PASSWORD", "not-the-password")
+    elif case == "untrusted certificate":
+        other_ca, _ = make_ca(tmp_path / "other-ca")
+        monkeypatch.setenv("ONCEFLOW_KAFKA_CA", str(other_ca))
+    else:
+        assert revoke(secured.admin, "onceflow", "TOPIC", TOPIC, "READ") == 1
+    try:
+        said = {}
+        for name, args in COMMANDS.items():
+            code, text, seconds = _run([*args, "--pipeline", str(secured.file)])
+            said[name] = (code, text, round(seconds, 1))
+            assert seconds <= REFUSAL_SECONDS, (name, said[name])
+            if name == "produce" and case == "missing ACL":  # the pipeline's principal never may write its source
+                assert code == 2 and f"User:onceflow may not WRITE topic '{TOPIC}'" in text, said[name]
+            elif name == "checkpoint status" and case == "missing ACL":  # offsets need DESCRIBE only: still read
+                assert code == 0 and "lag" in text and "may not" not in text, said[name]
+            elif name == "checkpoint status":  # a report, not a refusal: Kafka's error is in it
+                assert expected in text and fix in text, said[name]
+            else:
+                assert code == 2 and expected in text and fix in text, said[name]
+        print(f"\n{case}: " + "; ".join(f"{n} {s}s" for n, (_, _, s) in said.items()))
+    finally:
+        if case == "missing ACL":
+            pipeline = secured.pipeline
+            grant_pipeline(secured.admin, "onceflow", TOPIC, OUTPUT, f"onceflow-ledger.{pipeline.name}")
