@@ -304,3 +304,30 @@ def test_light_modules_import_no_spark_or_airflow(module):
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "", f"importing {module} loaded: {run.stdout.split()}"
+
+
+def test_every_kafka_client_takes_the_clusters_settings():
+    """A confluent-kafka client built from a dict literal would reach a secured cluster without its
+    settings (issue 40): every Consumer, Producer and AdminClient in onceflow takes its config from
+    kafka.client (`.librdkafka(...)`, or a probe's config built on it), and no config outside
+    kafka/client.py sets `bootstrap.servers` itself."""
+    found = []
+    for path in sorted((SRC / "onceflow").rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text)):
+            if (
+                rel != "onceflow/kafka/client.py"
+                and isinstance(node, ast.Dict)
+                and any(isinstance(k, ast.Constant) and k.value == "bootstrap.servers" for k in node.keys)
+            ):
+                found.append(f"{rel}:{node.lineno}: a config with bootstrap.servers; take it from kafka.client")
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", None))
+                in ("Consumer", "Producer", "AdminClient")
+                and node.args
+                and isinstance(node.args[0], ast.Dict)
+            ):
+                found.append(f"{rel}:{node.lineno}: a Kafka client from a dict literal; use KafkaClient.librdkafka()")
+    assert not found, "\n".join(found)
