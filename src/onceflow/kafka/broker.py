@@ -22,6 +22,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import uuid
@@ -86,6 +87,18 @@ def free_port_pair() -> int:
             except OSError:
                 continue
     raise BrokerError("no free pair of adjacent ports on 127.0.0.1 after 50 tries. Fix: free some local ports")
+
+
+def transaction_state_partition(transactional_id: str, partitions: int) -> int:
+    """The partition of `__transaction_state` (of `partitions`) that holds a transactional id; its
+    leader is the id's transaction coordinator. Kafka's own rule: `Utils.abs(id.hashCode) %
+    partitions`, Java's String.hashCode over UTF-16 code units, Utils.abs(Integer.MIN_VALUE) = 0."""
+    units = transactional_id.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if signed == -(1 << 31) else abs(signed)) % partitions
 
 
 def _port_in_use(port: int) -> bool:
@@ -529,3 +542,66 @@ class LocalCluster:
 
         with ThreadPoolExecutor(len(self.nodes)) as pool:
             list(pool.map(lambda node: node.stop(log=log), self.nodes))
+
+    # -- one node at a time (failover drills; nodes are named by their KRaft node.id, 1..N) --------
+    def node(self, node_id: int) -> LocalBroker:
+        """The node whose `node.id` is `node_id`, as metadata names leaders and replicas."""
+        if not 1 <= node_id <= len(self.nodes):
+            raise BrokerError(f"no node {node_id} in a {len(self.nodes)}-node cluster (ids 1..{len(self.nodes)})")
+        return self.nodes[node_id - 1]
+
+    def kill_node(self, node_id: int) -> None:
+        """SIGKILL one node: no controlled shutdown, its leaderships move once the controller fences
+        it (broker.session.timeout.ms)."""
+        node = self.node(node_id)
+        pid = node._pid()
+        if pid is None:
+            raise BrokerError(f"node {node_id} is not running")
+        if not processes.stop(pid, grace=30, first=signal.SIGKILL).gone:
+            raise BrokerError(f"node {node_id} (pid {pid}) is still there 30s after SIGKILL")
+        node.pid_file.unlink(missing_ok=True)
+
+    def stop_node(self, node_id: int, timeout: float = 30) -> None:
+        """Stop one node cleanly (SIGTERM: a controlled shutdown hands its leaderships over first)."""
+        self.node(node_id).stop(timeout=timeout)
+
+    def start_node(self, node_id: int, timeout: float = 120) -> None:
+        """Start one node again (its data kept) and wait until it answers."""
+        self.node(node_id).start(timeout=timeout)
+
+    def _metadata(self, topic: str | None = None):
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0}).list_topics(topic, timeout=15)
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        """The node.id leading `topic`'s `partition` now (-1 while it has no leader)."""
+        return self._metadata(topic).topics[topic].partitions[partition].leader
+
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """The node.id coordinating `transactional_id`'s transactions now: the leader of its
+        partition of `__transaction_state` (which exists once a transactional producer started)."""
+        topic = "__transaction_state"
+        partitions = self._metadata(topic).topics[topic].partitions
+        return partitions[transaction_state_partition(transactional_id, len(partitions))].leader
+
+    def wait_in_sync(self, timeout: float = 120) -> None:
+        """Wait until every partition of every topic (the internal ones too) has a leader and all
+        its replicas in sync: a node that came back has caught up, so another may fail."""
+
+        def lagging() -> list[str]:
+            return [
+                f"{name}-{p.id} (leader {p.leader}, isr {sorted(p.isrs)} of {sorted(p.replicas)})"
+                for name, info in self._metadata().topics.items()
+                for p in info.partitions.values()
+                if p.leader < 0 or set(p.isrs) != set(p.replicas)
+            ]
+
+        left: list[str] = []
+
+        def in_sync() -> bool:
+            nonlocal left
+            left = lagging()
+            return not left
+
+        wait_for(in_sync, timeout, lambda: BrokerError(f"partitions not in sync after {timeout:.0f}s: {left[:5]}"))

@@ -23,11 +23,12 @@ answers the same questions as the Delta sinks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from onceflow import offsets
 from onceflow.errors import KafkaLedgerError
@@ -157,6 +158,37 @@ def _consumer(cluster: Cluster, isolation: str) -> Consumer:
     )
 
 
+# A watermark look-up goes to the partition's leader as the client last knew it. While a node of a
+# cluster dies that may be the dead node (the request then waits for its whole timeout, or until the
+# node is back) or no node at all; so each look-up is bounded, and retried on the leader known after
+# a metadata refresh until the reader's own timeout.
+_PROBE_SECONDS = 5.0
+_LEADER_MOVING = frozenset(
+    {
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._DESTROY_BROKER,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+)
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition, deadline: Deadline) -> tuple[int, int]:
+    """`consumer.get_watermark_offsets(tp)` through its leader moving to another node, by `deadline`."""
+    while True:
+        probe = max(min(_PROBE_SECONDS, deadline.left()), 0.1)
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=probe)
+        except KafkaException as exc:
+            if deadline.passed or exc.args[0].code() not in _LEADER_MOVING:
+                raise
+        with contextlib.suppress(KafkaException):  # the partition's leader now
+            consumer.list_topics(tp.topic, timeout=probe)
+
+
 class LedgerReader:
     """Reads ledger partitions at read_committed (two consumers, reused across look-ups)."""
 
@@ -189,12 +221,12 @@ class LedgerReader:
         now, and `stable < log_end` says an open transaction hides the rest.
         """
         tp = TopicPartition(topic, partition)
-        _, log_end = self.uncommitted.get_watermark_offsets(tp, timeout=self.timeout)
+        _, log_end = _watermarks(self.uncommitted, tp, Deadline(self.timeout))
         stable = log_end
 
         def settled() -> tuple[int, int, int] | None:
             nonlocal stable
-            low, stable = self.committed.get_watermark_offsets(tp, timeout=self.timeout)
+            low, stable = _watermarks(self.committed, tp, Deadline(self.timeout))
             return (low, stable, log_end) if stable >= log_end or not wait else None
 
         return wait_for(

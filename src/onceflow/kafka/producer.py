@@ -188,7 +188,7 @@ def produce(
                 producer.commit_transaction(60)
             summary.transactions += 1
             for rec in pending:
-                if rec.offset is not None:
+                if rec.offset >= 0:  # delivered: an aborted transaction's records may not be (purged)
                     last[rec.partition] = max(last.get(rec.partition, -1), rec.offset)
                 counts = summary.per_partition.setdefault(rec.partition, Counter())
                 if rec.aborted:

@@ -1,5 +1,5 @@
 """The embedded broker's files and ports, and how it reports itself when it is not running; a secure
-broker's settings, files and users."""
+broker's settings, files and users; a local cluster's nodes and where Kafka keeps a transactional id's state."""
 
 from __future__ import annotations
 
@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 
 from onceflow.errors import BrokerError
-from onceflow.kafka.broker import LocalBroker, _argfile_quote, free_port_pair
+from onceflow.kafka.broker import (
+    LocalBroker,
+    LocalCluster,
+    _argfile_quote,
+    free_port_pair,
+    transaction_state_partition,
+)
 from onceflow.kafka.client import KafkaClient
 
 
@@ -169,3 +175,21 @@ def test_data_made_in_one_mode_is_refused_in_the_other_with_the_fix(tmp_path):
         LocalBroker(home=tmp_path, secure=False).start(timeout=5)
     again = LocalBroker(home=tmp_path)
     assert again.secure and again.status(probe=False).secure, "no mode asked: the broker as it was made"
+
+
+def test_a_transactional_id_maps_to_its_transaction_state_partition_as_kafka_maps_it():
+    # Java's String.hashCode, then Kafka's Utils.abs (Integer.MIN_VALUE -> 0), modulo the partitions
+    assert transaction_state_partition("a", 50) == 97 % 50
+    assert transaction_state_partition("onceflow.p_cf.g1.p3", 4) == 2  # hashCode 601762634 (jshell)
+    assert transaction_state_partition("polygenelubricants", 50) == 0  # hashCode Integer.MIN_VALUE
+    assert transaction_state_partition("", 4) == 0
+
+
+def test_a_cluster_names_its_nodes_by_node_id_and_refuses_to_kill_one_that_is_not_running(tmp_path):
+    cluster = LocalCluster(home=tmp_path)
+    assert cluster.node(1) is cluster.nodes[0] and cluster.node(3) is cluster.nodes[2]
+    for wrong in (0, 4):
+        with pytest.raises(BrokerError, match="no node"):
+            cluster.node(wrong)
+    with pytest.raises(BrokerError, match="node 2 is not running"):
+        cluster.kill_node(2)

@@ -1,19 +1,26 @@
 """Pure logic of the Kafka sink's ledger: records, batches put together from task partitions,
-their problems and the JSON `onceflow` prints (no broker)."""
+their problems and the JSON `onceflow` prints, and a look-up through a leader moving (no broker)."""
 
 from __future__ import annotations
 
 import json
+from typing import cast
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from onceflow.kafka.ledger import (
+    _PROBE_SECONDS,
     SINK_NAME,
     KafkaLedger,
     KafkaLedgerRecord,
+    _watermarks,
     default_ledger_topic,
     ledger_key,
     ledger_partition,
 )
 from onceflow.ledger import LedgerEntry
+from onceflow.polling import Deadline
 
 
 def record(
@@ -127,3 +134,34 @@ def test_a_ledger_entry_as_dict_keys_offsets_by_partition_strings_in_order():
     assert list(d["start"].items()) == [("0", 1), ("2", 5)]
     assert list(d["end"].items()) == [("0", 4), ("2", 6)]
     assert (d["pipeline"], d["sink"], d["generation"], d["batch_id"], d["kind"]) == ("p", "bronze", 1, 3, "batch")
+
+
+class _Consumer:
+    """Answers get_watermark_offsets from a script: an error code raises it, a pair is the answer."""
+
+    def __init__(self, *script):
+        self.script, self.calls, self.refreshes = list(script), [], 0
+
+    def get_watermark_offsets(self, tp, timeout):
+        self.calls.append(timeout)
+        step = self.script.pop(0)
+        if isinstance(step, int):
+            raise KafkaException(KafkaError(step))
+        return step
+
+    def list_topics(self, topic, timeout):
+        self.refreshes += 1
+
+
+def test_a_watermark_look_up_rides_through_a_leader_moving_and_gives_up_on_anything_else():
+    moving = _Consumer(
+        KafkaError._UNKNOWN_PARTITION, KafkaError._TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION, (0, 7)
+    )
+    assert _watermarks(cast(Consumer, moving), TopicPartition("l", 0), Deadline(60)) == (0, 7)
+    assert moving.refreshes == 3 and max(moving.calls) <= _PROBE_SECONDS  # each probe bounded, the leader re-read
+    other = _Consumer(KafkaError.TOPIC_AUTHORIZATION_FAILED, (0, 7))
+    with pytest.raises(KafkaException):
+        _watermarks(cast(Consumer, other), TopicPartition("l", 0), Deadline(60))
+    late = _Consumer(KafkaError._TIMED_OUT, (0, 7))
+    with pytest.raises(KafkaException):  # the reader's own deadline passed: the last error
+        _watermarks(cast(Consumer, late), TopicPartition("l", 0), Deadline(0))
