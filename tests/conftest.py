@@ -97,6 +97,7 @@ LONGEST_FIRST = (
     "e2e/test_airflow_dags.py",
     "e2e/test_broker_restart.py",
     "e2e/test_cluster_failover.py",
+    "e2e/test_secure_kafka.py",
     "integration/test_audit.py",
     "integration/test_s3_pipeline.py",
     "e2e/test_s3_kills.py",
