@@ -232,6 +232,11 @@ def test_stream_rides_through_node_kills_and_a_clean_stop(cluster, state_home, t
         return record
 
     cluster.wait_in_sync()
+    # the topics onceflow made (the sink's output and ledger) and the source take the cluster's
+    # replication: each partition on all 3 nodes, so losing one loses no committed record
+    for name in (pipeline.source.topic, out_topic, ledger_topic):
+        replicas = {len(p.replicas) for p in cluster.metadata(name).topics[name].partitions.values()}
+        assert replicas == {3}, (name, replicas)
     # 1. the leader of the sink's topics, mid-transaction: no controlled shutdown
     fault(
         "SIGKILL the leader of output/ledger partitions",

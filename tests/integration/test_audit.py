@@ -483,7 +483,7 @@ def test_an_audit_of_a_running_stream_judges_the_point_read_at_its_start(ingeste
 
     producer = background(
         produce,
-        bootstrap=ingested["bootstrap"],
+        cluster=ingested["bootstrap"],
         topic=ingested["topic"],
         count=900,
         schema=PAYMENTS_SCHEMA,

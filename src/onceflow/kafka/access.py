@@ -17,6 +17,7 @@ import ssl
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from contextlib import suppress
 from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
@@ -247,7 +248,8 @@ def _check_transactions(probe: _Probe, transactional_id: str) -> None:
             f"transactions with id {transactional_id!r} cannot start on {probe.client.describe()}: {exc}"
         ) from None
     finally:
-        producer.poll(0)  # as check_access's admin: nothing left queued at destroy
+        with suppress(KafkaException):  # a fatal error (an ACL refusal is one) surfaces again here
+            producer.poll(0)  # as check_access's admin: nothing left queued at destroy
 
 
 def check_access(
@@ -275,4 +277,5 @@ def check_access(
         if transactional_id:
             _check_transactions(probe, transactional_id)
     finally:
-        admin.poll(0)  # serve what is queued: a client destroyed with events left prints a notice to stderr
+        with suppress(KafkaException):  # a fatal error surfaces again here: already said above
+            admin.poll(0)  # serve what is queued: a client destroyed with events left prints a notice to stderr

@@ -569,20 +569,20 @@ class LocalCluster:
         """Start one node again (its data kept) and wait until it answers."""
         self.node(node_id).start(timeout=timeout)
 
-    def _metadata(self, topic: str | None = None):
+    def metadata(self, topic: str | None = None):
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0}).list_topics(topic, timeout=15)
+        return AdminClient(KafkaClient(self.bootstrap).librdkafka(log_level=0)).list_topics(topic, timeout=15)
 
     def leader_of(self, topic: str, partition: int) -> int:
         """The node.id leading `topic`'s `partition` now (-1 while it has no leader)."""
-        return self._metadata(topic).topics[topic].partitions[partition].leader
+        return self.metadata(topic).topics[topic].partitions[partition].leader
 
     def transaction_coordinator(self, transactional_id: str) -> int:
         """The node.id coordinating `transactional_id`'s transactions now: the leader of its
         partition of `__transaction_state` (which exists once a transactional producer started)."""
         topic = "__transaction_state"
-        partitions = self._metadata(topic).topics[topic].partitions
+        partitions = self.metadata(topic).topics[topic].partitions
         return partitions[transaction_state_partition(transactional_id, len(partitions))].leader
 
     def wait_in_sync(self, timeout: float = 120) -> None:
@@ -592,7 +592,7 @@ class LocalCluster:
         def lagging() -> list[str]:
             return [
                 f"{name}-{p.id} (leader {p.leader}, isr {sorted(p.isrs)} of {sorted(p.replicas)})"
-                for name, info in self._metadata().topics.items()
+                for name, info in self.metadata().topics.items()
                 for p in info.partitions.values()
                 if p.leader < 0 or set(p.isrs) != set(p.replicas)
             ]

@@ -135,7 +135,10 @@ class KafkaClient:
 
     # -- saying which cluster, never how to log in ----------------------------------------------
     def describe(self) -> str:
-        """`host:port (SASL_SSL, SCRAM-SHA-512 as onceflow)`: for messages and status files."""
+        """`host:port (SASL_SSL, SCRAM-SHA-512 as onceflow)`: for messages and status files (a
+        cluster reached with no settings: its servers alone)."""
+        if not self.props:
+            return self.bootstrap
         protocol = self.props.get("security.protocol", "PLAINTEXT").upper()
         how = protocol + (f", {self.mechanism} as {self.props.get('sasl.username')}" if self.mechanism else "")
         return f"{self.bootstrap} ({how})"
