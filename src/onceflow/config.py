@@ -14,12 +14,13 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from onceflow.errors import ConfigError
+from onceflow.cdc.spec import DEBEZIUM, DEFAULT_DELETE_WHEN, KeyedSpec, resolve
+from onceflow.errors import ConfigError, DeclarationError
 from onceflow.paths import state_dir
 from onceflow.schema.model import AggregatesSpec, Schema
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|min|minutes?|h|hours?)\s*$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|min|minutes?|h|hours?|d|days?)\s*$")
 _UNIT_SECONDS = {
     "ms": 0.001,
     "millisecond": 0.001,
@@ -33,11 +34,14 @@ _UNIT_SECONDS = {
     "h": 3600,
     "hour": 3600,
     "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
 }
 
 
 def duration_seconds(text: str) -> float:
-    """'10 seconds' / '1 minute' / '500 ms' -> seconds; ValueError with the accepted forms."""
+    """'10 seconds' / '1 minute' / '500 ms' / '7 days' -> seconds; ValueError with the accepted forms."""
     match = _DURATION.match(str(text))
     if not match:
         raise ValueError(f"{text!r} is not a duration; write e.g. '500 ms', '10 seconds', '1 minute'")
@@ -175,6 +179,51 @@ class AggregateSink(TableSink, AggregatesSpec):
         return duration_seconds(self.merge_every)
 
 
+class KeyedSink(TableSink):
+    """A current-state table: per key, the row of its newest change (docs/cdc.md). Its fields are
+    checked against the schema at load (cdc/spec.py); not yet written by the job."""
+
+    keys: tuple[str, ...] = Field(min_length=1)
+    # one name or a list, compared in order: a declared field, or with Debezium an envelope position
+    # (`source.lsn`, `ts_ms`, `[source.ts_ms, source.lsn]`), each compared as its type says
+    sequence_by: str | tuple[str, ...]
+    delete_when: str = DEFAULT_DELETE_WHEN
+    scd: int = 1
+    # how long a deleted key's tombstone is kept: a change older than the delete that arrives
+    # later than this is applied as if the key had never been deleted (docs/cdc.md#tombstones-and-retention)
+    tombstone_retention: str = "7 days"
+
+    @field_validator("scd")
+    @classmethod
+    def _scd(cls, v: int) -> int:
+        if v == 2:
+            raise ValueError(
+                "scd: 2 (every version of a row, with validity columns) is not supported yet; "
+                "scd: 1 keeps the current row per key"
+            )
+        if v != 1:
+            raise ValueError(f"scd: {v} is not a type; 1 keeps the current row per key")
+        return v
+
+    @field_validator("tombstone_retention")
+    @classmethod
+    def _retention(cls, v: str) -> str:
+        if duration_seconds(v) <= 0:
+            raise ValueError(
+                f"{v!r} keeps no tombstone, so a late older change could undo any delete; write e.g. '7 days'"
+            )
+        return v
+
+    @property
+    def tombstone_retention_seconds(self) -> float:
+        return duration_seconds(self.tombstone_retention)
+
+    def check_against(self, schema: Schema) -> KeyedSpec:
+        """The keys, sequence and delete marker resolved against the schema; DeclarationError
+        naming the field (`sinks.current.keys`) and the fix."""
+        return resolve(schema, self.keys, self.sequence_by, self.delete_when, where="sinks.current")
+
+
 class KafkaSink(_Model):
     """Transactional, exactly-once Kafka output (see docs/kafka-sink.md)."""
 
@@ -201,6 +250,8 @@ class Sinks(_Model):
     bronze: TableSink
     quarantine: TableSink
     aggregates: AggregateSink | None = None
+    # the current state per key of a topic of row changes (docs/cdc.md)
+    current: KeyedSink | None = None
     kafka: KafkaSink | None = None
 
 
@@ -256,12 +307,31 @@ class Pipeline(_Model):
         agg = self.sinks.aggregates
         if agg is not None:
             agg.check_against(self.schema_)
+        if self.sinks.current is not None:
+            self.sinks.current.check_against(self.schema_)
+        elif self.schema_.format == DEBEZIUM:
+            raise DeclarationError(
+                "sinks.current",
+                "missing: schema.format debezium reads row changes, and they need a keyed table",
+                "add sinks.current with `path`, `keys` and `sequence_by` (docs/cdc.md)",
+            )
         if self.sinks.kafka is not None and self.kafka_key is None:
             raise ValueError(
                 "sinks.kafka.key is not set and there is neither schema.event_id nor an aggregates "
                 "group_by to default to; set sinks.kafka.key to a SQL expression over bronze columns"
             )
         return self
+
+    def require_runnable(self) -> None:
+        """ConfigError unless the streaming job writes every sink this pipeline declares: a keyed
+        table (`sinks.current`, change data capture) is validated at load but not written yet, and a
+        run that silently skipped it would look complete (issue 41)."""
+        if self.sinks.current is not None:
+            raise ConfigError(
+                f"{self.file or self.name}: sinks.current (a keyed table of row changes) is declared, but this "
+                "version's streaming job does not write keyed tables yet (docs/cdc.md). Fix: remove sinks.current "
+                "(and schema.format: debezium) to run the pipeline's bronze, quarantine and aggregates"
+            )
 
     @property
     def schema(self) -> Schema:  # type: ignore[override]  # shadows pydantic's deprecated BaseModel.schema()
@@ -505,6 +575,9 @@ def _field_errors(exc: ValidationError) -> list[str]:
                     f"  field `{field}`: unknown field. Fix: remove it, or use one of: {', '.join(_known(model))} "
                     "(docs/pipeline-config.md)"
                 )
+        elif isinstance((err.get("ctx") or {}).get("error"), DeclarationError):
+            declared = err["ctx"]["error"]  # names its own field: no input to show
+            lines.append(f"  field `{declared.field}`: {declared.problem}. Fix: {declared.fix}")
         else:
             lines.append(
                 f"  field `{field}`: {err['msg']} (got {_short(err.get('input'))}). Fix: see docs/pipeline-config.md"

@@ -11,6 +11,16 @@ class ConfigError(OnceflowError):
     """A pipeline config file is missing, unreadable or has an invalid field."""
 
 
+class DeclarationError(OnceflowError, ValueError):
+    """A pipeline file's declaration that contradicts another part of the file (a key that is not
+    a declared field): raised while the file is validated, reported by config.load as the dotted
+    `field`, the `problem` and the `fix`, never with the file's contents."""
+
+    def __init__(self, field: str, problem: str, fix: str):
+        super().__init__(f"{field}: {problem}. Fix: {fix}")
+        self.field, self.problem, self.fix = field, problem, fix
+
+
 class SetupError(OnceflowError):
     """A prerequisite (java, mvn, jars, Python packages) is missing or mismatched."""
 

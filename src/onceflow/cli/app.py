@@ -50,7 +50,9 @@ def prepare(args) -> None:
         from onceflow.kafka.preflight import require_pipeline_brokers
 
         for spec in args.pipeline if isinstance(args.pipeline, list) else [args.pipeline]:
-            require_pipeline_brokers(config.load_pipeline(spec))
+            pipeline = config.load_pipeline(spec)
+            pipeline.require_runnable()
+            require_pipeline_brokers(pipeline)
 
 
 def main(argv: list[str] | None = None) -> int:

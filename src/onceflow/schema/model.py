@@ -14,6 +14,7 @@ from decimal import Decimal, InvalidOperation
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+FORMATS = ("json", "debezium")
 TYPES = ("string", "int", "long", "double", "boolean", "timestamp", "date")  # and decimal(p,s)
 NUMERIC = ("int", "long", "double", "decimal")
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
@@ -236,6 +237,8 @@ class FieldSpec(_Model):
 class Schema(_Model):
     """The event: JSON fields with types and rules, the event time, the optional unique id."""
 
+    # json: each record is an event, the fields its values; debezium: each record is a Debezium
+    # change event, the fields the columns of its row (`after`), for a keyed table (docs/cdc.md)
     format: str = "json"
     # at most Kafka's default message size: Spark's VARIANT holds at most 16 MiB, and a record's
     # variant can be a few times its text
@@ -247,8 +250,8 @@ class Schema(_Model):
     @field_validator("format")
     @classmethod
     def _format(cls, v: str) -> str:
-        if v != "json":
-            raise ValueError(f"format {v!r} is not supported; only 'json' is (Avro is planned)")
+        if v not in FORMATS:
+            raise ValueError(f"format {v!r} is not supported; only 'json' and 'debezium' are (Avro is planned)")
         return v
 
     @model_validator(mode="after")
@@ -271,6 +274,12 @@ class Schema(_Model):
             raise ValueError(
                 f"event_time {self.event_time!r} must be a required timestamp field "
                 f"(it is {'an optional ' if not et.required else ''}{et.type})"
+            )
+        if self.event_id is not None and self.format == "debezium":
+            raise ValueError(
+                f"event_id {self.event_id!r} with format 'debezium': every change of a row repeats its "
+                "key, so no field is unique across the changes; leave event_id out (the keyed table's "
+                "keys are sinks.current.keys)"
             )
         if self.event_id is not None:
             eid = self.field(self.event_id)

@@ -4,6 +4,11 @@ A record gets exactly one reason: the first check it fails, in this order. The
 job's Spark validation (spark/parse.py) and the audit's independent judge
 (schema/reference.py) both follow it, and the generator makes each kind on purpose.
 Codes are stable: they are data in the quarantine table and in users' queries.
+
+A record of a Debezium topic (`schema.format: debezium`, cdc/envelope.py) is checked in this
+order: the whole-record checks (RECORD_REASONS) on its value, then its envelope (CDC_REASONS,
+in their order), then its row (`after`) as a JSON record's fields (FIELD_REASONS, then the
+rules). A delete's row is not judged: Debezium's `before` may hold only the key columns.
 """
 
 from __future__ import annotations
@@ -59,3 +64,27 @@ RULE_REASONS = {
     "uuid": NOT_A_UUID,
 }
 REASONS = RECORD_REASONS + FIELD_REASONS + tuple(RULE_REASONS.values())
+
+# A Debezium change event's envelope (cdc/envelope.py, docs/cdc.md), checked after the whole-record
+# checks and before the row's fields, in this order. The null-value tombstone that follows a delete
+# is no record to judge (a no-op), so it has no reason.
+CDC_MISSING_OP = "cdc_missing_op"  # no `op`, or `op` is null
+CDC_UNKNOWN_OP = "cdc_unknown_op"  # `op` is not one of "c", "u", "d", "r" (Debezium's truncate "t" too)
+CDC_MISSING_AFTER = (
+    "cdc_missing_after"  # a create, update or snapshot read whose `after` is absent, null or not an object
+)
+CDC_MISSING_BEFORE = "cdc_missing_before"  # a delete whose `before` is absent, null or not an object
+CDC_MISSING_KEY = "cdc_missing_key"  # a key field absent or null in the change's row (`after`; a delete's `before`)
+CDC_INVALID_KEY = "cdc_invalid_key"  # a key field of the wrong JSON type, or not a usable value of its type
+CDC_MISSING_SEQUENCE = "cdc_missing_sequence"  # a part of `sequence_by` absent or null
+CDC_INVALID_SEQUENCE = "cdc_invalid_sequence"  # a part of `sequence_by` of the wrong type (lsn "9"), or unusable
+CDC_REASONS = (
+    CDC_MISSING_OP,
+    CDC_UNKNOWN_OP,
+    CDC_MISSING_AFTER,
+    CDC_MISSING_BEFORE,
+    CDC_MISSING_KEY,
+    CDC_INVALID_KEY,
+    CDC_MISSING_SEQUENCE,
+    CDC_INVALID_SEQUENCE,
+)

@@ -9,7 +9,8 @@ regular expressions for the whole-text limits, and hand-written readers of
 decimals, timestamps, dates and UUIDs instead of patterns. Nothing here is shared
 with the job but the documented order of checks (schema/reasons.py); where the two
 disagree on a record, the audit's accounting and content checks fail and name the
-offsets.
+offsets. The readers of a record and of a field (`read_record`, `lookup`, `read_field`)
+also judge a Debezium change event's envelope and row (cdc/envelope.py).
 """
 
 from __future__ import annotations
@@ -169,6 +170,7 @@ class _AbsentType:
 
 
 _Absent = _AbsentType()
+ABSENT: Any = _Absent  # what `lookup` gives for a path that is not in the object
 
 
 def _kind(value: Any) -> str:
@@ -280,6 +282,83 @@ def python_pattern(pattern: str) -> re.Pattern:
     return re.compile("".join(out), re.ASCII)
 
 
+def read_record(value: bytes | None, max_bytes: int) -> tuple[str | None, Any]:
+    """The whole-record checks of docs/validation.md, in their order: (the reason, None), or
+    (None, the JSON object) with numbers kept as their literals for the field checks."""
+    if value is not None and len(value) > max_bytes:
+        return R.OVERSIZED, None
+    if value is None:
+        return R.INVALID_JSON, None
+    try:
+        text = value.decode("utf-8", errors="strict")
+    except UnicodeDecodeError:
+        return R.INVALID_UTF8, None
+    masked = outside_strings(text)
+    if _too_deep(masked):
+        return R.TOO_DEEP, None
+    if _number_too_long(masked):
+        return R.NUMBER_TOO_LONG, None
+    if _lone_surrogate(text):
+        return R.LONE_SURROGATE, None
+    start = len(text) - len(text.lstrip(_WS))
+    try:
+        obj, end = _DECODER.raw_decode(text, start)
+    except _DuplicateKey:
+        return (R.DUPLICATE_KEY if _one_value_ignoring_duplicates(text, start) else R.INVALID_JSON), None
+    except ValueError:
+        return R.INVALID_JSON, None
+    if not isinstance(obj, dict):
+        return R.NOT_AN_OBJECT, None
+    if text[end:].strip(_WS):
+        return R.TRAILING_CONTENT, None
+    return None, obj
+
+
+def _one_value_ignoring_duplicates(text: str, start: int) -> bool:
+    decoder = json.JSONDecoder(parse_constant=_refuse_constant)
+    try:
+        value, end = decoder.raw_decode(text, start)
+    except ValueError:
+        return False
+    return isinstance(value, (dict, list)) and not text[end:].strip(_WS)
+
+
+def lookup(obj: Any, keys: tuple[str, ...]) -> Any:
+    """The value at a path of object keys in what `read_record` parsed; ABSENT if it is not there
+    (JSON null is None)."""
+    node: Any = obj
+    for key in keys:
+        if not isinstance(node, dict) or key not in node:
+            return _Absent
+        node = node[key]
+    return node
+
+
+def read_field(f: FieldSpec, raw: Any) -> tuple[str | None, Any]:
+    """One declared field's value as `lookup` found it, checked as a record's fields are (its
+    rules aside): (MISSING_FIELD, None) when absent or null, (WRONG_TYPE, None), (INVALID_VALUE,
+    None), or (None, the typed value)."""
+    if _kind(raw) in ("VOID", "ABSENT"):
+        return R.MISSING_FIELD, None
+    if not Judge.type_ok(f, raw):
+        return R.WRONG_TYPE, None
+    typed = Judge.value(f, raw)
+    return (R.INVALID_VALUE, None) if typed is None else (None, typed)
+
+
+def plain(value: Any) -> Any:
+    """A value `read_record` parsed, as plain Python: a number as an int when it is a whole
+    number of at most 38 digits written without an exponent, else as the Decimal it writes;
+    objects and arrays element by element."""
+    if isinstance(value, _Num):
+        return int(value.text) if value.kind in ("BIGINT", "DECIMAL0") else Decimal(value.literal)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
 @dataclass
 class Verdict:
     """One record judged: `reason` None when valid; `values` the typed declared fields."""
@@ -298,21 +377,26 @@ class Judge:
         self._empty = {f.name: None for f in self.fields}
 
     def judge(self, value: bytes | None) -> Verdict:
-        reason, obj = self._record(value)
+        reason, obj = read_record(value, self.schema.max_bytes)
         if reason:
             return Verdict(reason, dict(self._empty))
-        found = {f.name: self._lookup(obj, f) for f in self.fields}
+        return self.judge_object(obj)
+
+    def judge_object(self, obj: dict) -> Verdict:
+        """The declared fields of a JSON object that `read_record` accepted (or an object inside
+        one, such as a Debezium envelope's `after`): presence, types, values, then the rules."""
+        found = {f.name: lookup(obj, f.keys) for f in self.fields}
         for f in self.fields:
             if f.required and _kind(found[f.name]) in ("VOID", "ABSENT"):
                 return Verdict(R.MISSING_FIELD, dict(self._empty))
         present = {n: v for n, v in found.items() if _kind(v) not in ("VOID", "ABSENT")}
         for f in self.fields:
-            if f.name in present and not self._type_ok(f, present[f.name]):
+            if f.name in present and not self.type_ok(f, present[f.name]):
                 return Verdict(R.WRONG_TYPE, dict(self._empty))
         values = dict(self._empty)
         for f in self.fields:
             if f.name in present:
-                typed = self._value(f, present[f.name])
+                typed = self.value(f, present[f.name])
                 if typed is None:
                     return Verdict(R.INVALID_VALUE, dict(self._empty))
                 values[f.name] = typed
@@ -323,57 +407,10 @@ class Judge:
                     return Verdict(broken, dict(self._empty))
         return Verdict(None, values)
 
-    # -- the record ----------------------------------------------------------------------
-    def _record(self, value: bytes | None) -> tuple[str | None, Any]:
-        if value is not None and len(value) > self.schema.max_bytes:
-            return R.OVERSIZED, None
-        if value is None:
-            return R.INVALID_JSON, None
-        try:
-            text = value.decode("utf-8", errors="strict")
-        except UnicodeDecodeError:
-            return R.INVALID_UTF8, None
-        masked = outside_strings(text)
-        if _too_deep(masked):
-            return R.TOO_DEEP, None
-        if _number_too_long(masked):
-            return R.NUMBER_TOO_LONG, None
-        if _lone_surrogate(text):
-            return R.LONE_SURROGATE, None
-        start = len(text) - len(text.lstrip(_WS))
-        try:
-            obj, end = _DECODER.raw_decode(text, start)
-        except _DuplicateKey:
-            return (R.DUPLICATE_KEY if self._one_value_ignoring_duplicates(text, start) else R.INVALID_JSON), None
-        except ValueError:
-            return R.INVALID_JSON, None
-        if not isinstance(obj, dict):
-            return R.NOT_AN_OBJECT, None
-        if text[end:].strip(_WS):
-            return R.TRAILING_CONTENT, None
-        return None, obj
-
-    @staticmethod
-    def _one_value_ignoring_duplicates(text: str, start: int) -> bool:
-        decoder = json.JSONDecoder(parse_constant=_refuse_constant)
-        try:
-            value, end = decoder.raw_decode(text, start)
-        except ValueError:
-            return False
-        return isinstance(value, (dict, list)) and not text[end:].strip(_WS)
-
-    @staticmethod
-    def _lookup(obj: dict, f: FieldSpec) -> Any:
-        node: Any = obj
-        for key in f.keys:
-            if not isinstance(node, dict) or key not in node:
-                return _Absent
-            node = node[key]
-        return node
-
     # -- fields --------------------------------------------------------------------------
     @staticmethod
-    def _type_ok(f: FieldSpec, v: Any) -> bool:
+    def type_ok(f: FieldSpec, v: Any) -> bool:
+        """Whether a parsed JSON value's kind fits the field's declared type."""
         k, base = _kind(v), f.ftype.base
         if base in ("string", "timestamp", "date"):
             return k == "STRING"
@@ -386,7 +423,8 @@ class Judge:
         return k == "BOOLEAN"
 
     @staticmethod
-    def _value(f: FieldSpec, v: Any) -> Any:
+    def value(f: FieldSpec, v: Any) -> Any:
+        """The typed value of a parsed JSON value whose kind fits the field's type; None if unusable."""
         base = f.ftype.base
         if base in ("string", "boolean"):
             return v

@@ -10,7 +10,16 @@ import pytest
 
 from devkit.pipelines import SENSORS_SCHEMA
 from onceflow.schema import reasons as R
-from onceflow.schema.reference import Judge, read_decimal, read_timestamp
+from onceflow.schema.reference import (
+    ABSENT,
+    Judge,
+    lookup,
+    plain,
+    read_decimal,
+    read_field,
+    read_record,
+    read_timestamp,
+)
 
 GOOD = {
     "device_id": "d-1",
@@ -66,3 +75,19 @@ def test_the_readers_of_decimal_and_timestamp_text():
     assert read_decimal("59.90", 12, 2) == Decimal("59.90") and read_decimal("59.901", 12, 2) is None
     assert read_timestamp("2026-03-01T09:15:02.123+01:00") == datetime(2026, 3, 1, 8, 15, 2, 123000, tzinfo=UTC)
     assert read_timestamp("2026-03-01 09:15") is None
+
+
+def test_the_readers_of_a_record_and_a_field_serve_other_judges_too():
+    """read_record, lookup, read_field and plain: what cdc/envelope.py judges a Debezium record with."""
+    reason, obj = read_record(b'{"a": {"n": 10.0, "d": 1.50, "e": 1e3, "s": "x", "z": null}}', 100)
+    assert reason is None and lookup(obj, ("a", "missing")) is ABSENT and lookup(obj, ("a", "z")) is None
+    assert plain(lookup(obj, ("a",))) == {"n": 10, "d": Decimal("1.50"), "e": Decimal("1e3"), "s": "x", "z": None}
+    seq = SENSORS_SCHEMA.field("seq")
+    assert seq is not None
+    assert read_field(seq, lookup(obj, ("a", "n"))) == (None, 10)
+    assert read_field(seq, lookup(obj, ("a", "d"))) == (R.WRONG_TYPE, None)
+    assert read_field(seq, lookup(obj, ("a", "z"))) == (R.MISSING_FIELD, None)
+    assert read_record(b"[1]", 100) == (R.NOT_AN_OBJECT, None) and read_record(b"{}", 1) == (R.OVERSIZED, None)
+    # a whole record and its object judged apart give one verdict
+    raw = json.dumps(GOOD).encode()
+    assert Judge(SENSORS_SCHEMA).judge_object(read_record(raw, 4096)[1]) == Judge(SENSORS_SCHEMA).judge(raw)

@@ -1,0 +1,190 @@
+"""One Kafka record of a Debezium topic, judged and parsed: a `Change`, the `TOMBSTONE` no-op, or
+`Malformed` with its reason.
+
+Debezium writes each change of a row as an envelope (docs/cdc.md):
+
+    {"op": "u", "before": {...}, "after": {"id": 7, ...}, "ts_ms": 1767225600123,
+     "source": {"lsn": 24023128, "ts_ms": 1767225600120, ...}}
+
+`op` is "c" (create), "u" (update), "d" (delete) or "r" (a read of the initial snapshot);
+`after` is the row after the change (null for a delete), `before` the row before it (a delete's
+only row: with PostgreSQL's default replica identity it holds the key columns alone); `ts_ms`
+when the connector processed it; `source` where the change is in the database's log. With the
+JSON converter's schemas enabled the envelope is the `payload` of `{"schema": ..., "payload":
+...}`: both forms are read. After a delete Debezium writes a record with the same key and a null
+value, for Kafka's log compaction: it changes no row, and is `TOMBSTONE` here, a no-op, never
+a malformed record (a schemas-enabled record whose payload is null is one too).
+
+A record is judged in a fixed order, the first failing check giving its one reason
+(schema/reasons.py): the whole-record checks on the value (oversized ... trailing_content, as
+for a JSON event), then the envelope (CDC_REASONS in order: `op` missing, unknown; the row the
+op needs missing; a key field missing, invalid; a sequence part missing, invalid), then, for
+c/u/r, the row's declared fields as an event's are (missing_field ... the rules). A delete is
+judged on its key and sequence alone. Nothing raises on a record's contents.
+
+A change's key is taken from `after` for c/u/r and from `before` for d; its sequence from the
+envelope for a position (`source.lsn`, `ts_ms`) and from the same row for a declared field (so a
+delete's is the deleted row's last value: it ties with the change it follows, and the later record
+in the log wins: fold.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from onceflow.cdc.spec import DEBEZIUM, DIGITS, LONG, KeyedSpec, SequencePart, resolve
+from onceflow.schema import reasons as R
+from onceflow.schema.model import Schema
+from onceflow.schema.reference import ABSENT, Judge, lookup, plain, read_field, read_record
+
+OPS = ("c", "u", "d", "r")
+_SHOWN = 60  # characters of a value a detail shows
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of one row. `key`: the key fields' typed values, in the declared order; `row`:
+    the declared fields' typed values after the change (None for a delete); `sequence`: the
+    `sequence_by` values, always a tuple (one element per name); `ts_ms` and `source`: the
+    envelope's, as plain values (`ts_ms` None when it is not an integer)."""
+
+    op: str
+    key: tuple
+    row: dict[str, Any] | None
+    sequence: tuple
+    ts_ms: int | None = None
+    source: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def deleted(self) -> bool:
+        return self.op == "d"
+
+
+class Tombstone:
+    """The null-value record Debezium writes after a delete, for log compaction: a no-op."""
+
+    def __repr__(self) -> str:
+        return "TOMBSTONE"
+
+
+TOMBSTONE = Tombstone()
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A record that is no change event: its reason code (schema/reasons.py) and what was wrong."""
+
+    reason: str
+    detail: str
+
+
+Parsed = Change | Tombstone | Malformed
+
+
+def _show(raw: Any) -> str:
+    if raw is ABSENT:
+        return "absent"
+    text = repr(plain(raw))
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 4] + " ..."
+
+
+def read_position(kind: str, raw: Any) -> tuple[str | None, Any]:
+    """An envelope position's value as `lookup` found it: (MISSING_FIELD, None) when absent or
+    null, (INVALID_VALUE, None) when not written as its kind says, else (None, the value): an int
+    for LONG (a JSON integer) and DIGITS (a string of decimal digits), a str for TEXT."""
+    if raw is ABSENT or raw is None:
+        return R.MISSING_FIELD, None
+    value = plain(raw)
+    if kind == LONG:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == DIGITS:
+        ok = isinstance(value, str) and value.isascii() and value.isdigit()
+        value = int(value) if ok else None
+    else:
+        ok = isinstance(value, str)
+    return (None, value) if ok else (R.INVALID_VALUE, None)
+
+
+class Envelope:
+    """Parses the records of one Debezium topic for a pipeline's schema (`format: debezium`: the
+    fields are the row's columns) and its keyed table's `keys` and `sequence_by`."""
+
+    def __init__(self, schema: Schema, keys: Sequence[str], sequence_by: str | Sequence[str]):
+        if schema.format != DEBEZIUM:
+            raise ValueError(f"schema.format is {schema.format!r}: Debezium's envelope is read for 'debezium'")
+        self.schema = schema
+        self.spec: KeyedSpec = resolve(schema, keys, sequence_by)
+        self._judge = Judge(schema)
+
+    def parse(self, key: bytes | None, value: bytes | None) -> Parsed:
+        """One record (its Kafka key and value) -> Change, TOMBSTONE or Malformed. The Kafka key
+        is not read: the declared keys need not be the topic's key, and the row holds them."""
+        if value is None:
+            return TOMBSTONE
+        reason, obj = read_record(value, self.schema.max_bytes)
+        if reason:
+            return Malformed(reason, "the value is not one JSON object of at most schema.max_bytes")
+        if set(obj) == {"schema", "payload"}:  # the JSON converter with schemas enabled
+            obj = obj["payload"]
+            if obj is None:
+                return TOMBSTONE
+            if not isinstance(obj, dict):
+                return Malformed(R.NOT_AN_OBJECT, f"the payload is {_show(obj)}, not an object")
+        op = obj.get("op")
+        if op is None:
+            return Malformed(R.CDC_MISSING_OP, "the envelope has no op")
+        if not isinstance(op, str) or op not in OPS:
+            return Malformed(R.CDC_UNKNOWN_OP, f"op is {_show(op)}, not one of {', '.join(OPS)}")
+        side = "before" if op == "d" else "after"
+        image = obj.get(side, ABSENT)
+        if not isinstance(image, dict):
+            why = R.CDC_MISSING_BEFORE if op == "d" else R.CDC_MISSING_AFTER
+            return Malformed(why, f"op {op!r} needs `{side}`, an object; it is {_show(image)}")
+        found = self._key(image, side)
+        if isinstance(found, Malformed):
+            return found
+        sequence = self._sequence(obj, image, side)
+        if isinstance(sequence, Malformed):
+            return sequence
+        row = None
+        if op != "d":
+            verdict = self._judge.judge_object(image)
+            if verdict.reason:
+                return Malformed(verdict.reason, "the row (`after`) breaks the declared schema")
+            row = verdict.values
+        _, ts_ms = read_position(LONG, obj.get("ts_ms", ABSENT))
+        source = obj.get("source")
+        return Change(op, found, row, sequence, ts_ms, plain(source) if isinstance(source, dict) else {})
+
+    def _key(self, image: dict, side: str) -> tuple | Malformed:
+        read = [(f, lookup(image, f.keys)) for f in self.spec.keys]
+        checked = [(f, raw, *read_field(f, raw)) for f, raw in read]
+        for f, raw, reason, _ in checked:
+            if reason == R.MISSING_FIELD:
+                return Malformed(R.CDC_MISSING_KEY, f"key field {f.name!r} is {_show(raw)} in `{side}`")
+        for f, raw, reason, _ in checked:
+            if reason:
+                return Malformed(R.CDC_INVALID_KEY, f"key field {f.name!r} is {_show(raw)}, not a {f.type}")
+        return tuple(value for *_, value in checked)
+
+    def _sequence(self, envelope: dict, image: dict, side: str) -> tuple | Malformed:
+        checked = [(part, *self._part(part, envelope, image)) for part in self.spec.sequence]
+        for part, raw, reason, _ in checked:
+            if reason == R.MISSING_FIELD:
+                where = f"in `{side}`" if part.field is not None else "in the envelope"
+                return Malformed(R.CDC_MISSING_SEQUENCE, f"sequence {part.name} is {_show(raw)} {where}")
+        for part, raw, reason, _ in checked:
+            if reason:
+                kind = part.field.type if part.field is not None else part.position
+                return Malformed(R.CDC_INVALID_SEQUENCE, f"sequence {part.name} is {_show(raw)}, not a {kind}")
+        return tuple(value for *_, value in checked)
+
+    @staticmethod
+    def _part(part: SequencePart, envelope: dict, image: dict) -> tuple[Any, str | None, Any]:
+        if part.field is not None:
+            raw = lookup(image, part.path)
+            return (raw, *read_field(part.field, raw))
+        raw = lookup(envelope, part.path)
+        return (raw, *read_position(part.position or LONG, raw))
