@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -72,21 +73,25 @@ class BrokerStatus:
     secure: bool = False  # SASL_SSL (SCRAM-SHA-512) and ACLs, or plaintext
 
 
+# below Linux's default ephemeral range (32768-60999, where client connections get their ports)
+PRIVATE_PORTS = (20000, 32000)
+
+
 def free_port_pair() -> int:
     """A port p such that p and p+1 are both free (a broker's client + controller ports): for
-    brokers of their own in tests, benchmarks and drills."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port < 65000:
-            try:
-                with socket.socket() as s2:
-                    s2.bind(("127.0.0.1", port + 1))
-                return port
-            except OSError:
-                continue
-    raise BrokerError("no free pair of adjacent ports on 127.0.0.1 after 50 tries. Fix: free some local ports")
+    brokers of their own in tests, benchmarks and drills. Drawn below the kernel's ephemeral range,
+    so no outgoing connection takes either port while a broker restarts on them."""
+    low, high = PRIVATE_PORTS
+    for _ in range(200):
+        port = random.randrange(low, high - 1)
+        try:
+            with socket.socket() as s1, socket.socket() as s2:
+                s1.bind(("127.0.0.1", port))
+                s2.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+    raise BrokerError("no free pair of adjacent ports on 127.0.0.1 after 200 tries. Fix: free some local ports")
 
 
 def transaction_state_partition(transactional_id: str, partitions: int) -> int:
