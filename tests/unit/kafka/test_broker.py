@@ -27,7 +27,7 @@ from onceflow.kafka.client import KafkaClient
 def test_a_free_port_pair_is_free_on_both_ports():
     port = free_port_pair()
     # below the ephemeral range: a client connection never takes it while the broker restarts
-    assert 20000 <= port and port + 1 < 32000
+    assert port >= 20000 and port + 1 < 32000
     for p in (port, port + 1):
         with socket.socket() as s:
             s.bind(("127.0.0.1", p))
