@@ -24,7 +24,7 @@ from onceflow.sinks import table_paths
 from onceflow.tables import aggregate_key
 
 
-def _rows(path: str, columns: list[str]) -> list[dict]:
+def table_rows(path: str, columns: list[str]) -> list[dict]:
     """The table's rows, read by delta-rs's query engine, which applies deletion vectors
     (the aggregates table has them; delta-rs's pyarrow reader refuses such tables)."""
     import pyarrow as pa
@@ -42,8 +42,8 @@ def assert_exactly_once(pipeline: Pipeline, bootstrap: Cluster, produced=None) -
     generator summaries (with records), to check each malformed record's reason."""
     paths = table_paths(pipeline)
     committed = {(p, o) for p, o, _, _ in consume_all(bootstrap, pipeline.source.topic, "read_committed")}
-    bronze = _rows(paths["bronze"], ["_partition", "_offset", *pipeline.schema.names])
-    quarantine = _rows(paths["quarantine"], ["_partition", "_offset", "reason"])
+    bronze = table_rows(paths["bronze"], ["_partition", "_offset", *pipeline.schema.names])
+    quarantine = table_rows(paths["quarantine"], ["_partition", "_offset", "reason"])
 
     bronze_keys = Counter((r["_partition"], r["_offset"]) for r in bronze)
     quarantine_keys = Counter((r["_partition"], r["_offset"]) for r in quarantine)
@@ -93,7 +93,7 @@ def assert_aggregates_match(pipeline: Pipeline, bronze: list[dict], path: str) -
             values.append(len(rows) if m.func == "count" else (folds[m.func](present) if present else None))
         expected[key] = values
     columns = [*aggregate_key(aggs), *[m.name for m in metrics]]
-    rows = _rows(path, columns)
+    rows = table_rows(path, columns)
     actual = {tuple(r[c] for c in aggregate_key(aggs)): [r[m.name] for m in metrics] for r in rows}
     assert len(actual) == len(rows), "aggregate keys must be unique"
     diff = {

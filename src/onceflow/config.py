@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -72,9 +74,10 @@ def is_secret_setting(key: str) -> bool:
     return key in SECRET_SETTINGS or "password" in key or "secret" in key
 
 
-def _client_settings(value: dict | None) -> dict[str, str]:
-    """A `kafka:` mapping of client settings: values as text; an empty value is no setting, so a
-    shipped file can write `${VAR:-}` for a setting only some users have."""
+def client_settings(value: Mapping[str, Any] | None) -> dict[str, str]:
+    """Kafka client settings (a pipeline's `kafka:` mapping, a connection's extra): values as text,
+    booleans in librdkafka's spelling; an empty value is no setting, so a shipped file can write
+    `${VAR:-}` for a setting only some users have. ValueError for a nested value."""
     out = {}
     for key, v in (value or {}).items():
         if isinstance(v, (dict, list)):
@@ -127,7 +130,7 @@ class Source(_Model):
     @field_validator("kafka", mode="before")
     @classmethod
     def _settings(cls, v):
-        return _client_settings(v)
+        return client_settings(v)
 
     @model_validator(mode="after")
     def _servers_named(self) -> Source:
@@ -243,7 +246,7 @@ class KafkaSink(_Model):
     @field_validator("kafka", mode="before")
     @classmethod
     def _settings(cls, v):
-        return None if v is None else _client_settings(v)
+        return None if v is None else client_settings(v)
 
 
 class Sinks(_Model):

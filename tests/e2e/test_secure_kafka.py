@@ -37,7 +37,7 @@ from onceflow.recovery import recover
 from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
 from tests.conftest import ROOT
-from tests.exactly_once import _rows, assert_exactly_once, assert_ledgers_contiguous
+from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, table_rows
 from tests.process_list import Cmdlines
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
@@ -117,7 +117,7 @@ def test_killed_recovered_and_audited_exactly_once_with_no_secret_anywhere(secur
         for row in [json.loads(value or b"{}")]
     )
     bronze = {
-        (r["_partition"], r["_offset"]) for r in _rows(table_paths(pipeline)["bronze"], ["_partition", "_offset"])
+        (r["_partition"], r["_offset"]) for r in table_rows(table_paths(pipeline)["bronze"], ["_partition", "_offset"])
     }
     assert set(provenance) == bronze and max(provenance.values()) == 1
 

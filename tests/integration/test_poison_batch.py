@@ -27,7 +27,7 @@ from onceflow.schema import reasons as R
 from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
 from onceflow.verdicts import Verdict
-from tests.exactly_once import _rows, assert_exactly_once, assert_ledgers_contiguous
+from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, table_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -69,7 +69,7 @@ def test_a_poisoned_batch_is_named_refused_for_restart_and_moved_to_quarantine_b
     assert_exactly_once(pipeline, broker.bootstrap)
     assert_ledgers_contiguous(pipeline)
     raw = {o: v for p, o, _, v in consume_all(broker.bootstrap, topic, "read_committed")}
-    quarantine = _rows(table_paths(pipeline)["quarantine"], ["_offset", "_value", "reason"])
+    quarantine = table_rows(table_paths(pipeline)["quarantine"], ["_offset", "_value", "reason"])
     moved = {r["_offset"]: r for r in quarantine if r["reason"] == R.UNPROCESSABLE}
     assert set(moved) == {o for o in raw if 100 <= o < 200}, sorted(moved)[:5]  # (transaction markers take offsets)
     assert all(r["_value"] == raw[o] for o, r in moved.items()), "raw bytes kept"

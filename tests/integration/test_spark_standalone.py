@@ -36,7 +36,7 @@ from onceflow.kafka.admin import watermarks
 from onceflow.kafka.producer import produce
 from onceflow.ledger import read_ledger
 from onceflow.sinks import table_paths
-from tests.exactly_once import _rows, assert_exactly_once
+from tests.exactly_once import assert_exactly_once, table_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 
@@ -252,7 +252,9 @@ def assert_delivered_once(pipeline: config.Pipeline, bootstrap: str, produced) -
     paths = table_paths(pipeline)
     topic = pipeline.source.topic
     committed = Counter(p for p, _, _, _ in consume_all(bootstrap, topic, "read_committed"))
-    landed = Counter(r["_partition"] for name in ("bronze", "quarantine") for r in _rows(paths[name], ["_partition"]))
+    landed = Counter(
+        r["_partition"] for name in ("bronze", "quarantine") for r in table_rows(paths[name], ["_partition"])
+    )
     assert landed == committed, f"rows per partition {dict(landed)} != committed records {dict(committed)}"
     assert_exactly_once(pipeline, bootstrap, produced=produced)
     ends = {p: high for p, (low, high) in watermarks(bootstrap, topic).items()}

@@ -17,14 +17,14 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from onceflow.config import is_secret_setting
+from onceflow.config import client_settings, is_secret_setting
 from onceflow.errors import ConfigError
-from onceflow.kafka.client import connection_env
+from onceflow.kafka.client import airflow_conn_env, connection_env
 
 if TYPE_CHECKING:
     from onceflow.config import Pipeline
@@ -50,18 +50,9 @@ def _fix(conn_id: str) -> str:
     return (
         f"Fix: create it (Admin -> Connections -> +, id {conn_id}, type kafka, extra = a librdkafka config dict "
         'like {"bootstrap.servers": "broker:9093", "security.protocol": "SASL_SSL", ...}) or export '
-        f"AIRFLOW_CONN_{connection_env(conn_id).removeprefix('ONCEFLOW_KAFKA_CONN_')} where Airflow runs "
+        f"{airflow_conn_env(conn_id)} where Airflow runs "
         "(docs/airflow.md)"
     )
-
-
-def _text(key: str, value: Any, conn_id: str) -> str:
-    if key in _CALLBACKS or isinstance(value, (dict, list)):
-        raise ConfigError(
-            f"the Kafka connection {conn_id!r}: {key} in its extra is not one client setting onceflow can pass "
-            "on (a callback, or a nested value). Fix: remove it; state each setting as text"
-        )
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def settings_of(conn_id: str, field: str = "source.kafka_connection", servers: str = "") -> dict[str, str]:
@@ -77,7 +68,18 @@ def settings_of(conn_id: str, field: str = "source.kafka_connection", servers: s
         raise ConfigError(
             f"{field}: the extra of the Airflow connection {conn_id!r} is not a JSON object. {_fix(conn_id)}"
         )
-    settings = {str(k): _text(str(k), v, conn_id) for k, v in extra.items() if v is not None and v != ""}
+    callbacks = sorted(set(extra) & set(_CALLBACKS))
+    if callbacks:
+        raise ConfigError(
+            f"the Kafka connection {conn_id!r}: {', '.join(callbacks)} in its extra is a callback, not a client "
+            "setting onceflow can pass on. Fix: remove it; state each setting as text"
+        )
+    try:
+        settings = client_settings(extra)
+    except ValueError as exc:  # a nested value
+        raise ConfigError(
+            f"the Kafka connection {conn_id!r}: {exc}. Fix: remove it; state each setting as text"
+        ) from None
     mask(settings)
     if not settings.get("bootstrap.servers", "").strip() and not servers.strip():
         raise ConfigError(

@@ -93,13 +93,9 @@ def cmd_produce(args) -> int:
         cluster, field, file = connection_client(args.kafka_connection), "--kafka-connection", None
     else:
         cluster = source_client(pipeline)
-    require_broker(cluster, field=field, file=file)
-    if cluster.secured:  # a missing WRITE or transactional-id ACL named now, not at the first transaction
-        from onceflow.kafka.access import check_access
-        from onceflow.kafka.admin import admin_client
-
-        exists = topic in admin_client(cluster).list_topics(timeout=10).topics
-        check_access(cluster, topics_write=[topic] if exists else [], transactional_id="onceflow-produce-preflight")
+    # on a secured cluster a missing WRITE or transactional-id ACL is named now, not at the first transaction
+    access = {"topics_write": [topic], "creatable": [topic], "transactional_id": "onceflow-produce-preflight"}
+    require_broker(cluster, field=field, file=file, access=access)
     with Progress(
         TextColumn("producing"),
         BarColumn(),

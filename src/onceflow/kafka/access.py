@@ -184,7 +184,7 @@ def _topic_refusal(probe: _Probe, topic: str, ops: list[str]) -> KafkaAccessErro
     )
 
 
-def _check_topics(probe: _Probe, admin: AdminClient, read: set[str], write: set[str]) -> None:
+def _check_topics(probe: _Probe, admin: AdminClient, read: set[str], write: set[str], creatable: set[str]) -> None:
     topics = sorted(read | write)
     futures = admin.describe_topics(
         TopicCollection(topics), include_authorized_operations=True, request_timeout=probe.left()
@@ -197,6 +197,8 @@ def _check_topics(probe: _Probe, admin: AdminClient, read: set[str], write: set[
             if _code(exc) == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                 raise _topic_refusal(probe, topic, ["DESCRIBE", *need]) from None
             if _code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                if topic in creatable:  # the caller makes it: nothing of it to check yet
+                    continue
                 raise BrokerError(
                     f"topic {topic!r} does not exist on {probe.client.bootstrap}. Fix: create it "
                     "(`onceflow kafka create-topic --pipeline P`, or as the cluster's admin)"
@@ -257,23 +259,27 @@ def check_access(
     *,
     topics_read: Iterable[str] = (),
     topics_write: Iterable[str] = (),
+    creatable: Iterable[str] = (),
     group: str | None = None,
+    groups: Iterable[str] = (),
     transactional_id: str | None = None,
     timeout: float = 10,
 ) -> None:
     """Raise BrokerError (what failed, the fix) unless `client` logs in and its principal may READ
-    `topics_read`, WRITE `topics_write` (and DESCRIBE both), READ consumer group `group`, and start
-    transactions with `transactional_id` (a probe id that matches the real ones' ACL, e.g.
-    `onceflow.preflight.<pipeline>`: a producer with it is fenced). Within about `timeout` s."""
+    `topics_read`, WRITE `topics_write` (and DESCRIBE both; a topic in `creatable` that does not
+    exist yet is skipped: the caller creates it), READ consumer group `group` and each of `groups`,
+    and start transactions with `transactional_id` (a probe id that matches the real ones' ACL, e.g.
+    `onceflow.preflight.<pipeline>`: a producer with it is fenced). One login, within about
+    `timeout` s."""
     probe = _Probe(client, timeout)
     admin = AdminClient(probe.config())
     try:
         probe.wait(admin, admin.describe_cluster(request_timeout=probe.left()), "logging in")
         read, write = set(topics_read), set(topics_write)
         if read or write:
-            _check_topics(probe, admin, read, write)
-        if group:
-            _check_group(probe, admin, group)
+            _check_topics(probe, admin, read, write, set(creatable))
+        for name in dict.fromkeys([*([group] if group else []), *groups]):
+            _check_group(probe, admin, name)
         if transactional_id:
             _check_transactions(probe, transactional_id)
     finally:

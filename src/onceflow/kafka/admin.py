@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.errors import BrokerError
 from onceflow.kafka.client import Cluster, KafkaClient, as_client
-
-if TYPE_CHECKING:
-    pass
 
 
 def admin_client(cluster: Cluster) -> AdminClient:
@@ -211,10 +209,12 @@ def require_broker(
     timeout: float = REACH_TIMEOUT,
     field: str = "source.bootstrap_servers",
     file: str | None = None,
+    access: Mapping[str, Any] | None = None,
 ) -> None:
     """Raise BrokerError (the address, the cause and the fix) unless Kafka answers at `bootstrap`
-    within `timeout` seconds. Called before any JVM starts, so a broker that is down costs
-    seconds, not minutes of Spark retrying.
+    within `timeout` seconds; on a secured cluster, unless it also grants `access` (check_access's
+    arguments: what the caller will do), asked in the same login. Called before any JVM starts, so
+    a broker that is down costs seconds, not minutes of Spark retrying.
 
     A refused TCP connection fails at once; an open port must also answer a Kafka metadata
     request (a port held by something else, or a broker that hangs, is caught too)."""
@@ -225,10 +225,10 @@ def require_broker(
     if refused:
         raise BrokerError(f"Kafka is not reachable at {bootstrap} ({refused}). {broker_fix(field, file)}")
     left = max(1.0, timeout - (time.monotonic() - started))
-    if client.secured:  # a login or TLS failure said as such, in seconds (kafka.access)
+    if client.secured:  # a login, TLS or ACL failure said as such, in seconds (kafka.access)
         from onceflow.kafka.access import check_access
 
-        check_access(client, timeout=left)
+        check_access(client, timeout=left, **(access or {}))
         return
     try:
         _quiet_admin(client, left).list_topics(timeout=left)

@@ -138,6 +138,7 @@ class LocalBroker:
         self.extra_properties = extra_properties or {}
         self.heap = heap
         self.cluster_id = cluster_id  # one id for every node of a cluster (LocalCluster); else a fresh one
+        self._users: dict[str, dict[str, str]] | None = None  # the secure broker's, once read
 
     # -- files ---------------------------------------------------------------
     @property
@@ -246,8 +247,13 @@ class LocalBroker:
 
     # -- the secure broker's users --------------------------------------------------
     def _credentials(self) -> dict[str, dict[str, str]]:
+        """The users' librdkafka settings, read once (the ready probe asks for admin's at every poll;
+        the file never changes once written)."""
+        if self._users is not None:
+            return self._users
         try:
-            return json.loads(self.credentials_file.read_text())
+            self._users = json.loads(self.credentials_file.read_text())
+            return self._users
         except (OSError, ValueError) as exc:
             raise BrokerError(
                 f"the secure broker's credentials in {self.credentials_file} cannot be read ({exc}). Fix: stop "

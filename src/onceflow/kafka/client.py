@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from onceflow.config import is_secret_setting
+from onceflow.config import client_settings, is_secret_setting
 from onceflow.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -119,19 +119,21 @@ class KafkaClient:
         for key in ("ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.keystore.type"):
             if key in p:
                 java[key] = p.pop(key)
-        timeouts = {"socket.timeout.ms": "request.timeout.ms"}
-        for rd, jv in timeouts.items():
-            if rd in p:
-                java[jv] = p.pop(rd)
+        if "socket.timeout.ms" in p:  # librdkafka's per-request timeout is the Java client's request.timeout.ms
+            java["request.timeout.ms"] = p.pop("socket.timeout.ms")
         unknown = sorted(k for k in p if k not in _NOT_FOR_SPARK)
         if unknown:
             raise ConfigError(f"no Java client counterpart for {', '.join(unknown)}. {_JAVA_ONLY_FIX}")
         return {f"kafka.{k}": v for k, v in java.items()}
 
     @property
+    def protocol(self) -> str:
+        return self.props.get("security.protocol", "PLAINTEXT").upper()
+
+    @property
     def secured(self) -> bool:
         """TLS or SASL: a cluster that checks who connects, and so may refuse a login or an ACL."""
-        return self.props.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT"
+        return self.protocol != "PLAINTEXT"
 
     # -- saying which cluster, never how to log in ----------------------------------------------
     def describe(self) -> str:
@@ -139,8 +141,7 @@ class KafkaClient:
         cluster reached with no settings: its servers alone)."""
         if not self.props:
             return self.bootstrap
-        protocol = self.props.get("security.protocol", "PLAINTEXT").upper()
-        how = protocol + (f", {self.mechanism} as {self.props.get('sasl.username')}" if self.mechanism else "")
+        how = self.protocol + (f", {self.mechanism} as {self.props.get('sasl.username')}" if self.mechanism else "")
         return f"{self.bootstrap} ({how})"
 
     def fingerprint(self) -> str:
@@ -151,11 +152,6 @@ class KafkaClient:
     def __repr__(self) -> str:
         shown = {k: ("***" if is_secret_setting(k) else v) for k, v in self.props.items()}
         return f"KafkaClient({self.bootstrap!r}, {shown!r})"
-
-
-def plain(bootstrap: str) -> KafkaClient:
-    """A cluster reached in plaintext with no settings (the embedded broker, tests, benchmarks)."""
-    return KafkaClient(bootstrap)
 
 
 # a cluster as a caller may hold it: a client, or bare bootstrap servers (plaintext)
@@ -173,13 +169,18 @@ def _env_name(conn_id: str) -> str:
     return re.sub(r"[^A-Z0-9]", "_", conn_id.upper())
 
 
+def airflow_conn_env(conn_id: str) -> str:
+    """The variable Airflow itself reads a connection from (AIRFLOW_CONN_<ID>)."""
+    return f"AIRFLOW_CONN_{_env_name(conn_id)}"
+
+
 def connection_env(conn_id: str) -> str:
     """The variable through which onceflow's Airflow side hands a `kafka` connection's config dict
     to the processes it starts (task, triggerer, spark-submit driver): never a templated field."""
     return f"ONCEFLOW_KAFKA_CONN_{_env_name(conn_id)}"
 
 
-def _extra_of(conn_id: str, text: str) -> dict:
+def _extra_of(text: str) -> dict:
     """The extra of an Airflow connection in AIRFLOW_CONN_<ID>: JSON or URI form."""
     text = text.strip()
     if text.startswith("{"):
@@ -194,24 +195,27 @@ def connection_settings(conn_id: str) -> dict[str, str]:
     """A `kafka` connection's librdkafka config dict (bootstrap.servers included): from
     ONCEFLOW_KAFKA_CONN_<ID> (set by onceflow's Airflow side), else Airflow's own
     AIRFLOW_CONN_<ID>. ConfigError with the fix when neither is there."""
-    for name in (connection_env(conn_id), f"AIRFLOW_CONN_{_env_name(conn_id)}"):
+    for name in (connection_env(conn_id), airflow_conn_env(conn_id)):
         text = os.environ.get(name)
         if not text:
             continue
         try:
-            extra = json.loads(text) if name.startswith("ONCEFLOW_") else _extra_of(conn_id, text)
+            extra = json.loads(text) if name.startswith("ONCEFLOW_") else _extra_of(text)
         except (ValueError, KeyError, AttributeError) as exc:
             raise ConfigError(
                 f"the Kafka connection {conn_id!r} in ${name} is not readable ({type(exc).__name__}). Fix: make "
                 'it JSON like {"conn_type": "kafka", "extra": {"bootstrap.servers": "host:9092", ...}}'
             ) from None
-        return {
-            str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in extra.items() if v not in (None, "")
-        }
+        try:
+            return client_settings(extra)
+        except ValueError as exc:
+            raise ConfigError(
+                f"the Kafka connection {conn_id!r} in ${name}: {exc}. Fix: state each setting as text"
+            ) from None
     raise ConfigError(
         f"the Kafka connection {conn_id!r} is not known here. Fix: under Airflow, create it (Admin -> "
         "Connections, type kafka, extra = a librdkafka config dict with bootstrap.servers); elsewhere export "
-        f'AIRFLOW_CONN_{_env_name(conn_id)}=\'{{"conn_type": "kafka", "extra": {{...}}}}\' '
+        f'{airflow_conn_env(conn_id)}=\'{{"conn_type": "kafka", "extra": {{...}}}}\' '
         "(docs/kafka-security.md)"
     )
 

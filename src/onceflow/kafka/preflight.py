@@ -4,10 +4,9 @@ or a missing ACL costs seconds and names the fix, not minutes of Spark retrying.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from onceflow.kafka.access import check_access
-from onceflow.kafka.admin import REACH_TIMEOUT, admin_client, require_broker
+from onceflow.kafka.admin import REACH_TIMEOUT, require_broker
 from onceflow.kafka.client import sink_client, source_client
 from onceflow.kafka.ledger import default_ledger_topic
 
@@ -15,34 +14,44 @@ if TYPE_CHECKING:
     from onceflow.config import Pipeline
 
 
-def require_pipeline_brokers(pipeline: Pipeline, timeout: float = REACH_TIMEOUT) -> None:
-    """require_broker for every Kafka cluster a pipeline uses: its source and a Kafka sink elsewhere."""
-    source = source_client(pipeline)
-    require_broker(source, timeout=timeout, file=pipeline.file or None)
-    sink = sink_client(pipeline)
-    if sink is not None and sink != source:
-        require_broker(sink, timeout=timeout, field="sinks.kafka.bootstrap_servers", file=pipeline.file or None)
-    require_pipeline_access(pipeline, timeout=timeout)
+def _merged(*needs: dict[str, Any]) -> dict[str, Any]:
+    """check_access arguments of several needs on one cluster, asked together."""
+    out: dict[str, Any] = {}
+    for need in needs:
+        for key, value in need.items():
+            out[key] = value if key == "transactional_id" else [*out.get(key, []), *value]
+    return out
 
 
-def require_pipeline_access(pipeline: Pipeline, timeout: float = REACH_TIMEOUT) -> None:
-    """On a secured cluster, that the pipeline's principal may do what its job will: read the
-    source (Spark's consumer group prefix included) and, with a Kafka sink, write the output and
-    the ledger and start transactions. A missing ACL is named before any JVM starts, not minutes
-    into a run. A plaintext cluster is not asked: it authorizes no one."""
-    source, sink = source_client(pipeline), sink_client(pipeline)
-    if source.secured:
-        check_access(source, topics_read=[pipeline.source.topic], group="onceflow-spark", timeout=timeout)
+def pipeline_access(pipeline: Pipeline) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the pipeline's principal will do (check_access's arguments) on its source's cluster,
+    and on its Kafka sink's (empty without one): read the source (Spark's consumer group prefix
+    included); write and read the sink's output and ledger (created by the sink when missing), its
+    ledger reader's group, and its transactions."""
+    source = {"topics_read": [pipeline.source.topic], "groups": ["onceflow-spark"]}
     out = pipeline.sinks.kafka
-    if out is None or sink is None or not sink.secured:
+    if out is None:
+        return source, {}
+    topics = [out.topic, out.ledger_topic or default_ledger_topic(pipeline.name)]
+    sink = {
+        "topics_read": topics,
+        "topics_write": topics,
+        "creatable": topics,
+        "groups": ["onceflow-kafka-ledger-reader"],
+        "transactional_id": f"onceflow.{pipeline.name}.preflight",
+    }
+    return source, sink
+
+
+def require_pipeline_brokers(pipeline: Pipeline, timeout: float = REACH_TIMEOUT) -> None:
+    """require_broker for every Kafka cluster a pipeline uses (its source, and a Kafka sink's own
+    cluster), each asked once: on a secured cluster in one login, with what the pipeline will do
+    there. A plaintext cluster is not asked about ACLs: it authorizes no one."""
+    source, sink = source_client(pipeline), sink_client(pipeline)
+    reads, writes = pipeline_access(pipeline)
+    where = pipeline.file or None
+    if sink is None or sink == source:
+        require_broker(source, timeout=timeout, file=where, access=_merged(reads, writes))
         return
-    ledger = out.ledger_topic or default_ledger_topic(pipeline.name)
-    existing = set(admin_client(sink).list_topics(timeout=timeout).topics)  # the sink creates what is missing
-    check_access(
-        sink,
-        topics_read=[t for t in (out.topic, ledger) if t in existing],
-        topics_write=[t for t in (out.topic, ledger) if t in existing],
-        group="onceflow-kafka-ledger-reader",
-        transactional_id=f"onceflow.{pipeline.name}.preflight",
-        timeout=timeout,
-    )
+    require_broker(source, timeout=timeout, file=where, access=reads)
+    require_broker(sink, timeout=timeout, field="sinks.kafka.bootstrap_servers", file=where, access=writes)

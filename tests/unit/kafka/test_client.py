@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from onceflow.errors import ConfigError
-from onceflow.kafka.client import KafkaClient, plain
+from onceflow.kafka.client import KafkaClient
 
 SCRAM = {
     "security.protocol": "SASL_SSL",
@@ -28,7 +28,7 @@ def test_librdkafka_takes_the_settings_as_they_are():
         **SCRAM,
         "group.id": "g",
     }
-    assert plain("b:9092").librdkafka() == {"bootstrap.servers": "b:9092", "log_level": 3}
+    assert KafkaClient("b:9092").librdkafka() == {"bootstrap.servers": "b:9092", "log_level": 3}
     assert KafkaClient("b:9092", {"log_level": "7"}).librdkafka()["log_level"] == "7"
 
 
@@ -46,7 +46,7 @@ def test_spark_gets_the_java_names_with_the_kafka_prefix():
         "kafka.ssl.truststore.location": "/etc/kafka/ca.pem",
         "kafka.request.timeout.ms": "15000",
     }
-    assert plain("b:9092").spark_options() == {"kafka.bootstrap.servers": "b:9092"}
+    assert KafkaClient("b:9092").spark_options() == {"kafka.bootstrap.servers": "b:9092"}
 
 
 @pytest.mark.parametrize(

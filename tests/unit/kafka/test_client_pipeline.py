@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
@@ -108,11 +107,8 @@ def test_a_kafka_connection_gives_the_servers_and_settings(tmp_path, monkeypatch
     )
 
 
-def test_connection_forms(monkeypatch):
-    extra = {"bootstrap.servers": "u:9093", "sasl.username": "a"}
-    monkeypatch.setenv("AIRFLOW_CONN_K_URI", "kafka://?__extra__=" + quote(json.dumps(extra)))
-    assert connection_settings("k_uri") == extra
-    # onceflow's Airflow side hands the (masked) extra on as ONCEFLOW_KAFKA_CONN_<ID>, which wins
+def test_connection_names_and_refusals(monkeypatch):
+    """The forms of AIRFLOW_CONN_<ID> and which variable wins: test_client_connection_uri.py."""
     monkeypatch.setenv(connection_env("k-uri"), json.dumps({"bootstrap.servers": "v:1"}))
     assert connection_env("k-uri") == "ONCEFLOW_KAFKA_CONN_K_URI"
     assert connection_settings("k-uri") == {"bootstrap.servers": "v:1"}

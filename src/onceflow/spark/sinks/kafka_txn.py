@@ -132,7 +132,6 @@ class KafkaTxnSink:
         self.generation = int(generation)
         self.config = sink_config
         self.client = as_client(cluster)  # where the sink writes (kafka.client.sink_client)
-        self.bootstrap = self.client.bootstrap
         self.output_topic = sink_config.topic
         self.ledger_topic = sink_config.ledger_topic or default_ledger_topic(pipeline_name)
         self.task_partitions = sink_config.partitions
@@ -178,7 +177,7 @@ class KafkaTxnSink:
             topics = admin.list_topics(timeout=15).topics
         except KafkaException as exc:
             raise KafkaSinkError(
-                f"cannot reach Kafka at {self.bootstrap} for sinks.kafka: {exc}. Fix: check "
+                f"cannot reach Kafka at {self.client.describe()} for sinks.kafka: {exc}. Fix: check "
                 "sinks.kafka.bootstrap_servers (or the source's) and that the broker runs."
             ) from None
         if self.output_topic not in topics:
