@@ -183,8 +183,9 @@ class AggregateSink(TableSink, AggregatesSpec):
 
 
 class KeyedSink(TableSink):
-    """A current-state table: per key, the row of its newest change (docs/cdc.md). Its fields are
-    checked against the schema at load (cdc/spec.py); not yet written by the job."""
+    """A current-state table: per key, the row of its newest change (docs/cdc.md), derived from
+    bronze by the follower (spark/follower.py). Its fields are checked against the schema at load
+    (cdc/spec.py)."""
 
     keys: tuple[str, ...] = Field(min_length=1)
     # one name or a list, compared in order: a declared field, or with Debezium an envelope position
@@ -195,6 +196,20 @@ class KeyedSink(TableSink):
     # how long a deleted key's tombstone is kept: a change older than the delete that arrives
     # later than this is applied as if the key had never been deleted (docs/cdc.md#tombstones-and-retention)
     tombstone_retention: str = "7 days"
+    # how often a continuous run merges the bronze batches that arrived since the last merge, in
+    # one MERGE off the batches' path (an available-now run merges at its end): the table trails
+    # bronze by about this much
+    merge_every: str = "10 seconds"
+
+    @field_validator("merge_every")
+    @classmethod
+    def _every(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+    @property
+    def merge_every_seconds(self) -> float:
+        return duration_seconds(self.merge_every)
 
     @field_validator("scd")
     @classmethod
@@ -335,6 +350,12 @@ class Pipeline(_Model):
                 "version's streaming job does not write keyed tables yet (docs/cdc.md). Fix: remove sinks.current "
                 "(and schema.format: debezium) to run the pipeline's bronze, quarantine and aggregates"
             )
+
+    @property
+    def keyed(self) -> KeyedSpec | None:
+        """The keyed table's declaration resolved (cdc/spec.py), None without sinks.current."""
+        current = self.sinks.current
+        return current.check_against(self.schema_) if current is not None else None
 
     @property
     def schema(self) -> Schema:  # type: ignore[override]  # shadows pydantic's deprecated BaseModel.schema()

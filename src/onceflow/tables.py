@@ -4,12 +4,18 @@ The streaming job writes them, the audit reads them, the docs describe them;
 all three take the column names from here. Bronze holds the declared fields,
 typed, then the provenance columns; quarantine's shape is the same for every
 pipeline; the aggregates table holds the declared group-by fields and metrics
-per event-time window.
+per event-time window; the keyed table (sinks.current) holds per key the row of its newest
+change, or a tombstone (docs/cdc.md#the-table).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.schema.model import AggregatesSpec, Schema
+
+if TYPE_CHECKING:
+    from onceflow.cdc.spec import KeyedSpec
 
 # provenance of every row: where in Kafka it came from, which batch wrote it
 PROVENANCE_DDL = (
@@ -23,13 +29,43 @@ WINDOW_COLUMNS = ("window_start", "window_end")
 BATCH_COLUMNS = ("first_batch_id", "last_batch_id")
 
 
-def bronze_columns(schema: Schema) -> dict[str, str]:
-    """Declared field -> its SQL type, in declaration order."""
-    return {f.name: f.ftype.sql for f in schema.fields}
+def bronze_columns(schema: Schema, keyed: KeyedSpec | None = None) -> dict[str, str]:
+    """Declared field -> its SQL type, in declaration order; for Debezium's change events (a
+    `keyed` spec that reads them) then `_op` (c, u, d, r) and `_sequence` (the `sequence_by`
+    values, a struct). A delete's row holds its key and sequence fields only."""
+    cols = {f.name: f.ftype.sql for f in schema.fields}
+    if keyed is not None and keyed.debezium:
+        cols |= {"_op": "STRING", "_sequence": keyed.sequence_ddl}
+    return cols
 
 
-def bronze_ddl(schema: Schema) -> str:
-    return ", ".join(f"`{n}` {t}" for n, t in bronze_columns(schema).items()) + ", " + PROVENANCE_DDL
+def bronze_ddl(schema: Schema, keyed: KeyedSpec | None = None) -> str:
+    return ", ".join(f"`{n}` {t}" for n, t in bronze_columns(schema, keyed).items()) + ", " + PROVENANCE_DDL
+
+
+# The keyed table's own columns after the declared fields: the winning change's sequence and
+# place in the log (what a later change is compared with, fold.py), whether it deleted the key
+# (a tombstone: the row's other fields are NULL), the bronze batch that brought it, and when
+# the table took it (a tombstone is purged `tombstone_retention` after that).
+CURRENT_OWN = ("_sequence", "_partition", "_offset", "_deleted", "_batch_id", "_generation", "_changed_at")
+
+
+def current_columns(schema: Schema, keyed: KeyedSpec) -> dict[str, str]:
+    """The keyed table's columns: the declared fields, then CURRENT_OWN."""
+    cols = {f.name: f.ftype.sql for f in schema.fields}
+    return cols | {
+        "_sequence": keyed.sequence_ddl,
+        "_partition": "INT",
+        "_offset": "BIGINT",
+        "_deleted": "BOOLEAN",
+        "_batch_id": "BIGINT",
+        "_generation": "INT",
+        "_changed_at": "TIMESTAMP",
+    }
+
+
+def current_ddl(schema: Schema, keyed: KeyedSpec) -> str:
+    return ", ".join(f"`{n}` {t}" for n, t in current_columns(schema, keyed).items())
 
 
 def aggregate_columns(schema: Schema, aggs: AggregatesSpec) -> dict[str, str]:

@@ -36,10 +36,11 @@ from typing import Any
 
 from onceflow.cdc.spec import DEBEZIUM, DIGITS, LONG, KeyedSpec, SequencePart, resolve
 from onceflow.schema import reasons as R
-from onceflow.schema.model import Schema
+from onceflow.schema.model import INT_RANGE, Schema
 from onceflow.schema.reference import ABSENT, Judge, lookup, plain, read_field, read_record
 
 OPS = ("c", "u", "d", "r")
+MAX_DIGITS = 38  # a DIGITS position's length: what a DECIMAL(38,0) holds
 _SHOWN = 60  # characters of a value a detail shows
 
 
@@ -93,14 +94,16 @@ def _show(raw: Any) -> str:
 def read_position(kind: str, raw: Any) -> tuple[str | None, Any]:
     """An envelope position's value as `lookup` found it: (MISSING_FIELD, None) when absent or
     null, (INVALID_VALUE, None) when not written as its kind says, else (None, the value): an int
-    for LONG (a JSON integer) and DIGITS (a string of decimal digits), a str for TEXT."""
+    for LONG (a JSON integer in a long's range) and DIGITS (a string of 1 to 38 decimal digits),
+    a str for TEXT."""
     if raw is ABSENT or raw is None:
         return R.MISSING_FIELD, None
     value = plain(raw)
-    if kind == LONG:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif kind == DIGITS:
-        ok = isinstance(value, str) and value.isascii() and value.isdigit()
+    if kind == LONG:  # stored as a BIGINT: a JSON integer past 64 bits is not a usable position
+        lo, hi = INT_RANGE["long"]
+        ok = isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
+    elif kind == DIGITS:  # stored as a DECIMAL(38,0)
+        ok = isinstance(value, str) and 0 < len(value) <= MAX_DIGITS and value.isascii() and value.isdigit()
         value = int(value) if ok else None
     else:
         ok = isinstance(value, str)

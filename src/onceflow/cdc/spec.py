@@ -79,6 +79,19 @@ class SequencePart:
     position: str | None = None
 
     @property
+    def column(self) -> str:
+        """Its name as a field of the `_sequence` struct of bronze and the keyed table
+        (`source.lsn` -> `source_lsn`)."""
+        return self.name.replace(".", "_")
+
+    @property
+    def sql(self) -> str:
+        """Its SQL type: a field's; a position's by how it is written (tables.py)."""
+        if self.field is not None:
+            return self.field.ftype.sql
+        return {LONG: "BIGINT", DIGITS: "DECIMAL(38,0)", TEXT: "STRING"}[self.position or LONG]
+
+    @property
     def path(self) -> tuple[str, ...]:
         """Where the value is: in the envelope for a position (`source.lsn` -> ('source', 'lsn')),
         in the row for a field."""
@@ -124,6 +137,16 @@ class KeyedSpec:
     sequence: tuple[SequencePart, ...]
     delete_when: DeleteWhen
     debezium: bool
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.keys)
+
+    @property
+    def sequence_ddl(self) -> str:
+        """The `_sequence` struct's type: one field per part, compared in order (Spark orders
+        structs field by field, as fold.py compares the tuples)."""
+        return "STRUCT<" + ", ".join(f"`{p.column}`: {p.sql}" for p in self.sequence) + ">"
 
 
 def resolve(
@@ -215,6 +238,8 @@ def _sequence(schema: Schema, sequence_by: str | Sequence[str], debezium: bool, 
         if f.ftype.base == "boolean":
             raise DeclarationError(where, f"{name!r} is a boolean, which orders nothing", "name an increasing field")
         parts.append(SequencePart(name, field=f))
+    columns = [p.column for p in parts]
+    _twice(columns, where + " (as columns, `.` read as `_`)")
     return tuple(parts)
 
 
