@@ -196,6 +196,8 @@ class KeyedSink(TableSink):
     # how long a deleted key's tombstone is kept: a change older than the delete that arrives
     # later than this is applied as if the key had never been deleted (docs/cdc.md#tombstones-and-retention)
     tombstone_retention: str = "7 days"
+    # each MERGE writes only the rows it changes (deletion vectors), as the aggregates' do
+    deletion_vectors: bool = True
     # how often a continuous run merges the bronze batches that arrived since the last merge, in
     # one MERGE off the batches' path (an available-now run merges at its end): the table trails
     # bronze by about this much
@@ -339,17 +341,6 @@ class Pipeline(_Model):
                 "group_by to default to; set sinks.kafka.key to a SQL expression over bronze columns"
             )
         return self
-
-    def require_runnable(self) -> None:
-        """ConfigError unless the streaming job writes every sink this pipeline declares: a keyed
-        table (`sinks.current`, change data capture) is validated at load but not written yet, and a
-        run that silently skipped it would look complete (issue 41)."""
-        if self.sinks.current is not None:
-            raise ConfigError(
-                f"{self.file or self.name}: sinks.current (a keyed table of row changes) is declared, but this "
-                "version's streaming job does not write keyed tables yet (docs/cdc.md). Fix: remove sinks.current "
-                "(and schema.format: debezium) to run the pipeline's bronze, quarantine and aggregates"
-            )
 
     @property
     def keyed(self) -> KeyedSpec | None:

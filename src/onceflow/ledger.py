@@ -29,10 +29,10 @@ MAINTENANCE_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "R
 # onceflow's own schema-evolution commits (spark/evolve.py) say so in their userMetadata
 MAINTENANCE_KEY = "onceflow_maintenance"
 # Sinks written from another sink's table, not from Kafka: sink -> the sink it follows. The
-# aggregates follow bronze (onceflow.spark.follower): they hold a prefix of bronze's batches,
+# aggregates and the keyed table follow bronze (onceflow.spark.follower): each holds a prefix of bronze's batches,
 # entry for entry, and may trail the checkpoint; a new writer generation never resumes Kafka
 # at their point, and they take no floors or LOSS entries of their own (they copy bronze's).
-FOLLOWS = {"aggregates": "bronze"}
+FOLLOWS = {"aggregates": "bronze", "current": "bronze"}
 
 
 def app_id(pipeline: str, sink: str, generation: int) -> str:

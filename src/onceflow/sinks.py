@@ -5,7 +5,7 @@ here, so a new sink kind is added in one place (docs/architecture.md). No Spark:
 Delta ledgers are read with delta-rs (onceflow.ledger), the Kafka sink's with
 confluent-kafka (onceflow.kafka.ledger).
 
-Orders matter: the job writes bronze, quarantine, aggregates (then the Kafka sink, in
+Orders matter: the job writes bronze, quarantine, aggregates, current (then the Kafka sink, in
 the same batch); the audit reads them in reverse, so a table read later holds at least
 the batches of a table read earlier, even while the job runs.
 """
@@ -48,6 +48,8 @@ def delta_sinks(pipeline: Pipeline) -> dict[str, TableSink]:
     out: dict[str, TableSink] = {"bronze": sinks.bronze, "quarantine": sinks.quarantine}
     if sinks.aggregates is not None:
         out["aggregates"] = sinks.aggregates
+    if sinks.current is not None:
+        out["current"] = sinks.current
     return out
 
 

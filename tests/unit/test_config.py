@@ -27,13 +27,16 @@ def write(tmp_path, text: str) -> Path:
 
 def test_shipped_pipelines_load():
     pipelines = config.load_all(ROOT / "pipelines")
-    assert [p.name for p in pipelines] == ["payments", "sensors"]
-    sensors = pipelines[1]
+    assert [p.name for p in pipelines] == ["customers_cdc", "payments", "sensors"]
+    sensors = pipelines[2]
     event_time, aggregates = sensors.schema.field("event_time"), sensors.sinks.aggregates
     assert event_time is not None and aggregates is not None
     assert sensors.schema.event_id is None and event_time.json_path == "$.meta.ts"
     assert aggregates.group_by == ("site", "device_id") and sensors.kafka_key == "site"
     assert sensors.checkpoint == "checkpoints/sensors" and sensors.sinks.bronze.path == "tables/sensors/bronze"
+    keyed = pipelines[0].keyed
+    assert keyed is not None and keyed.debezium and keyed.key_names == ("id",)
+    assert [p.column for p in keyed.sequence] == ["source_lsn"]
 
 
 def test_env_substitution_and_defaults(tmp_path):

@@ -51,7 +51,6 @@ def prepare(args) -> None:
 
         for spec in args.pipeline if isinstance(args.pipeline, list) else [args.pipeline]:
             pipeline = config.load_pipeline(spec)
-            pipeline.require_runnable()
             require_pipeline_brokers(pipeline)
 
 

@@ -11,6 +11,9 @@ cleanup, no final status: as hard as `kill -9`) when batch <batch id> reaches
 - `after_checkpoint_commit` commits/N written too (the next run starts at N+1)
 - `before_aggregates_commit` the aggregates follower is about to commit a merge that holds
                             bronze batch N (bronze has it; the aggregates do not yet)
+- `before_current_commit`   the same for the keyed table's MERGE (sinks.current)
+- `after_current_commit`    the keyed table committed a merge holding bronze batch N; the
+                            follower has not yet moved on
 
 `ONCEFLOW_FAULT_POISON=<partition>:<offset>` makes that record fail its batch in a Spark task
 (an error raised while it is validated), in every run, as a record that meets an engine bug
@@ -28,6 +31,8 @@ POINTS = (
     "after_sink_commit",
     "after_checkpoint_commit",
     "before_aggregates_commit",
+    "before_current_commit",
+    "after_current_commit",
 )
 EXIT_CODE = 86  # tells a test the crash was the injected one
 

@@ -1,7 +1,7 @@
 """The follower: what comes after the batches, in a thread of its own, off their path.
 
 A micro-batch commits bronze and quarantine, hands bronze's ledger entry here and is
-done; it waits neither for the aggregates nor for compaction. The follower
+done; it waits neither for the aggregates, the keyed table nor compaction. The follower
 
 - merges, on its own schedule (`sinks.aggregates.merge_every` after the previous merge
   ends, in a continuous run; once at the end of an available-now run), every bronze
@@ -10,6 +10,9 @@ done; it waits neither for the aggregates nor for compaction. The follower
   idempotent MERGE, and writes one ledger entry per bronze batch into that commit
   (ledger.group_json). So a one-second stream pays for the MERGE every few seconds
   instead of every batch (docs/exactly-once.md#the-aggregates-follow-bronze);
+- merges the same batches into the keyed table (sinks.current, docs/cdc.md): per key the
+  newest change of those rows, where it is newer than the table's (CurrentMerger), on the
+  same terms: its own ledger entries, txn ids and floor;
 - compacts the tables once enough small files have gathered (spark/compaction.py).
 
 The aggregates' checkpoint is their own ledger: a run starts from the bronze batches
@@ -29,7 +32,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow import faults
@@ -90,8 +93,13 @@ def own_session(spark: SparkSession) -> SparkSession:
     return session
 
 
-class AggregatesMerger:
-    """The aggregates' side of the follower: the bronze batches still to merge, and the merge."""
+class BronzeFollower:
+    """What the aggregates and the keyed table share as followers of bronze: the bronze batches
+    still to merge (from its ledger at start, then as the batches commit), the floor below which
+    the table holds every bronze row, and one commit per group of batches holding an entry each.
+    A subclass says what a merge writes (`_write`) and what its entries record (`_extra`)."""
+
+    sink = ""  # its name in the ledgers (ledger.FOLLOWS)
 
     def __init__(
         self,
@@ -100,18 +108,15 @@ class AggregatesMerger:
         ledgers: dict[str, Ledger],
         log: Callable[[str], None] = lambda msg: None,
     ):
-        pending, _ = follower_lag(ledgers["bronze"], ledgers["aggregates"])
+        pending, _ = follower_lag(ledgers["bronze"], ledgers[self.sink])
         self.spark = spark
         self.pipeline = pipeline
-        assert pipeline.sinks.aggregates is not None  # a merger only for a pipeline with sinks.aggregates
-        self.aggs = pipeline.sinks.aggregates
         self.bronze_path = table_path(pipeline, "bronze")
-        self.path = table_path(pipeline, "aggregates")
-        self.watermark = _last_watermark(ledgers["aggregates"])
+        self.path = table_path(pipeline, self.sink)
         self.log = log
         self.pending: list[LedgerEntry] = list(pending)
-        # per partition, the offset below which the aggregates hold every bronze row
-        self.floor: dict[int, int] = ledgers["aggregates"].committed_offsets()
+        # per partition, the offset below which the table holds every bronze row
+        self.floor: dict[int, int] = ledgers[self.sink].committed_offsets()
         self._known = {**self.floor, **ledgers["bronze"].committed_offsets()}  # bronze's end, as far as told
         self._bronze = Appender(self.bronze_path)  # for bronze's version only: the follower never writes it
         self._empty = Appender(self.path)
@@ -127,11 +132,24 @@ class AggregatesMerger:
     def waiting_rows(self) -> int:
         return sum(e.rows for e in self.pending)
 
+    def _stats(self, rows: DataFrame) -> dict[tuple[int, int], Row]:
+        """Per bronze batch (generation, batch id): its rows' count (`rows`) and what `_extra` needs."""
+        return {
+            (r["_generation"], r["_batch_id"]): r
+            for r in rows.groupBy("_generation", "_batch_id").agg(F.count(F.lit(1)).alias("rows")).collect()
+        }
+
+    def _extra(self, stats: Row | None) -> dict:
+        """What an entry records beside its offsets and rows (the aggregates: lateness, watermark)."""
+        return {}
+
+    def _write(self, rows: DataFrame, stats: dict[tuple[int, int], Row], app: str, version: int, meta: str) -> None:
+        """The one idempotent commit of a group that holds rows (`meta`: the entries)."""
+        raise NotImplementedError
+
     def merge(self, group: list[LedgerEntry]) -> None:
-        """One commit to the aggregates table holding `group`'s bronze batches and an entry each."""
+        """One commit to the table holding `group`'s bronze batches and an entry each."""
         started = time.monotonic()
-        schema, aggs = self.pipeline.schema, self.aggs
-        event_time = F.col(schema.event_time)
         version = self._bronze.table().version()  # pinned: the MERGE may read its source twice
         rows = (
             self.spark.read.format("delta")
@@ -139,8 +157,67 @@ class AggregatesMerger:
             .load(self.bronze_path)
             .where(batches_filter(group) & above(self.floor))
         )
-        before = self.watermark
-        late = event_time < F.lit(before) if before is not None else F.lit(False)
+        stats = self._stats(rows)
+        entries = []
+        for e in group:
+            s = stats.get((e.generation, e.batch_id))
+            entries.append(
+                LedgerEntry(
+                    pipeline=e.pipeline,
+                    sink=self.sink,
+                    generation=e.generation,
+                    batch_id=e.batch_id,
+                    topic=e.topic,
+                    start=raised(e.start, self.floor),
+                    end=raised(e.end, self.floor),
+                    rows=s["rows"] if s else 0,
+                    kind=e.kind,
+                    extra=self._extra(s),
+                )
+            )
+        last = group[-1]
+        app, txn_version = (
+            (loss_app_id(last.pipeline, self.sink, last.generation), 0)
+            if last.kind == LOSS
+            else (app_id(last.pipeline, self.sink, last.generation), last.batch_id)
+        )
+        for e in group:
+            faults.maybe_crash(f"before_{self.sink}_commit", e.batch_id)
+        total = sum(r["rows"] for r in stats.values())
+        if total:
+            self._write(rows, stats, app, txn_version, group_json(entries))
+        else:  # no rows: an empty commit keeps the ledger contiguous (delta-rs: milliseconds)
+            self._empty.append(None, group_json(entries), app, txn_version)
+        for e in group:
+            faults.maybe_crash(f"after_{self.sink}_commit", e.batch_id)
+        for e in entries:
+            self.floor.update(e.end)
+        span = f"batch {group[0].batch_id}" if len(group) == 1 else f"batches {group[0].batch_id}–{last.batch_id}"
+        self.log(
+            f"{self.pipeline.name}: {self.sink}: merged {span} ({total:,} rows) in {time.monotonic() - started:.1f}s"
+        )
+
+
+class AggregatesMerger(BronzeFollower):
+    """The aggregates' follower: per-window metrics of the new bronze rows added in one MERGE."""
+
+    sink = "aggregates"
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        pipeline: Pipeline,
+        ledgers: dict[str, Ledger],
+        log: Callable[[str], None] = lambda msg: None,
+    ):
+        super().__init__(spark, pipeline, ledgers, log)
+        assert pipeline.sinks.aggregates is not None  # a merger only for a pipeline with sinks.aggregates
+        self.aggs = pipeline.sinks.aggregates
+        self.watermark = _last_watermark(ledgers["aggregates"])
+
+    def _stats(self, rows: DataFrame) -> dict[tuple[int, int], Row]:
+        event_time = F.col(self.pipeline.schema.event_time)
+        late = event_time < F.lit(self.watermark) if self.watermark is not None else F.lit(False)
         stats = {
             (r["_generation"], r["_batch_id"]): r
             for r in rows.groupBy("_generation", "_batch_id")
@@ -153,59 +230,70 @@ class AggregatesMerger:
             .collect()
         }
         newest = max((r["max_time"] for r in stats.values()), default=None)
-        if newest is not None:
-            candidate = newest.replace(tzinfo=UTC) - timedelta(seconds=aggs.watermark_seconds)
+        if newest is not None:  # the entries record the watermark after this merge
+            candidate = newest.replace(tzinfo=UTC) - timedelta(seconds=self.aggs.watermark_seconds)
             if self.watermark is None or candidate > self.watermark:
                 self.watermark = candidate
-        entries = []
-        for e in group:
-            s = stats.get((e.generation, e.batch_id))
-            extra = {"late_events": s["late"] if s else 0}
-            if self.watermark is not None:
-                extra["watermark"] = self.watermark.isoformat()
-            entries.append(
-                LedgerEntry(
-                    pipeline=e.pipeline,
-                    sink="aggregates",
-                    generation=e.generation,
-                    batch_id=e.batch_id,
-                    topic=e.topic,
-                    start=raised(e.start, self.floor),
-                    end=raised(e.end, self.floor),
-                    rows=s["rows"] if s else 0,
-                    kind=e.kind,
-                    extra=extra,
-                )
-            )
-        last = group[-1]
-        txn = (
-            (loss_app_id(last.pipeline, "aggregates", last.generation), 0)
-            if last.kind == LOSS
-            else (app_id(last.pipeline, "aggregates", last.generation), last.batch_id)
+        return stats
+
+    def _extra(self, stats: Row | None) -> dict:
+        extra: dict = {"late_events": stats["late"] if stats else 0}
+        if self.watermark is not None:
+            extra["watermark"] = self.watermark.isoformat()
+        return extra
+
+    def _write(self, rows: DataFrame, stats: dict[tuple[int, int], Row], app: str, version: int, meta: str) -> None:
+        schema, aggs = self.pipeline.schema, self.aggs
+        oldest = min(r["min_time"] for r in stats.values() if r["rows"])
+        delta.merge_aggregates(
+            self.spark,
+            self.path,
+            delta.batch_aggregates(rows, schema, aggs, aggs.window),
+            aggs,
+            app,
+            version,
+            meta,
+            window_floor(oldest, aggs.window_seconds),
         )
-        for e in group:
-            faults.maybe_crash("before_aggregates_commit", e.batch_id)
-        total = sum(r["rows"] for r in stats.values())
-        if total:
-            oldest = min(r["min_time"] for r in stats.values())
-            delta.merge_aggregates(
-                self.spark,
-                self.path,
-                delta.batch_aggregates(rows, schema, aggs, aggs.window),
-                aggs,
-                txn[0],
-                txn[1],
-                group_json(entries),
-                window_floor(oldest, aggs.window_seconds),
-            )
-        else:  # no rows: an empty commit keeps the ledger contiguous (delta-rs: milliseconds)
-            self._empty.append(None, group_json(entries), *txn)
-        for e in entries:
-            self.floor.update(e.end)
-        span = f"batch {group[0].batch_id}" if len(group) == 1 else f"batches {group[0].batch_id}–{last.batch_id}"
-        self.log(
-            f"{self.pipeline.name}: aggregates: merged {span} ({total:,} rows) in {time.monotonic() - started:.1f}s"
-        )
+
+
+class CurrentMerger(BronzeFollower):
+    """The keyed table's follower (sinks.current, docs/cdc.md): per key, the newest change of the
+    new bronze rows, merged where it is newer than the table's. The table's tombstones older than
+    `tombstone_retention` are purged now and then, in a commit of their own."""
+
+    sink = "current"
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        pipeline: Pipeline,
+        ledgers: dict[str, Ledger],
+        log: Callable[[str], None] = lambda msg: None,
+    ):
+        super().__init__(spark, pipeline, ledgers, log)
+        current, keyed = pipeline.sinks.current, pipeline.keyed
+        assert current is not None and keyed is not None  # a merger only for a pipeline with sinks.current
+        self.current = current
+        self.keyed = keyed
+        self._purged: float | None = None  # when the tombstones were last purged (monotonic)
+
+    def _write(self, rows: DataFrame, stats: dict[tuple[int, int], Row], app: str, version: int, meta: str) -> None:
+        changes = delta.newest_changes(rows, self.pipeline.schema, self.keyed)
+        delta.merge_current(self.spark, self.path, changes, self.keyed, app, version, meta)
+
+    def purge_due(self) -> bool:
+        """At the first cycle of a run, then every tenth of the retention (at most hourly)."""
+        every = min(self.current.tombstone_retention_seconds / 10, 3600.0)
+        return self._purged is None or time.monotonic() - self._purged >= every
+
+    def purge(self) -> None:
+        """Delete the tombstones older than the retention (docs/cdc.md#tombstones-and-retention)."""
+        removed = delta.purge_tombstones(self.spark, self.path, self.current.tombstone_retention_seconds)
+        self._purged = time.monotonic()
+        if removed:
+            past = self.current.tombstone_retention
+            self.log(f"{self.pipeline.name}: current: purged {removed:,} tombstone(s) older than {past}")
 
 
 class Schedule:
@@ -238,8 +326,8 @@ class Schedule:
 
 
 class Follower:
-    """The run's second thread: merges the aggregates (when the pipeline declares them) and
-    compacts the tables, on its own schedule. Its errors fail the run (run_ingest)."""
+    """The run's second thread: merges the aggregates and the keyed table (those the pipeline
+    declares) and compacts the tables, on its own schedule. Its errors fail the run (run_ingest)."""
 
     def __init__(
         self,
@@ -251,11 +339,14 @@ class Follower:
     ):
         self.spark = own_session(spark)
         self.pipeline = pipeline
-        self.merger = (
-            AggregatesMerger(self.spark, pipeline, ledgers, log) if pipeline.sinks.aggregates is not None else None
-        )
+        self.mergers: list[BronzeFollower] = []
+        if pipeline.sinks.aggregates is not None:
+            self.mergers.append(AggregatesMerger(self.spark, pipeline, ledgers, log))
+        if pipeline.sinks.current is not None:
+            self.mergers.append(CurrentMerger(self.spark, pipeline, ledgers, log))
         self.compactor = Compactor(self.spark, table_paths(pipeline), log=lambda msg: log(f"{pipeline.name}: {msg}"))
-        every = self.merger.aggs.merge_every_seconds if self.merger else COMPACT_EVERY
+        declared = [s.merge_every_seconds for s in (pipeline.sinks.aggregates, pipeline.sinks.current) if s is not None]
+        every = min(declared, default=COMPACT_EVERY)
         self.schedule = Schedule(every if continuous else None)  # available-now: at the end
         self.error: BaseException | None = None
         self._new = False  # batches committed since the last cycle
@@ -270,11 +361,12 @@ class Follower:
         """A bronze batch committed (or found committed, on a replay): merge it in a while."""
         with self._cv:
             self._new = True
-            if self.merger is not None and self.merger.add(entry):
+            added = [m.add(entry) for m in self.mergers]
+            if any(added):
                 self._cv.notify()
 
     def finish(self) -> None:
-        """Stop the thread and do what is left, here: at the end of a run the aggregates hold
+        """Stop the thread and do what is left, here: at the end of a run the followers hold
         every batch bronze holds, and the tables are compacted. Raises what failed."""
         with self._cv:
             self._stopping = True
@@ -286,9 +378,9 @@ class Follower:
         self._cycle(everything=True)
 
     def _due(self) -> bool:
-        if self.merger is None:
-            return self.schedule.due(0, 0, self._new)
-        return self.schedule.due(len(self.merger.pending), self.merger.waiting_rows(), self._new)
+        batches = max((len(m.pending) for m in self.mergers), default=0)
+        rows = max((m.waiting_rows() for m in self.mergers), default=0)
+        return self.schedule.due(batches, rows, self._new)
 
     def _run(self) -> None:
         try:
@@ -303,19 +395,22 @@ class Follower:
             self.error = exc
 
     def _cycle(self, everything: bool = False) -> None:
-        """Merge what waits (all of it with `everything`, else one group), then compact; the
-        schedule counts its pause from here (Schedule)."""
+        """Merge what waits (all of it with `everything`, else one group per table), purge old
+        tombstones when due, then compact; the schedule counts its pause from here (Schedule)."""
         with self._cv:
             self._new = False
-        while self.merger is not None:
-            with self._cv:  # the batch thread appends meanwhile
-                group = self.merger.pending[:MAX_GROUP_BATCHES]
-            if not group:
-                break
-            self.merger.merge(group)
-            with self._cv:
-                del self.merger.pending[: len(group)]
-            if not everything:
-                break
+        for merger in self.mergers:
+            while True:
+                with self._cv:  # the batch thread appends meanwhile
+                    group = merger.pending[:MAX_GROUP_BATCHES]
+                if not group:
+                    break
+                merger.merge(group)
+                with self._cv:
+                    del merger.pending[: len(group)]
+                if not everything:
+                    break
+            if isinstance(merger, CurrentMerger) and merger.purge_due():
+                merger.purge()
         self.compactor.run()
         self.schedule.cycle_ended()

@@ -4,16 +4,19 @@ and its table properties; and a hint per table that exists without a property th
 from __future__ import annotations
 
 from onceflow import tables
-from onceflow.config import AggregateSink, Pipeline
+from onceflow.config import AggregateSink, KeyedSink, Pipeline
 from onceflow.ledger import Ledger
 from onceflow.sinks import delta_sinks
 
 
 def table_ddls(pipeline: Pipeline) -> dict[str, str]:
     """Sink name → the DDL its Delta table is created with, derived from the declaration."""
-    out = {"bronze": tables.bronze_ddl(pipeline.schema), "quarantine": tables.QUARANTINE_DDL}
+    keyed = pipeline.keyed
+    out = {"bronze": tables.bronze_ddl(pipeline.schema, keyed), "quarantine": tables.QUARANTINE_DDL}
     if pipeline.sinks.aggregates is not None:
         out["aggregates"] = tables.aggregates_ddl(pipeline.schema, pipeline.sinks.aggregates)
+    if keyed is not None:
+        out["current"] = tables.current_ddl(pipeline.schema, keyed)
     return out
 
 
@@ -22,7 +25,7 @@ def table_properties(pipeline: Pipeline) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for name, sink in delta_sinks(pipeline).items():
         out[name] = {tables.AUTO_COMPACT: "true"} if sink.auto_compact else {}
-        if isinstance(sink, AggregateSink) and sink.deletion_vectors:
+        if isinstance(sink, AggregateSink | KeyedSink) and sink.deletion_vectors:
             out[name][tables.DELETION_VECTORS] = "true"
     return out
 

@@ -1,4 +1,4 @@
-"""Writes to the Delta sinks: bronze and quarantine appends, the aggregates MERGE.
+"""Writes to the Delta sinks: bronze and quarantine appends, the aggregates' and the keyed table's MERGEs.
 
 Bronze and quarantine get exactly one commit per micro-batch, made idempotent by
 Delta's `txnAppId`/`txnVersion` (= batch id) and carrying the batch's ledger entry
@@ -10,6 +10,7 @@ append) so every ledger stays contiguous. The aggregates follower
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -18,7 +19,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from onceflow import tables
-from onceflow.ledger import LedgerEntry
+from onceflow.cdc.spec import KeyedSpec
+from onceflow.ledger import MAINTENANCE_KEY, LedgerEntry
 from onceflow.schema.model import AggregatesSpec, Metric, Schema
 from onceflow.storage.commit_lock import commit_lock
 
@@ -140,3 +142,89 @@ def merge_aggregates(
             .whenNotMatchedInsert(values={**inserted, "first_batch_id": "s._batch", "last_batch_id": "s._batch"})
             .execute()
         )
+
+
+# -- the keyed table (sinks.current, docs/cdc.md) -----------------------------------------------
+def _sequence(keyed: KeyedSpec) -> Column:
+    """A bronze row's sequence: Debezium's is in bronze (`_sequence`); a plain event's is made
+    of its declared fields, into the same struct."""
+    if keyed.debezium:
+        return F.col("_sequence")
+    return F.struct(*[F.col(p.name).alias(p.column) for p in keyed.sequence])
+
+
+def _deleted(keyed: KeyedSpec) -> Column:
+    """Whether a bronze row's change deletes its key: Debezium's op 'd', else `delete_when`."""
+    if keyed.debezium:
+        return F.col("_op") == "d"
+    d = keyed.delete_when
+    return F.coalesce(F.col(d.name) == F.lit(d.value), F.lit(False))
+
+
+def newest_changes(bronze: DataFrame, schema: Schema, keyed: KeyedSpec) -> DataFrame:
+    """Per key, the change of these bronze rows that wins (cdc/fold.py): the greatest
+    (sequence, partition, offset), so duplicates and arrival order do not matter. A delete keeps
+    its key and sequence only: its row in the table is a tombstone. In the table's columns."""
+    keys = set(keyed.key_names)
+    deleted = _deleted(keyed)
+    change = F.struct(
+        *[(F.col(f.name) if f.name in keys else F.when(~deleted, F.col(f.name))).alias(f.name) for f in schema.fields],
+        _sequence(keyed).alias("_sequence"),
+        F.col("_partition"),
+        F.col("_offset"),
+        deleted.alias("_deleted"),
+        F.col("_batch_id"),
+        F.col("_generation"),
+    )
+    order = F.struct(_sequence(keyed), F.col("_partition"), F.col("_offset"))
+    return (
+        bronze.groupBy(*keyed.key_names)
+        .agg(F.max_by(change, order).alias("c"))
+        .select("c.*")
+        .withColumn("_changed_at", F.current_timestamp())
+    )
+
+
+def merge_current(
+    spark: SparkSession, path: str, changes: DataFrame, keyed: KeyedSpec, app_id: str, version: int, metadata: str
+) -> None:
+    """Apply the newest change per key (newest_changes) in one idempotent MERGE whose commit
+    holds `metadata`: a key's row is replaced only by a change that is newer by (sequence,
+    partition, offset), so a late older change, a duplicate or a replayed batch changes nothing,
+    and a tombstone keeps an older change from bringing its key back. The txn session conf
+    makes Delta skip the whole MERGE if this group was already committed."""
+    from delta.tables import DeltaTable
+
+    on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keyed.key_names)
+    newer = "struct(s._sequence, s._partition, s._offset) > struct(t._sequence, t._partition, t._offset)"
+    columns: dict[str, str | Column] = {f"`{c}`": f"s.`{c}`" for c in changes.columns}
+    with commit_lock(path), _txn(spark, app_id, version, metadata):
+        (
+            DeltaTable.forPath(spark, path)
+            .alias("t")
+            .merge(changes.alias("s"), on)
+            .whenMatchedUpdate(condition=newer, set=columns)
+            .whenNotMatchedInsert(values=columns)
+            .execute()
+        )
+
+
+def purge_tombstones(spark: SparkSession, path: str, retention_seconds: float) -> int:
+    """Delete the keyed table's tombstones applied more than `retention_seconds` ago, in a commit
+    marked as maintenance (it holds no ledger entry: the audit does not count it as a batch).
+    The number of tombstones removed."""
+    from delta.tables import DeltaTable
+
+    cutoff = f"current_timestamp() - make_dt_interval(0, 0, 0, {float(retention_seconds)})"
+    condition = f"_deleted AND _changed_at < {cutoff}"
+    table = DeltaTable.forPath(spark, path)
+    if table.toDF().where(condition).limit(1).count() == 0:
+        return 0  # nothing to purge: no commit at all
+    spark.conf.set(_USER_METADATA, json.dumps({MAINTENANCE_KEY: "purge tombstones past tombstone_retention"}))
+    try:
+        with commit_lock(path):
+            table.delete(condition)
+    finally:
+        spark.conf.unset(_USER_METADATA)
+    metrics = table.history(1).select("operationMetrics").first()
+    return int((metrics[0] or {}).get("numDeletedRows", 0)) if metrics else 0
