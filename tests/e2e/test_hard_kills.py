@@ -149,7 +149,7 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path
     # H1: one crash inside each exactly-once window of the job, aimed at the next batch to be planned;
     # the follower's window at a batch bronze already holds and the aggregates not (the window is
     # the same: bronze has the batch, the aggregates do not), if the earlier runs left one
-    for point in faults.POINTS:
+    for point in faults.JOB_POINTS:
         unmerged = _unmerged_batch(pipeline) if point == "before_aggregates_commit" else None
         target = next_batch(checkpoint) if unmerged is None else unmerged
         job.start(fault=f"{point}@{target}")
@@ -198,7 +198,7 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path
     counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[summary])  # H4
     assert counts["committed"] == summary.count("committed")  # H5
     assert_ledgers_contiguous(pipeline)  # H6
-    assert job.runs == len(faults.POINTS) + len(KAFKA_WINDOWS) + RANDOM_KILLS  # H7
+    assert job.runs == len(faults.JOB_POINTS) + len(KAFKA_WINDOWS) + RANDOM_KILLS  # H7
 
     # K10-K16: the Kafka sink's output, through the same kills
     valid = Counter(r.event_id for r in summary.records if r.kind == VALID and not r.aborted)

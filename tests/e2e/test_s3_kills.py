@@ -1,7 +1,7 @@
 """Exactly once under hard kills with the tables and the checkpoint on S3 (a real S3 API server).
 
 A share of the kill schedule of test_hard_kills.py (its budget): one crash in each exactly-once
-window of the job (faults.POINTS), each run a fresh driver that takes the killed one's lease in
+window of the job (faults.JOB_POINTS), each run a fresh driver that takes the killed one's lease in
 the store over, while events (with aborted transactions and malformed records) keep arriving;
 then a catch-up run, and the Delta tables, read by delta-rs from the store, hold every committed
 record exactly once against an independent read_committed consumer.
@@ -55,7 +55,7 @@ def test_hard_kills_in_every_window_with_tables_and_checkpoint_on_s3(broker, spa
     producer = Producer(broker.bootstrap, topic, EVENTS, rate=600, seed=SEED)
     producer.start()
     job = IngestProcess(pipeline, file, tmp_path)
-    for point in faults.POINTS:
+    for point in faults.JOB_POINTS:
         unmerged = _unmerged_batch(pipeline) if point == "before_aggregates_commit" else None
         target = _next_batch(pipeline.checkpoint_path) if unmerged is None else unmerged
         job.start(fault=f"{point}@{target}")
@@ -70,4 +70,4 @@ def test_hard_kills_in_every_window_with_tables_and_checkpoint_on_s3(broker, spa
     counts = assert_exactly_once(pipeline, broker.bootstrap, produced=[summary])
     assert counts["committed"] == summary.count("committed")
     assert_ledgers_contiguous(pipeline)
-    assert job.runs == len(faults.POINTS)
+    assert job.runs == len(faults.JOB_POINTS)

@@ -4,12 +4,13 @@ as the audit's independent judge classifies it."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from devkit.kafka import consume_all
+from devkit.kafka import consume_all, value_json
 from devkit.pipelines import PAYMENTS_SCHEMA, SENSORS, SENSORS_SCHEMA, aggregates_of
+from onceflow import config
+from onceflow.cdc.envelope import TOMBSTONE, Change, Envelope, Malformed
+from onceflow.cdc.fold import fold
 from onceflow.errors import ProducerError
 from onceflow.kafka.producer import VALID, produce
 from onceflow.schema.generate import Generator
@@ -96,10 +97,10 @@ def test_each_record_in_kafka_is_the_kind_the_summary_says(broker, topic, pipeli
     assert not wrong, "\n".join(wrong[:10])
     valid = [r for r in summary.records if r.kind == VALID]
     if pipeline == "payments":
-        assert all(r.key == r.event_id.encode() == json.loads(r.value)["event_id"].encode() for r in valid)
+        assert all(r.key == r.event_id.encode() == value_json(r.value)["event_id"].encode() for r in valid)
     else:  # no event_id: the key is the first group_by field
         assert all(r.event_id is None and r.key == r.values["site"].encode() for r in valid)
-        assert all(json.loads(r.value)["meta"]["ts"] == r.values["event_time"] for r in valid)
+        assert all(value_json(r.value)["meta"]["ts"] == r.values["event_time"] for r in valid)
 
 
 def test_bad_arguments_are_refused_before_anything_is_written(broker, topic):
@@ -107,3 +108,46 @@ def test_bad_arguments_are_refused_before_anything_is_written(broker, topic):
         produce(broker.bootstrap, topic, 10, schema=PAYMENTS_SCHEMA, abort_ratio=1.5)
     with pytest.raises(ProducerError, match="txn_size=0 at least 1"):
         produce(broker.bootstrap, topic, 10, schema=PAYMENTS_SCHEMA, txn_size=0)
+
+
+def test_a_change_stream_committed_through_aborts_folds_to_the_expected_table(broker, topic):
+    pipeline = config.load_pipeline("customers_cdc")
+    keyed = pipeline.keyed
+    assert keyed is not None
+    summary = produce(
+        broker.bootstrap,
+        topic,
+        1500,
+        schema=pipeline.schema,
+        keyed=keyed,
+        partitions=3,
+        seed=4,
+        abort_ratio=0.3,
+        malformed_ratio=0.05,
+        duplicate_ratio=0.1,
+        out_of_order_ratio=0.1,
+        txn_size=60,
+    )
+    stream = summary.changes
+    assert stream is not None and summary.aborted_transactions > 0
+    committed = {(r.partition, r.offset): r for r in summary.records if not r.aborted}
+    assert len(committed) == 1500 and summary.count("aborted") > 0  # aborted copies are extra records
+    env = Envelope(pipeline.schema, keyed.key_names, [p.name for p in keyed.sequence])
+    located = []
+    keys: dict[bytes | None, int] = {}
+    seen = consume_all(broker.bootstrap, topic, "read_committed")
+    assert {(p, o) for p, o, _, _ in seen} == set(committed)
+    for p, o, key, value in seen:
+        rec = committed[(p, o)]
+        assert (key, value) == (rec.key, rec.value)
+        assert keys.setdefault(key, p) == p, "one key's records share a partition"
+        got = env.parse(key, value)
+        if rec.change == "tombstone":
+            assert got is TOMBSTONE and rec.kind == VALID
+        elif rec.kind == VALID:
+            assert isinstance(got, Change) and got.op == rec.change
+            located.append((got, p, o))
+        else:
+            assert isinstance(got, Malformed) and got.reason == rec.kind
+    assert fold(located).rows == stream.expected_rows()
+    assert summary.as_dict()["changes"]["records"] == 1500

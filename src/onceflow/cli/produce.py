@@ -1,8 +1,10 @@
-"""`onceflow produce`: synthetic events of a pipeline's schema, written in transactions."""
+"""`onceflow produce`: synthetic events of a pipeline's schema, written in transactions; for a
+Debezium pipeline, a change stream of its table and the table it must end as (`--expect`)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from onceflow.cli.console import console, number, out
 from onceflow.schema.large import RATIO as LARGE_RATIO
@@ -60,6 +62,27 @@ def add_parser(sub) -> None:
         type=number("--txn-size", minimum=1, what="the transaction size"),
         default=100,
         help="events per transaction",
+    )
+    p.add_argument(
+        "--duplicate-ratio",
+        type=number("--duplicate-ratio", float, below=1, what="the fraction"),
+        default=0.05,
+        help="change streams (schema.format: debezium): share of the delivered changes that are redeliveries "
+        "(default 0.05)",
+    )
+    p.add_argument(
+        "--out-of-order-ratio",
+        type=number("--out-of-order-ratio", float, below=0.5, what="the fraction"),
+        default=0.05,
+        help="change streams: share of the changes delivered after a newer change of their key, in [0, 0.5) "
+        "(default 0.05)",
+    )
+    p.add_argument(
+        "--expect",
+        metavar="FILE",
+        type=Path,
+        help="change streams: where to write the table the database holds at the end, as JSON "
+        "(default <state dir>/expected/<topic>.json)",
     )
     p.add_argument("--topic", help="instead of the pipeline's topic")
     p.add_argument("--bootstrap", help="instead of the pipeline's bootstrap servers (plaintext)")
@@ -121,31 +144,59 @@ def cmd_produce(args) -> int:
             txn_size=args.txn_size,
             keep_records=False,
             progress=lambda n: bar.advance(task, n),
+            keyed=pipeline.keyed,
+            duplicate_ratio=args.duplicate_ratio,
+            out_of_order_ratio=args.out_of_order_ratio,
         )
+    expect = write_expected(summary, args.expect)
     if args.json:
-        out.print_json(json.dumps(summary.as_dict()))
+        data = summary.as_dict()
+        if expect is not None:
+            data["expected"] = str(expect)
+        out.print_json(json.dumps(data))
     else:
-        print_summary(summary)
+        print_summary(summary, expect)
     return 0
 
 
+def write_expected(summary, path: Path | None) -> Path | None:
+    """A change stream's expected table written as JSON (cdc/generate.py, expected_document):
+    the rows the database holds at the end, which the keyed table must equal once the job has
+    read every committed record. None for plain events."""
+    if summary.changes is None:
+        return None
+    from onceflow.paths import state_dir
+
+    path = path or state_dir() / "expected" / f"{summary.topic}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"topic": summary.topic, **summary.changes.expected_document()}
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
+
+
 def produce_plan(spec: str):
-    """The pipeline, its group_by fields and the malformed kinds its schema can produce;
-    a schema the generator cannot make events for is refused naming the file."""
+    """The pipeline, its group_by fields and the malformed kinds its schema can produce (of its
+    change events, for a Debezium pipeline); a schema the generator cannot make events for is
+    refused naming the file."""
     from onceflow import config
+    from onceflow.cdc.generate import ChangeStream
     from onceflow.errors import ConfigError
     from onceflow.schema.generate import Generator
 
     pipeline = config.load_pipeline(spec)
     group_by = pipeline.sinks.aggregates.group_by if pipeline.sinks.aggregates else ()
+    keyed = pipeline.keyed
     try:
-        kinds = Generator(pipeline.schema, group_by=group_by).kinds()
+        if keyed is not None and keyed.debezium:
+            kinds = ChangeStream(pipeline.schema, keyed, count=0).kinds()
+        else:
+            kinds = Generator(pipeline.schema, group_by=group_by).kinds()
     except ConfigError as exc:
         raise ConfigError(f"{pipeline.file}: {exc}") from None
     return pipeline, group_by, kinds
 
 
-def print_summary(summary) -> None:
+def print_summary(summary, expect: Path | None = None) -> None:
     from rich.table import Table
 
     table = Table(
@@ -163,3 +214,15 @@ def print_summary(summary) -> None:
         style="bold",
     )
     out.print(table)
+    if summary.changes is not None:
+        print_changes(summary.changes, expect)
+
+
+def print_changes(stream, expect: Path | None) -> None:
+    """What the change stream holds, and where the table it must fold to was written."""
+    counts = stream.summary()
+    parts = ", ".join(f"{counts[k]} {k.replace('_', ' ')}" for k in counts if counts[k] and ":" not in k)
+    out.print(f"change stream: {parts}", markup=False)
+    if expect is not None:
+        rows, gone = len(stream.rows), len(stream.deleted)
+        out.print(f"expected final table ({rows} rows, {gone} deleted keys) written to {expect}", markup=False)

@@ -34,6 +34,10 @@ POINTS = (
     "before_current_commit",
     "after_current_commit",
 )
+# the points only a pipeline with a keyed table (sinks.current) reaches
+CURRENT_POINTS = ("before_current_commit", "after_current_commit")
+# the points every pipeline with aggregates reaches (the kill schedules of payments and sensors)
+JOB_POINTS = tuple(p for p in POINTS if p not in CURRENT_POINTS)
 EXIT_CODE = 86  # tells a test the crash was the injected one
 
 

@@ -6,10 +6,16 @@ grouped into transactions; a chosen fraction of transactions is aborted on purpo
 (read_committed readers must never see them), and a chosen fraction of records is
 malformed on purpose (the pipeline must quarantine each with its reason). With a seed
 the whole stream — values, times, keys, kinds, aborts — is reproducible.
+
+For a Debezium pipeline (`keyed=` a KeyedSpec with `debezium`) the records are a change stream of
+one table instead (cdc/generate.py), and an aborted transaction is written again, committed: see
+`_change_batches`.
 """
 
 from __future__ import annotations
 
+import itertools
+import random
 import time
 import uuid
 from collections import Counter
@@ -19,6 +25,8 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
+from onceflow.cdc.generate import TOMBSTONE_KIND, ChangeRecord, ChangeStream
+from onceflow.cdc.spec import KeyedSpec
 from onceflow.errors import ProducerError
 from onceflow.kafka.admin import ensure_topic, list_end_offsets
 from onceflow.kafka.client import Cluster, KafkaClient, as_client
@@ -34,10 +42,12 @@ __all__ = ["VALID", "GeneratedRecord", "ProduceSummary", "produce"]
 class GeneratedRecord:
     """One record written: `kind` is VALID or the reason code it must be quarantined with;
     `event_id` the schema's event_id of a valid record (else None); `values` the declared
-    fields of the event (for a malformed record: of the event it was broken from)."""
+    fields of the event (for a malformed record: of the event it was broken from). In a change
+    stream `change` is the op of a change (c, u, d, r) or "tombstone" (its value is None, and
+    its kind VALID: it is never quarantined)."""
 
     key: bytes | None
-    value: bytes
+    value: bytes | None
     kind: str
     event_id: Any
     txn: int
@@ -46,6 +56,10 @@ class GeneratedRecord:
     partition: int = -1
     offset: int = -1
     large: str | None = None  # a valid record made large on purpose: its kind (schema/large.py)
+    change: str | None = None  # in a change stream: the op of a change, or "tombstone"
+
+
+Batch = tuple[bool, list[GeneratedRecord]]  # a transaction: whether it is aborted, its records
 
 
 @dataclass
@@ -56,6 +70,7 @@ class ProduceSummary:
     per_partition: dict[int, Counter] = field(default_factory=dict)
     records: list[GeneratedRecord] = field(default_factory=list)
     seconds: float = 0.0
+    changes: ChangeStream | None = field(default=None, repr=False)  # a change stream's table and counts
 
     def count(self, what: str, partition: int | None = None) -> int:
         """what: committed | committed_valid | committed_malformed | committed_large | aborted."""
@@ -63,6 +78,7 @@ class ProduceSummary:
         return sum(self.per_partition.get(p, Counter())[what] for p in parts)
 
     def as_dict(self) -> dict:
+        changes = {"changes": self.changes.summary()} if self.changes is not None else {}
         return {
             "topic": self.topic,
             "transactions": self.transactions,
@@ -73,6 +89,7 @@ class ProduceSummary:
                 k: self.count(k)
                 for k in ("committed", "committed_valid", "committed_malformed", "committed_large", "aborted")
             },
+            **changes,
         }
 
 
@@ -85,6 +102,37 @@ def _transactions(
         abort = gen.rng.random() < abort_ratio
         yield abort, [gen.record(malformed_ratio) for _ in range(size)]
         made += size
+
+
+def _event_batches(
+    gen: Generator, count: int, txn_size: int, malformed_ratio: float, abort_ratio: float, keep: bool
+) -> Iterator[Batch]:
+    for abort, batch in _transactions(gen, count, txn_size, malformed_ratio, abort_ratio):
+        yield abort, [_from_made(made, abort, keep) for made in batch]
+
+
+def _from_made(made: Made, aborted: bool, keep: bool) -> GeneratedRecord:
+    values = made.values if keep else {}
+    return GeneratedRecord(made.key, made.value, made.kind, made.event_id, -1, aborted, values, large=made.large)
+
+
+def _change_batches(stream: ChangeStream, txn_size: int, abort_ratio: float, rng: random.Random) -> Iterator[Batch]:
+    """The change stream in transactions of `txn_size`. An aborted transaction is written again
+    right after, committed (as a connector's exactly-once producer retries a failed one): so
+    what read_committed readers see is exactly the stream, every change delivered, and the
+    stream's expected table stays the fold of what is committed. Its aborted copies are extra
+    records, beyond `count`, that no committed reader sees."""
+    records = iter(stream)
+    while batch := list(itertools.islice(records, txn_size)):
+        if rng.random() < abort_ratio:
+            yield True, [_from_change(rec, True) for rec in batch]
+        yield False, [_from_change(rec, False) for rec in batch]
+
+
+def _from_change(rec: ChangeRecord, aborted: bool) -> GeneratedRecord:
+    kind = VALID if rec.kind == TOMBSTONE_KIND else rec.kind  # a tombstone is a no-op, never quarantined
+    change = "tombstone" if rec.kind == TOMBSTONE_KIND else rec.op
+    return GeneratedRecord(rec.key, rec.value, kind, None, -1, aborted, change=change)
 
 
 def produce(
@@ -105,6 +153,9 @@ def produce(
     transactional_id: str | None = None,
     keep_records: bool = True,
     progress: Callable[[int], None] | None = None,
+    keyed: KeyedSpec | None = None,
+    duplicate_ratio: float = 0.05,
+    out_of_order_ratio: float = 0.05,
 ) -> ProduceSummary:
     """Write `count` events of `schema` in transactions of `txn_size`; returns what was
     written where.
@@ -122,17 +173,41 @@ def produce(
 
     Aborted transactions still consume offsets (and their records sit in the log
     until the abort marker), which is exactly what read_committed must skip.
+
+    keyed: a Debezium pipeline's keyed table (`Pipeline.keyed`): then the `count` records are a
+    change stream of one table (cdc/generate.py) with `duplicate_ratio` and `out_of_order_ratio`,
+    `malformed_ratio` of them malformed, keyed by the row's key; `summary.changes` holds the
+    stream, its counts and the table it must fold to. Aborted transactions are written again
+    (`_change_batches`), so `count` records are committed; `large_ratio` does not apply.
     """
-    for name, ratio in (
-        ("abort_ratio", abort_ratio),
-        ("malformed_ratio", malformed_ratio),
-        ("large_ratio", large_ratio),
+    for name, ratio, top in (
+        ("abort_ratio", abort_ratio, 1),
+        ("malformed_ratio", malformed_ratio, 1),
+        ("large_ratio", large_ratio, 1),
+        ("duplicate_ratio", duplicate_ratio, 1),
+        ("out_of_order_ratio", out_of_order_ratio, 0.5),  # at most one late change per pair of changes
     ):
-        if not 0 <= ratio < 1:
-            raise ProducerError(f"{name}={ratio} must be in [0, 1)")
+        if not 0 <= ratio < top:
+            raise ProducerError(f"{name}={ratio} must be in [0, {top})")
     if count < 0 or txn_size < 1 or rate < 0:
         raise ProducerError(f"count={count} and rate={rate} must be at least 0, txn_size={txn_size} at least 1")
-    gen = Generator(schema, seed, group_by=group_by, key_field=key_field, large_ratio=large_ratio)
+    stream: ChangeStream | None = None
+    batches: Iterator[Batch]
+    if keyed is not None and keyed.debezium:
+        stream = ChangeStream(
+            schema,
+            keyed,
+            seed,
+            count=count,
+            duplicate_ratio=duplicate_ratio,
+            out_of_order_ratio=out_of_order_ratio,
+            malformed_ratio=malformed_ratio,
+            table=topic.rsplit(".", 1)[-1],
+        )
+        batches = _change_batches(stream, txn_size, abort_ratio, random.Random(None if seed is None else seed + 2))
+    else:
+        gen = Generator(schema, seed, group_by=group_by, key_field=key_field, large_ratio=large_ratio)
+        batches = _event_batches(gen, count, txn_size, malformed_ratio, abort_ratio, keep_records)
     client = as_client(cluster)
     bootstrap = client.bootstrap
     ensure_topic(client, topic, partitions, at_least=False)  # an existing topic is written as it is
@@ -148,26 +223,17 @@ def produce(
             }
         )
     )
-    summary = ProduceSummary(topic=topic)
+    summary = ProduceSummary(topic=topic, changes=stream)
     started = time.monotonic()
     written = 0
     last: dict[int, int] = {}  # per partition, the highest offset written
     try:
         producer.init_transactions(30)
-        for abort, batch in _transactions(gen, count, txn_size, malformed_ratio, abort_ratio):
+        for abort, batch in batches:
             producer.begin_transaction()
             pending: list[GeneratedRecord] = []
-            for made in batch:
-                rec = GeneratedRecord(
-                    made.key,
-                    made.value,
-                    made.kind,
-                    made.event_id,
-                    summary.transactions,
-                    abort,
-                    made.values if keep_records else {},
-                    large=made.large,
-                )
+            for rec in batch:
+                rec.txn = summary.transactions
                 pending.append(rec)
 
                 def delivered(err, msg, rec=rec):
@@ -201,9 +267,11 @@ def produce(
                     elif rec.large:
                         counts["committed_large"] += 1
                         counts[f"large:{rec.large}"] += 1
+                    if rec.change:
+                        counts[f"change:{rec.change}"] += 1
             if keep_records:
                 summary.records.extend(pending)
-            if progress:
+            if progress and not (stream is not None and abort):  # a change stream's aborted copies are extra
                 progress(len(pending))
     except KafkaException as exc:
         raise ProducerError(f"producing to {topic!r} on {bootstrap} failed: {exc}") from exc

@@ -69,7 +69,7 @@ def main() -> int:
                                 "partition": r.partition,
                                 "offset": r.offset,
                                 "key": base64.b64encode(r.key).decode() if r.key is not None else None,
-                                "value": base64.b64encode(r.value).decode(),
+                                "value": base64.b64encode(r.value).decode() if r.value is not None else None,
                                 "kind": r.kind,
                             }
                         )

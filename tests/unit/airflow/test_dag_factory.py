@@ -36,7 +36,7 @@ SHAPES: dict[str, dict[str, list[str]]] = {
     "backfill": {"resolve": ["backfill"], "backfill": ["audit"], "audit": []},
 }
 # every shipped pipeline (pipelines/*.yaml) gets the same five DAGs
-EXPECTED = {f"{p}_{kind}": shape for p in ("payments", "sensors") for kind, shape in SHAPES.items()}
+EXPECTED = {f"{p}_{kind}": shape for p in ("customers_cdc", "payments", "sensors") for kind, shape in SHAPES.items()}
 
 
 def _dagbag(folder: Path):

@@ -190,6 +190,7 @@ MALFORMED = [
     ("lsn as text", envelope(source={**SOURCE, "lsn": "24023128"}), R.CDC_INVALID_SEQUENCE),
     ("lsn with a fraction", envelope(source={**SOURCE, "lsn": 9.5}), R.CDC_INVALID_SEQUENCE),
     ("lsn a boolean", envelope(source={**SOURCE, "lsn": True}), R.CDC_INVALID_SEQUENCE),
+    ("lsn past a long (stored as a BIGINT)", envelope(source={**SOURCE, "lsn": 2**63}), R.CDC_INVALID_SEQUENCE),
     # the row's own checks come last: a field missing, of the wrong type, unusable, breaking a rule
     ("row without a required field", envelope("c", after=without(ROW, "email")), R.MISSING_FIELD),
     ("row with a field of the wrong type", envelope("u", after={**ROW, "version": "3"}), R.WRONG_TYPE),
@@ -268,7 +269,7 @@ def changes(draw) -> tuple[dict, Change]:
     """A valid change of a CUSTOMERS row and what it parses to."""
     op = draw(st.sampled_from(["c", "u", "d", "r"]))
     key = draw(st.integers(-(2**63), 2**63 - 1))
-    lsn = draw(st.integers(0, 2**64 - 1))  # PostgreSQL's LSN is unsigned: past a long is still a number
+    lsn = draw(st.integers(0, 2**63 - 1))  # stored as a BIGINT: past a long is cdc_invalid_sequence (test_envelope)
     version = draw(st.integers(0, 2**40))
     email = draw(st.text(max_size=10)) + "@"
     row = {**ROW, "id": key, "email": email, "version": version}
