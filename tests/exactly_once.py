@@ -124,3 +124,40 @@ def next_batch(checkpoint: str) -> int:
     """The id of the next batch Spark will plan (a fault aimed there must fire)."""
     planned = [int(f.name) for f in Path(checkpoint, "offsets").glob("[0-9]*")]
     return max(planned, default=-1) + 1
+
+
+def assert_current_exactly_once(pipeline: Pipeline, bootstrap: Cluster, stream) -> dict:
+    """A CDC pipeline (docs/cdc.md): every committed record but the tombstones (no-ops) is in
+    bronze or quarantine exactly once, and the keyed table holds the rows the database ended with
+    (`stream`: the generator's ChangeStream, cdc/generate.py), one per key, with a tombstone for
+    each key deleted and not created again. Read with delta-rs, not the Spark that wrote them."""
+    paths = table_paths(pipeline)
+    records = consume_all(bootstrap, pipeline.source.topic, "read_committed")
+    tombstones = {(p, o) for p, o, _, value in records if value is None}
+    committed = {(p, o) for p, o, _, _ in records} - tombstones
+    landed = Counter(
+        (r["_partition"], r["_offset"])
+        for name in ("bronze", "quarantine")
+        for r in table_rows(paths[name], ["_partition", "_offset"])
+    )
+    twice = {k: n for k, n in landed.items() if n > 1}
+    assert not twice, f"{len(twice)} records landed more than once, e.g. {list(twice.items())[:5]}"
+    assert not tombstones & set(landed), "a tombstone (a no-op) landed in a table"
+    lost, phantom = committed - set(landed), set(landed) - committed
+    assert not lost and not phantom, f"lost {sorted(lost)[:10]}, phantom {sorted(phantom)[:10]}"
+
+    keyed = pipeline.keyed
+    assert keyed is not None, f"pipeline {pipeline.name} has no sinks.current"
+    names = pipeline.schema.names
+    table = table_rows(paths["current"], [*names, "_deleted"])
+    keys = Counter(tuple(r[k] for k in keyed.key_names) for r in table)
+    assert not [k for k, n in keys.items() if n > 1], "a key twice in the keyed table"
+    live = {tuple(r[k] for k in keyed.key_names): {n: r[n] for n in names} for r in table if not r["_deleted"]}
+    deleted = {tuple(r[k] for k in keyed.key_names) for r in table if r["_deleted"]}
+    want = stream.expected_rows()
+    wrong = {k: (live.get(k), want.get(k)) for k in set(live) | set(want) if live.get(k) != want.get(k)}
+    assert not wrong, (
+        f"{len(wrong)} keys differ from the database's final table (table, expected): {list(wrong.items())[:3]}"
+    )
+    assert deleted == stream.expected_deleted(), sorted(deleted ^ stream.expected_deleted())[:10]
+    return {"committed": len(committed), "tombstones": len(tombstones), "rows": len(live), "deleted": len(deleted)}

@@ -24,12 +24,14 @@ GROUPS = (
     "Ledgers: checkpoint and sink ledgers agree",
     "Rows: Kafka's committed records vs the tables",
     "Aggregates: the streaming table vs a batch recomputation",
+    "Keyed table: the current state vs a replay of its bronze changes",
     "Kafka output topic",
 )
 PHASES = {
     "committed_point": "read the committed point",
     "reconcile_rows": "reconcile rows",
     "reconcile_aggregates": "reconcile aggregates",
+    "reconcile_current": "reconcile the keyed table",
     "great_expectations": "Great Expectations",
     "report": "write the report",
     "total": "total",
@@ -46,8 +48,10 @@ def check_group(check: dict) -> str:
         return GROUPS[0]
     if name == "aggregates":
         return GROUPS[2]
-    if name.startswith("kafka_"):
+    if name.startswith("current_"):
         return GROUPS[3]
+    if name.startswith("kafka_"):
+        return GROUPS[4]
     return GROUPS[1]
 
 

@@ -10,9 +10,15 @@ content. Offending offsets are only looked up (and turned into ranges) when a
 count says there are some, so a clean audit pays for one join and one pass.
 
 Content is compared by a 64-bit hash per row over the canonical fields —
-bronze: the declared fields, typed; quarantine: key, value, reason — summed per
+bronze: its columns before the provenance (tables.bronze_columns: the declared fields, typed,
+and for Debezium `_op` and `_sequence`, so a wrong op or sequence is a content mismatch);
+quarantine: key, value, reason — summed per
 partition as a decimal: order-independent, and any added, missing or changed row
 (a value the job parsed differently, a reason it gave differently) changes the sum.
+
+A Debezium tombstone (a null value after a delete, source.TOMBSTONE_REASON) is a no-op: it is
+expected in neither table, is not a source record of the accounting, and is counted apart
+(`RowReconciliation.tombstones`); one found in a sink is a phantom row.
 
 What it compares comes from source.py (the committed source records, judged) and
 sink_tables.py (the sink tables at the pinned version); offending offsets become ranges in
@@ -30,10 +36,9 @@ from pyspark.sql import functions as F
 from onceflow import tables
 from onceflow.audit.offending import at_keys, first_ranges, islands, ranges_text
 from onceflow.audit.sink_tables import read_table
-from onceflow.audit.source import declaration_segments, read_source
+from onceflow.audit.source import TOMBSTONE_REASON, declaration_segments, read_source
 from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckStatus, CommittedPoint, check, jsonable
-from onceflow.schema.model import Schema
 
 _COUNTS = (
     "source_records",
@@ -52,8 +57,10 @@ QUARANTINE_FIELDS = ("_key", "_value", "reason")
 KEY = ("_topic", "_partition", "_offset")
 
 
-def bronze_hash(schema: Schema) -> Column:
-    return F.xxhash64(F.lit("bronze"), *[F.col(c) for c in schema.names])
+def bronze_hash(columns: list[str]) -> Column:
+    """Over bronze's own columns (tables.bronze_columns(schema, keyed): the declared fields, and
+    a Debezium pipeline's `_op` and `_sequence`)."""
+    return F.xxhash64(F.lit("bronze"), *[F.col(c) for c in columns])
 
 
 def quarantine_hash() -> Column:
@@ -70,6 +77,7 @@ class RowReconciliation:
     checks: list[Check]
     totals: dict = field(default_factory=dict)
     findings: list[dict] = field(default_factory=list)  # every offending range, for the GX findings suite
+    tombstones: int = 0  # Debezium tombstones in the audited ranges: no-ops, in no sink
 
 
 class RowReconciler:
@@ -94,6 +102,8 @@ class RowReconciler:
         self.segments = declaration_segments(pipeline)
         self.source = read_source(spark, pipeline, self.ranges, self.segments)
         self.schema = pipeline.schema
+        # bronze's columns before the provenance: what a bronze row's content is
+        self.columns = list(tables.bronze_columns(pipeline.schema, pipeline.keyed))
         self._cached: list[DataFrame] = []
 
     def cache(self, df: DataFrame) -> DataFrame:
@@ -109,30 +119,48 @@ class RowReconciler:
     def joined(self) -> DataFrame:
         """One row per Kafka coordinate seen in the source or the sinks (one shuffle: union + group)."""
         zero, one = F.lit(0), F.lit(1)
+        noop = F.coalesce(F.col("reason") == TOMBSTONE_REASON, F.lit(False))  # a tombstone: in no sink
         src = self.source.select(
             *KEY,
-            one.alias("s"),
+            F.when(noop, 0).otherwise(1).alias("s"),
             F.when(F.col("reason").isNull(), 1).otherwise(0).alias("v"),
-            F.when(F.col("reason").isNull(), bronze_hash(self.schema)).otherwise(quarantine_hash()).alias("h"),
+            F.when(noop, F.lit(None))
+            .when(F.col("reason").isNull(), bronze_hash(self.columns))
+            .otherwise(quarantine_hash())
+            .alias("h"),
             zero.alias("b"),
             zero.alias("q"),
+            F.when(noop, 1).otherwise(0).alias("t"),
         )
         sink = self.bronze.select(
-            *KEY, zero.alias("s"), zero.alias("v"), bronze_hash(self.schema).alias("h"), one.alias("b"), zero.alias("q")
+            *KEY,
+            zero.alias("s"),
+            zero.alias("v"),
+            bronze_hash(self.columns).alias("h"),
+            one.alias("b"),
+            zero.alias("q"),
+            zero.alias("t"),
         ).unionByName(
             self.quarantine.select(
-                *KEY, zero.alias("s"), zero.alias("v"), quarantine_hash().alias("h"), zero.alias("b"), one.alias("q")
+                *KEY,
+                zero.alias("s"),
+                zero.alias("v"),
+                quarantine_hash().alias("h"),
+                zero.alias("b"),
+                one.alias("q"),
+                zero.alias("t"),
             )
         )
-        is_src, is_sink = F.col("s") == 1, F.col("s") == 0
+        is_src, is_sink = F.col("s") == 1, (F.col("b") + F.col("q")) > 0
         g = (
             src.unionByName(sink)
             .groupBy(*KEY)
             .agg(
                 (F.sum("s") > 0).alias("in_source"),
                 (F.sum("v") > 0).alias("valid"),
+                (F.sum("t") > 0).alias("tombstone"),
                 F.max(F.when(is_src, F.col("h"))).alias("src_h"),
-                F.sum(1 - F.col("s")).alias("copies"),
+                F.sum(F.col("b") + F.col("q")).alias("copies"),
                 F.sum(F.when(is_sink, _as_dec(F.col("h")))).alias("sink_sum"),
                 F.min(F.when(is_sink, F.col("h"))).alias("h_min"),
                 F.max(F.when(is_sink, F.col("h"))).alias("h_max"),
@@ -169,10 +197,12 @@ class RowReconciler:
                 n(changed).alias("content_mismatches"),
                 F.coalesce(F.sum(_as_dec(F.col("src_h"))), F.lit(0)).cast("string").alias("source_checksum"),
                 F.coalesce(F.sum("sink_sum"), F.lit(0)).cast("string").alias("sink_checksum"),
+                n(F.col("tombstone")).alias("tombstones"),
             )
             .collect()
         )
         by_p = {r["_partition"]: r.asDict() for r in stats}
+        tombstones = sum(int(r.pop("tombstones") or 0) for r in by_p.values())
         zeros = {k: 0 for k in _COUNTS} | {"source_checksum": "0", "sink_checksum": "0"}
         partitions = []
         for p in sorted(set(self.point.end) | set(by_p)):
@@ -203,7 +233,7 @@ class RowReconciler:
                 "content_mismatches",
             )
         }
-        result = RowReconciliation(partitions=partitions, checks=[], totals=totals)
+        result = RowReconciliation(partitions=partitions, checks=[], totals=totals, tombstones=tombstones)
         result.checks = [
             self._accounting(partitions),
             self._loss(j, lost, partitions, result),
@@ -424,9 +454,9 @@ class RowReconciler:
             s, e = spans.get(p, (o, o + 1))
             spans[p] = (min(s, o), max(e, o + 1))
         df = read_source(self.spark, self.pipeline, spans, self.segments)
-        cols = ["_partition", "_offset", *self.schema.names, "reason"]
+        cols = ["_partition", "_offset", *self.columns, "reason"]
         return [
-            jsonable(r.asDict())
+            jsonable(r.asDict(recursive=True))  # `_sequence`, a struct, by its names
             for r in df.where(at_keys(keys)).select(*cols).orderBy("_partition", "_offset").collect()
         ]
 
@@ -434,7 +464,7 @@ class RowReconciler:
         """The sink rows at these coordinates, from bronze and quarantine, with their table."""
         if not keys:
             return []
-        fields = tables.bronze_columns(self.schema)
+        fields = tables.bronze_columns(self.schema, self.pipeline.keyed)
         b = self.bronze.where(at_keys(keys)).select(
             F.lit("bronze").alias("table"),
             "_partition",
@@ -451,4 +481,5 @@ class RowReconciler:
             "reason",
             "_batch_id",
         )
-        return [jsonable(r.asDict()) for r in b.unionByName(q).orderBy("_partition", "_offset", "table").collect()]
+        rows = b.unionByName(q).orderBy("_partition", "_offset", "table").collect()
+        return [jsonable(r.asDict(recursive=True)) for r in rows]

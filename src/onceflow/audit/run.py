@@ -73,18 +73,40 @@ def _notes(point: CommittedPoint, mode: str, watermark: dict | None) -> list[str
     return notes
 
 
-def _datasets(pipeline: Pipeline, rows, aggs, bronze_df, quarantine_df) -> dict:
+def _cdc_notes(rows, current) -> list[str]:
+    """What a change stream's audit saw that is no failure: Debezium's tombstones, tombstones
+    purged past their retention, keys a late older change brought back after that."""
+    notes = []
+    if rows.tombstones:
+        notes.append(
+            f"{rows.tombstones} Debezium tombstone(s) (the null-value record after a delete) in the audited "
+            "ranges: no-ops, expected in neither bronze nor quarantine"
+        )
+    if current is not None and current.purged:
+        notes.append(f"current: {current.purged} tombstone(s) of the fold were purged past tombstone_retention")
+    if current is not None and current.revived:
+        notes.append(
+            f"current: {current.revived} deleted key(s) came back through a change older than their delete that "
+            "arrived after the tombstone was purged (docs/cdc.md#tombstones-and-retention)"
+        )
+    return notes
+
+
+def _datasets(pipeline: Pipeline, rows, aggs, bronze_df, quarantine_df, current=None, current_df=None) -> dict:
     from onceflow.audit import suites
     from onceflow.audit.validate import Rows
 
     recon = Rows.from_dicts(suites.RECONCILIATION_DDL, rows.partitions)
-    findings = Rows.from_dicts(suites.FINDINGS_DDL, rows.findings + aggs.findings)
+    found = rows.findings + aggs.findings + (current.findings if current is not None else [])
+    findings = Rows.from_dicts(suites.FINDINGS_DDL, found)
     out = {
         "bronze": (bronze_df, suites.bronze_suite(pipeline, rows.totals["source_valid"])),
-        "quarantine": (quarantine_df, suites.quarantine_suite(rows.totals["source_malformed"])),
+        "quarantine": (quarantine_df, suites.quarantine_suite(rows.totals["source_malformed"], pipeline)),
     }
     if aggs.table is not None:
         out["aggregates"] = (aggs.table, suites.aggregates_suite(pipeline, aggs.recomputed_rows))
+    if current is not None and current_df is not None:
+        out["current"] = (current_df, suites.current_suite(pipeline, current.live_rows, current.tombstones))
     out["reconciliation"] = (recon, suites.reconciliation_suite())
     out["findings"] = (findings, suites.findings_suite())
     return out
@@ -169,13 +191,26 @@ def run_audit(
         aggs = reconcile_aggregates(spark, pipeline, point, reconciler.bronze)
         t = lap("reconcile_aggregates", t)
         checks = [*agreement_checks(point), *rows.checks, aggs.check]
+        current, current_df = None, None
+        if pipeline.sinks.current is not None:  # the keyed table vs the fold of its bronze changes (docs/cdc.md)
+            from onceflow.audit.current import reconcile_current
+            from onceflow.audit.sink_tables import read_table
+
+            current = reconcile_current(pipeline, point)
+            checks += current.checks
+            view = point.sinks.get("current")
+            if view is not None and view.exists:
+                current_df = read_table(spark, pipeline.resolve(pipeline.sinks.current.path), view.version, None)
+            t = lap("reconcile_current", t)
+            log(f"{pipeline.name}: keyed table compared ({current.live_rows} rows, {current.tombstones} tombstones)")
+        summary["notes"] += _cdc_notes(rows, current)
         if pipeline.sinks.kafka is not None:  # the Kafka output topic, at read_committed (docs/kafka-sink.md)
             from onceflow.audit.kafka_output import output_checks
 
             checks += output_checks(spark, pipeline)
         if aggs.table is not None:
             aggs.table = reconciler.cache(aggs.table)
-        datasets = _datasets(pipeline, rows, aggs, reconciler.bronze, reconciler.quarantine)
+        datasets = _datasets(pipeline, rows, aggs, reconciler.bronze, reconciler.quarantine, current, current_df)
         log(f"{pipeline.name}: running Great Expectations ({', '.join(datasets)})")
         gx = run_suites(datasets, directory, run_id)
         t = lap("great_expectations", t)

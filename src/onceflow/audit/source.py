@@ -3,6 +3,14 @@
 Kafka's committed records are read with Spark's batch Kafka source at read_committed and judged in
 Python workers by schema/reference.Judge (not the job's Spark validation, whose bugs it would
 share), by the declaration in force when each batch was written: what the sinks should hold.
+
+A Debezium pipeline's records (`schema.format: debezium`) are parsed by the reference envelope
+parser, cdc/envelope.Envelope: a change comes out as its bronze row (`_op` and `_sequence` beside
+the declared fields, a delete's row holding its key and sequence fields only), a malformed record
+with its reason, and Debezium's tombstone (a null value: a no-op) with TOMBSTONE_REASON, a marker
+that is no quarantine reason: such a record belongs in no sink. The declaration in force per batch
+(`declaration_segments`) is the schema alone: an earlier declaration's records are parsed with its
+fields and today's keys and sequence_by.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import json
 from pyspark.sql import DataFrame, SparkSession
 
 from onceflow import offsets, tables
+from onceflow.cdc.spec import KeyedSpec
 from onceflow.config import Pipeline
 from onceflow.kafka.client import source_client
 from onceflow.spark.kafka_read import kafka_options
@@ -41,6 +50,10 @@ _ARROW = {
     "date": "date32",
 }
 SOURCE_DDL = "_key BINARY, _value BINARY, _topic STRING, _partition INT, _offset BIGINT, reason STRING"
+# the `reason` of a Debezium tombstone (a null value after a delete): a no-op, expected in neither
+# bronze nor quarantine. Not a quarantine reason: a consumer that keeps `reason IS NULL` drops it.
+TOMBSTONE_REASON = "_tombstone"
+_POSITION_ARROW = {"BIGINT": "int64", "STRING": "string"}
 
 
 def _arrow_type(ftype):
@@ -53,15 +66,62 @@ def _arrow_type(ftype):
     return getattr(pa, _ARROW[ftype.base])()
 
 
+def _sequence_arrow_type(keyed: KeyedSpec):
+    """The `_sequence` struct in Arrow, as tables.bronze_columns declares it (KeyedSpec.sequence_ddl):
+    a field's type, or a position's: BIGINT, DECIMAL(38,0), STRING."""
+    import pyarrow as pa
+
+    def part_type(part):
+        if part.field is not None:
+            return _arrow_type(part.field.ftype)
+        if part.sql == "DECIMAL(38,0)":
+            return pa.decimal128(38, 0)
+        return getattr(pa, _POSITION_ARROW[part.sql])()
+
+    return pa.struct([pa.field(p.column, part_type(p)) for p in keyed.sequence])
+
+
+def change_values(change, keyed: KeyedSpec, names: list[str]) -> dict:
+    """A Debezium change's bronze row: the declared fields (a delete's: its key fields and the
+    sequence's field parts, read from `before`; the others None), `_op`, and `_sequence` (part
+    column -> value; a DIGITS position as a Decimal, bronze's DECIMAL(38,0))."""
+    from decimal import Decimal
+
+    from onceflow.cdc.spec import DIGITS
+
+    if change.row is not None:
+        values = {n: change.row.get(n) for n in names}
+    else:
+        values = dict.fromkeys(names)
+        values |= dict(zip(keyed.key_names, change.key, strict=True))
+        values |= {p.field.name: v for p, v in zip(keyed.sequence, change.sequence, strict=True) if p.field}
+    sequence = {
+        p.column: Decimal(v) if p.position == DIGITS and v is not None else v
+        for p, v in zip(keyed.sequence, change.sequence, strict=True)
+    }
+    return {**values, "_op": change.op, "_sequence": sequence}
+
+
 Segments = list[tuple[str, dict[int, tuple[int, int]]]]
 
 
-def _judged(schema_json: str, segments: Segments, unprocessable: dict[int, list[tuple[int, int]]]):
+def _judged(
+    schema_json: str,
+    segments: Segments,
+    unprocessable: dict[int, list[tuple[int, int]]],
+    cdc: tuple[list[str], list[str]] | None = None,
+):
     """mapInArrow: each Kafka record judged in a Python worker by schema/reference.Judge, by the
     declaration in force when its batch was written (`segments`: declaration → offset ranges;
     records outside them: the current one). Values come out in the current bronze types.
     A record an operator moved to quarantine by hand (`unprocessable`: per partition, offset
-    ranges) is not judged: it belongs in quarantine as `unprocessable`."""
+    ranges) is not judged: it belongs in quarantine as `unprocessable`.
+
+    `cdc` (a Debezium pipeline's keys and sequence_by): each record parsed by cdc/envelope.Envelope
+    instead, its bronze row with `_op` and `_sequence` (tables.bronze_columns' DDL); a tombstone
+    comes out with TOMBSTONE_REASON and no values."""
+    if cdc is not None:
+        return _parsed(schema_json, segments, unprocessable, cdc)
 
     def run(batches):
         import pyarrow as pa
@@ -111,6 +171,74 @@ def _judged(schema_json: str, segments: Segments, unprocessable: dict[int, list[
     return run
 
 
+def _parsed(
+    schema_json: str,
+    segments: Segments,
+    unprocessable: dict[int, list[tuple[int, int]]],
+    cdc: tuple[list[str], list[str]],
+):
+    """`_judged` for a Debezium pipeline: each record parsed by the reference envelope parser."""
+    keys, sequence_by = cdc
+
+    def run(batches):
+        import pyarrow as pa
+
+        from onceflow.cdc.envelope import Change, Envelope, Malformed
+        from onceflow.schema import reasons as R
+        from onceflow.schema.model import Schema
+
+        schema = Schema.model_validate_json(schema_json)
+        parsers = {schema_json: Envelope(schema, keys, sequence_by)}
+        for declared, _ in segments:
+            if declared not in parsers:
+                parsers[declared] = Envelope(Schema.model_validate_json(declared), keys, sequence_by)
+        current = parsers[schema_json]
+        keyed = current.spec
+        names = schema.names
+        empty = {**dict.fromkeys(names), "_op": None, "_sequence": None}
+
+        def parser_for(p: int, o: int) -> Envelope:
+            for declared, spans in segments:
+                span = spans.get(p)
+                if span and span[0] <= o < span[1]:
+                    return parsers[declared]
+            return current
+
+        def by_hand(p: int, o: int) -> bool:
+            return any(a <= o < b for a, b in unprocessable.get(p, ()))
+
+        types = {f.name: _arrow_type(f.ftype) for f in schema.fields}
+        types |= {"_op": pa.string(), "_sequence": _sequence_arrow_type(keyed)}
+        for batch in batches:
+            where = zip(
+                batch.column("partition").to_pylist(),
+                batch.column("offset").to_pylist(),
+                batch.column("key").to_pylist(),
+                batch.column("value").to_pylist(),
+                strict=True,
+            )
+            rows: list[tuple[dict, str | None]] = []
+            for p, o, k, v in where:
+                if by_hand(p, o):
+                    rows.append((empty, R.UNPROCESSABLE))
+                    continue
+                parsed = parser_for(p, o).parse(k, v)
+                if isinstance(parsed, Change):
+                    rows.append((change_values(parsed, keyed, names), None))
+                elif isinstance(parsed, Malformed):
+                    rows.append((empty, parsed.reason))
+                else:  # TOMBSTONE: a no-op
+                    rows.append((empty, TOMBSTONE_REASON))
+            arrays = [pa.array([r.get(n) for r, _ in rows], type=t) for n, t in types.items()]
+            arrays += [batch.column(c) for c in ("key", "value", "topic", "partition", "offset")]
+            arrays.append(pa.array([reason for _, reason in rows], type=pa.string()))
+            yield pa.RecordBatch.from_arrays(
+                arrays, names=[*types, "_key", "_value", "_topic", "_partition", "_offset", "reason"]
+            )
+
+    return run
+
+
 def declaration_segments(pipeline: Pipeline) -> Segments:
     """Where an earlier declaration was in force: from the bronze ledger's entries, which
     record the declaration each batch was judged by (only those that differ from today's)."""
@@ -138,13 +266,20 @@ def read_source(
     spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]], segments: Segments | None = None
 ) -> DataFrame:
     """The committed source records of the ranges, each judged by the audit's own judge:
-    the declared fields (typed) and `reason` (NULL when valid) — what the sinks should hold."""
-    schema = pipeline.schema
+    bronze's columns (tables.bronze_columns: the declared fields, typed; a Debezium pipeline's
+    `_op` and `_sequence` too) and `reason` (NULL when valid) — what the sinks should hold. A
+    Debezium tombstone has reason TOMBSTONE_REASON: it belongs in neither bronze nor quarantine."""
+    schema, keyed = pipeline.schema, pipeline.keyed
     segments = declaration_segments(pipeline) if segments is None else segments
     if not ranges:  # nothing new to audit: the same columns, no rows
         raw = spark.createDataFrame([], "key binary, value binary, topic string, partition int, offset long")
     else:
         raw = read_kafka(spark, pipeline, ranges).select("key", "value", "topic", "partition", "offset")
-    ddl = ", ".join(f"`{n}` {t}" for n, t in tables.bronze_columns(schema).items()) + ", " + SOURCE_DDL
+    ddl = ", ".join(f"`{n}` {t}" for n, t in tables.bronze_columns(schema, keyed).items()) + ", " + SOURCE_DDL
     by_hand = Unprocessable.load(pipeline.state_path).ranges(pipeline.source.topic)
-    return raw.mapInArrow(_judged(schema.model_dump_json(), segments, by_hand), ddl)
+    cdc = None
+    if keyed is not None and keyed.debezium and pipeline.sinks.current is not None:
+        current = pipeline.sinks.current
+        sequence_by = [current.sequence_by] if isinstance(current.sequence_by, str) else list(current.sequence_by)
+        cdc = (list(current.keys), sequence_by)
+    return raw.mapInArrow(_judged(schema.model_dump_json(), segments, by_hand, cdc), ddl)

@@ -4,9 +4,13 @@
   of the Kafka coordinates, uniqueness of the declared event_id, not-null for
   required fields, allowed values, ranges, patterns, lengths, UUIDs — and the row
   count Kafka committed;
-- quarantine: schema, uniqueness, reason codes from the documented set, row count;
+- quarantine: schema, uniqueness, reason codes from the documented set (with a
+  Debezium pipeline's `cdc_*` codes), row count;
 - aggregates: one row per declared group and window, counts ≥ 1, windows that
   end after they start, and the row count of the batch recomputation;
+- current (the keyed table of a change stream): its schema, one row per key, keys,
+  winners and `_deleted` never NULL, and as many rows as the fold's live rows plus
+  at most its tombstones;
 - reconciliation: one row per partition with the counts and checksums of the
   four-way reconciliation, so accounting, loss, phantoms, duplicates and content
   are expectations too;
@@ -45,6 +49,7 @@ FINDING_CHECKS = {
     "duplicate_event_ids": "bronze rows sharing the declared event_id",
     "content": "rows whose payload differs from their source record",
     "aggregates": "aggregate windows that differ from the batch recomputation from bronze",
+    "current": "keyed-table keys that differ from the fold of their bronze changes",
 }
 
 
@@ -58,14 +63,33 @@ _SPARK_TYPES = {
     "BOOLEAN": "BooleanType",
     "DOUBLE": "DoubleType",
     "DATE": "DateType",
+    "STRUCT": "StructType",
 }
-_DDL_COLUMN = re.compile(r"`?(\w+)`?\s+([A-Za-z]+)(?:\(\d+\s*,\s*\d+\))?\s*(?:,|$)")
+_DDL_COLUMN = re.compile(r"^`?(\w+)`?\s+([A-Za-z]+)(?:\(\d+\s*,\s*\d+\)|<.*>)?$", re.DOTALL)
+
+
+def _top_level(ddl: str) -> list[str]:
+    """A DDL's column definitions: split at the commas outside <...> and (...)."""
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for ch in ddl:
+        depth += (ch in "<(") - (ch in ">)")
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
 
 
 def ddl_types(ddl: str) -> dict[str, str]:
-    """Column → pyspark type class name from a tables.py DDL (the names GX's type check compares);
-    parsed without a JVM so suites can be built and tested anywhere."""
-    cols = {name: _SPARK_TYPES[sql.upper()] for name, sql in _DDL_COLUMN.findall(ddl)}
+    """Column → pyspark type class name from a tables.py DDL (the names GX's type check compares;
+    a struct, Debezium's `_sequence`, is StructType); parsed without a JVM so suites can be built
+    and tested anywhere."""
+    found = [_DDL_COLUMN.match(part) for part in _top_level(ddl)]
+    cols = {m.group(1): _SPARK_TYPES[m.group(2).upper()] for m in found if m}
     if not cols:
         raise ValueError(f"no columns found in DDL {ddl!r}")
     return cols
@@ -114,7 +138,7 @@ def bronze_suite(pipeline: Pipeline, committed_valid: int) -> gx.ExpectationSuit
     return gx.ExpectationSuite(
         name="bronze",
         expectations=[
-            *_schema(tables.bronze_ddl(schema)),
+            *_schema(tables.bronze_ddl(schema, pipeline.keyed)),
             gxe.ExpectCompoundColumnsToBeUnique(
                 column_list=list(tables.SOURCE_KEY), description="no Kafka record is stored twice"
             ),
@@ -130,7 +154,15 @@ def bronze_suite(pipeline: Pipeline, committed_valid: int) -> gx.ExpectationSuit
     )
 
 
-def quarantine_suite(committed_malformed: int) -> gx.ExpectationSuite:
+def quarantine_reasons(pipeline: Pipeline | None = None) -> list[str]:
+    """The reason codes quarantine may hold: the documented ones and `unprocessable`; with a
+    Debezium pipeline's records, the envelope's `cdc_*` codes too (cdc/envelope.py)."""
+    keyed = pipeline.keyed if pipeline is not None else None
+    cdc = list(reasons.CDC_REASONS) if keyed is not None and keyed.debezium else []
+    return [*reasons.REASONS, *cdc, reasons.UNPROCESSABLE]
+
+
+def quarantine_suite(committed_malformed: int, pipeline: Pipeline | None = None) -> gx.ExpectationSuite:
     return gx.ExpectationSuite(
         name="quarantine",
         expectations=[
@@ -141,7 +173,7 @@ def quarantine_suite(committed_malformed: int) -> gx.ExpectationSuite:
             *_not_null("reason", "detail", *tables.SOURCE_KEY, "_batch_id"),
             gxe.ExpectColumnValuesToBeInSet(
                 column="reason",
-                value_set=[*reasons.REASONS, reasons.UNPROCESSABLE],
+                value_set=quarantine_reasons(pipeline),
                 description="every reason is one of the documented codes",
             ),
             gxe.ExpectTableRowCountToEqual(
@@ -167,6 +199,30 @@ def aggregates_suite(pipeline: Pipeline, recomputed_windows: int) -> gx.Expectat
             gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A="window_end", column_B="window_start"),
             gxe.ExpectTableRowCountToEqual(
                 value=recomputed_windows, description="as many windows as the batch recomputation from bronze"
+            ),
+        ],
+    )
+
+
+def current_suite(pipeline: Pipeline, live_rows: int, tombstones: int) -> gx.ExpectationSuite:
+    """The keyed table (sinks.current): `live_rows` and `tombstones` are the fold's (audit/current.py);
+    the table holds every live row and the tombstones not purged yet."""
+    keyed = pipeline.keyed
+    assert keyed is not None  # called for a pipeline with sinks.current
+    return gx.ExpectationSuite(
+        name="current",
+        expectations=[
+            *_schema(tables.current_ddl(pipeline.schema, keyed)),
+            (
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=list(keyed.key_names), description="one row per key")
+                if len(keyed.key_names) > 1
+                else gxe.ExpectColumnValuesToBeUnique(column=keyed.key_names[0], description="one row per key")
+            ),
+            *_not_null(*keyed.key_names, "_sequence", "_partition", "_offset", "_deleted", "_batch_id", "_changed_at"),
+            gxe.ExpectTableRowCountToBeBetween(
+                min_value=live_rows,
+                max_value=live_rows + tombstones,
+                description="the fold's live rows, and at most its tombstones (some purged past tombstone_retention)",
             ),
         ],
     )

@@ -68,6 +68,7 @@ def test_groups_that_passed_are_collapsed_and_groups_with_a_failure_are_open():
 def test_check_kinds():
     assert check_group({"name": "ledger_contiguity", "source": "reconcile"}).startswith("Ledgers")
     assert check_group({"name": "kafka_output_loss", "source": "reconcile"}) == "Kafka output topic"
+    assert check_group({"name": "current_rows", "source": "reconcile"}).startswith("Keyed table")
     assert (
         check_group({"name": "gx.findings.unexpected_rows_expectation[loss]", "source": "gx"})
         == "Great Expectations: findings"

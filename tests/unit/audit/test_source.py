@@ -57,3 +57,69 @@ def test_each_record_is_judged_by_the_declaration_of_its_batch_and_hand_moved_on
 def test_the_bronze_types_in_arrow():
     types = {f.name: source._arrow_type(f.ftype) for f in SENSORS_SCHEMA.fields}
     assert types["event_time"] == pa.timestamp("us", tz="UTC") and types["site"] == pa.string()
+
+
+CDC = Schema.model_validate(
+    {
+        "format": "debezium",
+        "event_time": "updated_at",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "email", "type": "string"},
+            {"name": "version", "type": "long"},
+            {"name": "updated_at", "type": "timestamp"},
+        ],
+    }
+)
+
+
+def _cdc_batch(values: list[dict | None]) -> pa.RecordBatch:
+    n = len(values)
+    return pa.RecordBatch.from_pydict(
+        {
+            "key": [b'{"id": 7}'] * n,
+            "value": [None if v is None else json.dumps(v).encode() for v in values],
+            "topic": ["t"] * n,
+            "partition": [0] * n,
+            "offset": list(range(n)),
+        },
+        schema=pa.schema(
+            [
+                ("key", pa.binary()),
+                ("value", pa.binary()),
+                ("topic", pa.string()),
+                ("partition", pa.int32()),
+                ("offset", pa.int64()),
+            ]
+        ),
+    )
+
+
+def test_debezium_records_are_parsed_by_the_reference_envelope_parser_into_bronze_rows():
+    from onceflow import tables
+    from onceflow.cdc.spec import resolve
+
+    row = {"id": 7, "email": "a@b.c", "version": 3, "updated_at": "2026-01-01T00:00:00Z"}
+    source_ = {"lsn": 100, "scn": "123456789012345678901234567890"}
+    update = {"op": "u", "before": None, "after": row, "source": source_}
+    delete = {"op": "d", "before": row, "after": None, "source": {**source_, "lsn": 101}}
+    wrapped = {"schema": {}, "payload": {**update, "source": {**source_, "lsn": 102}}}
+    values: list[dict | None] = [update, delete, None, {"after": row}, update, wrapped, {"schema": {}, "payload": None}]
+    run = source._judged(CDC.model_dump_json(), [], {0: [(4, 5)]}, (["id"], ["source.lsn", "source.scn", "version"]))
+    (out,) = list(run(iter([_cdc_batch(values)])))
+    spec = resolve(CDC, ["id"], ["source.lsn", "source.scn", "version"])
+    assert out.schema.names[: len(CDC.names) + 2] == list(tables.bronze_columns(CDC, spec))
+    assert out.schema.field("_sequence").type == pa.struct(
+        [("source_lsn", pa.int64()), ("source_scn", pa.decimal128(38, 0)), ("version", pa.int64())]
+    )
+    # a null value and a schemas-enabled null payload: Debezium's tombstones, no-ops in no sink
+    tombstone = source.TOMBSTONE_REASON
+    reasons = [None, None, tombstone, R.CDC_MISSING_OP, R.UNPROCESSABLE, None, tombstone]
+    assert out.column("reason").to_pylist() == reasons
+    assert out.column("_op").to_pylist() == ["u", "d", None, None, None, "u", None]
+    # a delete's row: its key and the sequence's field parts (from `before`), the others NULL
+    assert out.column("email").to_pylist()[:2] == ["a@b.c", None]
+    assert out.column("version").to_pylist()[:2] == [3, 3] and out.column("id").to_pylist()[:2] == [7, 7]
+    seq = out.column("_sequence").to_pylist()
+    assert seq[1]["source_lsn"] == 101 and seq[5]["source_lsn"] == 102 and seq[2] is None
+    assert str(seq[0]["source_scn"]) == source_["scn"]

@@ -1,0 +1,129 @@
+"""Change data capture exactly once through kills (issue 41's proof): a Debezium change stream
+made by the generator (snapshot reads, creates, updates, deletes with their tombstones, key
+changes, duplicate and out-of-order deliveries, malformed envelopes, aborted transactions) is
+ingested by a continuous job that is killed in every window of the keyed table's commit, then
+loses its checkpoint and is recovered:
+
+  1. `before_current_commit`: bronze holds the batch, the keyed table's merge of it dies;
+  2. `after_current_commit`: the next run's follower merges it and dies right after the commit;
+  3. `before_sink_commit`: the next run dies before any table holds its first batch;
+  4. the checkpoint is deleted; `recover` starts a new generation from the ledgers; a catch-up
+     run reads the rest.
+
+Then the keyed table equals the table the database ended with (the generator's, not a replay of
+what the job read), bronze and quarantine hold every committed record once (the tombstones in
+neither), the ledgers are contiguous, and the audit, whose check replays bronze with the
+reference fold, passes.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+
+from devkit import ROOT
+from devkit.driver import IngestProcess
+from devkit.pipelines import pipeline_file
+from onceflow import faults
+from onceflow.audit.run import run_audit
+from onceflow.kafka.producer import produce
+from onceflow.recovery import recover
+from onceflow.recovery.cases import Case
+from onceflow.sinks import read_ledgers
+from onceflow.spark.ingest import run_ingest
+from tests.exactly_once import assert_current_exactly_once, assert_ledgers_contiguous, next_batch
+
+pytestmark = pytest.mark.e2e
+
+CUSTOMERS = yaml.safe_load((ROOT / "pipelines" / "customers_cdc.yaml").read_text())  # its schema and keyed table
+RECORDS, PARTITIONS, PER_BATCH = 4000, 3, 250
+
+
+def _first_unmerged(pipeline) -> int:
+    """The first batch bronze holds and the keyed table does not (a fault aimed there fires in the
+    next run's first merge)."""
+    ledgers = read_ledgers(pipeline, kafka=False)
+    merged = {(e.generation, e.batch_id) for e in ledgers["current"].entries}
+    waiting = [e.batch_id for e in ledgers["bronze"].entries if (e.generation, e.batch_id) not in merged]
+    assert waiting, "bronze must hold a batch the keyed table lacks"
+    return min(waiting)
+
+
+def test_the_keyed_table_is_the_databases_through_kills_in_every_window_and_a_lost_checkpoint(
+    broker, spark, topic, tmp_path
+):
+    folder = tmp_path / "pipeline"
+    sinks = {
+        "bronze": {"path": str(folder / "bronze")},
+        "quarantine": {"path": str(folder / "quarantine")},
+        # a merge a second: the kills land mid-stream
+        "current": {**CUSTOMERS["sinks"]["current"], "path": str(folder / "current"), "merge_every": "1 second"},
+    }
+    file, pipeline = pipeline_file(
+        folder,
+        broker.bootstrap,
+        topic,
+        schema=CUSTOMERS["schema"],
+        sinks=sinks,
+        max_offsets=PER_BATCH,
+        trigger={"processing_time": "500 ms"},
+    )
+    assert pipeline.keyed is not None and pipeline.keyed.debezium
+    summary = produce(
+        broker.bootstrap,
+        topic,
+        RECORDS,
+        schema=pipeline.schema,
+        keyed=pipeline.keyed,
+        partitions=PARTITIONS,
+        seed=20261128,
+        abort_ratio=0.1,
+        malformed_ratio=0.03,
+        duplicate_ratio=0.1,
+        out_of_order_ratio=0.1,
+        txn_size=50,
+    )
+    stream = summary.changes
+    assert stream is not None
+    counts = stream.summary()
+    for kind in ("deletes", "key_changes", "duplicates", "out_of_order", "malformed", "snapshot_reads"):
+        assert counts[kind] > 0, f"the stream must hold {kind} for the proof to mean anything: {counts}"
+
+    job = IngestProcess(pipeline, file, tmp_path)
+    checkpoint = pipeline.checkpoint_path
+    # 1. between bronze and the keyed table: batch 2's merge dies (bronze has it)
+    for point, target in (
+        ("before_current_commit", lambda: 2),
+        ("after_current_commit", lambda: _first_unmerged(pipeline)),
+        ("before_sink_commit", lambda: next_batch(checkpoint)),
+    ):
+        fault = f"{point}@{target()}"
+        job.start(fault=fault)
+        code = job.wait_exit(timeout=600)
+        assert code == faults.EXIT_CODE, f"expected the injected crash at {fault}, got exit {code}:\n{job.tail()}"
+        if point == "before_current_commit":
+            ledgers = read_ledgers(pipeline, kafka=False)
+            assert 2 in {e.batch_id for e in ledgers["bronze"].entries}
+            assert 2 not in {e.batch_id for e in ledgers["current"].entries}
+
+    # 4. the checkpoint is lost: recovery starts a new generation at the sinks' own points
+    shutil.rmtree(checkpoint)
+    result = recover(pipeline)
+    assert result.outcome == "done" and result.plan is not None and result.plan.case == Case.MISSING, result
+    final = run_ingest(pipeline, spark=spark)  # the catch-up, in the session's warm driver
+    assert final.status == "finished" and final.generation == 1, final
+
+    landed = assert_current_exactly_once(pipeline, broker.bootstrap, stream)
+    assert landed["tombstones"] == counts["tombstones"] and landed["deleted"] > 0
+    assert_ledgers_contiguous(pipeline)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    checks = {c["name"]: c for c in outcome.summary["checks"]}
+    assert outcome.status == "passed", {n: c["detail"] for n, c in checks.items() if c["status"] == "failed"}
+    assert any(n.startswith("current") and c["status"] == "passed" for n, c in checks.items()), sorted(checks)
+    print(
+        f"\n{job.runs + 1} runs, {job.runs} killed, the checkpoint lost once: {landed['committed']} committed "
+        f"changes exactly once ({landed['tombstones']} tombstones skipped); the keyed table holds the "
+        f"database's {landed['rows']} rows and {landed['deleted']} tombstones"
+    )
