@@ -29,6 +29,7 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 
 from onceflow import tables
+from onceflow.cdc.spec import KeyedSpec
 from onceflow.config import Pipeline
 from onceflow.schema import reasons
 
@@ -95,11 +96,20 @@ def ddl_types(ddl: str) -> dict[str, str]:
     return cols
 
 
-def _schema(ddl: str) -> list:
+def _nested(keyed: KeyedSpec | None) -> list[str]:
+    """The fields of the `_sequence` struct as GX's Spark batches list them among the columns."""
+    return [f"_sequence.{p.column}" for p in keyed.sequence] if keyed is not None else []
+
+
+def _schema(ddl: str, nested: list[str] | None = None) -> list:
+    """The table's exact columns (with `nested`, the fields of its struct columns, which GX lists
+    too) and each column's type."""
     cols = ddl_types(ddl)
     out: list = [
         gxe.ExpectTableColumnsToMatchSet(
-            column_set=list(cols), exact_match=True, description="the table has exactly the columns of its schema"
+            column_set=[*cols, *(nested or [])],
+            exact_match=True,
+            description="the table has exactly the columns of its schema",
         )
     ]
     out += [gxe.ExpectColumnValuesToBeOfType(column=c, type_=t) for c, t in cols.items()]
@@ -111,7 +121,14 @@ def _not_null(*columns: str) -> list:
 
 
 def bronze_suite(pipeline: Pipeline, committed_valid: int) -> gx.ExpectationSuite:
-    schema = pipeline.schema
+    schema, keyed = pipeline.schema, pipeline.keyed
+    # a Debezium delete's row holds its key and sequence only: there the other required fields are
+    # NULL by design (the row reconciliation checks every row's values against the source's)
+    required = (
+        [*keyed.key_names, "_op", "_sequence"]
+        if keyed is not None and keyed.debezium
+        else [f.name for f in schema.fields if f.required]
+    )
     rules: list = []
     for f in schema.fields:
         if f.allowed is not None:
@@ -138,12 +155,12 @@ def bronze_suite(pipeline: Pipeline, committed_valid: int) -> gx.ExpectationSuit
     return gx.ExpectationSuite(
         name="bronze",
         expectations=[
-            *_schema(tables.bronze_ddl(schema, pipeline.keyed)),
+            *_schema(tables.bronze_ddl(schema, keyed), _nested(keyed if keyed and keyed.debezium else None)),
             gxe.ExpectCompoundColumnsToBeUnique(
                 column_list=list(tables.SOURCE_KEY), description="no Kafka record is stored twice"
             ),
             *unique,
-            *_not_null(*[f.name for f in schema.fields if f.required], *tables.SOURCE_KEY, "_batch_id", "_generation"),
+            *_not_null(*required, *tables.SOURCE_KEY, "_batch_id", "_generation"),
             *rules,
             gxe.ExpectColumnValuesToBeBetween(column="_offset", min_value=0),
             gxe.ExpectTableRowCountToEqual(
@@ -212,7 +229,7 @@ def current_suite(pipeline: Pipeline, live_rows: int, tombstones: int) -> gx.Exp
     return gx.ExpectationSuite(
         name="current",
         expectations=[
-            *_schema(tables.current_ddl(pipeline.schema, keyed)),
+            *_schema(tables.current_ddl(pipeline.schema, keyed), _nested(keyed)),
             (
                 gxe.ExpectCompoundColumnsToBeUnique(column_list=list(keyed.key_names), description="one row per key")
                 if len(keyed.key_names) > 1
