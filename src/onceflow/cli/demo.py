@@ -1,7 +1,8 @@
 """`onceflow demo` (`make demo`): start the broker, produce events (some in aborted
 transactions, some malformed) for each pipeline — payments and sensors, two shapes side by
-side on one broker — run the exactly-once job of each, and show what landed where next to
-what an independent read_committed consumer counts in Kafka."""
+side on one broker, and customers_cdc, a Debezium change stream — run the exactly-once job of
+each, and show what landed where next to what an independent read_committed consumer counts in
+Kafka; for the change stream, also the keyed table next to the table the database ended with."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from onceflow import config
 from onceflow.cli.console import log, number, out
 from onceflow.status import IngestMode
 
-DEFAULT_PIPELINES = ("payments", "sensors")
+DEFAULT_PIPELINES = ("payments", "sensors", "customers_cdc")
 
 
 def add_parser(sub) -> None:
@@ -19,7 +20,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--pipeline",
         action="append",
-        help="a pipeline name or YAML path; repeat for several (default: payments and sensors)",
+        help="a pipeline name or YAML path; repeat for several (default: payments, sensors and customers_cdc)",
     )
     p.add_argument(
         "--count",
@@ -81,7 +82,8 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
     from onceflow.sinks import table_paths
     from onceflow.spark.ingest import run_ingest
 
-    log(f"producing {count} events to {pipeline.source.topic} (5% of transactions aborted, 1% of records malformed)")
+    what = "changes of a table (5% delivered twice, 5% out of order)" if pipeline.keyed else "events"
+    log(f"producing {count} {what} to {pipeline.source.topic} (5% of transactions aborted, 1% of records malformed)")
     aggregates = pipeline.sinks.aggregates
     summary = produce(
         source_client(pipeline),
@@ -89,6 +91,7 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
         count,
         schema=pipeline.schema,
         group_by=aggregates.group_by if aggregates else (),
+        keyed=pipeline.keyed,
         abort_ratio=0.05,
         malformed_ratio=0.01,
         keep_records=False,
@@ -103,27 +106,69 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
     paths = table_paths(pipeline)
     kafka = committed_counts(source_client(pipeline), pipeline.source.topic)
     bronze, quarantine = _per_partition(paths["bronze"]), _per_partition(paths["quarantine"])
+    # a change stream's tombstones (the null value after a delete) are no-ops: in no table
+    tombstones = {p: summary.count("change:tombstone", p) for p in kafka}
     table = Table(title=f"{pipeline.name}: every committed Kafka record, exactly once")
-    for col in ("partition", "Kafka committed", "bronze", "quarantine", "bronze + quarantine", "match"):
+    columns = ["partition", "Kafka committed", "bronze", "quarantine", "bronze + quarantine", "match"]
+    if pipeline.keyed is not None:
+        columns[4:4] = ["tombstones (no-ops)"]
+    for col in columns:
         table.add_column(col, justify="right")
     ok = True
     for p in sorted(kafka):
         landed = bronze.get(p, 0) + quarantine.get(p, 0)
-        ok &= landed == kafka[p]
-        table.add_row(
-            str(p),
-            str(kafka[p]),
-            str(bronze.get(p, 0)),
-            str(quarantine.get(p, 0)),
-            str(landed),
-            "yes" if landed == kafka[p] else "NO",
-        )
+        ok &= landed + tombstones[p] == kafka[p]
+        row = [str(p), str(kafka[p]), str(bronze.get(p, 0)), str(quarantine.get(p, 0)), str(landed)]
+        if pipeline.keyed is not None:
+            row[4:4] = [str(tombstones[p])]
+        table.add_row(*row, "yes" if landed + tombstones[p] == kafka[p] else "NO")
+    current = _current_table(pipeline, summary.changes, paths["current"]) if summary.changes is not None else None
+    if current is not None:
+        ok &= current.pop("match")
     if out is not None:
         out.print(table)
+        if current is not None:
+            keyed_table = Table(title=f"{pipeline.name}: the keyed table against the table the database ended with")
+            for col in ("", "the database", "the keyed table"):
+                keyed_table.add_column(col, justify="right")
+            keyed_table.add_row("rows", str(current["expected_rows"]), str(current["rows"]))
+            keyed_table.add_row("deleted keys", str(current["expected_deleted"]), str(current["tombstones"]))
+            keyed_table.add_row("rows that differ", "", str(current["differ"]))
+            out.print(keyed_table)
         for name, path in paths.items():
             ledger = read_ledger(path)
             out.print(
                 f"{name}: {path} — ledger at batch {ledger.last.batch_id if ledger.last else '-'} "
                 f"(generation {ledger.generation}), {'contiguous' if not ledger.problems() else ledger.problems()}"
             )
-    return {"match": ok, "kafka": kafka, "bronze": bronze, "quarantine": quarantine}
+    return {"match": ok, "kafka": kafka, "bronze": bronze, "quarantine": quarantine, "current": current}
+
+
+def _current_table(pipeline: config.Pipeline, stream, path: str) -> dict:
+    """The keyed table, read with delta-rs, against the generator's final table of the database
+    (the same comparison as the e2e proof's, tests/exactly_once.py)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    from onceflow.storage.location import Location
+
+    keyed = pipeline.keyed
+    assert keyed is not None  # a change stream's pipeline has sinks.current
+    names = [*pipeline.schema.names, "_deleted"]
+    quoted = ", ".join('"' + n + '"' for n in names)
+    query = f"SELECT {quoted} FROM t"
+    table = DeltaTable(path, storage_options=Location(path).storage_options)
+    rows = pa.table(QueryBuilder().register("t", table).execute(query).read_all()).to_pylist()
+    key = lambda r: tuple(r[k] for k in keyed.key_names)  # noqa: E731
+    live = {key(r): {n: r[n] for n in pipeline.schema.names} for r in rows if not r["_deleted"]}
+    deleted = {key(r) for r in rows if r["_deleted"]}
+    want, gone = stream.expected_rows(), stream.expected_deleted()
+    differ = sum(1 for k in set(live) | set(want) if live.get(k) != want.get(k))
+    return {
+        "match": differ == 0 and deleted == gone and len(rows) == len(live) + len(deleted),
+        "rows": len(live),
+        "expected_rows": len(want),
+        "tombstones": len(deleted),
+        "expected_deleted": len(gone),
+        "differ": differ,
+    }
