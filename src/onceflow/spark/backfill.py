@@ -150,7 +150,7 @@ def _write_missing(
         starting=offsets.spark_json(topic, start),
         ending=offsets.spark_json(topic, end),
     )
-    parsed = parse_events(raw, pipeline.schema).persist()
+    parsed = parse_events(raw, pipeline.schema, keyed=pipeline.keyed).persist()
     try:
         records = parsed.count()
         bronze, quarantine = (
@@ -163,7 +163,10 @@ def _write_missing(
         ).persist()
         try:
             added: dict[str, int] = {}
-            selects = {"bronze": lambda df, b, g: bronze_rows(df, pipeline.schema, b, g), "quarantine": quarantine_rows}
+            selects = {
+                "bronze": lambda df, b, g: bronze_rows(df, pipeline.schema, b, g, pipeline.keyed),
+                "quarantine": quarantine_rows,
+            }
             for sink, select in selects.items():
                 ledger = ledgers[sink]
                 generation = ledger.generation or 1

@@ -150,7 +150,13 @@ class BatchWriter:
         import pyarrow.compute as pc
 
         rows = sink_rows(
-            parsed, self.pipeline.schema, batch_id, self.generation, self.kept("bronze"), self.kept("quarantine")
+            parsed,
+            self.pipeline.schema,
+            batch_id,
+            self.generation,
+            self.kept("bronze"),
+            self.kept("quarantine"),
+            self.pipeline.keyed,
         ).toArrow()
         to_bronze = rows.column("_to_bronze")
         bronze, quarantine = rows.filter(to_bronze), rows.filter(pc.invert(to_bronze))
@@ -182,7 +188,7 @@ class BatchWriter:
         return entry
 
     def _bronze_frame(self, parsed: DataFrame, batch_id: int) -> DataFrame:
-        return bronze_rows(parsed, self.pipeline.schema, batch_id, self.generation)
+        return bronze_rows(parsed, self.pipeline.schema, batch_id, self.generation, self.pipeline.keyed)
 
     def _write_kafka(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
         if self.kafka is not None:  # one Kafka transaction per task partition (docs/kafka-sink.md)

@@ -94,7 +94,9 @@ def build_query(
         .load()
     )
     query = (
-        parse_events(stream, pipeline.schema, unprocessable=Unprocessable.load(pipeline.state_path))
+        parse_events(
+            stream, pipeline.schema, unprocessable=Unprocessable.load(pipeline.state_path), keyed=pipeline.keyed
+        )
         .writeStream.queryName(f"onceflow-{pipeline.name}")
         .option("checkpointLocation", pipeline.checkpoint_path)
         .foreachBatch(writer)

@@ -16,12 +16,16 @@ a disagreement instead of being agreed with.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from onceflow import faults, tables
+from onceflow.cdc.spec import DIGITS, LONG, KeyedSpec, SequencePart
 from onceflow.schema import reasons as R
 from onceflow.schema.model import INT_RANGE, FieldSpec, Schema
 from onceflow.unprocessable import Unprocessable
@@ -120,17 +124,34 @@ def _lexical(text: Column, fits: Column) -> Column:
     return F.when(fits, lexed)
 
 
-class _Field:
-    """The Spark expressions of one declared field: presence, type, value, rules."""
+def _once(method: Callable[[_Field], Column]) -> Callable[[_Field], Column]:
+    """A _Field's expression built once: each is used by several checks, and every Column built
+    from the driver is a round trip to the JVM (a plan is the same whether or not it is shared)."""
 
-    def __init__(self, spec: FieldSpec):
+    @functools.wraps(method)
+    def built(self: _Field) -> Column:
+        if method.__name__ not in self._built:
+            self._built[method.__name__] = method(self)
+        return self._built[method.__name__]
+
+    return built
+
+
+class _Field:
+    """The Spark expressions of one declared field: presence, type, value, rules; read from the
+    VARIANT column `source` (the record, `_json`; or a Debezium change's row, `_row`)."""
+
+    def __init__(self, spec: FieldSpec, source: str = "_json"):
         self.spec = spec
         self.t = spec.ftype
+        self.source = source
         path = spec.json_path
-        self.kind = F.expr(f"schema_of_variant(variant_get(_json, '{path}'))")
-        self.text = F.expr(f"variant_get(_json, '{path}', 'string')")
+        self.kind = F.expr(f"schema_of_variant(variant_get({source}, '{path}'))")
+        self.text = F.expr(f"variant_get({source}, '{path}', 'string')")
         self.present = self.kind.isNotNull() & (self.kind != "VOID")
+        self._built: dict[str, Column] = {}
 
+    @_once
     def type_ok(self) -> Column:
         k, base = self.kind, self.t.base
         if base in ("string", "timestamp", "date"):
@@ -143,6 +164,7 @@ class _Field:
             return (k == "BIGINT") | k.startswith("DECIMAL") | (k == "STRING")
         return k == "BOOLEAN"
 
+    @_once
     def value(self) -> Column:
         """The typed value (NULL when absent or unusable)."""
         base, text = self.t.base, self.text
@@ -163,16 +185,18 @@ class _Field:
             return F.when(ts.between(F.lit(lo).cast("timestamp"), F.lit(hi).cast("timestamp")), ts)
         if base == "date":
             return F.when(text.rlike(DATE), text.try_cast("date"))
-        return F.expr(f"try_variant_get(_json, '{self.spec.json_path}', 'boolean')")
+        return F.expr(f"try_variant_get({self.source}, '{self.spec.json_path}', 'boolean')")
 
     def _int(self) -> Column:
         lo, hi = INT_RANGE["int"]
         big = self.text.try_cast("bigint")
         return F.when(big.between(lo, hi), big.cast("int"))
 
+    @_once
     def value_ok(self) -> Column:
         return self.value().isNotNull()
 
+    @_once
     def unusable(self) -> Column:
         """Why a present, well-typed value cannot be used (for `detail`)."""
         base = self.t.base
@@ -250,15 +274,238 @@ def _declared(unprocessable: Unprocessable | None) -> Column:
     return cond
 
 
+def _field_checks(fields: list[_Field]) -> list[tuple[Column, str, Column]]:
+    """(failed, reason, detail) of the declared fields, in their order: missing, wrong type,
+    unusable value, then each field's rules."""
+    missing = [(f.spec.name, ~f.present) for f in fields if f.spec.required]
+    wrong = [(f.spec.name, f.present & ~f.type_ok()) for f in fields]
+    bad = [(f, f.present & f.type_ok() & ~f.value_ok()) for f in fields]
+    field_checks = []
+    if missing:
+        any_missing = _names(missing)
+        field_checks.append((any_missing != "", R.MISSING_FIELD, F.concat(F.lit("missing or null: "), any_missing)))
+    wrong_list = F.concat_ws(
+        ", ",
+        *[
+            F.when(c, F.concat(F.lit(f"{n} is "), F.substring(f.kind, 1, 40), F.lit(f", expected {f.spec.type}")))
+            for (n, c), f in zip(wrong, fields, strict=True)
+        ],
+    )
+    field_checks.append((wrong_list != "", R.WRONG_TYPE, wrong_list))
+    field_checks.append(
+        (
+            _first([(c, f.unusable()) for f, c in bad]).isNotNull(),
+            R.INVALID_VALUE,
+            _first([(c, f.unusable()) for f, c in bad]),
+        )
+    )
+    rules = [(f.present & failed, reason, detail) for f in fields for reason, failed, detail in f.rule_checks()]
+    return field_checks + rules
+
+
+_OPS = ("c", "u", "d", "r")  # create, update, delete, a read of the initial snapshot (docs/cdc.md)
+_DIGITS = r"^[0-9]{1,38}\z"  # a DIGITS position: what a DECIMAL(38,0) holds
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One part of `sequence_by` read from a record: whether it is there, whether it is usable, its
+    value, and what it should be (for `detail`)."""
+
+    part: SequencePart
+    f: _Field
+    present: Column
+    ok: Column
+    value: Column
+    expected: str
+
+
+def _invalid(items: list[tuple[str, _Field, Column, str]]) -> Column:
+    """`name is 'value' (KIND), not a type` for each (name, field, failed, type) that failed."""
+    return F.concat_ws(
+        ", ",
+        *[
+            F.when(
+                failed,
+                F.concat(
+                    F.lit(f"{name} is "),
+                    _quoted(f.text),
+                    F.lit(" ("),
+                    F.substring(f.kind, 1, 40),
+                    F.lit(f"), not a {expected}"),
+                ),
+            )
+            for name, f, failed, expected in items
+        ],
+    )
+
+
+def _is_object(column: str) -> Column:
+    """Whether a VARIANT column holds a JSON object (NULL, JSON null or another kind: false); a cast
+    to the empty struct reads no member."""
+    return F.expr(f"try_variant_get({column}, '$', 'struct<>')").isNotNull()
+
+
+def _shown_kind(column: str) -> Column:
+    kind = F.expr(f"schema_of_variant({column})")
+    shown = F.when(F.col(column).isNull(), F.lit("absent")).when(kind == "VOID", F.lit("null"))
+    return shown.otherwise(F.substring(kind, 1, 40))
+
+
+class _Debezium:
+    """The Spark expressions of Debezium's envelope (docs/cdc.md, "Debezium's envelope"): the
+    reading of a schemas-enabled record's `payload`, the tombstones, `op`, the row the op needs,
+    the key's and the sequence's checks, and a change's bronze values. The audit's reference is
+    cdc/envelope.py; nothing is shared with it but the documented order of checks.
+
+    Columns it adds, each computed once per record: `_wrapped` (the record is `{"schema": ...,
+    "payload": ...}`), `_env` (the envelope: the payload, or the record), `_op_kind` and `_op_text`
+    (`op`'s JSON kind and text), `_row` (the row the op needs: `before` for d, else `after`).
+    `_env` and `_row` come out of one-element explodes, like `_json`, so that no filter above
+    inlines their navigation into each of its references."""
+
+    def __init__(self, schema: Schema, keyed: KeyedSpec):
+        self.keyed = keyed
+        self.fields = [_Field(f, "_row") for f in schema.fields]
+        self.by_name = {f.spec.name: f for f in self.fields}
+        self.op_kind, self.op_text = F.col("_op_kind"), F.col("_op_text")
+        self.delete = F.coalesce(self.op_text == "d", F.lit(False))
+        self.side = F.when(self.delete, F.lit("before")).otherwise(F.lit("after"))
+        self.parts = [self._part(p) for p in keyed.sequence]
+
+    def unwrap(self, raw: DataFrame, judged: Column) -> DataFrame:
+        """The envelope and the row of each record, tombstones left out. `judged`: the record is
+        read at all (not one an operator moved to quarantine, not the poison record), and, for a
+        parsed record, it passed the whole-record checks that follow the parse (trailing content).
+
+        A tombstone (a null value, or a schemas-enabled record whose payload is null) is what
+        Debezium writes after a delete for Kafka's log compaction: it changes no row, so it is no
+        change for bronze and nothing wrong for quarantine. It gets no row here, and the audit's
+        reference reads it as TOMBSTONE (cdc/envelope.py): every other record is in one sink."""
+        both = F.expr("variant_get(_json, '$.schema') IS NOT NULL AND variant_get(_json, '$.payload') IS NOT NULL")
+        # exactly these two keys: sized only when both are there, so a plain envelope skips the cast
+        two = F.expr("size(try_variant_get(_json, '$', 'map<string,variant>')) = 2")
+        raw = raw.withColumn("_wrapped", F.coalesce(F.when(both, two), F.lit(False)))
+        env = F.when(F.col("_wrapped"), F.expr("variant_get(_json, '$.payload')")).otherwise(F.col("_json"))
+        raw = raw.withColumn("_env", F.explode(F.array(env)))
+        null_payload = F.col("_wrapped") & F.expr("is_variant_null(_env)") & F.col("_judged")
+        tombstone = judged & (F.col("_value").isNull() | null_payload)
+        raw = raw.where(~F.coalesce(tombstone, F.lit(False)))
+        raw = raw.select(
+            "*",
+            F.expr("schema_of_variant(variant_get(_env, '$.op'))").alias("_op_kind"),
+            F.expr("variant_get(_env, '$.op', 'string')").alias("_op_text"),
+        )
+        row = F.when(self.delete, F.expr("variant_get(_env, '$.before')")).otherwise(
+            F.expr("variant_get(_env, '$.after')")
+        )
+        return raw.withColumn("_row", F.explode(F.array(row)))
+
+    def checks(self) -> list[tuple[Column, str, Column]]:
+        """(failed, reason, detail) after the whole-record checks: the payload, the envelope in
+        CDC_REASONS' order, then for c/u/r the row's declared fields as an event's."""
+        op_missing = self.op_kind.isNull() | (self.op_kind == "VOID")
+        op_unknown = F.coalesce((self.op_kind != "STRING") | ~self.op_text.isin(*_OPS), F.lit(True))
+        row_missing = ~_is_object("_row")
+        keys = [self.by_name[f.name] for f in self.keyed.keys]
+        key_missing = _names([(f.spec.name, ~f.present) for f in keys])
+        key_invalid = _invalid([(f.spec.name, f, ~f.type_ok() | ~f.value_ok(), f.spec.type) for f in keys])
+        seq_missing = _names([(p.part.name, ~p.present) for p in self.parts])
+        seq_invalid = _invalid([(p.part.name, p.f, ~p.ok, p.expected) for p in self.parts])
+        where = F.concat(F.lit(" in `"), self.side, F.lit("`"))
+        envelope = [
+            (
+                F.col("_wrapped") & ~_is_object("_env"),
+                R.NOT_AN_OBJECT,
+                F.concat(F.lit("the payload is "), _shown_kind("_env"), F.lit(", not an object")),
+            ),
+            (op_missing, R.CDC_MISSING_OP, F.lit("the envelope has no op (absent or null)")),
+            (
+                op_unknown,
+                R.CDC_UNKNOWN_OP,
+                F.concat(F.lit("op "), _quoted(self.op_text), F.lit(f" is not one of {', '.join(_OPS)}")),
+            ),
+            (
+                self.delete & row_missing,
+                R.CDC_MISSING_BEFORE,
+                F.concat(F.lit("op 'd' needs `before`, an object; it is "), _shown_kind("_row")),
+            ),
+            (
+                row_missing,
+                R.CDC_MISSING_AFTER,
+                F.concat(F.lit("op '"), self.op_text, F.lit("' needs `after`, an object; it is "), _shown_kind("_row")),
+            ),
+            (
+                key_missing != "",
+                R.CDC_MISSING_KEY,
+                F.concat(F.lit("key missing or null"), where, F.lit(": "), key_missing),
+            ),
+            (
+                key_invalid != "",
+                R.CDC_INVALID_KEY,
+                F.concat(F.lit("key"), where, F.lit(": "), key_invalid),
+            ),
+            (seq_missing != "", R.CDC_MISSING_SEQUENCE, F.concat(F.lit("sequence missing or null: "), seq_missing)),
+            (
+                seq_invalid != "",
+                R.CDC_INVALID_SEQUENCE,
+                F.concat(F.lit("sequence: "), seq_invalid),
+            ),
+        ]
+        # a delete is judged on its key and sequence only: its `before` may hold the key alone
+        row = [(~self.delete & failed, reason, detail) for failed, reason, detail in _field_checks(self.fields)]
+        return envelope + row
+
+    def _part(self, part: SequencePart) -> _Part:
+        """One part of `sequence_by`: a declared field read from the row as the row's field is (its
+        rules aside), or a position of the envelope: LONG as a `long` field at its path, DIGITS a
+        JSON string of 1 to 38 ASCII digits, TEXT a JSON string."""
+        if part.field is not None:
+            f = self.by_name[part.field.name]
+            return _Part(part, f, f.present, f.type_ok() & f.value_ok(), f.value(), part.field.type)
+        kind = part.position or LONG
+        spec = FieldSpec(name=part.column, type="long" if kind == LONG else "string", path="$." + part.name)
+        f = _Field(spec, "_env")
+        if kind == LONG:
+            return _Part(part, f, f.present, f.type_ok() & f.value_ok(), f.value(), "long")
+        ok = f.kind == "STRING"
+        if kind == DIGITS:
+            ok = ok & f.text.rlike(_DIGITS)
+            return _Part(part, f, f.present, ok, F.when(ok, f.text.cast("decimal(38,0)")), "string of 1 to 38 digits")
+        return _Part(part, f, f.present, ok, F.when(ok, f.text), "string")
+
+    def values(self) -> list[Column]:
+        """A change's bronze values: the declared fields of its row (a delete's: its key fields and
+        the sequence's field parts, from `before`; the others NULL), `_op` and `_sequence`."""
+        keep = set(self.keyed.key_names) | {p.field.name for p in self.keyed.sequence if p.field is not None}
+        row = [
+            (f.value() if f.spec.name in keep else F.when(~self.delete, f.value())).alias(f.spec.name)
+            for f in self.fields
+        ]
+        sequence = F.struct(*[p.value.cast(p.part.sql).alias(p.part.column) for p in self.parts])
+        return [*row, self.op_text.alias("_op"), sequence.alias("_sequence")]
+
+
 def parse_events(
-    kafka_df: DataFrame, schema: Schema, whole_text: bool = True, unprocessable: Unprocessable | None = None
+    kafka_df: DataFrame,
+    schema: Schema,
+    whole_text: bool = True,
+    unprocessable: Unprocessable | None = None,
+    keyed: KeyedSpec | None = None,
 ) -> DataFrame:
     """Kafka rows (key, value, topic, partition, offset, timestamp) → one row per record
     with the declared fields (typed), the provenance, `reason` (NULL when valid) and `detail`.
     Records in `unprocessable`'s ranges go to quarantine as `unprocessable`, and nothing is
     evaluated on them: not even read, the record that stopped the job cannot stop it again.
     `whole_text=False` reads the first JSON value only, as before strict input: the baseline
-    of benchmarks/strict_parse_cost.py, never the job's."""
+    of benchmarks/strict_parse_cost.py, never the job's.
+
+    `keyed` (Pipeline.keyed): for Debezium's change events (schema.format: debezium) each record
+    is an envelope (docs/cdc.md): after the whole-record checks come the envelope's (CDC_REASONS),
+    then for c/u/r the row's (`after`) fields as an event's; a valid record's row holds the
+    declared fields of its row (a delete's: its key and sequence fields, from `before`), `_op`
+    and `_sequence`. A tombstone has no row at all (_Debezium.unwrap)."""
+    debezium = keyed is not None and keyed.debezium
     # `_json` comes out of a one-element explode, a generator the optimizer cannot push a filter
     # through: bronze's and quarantine's `reason IS [NOT] NULL` filters are otherwise pushed below the
     # projection that parses, with the parse inlined into every reference to `_json`: each record's
@@ -298,14 +545,17 @@ def parse_events(
             R.OVERSIZED,
             F.format_string(f"record is %d bytes, more than the {schema.max_bytes} allowed", F.col("_size")),
         ),
-        (F.col("_value").isNull(), R.INVALID_JSON, F.lit("the record has no value (a tombstone)")),
     ]
+    if not debezium:  # for Debezium a null value is a tombstone, no record (_Debezium.unwrap)
+        record.append((F.col("_value").isNull(), R.INVALID_JSON, F.lit("the record has no value (a tombstone)")))
+    poisoned = F.lit(False)
     if poison is not None:  # evaluated on that record: its batch fails in a Spark task, every run
         at = (F.col("_partition") == poison[0]) & (F.col("_offset") == poison[1]) & ~F.col("_unprocessable")
         boom = F.raise_error(
             F.lit(f"onceflow: injected fault: poison record at partition {poison[0]} offset {poison[1]}")
         )
         record.insert(1, (at & boom.cast("boolean"), R.UNPROCESSABLE, F.lit("")))
+        poisoned = at
     if whole_text:
         wrapped = F.from_json(F.concat(F.lit("["), text, F.lit("]")), "array<string>", _STRICT_JSON)
         record += [
@@ -331,35 +581,22 @@ def parse_events(
         record.append(
             (~lex["single"], R.TRAILING_CONTENT, F.lit("the JSON object is followed by more than whitespace"))
         )
-    fields = [_Field(f) for f in schema.fields]
-    missing = [(f.spec.name, ~f.present) for f in fields if f.spec.required]
-    wrong = [(f.spec.name, f.present & ~f.type_ok()) for f in fields]
-    bad = [(f, f.present & f.type_ok() & ~f.value_ok()) for f in fields]
-    field_checks = []
-    if missing:
-        any_missing = _names(missing)
-        field_checks.append((any_missing != "", R.MISSING_FIELD, F.concat(F.lit("missing or null: "), any_missing)))
-    wrong_list = F.concat_ws(
-        ", ",
-        *[
-            F.when(c, F.concat(F.lit(f"{n} is "), F.substring(f.kind, 1, 40), F.lit(f", expected {f.spec.type}")))
-            for (n, c), f in zip(wrong, fields, strict=True)
-        ],
-    )
-    field_checks.append((wrong_list != "", R.WRONG_TYPE, wrong_list))
-    field_checks.append(
-        (
-            _first([(c, f.unusable()) for f, c in bad]).isNotNull(),
-            R.INVALID_VALUE,
-            _first([(c, f.unusable()) for f, c in bad]),
-        )
-    )
-    rules = [(f.present & failed, reason, detail) for f in fields for reason, failed, detail in f.rule_checks()]
-    checks = record + field_checks + rules
+    if debezium:
+        assert keyed is not None
+        cdc = _Debezium(schema, keyed)
+        # a parsed record passed every whole-record check but trailing content (`_json` is NULL otherwise)
+        raw = raw.withColumn("_judged", lex["single"] if whole_text else F.lit(True))
+        raw = cdc.unwrap(raw, ~F.col("_unprocessable") & ~poisoned)
+        checks = record + cdc.checks()
+        values = cdc.values()
+    else:
+        fields = [_Field(f) for f in schema.fields]
+        checks = record + _field_checks(fields)
+        values = [f.value().alias(f.spec.name) for f in fields]
     reason = _first([(c, F.lit(r)) for c, r, _ in checks])
     detail = _first([(c, d) for c, _, d in checks])
     return raw.select(
-        *[f.value().alias(f.spec.name) for f in fields],
+        *values,
         "_key",
         "_value",
         "_topic",
@@ -374,10 +611,13 @@ def parse_events(
 _SOURCE = ("_topic", "_partition", "_offset", "_kafka_ts")  # where a record came from (tables.PROVENANCE)
 
 
-def bronze_rows(parsed: DataFrame, schema: Schema, batch_id: int, generation: int) -> DataFrame:
-    """The valid records, in the bronze schema (tables.bronze_ddl)."""
+def bronze_rows(
+    parsed: DataFrame, schema: Schema, batch_id: int, generation: int, keyed: KeyedSpec | None = None
+) -> DataFrame:
+    """The valid records, in the bronze schema (tables.bronze_ddl; Debezium's with `_op` and
+    `_sequence`: pass the pipeline's `keyed`, as to parse_events)."""
     return parsed.where(F.col("reason").isNull()).select(
-        *[F.col(n) for n in tables.bronze_columns(schema)], *_SOURCE, *_batch_columns(batch_id, generation)
+        *[F.col(n) for n in tables.bronze_columns(schema, keyed)], *_SOURCE, *_batch_columns(batch_id, generation)
     )
 
 
@@ -389,7 +629,13 @@ def quarantine_rows(parsed: DataFrame, batch_id: int, generation: int) -> DataFr
 
 
 def sink_rows(
-    parsed: DataFrame, schema: Schema, batch_id: int, generation: int, bronze_kept: Column, quarantine_kept: Column
+    parsed: DataFrame,
+    schema: Schema,
+    batch_id: int,
+    generation: int,
+    bronze_kept: Column,
+    quarantine_kept: Column,
+    keyed: KeyedSpec | None = None,
 ) -> DataFrame:
     """Both sinks' rows of a batch in one frame, so one Spark job brings a small batch to the
     driver: `_to_bronze` says where a row goes, each table takes its own columns
@@ -398,7 +644,7 @@ def sink_rows(
     to_bronze = valid & bronze_kept
     return parsed.where(to_bronze | (~valid & quarantine_kept)).select(
         to_bronze.alias("_to_bronze"),
-        *[F.col(n) for n in tables.bronze_columns(schema)],
+        *[F.col(n) for n in tables.bronze_columns(schema, keyed)],
         # the raw bytes only where the quarantine keeps them: half the transfer
         *[F.when(~valid, F.col(c)).alias(c) for c in ("_key", "_value")],
         "reason",
