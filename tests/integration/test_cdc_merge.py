@@ -140,7 +140,7 @@ def _utc_naive(rows: dict) -> dict:
     return {k: {**r, "updated_at": r["updated_at"].astimezone(UTC).replace(tzinfo=None)} for k, r in rows.items()}
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1])
 def test_the_table_equals_the_fold_in_any_order_cut_and_replay(spark, tmp_path, seed):
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     rng = random.Random(seed)
