@@ -102,7 +102,7 @@ def run_peer(spark, pipeline, folder: Path, name: str) -> tuple[float, int, floa
     """Seconds and batches of one available-now run of the hand-written foreachBatch MERGE into
     `folder`/current, the seconds spent in its function, and its progress events' input rows."""
     from delta.tables import DeltaTable
-    from pyspark.sql import Window
+    from pyspark.sql import Column, Window
     from pyspark.sql import functions as F
 
     target = str(folder / "current")
@@ -124,7 +124,7 @@ def run_peer(spark, pipeline, folder: Path, name: str) -> tuple[float, int, floa
     )
     spent: list[float] = []
     newest = Window.partitionBy("id").orderBy(F.desc("lsn"), F.desc("partition"), F.desc("offset"))
-    values = {c: f"s.{c}" for c in COLUMNS}
+    values: dict[str, str | Column] = {c: f"s.{c}" for c in COLUMNS}
 
     def merge(batch, batch_id: int) -> None:
         started = time.monotonic()

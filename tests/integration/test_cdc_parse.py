@@ -12,6 +12,7 @@ Hypothesis draws for drawn schemas, keys and sequences (tests/json_space.py), a 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,9 @@ def outcome(parsed: Any) -> str:
     return GONE if parsed is TOMBSTONE else parsed.reason if isinstance(parsed, Malformed) else CHANGE
 
 
-def check_batch(spark, schema: Schema, keys: list[str], sequence_by: str | list[str], values: list) -> dict[int, str]:
+def check_batch(
+    spark, schema: Schema, keys: Sequence[str], sequence_by: str | Sequence[str], values: list
+) -> dict[int, str]:
     """One Spark job over the batch; every record's outcome and values alike in the job and the
     reference. Returns each record's outcome (by index)."""
     keyed = resolve(schema, keys, sequence_by)
@@ -143,6 +146,7 @@ def check_batch(spark, schema: Schema, keys: list[str], sequence_by: str | list[
         if row["reason"] is not None:
             problems.append(f"{shown}: job {job}, reference a change {expected}")
             continue
+        assert isinstance(expected, Change)  # neither malformed nor a tombstone here
         want = _bronze_values(expected, schema, keyed)
         got = {k: row[k] for k in want}
         if got != want:
@@ -348,7 +352,7 @@ def test_bronze_rows_carry_op_and_the_typed_sequence(spark):
     """bronze_rows and sink_rows take `_op` and `_sequence` in bronze's types (tables.bronze_ddl);
     a delete keeps its key and sequence fields; a tombstone is in neither sink."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import _parse_datatype_string
+    from pyspark.sql.types import StructType, _parse_datatype_string
 
     schema, keys, sequence_by = SPECS["orders"]
     keyed = resolve(schema, keys, sequence_by)
@@ -360,6 +364,7 @@ def test_bronze_rows_carry_op_and_the_typed_sequence(spark):
     parsed = parse_events(df, schema, keyed=keyed)
     bronze = bronze_rows(parsed, schema, 3, 1, keyed)
     declared = _parse_datatype_string(tables.bronze_ddl(schema, keyed))
+    assert isinstance(declared, StructType)
     assert [(c.name, c.dataType.simpleString()) for c in bronze.schema] == [
         (c.name, c.dataType.simpleString()) for c in declared
     ]
@@ -505,7 +510,7 @@ def change_records(draw, schema: Schema, keyed: KeyedSpec) -> bytes | None:
 
 
 _SETTINGS = settings(
-    max_examples=max(20, settings.default.max_examples),
+    max_examples=max(20, settings().max_examples),
     deadline=None,
     suppress_health_check=[
         HealthCheck.too_slow,
