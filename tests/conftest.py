@@ -98,6 +98,7 @@ LONGEST_FIRST = (
     "e2e/test_broker_restart.py",
     "e2e/test_cluster_failover.py",
     "e2e/test_secure_kafka.py",
+    "e2e/test_cdc_kills.py",
     "integration/test_audit.py",
     "integration/test_s3_pipeline.py",
     "e2e/test_s3_kills.py",

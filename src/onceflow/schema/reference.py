@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -307,11 +308,38 @@ def read_record(value: bytes | None, max_bytes: int) -> tuple[str | None, Any]:
         return (R.DUPLICATE_KEY if _one_value_ignoring_duplicates(text, start) else R.INVALID_JSON), None
     except ValueError:
         return R.INVALID_JSON, None
+    if _scalar_runs_on(obj, text, end):
+        return R.INVALID_JSON, None
     if not isinstance(obj, dict):
         return R.NOT_AN_OBJECT, None
     if text[end:].strip(_WS):
         return R.TRAILING_CONTENT, None
     return None, obj
+
+
+# what Java calls an identifier's part (Character.isJavaIdentifierPart): letters, digits, `_`, `$`,
+# marks, and the ignorable controls
+_IDENTIFIER_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo", "Nd", "Nl", "Sc", "Pc", "Mn", "Mc", "Cf"})
+
+
+def _java_identifier_part(c: str) -> bool:
+    n = ord(c)
+    if n <= 0x08 or 0x0E <= n <= 0x1B or 0x7F <= n <= 0x9F:
+        return True
+    return unicodedata.category(c) in _IDENTIFIER_CATEGORIES
+
+
+def _scalar_runs_on(value: Any, text: str, end: int) -> bool:
+    """Whether a top-level number or literal runs into what follows it, which Spark's JSON reader
+    (Jackson) refuses as no JSON value at all: after a number only whitespace may follow (`8K`,
+    `8,` and `8\x1a` are not JSON values); after `true`, `false` or `null`, no character from
+    `0` up (but `]` and `}`) that Java counts as part of an identifier (`trueK`, `null_`)."""
+    if end >= len(text) or isinstance(value, dict | list | str):
+        return False
+    c = text[end]
+    if isinstance(value, _Num):
+        return c not in _WS
+    return c >= "0" and c not in "]}" and ord(c) <= 0xFFFF and _java_identifier_part(c)
 
 
 def _one_value_ignoring_duplicates(text: str, start: int) -> bool:

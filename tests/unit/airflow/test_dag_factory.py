@@ -145,7 +145,7 @@ def test_a_bad_pipeline_file_is_one_named_error_and_the_good_pipelines_keep_thei
 ):
     pipelines = tmp_path / "pipelines"
     pipelines.mkdir()
-    for shipped in ("payments.yaml", "sensors.yaml"):
+    for shipped in ("customers_cdc.yaml", "payments.yaml", "sensors.yaml"):
         (pipelines / shipped).write_text((ROOT / "pipelines" / shipped).read_text())
     bad = pipelines / "zz-bad.yaml"  # sorts after payments.yaml: a clash of names is blamed on it
     bad.write_text(yaml_text)

@@ -91,3 +91,31 @@ def test_the_readers_of_a_record_and_a_field_serve_other_judges_too():
     # a whole record and its object judged apart give one verdict
     raw = json.dumps(GOOD).encode()
     assert Judge(SENSORS_SCHEMA).judge_object(read_record(raw, 4096)[1]) == Judge(SENSORS_SCHEMA).judge(raw)
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        # after a top-level number only whitespace may follow (Spark's JSON reader, Jackson, checked
+        # against try_parse_json on 2026-11-28): else there is no JSON value at all
+        ("8K", R.INVALID_JSON),
+        ("8,", R.INVALID_JSON),
+        ("8}", R.INVALID_JSON),
+        ("8\x1aK", R.INVALID_JSON),  # found by the property test of the job against the judge
+        ("-1.5e3x", R.INVALID_JSON),
+        ("8 K", R.NOT_AN_OBJECT),
+        ("8\tK", R.NOT_AN_OBJECT),
+        # after a literal, an identifier's character from `0` up runs it on; `$`, a control below `0`,
+        # a comma or a bracket do not
+        ("trueK", R.INVALID_JSON),
+        ("null_", R.INVALID_JSON),
+        ("true\x7f", R.INVALID_JSON),
+        ("false$", R.NOT_AN_OBJECT),
+        ("true\x1a", R.NOT_AN_OBJECT),
+        ("true]", R.NOT_AN_OBJECT),
+        ('"a"K', R.NOT_AN_OBJECT),
+        ("[1]x", R.NOT_AN_OBJECT),
+    ],
+)
+def test_a_top_level_scalar_that_runs_into_what_follows_is_no_json_value(text, reason):
+    assert read_record(text.encode(), 1000)[0] == reason
