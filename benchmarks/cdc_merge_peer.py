@@ -57,7 +57,7 @@ from pathlib import Path
 
 import yaml
 from delta_sink_peer import Durations
-from harness import add_conf_option, conf_settings, emit, source_stream
+from harness import add_peer_options, conf_settings, emit, source_stream
 
 from devkit import ROOT
 from devkit.kafka import scratch_broker
@@ -221,15 +221,7 @@ def check_peer(path: Path, stream) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=20_000, help="records of the change stream (tombstones included)")
-    ap.add_argument("--max-offsets", type=int, default=2_000, help="maxOffsetsPerTrigger of both sides")
-    ap.add_argument(
-        "--rounds",
-        type=int,
-        default=3,
-        help="both sides this many times, alternating which goes first; figures are medians",
-    )
-    add_conf_option(ap)
-    ap.add_argument("--json", help="also write the figures here")
+    add_peer_options(ap, max_offsets=2_000)
     args = ap.parse_args()
     settings = conf_settings(ap, args.conf)
 

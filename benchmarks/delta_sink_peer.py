@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import add_conf_option, conf_settings, emit, source_stream
+from harness import add_peer_options, conf_settings, emit, source_stream
 
 from devkit.kafka import produce_events, scratch_broker
 
@@ -189,15 +189,7 @@ def landed(path: str | Path, expected: int, what: str) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=15_000)
-    ap.add_argument("--max-offsets", type=int, default=1_000, help="maxOffsetsPerTrigger of both sides")
-    ap.add_argument(
-        "--rounds",
-        type=int,
-        default=3,
-        help="both sides this many times, alternating which goes first; figures are medians",
-    )
-    add_conf_option(ap)
-    ap.add_argument("--json", help="also write the figures here")
+    add_peer_options(ap, max_offsets=1_000)
     args = ap.parse_args()
     settings = conf_settings(ap, args.conf)
 
@@ -213,7 +205,10 @@ def main() -> int:
         spark = build_session("onceflow-bench-peer", master="local[*]", extra=settings)
 
         def pipeline(name: str, topic: str):
-            return pipeline_file(work / name, broker.bootstrap, topic, max_offsets=args.max_offsets)[1]
+            """A pipeline of its own name per run: the progress listener groups batches by query
+            name, so runs that shared one would pool their batches into later rounds' medians."""
+            own = "bench_" + name.replace("-", "_")
+            return pipeline_file(work / name, broker.bootstrap, topic, name=own, max_offsets=args.max_offsets)[1]
 
         print("warming up both sides (not counted) …", flush=True)
         durations = Durations(spark)

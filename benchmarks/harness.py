@@ -70,6 +70,20 @@ def add_conf_option(ap: argparse.ArgumentParser) -> None:
     )
 
 
+def add_peer_options(ap: argparse.ArgumentParser, max_offsets: int) -> None:
+    """The options of a benchmark against a peer in one JVM: the batch size of both sides, the
+    alternating rounds, extra Spark settings and where to write the figures."""
+    ap.add_argument("--max-offsets", type=int, default=max_offsets, help="maxOffsetsPerTrigger of both sides")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="both sides this many times, alternating which goes first; figures are medians",
+    )
+    add_conf_option(ap)
+    ap.add_argument("--json", help="also write the figures here")
+
+
 def conf_settings(ap: argparse.ArgumentParser, values: list[str]) -> dict[str, str]:
     """The `--conf` values as a dict; a value without `=` stops the command with the fix."""
     settings = {}
