@@ -69,16 +69,14 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 from delta_sink_peer import Durations
-from harness import add_peer_options, conf_settings, emit, source_stream
+from harness import add_peer_options, alternate, conf_settings, emit, source_stream
 
 from devkit import ROOT
 from devkit.kafka import scratch_broker
 
 PARTITIONS = 4
 SEED = 20261128
-CUSTOMERS = yaml.safe_load((ROOT / "pipelines" / "customers_cdc.yaml").read_text())  # its schema and keyed table
 
 # the peer's hand-written schemas: what a user reads of Debezium's envelope, and the table it keeps
 ROW = "id BIGINT, email STRING, name STRING, tier STRING, balance DECIMAL(18,2), updated_at TIMESTAMP"
@@ -263,18 +261,34 @@ LATENCY_DRAIN = 20  # seconds after the last record before SIGTERM: > merge_ever
 
 
 def keyed_pipeline(folder: Path, bootstrap: str, topic: str, name: str, max_offsets: int):
-    """A copy of pipelines/customers_cdc.yaml (its schema and keyed table, merge_every included)
-    reading `topic`, its tables under `folder`, a 1 s trigger: (file, pipeline)."""
-    from devkit.pipelines import pipeline_file
+    """A copy of pipelines/customers_cdc.yaml (merge_every included) reading `topic`, its tables
+    under `folder`: (file, pipeline)."""
+    from devkit.pipelines import cdc_pipeline_file
 
-    sinks = {
-        "bronze": {"path": str(folder / "bronze")},
-        "quarantine": {"path": str(folder / "quarantine")},
-        "current": {**CUSTOMERS["sinks"]["current"], "path": str(folder / "current")},
-    }
-    return pipeline_file(
-        folder, bootstrap, topic, name=name, schema=CUSTOMERS["schema"], sinks=sinks, max_offsets=max_offsets
+    return cdc_pipeline_file(folder, bootstrap, topic, name=name, max_offsets=max_offsets)
+
+
+def produce_changes(bootstrap: str, topic: str, count: int, seed: int, rate: float = 0, txn_size: int = 1000):
+    """`count` records of the shipped customers_cdc change stream into `topic` (`rate` records/s,
+    0: at once); the producer's summary, its stream with the database's final table."""
+    from onceflow import config
+    from onceflow.kafka.producer import produce
+
+    shipped = config.load(ROOT / "pipelines" / "customers_cdc.yaml", env={})
+    summary = produce(
+        bootstrap,
+        topic,
+        count,
+        schema=shipped.schema,
+        keyed=shipped.keyed,
+        partitions=PARTITIONS,
+        seed=seed,
+        rate=rate,
+        txn_size=txn_size,
+        keep_records=False,
     )
+    assert summary.changes is not None
+    return summary
 
 
 def peer_stream(pipeline_file: str, folder: str) -> None:
@@ -385,25 +399,11 @@ def measure_latency(work: Path, bootstrap: str, rate: float, seconds: float) -> 
     from delta_sink_peer import commit_latencies
 
     from devkit.driver import DriverProcess, IngestProcess
-    from onceflow import config
-    from onceflow.kafka.producer import produce
     from onceflow.sinks import table_paths
 
-    shipped = config.load(ROOT / "pipelines" / "customers_cdc.yaml", env={})
-
     def changes(topic: str, count: int, seed: int, rate: float = 0) -> None:
-        produce(
-            bootstrap,
-            topic,
-            count,
-            schema=shipped.schema,
-            keyed=shipped.keyed,
-            partitions=PARTITIONS,
-            seed=seed,
-            rate=rate,
-            txn_size=20,  # 10 Kafka transactions a second at 200 records/s
-            keep_records=False,
-        )
+        # 10 Kafka transactions a second at 200 records/s
+        produce_changes(bootstrap, topic, count, seed, rate, txn_size=20)
 
     def feed(topic: str, driver) -> tuple[float, float]:
         """Produce the measured stream, drain, stop the driver: (start ms, SIGTERM s after start)."""
@@ -499,30 +499,15 @@ def main() -> int:
         emit({"cores": os.cpu_count(), "partitions": PARTITIONS, "latency": latency}, args.json)
         return 0
 
-    from onceflow import config
-    from onceflow.kafka.producer import produce
     from onceflow.spark.session import build_session
 
-    shipped = config.load(ROOT / "pipelines" / "customers_cdc.yaml", env={})  # its schema and keyed table
     with scratch_broker("onceflow-bench-cdc-") as (work, broker):
 
         def pipeline(name: str, topic: str):
             return keyed_pipeline(work / name, broker.bootstrap, topic, name, args.max_offsets)[1]
 
         def changes(topic: str, count: int, seed: int):
-            summary = produce(
-                broker.bootstrap,
-                topic,
-                count,
-                schema=shipped.schema,
-                keyed=shipped.keyed,
-                partitions=PARTITIONS,
-                seed=seed,
-                txn_size=1000,
-                keep_records=False,
-            )
-            assert summary.changes is not None
-            return summary
+            return produce_changes(broker.bootstrap, topic, count, seed)
 
         print(f"producing {args.records} change records …", flush=True)
         summary = changes("customers_cdc", args.records, SEED)
@@ -579,9 +564,7 @@ def main() -> int:
             for key, value in zip(keys, values, strict=True):
                 side["peer"][key].append(value)
 
-        for r in range(args.rounds):  # a round's ratio is a pair; which side goes first alternates
-            for run in (side_a, side_b) if r % 2 == 0 else (side_b, side_a):
-                run(r)
+        alternate(args.rounds, side_a, side_b)
         spark.stop()
 
     a, b = side["onceflow"], side["peer"]

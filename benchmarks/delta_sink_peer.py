@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import add_peer_options, conf_settings, emit, source_stream
+from harness import add_peer_options, alternate, conf_settings, emit, source_stream
 
 from devkit.kafka import produce_events, scratch_broker
 
@@ -251,9 +251,7 @@ def main() -> int:
             for key, value in zip(keys, values, strict=True):
                 side["delta_sink"][key].append(value)
 
-        for r in range(args.rounds):  # a round's ratio is a pair; which side goes first alternates
-            for run in (side_a, side_b) if r % 2 == 0 else (side_b, side_a):
-                run(r)
+        alternate(args.rounds, side_a, side_b)
         spark.stop()
 
     a, b = side["onceflow"], side["delta_sink"]

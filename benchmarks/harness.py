@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -82,6 +83,14 @@ def add_peer_options(ap: argparse.ArgumentParser, max_offsets: int) -> None:
     )
     add_conf_option(ap)
     ap.add_argument("--json", help="also write the figures here")
+
+
+def alternate(rounds: int, side_a: Callable[[int], None], side_b: Callable[[int], None]) -> None:
+    """Both sides once per round, the first round a then b, the next b then a: a round's ratio is a
+    pair, and neither side always runs on the warmer machine."""
+    for r in range(rounds):
+        for run in (side_a, side_b) if r % 2 == 0 else (side_b, side_a):
+            run(r)
 
 
 def conf_settings(ap: argparse.ArgumentParser, values: list[str]) -> dict[str, str]:

@@ -33,6 +33,25 @@ SENSORS_SCHEMA_BODY = _SENSORS["schema"]
 SENSORS_AGGREGATES = {k: v for k, v in _SENSORS["sinks"]["aggregates"].items() if k != "path"}
 
 
+# the shipped change-data-capture example: Debezium changes of a customers table, kept as a keyed table
+_CUSTOMERS_CDC = yaml.safe_load((ROOT / "pipelines" / "customers_cdc.yaml").read_text())
+
+
+def cdc_pipeline_file(
+    folder: Path, bootstrap: str, topic: str, current: dict | None = None, **overrides
+) -> tuple[Path, config.Pipeline]:
+    """A copy of pipelines/customers_cdc.yaml (its schema and keyed table, `current` overriding
+    settings of the keyed table) reading `topic`, its tables and checkpoint under `folder`:
+    (file, pipeline), as pipeline_file."""
+    root = str(folder).rstrip("/")
+    sinks = {
+        "bronze": {"path": f"{root}/bronze"},
+        "quarantine": {"path": f"{root}/quarantine"},
+        "current": {**_CUSTOMERS_CDC["sinks"]["current"], **(current or {}), "path": f"{root}/current"},
+    }
+    return pipeline_file(folder, bootstrap, topic, schema=_CUSTOMERS_CDC["schema"], sinks=sinks, **overrides)
+
+
 def table_sinks(folder: Path | str, aggregates: dict | None = None) -> dict:
     """The `sinks` section of a pipeline whose Delta tables live under `folder` (a path, or an
     object-store URI such as `s3://bucket/prefix`): bronze, quarantine and the aggregates (the

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import cached_property
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -149,20 +150,36 @@ class TableSink(_Model):
     auto_compact: bool = True
 
 
-class AggregateSink(TableSink, AggregatesSpec):
+class DerivedSink(TableSink):
+    """A table the follower derives from bronze by MERGE (spark/follower.py): the aggregates and
+    the keyed table."""
+
+    # a new table gets deletion vectors: each MERGE then writes only the rows it changes,
+    # instead of copying every file it touches (docs/pipeline-config.md)
+    deletion_vectors: bool = True
+    # how often a continuous run merges the bronze batches that arrived since the last
+    # merge (one MERGE for all of them, off the batches' path; an available-now run merges
+    # at its end): the table trails bronze by about this much (docs/pipeline-config.md)
+    merge_every: str = "10 seconds"
+
+    @field_validator("merge_every")
+    @classmethod
+    def _every(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+    @property
+    def merge_every_seconds(self) -> float:
+        return duration_seconds(self.merge_every)
+
+
+class AggregateSink(DerivedSink, AggregatesSpec):
     """Per `group_by` and event-time window, the declared `metrics` (schema/model.py)."""
 
     window: str = "1 minute"
     watermark: str = "10 minutes"
-    # a new table gets deletion vectors: each batch's MERGE then writes only the rows it
-    # changes, instead of copying every file it touches (docs/pipeline-config.md)
-    deletion_vectors: bool = True
-    # how often a continuous run merges the bronze batches that arrived since the last
-    # merge (one MERGE for all of them, off the batches' path; an available-now run merges
-    # at its end): the aggregates trail bronze by about this much (docs/pipeline-config.md)
-    merge_every: str = "10 seconds"
 
-    @field_validator("window", "watermark", "merge_every")
+    @field_validator("window", "watermark")
     @classmethod
     def _duration(cls, v: str) -> str:
         duration_seconds(v)
@@ -177,12 +194,8 @@ class AggregateSink(TableSink, AggregatesSpec):
     def watermark_seconds(self) -> float:
         return duration_seconds(self.watermark)
 
-    @property
-    def merge_every_seconds(self) -> float:
-        return duration_seconds(self.merge_every)
 
-
-class KeyedSink(TableSink):
+class KeyedSink(DerivedSink):
     """A current-state table: per key, the row of its newest change (docs/cdc.md), derived from
     bronze by the follower (spark/follower.py). Its fields are checked against the schema at load
     (cdc/spec.py)."""
@@ -196,22 +209,6 @@ class KeyedSink(TableSink):
     # how long a deleted key's tombstone is kept: a change older than the delete that arrives
     # later than this is applied as if the key had never been deleted (docs/cdc.md#tombstones-and-retention)
     tombstone_retention: str = "7 days"
-    # each MERGE writes only the rows it changes (deletion vectors), as the aggregates' do
-    deletion_vectors: bool = True
-    # how often a continuous run merges the bronze batches that arrived since the last merge, in
-    # one MERGE off the batches' path (an available-now run merges at its end): the table trails
-    # bronze by about this much
-    merge_every: str = "10 seconds"
-
-    @field_validator("merge_every")
-    @classmethod
-    def _every(cls, v: str) -> str:
-        duration_seconds(v)
-        return v
-
-    @property
-    def merge_every_seconds(self) -> float:
-        return duration_seconds(self.merge_every)
 
     @field_validator("scd")
     @classmethod
@@ -342,9 +339,10 @@ class Pipeline(_Model):
             )
         return self
 
-    @property
+    @cached_property
     def keyed(self) -> KeyedSpec | None:
-        """The keyed table's declaration resolved (cdc/spec.py), None without sinks.current."""
+        """The keyed table's declaration resolved (cdc/spec.py), None without sinks.current;
+        resolved once (the batches and the follower ask for it every batch)."""
         current = self.sinks.current
         return current.check_against(self.schema_) if current is not None else None
 

@@ -26,11 +26,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
-import yaml
 
-from devkit import ROOT
 from devkit.driver import IngestProcess
-from devkit.pipelines import pipeline_file
+from devkit.pipelines import cdc_pipeline_file
 from onceflow import faults
 from onceflow.audit.run import run_audit
 from onceflow.kafka.producer import produce
@@ -38,40 +36,21 @@ from onceflow.recovery import recover
 from onceflow.recovery.cases import Case
 from onceflow.sinks import read_ledgers
 from onceflow.spark.ingest import run_ingest
-from tests.exactly_once import assert_current_exactly_once, assert_ledgers_contiguous, next_batch
+from tests.exactly_once import assert_current_exactly_once, assert_ledgers_contiguous, first_unmerged, next_batch
 
 pytestmark = pytest.mark.e2e
 
-CUSTOMERS = yaml.safe_load((ROOT / "pipelines" / "customers_cdc.yaml").read_text())  # its schema and keyed table
 RECORDS, PARTITIONS, PER_BATCH = 4000, 3, 250
-
-
-def _first_unmerged(pipeline) -> int:
-    """The first batch bronze holds and the keyed table does not (a fault aimed there fires in the
-    next run's first merge)."""
-    ledgers = read_ledgers(pipeline, kafka=False)
-    merged = {(e.generation, e.batch_id) for e in ledgers["current"].entries}
-    waiting = [e.batch_id for e in ledgers["bronze"].entries if (e.generation, e.batch_id) not in merged]
-    assert waiting, "bronze must hold a batch the keyed table lacks"
-    return min(waiting)
 
 
 def test_the_keyed_table_is_the_databases_through_kills_in_every_window_and_a_lost_checkpoint(
     broker, spark, topic, tmp_path
 ):
-    folder = tmp_path / "pipeline"
-    sinks = {
-        "bronze": {"path": str(folder / "bronze")},
-        "quarantine": {"path": str(folder / "quarantine")},
-        # a merge a second: the kills land mid-stream
-        "current": {**CUSTOMERS["sinks"]["current"], "path": str(folder / "current"), "merge_every": "1 second"},
-    }
-    file, pipeline = pipeline_file(
-        folder,
+    file, pipeline = cdc_pipeline_file(
+        tmp_path / "pipeline",
         broker.bootstrap,
         topic,
-        schema=CUSTOMERS["schema"],
-        sinks=sinks,
+        current={"merge_every": "1 second"},  # a merge a second: the kills land mid-stream
         max_offsets=PER_BATCH,
         trigger={"processing_time": "500 ms"},
     )
@@ -101,9 +80,10 @@ def test_the_keyed_table_is_the_databases_through_kills_in_every_window_and_a_lo
     for point, target in (
         ("before_sink_commit", lambda: 2),
         ("before_current_commit", lambda: next_batch(checkpoint)),
-        ("after_current_commit", lambda: _first_unmerged(pipeline)),
+        ("after_current_commit", lambda: first_unmerged(pipeline, "current")),
     ):
         at = target()
+        assert at is not None, f"{point}: bronze must hold a batch the keyed table lacks"
         job.start(fault=f"{point}@{at}")
         code = job.wait_exit(timeout=600)
         assert code == faults.EXIT_CODE, f"expected the injected crash at {point}@{at}, got exit {code}:\n{job.tail()}"

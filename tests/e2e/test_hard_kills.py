@@ -61,9 +61,8 @@ from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT
 from onceflow.faults.kafka_sink import ENV_KILL_PGID
 from onceflow.kafka.ledger import read_kafka_ledger
 from onceflow.kafka.producer import VALID, ProduceSummary, produce
-from onceflow.sinks import read_ledgers
 from onceflow.spark.ingest import run_ingest
-from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, next_batch
+from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, first_unmerged, next_batch
 
 pytestmark = pytest.mark.e2e
 
@@ -78,17 +77,6 @@ SEED = 20261122
 # the Kafka sink's own windows (src/onceflow/faults/kafka_sink.py), each aimed at the next batch
 KAFKA_WINDOWS = ("crash_after_tasks:2", "crash_after_write")
 RANDOM_KILLS = 3
-
-
-def _unmerged_batch(pipeline) -> int | None:
-    """The first batch bronze holds and the aggregates do not. The next run's follower merges it in
-    its first cycle, seconds after the driver starts, so a crash aimed there costs one fresh driver's
-    start; aimed at the next batch to be planned, the run first had to finish a whole merge of
-    the earlier runs' batches (a fresh JVM's first MERGE, 45 s on 2 busy cores) and then some."""
-    ledgers = read_ledgers(pipeline, kafka=False)
-    merged = {(e.generation, e.batch_id) for e in ledgers["aggregates"].entries}
-    waiting = [e.batch_id for e in ledgers["bronze"].entries if (e.generation, e.batch_id) not in merged]
-    return min(waiting, default=None)
 
 
 def _committed_batches(checkpoint: str) -> set[int]:
@@ -150,7 +138,9 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path
     # the follower's window at a batch bronze already holds and the aggregates not (the window is
     # the same: bronze has the batch, the aggregates do not), if the earlier runs left one
     for point in faults.JOB_POINTS:
-        unmerged = _unmerged_batch(pipeline) if point == "before_aggregates_commit" else None
+        # a batch the aggregates lack is merged in the next run's first cycle; aimed at the next batch to
+        # be planned, the run would first finish a whole merge of the earlier runs' batches (45 s)
+        unmerged = first_unmerged(pipeline, "aggregates") if point == "before_aggregates_commit" else None
         target = next_batch(checkpoint) if unmerged is None else unmerged
         job.start(fault=f"{point}@{target}")
         code = job.wait_exit(timeout=600)

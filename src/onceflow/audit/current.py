@@ -202,6 +202,15 @@ class _Comparison:
                 }
             )
 
+    def wrong(
+        self, name: str, key: tuple, kind: str, v: Version | None, row: dict | None, kinds: dict, bad: list
+    ) -> None:
+        """A key check `name` finds wrong: counted by kind, a finding, and a sample while there is room."""
+        kinds[kind] = kinds.get(kind, 0) + 1
+        self.finding(name, key, kind)
+        if len(bad) < MAX_SAMPLES:
+            bad.append(self.sample(key, kind, v, row))
+
     # what one row is
     def same_winner(self, v: Version, row: dict) -> bool:
         return table_order(row, self.spec) == v.order
@@ -263,10 +272,7 @@ class _Comparison:
                 else:
                     kind = RESURRECTED
             if kind:
-                kinds[kind] = kinds.get(kind, 0) + 1
-                self.finding("current_rows", key, kind)
-                if len(bad) < MAX_SAMPLES:
-                    bad.append(self.sample(key, kind, v, row))
+                self.wrong("current_rows", key, kind, v, row, kinds, bad)
         if self.unusable:
             kinds[UNUSABLE] = self.unusable
             bad = (self.unusable_samples + bad)[:MAX_SAMPLES]
@@ -311,10 +317,7 @@ class _Comparison:
             else:
                 kind = NOT_IN_BRONZE
             if kind:
-                kinds[kind] = kinds.get(kind, 0) + 1
-                self.finding("current_tombstones", key, kind)
-                if len(bad) < MAX_SAMPLES:
-                    bad.append(self.sample(key, kind, v, row))
+                self.wrong("current_tombstones", key, kind, v, row, kinds, bad)
         failed = sum(kinds.values())
         notes = [f"{n} {k.replace('_', ' ')}" for k, n in sorted(kinds.items())]
         if MISSING in kinds:

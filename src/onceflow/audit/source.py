@@ -16,6 +16,8 @@ fields and today's keys and sequence_by.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -103,6 +105,33 @@ def change_values(change, keyed: KeyedSpec, names: list[str]) -> dict:
 
 
 Segments = list[tuple[str, dict[int, tuple[int, int]]]]
+T = TypeVar("T")
+
+
+def _per_declaration(
+    schema_json: str, segments: Segments, make: Callable[[str], T]
+) -> tuple[T, Callable[[int, int], T]]:
+    """What judges a record, made once per declaration (`make`: declaration JSON -> judge): the
+    current one, and a lookup of the one in force at a record's (partition, offset)."""
+    made = {schema_json: make(schema_json)}
+    for declared, _ in segments:
+        if declared not in made:
+            made[declared] = make(declared)
+    current = made[schema_json]
+
+    def at(p: int, o: int) -> T:
+        for declared, spans in segments:
+            span = spans.get(p)
+            if span and span[0] <= o < span[1]:
+                return made[declared]
+        return current
+
+    return current, at
+
+
+def _moved_by_hand(unprocessable: dict[int, list[tuple[int, int]]]) -> Callable[[int, int], bool]:
+    """Whether an operator moved the record at (partition, offset) to quarantine (unprocessable.json)."""
+    return lambda p, o: any(a <= o < b for a, b in unprocessable.get(p, ()))
 
 
 def _judged(
@@ -131,27 +160,15 @@ def _judged(
         from onceflow.schema.reference import Judge, Verdict
 
         schema = Schema.model_validate_json(schema_json)
-        judges = {schema_json: Judge(schema)}
-        for declared, _ in segments:
-            if declared not in judges:
-                judges[declared] = Judge(Schema.model_validate_json(declared))
-        current = judges[schema_json]
-
-        def judge_for(p: int, o: int) -> Judge:
-            for declared, spans in segments:
-                span = spans.get(p)
-                if span and span[0] <= o < span[1]:
-                    return judges[declared]
-            return current
-
+        current, judge_for = _per_declaration(
+            schema_json, segments, lambda declared: Judge(Schema.model_validate_json(declared))
+        )
         moved = Verdict(R.UNPROCESSABLE, {f.name: None for f in schema.fields})
-
-        def by_hand(p: int, o: int) -> bool:
-            return any(a <= o < b for a, b in unprocessable.get(p, ()))
+        by_hand = _moved_by_hand(unprocessable)
 
         for batch in batches:
             values = batch.column("value").to_pylist()
-            if len(judges) == 1 and not unprocessable:
+            if not segments and not unprocessable:
                 verdicts = [current.judge(v) for v in values]
             else:
                 where = zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(), strict=True)
@@ -188,24 +205,13 @@ def _parsed(
         from onceflow.schema.model import Schema
 
         schema = Schema.model_validate_json(schema_json)
-        parsers = {schema_json: Envelope(schema, keys, sequence_by)}
-        for declared, _ in segments:
-            if declared not in parsers:
-                parsers[declared] = Envelope(Schema.model_validate_json(declared), keys, sequence_by)
-        current = parsers[schema_json]
+        current, parser_for = _per_declaration(
+            schema_json, segments, lambda declared: Envelope(Schema.model_validate_json(declared), keys, sequence_by)
+        )
         keyed = current.spec
         names = schema.names
         empty = {**dict.fromkeys(names), "_op": None, "_sequence": None}
-
-        def parser_for(p: int, o: int) -> Envelope:
-            for declared, spans in segments:
-                span = spans.get(p)
-                if span and span[0] <= o < span[1]:
-                    return parsers[declared]
-            return current
-
-        def by_hand(p: int, o: int) -> bool:
-            return any(a <= o < b for a, b in unprocessable.get(p, ()))
+        by_hand = _moved_by_hand(unprocessable)
 
         types = {f.name: _arrow_type(f.ftype) for f in schema.fields}
         types |= {"_op": pa.string(), "_sequence": _sequence_arrow_type(keyed)}

@@ -123,6 +123,23 @@ def _drop(obj: dict, keys: tuple[str, ...]) -> None:
     del obj[keys[-1]]
 
 
+@dataclass(frozen=True)
+class TableComparison:
+    """A keyed table against the database's final table (ChangeStream.compare_table)."""
+
+    rows: int  # live rows in the table
+    expected_rows: int
+    tombstones: int
+    expected_deleted: int
+    differ: dict[tuple, tuple]  # key -> (the table's row, the database's), where they differ
+    deleted_apart: set[tuple]  # keys deleted on one side only
+    twice: list[tuple]  # keys the table holds more than once
+
+    @property
+    def match(self) -> bool:
+        return not (self.differ or self.deleted_apart or self.twice)
+
+
 class ChangeStream:
     """`count` records of one table's change stream, in delivery order (iterate once); then
     `expected_rows()`, the table the database holds, and `counts`.
@@ -656,6 +673,26 @@ class ChangeStream:
             _, obj = read_record(encode(self._image(self._key_row(key))), 10**9)
             out.add(tuple(read_field(f, lookup(obj, f.keys))[1] for f in self._keys))
         return out
+
+    def compare_table(self, rows: list[dict]) -> TableComparison:
+        """The keyed table's rows (its declared fields and `_deleted`, as read) against the
+        database's final table: the demo's summary and the tests' oracle."""
+        keys = self.spec.key_names
+        names = [f.name for f in self.schema.fields]
+        held = Counter(tuple(r[k] for k in keys) for r in rows)
+        live = {tuple(r[k] for k in keys): {n: r[n] for n in names} for r in rows if not r["_deleted"]}
+        deleted = {tuple(r[k] for k in keys) for r in rows if r["_deleted"]}
+        want, gone = self.expected_rows(), self.expected_deleted()
+        differ = {k: (live.get(k), want.get(k)) for k in set(live) | set(want) if live.get(k) != want.get(k)}
+        return TableComparison(
+            rows=len(live),
+            expected_rows=len(want),
+            tombstones=len(deleted),
+            expected_deleted=len(gone),
+            differ=differ,
+            deleted_apart=deleted ^ gone,
+            twice=[k for k, n in held.items() if n > 1],
+        )
 
     def expected_document(self) -> dict:
         """The expected table as JSON (`onceflow produce --expect FILE`): the rows as Debezium

@@ -146,29 +146,15 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
 
 def _current_table(pipeline: config.Pipeline, stream, path: str) -> dict:
     """The keyed table, read with delta-rs, against the generator's final table of the database
-    (the same comparison as the e2e proof's, tests/exactly_once.py)."""
-    import pyarrow as pa
-    from deltalake import DeltaTable, QueryBuilder
+    (the comparison the e2e proof asserts, ChangeStream.compare_table)."""
+    from onceflow.audit.current import read_current
 
-    from onceflow.storage.location import Location
-
-    keyed = pipeline.keyed
-    assert keyed is not None  # a change stream's pipeline has sinks.current
-    names = [*pipeline.schema.names, "_deleted"]
-    quoted = ", ".join('"' + n + '"' for n in names)
-    query = f"SELECT {quoted} FROM t"
-    table = DeltaTable(path, storage_options=Location(path).storage_options)
-    rows = pa.table(QueryBuilder().register("t", table).execute(query).read_all()).to_pylist()
-    key = lambda r: tuple(r[k] for k in keyed.key_names)  # noqa: E731
-    live = {key(r): {n: r[n] for n in pipeline.schema.names} for r in rows if not r["_deleted"]}
-    deleted = {key(r) for r in rows if r["_deleted"]}
-    want, gone = stream.expected_rows(), stream.expected_deleted()
-    differ = sum(1 for k in set(live) | set(want) if live.get(k) != want.get(k))
+    compared = stream.compare_table(read_current(path, None, [*pipeline.schema.names, "_deleted"]))
     return {
-        "match": differ == 0 and deleted == gone and len(rows) == len(live) + len(deleted),
-        "rows": len(live),
-        "expected_rows": len(want),
-        "tombstones": len(deleted),
-        "expected_deleted": len(gone),
-        "differ": differ,
+        "match": compared.match,
+        "rows": compared.rows,
+        "expected_rows": compared.expected_rows,
+        "tombstones": compared.tombstones,
+        "expected_deleted": compared.expected_deleted,
+        "differ": len(compared.differ),
     }

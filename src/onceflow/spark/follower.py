@@ -120,6 +120,13 @@ class BronzeFollower:
         self._known = {**self.floor, **ledgers["bronze"].committed_offsets()}  # bronze's end, as far as told
         self._bronze = Appender(self.bronze_path)  # for bronze's version only: the follower never writes it
         self._empty = Appender(self.path)
+        self._begin(ledgers)
+
+    def _begin(self, ledgers: dict[str, Ledger]) -> None:
+        """What a subclass reads of its declaration and its ledger at the start."""
+
+    def maintain(self) -> None:
+        """Upkeep after a cycle's merges (the keyed table purges old tombstones)."""
 
     def add(self, entry: LedgerEntry) -> bool:
         """Queue a bronze batch; False for a replayed one it already has or merged."""
@@ -203,16 +210,9 @@ class AggregatesMerger(BronzeFollower):
 
     sink = "aggregates"
 
-    def __init__(
-        self,
-        spark: SparkSession,
-        pipeline: Pipeline,
-        ledgers: dict[str, Ledger],
-        log: Callable[[str], None] = lambda msg: None,
-    ):
-        super().__init__(spark, pipeline, ledgers, log)
-        assert pipeline.sinks.aggregates is not None  # a merger only for a pipeline with sinks.aggregates
-        self.aggs = pipeline.sinks.aggregates
+    def _begin(self, ledgers: dict[str, Ledger]) -> None:
+        assert self.pipeline.sinks.aggregates is not None  # a merger only for a pipeline with sinks.aggregates
+        self.aggs = self.pipeline.sinks.aggregates
         self.watermark = _last_watermark(ledgers["aggregates"])
 
     def _stats(self, rows: DataFrame) -> dict[tuple[int, int], Row]:
@@ -264,15 +264,8 @@ class CurrentMerger(BronzeFollower):
 
     sink = "current"
 
-    def __init__(
-        self,
-        spark: SparkSession,
-        pipeline: Pipeline,
-        ledgers: dict[str, Ledger],
-        log: Callable[[str], None] = lambda msg: None,
-    ):
-        super().__init__(spark, pipeline, ledgers, log)
-        current, keyed = pipeline.sinks.current, pipeline.keyed
+    def _begin(self, ledgers: dict[str, Ledger]) -> None:
+        current, keyed = self.pipeline.sinks.current, self.pipeline.keyed
         assert current is not None and keyed is not None  # a merger only for a pipeline with sinks.current
         self.current = current
         self.keyed = keyed
@@ -282,13 +275,12 @@ class CurrentMerger(BronzeFollower):
         changes = delta.newest_changes(rows, self.pipeline.schema, self.keyed)
         delta.merge_current(self.spark, self.path, changes, self.keyed, app, version, meta)
 
-    def purge_due(self) -> bool:
-        """At the first cycle of a run, then every tenth of the retention (at most hourly)."""
+    def maintain(self) -> None:
+        """Delete the tombstones older than the retention (docs/cdc.md#tombstones-and-retention):
+        at the first cycle of a run, then every tenth of the retention (at most hourly)."""
         every = min(self.current.tombstone_retention_seconds / 10, 3600.0)
-        return self._purged is None or time.monotonic() - self._purged >= every
-
-    def purge(self) -> None:
-        """Delete the tombstones older than the retention (docs/cdc.md#tombstones-and-retention)."""
+        if self._purged is not None and time.monotonic() - self._purged < every:
+            return
         removed = delta.purge_tombstones(self.spark, self.path, self.current.tombstone_retention_seconds)
         self._purged = time.monotonic()
         if removed:
@@ -410,7 +402,6 @@ class Follower:
                     del merger.pending[: len(group)]
                 if not everything:
                     break
-            if isinstance(merger, CurrentMerger) and merger.purge_due():
-                merger.purge()
+            merger.maintain()
         self.compactor.run()
         self.schedule.cycle_ended()

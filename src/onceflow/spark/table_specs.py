@@ -4,7 +4,7 @@ and its table properties; and a hint per table that exists without a property th
 from __future__ import annotations
 
 from onceflow import tables
-from onceflow.config import AggregateSink, KeyedSink, Pipeline
+from onceflow.config import DerivedSink, Pipeline
 from onceflow.ledger import Ledger
 from onceflow.sinks import delta_sinks
 
@@ -25,7 +25,7 @@ def table_properties(pipeline: Pipeline) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for name, sink in delta_sinks(pipeline).items():
         out[name] = {tables.AUTO_COMPACT: "true"} if sink.auto_compact else {}
-        if isinstance(sink, AggregateSink | KeyedSink) and sink.deletion_vectors:
+        if isinstance(sink, DerivedSink) and sink.deletion_vectors:
             out[name][tables.DELETION_VECTORS] = "true"
     return out
 

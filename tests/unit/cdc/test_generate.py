@@ -324,3 +324,24 @@ def test_produce_writes_the_expected_table_and_says_where(tmp_path, capsys):
     shown = capsys.readouterr().out
     assert "change stream: 300 records" in shown and str(path) in shown.replace("\n", "")
     assert write_expected(ProduceSummary("payments"), None) is None  # plain events: no table
+
+
+def test_a_table_is_compared_with_the_databases_final_table():
+    """ChangeStream.compare_table, the demo's summary and the e2e proof's oracle: the expected table
+    matches; a changed value, a lost tombstone and a key held twice each do not."""
+    s = stream(count=600)
+    list(s)
+    keys = s.spec.key_names
+    rows = [{**row, "_deleted": False} for row in s.expected_rows().values()]
+    names = [f.name for f in s.schema.fields]
+    rows += [
+        {**dict.fromkeys(names), **dict(zip(keys, key, strict=True)), "_deleted": True} for key in s.expected_deleted()
+    ]
+    same = s.compare_table(rows)
+    assert same.match and same.rows == len(s.expected_rows()) and same.tombstones == len(s.expected_deleted())
+    changed = [dict(rows[0], email="someone@else.example"), *rows[1:]]
+    assert list(s.compare_table(changed).differ) == [tuple(rows[0][k] for k in keys)]
+    tombstones = [r for r in rows if r["_deleted"]]
+    assert tombstones, "the stream must delete keys"
+    assert s.compare_table([r for r in rows if r is not tombstones[0]]).deleted_apart
+    assert s.compare_table([*rows, rows[0]]).twice == [tuple(rows[0][k] for k in keys)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -55,16 +55,20 @@ def append(df: DataFrame, path: str, entry: LedgerEntry) -> None:
 
 
 @contextmanager
-def _txn(spark: SparkSession, app_id: str, version: int, metadata: str) -> Iterator[None]:
-    """Delta's session-level idempotence for DML (MERGE has no writer options)."""
-    spark.conf.set(_TXN_APP, app_id)
-    spark.conf.set(_TXN_VERSION, str(version))
-    spark.conf.set(_USER_METADATA, metadata)
+def _session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """Session settings for the DML inside (DML has no writer options), unset after it."""
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key in (_TXN_APP, _TXN_VERSION, _USER_METADATA):
+        for key in settings:
             spark.conf.unset(key)
+
+
+def _txn(spark: SparkSession, app_id: str, version: int, metadata: str) -> AbstractContextManager[None]:
+    """Delta's session-level idempotence for DML, and the commit's metadata (the ledger entries)."""
+    return _session_conf(spark, {_TXN_APP: app_id, _TXN_VERSION: str(version), _USER_METADATA: metadata})
 
 
 def _batch_metric(m: Metric, sql_type: str) -> Column:
@@ -220,11 +224,8 @@ def purge_tombstones(spark: SparkSession, path: str, retention_seconds: float) -
     table = DeltaTable.forPath(spark, path)
     if table.toDF().where(condition).limit(1).count() == 0:
         return 0  # nothing to purge: no commit at all
-    spark.conf.set(_USER_METADATA, json.dumps({MAINTENANCE_KEY: "purge tombstones past tombstone_retention"}))
-    try:
-        with commit_lock(path):
-            table.delete(condition)
-    finally:
-        spark.conf.unset(_USER_METADATA)
+    marked = {_USER_METADATA: json.dumps({MAINTENANCE_KEY: "purge tombstones past tombstone_retention"})}
+    with commit_lock(path), _session_conf(spark, marked):
+        table.delete(condition)
     metrics = table.history(1).select("operationMetrics").first()
     return int((metrics[0] or {}).get("numDeletedRows", 0)) if metrics else 0
