@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-from functools import cached_property
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
