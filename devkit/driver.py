@@ -21,7 +21,9 @@ ONCEFLOW = str(Path(sys.executable).with_name("onceflow"))
 # The drivers tests start as processes live for a batch or a few (a kill, a crash, a window): with
 # the C1 compiler alone they start sooner on 2 cores (docs/testing.md, "Where the time goes"). The
 # session's long-lived in-process driver (the `spark` fixture) keeps the JVM's default, where C2 pays.
-SHORT_LIVED_DRIVER = {"ONCEFLOW_DRIVER_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1"}
+# C1 alone reserves 48 MB for compiled code, not 240 MB: a stream that runs for minutes (the cluster
+# failover, the CDC kills) filled it ("Out of space in CodeCache"), so the tiered size is kept.
+SHORT_LIVED_DRIVER = {"ONCEFLOW_DRIVER_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"}
 
 
 class DriverProcess:
