@@ -1,6 +1,8 @@
 """The keyed table's MERGE (spark/sinks/delta.py: newest_changes, merge_current) holds what the
 reference fold (cdc/fold.py) holds, whatever the arrival order, the cut into batches, the
-duplicates and the replays; and the tombstones past their retention are purged.
+duplicates and the replays; so does the small groups' MERGE from the driver with delta-rs
+(spark/sinks/current_rs.py), alone and taking turns with Spark's on a table with deletion
+vectors; and the tombstones past their retention are purged.
 
 Real Spark and Delta; the oracle is the plain-Python fold, not the MERGE."""
 
@@ -17,7 +19,9 @@ from onceflow import config, tables
 from onceflow.cdc.envelope import Change
 from onceflow.cdc.fold import Located, State, fold
 from onceflow.cdc.spec import KeyedSpec
+from onceflow.deltars import Appender
 from onceflow.ledger import MAINTENANCE_KEY
+from onceflow.spark.sinks import current_rs
 from onceflow.spark.sinks.delta import ensure_table, merge_current, newest_changes, purge_tombstones
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -195,3 +199,35 @@ def test_tombstones_past_their_retention_are_purged_in_a_maintenance_commit(spar
     late = [(Change("u", (1,), _row(1, 0), (9,)), 1, 5)]
     merge_current(spark, path, newest_changes(bronze_frame(spark, late, 1), SCHEMA, KEYED), KEYED, "a", 1, "{}")
     assert set(table_state(spark, path)[0]) == {(1,), (2,)}
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_the_drivers_merge_alone_and_taking_turns_with_sparks_equals_the_fold(spark, tmp_path, seed):
+    """Seed 2: every group from the driver; seed 3: the groups alternate between delta-rs and
+    Spark, and a purge and Spark's MERGEs leave deletion vectors that delta-rs' MERGE must honour."""
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    rng = random.Random(seed)
+    log = database_log(rng, changes=120)
+    path = str(tmp_path / "current")
+    ensure_table(spark, path, tables.current_ddl(SCHEMA, KEYED), {tables.DELETION_VECTORS: "true"})
+    appender = Appender(path)
+    app = "onceflow:test:current:g0"
+    batches = [b for group in deliveries(rng, log) for b in (group[: len(group) // 2], group[len(group) // 2 :])]
+    marked = 0  # delta-rs MERGEs into a table with deletion vectors
+    for batch_id, batch in enumerate(batches):
+        frame = bronze_frame(spark, batch, batch_id)
+        if seed == 3 and batch_id % 2:
+            merge_current(spark, path, newest_changes(frame, SCHEMA, KEYED), KEYED, app, batch_id, "{}")
+        else:
+            marked += current_rs.files_with_deletion_vectors(appender) > 0
+            changes = current_rs.newest_changes(frame.toArrow(), SCHEMA, KEYED, {})
+            assert current_rs.merge_current(appender, changes, KEYED, app, batch_id, f'{{"b": {batch_id}}}')
+    assert marked if seed == 3 else not marked
+    rows, tombstones, winners = table_state(spark, path)
+    want_rows, want_tombstones, want_winners = expected(fold(log))
+    assert tombstones, "the log deletes keys: some must be tombstones"
+    assert (_utc_naive(rows), tombstones, winners) == (want_rows, want_tombstones, want_winners)
+    # a replayed group is skipped (the txn), as Spark's MERGE skips it
+    again = current_rs.newest_changes(bronze_frame(spark, batches[0], 0).toArrow(), SCHEMA, KEYED, {})
+    assert current_rs.merge_current(appender, again, KEYED, app, 0, "{}") is None
+    assert table_state(spark, path) == (rows, tombstones, winners)

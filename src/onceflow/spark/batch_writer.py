@@ -4,6 +4,8 @@ goes to the follower, which merges the aggregates off the batch's path."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -22,6 +24,9 @@ from onceflow.spark.sinks import delta
 from onceflow.spark.sinks.kafka_txn import KafkaTxnSink
 from onceflow.spark.stop import enter_batch
 from onceflow.spark.table_specs import table_ddls, table_properties
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 class BatchWriter:
@@ -110,7 +115,7 @@ class BatchWriter:
         reread = not small or self.kafka is not None  # read more than once: cached
         parsed = parsed.persist() if reread else parsed
         try:
-            self.follower.add(self._write_delta(parsed, batch_id, start, end, small))  # merged in a while
+            self.follower.add(*self._write_delta(parsed, batch_id, start, end, small))  # merged in a while
             self._write_kafka(parsed, batch_id, start, end)
         finally:
             if reread:
@@ -118,10 +123,14 @@ class BatchWriter:
         self.writing = None
         faults.maybe_crash("after_sink_commit", batch_id)
 
-    def _write_delta(self, parsed: DataFrame, batch_id: int, start: dict, end: dict, small: bool) -> LedgerEntry:
-        """Bronze and quarantine; bronze's entry. A table with a feature delta-rs cannot write sends
-        this batch and the rest of the run to Spark's writer, which skips, through the same txn,
-        what delta-rs already committed of this batch (bronze, when only quarantine refused)."""
+    def _write_delta(
+        self, parsed: DataFrame, batch_id: int, start: dict, end: dict, small: bool
+    ) -> tuple[LedgerEntry, pa.Table | None]:
+        """Bronze and quarantine; bronze's entry, and its rows when they are on the driver (the
+        keyed table's follower merges them from there: spark/sinks/current_rs.py). A table with
+        a feature delta-rs cannot write sends this batch and the rest of the run to Spark's
+        writer, which skips, through the same txn, what delta-rs already committed of this batch
+        (bronze, when only quarantine refused)."""
         if small:
             try:
                 return self._write_from_driver(parsed, batch_id, start, end)
@@ -132,7 +141,7 @@ class BatchWriter:
                     f"{batch_id} on, this run commits every batch with Spark's Delta writer "
                     "(`source.driver_commit_max_offsets: 0` says so in the pipeline file)"
                 )
-        return self._write_with_spark(parsed, batch_id, start, end)
+        return self._write_with_spark(parsed, batch_id, start, end), None
 
     def _from_driver(self, rows: int) -> bool:
         """Whether this many rows are committed from the driver (0 in the setting: never)."""
@@ -143,7 +152,9 @@ class BatchWriter:
         # each batch's records by the rules in force when it was written (audit/source.py)
         return self.entry("bronze", batch_id, start, end, rows, {"schema": self.schema_json})
 
-    def _write_from_driver(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> LedgerEntry:
+    def _write_from_driver(
+        self, parsed: DataFrame, batch_id: int, start: dict, end: dict
+    ) -> tuple[LedgerEntry, pa.Table]:
         """A small batch: one Spark job brings both sinks' rows to the driver, and delta-rs
         commits each table in milliseconds (a Delta-Spark commit costs the same driver work whatever
         it holds; onceflow.deltars). Same txn, same entries."""
@@ -165,7 +176,7 @@ class BatchWriter:
         faults.maybe_crash("between_sinks", batch_id)
         q_entry = self.entry("quarantine", batch_id, start, end, quarantine.num_rows)
         self.quarantine.append(quarantine, q_entry.to_json(), q_entry.app_id, q_entry.batch_id)
-        return entry
+        return entry, bronze
 
     def _write_with_spark(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> LedgerEntry:
         """A large batch: Spark's Delta writer commits bronze (the rows stay in the executors);

@@ -12,7 +12,8 @@ done; it waits neither for the aggregates, the keyed table nor compaction. The f
   instead of every batch (docs/exactly-once.md#the-aggregates-follow-bronze);
 - merges the same batches into the keyed table (sinks.current, docs/cdc.md): per key the
   newest change of those rows, where it is newer than the table's (CurrentMerger), on the
-  same terms: its own ledger entries, txn ids and floor;
+  same terms: its own ledger entries, txn ids and floor; small batches' rows, handed over by
+  the batch thread, with delta-rs from the driver (spark/sinks/current_rs.py);
 - compacts the tables once enough small files have gathered (spark/compaction.py).
 
 The aggregates' checkpoint is their own ledger: a run starts from the bronze batches
@@ -31,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -38,15 +40,23 @@ from pyspark.sql import functions as F
 from onceflow import faults
 from onceflow.config import Pipeline
 from onceflow.deltars import Appender
+from onceflow.errors import TableFeatureError
 from onceflow.ledger import LOSS, Ledger, LedgerEntry, app_id, follower_lag, group_json, loss_app_id
 from onceflow.sinks import table_path, table_paths
 from onceflow.spark.compaction import Compactor
 from onceflow.spark.floors import above, raised
-from onceflow.spark.sinks import delta
+from onceflow.spark.sinks import current_rs, delta
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MAX_GROUP_BATCHES = 500  # bronze batches merged in one commit at most (its metadata holds an entry each)
 AVAILABLE_NOW_GROUP_ROWS = 5_000_000  # an available-now run merges before its end once this many rows wait
 COMPACT_EVERY = 10.0  # seconds between compaction checks of a continuous run without aggregates
+KEPT_ROWS = 200_000  # bronze rows the keyed table's follower keeps on the driver for its next merge, at most
+
+Stats = dict[tuple[int, int], Any]  # per bronze batch (generation, batch id): its `rows` and what `_extra` reads
+Write = Callable[[str, int, str], None]  # a group's one idempotent commit: (app id, txn version, entries)
 
 
 def _last_watermark(ledger: Ledger) -> datetime | None:
@@ -100,6 +110,7 @@ class BronzeFollower:
     A subclass says what a merge writes (`_write`) and what its entries record (`_extra`)."""
 
     sink = ""  # its name in the ledgers (ledger.FOLLOWS)
+    via = ""  # how the last merge was made, when not through Spark (its log line says so)
 
     def __init__(
         self,
@@ -128,8 +139,9 @@ class BronzeFollower:
     def maintain(self) -> None:
         """Upkeep after a cycle's merges (the keyed table purges old tombstones)."""
 
-    def add(self, entry: LedgerEntry) -> bool:
-        """Queue a bronze batch; False for a replayed one it already has or merged."""
+    def add(self, entry: LedgerEntry, rows: pa.Table | None = None) -> bool:
+        """Queue a bronze batch (`rows`: its bronze rows, when the batch committed them from the
+        driver); False for a replayed one it already has or merged."""
         if not any(o > self._known.get(p, -1) for p, o in entry.end.items()):
             return False
         self._known.update(entry.end)
@@ -154,9 +166,8 @@ class BronzeFollower:
         """The one idempotent commit of a group that holds rows (`meta`: the entries)."""
         raise NotImplementedError
 
-    def merge(self, group: list[LedgerEntry]) -> None:
-        """One commit to the table holding `group`'s bronze batches and an entry each."""
-        started = time.monotonic()
+    def _plan(self, group: list[LedgerEntry]) -> tuple[Stats, Write]:
+        """The group's rows read back from bronze through Spark: their stats, and its commit."""
         version = self._bronze.table().version()  # pinned: the MERGE may read its source twice
         rows = (
             self.spark.read.format("delta")
@@ -165,6 +176,12 @@ class BronzeFollower:
             .where(batches_filter(group) & above(self.floor))
         )
         stats = self._stats(rows)
+        return stats, lambda app, txn_version, meta: self._write(rows, stats, app, txn_version, meta)
+
+    def merge(self, group: list[LedgerEntry]) -> None:
+        """One commit to the table holding `group`'s bronze batches and an entry each."""
+        started = time.monotonic()
+        stats, write = self._plan(group)
         entries = []
         for e in group:
             s = stats.get((e.generation, e.batch_id))
@@ -192,7 +209,7 @@ class BronzeFollower:
             faults.maybe_crash(f"before_{self.sink}_commit", e.batch_id)
         total = sum(r["rows"] for r in stats.values())
         if total:
-            self._write(rows, stats, app, txn_version, group_json(entries))
+            write(app, txn_version, group_json(entries))
         else:  # no rows: an empty commit keeps the ledger contiguous (delta-rs: milliseconds)
             self._empty.append(None, group_json(entries), app, txn_version)
         for e in group:
@@ -201,7 +218,8 @@ class BronzeFollower:
             self.floor.update(e.end)
         span = f"batch {group[0].batch_id}" if len(group) == 1 else f"batches {group[0].batch_id}–{last.batch_id}"
         self.log(
-            f"{self.pipeline.name}: {self.sink}: merged {span} ({total:,} rows) in {time.monotonic() - started:.1f}s"
+            f"{self.pipeline.name}: {self.sink}: merged {span} ({total:,} rows){self.via} "
+            f"in {time.monotonic() - started:.1f}s"
         )
 
 
@@ -259,8 +277,11 @@ class AggregatesMerger(BronzeFollower):
 
 class CurrentMerger(BronzeFollower):
     """The keyed table's follower (sinks.current, docs/cdc.md): per key, the newest change of the
-    new bronze rows, merged where it is newer than the table's. The table's tombstones older than
-    `tombstone_retention` are purged now and then, in a commit of their own."""
+    new bronze rows, merged where it is newer than the table's. A group whose rows the batch
+    thread handed over (small batches, KEPT_ROWS at most) is merged from them with delta-rs
+    while the table allows it (current_rs.driver_mergeable); any other through Spark, read back
+    from bronze. The table's tombstones older than `tombstone_retention` are purged now and
+    then, in a commit of their own."""
 
     sink = "current"
 
@@ -270,6 +291,59 @@ class CurrentMerger(BronzeFollower):
         self.current = current
         self.keyed = keyed
         self._purged: float | None = None  # when the tombstones were last purged (monotonic)
+        self._rows: dict[tuple[int, int], pa.Table] = {}  # the pending batches' bronze rows handed over
+        self._kept = 0  # rows in _rows
+        self._held = threading.Lock()  # _rows and _kept: the batch thread adds, the follower's takes
+        self._driver = True  # False once delta-rs refused the table: Spark merges the rest of the run
+        own = ("_op", "_sequence") if keyed.debezium else ()
+        self._columns = [*self.pipeline.schema.names, *own, "_partition", "_offset", "_batch_id", "_generation"]
+
+    def add(self, entry: LedgerEntry, rows: pa.Table | None = None) -> bool:
+        if not super().add(entry):
+            return False
+        with self._held:
+            if rows is not None and self._driver and self._kept + rows.num_rows <= KEPT_ROWS:
+                self._rows[(entry.generation, entry.batch_id)] = rows.select(self._columns)
+                self._kept += rows.num_rows
+        return True
+
+    def _plan(self, group: list[LedgerEntry]) -> tuple[Stats, Write]:
+        """From the rows handed over when each batch of the group has them and the table allows
+        it; else through Spark."""
+        batches = [(e.generation, e.batch_id) for e in group]
+        with self._held:
+            held = [self._rows.pop(b) for b in batches if b in self._rows]
+            self._kept -= sum(r.num_rows for r in held)
+        self.via = ""
+        if len(held) < len(batches) or not self._driver or not current_rs.driver_mergeable(self._empty):
+            return super()._plan(group)
+        import pyarrow as pa
+
+        rows = pa.concat_tables(held, promote_options="default")
+        self.via = " with delta-rs"
+        changes = current_rs.newest_changes(rows, self.pipeline.schema, self.keyed, self.floor)
+        stats: Stats = {}
+        for (generation, batch_id), r in zip(batches, held, strict=True):
+            n = sum(
+                1
+                for p, o in zip(r.column("_partition").to_pylist(), r.column("_offset").to_pylist(), strict=True)
+                if o >= self.floor.get(p, o)
+            )
+            stats[(generation, batch_id)] = {"rows": n}
+
+        def write(app: str, version: int, meta: str) -> None:
+            try:
+                current_rs.merge_current(self._empty, changes, self.keyed, app, version, meta)
+            except TableFeatureError as exc:  # Spark's writer takes this group and the rest of the run
+                self._driver = False
+                self.log(
+                    f"{self.pipeline.name}: current: delta-rs cannot merge into {exc.path} ({exc.reason}): "
+                    "this run merges through Spark"
+                )
+                _, spark_write = super(CurrentMerger, self)._plan(group)
+                spark_write(app, version, meta)
+
+        return stats, write
 
     def _write(self, rows: DataFrame, stats: dict[tuple[int, int], Row], app: str, version: int, meta: str) -> None:
         changes = delta.newest_changes(rows, self.pipeline.schema, self.keyed)
@@ -349,11 +423,12 @@ class Follower:
     def start(self) -> None:
         self._thread.start()
 
-    def add(self, entry: LedgerEntry) -> None:
-        """A bronze batch committed (or found committed, on a replay): merge it in a while."""
+    def add(self, entry: LedgerEntry, rows: pa.Table | None = None) -> None:
+        """A bronze batch committed (or found committed, on a replay): merge it in a while.
+        `rows`: its bronze rows, when the batch committed them from the driver."""
         with self._cv:
             self._new = True
-            added = [m.add(entry) for m in self.mergers]
+            added = [m.add(entry, rows) for m in self.mergers]
             if any(added):
                 self._cv.notify()
 

@@ -1,0 +1,91 @@
+"""The driver's newest change per key (spark/sinks/current_rs.py) against the reference fold
+(cdc/fold.py): the same winners whatever the order and the duplicates, deletes keeping their key
+and sequence only, rows below the floor left out; and the MERGE's `newer` condition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from onceflow import config
+from onceflow.cdc.envelope import Change
+from onceflow.cdc.fold import fold
+from onceflow.cdc.spec import KeyedSpec
+from onceflow.spark.sinks.current_rs import _newer, newest_changes
+
+ROOT = Path(__file__).resolve().parents[3]
+PIPELINE = config.load(ROOT / "pipelines" / "customers_cdc.yaml", env={})
+
+
+def _keyed() -> KeyedSpec:
+    keyed = PIPELINE.keyed
+    assert keyed is not None  # the shipped customers_cdc declares sinks.current
+    return keyed
+
+
+KEYED = _keyed()
+SEQ = KEYED.sequence[0].column
+
+PROPERTIES = settings(
+    max_examples=max(200, settings().max_examples), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def bronze(located: list[tuple[Change, int, int]]) -> pa.Table:
+    """Bronze rows of these changes: a delete holds its key only."""
+    rows = []
+    for change, partition, offset in located:
+        values = change.row or {"id": change.key[0]}
+        rows.append(
+            {
+                **{f: values.get(f) for f in PIPELINE.schema.names},
+                "_op": change.op,
+                "_sequence": {SEQ: change.sequence[0]},
+                "_partition": partition,
+                "_offset": offset,
+                "_batch_id": 3,
+                "_generation": 0,
+            }
+        )
+    return pa.Table.from_pylist(rows)
+
+
+changes = st.lists(
+    st.tuples(st.sampled_from("cud"), st.integers(1, 5), st.integers(1, 6), st.integers(0, 2)), min_size=1, max_size=40
+)
+
+
+@PROPERTIES
+@given(changes, st.randoms(use_true_random=False))
+def test_the_winners_are_the_folds_whatever_the_order_and_the_duplicates(drawn, rng):
+    located, offsets = [], {0: 0, 1: 0, 2: 0}
+    for op, key, seq, partition in drawn:
+        row = None if op == "d" else {"id": key, "email": f"{key}.{seq}@x", "tier": "pro"}
+        located.append((Change(op, (key,), row, (seq,)), partition, offsets[partition]))
+        offsets[partition] += 1
+    delivered = located + rng.sample(located, len(located) // 3)
+    rng.shuffle(delivered)
+    out = newest_changes(bronze(delivered), PIPELINE.schema, KEYED, {}).to_pylist()
+    want = fold(located).versions
+    assert {(r["id"],): ((r["_sequence"][SEQ],), r["_partition"], r["_offset"]) for r in out} == {
+        k: (v.change.sequence, v.partition, v.offset) for k, v in want.items()
+    }
+    for r in out:
+        assert r["_deleted"] == want[(r["id"],)].change.deleted
+        if r["_deleted"]:
+            assert all(r[f] is None for f in PIPELINE.schema.names if f != "id"), r
+
+
+def test_rows_below_the_floor_are_left_out():
+    located = [(Change("c", (1,), {"id": 1, "email": "a"}, (5,)), 0, 3), (Change("u", (1,), {"id": 1}, (9,)), 1, 2)]
+    out = newest_changes(bronze(located), PIPELINE.schema, KEYED, {1: 3}).to_pylist()
+    assert [(r["_partition"], r["_offset"]) for r in out] == [(0, 3)]
+
+
+def test_newer_compares_sequence_then_partition_then_offset():
+    newer = _newer(KEYED)
+    assert newer.startswith(f"(s.\"_sequence\"['{SEQ}'] > t.\"_sequence\"['{SEQ}'])")
+    assert newer.endswith('s."_partition" = t."_partition" AND s."_offset" > t."_offset")')
