@@ -155,9 +155,9 @@ def merge_current(
 
 def files_with_deletion_vectors(appender: Appender) -> int:
     """How many of the table's data files have rows marked deleted in a deletion vector."""
-    actions = appender.table().get_add_actions(flatten=True)
-    column = next((n for n in actions.schema.names if n.startswith("deletionVector")), None)
-    return 0 if column is None else actions.num_rows - actions.column(column).null_count
+    import pyarrow as pa
+
+    return pa.table(appender.table().deletion_vectors()).num_rows
 
 
 def driver_mergeable(appender: Appender) -> bool:
