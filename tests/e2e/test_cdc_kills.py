@@ -11,9 +11,10 @@ loses its checkpoint and is recovered:
   3. `after_current_commit`: the next run's first merge takes it, commits and dies;
   4. the checkpoint is deleted; `recover` starts a new generation from the ledgers; a catch-up
      run reads the rest.
-Each fault is aimed where the run must reach it whatever the machine's speed: the first two at
-batches still to be read (the stream holds 16), the third at a batch bronze holds and the keyed
-table lacks.
+The keyed table's small groups are merged from the driver with delta-rs, the groups a killed
+run left pending through Spark: both take part. Each fault is aimed where the run must reach it
+whatever the machine's speed: the first two at batches still to be read (the stream holds 16),
+the third at a batch bronze holds and the keyed table lacks.
 
 Then the keyed table equals the table the database ended with (the generator's, not a replay of
 what the job read), bronze and quarantine hold every committed record once (the tombstones in
@@ -95,6 +96,13 @@ def test_the_keyed_table_is_the_databases_through_kills_in_every_window_and_a_lo
             assert at in bronze and at not in current, (sorted(bronze), sorted(current))
         else:
             assert at in current
+
+    # both ways of merging took part: small batches handed over by the batch thread, with delta-rs;
+    # the batches a killed run left in bronze, read back through Spark by the next run
+    merges = [
+        ln for log in tmp_path.glob("ingest-*.log") for ln in log.read_text().splitlines() if "current: merged" in ln
+    ]
+    assert any("with delta-rs" in ln for ln in merges) and any("with delta-rs" not in ln for ln in merges), merges
 
     # 4. the checkpoint is lost: recovery starts a new generation at the sinks' own points
     shutil.rmtree(checkpoint)
