@@ -16,7 +16,7 @@ from onceflow.cdc.fold import fold
 from onceflow.cdc.spec import KeyedSpec
 from onceflow.spark.sinks.current_rs import _newer, newest_changes
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 PIPELINE = config.load(ROOT / "pipelines" / "customers_cdc.yaml", env={})
 
 
