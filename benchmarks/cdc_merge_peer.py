@@ -13,9 +13,10 @@ re-creations, the generator's default duplicates and out-of-order deliveries, no
 malformed), on 4 partitions, produced once:
 (a) onceflow's exactly-once job on a copy of pipelines/customers_cdc.yaml (tables under a temp
     folder), available-now: each batch commits bronze (every change) and quarantine with their
-    ledger entries; the follower thread merges bronze's new changes into the keyed table
-    (`newest_changes` + `merge_current`: per key the greatest (sequence, partition, offset),
-    tombstones for deletes), every `merge_every` (5 s) and at the run's end, off the batches' path;
+    ledger entries; the follower thread merges bronze's new changes into the keyed table (per key
+    the greatest (sequence, partition, offset), tombstones for deletes; small batches' rows from
+    the driver with delta-rs, spark/sinks/current_rs.py, others through Spark), every
+    `merge_every` (as shipped: 1 s) and at the run's end, off the batches' path;
 (b) `readStream.format("kafka")` → `from_json` of a hand-written envelope schema (op, before.id,
     after, source.lsn; the tombstones' null values dropped) → `foreachBatch(fn)`: per `id` the
     row of the greatest (lsn, partition, offset) (a window `row_number`), then one MERGE into the
@@ -45,7 +46,7 @@ batch finds no row and is inserted, which only a tombstone would stop.
 End-to-end latency (`--latency`, instead of the rounds): each side in turn as a continuous stream
 in a fresh process (onceflow: `onceflow ingest` on the copy; the peer: this file's `--stream-child`,
 the same MERGE with a 1 s processing-time trigger), the shipped batch size (100,000) and trigger
-(1 s), and onceflow's merge_every as shipped (5 s). Once its first batch is committed, the same
+(1 s), and onceflow's merge_every as shipped (1 s). Once its first batch is committed, the same
 change stream (same seed, 4 partitions) is produced into its own topic at `--latency-rate`
 records/s for `--latency-seconds`, then 20 s to drain, then SIGTERM. Per change a MERGE applied
 (each key's winning change of that MERGE: the rows of every version a MERGE committed, read with
