@@ -89,3 +89,38 @@ def test_newer_compares_sequence_then_partition_then_offset():
     newer = _newer(KEYED)
     assert newer.startswith(f"(s.\"_sequence\"['{SEQ}'] > t.\"_sequence\"['{SEQ}'])")
     assert newer.endswith('s."_partition" = t."_partition" AND s."_offset" > t."_offset")')
+
+
+def test_a_plain_event_streams_sequence_and_delete_marker_are_its_fields():
+    from onceflow.cdc.spec import resolve
+    from onceflow.schema.model import Schema
+
+    schema = Schema.model_validate(
+        {
+            "event_time": "at",
+            "fields": [
+                {"name": "id", "type": "int"},
+                {"name": "at", "type": "timestamp"},
+                {"name": "version", "type": "long"},
+                {"name": "gone", "type": "boolean", "required": False},
+                {"name": "name", "type": "string", "required": False},
+            ],
+        }
+    )
+    keyed = resolve(schema, ["id"], "version", "gone")
+    rows = (
+        pa.Table.from_pylist(
+            [
+                {"id": 1, "at": None, "version": 2, "gone": None, "name": "b", "_partition": 0, "_offset": 1},
+                {"id": 1, "at": None, "version": 1, "gone": False, "name": "a", "_partition": 0, "_offset": 0},
+                {"id": 2, "at": None, "version": 5, "gone": True, "name": "x", "_partition": 1, "_offset": 0},
+                {"id": 2, "at": None, "version": 4, "gone": False, "name": "y", "_partition": 1, "_offset": 3},
+            ]
+        )
+        .append_column("_batch_id", pa.array([0] * 4, pa.int64()))
+        .append_column("_generation", pa.array([0] * 4))
+    )
+    out = {r["id"]: r for r in newest_changes(rows, schema, keyed, {}).to_pylist()}
+    assert out[1]["name"] == "b" and out[1]["_sequence"] == {"version": 2} and not out[1]["_deleted"]
+    assert out[2]["_deleted"] and out[2]["_sequence"] == {"version": 5} and out[2]["_offset"] == 0
+    assert out[2]["name"] is None and out[2]["version"] is None  # a tombstone keeps its key and sequence only
