@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/keyed_merge_size.py [--keys 50000,400000,1600000] [--changes 500] [--json F]
 
 A small group of the keyed table is merged from the driver with delta-rs while the table is
-at most `current_rs.DRIVER_MERGE_MAX_BYTES` (docs/cdc.md#how-the-job-keeps-it), else through
+at most `sinks.current.driver_merge_max_mib` (docs/cdc.md#how-the-job-keeps-it), else through
 Spark. delta-rs rewrites the files a MERGE touches (copy-on-write); Spark's MERGE, with the
 deletion vectors the keyed table has by default, writes the changed rows and marks the old
 ones deleted. Where does one start to cost more than the other?

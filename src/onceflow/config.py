@@ -209,6 +209,10 @@ class KeyedSink(DerivedSink):
     # how long a deleted key's tombstone is kept: a change older than the delete that arrives
     # later than this is applied as if the key had never been deleted (docs/cdc.md#tombstones-and-retention)
     tombstone_retention: str = "7 days"
+    # a table up to this many MiB takes small batches' changes from the driver with delta-rs, which
+    # rewrites the files a MERGE touches; a larger one through Spark, whose deletion vectors spare
+    # that (0: always Spark; docs/cdc.md#how-the-job-keeps-it)
+    driver_merge_max_mib: int = Field(default=16, ge=0)
 
     @field_validator("scd")
     @classmethod

@@ -62,6 +62,7 @@ def test_a_debezium_pipeline_loads_with_the_defaults(tmp_path):
     assert sink is not None and p.schema.format == "debezium"
     assert sink.keys == ("id",) and sink.sequence_by == "source.lsn" and sink.delete_when == "op = 'd'"
     assert sink.scd == 1 and sink.tombstone_retention == "7 days" and sink.tombstone_retention_seconds == 7 * 86400
+    assert sink.driver_merge_max_mib == 16
     spec = sink.check_against(p.schema)
     assert [(part.name, part.position) for part in spec.sequence] == [("source.lsn", LONG)]
     assert spec.delete_when == DeleteWhen("op", "d") and spec.debezium
@@ -174,6 +175,11 @@ def test_a_declaration_that_contradicts_the_schema_is_refused_with_its_field_and
             lambda b: current(b).update(tombstone_retention="0 days"),
         ),
         ("sinks.current.keys", "at least 1", lambda b: current(b).update(keys=[])),
+        (
+            "sinks.current.driver_merge_max_mib",
+            "greater than or equal to 0",
+            lambda b: current(b).update(driver_merge_max_mib=-1),
+        ),
         ("sinks.current.sequence_by", "missing", lambda b: current(b).pop("sequence_by")),
         (
             "sinks.current.key",

@@ -315,7 +315,11 @@ class CurrentMerger(BronzeFollower):
             held = [self._rows.pop(b) for b in batches if b in self._rows]
             self._kept -= sum(r.num_rows for r in held)
         self.via = ""
-        if len(held) < len(batches) or not self._driver or not current_rs.driver_mergeable(self._empty):
+        if (
+            len(held) < len(batches)
+            or not self._driver
+            or not current_rs.driver_mergeable(self._empty, self.current.driver_merge_max_mib * 2**20)
+        ):
             return super()._plan(group)
         import pyarrow as pa
 

@@ -10,8 +10,8 @@ the same app transaction and ledger entries, under the same rules and in the sam
 as Spark's MERGE (spark/sinks/delta.py `newest_changes`, `merge_current`).
 
 delta-rs rewrites the files a MERGE touches (copy-on-write; Spark marks rows deleted in
-deletion vectors), so the follower takes this path only while the table is small and has
-no deletion vectors (CurrentMerger, DRIVER_MERGE_MAX_BYTES).
+deletion vectors), so the follower takes this path only while the table is small
+(CurrentMerger, `sinks.current.driver_merge_max_mib`).
 """
 
 from __future__ import annotations
@@ -27,11 +27,6 @@ from onceflow.storage.commit_lock import commit_lock
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-# A keyed table up to this size (its data files) takes the small groups' merges from the driver;
-# a larger one takes them through Spark, whose deletion vectors spare rewriting the files a MERGE
-# touches (docs/cdc.md#how-the-job-keeps-it)
-DRIVER_MERGE_MAX_BYTES = 64 * 1024 * 1024
 
 
 def _quoted(name: str) -> str:
@@ -160,8 +155,11 @@ def files_with_deletion_vectors(appender: Appender) -> int:
     return pa.table(appender.table().deletion_vectors()).num_rows
 
 
-def driver_mergeable(appender: Appender) -> bool:
-    """Whether a small group's MERGE goes through delta-rs: while the table is small enough to
-    rewrite what a MERGE touches."""
+def driver_mergeable(appender: Appender, max_bytes: int) -> bool:
+    """Whether a small group's MERGE goes through delta-rs: while the table's data files hold at
+    most `max_bytes` (sinks.current.driver_merge_max_mib), so rewriting what a MERGE touches stays
+    cheap in time and in the files it leaves for VACUUM."""
+    if max_bytes <= 0:
+        return False
     sizes = appender.table().get_add_actions(flatten=True).column("size_bytes").to_pylist()
-    return sum(sizes) <= DRIVER_MERGE_MAX_BYTES
+    return sum(sizes) <= max_bytes

@@ -124,3 +124,16 @@ def test_a_plain_event_streams_sequence_and_delete_marker_are_its_fields():
     assert out[1]["name"] == "b" and out[1]["_sequence"] == {"version": 2} and not out[1]["_deleted"]
     assert out[2]["_deleted"] and out[2]["_sequence"] == {"version": 5} and out[2]["_offset"] == 0
     assert out[2]["name"] is None and out[2]["version"] is None  # a tombstone keeps its key and sequence only
+
+
+def test_the_driver_merges_while_the_table_is_within_its_bound(tmp_path):
+    from deltalake import write_deltalake
+
+    from onceflow.deltars import Appender
+    from onceflow.spark.sinks.current_rs import driver_mergeable
+
+    write_deltalake(str(tmp_path / "t"), pa.table({"id": list(range(1000))}))
+    appender = Appender(str(tmp_path / "t"))
+    size = sum(appender.table().get_add_actions(flatten=True).column("size_bytes").to_pylist())
+    assert driver_mergeable(appender, size) and not driver_mergeable(appender, size - 1)
+    assert not driver_mergeable(appender, 0)  # 0: always Spark
