@@ -71,7 +71,7 @@ import time
 from pathlib import Path
 
 from delta_sink_peer import Durations
-from harness import add_peer_options, alternate, conf_settings, emit, source_stream
+from harness import add_peer_options, alternate, conf_settings, emit, serve_until_sigterm, source_stream
 
 from devkit import ROOT
 from devkit.kafka import scratch_broker
@@ -297,8 +297,6 @@ def peer_stream(pipeline_file: str, folder: str) -> None:
     ingest` runs): peer_query, timed, into `folder`/current, reading the pipeline file's topic
     with its batch size and a 1 s processing-time trigger, until SIGTERM. It writes
     `folder`/started once its first batch is committed (the latency clock starts after that)."""
-    import signal
-    import threading
 
     from onceflow import config
     from onceflow.spark.session import build_session
@@ -308,15 +306,7 @@ def peer_stream(pipeline_file: str, folder: str) -> None:
     peer_target(spark, out, timed=True)
     trigger = {"processingTime": LATENCY_TRIGGER}
     query, _ = peer_query(spark, source, out, "cdc-peer-stream", LATENCY_MAX_OFFSETS, trigger, timed=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    while query.lastProgress is None and not stop.wait(0.2):
-        pass  # poll: the first batch (the topic's first record) commits within seconds
-    Path(out, "started").touch()
-    stop.wait()
-    query.processAllAvailable()  # what was produced lands, so no slow last batch is left out of the figures
-    query.stop()
-    spark.stop()
+    serve_until_sigterm(spark, query, out)
 
 
 def merge_log(table: str | Path) -> list[tuple[int, int]]:

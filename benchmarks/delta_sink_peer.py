@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import add_peer_options, alternate, conf_settings, emit, source_stream
+from harness import add_peer_options, alternate, conf_settings, emit, serve_until_sigterm, source_stream
 
 from devkit.kafka import produce_events, scratch_broker
 
@@ -121,8 +121,6 @@ def peer_stream(folder: str, bootstrap: str, topic: str, max_offsets: int, trigg
     ingest` runs): `readStream` → `parse_events` + `bronze_rows` → `writeStream.format("delta")`
     into `folder`/bronze with a `trigger` processing-time trigger, until SIGTERM. It writes
     `folder`/started once its first batch is committed (the latency clock starts after that)."""
-    import signal
-    import threading
 
     from devkit.pipelines import PAYMENTS_SCHEMA as schema
     from onceflow.spark.kafka_read import kafka_options
@@ -143,15 +141,7 @@ def peer_stream(folder: str, bootstrap: str, topic: str, max_offsets: int, trigg
         .trigger(processingTime=trigger)
         .start(str(Path(folder) / "bronze"))
     )
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    while query.lastProgress is None and not stop.wait(0.2):
-        pass  # poll: the first batch (the topic's first record) commits within seconds
-    Path(folder, "started").touch()
-    stop.wait()
-    query.processAllAvailable()  # what was produced lands, so no slow last batch is left out of the figures
-    query.stop()
-    spark.stop()
+    serve_until_sigterm(spark, query, folder)
 
 
 def commit_latencies(table: str | Path, since_ms: float) -> list[tuple[float, float]]:

@@ -123,3 +123,21 @@ def source_stream(spark, source, max_offsets: int):
 
     options = kafka_options(source.bootstrap_servers, source.topic, "earliest", maxOffsetsPerTrigger=str(max_offsets))
     return spark.readStream.format("kafka").options(**options).load()
+
+
+def serve_until_sigterm(spark, query, folder: str | Path) -> None:
+    """A peer's continuous stream in a child process: once its first batch is committed, touch
+    `folder`/started (the parent starts producing then), run until SIGTERM, let what was
+    produced land (no slow last batch left out of the figures), stop the query and the session."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    while query.lastProgress is None and not stop.wait(0.2):
+        pass  # poll: the first batch (the topic's first record) commits within seconds
+    Path(folder, "started").touch()
+    stop.wait()
+    query.processAllAvailable()
+    query.stop()
+    spark.stop()

@@ -12,10 +12,10 @@ import re
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from onceflow.cdc.spec import DEBEZIUM, DEFAULT_DELETE_WHEN, KeyedSpec, resolve
 from onceflow.errors import ConfigError, DeclarationError
@@ -49,6 +49,15 @@ def duration_seconds(text: str) -> float:
     if not match:
         raise ValueError(f"{text!r} is not a duration; write e.g. '500 ms', '10 seconds', '1 minute'")
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _duration_text(text: str) -> str:
+    duration_seconds(text)
+    return text
+
+
+# a duration as the file writes it ('10 seconds'), checked at load; the text stays (Spark reads it as written)
+Duration = Annotated[str, AfterValidator(_duration_text)]
 
 
 class _Model(BaseModel):
@@ -160,13 +169,7 @@ class DerivedSink(TableSink):
     # how often a continuous run merges the bronze batches that arrived since the last
     # merge (one MERGE for all of them, off the batches' path; an available-now run merges
     # at its end): the table trails bronze by about this much (docs/pipeline-config.md)
-    merge_every: str = "10 seconds"
-
-    @field_validator("merge_every")
-    @classmethod
-    def _every(cls, v: str) -> str:
-        duration_seconds(v)
-        return v
+    merge_every: Duration = "10 seconds"
 
     @property
     def merge_every_seconds(self) -> float:
@@ -176,14 +179,8 @@ class DerivedSink(TableSink):
 class AggregateSink(DerivedSink, AggregatesSpec):
     """Per `group_by` and event-time window, the declared `metrics` (schema/model.py)."""
 
-    window: str = "1 minute"
-    watermark: str = "10 minutes"
-
-    @field_validator("window", "watermark")
-    @classmethod
-    def _duration(cls, v: str) -> str:
-        duration_seconds(v)
-        return v
+    window: Duration = "1 minute"
+    watermark: Duration = "10 minutes"
 
     # the durations in seconds, parsed here once (the text stays: Spark SQL reads it as written)
     @property
@@ -277,13 +274,7 @@ class Sinks(_Model):
 
 
 class Trigger(_Model):
-    processing_time: str = "1 second"
-
-    @field_validator("processing_time")
-    @classmethod
-    def _duration(cls, v: str) -> str:
-        duration_seconds(v)
-        return v
+    processing_time: Duration = "1 second"
 
     @property
     def seconds(self) -> float:

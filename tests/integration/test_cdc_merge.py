@@ -180,6 +180,14 @@ def test_the_table_equals_the_fold_in_any_order_cut_and_replay(spark, tmp_path, 
     assert table_state(spark, path)[0] == rows and table_state(spark, path)[1:] == (tombstones, winners)
 
 
+def files_with_deletion_vectors(appender: Appender) -> int:
+    """How many of the table's data files have rows marked deleted in a deletion vector (delta-rs'
+    add actions do not say)."""
+    import pyarrow as pa
+
+    return pa.table(appender.table().deletion_vectors()).num_rows
+
+
 def test_tombstones_past_their_retention_are_purged_in_a_maintenance_commit(spark, tmp_path):
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     path = str(tmp_path / "current")
@@ -219,8 +227,8 @@ def test_the_drivers_merge_alone_and_taking_turns_with_sparks_equals_the_fold(sp
         if seed == 3 and batch_id % 2:
             merge_current(spark, path, newest_changes(frame, SCHEMA, KEYED), KEYED, app, batch_id, "{}")
         else:
-            marked += current_rs.files_with_deletion_vectors(appender) > 0
-            changes = current_rs.newest_changes(frame.toArrow(), SCHEMA, KEYED, {})
+            marked += files_with_deletion_vectors(appender) > 0
+            changes = current_rs.newest_changes(frame.toArrow(), SCHEMA, KEYED)
             assert current_rs.merge_current(appender, changes, KEYED, app, batch_id, f'{{"b": {batch_id}}}')
     assert marked if seed == 3 else not marked
     rows, tombstones, winners = table_state(spark, path)
@@ -228,6 +236,6 @@ def test_the_drivers_merge_alone_and_taking_turns_with_sparks_equals_the_fold(sp
     assert tombstones, "the log deletes keys: some must be tombstones"
     assert (_utc_naive(rows), tombstones, winners) == (want_rows, want_tombstones, want_winners)
     # a replayed group is skipped (the txn), as Spark's MERGE skips it
-    again = current_rs.newest_changes(bronze_frame(spark, batches[0], 0).toArrow(), SCHEMA, KEYED, {})
+    again = current_rs.newest_changes(bronze_frame(spark, batches[0], 0).toArrow(), SCHEMA, KEYED)
     assert current_rs.merge_current(appender, again, KEYED, app, 0, "{}") is None
     assert table_state(spark, path) == (rows, tombstones, winners)

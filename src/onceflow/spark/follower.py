@@ -323,17 +323,11 @@ class CurrentMerger(BronzeFollower):
             return super()._plan(group)
         import pyarrow as pa
 
-        rows = pa.concat_tables(held, promote_options="default")
+        kept = [current_rs.above(r, self.floor) for r in held]
+        stats: Stats = {b: {"rows": r.num_rows} for b, r in zip(batches, kept, strict=True)}
+        rows = pa.concat_tables(kept, promote_options="default")
+        changes = current_rs.newest_changes(rows, self.pipeline.schema, self.keyed)
         self.via = " with delta-rs"
-        changes = current_rs.newest_changes(rows, self.pipeline.schema, self.keyed, self.floor)
-        stats: Stats = {}
-        for (generation, batch_id), r in zip(batches, held, strict=True):
-            n = sum(
-                1
-                for p, o in zip(r.column("_partition").to_pylist(), r.column("_offset").to_pylist(), strict=True)
-                if o >= self.floor.get(p, o)
-            )
-            stats[(generation, batch_id)] = {"rows": n}
 
         def write(app: str, version: int, meta: str) -> None:
             try:

@@ -56,15 +56,19 @@ def _deleted(rows: pa.Table, keyed: KeyedSpec) -> list[bool]:
     return [marker.matches(v) for v in rows.column(marker.name).to_pylist()]
 
 
-def newest_changes(rows: pa.Table, schema: Schema, keyed: KeyedSpec, floor: dict[int, int]) -> pa.Table:
-    """Per key, the change of these bronze rows (those at or above `floor`) that wins: the
-    greatest (sequence, partition, offset). A delete keeps its key and sequence only. In the
-    keyed table's columns, `_changed_at` now."""
+def above(rows: pa.Table, floor: dict[int, int]) -> pa.Table:
+    """The rows at or above the floor (the table holds every row below it): spark/floors.py's
+    `above` for rows on the driver."""
+    parts, offsets = rows.column("_partition").to_pylist(), rows.column("_offset").to_pylist()
+    return rows.take([i for i, (p, o) in enumerate(zip(parts, offsets, strict=True)) if o >= floor.get(p, o)])
+
+
+def newest_changes(rows: pa.Table, schema: Schema, keyed: KeyedSpec) -> pa.Table:
+    """Per key, the change of these bronze rows that wins: the greatest (sequence, partition,
+    offset). A delete keeps its key and sequence only. In the keyed table's columns,
+    `_changed_at` now."""
     import pyarrow as pa
 
-    parts, offsets = rows.column("_partition").to_pylist(), rows.column("_offset").to_pylist()
-    kept = [i for i, (p, o) in enumerate(zip(parts, offsets, strict=True)) if o >= floor.get(p, o)]
-    rows = rows.take(kept)
     keys = list(zip(*[rows.column(k).to_pylist() for k in keyed.key_names], strict=True))
     best: dict[tuple, tuple[tuple, int]] = {}
     for i, (key, order) in enumerate(zip(keys, _order(rows, keyed), strict=True)):
@@ -146,13 +150,6 @@ def merge_current(
             raise TableFeatureError(appender.path, str(exc), FEATURE_FIX) from exc
         table.update_incremental()
         return table.version()
-
-
-def files_with_deletion_vectors(appender: Appender) -> int:
-    """How many of the table's data files have rows marked deleted in a deletion vector."""
-    import pyarrow as pa
-
-    return pa.table(appender.table().deletion_vectors()).num_rows
 
 
 def driver_mergeable(appender: Appender, max_bytes: int) -> bool:

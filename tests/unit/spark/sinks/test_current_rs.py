@@ -14,7 +14,7 @@ from onceflow import config
 from onceflow.cdc.envelope import Change
 from onceflow.cdc.fold import fold
 from onceflow.cdc.spec import KeyedSpec
-from onceflow.spark.sinks.current_rs import _newer, newest_changes
+from onceflow.spark.sinks.current_rs import _newer, above, newest_changes
 
 ROOT = Path(__file__).resolve().parents[4]
 PIPELINE = config.load(ROOT / "pipelines" / "customers_cdc.yaml", env={})
@@ -68,7 +68,7 @@ def test_the_winners_are_the_folds_whatever_the_order_and_the_duplicates(drawn, 
         offsets[partition] += 1
     delivered = located + rng.sample(located, len(located) // 3)
     rng.shuffle(delivered)
-    out = newest_changes(bronze(delivered), PIPELINE.schema, KEYED, {}).to_pylist()
+    out = newest_changes(bronze(delivered), PIPELINE.schema, KEYED).to_pylist()
     want = fold(located).versions
     assert {(r["id"],): ((r["_sequence"][SEQ],), r["_partition"], r["_offset"]) for r in out} == {
         k: (v.change.sequence, v.partition, v.offset) for k, v in want.items()
@@ -81,7 +81,7 @@ def test_the_winners_are_the_folds_whatever_the_order_and_the_duplicates(drawn, 
 
 def test_rows_below_the_floor_are_left_out():
     located = [(Change("c", (1,), {"id": 1, "email": "a"}, (5,)), 0, 3), (Change("u", (1,), {"id": 1}, (9,)), 1, 2)]
-    out = newest_changes(bronze(located), PIPELINE.schema, KEYED, {1: 3}).to_pylist()
+    out = newest_changes(above(bronze(located), {1: 3}), PIPELINE.schema, KEYED).to_pylist()
     assert [(r["_partition"], r["_offset"]) for r in out] == [(0, 3)]
 
 
@@ -120,7 +120,7 @@ def test_a_plain_event_streams_sequence_and_delete_marker_are_its_fields():
         .append_column("_batch_id", pa.array([0] * 4, pa.int64()))
         .append_column("_generation", pa.array([0] * 4))
     )
-    out = {r["id"]: r for r in newest_changes(rows, schema, keyed, {}).to_pylist()}
+    out = {r["id"]: r for r in newest_changes(rows, schema, keyed).to_pylist()}
     assert out[1]["name"] == "b" and out[1]["_sequence"] == {"version": 2} and not out[1]["_deleted"]
     assert out[2]["_deleted"] and out[2]["_sequence"] == {"version": 5} and out[2]["_offset"] == 0
     assert out[2]["name"] is None and out[2]["version"] is None  # a tombstone keeps its key and sequence only
