@@ -49,7 +49,8 @@ def cdc_pipeline_file(
         "quarantine": {"path": f"{root}/quarantine"},
         "current": {**_CUSTOMERS_CDC["sinks"]["current"], **(current or {}), "path": f"{root}/current"},
     }
-    return pipeline_file(folder, bootstrap, topic, schema=_CUSTOMERS_CDC["schema"], sinks=sinks, **overrides)
+    overrides.setdefault("schema", _CUSTOMERS_CDC["schema"])
+    return pipeline_file(folder, bootstrap, topic, sinks=sinks, **overrides)
 
 
 def table_sinks(folder: Path | str, aggregates: dict | None = None) -> dict:

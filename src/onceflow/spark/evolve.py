@@ -4,16 +4,22 @@ A changed declaration meets tables written under the old one. Compatible
 changes keep every old row meaningful and are applied before the first batch,
 in commits the ledger counts as maintenance (no row changes):
 
-- a new optional field: `ALTER TABLE … ADD COLUMNS` (old rows read it as NULL);
-- `int` widened to `long`: the table rewritten once with the column cast, in one overwrite commit
-  (`overwriteSchema`). Not Delta's type widening: its `typeWidening` table feature (and the
-  `checkpointProtection` that dropping it leaves) is one the pinned delta-rs can neither read
-  nor write, and delta-rs is the driver's writer and the audits' independent reader. The
-  rewrite costs a pass over the table, once; old versions stay readable as they were.
+- a new optional field: `ALTER TABLE … ADD COLUMNS` (old rows read it as NULL), in bronze and in
+  the keyed table (both hold the declared fields);
+- a type widened without loss (`int` to `long`, a decimal given more digits): the table rewritten
+  once with the column cast, in one overwrite commit (`overwriteSchema`). The derived tables follow
+  by themselves: `sum(long)` is stored as decimal(38,0) where `sum(int)` was a bigint, `max(long)`
+  as a bigint, a widened key or group as its new type, and every stored value casts exactly.
+  Not Delta's type widening: its `typeWidening` table feature (and the `checkpointProtection`
+  that dropping it leaves) is one the pinned delta-rs can neither read nor write, and delta-rs
+  is the driver's writer and the audits' independent reader. The rewrite costs a pass over the
+  table, once; old versions stay readable as they were.
 
 Everything else would change what old rows mean and is refused at start with
 the field, what changed, and the fix: a removed or renamed field, a narrowed or
-changed type, a new required field, changed aggregates.
+changed type, a new required field, changed aggregates. A compatible change never
+stops a pipeline (tests/integration/test_evolution.py proves each against each
+aggregate function whose stored type changes).
 """
 
 from __future__ import annotations
@@ -22,14 +28,32 @@ import json
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, IntegerType, LongType, StructType
+from pyspark.sql.types import DataType, DecimalType, IntegerType, LongType, StructType
 
 from onceflow.deltars import table_schema_json
 from onceflow.errors import ConfigError
 from onceflow.ledger import MAINTENANCE_KEY
 from onceflow.storage.commit_lock import commit_lock
 
-WIDENINGS = {(IntegerType(), LongType())}
+# the tables that hold the declared fields as columns: a new optional field is added to them
+FIELD_TABLES = ("bronze", "current")
+
+# the integer digits each integral type can hold: a decimal with as many keeps every value
+_INTEGER_DIGITS: dict[DataType, int] = {IntegerType(): 10, LongType(): 19}
+
+
+def widens(old: DataType, new: DataType) -> bool:
+    """True where every value of `old` casts to `new` exactly: int to long, an integer to a
+    decimal with as many integer digits, a decimal to one with no fewer integer and fraction digits.
+    (Delta's own type widening is not used: see the module's docstring.)"""
+    if old == new:
+        return False
+    if isinstance(new, DecimalType):
+        if isinstance(old, DecimalType):
+            return new.scale >= old.scale and new.precision - new.scale >= old.precision - old.scale
+        digits = _INTEGER_DIGITS.get(old)
+        return digits is not None and new.precision - new.scale >= digits
+    return (old, new) == (IntegerType(), LongType())
 
 
 def _fields(schema: StructType) -> dict[str, DataType]:
@@ -58,19 +82,19 @@ def evolve_table(
                 f"{sink}: column `{name}` ({old.simpleString()}) is no longer declared (removed or renamed)"
             )
         elif want[name] != old:
-            if (old, want[name]) in WIDENINGS:
-                widened.append(name)
+            if widens(old, want[name]):
+                widened.append((names[name], old, want[name]))
             else:
                 problems.append(
                     f"{sink}: column `{name}` is {old.simpleString()} in the table but declared "
-                    f"{want[name].simpleString()} (only int → long widens safely)"
+                    f"{want[name].simpleString()} (only a widening without loss, such as int → long, is applied)"
                 )
     for name, new in want.items():
         if name not in have:
-            if sink == "bronze" and name in optional:
+            if sink in FIELD_TABLES and name in optional:
                 added.append((names[name], new))
             else:
-                what = "a required field" if sink == "bronze" else "a new aggregates column"
+                what = "a required field" if sink in FIELD_TABLES else "a new aggregates column"
                 problems.append(f"{sink}: `{names[name]}` is {what}: rows already written have no value for it")
     if problems and sink == "aggregates":
         fix = (
@@ -86,11 +110,18 @@ def evolve_table(
         )
     done: list[str] = []
     if added or widened:
-        _alter(spark, path, sink, added, [names[n] for n in widened], done)
+        _alter(spark, path, sink, added, widened, done)
     return done
 
 
-def _alter(spark: SparkSession, path: str, sink: str, added: list, widened: list[str], done: list[str]) -> None:
+def _alter(
+    spark: SparkSession,
+    path: str,
+    sink: str,
+    added: list,
+    widened: list[tuple[str, DataType, DataType]],
+    done: list[str],
+) -> None:
     """The evolution's commits, marked as onceflow maintenance in their commit info."""
     key = "spark.databricks.delta.commitInfo.userMetadata"
     spark.conf.set(key, json.dumps({MAINTENANCE_KEY: "schema evolution"}))
@@ -100,7 +131,14 @@ def _alter(spark: SparkSession, path: str, sink: str, added: list, widened: list
         spark.conf.unset(key)
 
 
-def _apply(spark: SparkSession, path: str, sink: str, added: list, widened: list[str], done: list[str]) -> None:
+def _apply(
+    spark: SparkSession,
+    path: str,
+    sink: str,
+    added: list,
+    widened: list[tuple[str, DataType, DataType]],
+    done: list[str],
+) -> None:
     if added:
         cols = ", ".join(f"`{n}` {t.simpleString()}" for n, t in added)
         with commit_lock(path):
@@ -108,14 +146,18 @@ def _apply(spark: SparkSession, path: str, sink: str, added: list, widened: list
         done.append(f"{sink}: added optional column(s) {', '.join(n for n, _ in added)} (old rows read NULL)")
     if widened:
         _rewrite_widened(spark, path, widened)
-        done.append(f"{sink}: widened {', '.join(widened)} from int to long (the table rewritten once)")
+        what = ", ".join(f"{n} from {old.simpleString()} to {new.simpleString()}" for n, old, new in widened)
+        done.append(f"{sink}: widened {what} (the table rewritten once)")
 
 
-def _rewrite_widened(spark: SparkSession, path: str, widened: list[str]) -> None:
-    """One overwrite of every row with the widened columns cast to long: a plain schema change any
-    Delta reader and writer knows (the table's properties, its idempotence ids and its history stay)."""
-    wide = {n.lower() for n in widened}
+def _rewrite_widened(spark: SparkSession, path: str, widened: list[tuple[str, DataType, DataType]]) -> None:
+    """One overwrite of every row with the widened columns cast to their declared types: a plain schema
+    change any Delta reader and writer knows (the table's properties, its idempotence ids and its
+    history stay). Each cast is exact (`widens`), so no value changes."""
+    wide = {n.lower(): new for n, _, new in widened}
     table = spark.read.format("delta").load(path)
-    cols = [F.col(f"`{c}`").cast("bigint").alias(c) if c.lower() in wide else F.col(f"`{c}`") for c in table.columns]
+    cols = [
+        F.col(f"`{c}`").cast(wide[c.lower()]).alias(c) if c.lower() in wide else F.col(f"`{c}`") for c in table.columns
+    ]
     with commit_lock(path):
         table.select(*cols).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
