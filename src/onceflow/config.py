@@ -292,6 +292,47 @@ class Health(_Model):
     start_grace_seconds: float = Field(default=90, gt=0)
 
 
+# a stream DAG run's window (docs/airflow.md): long enough to be worth a run, short enough to be watched
+STREAM_WINDOW_BOUNDS = (10.0, 4 * 3600.0)
+# how long the app runs on after its watcher's last renewal: covers the gap between two stream runs
+LEASE_GRACE_BOUNDS = (10.0, 3600.0)
+
+
+def _within(text: str, bounds: tuple[float, float], what: str) -> str:
+    low, high = bounds
+    if not low <= duration_seconds(text) <= high:
+        raise ValueError(f"{text!r} is outside {low:g} s to {high:g} s, the range of {what}")
+    return text
+
+
+class Airflow(_Model):
+    """How the pipeline's Airflow DAGs run it (docs/airflow.md)."""
+
+    # how long one `<p>_stream` run watches the app (the app runs on across runs)
+    window: Duration = "30 minutes"
+    # how long the app runs on once nobody renews its lease (the stream DAG paused, Airflow gone)
+    lease_grace: Duration = "2 minutes"
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, v: str) -> str:
+        return _within(v, STREAM_WINDOW_BOUNDS, "a stream window")
+
+    @field_validator("lease_grace")
+    @classmethod
+    def _grace(cls, v: str) -> str:
+        return _within(v, LEASE_GRACE_BOUNDS, "a lease's grace")
+
+    @property
+    def window_seconds(self) -> int:
+        """The window in whole seconds (the stream DAG's `window_seconds` param is an integer)."""
+        return round(duration_seconds(self.window))
+
+    @property
+    def lease_grace_seconds(self) -> float:
+        return duration_seconds(self.lease_grace)
+
+
 class Pipeline(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     source: Source
@@ -300,6 +341,7 @@ class Pipeline(_Model):
     checkpoint: str = Field(min_length=1)
     trigger: Trigger = Trigger()
     health: Health = Health()
+    airflow: Airflow = Airflow()
     spark_master: str | None = None
     file: str = Field(default="", exclude=True)
 

@@ -7,9 +7,14 @@ state directory, and each expiring with its holder so that a crash never leaves 
 - `recovering.json`: a recovery works on the checkpoint and tables. Only the app that recovery
   starts may run meanwhile. Renewed by each step of the recovery; it expires
   RECOVERY_LEASE_SECONDS after the last renewal (a recovery whose Airflow stopped).
-- `wanted.json`: the stream is wanted running until `until` (a stream DAG run renews it for its
-  window and a margin). An app started with the lease stops itself at a batch boundary once
-  nobody renews it; a pipeline that is wanted and has no app running is `down`.
+- `wanted.json`: the stream is wanted running until `until` (a stream DAG run's watcher renews it
+  for the pipeline's `airflow.lease_grace` at every look, so once runs stop it ends within that).
+  An app started with the lease stops itself at a batch boundary once nobody renews it; a
+  pipeline that is wanted and has no app running is `down`.
+- `stream_run.json`: the one `<p>_stream` DAG run at work (its id): a second run that Airflow starts
+  beside it (a manual run and a scheduled one, docs/airflow.md) waits until it is released or
+  lapses. Claimed by the run's first task, renewed with the lease by its watcher, released by its
+  last task.
 - `control.lock`: an flock under which the decisions are taken (a recovery begins, a stream run
   launches or adopts, a new app checks that no recovery works), so no two of them interleave.
   The app checks while it holds the run lock: a recovery that begins after that check finds the
@@ -31,6 +36,7 @@ from onceflow.errors import RecoveryInProgressError
 
 RECOVERY_MARKER = "recovering.json"
 WANTED = "wanted.json"
+STREAM_RUN = "stream_run.json"
 CONTROL_LOCK = "control.lock"
 # a recovery renews its marker at every step; its longest step (stopping the old app, waiting for
 # the new app's first batch) takes minutes, so half an hour without renewal means it is gone
@@ -150,6 +156,42 @@ class Wanted(_LeaseFile):
     def clear(self) -> None:
         """Nobody wants it any more: a lease-holding app stops at its next look."""
         self.path.unlink(missing_ok=True)
+
+
+class StreamRun(_LeaseFile):
+    """`stream_run.json`: the stream DAG run at work on the pipeline (see the module doc)."""
+
+    NAME = STREAM_RUN
+
+    def claim(self, run: str, seconds: float, now: float | None = None) -> Lease | None:
+        """Claim (or renew) the pipeline for stream run `run` for `seconds` (call under control_lock);
+        None, and nothing written, while another run's claim holds."""
+        now = time.time() if now is None else now
+        other = self.current(now)
+        if other is not None and other.info.get("run") != run:
+            return None
+        since = (other.info.get("since") if other else None) or _when(now)
+        return _write(self.path, now + seconds, {"run": run, "since": since})
+
+    def holder(self) -> dict | None:
+        """The claim of the run at work (its `run`, `since`, `until`), or None."""
+        lease = self.current()
+        return lease.as_dict() if lease else None
+
+    def release(self, run: str) -> None:
+        """`run` is done: the next run may claim at once (another run's claim is left alone)."""
+        lease = _read(self.path)
+        if lease is not None and lease.info.get("run") == run:
+            self.path.unlink(missing_ok=True)
+
+
+def keep_watching(state_path: str | Path, run: str, seconds: float) -> Lease | None:
+    """A stream run's watcher looked again: renew its claim and the lease (`wanted.json`) for
+    `seconds`. None, renewing nothing, when another run holds the claim (ours lapsed meanwhile)."""
+    with control_lock(state_path):
+        if StreamRun(state_path).claim(run, seconds) is None:
+            return None
+        return Wanted(state_path).want(seconds, by=run)
 
 
 def require_no_recovery(state_path: str | Path, allowed_run: str | None = None) -> None:

@@ -34,6 +34,7 @@ PARTITIONS = 2
 # kill -9 → `dead` at the watch's next poll → the recover DAG (begun by the test as the scheduler
 # would) → its app's first commit: about 30 s measured on 2 cores through real Airflow (issue #42)
 RECOVERY_OUTAGE_SECONDS = 45
+LEASE_GRACE_SECONDS = 30
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,8 @@ def flow(broker, jars, spark, state_home, tmp_path_factory):
         max_offsets=500,
         available_now_max_offsets=20000,
         health={"max_lag": 100000, "stalled_after_triggers": 120, "dead_after_seconds": 120},
+        # the stream runs' window comes from the file (no run parameter); a short grace is proved below
+        airflow={"window": "20 seconds", "lease_grace": f"{LEASE_GRACE_SECONDS} seconds"},
     )
     mp = pytest.MonkeyPatch()
     mp.setenv("ONCEFLOW_PIPELINES_DIR", str(file.parent))
@@ -245,7 +248,7 @@ def test_a_continuous_stream_runs_across_windows_and_recovers_from_a_kill_withou
 
     pipeline = flow["pipeline"]
     hook = OnceflowHook(flow["file"])
-    window = {"window_seconds": 20, "start_grace_seconds": 120}
+    window = {"start_grace_seconds": 120}  # the window is the file's `airflow.window` (20 s)
     producer = SteadyProducer(flow)
     producer.start()
     timeline: dict[str, float] = {}
@@ -254,6 +257,8 @@ def test_a_continuous_stream_runs_across_windows_and_recovers_from_a_kill_withou
         outs = [_xcom("afe2e_stream", run_id, "stream") for run_id, _, _ in runs]
         assert [o["adopted"] for o in outs] == [False, True, True], outs  # launched once, then adopted
         assert len({o["pid"] for o in outs}) == 1 and len({o["run_id"] for o in outs}) == 1, outs
+        assert outs[0]["log"] and {o["log"] for o in outs} == {outs[0]["log"]}, outs  # adopters link the app's log
+        assert all(o["lease_until"] <= time.time() + LEASE_GRACE_SECONDS for o in outs), outs
         for _run_id, states, _ in runs:
             assert states["watch"] == "success" and states["window_done"] == "success", states
             assert states["trigger_recover"] == "skipped", states
@@ -297,15 +302,22 @@ def test_a_continuous_stream_runs_across_windows_and_recovers_from_a_kill_withou
         run_id, states, _ = _run(flow, "stream", window)  # hand-over: the recovered app is adopted
         adopted = _xcom("afe2e_stream", run_id, "stream")
         assert adopted["adopted"] is True and adopted["pid"] == started["pid"], adopted
+        assert adopted["log"] == started["log"] and Path(started["log"]).is_file(), (adopted, started)
         assert states["window_done"] == "success", states
     finally:
         producer.halt.set()
         producer.join(60)
     assert producer.error is None, producer.error
-    # the app drains what was produced, then nobody wants it: it stops at a batch boundary
-    assert wait_until(lambda: (hook.health()["lag"]["total"] or 0) == 0, 180), hook.health()["reasons"]
-    hook.wanted.clear()
-    assert wait_until(lambda: hook.running_job() is None, 120), "the app stops once its lease is gone"
+    # the app drains what was produced (watched, as a stream run would), then no run watches it
+    # (the DAG paused): it stops by itself at a batch boundary within the lease's grace
+    drained = wait_until(lambda: hook.keep_watching("afe2e_stream/drain") and not hook.health()["lag"]["total"], 180)
+    assert drained, hook.health()["reasons"]
+    hook.wanted.clear()  # the recovery's hand-over lease (600 s) is not a stream run's
+    last_look = hook.keep_watching("afe2e_stream/drain") and time.time()
+    assert wait_until(lambda: hook.running_job() is None, LEASE_GRACE_SECONDS + 60)
+    stopped_after = time.time() - last_look
+    print(f"no look for {stopped_after:.1f}s: the app stopped (grace {LEASE_GRACE_SECONDS}s)")
+    assert LEASE_GRACE_SECONDS - 2 <= stopped_after <= LEASE_GRACE_SECONDS + 2 * flow["pipeline"].trigger.seconds + 20
     assert hook.last_run().status == "stopped"
     assert hook.health()["verdict"] == "stopped"
 

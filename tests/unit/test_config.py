@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from onceflow import config
 from onceflow.errors import ConfigError
@@ -110,3 +112,26 @@ def test_durations():
     assert config.duration_seconds("1 minute") == 60
     with pytest.raises(ValueError):
         config.duration_seconds("ten")
+
+
+def test_the_airflow_section_states_the_stream_window_and_the_lease_grace(tmp_path):
+    """The stream DAG's window and its lease's grace belong in the pipeline file (docs/airflow.md)."""
+    default = config.load(write(tmp_path, GOOD)).airflow
+    assert (default.window_seconds, default.lease_grace_seconds) == (1800, 120.0)
+    set_ = config.load(write(tmp_path, GOOD + "airflow: {window: 1 minute, lease_grace: 30 s}\n")).airflow
+    assert (set_.window_seconds, set_.lease_grace_seconds) == (60, 30.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    key=st.sampled_from(["window", "lease_grace"]),
+    seconds=st.integers(min_value=1, max_value=6 * 3600),
+)
+def test_an_airflow_duration_is_accepted_exactly_within_its_range(tmp_path_factory, key, seconds):
+    low, high = config.STREAM_WINDOW_BOUNDS if key == "window" else config.LEASE_GRACE_BOUNDS
+    file = write(tmp_path_factory.mktemp("af"), GOOD + f"airflow: {{{key}: {seconds} seconds}}\n")
+    if low <= seconds <= high:
+        assert getattr(config.load(file).airflow, f"{key}_seconds") == seconds
+    else:
+        with pytest.raises(ConfigError, match=rf"field `airflow\.{key}`: .* is outside {low:g} s to {high:g} s"):
+            config.load(file)

@@ -14,8 +14,10 @@ import pytest
 from onceflow.control import (
     RECOVERY_LEASE_SECONDS,
     RecoveryMarker,
+    StreamRun,
     Wanted,
     control_lock,
+    keep_watching,
     require_no_recovery,
 )
 from onceflow.errors import AlreadyRunningError, RecoveryInProgressError
@@ -51,6 +53,36 @@ def test_the_wanted_lease_is_renewed_never_shortened_and_runs_out(tmp_path):
     json.loads(wanted.path.read_text())  # written whole (atomically)
     wanted.clear()
     assert not wanted.path.exists()
+
+
+def test_one_stream_run_at_a_time_claims_renews_releases_and_lapses(tmp_path):
+    """Airflow may run two `<p>_stream` runs at once (a queued manual run and a scheduled one):
+    the second waits for the first's claim, which its watcher renews, its last task releases, and
+    which lapses by itself when the run is gone."""
+    claim = StreamRun(tmp_path)
+    first = claim.claim("p_stream/manual", 60, now=1000.0)
+    assert first is not None and first.until == 1060.0
+    assert claim.claim("p_stream/scheduled", 60, now=1001.0) is None  # refused, nothing written
+    assert claim.current(now=1001.0).info["run"] == "p_stream/manual"
+    renewed = claim.claim("p_stream/manual", 60, now=1050.0)
+    assert renewed is not None and renewed.until == 1110.0 and renewed.info["since"] == first.info["since"]
+    # a run gone without releasing: its claim lapses after the grace and the next run proceeds
+    assert claim.claim("p_stream/scheduled", 60, now=1111.0) is not None
+    claim.release("p_stream/manual")  # a late release of the old run frees nothing of the new one's
+    assert claim.current(now=1112.0).info["run"] == "p_stream/scheduled"
+    claim.release("p_stream/scheduled")
+    assert claim.holder() is None and claim.claim("p_stream/next", 60) is not None
+
+
+def test_the_watcher_keeps_the_app_wanted_only_in_short_steps(tmp_path):
+    """The lease is renewed for the grace at each look, never for a window: once the looks stop
+    (the DAG paused, the triggerer gone) the app is unwanted within the grace."""
+    assert keep_watching(tmp_path, "p_stream/a", 30) is not None
+    lease = Wanted(tmp_path).current()
+    assert lease is not None and lease.until <= time.time() + 30 and lease.info["by"] == "p_stream/a"
+    assert Wanted(tmp_path).current(now=lease.until) is None  # no look for the grace: not wanted
+    assert keep_watching(tmp_path, "p_stream/b", 30) is None  # b does not hold the claim: renews nothing
+    assert Wanted(tmp_path).current().info["by"] == "p_stream/a"
 
 
 def test_a_new_query_is_refused_while_another_recovery_works_and_allowed_for_its_own(tmp_path):

@@ -29,7 +29,7 @@ from onceflow.airflow.ingest import IngestOperator
 from onceflow.airflow.recovery import RecoveryMarkerOperator, RecoveryOperator, StopRunningOperator
 from onceflow.airflow.route import RouteOnVerdictOperator
 from onceflow.airflow.sensors import PipelineHealthSensor, StreamGuardSensor
-from onceflow.airflow.stream import StreamOperator
+from onceflow.airflow.stream import ReleaseStreamRunOperator, StreamOperator
 from onceflow.config import Pipeline
 from onceflow.errors import ConfigError
 from onceflow.reconcile import AuditScope
@@ -37,11 +37,7 @@ from onceflow.status import IngestMode
 from onceflow.verdicts import ALERTS, Verdict
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
-MAX_WINDOW_SECONDS = 4 * 3600
-STREAM_WINDOW_SECONDS = 1800
-# a stream run keeps the app wanted for its window and this margin: the next run (the scheduler starts
-# it seconds after, `@continuous`) renews it long before; a gone scheduler lets it lapse
-LEASE_MARGIN_SECONDS = 300
+MIN_WINDOW_SECONDS, MAX_WINDOW_SECONDS = (int(b) for b in config.STREAM_WINDOW_BOUNDS)
 # a recovered app is wanted this long by the recovery alone, for a stream run to adopt it
 RECOVERY_HANDOVER_SECONDS = 600
 # a scheduled batch's micro-batches are large (a batch of the shipped available-now size takes over a
@@ -89,11 +85,12 @@ def stream_dag(pipeline: Pipeline, file: str) -> DAG:
         tags=["onceflow", pipeline.name, DagKind.STREAM.value],
         params={
             "window_seconds": Param(
-                STREAM_WINDOW_SECONDS,
+                pipeline.airflow.window_seconds,
                 type="integer",
-                minimum=10,
+                minimum=MIN_WINDOW_SECONDS,
                 maximum=MAX_WINDOW_SECONDS,
-                description="how long this run watches the app (the app runs on; the next run adopts it)",
+                description="how long this run watches the app (the app runs on; the next run adopts it); "
+                "scheduled runs take the pipeline file's `airflow.window`",
             ),
             "start_grace_seconds": Param(
                 300, type="integer", minimum=1, description="how long the watcher waits for a launched app to start"
@@ -103,23 +100,25 @@ def stream_dag(pipeline: Pipeline, file: str) -> DAG:
         + f"""
 
 The app is not bounded by a run: it runs until nobody wants it. Each run: **guard** waits while
-`{pipeline.name}_recover` works → **stream** adopts the running app, or launches it (detached:
-it outlives the task) when none runs, and renews the lease that keeps it wanted for
-`window_seconds` + {LEASE_MARGIN_SECONDS} s → **wait_healthy** and **watch** (deferrable, in the
-triggerer) follow its commits for the window. The window's end changes nothing for the app: the
-next run adopts it. A stalled, dead, failed, poisoned or broken verdict
-triggers `{pipeline.name}_recover`; an app that stopped while wanted (`down`) is started again by the next
-run. Pause this DAG and the app stops by itself, at a batch boundary, when its lease ends.
+`{pipeline.name}_recover` works or another run of this DAG is at work (one run at a time, whatever
+Airflow starts) → **stream** adopts the running app, or launches it (detached: it outlives the task)
+when none runs, and renews the lease that keeps it wanted → **wait_healthy** and **watch**
+(deferrable, in the triggerer) follow its commits for the window (`airflow.window`:
+{pipeline.airflow.window}), renewing the lease for `airflow.lease_grace` ({pipeline.airflow.lease_grace})
+at every look. The window's end changes nothing for the app: the next run adopts it. A stalled, dead,
+failed, poisoned or broken verdict triggers `{pipeline.name}_recover`; an app that stopped while
+wanted (`down`) is started again by the next run. Pause this DAG and, once the run at work ends its
+window, the app stops by itself at a batch boundary within `airflow.lease_grace`.
 """,
     ) as dag:
         guard = StreamGuardSensor(task_id="guard", pipeline_file=file, timeout=6 * 3600)
         stream = StreamOperator(
             task_id="stream",
             pipeline_file=file,
-            lease_seconds=f"{{{{ params.window_seconds + {LEASE_MARGIN_SECONDS} }}}}",
             execution_timeout=timedelta(minutes=10),
             doc_md="Adopts the running app or launches it (detached), and renews its lease.",
         )
+        watcher = "{{ dag.dag_id }}/{{ run_id }}"
         since = "{{ ti.xcom_pull(task_ids='stream')['since'] }}"
         wait_healthy = PipelineHealthSensor(
             task_id="wait_healthy",
@@ -127,6 +126,7 @@ run. Pause this DAG and the app stops by itself, at a batch boundary, when its l
             fire_on=[Verdict.HEALTHY, Verdict.LAGGING, Verdict.STOPPED, *ALERTS],
             since=since,
             start_grace="{{ params.start_grace_seconds }}",
+            watcher=watcher,
             doc_md="Fires when the app commits (healthy) or on a problem verdict.",
         )
         watch = PipelineHealthSensor(
@@ -137,7 +137,8 @@ run. Pause this DAG and the app stops by itself, at a batch boundary, when its l
             start_grace="{{ params.start_grace_seconds }}",
             wait_timeout="{{ params.window_seconds }}",
             window_ends_wait=True,
-            doc_md="Follows the app for the window; a problem verdict ends it early.",
+            watcher=watcher,
+            doc_md="Follows the app for the window, renewing its lease; a problem verdict ends it early.",
         )
         route = RouteOnVerdictOperator(
             task_id="route", watch_task="watch", problem_task="trigger_recover", ok_task="window_done"
@@ -153,7 +154,11 @@ run. Pause this DAG and the app stops by itself, at a batch boundary, when its l
             wait_for_completion=False,
         )
         window_done = EmptyOperator(task_id="window_done")
-        guard >> stream >> wait_healthy >> watch >> route >> [trigger_recover, window_done]
+        release = ReleaseStreamRunOperator(
+            task_id="release", pipeline_file=file, doc_md="The next run of this DAG may start watching."
+        )
+        guard >> stream >> wait_healthy >> watch >> route >> [trigger_recover, window_done] >> release
+        release.as_teardown(setups=guard)
     return dag
 
 

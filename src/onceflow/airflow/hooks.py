@@ -25,7 +25,7 @@ from onceflow.airflow.aws import use_aws_connection
 from onceflow.airflow.kafka import use_kafka_connections
 from onceflow.audit.report import latest_summary
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
-from onceflow.control import RecoveryMarker, Wanted, control_lock
+from onceflow.control import RecoveryMarker, StreamRun, Wanted, control_lock, keep_watching
 from onceflow.kafka.client import KafkaClient, source_client
 from onceflow.status import Run, RunLock, StatusLog
 
@@ -129,12 +129,17 @@ class OnceflowHook(BaseHook):
         lock = self.run_lock
         return (lock.holder() or {"pid": None}) if lock.is_held() else None
 
-    def stop_running(self, grace_seconds: float | None = None, log: Callable[[str], None] = print) -> dict | None:
+    def stop_running(
+        self,
+        grace_seconds: float | None = None,
+        log: Callable[[str], None] = print,
+        on_kill: Callable[[], None] | None = None,
+    ) -> dict | None:
         """Stop the running copy: SIGTERM (it stops at a batch boundary), SIGKILL after the grace.
         The default grace outlasts the app's own stop bound (its `--stop-timeout`, in run.json) by 30 s.
 
         Only a process on this host can be signalled; for another host the error says so.
-        Returns the holder that was stopped, None if nothing ran.
+        Returns the holder that was stopped, None if nothing ran; `on_kill` is called if it needed SIGKILL.
         """
         holder = self.running_job()
         if holder is None:
@@ -157,6 +162,8 @@ class OnceflowHook(BaseHook):
                 f"pid {pid} did not stop within {grace:.0f}s: SIGKILL (recovery replays the open batch)"
             ),
         )
+        if stopped.killed and on_kill is not None:
+            on_kill()
         if not stopped.gone:
             raise RuntimeError(f"pid {pid} still holds {self.run_lock.dir / 'run.lock'} 30s after SIGKILL")
         if not stopped.killed:
@@ -180,6 +187,16 @@ class OnceflowHook(BaseHook):
     @property
     def wanted(self) -> Wanted:
         return Wanted(self.pipeline.state_path)
+
+    @property
+    def stream_run(self) -> StreamRun:
+        """The claim of the `<p>_stream` run at work (one at a time, whatever Airflow starts)."""
+        return StreamRun(self.pipeline.state_path)
+
+    def keep_watching(self, run: str) -> bool:
+        """A stream run's watcher looked again: renew its claim and the lease for the pipeline's
+        `airflow.lease_grace`. False when another run holds the claim (nothing renewed)."""
+        return keep_watching(self.pipeline.state_path, run, self.pipeline.airflow.lease_grace_seconds) is not None
 
     # -- audit reports --------------------------------------------------------
     @property

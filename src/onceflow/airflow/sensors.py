@@ -19,8 +19,13 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, timezone
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowRescheduleException
 
 from onceflow.airflow.hooks import OnceflowHook
-from onceflow.airflow.triggers import PipelineHealthTrigger, observe
+from onceflow.airflow.triggers import POLL_SECONDS, PipelineHealthTrigger, observe
 from onceflow.verdicts import Verdict
+
+
+def stream_run_id(context: Any) -> str:
+    """A stream DAG run as the pipeline's claim and lease name it: `<dag>/<run>`."""
+    return f"{context['dag'].dag_id}/{context['run_id']}"
 
 
 def _optional_float(value: Any) -> float | None:
@@ -42,9 +47,11 @@ class PipelineHealthSensor(BaseSensorOperator):
         or nothing was left to read
     :param window_ends_wait: reaching `wait_timeout` ends the wait successfully (verdict
         `window_end`): a stream run watches its window, then hands the app to the next run
+    :param watcher: a stream run's `<dag>/<run>` (templated): every look renews its claim and the
+        app's lease (onceflow.control.keep_watching)
     """
 
-    template_fields: Sequence[str] = ("pipeline_file", "since", "start_grace", "wait_timeout")
+    template_fields: Sequence[str] = ("pipeline_file", "since", "start_grace", "wait_timeout", "watcher")
     ui_color = "#e8f4ea"
 
     def __init__(
@@ -58,7 +65,8 @@ class PipelineHealthSensor(BaseSensorOperator):
         wait_timeout: Any = None,
         require_progress: bool = False,
         window_ends_wait: bool = False,
-        poll_interval: float = 5.0,
+        watcher: str | None = None,
+        poll_interval: float = POLL_SECONDS,
         deferrable: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -72,6 +80,7 @@ class PipelineHealthSensor(BaseSensorOperator):
         self.wait_timeout = wait_timeout
         self.require_progress = require_progress
         self.window_ends_wait = window_ends_wait
+        self.watcher = watcher
         self.poll_interval = poll_interval
         self.deferrable = deferrable
 
@@ -83,6 +92,7 @@ class PipelineHealthSensor(BaseSensorOperator):
             start_grace=_optional_float(self.start_grace),
             timeout=_optional_float(self.wait_timeout),
             poll_interval=self.poll_interval,
+            watcher=self.watcher or None,
         )
 
     def execute(self, context: Any) -> Any:
@@ -92,7 +102,7 @@ class PipelineHealthSensor(BaseSensorOperator):
 
     def poke(self, context: Any) -> Any:
         """Non-deferrable mode: the same look the trigger takes, once per poke."""
-        snap = observe(self.pipeline_file, _optional_float(self.since))
+        snap = observe(self.pipeline_file, _optional_float(self.since), self.watcher or None)
         if snap["verdict"] in self.fire_on:
             return PokeReturnValue(is_done=True, xcom_value=self._outcome(snap))
         return False
@@ -152,8 +162,10 @@ class PipelineHealthSensor(BaseSensorOperator):
 
 
 class StreamGuardSensor(BaseSensorOperator):
-    """Before a stream window: wait (rescheduling, no slot held) while recovery runs; then say
-    whether a copy of the query already runs (it is watched, not started twice)."""
+    """Before a stream window: wait (rescheduling, no slot held) while recovery runs or another
+    stream run holds the pipeline (Airflow may start two: docs/airflow.md); then claim it for this
+    run (onceflow.control.StreamRun) and say whether a copy of the query already runs (it is
+    watched, not started twice)."""
 
     template_fields: Sequence[str] = ("pipeline_file",)
 
@@ -168,6 +180,18 @@ class StreamGuardSensor(BaseSensorOperator):
         recovering = hook.recovery_in_progress()
         if recovering:
             self.log.info("%s: recovery run %s is in progress; waiting", hook.name, recovering.get("run_id"))
+            return False
+        run = stream_run_id(context)
+        with hook.control_lock():
+            claimed = hook.stream_run.claim(run, hook.pipeline.airflow.lease_grace_seconds)
+        if claimed is None:
+            other = hook.stream_run.holder() or {}
+            self.log.info(
+                "%s: stream run %s is at work (since %s); this run waits for it to end",
+                hook.name,
+                other.get("run"),
+                other.get("since"),
+            )
             return False
         holder = hook.running_job()
         if holder is not None:

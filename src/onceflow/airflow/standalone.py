@@ -13,11 +13,16 @@ The streaming apps the stream DAGs keep running outlive their tasks (onceflow.ai
 When Airflow stops, so do they, each at a batch boundary, and the output says which; with
 --keep-streams they are handed over instead: each runs on until its lease ends (a restarted
 Airflow's next stream run adopts it), and the output says until when.
+
+Exit code: 0 when it was asked to stop (Ctrl-C, SIGTERM) and every app it stopped stopped at a
+batch boundary; 1 when an app could not be stopped; else `airflow standalone`'s own code, when
+that exited by itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -122,11 +127,11 @@ def main(argv: list[str] | None = None) -> int:
         status = LocalBroker().start(log=lambda m: print(f"onceflow: {m}", flush=True))
         os.environ["ONCEFLOW_KAFKA_BOOTSTRAP"] = status.bootstrap
     env = standalone_env(home, args.port)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the components
+    # SIGTERM is a request to stop, as Ctrl-C is: the same clean stop, the same exit code
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     print(f"onceflow: starting airflow standalone (AIRFLOW_HOME={home}, port {args.port})", flush=True)
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "airflow"), "standalone"], env=env, start_new_session=True
-    )
+    proc = subprocess.Popen(airflow_command(), env=env, start_new_session=True)
+    code = 0
     try:
         password = wait_ready(args.port, home, proc)
         print(
@@ -136,17 +141,29 @@ def main(argv: list[str] | None = None) -> int:
             f"onceflow: DAGs start paused; unpause {_stream_dags()} to stream. Ctrl-C stops Airflow.\n",
             flush=True,
         )
-        return proc.wait()
+        code = proc.wait()
     except KeyboardInterrupt:
-        return 0
+        code = 0
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second request must not cut the stops short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         stop(proc)
-        stop_streams(keep=args.keep_streams)
+        unstopped: list[str] = []
+        stop_streams(keep=args.keep_streams, failed=unstopped)
+    return 1 if unstopped else code
 
 
-def stop_streams(keep: bool = False, log=lambda m: print(f"onceflow: {m}", flush=True)) -> list[str]:
+def airflow_command() -> list[str]:
+    """`airflow standalone` from this environment's bin/."""
+    return [str(Path(sys.executable).parent / "airflow"), "standalone"]
+
+
+def stop_streams(
+    keep: bool = False, log=lambda m: print(f"onceflow: {m}", flush=True), failed: list[str] | None = None
+) -> list[str]:
     """The apps the stream DAGs keep running (those with a lease): stop each at a batch boundary,
-    or with `keep` leave it to its lease. Says which, and returns the pipelines' names."""
+    or with `keep` leave it to its lease. Says which, and returns the pipelines' names; those whose
+    app could not be stopped (or needed SIGKILL) are appended to `failed`."""
     from onceflow import config
     from onceflow.airflow.hooks import OnceflowHook
     from onceflow.status import now_iso
@@ -170,11 +187,17 @@ def stop_streams(keep: bool = False, log=lambda m: print(f"onceflow: {m}", flush
                 "the next stream run adopts it, or it stops by itself then")  # fmt: skip
             continue
         hook.wanted.clear()  # nobody wants it: it stops at its next look, and the verdict is `stopped`
+        killed: list[bool] = []
         try:
-            hook.stop_running(log=log)
-            log(f"{hook.name}: stopped the app (pid {holder.get('pid')}) at {now_iso()}")
+            hook.stop_running(log=log, on_kill=functools.partial(killed.append, True))
         except RuntimeError as exc:
             log(f"{hook.name}: could not stop the app: {exc}")
+            killed.append(True)
+        else:
+            how = "killed the app (SIGKILL)" if killed else "stopped the app"
+            log(f"{hook.name}: {how} (pid {holder.get('pid')}) at {now_iso()}")
+        if killed and failed is not None:
+            failed.append(hook.name)
     return names
 
 

@@ -2,14 +2,16 @@
 
 A continuous pipeline's app is not bounded by a DAG run: a stream DAG run *adopts* the app that
 runs, or *launches* it when none does, and renews the lease that keeps it wanted
-(onceflow.control.Wanted) for its window and a margin. The app runs until nobody renews the lease
-(the stream DAG is paused, Airflow is gone), then stops itself at a batch boundary. So a window's
+(onceflow.control.Wanted) for the pipeline's `airflow.lease_grace`; the run's watcher renews it at
+every look. The app runs until nobody renews the lease (the stream DAG is paused, Airflow is gone),
+then stops itself at a batch boundary, within that grace. So a window's
 end costs nothing (the next run adopts the same app: no driver start, no gap) and a scheduler
 restart or an Airflow upgrade neither stops the app nor starts a second copy (the run lock).
 
 The app is spark-submit's command as the apache-spark provider builds it from the `spark_default`
 connection (client deploy mode), started in a session of its own so that it outlives the task:
-its output goes to `<state>/pipelines/<name>/apps/<start>.log` (the newest APP_LOGS kept).
+its output goes to `<state>/pipelines/<name>/apps/<start>.log` (the newest APP_LOGS kept), which
+the app records in its run.json, so every run that adopts it links the same log.
 A recovery launches the app the same way, as the one query allowed while it works.
 """
 
@@ -22,9 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from onceflow import processes
+from onceflow.airflow.hooks import OnceflowHook
+from onceflow.airflow.sensors import stream_run_id
 from onceflow.airflow.spark_submit import STOP_MARGIN, OnceflowSparkSubmitOperator
 from onceflow.polling import wait_for
 from onceflow.status import IngestMode
@@ -36,8 +41,8 @@ LAUNCH_TIMEOUT = 180.0  # seconds for a launched app to take the run lock (a JVM
 class StreamOperator(OnceflowSparkSubmitOperator):
     """Adopt the pipeline's running app, or launch it detached; either way renew its lease.
 
-    :param lease_seconds: how long from now the stream stays wanted (templated): the run's window
-        and a margin for the next run to renew it
+    :param lease_seconds: how long from now the stream stays wanted (templated); None: the
+        pipeline's `airflow.lease_grace`, and the stream run claims the pipeline (one run at a time)
     :param recovery_run: launched by this recovery run (templated): the one query allowed while
         it works; the recovery's marker is renewed instead of waited for
     Returns {adopted, since, pid, run_id, log, lease_until}: `since` (epoch) is when a launched app
@@ -48,11 +53,12 @@ class StreamOperator(OnceflowSparkSubmitOperator):
     ui_color = "#e0ecfd"
 
     def __init__(
-        self, *, pipeline_file: str, lease_seconds: Any, recovery_run: str | None = None, **kwargs: Any
+        self, *, pipeline_file: str, lease_seconds: Any = None, recovery_run: str | None = None, **kwargs: Any
     ) -> None:
         super().__init__(pipeline_file=pipeline_file, app="ingest", **kwargs)
         self.lease_seconds = lease_seconds
         self.recovery_run = recovery_run
+        self.app_log: Path | None = None  # the launched app's log, set just before the launch
 
     def arguments(self, context: Any) -> list[str]:
         args = [
@@ -63,20 +69,26 @@ class StreamOperator(OnceflowSparkSubmitOperator):
             "--stop-timeout",
             f"{self.stop_grace - STOP_MARGIN:g}",
         ]
+        args += ["--app-log", str(self.app_log)] if self.app_log else []
         return args + (["--recovery-run", str(self.recovery_run)] if self.recovery_run else [])
 
     def execute(self, context: Any) -> dict:  # type: ignore[override]  # the outcome is the XCom
         hook = self.onceflow
-        by = f"{context['dag'].dag_id}/{context['run_id']}"
+        by = stream_run_id(context)
+        stream_run = self.lease_seconds in (None, "", "None")
+        seconds = hook.pipeline.airflow.lease_grace_seconds if stream_run else float(self.lease_seconds)
         with hook.control_lock():  # decided with no recovery beginning in between (onceflow.control)
             marker = hook.recovery_in_progress()
             if marker and marker.get("run_id") != self.recovery_run:
                 raise AirflowSkipException(
                     f"{hook.name}: recovery run {marker.get('run_id')} is at work; it starts the app itself"
                 )
+            if stream_run and hook.stream_run.claim(by, seconds) is None:
+                other = hook.stream_run.holder() or {}
+                raise AirflowSkipException(f"{hook.name}: stream run {other.get('run')} is at work; not a second one")
             if self.recovery_run:
                 hook.recovery_marker.renew(str(self.recovery_run))
-            lease = hook.wanted.want(float(self.lease_seconds), by=by)
+            lease = hook.wanted.want(seconds, by=by)
             holder = hook.running_job()
         if holder is not None:
             self.log.info(
@@ -87,16 +99,16 @@ class StreamOperator(OnceflowSparkSubmitOperator):
                 holder.get("started"),
                 lease.as_dict()["until"],
             )
-            return self._outcome(True, None, holder, None, lease.until)
+            return self._outcome(True, None, holder, lease.until)
         return self._launch(context, lease.until)
 
     def _launch(self, context: Any, lease_until: float) -> dict:
         hook = self.onceflow
+        self.app_log = log_path = _app_log(hook.pipeline.state_path)  # the app records it in run.json
         work = self.ready(context)
         # the provider's own hook and command line, as SparkSubmitOperator would run them
         command = self._get_hook()._build_spark_submit_command(self.application)
         env = {**os.environ, **(self.env_vars or {})}
-        log_path = _app_log(hook.pipeline.state_path)
         since = time.time()
         with open(log_path, "ab") as out:
             proc = subprocess.Popen(  # a session of its own: the app outlives this task
@@ -135,12 +147,17 @@ class StreamOperator(OnceflowSparkSubmitOperator):
         )
         if found.get("adopted_instead"):
             self.log.info("%s: another copy took the run lock first (pid %s): adopting it", hook.name, found["pid"])
-            return self._outcome(True, None, found, None, lease_until)
+            return self._outcome(True, None, found, lease_until)
         self.log.info("%s: the app runs (pid %s, run %s)", hook.name, found.get("pid"), found.get("run_id"))
-        return self._outcome(False, since, found, str(log_path), lease_until)
+        return self._outcome(False, since, found, lease_until)
 
-    @staticmethod
-    def _outcome(adopted: bool, since: float | None, holder: dict, log: str | None, lease_until: float) -> dict:
+    def _outcome(self, adopted: bool, since: float | None, holder: dict, lease_until: float) -> dict:
+        """The XCom; `log` is the app's own log as its launcher recorded it in run.json."""
+        log = holder.get("log")
+        if log is None:
+            self.log.info("the app (pid %s) recorded no log file: it was not launched by Airflow", holder.get("pid"))
+        else:
+            self.log.info("the app's log: %s", log)
         return {
             "adopted": adopted,
             "since": since,
@@ -169,3 +186,21 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+class ReleaseStreamRunOperator(BaseOperator):
+    """The stream run's last task (a teardown: it runs however the run went): give up the run's
+    claim on the pipeline, so the next run starts watching at once. The lease is left as the
+    watcher last renewed it: the next run renews it, or the app stops within the grace."""
+
+    template_fields: Sequence[str] = ("pipeline_file",)
+
+    def __init__(self, *, pipeline_file: str, **kwargs: Any) -> None:
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self.pipeline_file = pipeline_file
+
+    def execute(self, context: Any) -> None:
+        hook = OnceflowHook(self.pipeline_file)
+        with hook.control_lock():
+            hook.stream_run.release(stream_run_id(context))

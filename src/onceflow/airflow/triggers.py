@@ -7,11 +7,15 @@ passes `since` (epoch seconds): runs that started before it do not count, so the
 verdict of last hour's run never answers for this one. If no such run starts
 within `start_grace` seconds the trigger fires `not_started`; after `timeout` it
 fires `timeout`; a pipeline it cannot read fires `error` with the message.
+A stream run's watcher (`watcher`: its `<dag>/<run>`) also renews, at every look, the
+run's claim and the app's lease for the pipeline's `airflow.lease_grace`
+(onceflow.control.keep_watching): once no run watches, the app stops within that grace.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,11 +27,17 @@ from onceflow.verdicts import Verdict
 
 # a run "started since" the task asked, allowing for clocks a little apart
 SINCE_SLACK_SECONDS = 2.0
+# a look costs a health read (files, Kafka offsets); a kill is seen within this
+POLL_SECONDS = 5.0
+log = logging.getLogger(__name__)
 
 
-def observe(pipeline_file: str, since: float | None = None) -> dict:
-    """One look at a pipeline: its health verdict, scoped to the run that started after `since`."""
+def observe(pipeline_file: str, since: float | None = None, watcher: str | None = None) -> dict:
+    """One look at a pipeline: its health verdict, scoped to the run that started after `since`.
+    `watcher` (a stream run's `<dag>/<run>`): the look renews that run's claim and the app's lease."""
     hook = OnceflowHook(pipeline_file)
+    if watcher is not None and not hook.keep_watching(watcher):
+        log.warning("%s: another stream run holds the claim; %s renews nothing", hook.name, watcher)
     health = hook.health()
     run = hook.last_run().as_dict()
     verdict = health.get("verdict")
@@ -55,7 +65,8 @@ class PipelineHealthTrigger(BaseTrigger):
         since: float | None = None,
         start_grace: float | None = None,
         timeout: float | None = None,
-        poll_interval: float = 5.0,
+        poll_interval: float = POLL_SECONDS,
+        watcher: str | None = None,
     ) -> None:
         super().__init__()
         if not fire_on:
@@ -66,6 +77,7 @@ class PipelineHealthTrigger(BaseTrigger):
         self.start_grace = float(start_grace) if start_grace is not None else None
         self.timeout = float(timeout) if timeout is not None else None
         self.poll_interval = float(poll_interval)
+        self.watcher = watcher or None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -77,6 +89,7 @@ class PipelineHealthTrigger(BaseTrigger):
                 "start_grace": self.start_grace,
                 "timeout": self.timeout,
                 "poll_interval": self.poll_interval,
+                "watcher": self.watcher,
             },
         )
 
@@ -84,7 +97,7 @@ class PipelineHealthTrigger(BaseTrigger):
         began = time.monotonic()
         while True:
             try:
-                snap = await asyncio.to_thread(observe, self.pipeline_file, self.since)
+                snap = await asyncio.to_thread(observe, self.pipeline_file, self.since, self.watcher)
             except Exception as exc:  # an unreadable pipeline will not heal by polling
                 yield TriggerEvent(
                     {

@@ -51,6 +51,12 @@ def add_parser(sub) -> None:
         metavar="RUN_ID",
         help="start while this recovery run is in progress (the query it starts); any other start waits for it",
     )
+    p.add_argument(
+        "--app-log",
+        metavar="PATH",
+        help="the file its launcher sends this run's output to: recorded in run.json, so whoever adopts "
+        "the running app (the next stream DAG run) links the same log",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_ingest)
 
@@ -71,6 +77,7 @@ def cmd_ingest(args) -> int:
         log=log,
         leased=args.lease,
         recovery_run=args.recovery_run,
+        app_log=args.app_log,
     )
     if args.json:
         out.print_json(json.dumps(asdict(result)))

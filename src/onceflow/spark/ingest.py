@@ -121,12 +121,14 @@ def run_ingest(
     stop_timeout: float = DEFAULT_STOP_TIMEOUT,
     leased: bool = False,
     recovery_run: str | None = None,
+    app_log: str | None = None,
 ) -> IngestResult:
     """Run the pipeline's query until it finishes (available-now), is idle for
     `until_idle` seconds, has run `max_seconds`, is no longer wanted (`leased`: onceflow.control),
     or receives SIGTERM. The others stop it at a batch boundary (onceflow.spark.stop) within
     `stop_timeout` seconds, or the run fails saying it could not (IngestError). It does not start
-    while a recovery other than `recovery_run` works on the pipeline (RecoveryInProgressError)."""
+    while a recovery other than `recovery_run` works on the pipeline (RecoveryInProgressError).
+    `app_log`: the file its launcher sends its output to, recorded in run.json for whoever adopts it."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     if stop_timeout <= 0:
@@ -135,7 +137,13 @@ def run_ingest(
     run_id = str(uuid.uuid4())
     status = StatusLog(pipeline.state_path, pipeline.name)
     lock = RunLock(pipeline.state_path)
-    lock.acquire(run_id=run_id, mode=mode, pipeline=pipeline.name, stop_timeout=stop_timeout)
+    lock.acquire(
+        run_id=run_id,
+        mode=mode,
+        pipeline=pipeline.name,
+        stop_timeout=stop_timeout,
+        **({"log": str(app_log)} if app_log else {}),
+    )
     try:  # under the run lock: a recovery that begins after this look finds the query and stops it
         require_no_recovery(pipeline.state_path, allowed_run=recovery_run)
     except BaseException:

@@ -13,13 +13,14 @@ from tests.airflow_helpers import ROOT  # sets up AIRFLOW_HOME before airflow is
 
 SHAPES: dict[str, dict[str, list[str]]] = {
     "stream": {
-        "guard": ["stream"],
+        "guard": ["release", "stream"],
         "stream": ["wait_healthy"],
         "wait_healthy": ["watch"],
         "watch": ["route"],
         "route": ["trigger_recover", "window_done"],
-        "trigger_recover": [],
-        "window_done": [],
+        "trigger_recover": ["release"],
+        "window_done": ["release"],
+        "release": [],
     },
     "batch": {"ingest": ["audit"], "audit": []},
     "audit": {"audit": []},
@@ -86,6 +87,7 @@ def test_defaults_docs_retries_and_concurrency(bag):
     stream = dagbag.dags["payments_stream"]
     assert stream.task_dict["stream"].retries == 0  # a retried window could race the watcher
     assert stream.task_dict["wait_healthy"].deferrable and stream.task_dict["watch"].deferrable
+    assert stream.task_dict["release"].is_teardown  # the claim is given up however the run went
     batch = dagbag.dags["payments_batch"]
     ingest = batch.task_dict["ingest"]
     assert ingest.retries == 2 and ingest.retry_exponential_backoff  # replay is a no-op: retry helps
@@ -191,3 +193,22 @@ def test_dag_docs_name_the_real_dag_ids():
         assert "<p>" not in doc and "<pipeline>" not in doc, dag.dag_id
     assert "triggers `payments_recover`" in (dags["payments_stream"].doc_md or "")
     assert "(`payments_stream` waits)" in (dags["payments_recover"].doc_md or "")
+
+
+def test_the_stream_window_and_the_lease_come_from_the_pipeline_file(tmp_path, monkeypatch):
+    """Scheduled runs of `<p>_stream` take the params' defaults: the window is the file's
+    `airflow.window` (it was always 1,800 s), and the watchers renew the lease for its
+    `airflow.lease_grace` (once for window + 300 s before)."""
+    from devkit.pipelines import write_pipeline
+    from onceflow.airflow.dag_factory import build_dags
+
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
+    file = write_pipeline(tmp_path / "p", "x:1", "t", name="win", airflow={"window": "60 seconds"})
+    stream = build_dags(file.parent)["win_stream"]
+    assert stream.params["window_seconds"] == 60
+    assert "airflow.window" in stream.doc_md and "60 seconds" in stream.doc_md
+    watcher = "{{ dag.dag_id }}/{{ run_id }}"
+    assert stream.task_dict["watch"].watcher == watcher and stream.task_dict["wait_healthy"].watcher == watcher
+    assert stream.task_dict["stream"].lease_seconds is None  # the file's lease_grace, not a window
+    default = build_dags(write_pipeline(tmp_path / "d", "x:1", "t", name="dflt").parent)["dflt_stream"]
+    assert default.params["window_seconds"] == 1800

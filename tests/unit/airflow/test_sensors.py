@@ -56,3 +56,28 @@ def test_a_run_that_must_make_progress_fails_when_it_committed_nothing_with_reco
     waiting = {**idle, "health": {"lag": {"total": 500}}}
     with pytest.raises(AirflowFailException, match="without committing a batch while 500 records wait"):
         _sensor(require_progress=True).execute_complete({}, waiting)
+
+
+def test_the_guard_claims_the_pipeline_for_its_run_and_a_second_run_waits(tmp_path, monkeypatch):
+    """Airflow 3.3 started a scheduled run 0.5 s after a queued manual run of the same
+    `max_active_runs=1` DAG; the guard makes the second wait until the first releases."""
+    from types import SimpleNamespace
+
+    from devkit.pipelines import write_pipeline
+    from onceflow.airflow.hooks import OnceflowHook
+    from onceflow.airflow.sensors import StreamGuardSensor
+    from onceflow.airflow.stream import ReleaseStreamRunOperator
+
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
+    file = str(write_pipeline(tmp_path / "p", "localhost:1", "t", name="p"))
+    guard = StreamGuardSensor(task_id="guard", pipeline_file=file)
+
+    def context(run: str) -> dict:
+        return {"dag": SimpleNamespace(dag_id="p_stream"), "run_id": run}
+
+    first = guard.poke(context("manual__1"))
+    assert first.is_done and first.xcom_value == {"running": None}
+    assert guard.poke(context("scheduled__2")) is False  # waits (rescheduled), holds no slot
+    assert OnceflowHook(file).stream_run.holder()["run"] == "p_stream/manual__1"
+    ReleaseStreamRunOperator(task_id="release", pipeline_file=file).execute(context("manual__1"))
+    assert guard.poke(context("scheduled__2")).is_done

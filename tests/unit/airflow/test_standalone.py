@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -63,3 +64,27 @@ def test_stopping_airflow_stops_the_apps_it_kept_running_or_hands_them_over(tmp_
     finally:
         app.kill()
         app.wait()
+
+
+# `make airflow` with its Airflow replaced by a sleeper (the stop is the point, not Airflow)
+FAKE_LAUNCHER = (
+    "import sys\n"
+    "import onceflow.airflow.standalone as s\n"
+    "s.airflow_command = lambda: [sys.executable, '-c', 'import time; time.sleep(120)']\n"
+    "s.wait_ready = lambda port, home, proc, timeout=300: 'pw'\n"
+    "sys.exit(s.main(['--no-broker', '--home', sys.argv[1]]))\n"
+)
+
+
+def test_a_sigterm_is_a_clean_stop_and_exits_0(tmp_path, monkeypatch):
+    """SIGTERM asks `make airflow` to stop as Ctrl-C does: it stops Airflow and the apps, then
+    exits 0, not 143 (a supervisor read the clean stop as a failure)."""
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ONCEFLOW_PIPELINES_DIR", str(tmp_path / "none"))
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", FAKE_LAUNCHER, str(tmp_path / "af")], stdout=subprocess.PIPE, text=True
+    )
+    assert launcher.stdout is not None
+    next(line for line in launcher.stdout if "is ready" in line)
+    launcher.send_signal(signal.SIGTERM)
+    assert launcher.wait(60) == 0

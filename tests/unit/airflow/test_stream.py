@@ -45,6 +45,42 @@ def test_a_running_app_is_adopted_and_its_lease_renewed(file):
     assert lease is not None and lease.info["by"] == "p_stream/run-1" and lease.until == out["lease_until"]
 
 
+def test_an_adopting_run_links_the_log_its_launcher_recorded(file):
+    """The launcher names the app's log on its command line; the app records it in run.json, so
+    a run that adopts the app links the same file (it said `log: None` before)."""
+    op = StreamOperator(task_id="stream", pipeline_file=str(file))
+    state = op.onceflow.pipeline.state_path
+    log = str(Path(state) / "apps" / "20260101T000000Z-4242.log")
+    lock = RunLock(state)
+    lock.acquire(run_id="app-run", mode="continuous", log=log)  # as run_ingest(app_log=...) records it
+    try:
+        out = op.execute(_context())
+    finally:
+        lock.release()
+    assert out["adopted"] is True and out["log"] == log
+    op.app_log = Path(log)
+    assert op.arguments({})[-2:] == ["--app-log", log]  # what the launch passes the app
+
+
+def test_a_stream_runs_lease_is_the_files_grace_and_a_second_run_beside_it_is_refused(file):
+    """The stream DAG's run wants the app for `airflow.lease_grace` (120 s by default), not for a
+    window and a margin (2,100 s: the app ran 35 min after a pause); and while another run of the
+    DAG holds the pipeline, a second one is skipped instead of watching beside it."""
+    op = StreamOperator(task_id="stream", pipeline_file=str(file))
+    state = op.onceflow.pipeline.state_path
+    lock = RunLock(state)
+    lock.acquire(run_id="app-run", mode="continuous")
+    try:
+        began = time.time()
+        out = op.execute(_context("manual-1"))
+        assert began + 119 <= out["lease_until"] <= time.time() + 120
+        with pytest.raises(AirflowSkipException, match="stream run p_stream/manual-1 is at work"):
+            op.execute(_context("scheduled-1"))
+    finally:
+        lock.release()
+    assert Wanted(state).current().info["by"] == "p_stream/manual-1"
+
+
 def test_a_stream_run_waits_for_a_recovery_at_work_and_the_recoverys_own_start_renews_it(file):
     op = StreamOperator(task_id="stream", pipeline_file=str(file), lease_seconds="900")
     state = op.onceflow.pipeline.state_path
@@ -67,6 +103,7 @@ def test_the_apps_command_line_asks_for_a_lease_and_names_its_recovery(file):
     op = StreamOperator(task_id="start", pipeline_file=str(file), lease_seconds="600", recovery_run="rec-9")
     args = op.arguments({})
     assert args[-7:] == ["--mode", "continuous", "--lease", "--stop-timeout", "45", "--recovery-run", "rec-9"]
+    assert "--app-log" not in args  # named only when a launch has a log file for it
     plain = StreamOperator(task_id="stream", pipeline_file=str(file), lease_seconds="600").arguments({})
     assert "--recovery-run" not in plain and "--max-seconds" not in plain  # the app is not bounded by a run
 

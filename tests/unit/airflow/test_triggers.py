@@ -26,6 +26,7 @@ KWARGS: dict[str, Any] = {
     "start_grace": 30.0,
     "timeout": 600.0,
     "poll_interval": 2.0,
+    "watcher": "payments_stream/manual__1",
 }
 
 
@@ -41,6 +42,7 @@ def test_trigger_round_trips_through_the_trigger_table():
     rebuilt = import_string(row.classpath)(**row.kwargs)
     assert rebuilt.serialize() == (classpath, kwargs)
     assert rebuilt.fire_on == ["dead", "healthy", "stalled"] and rebuilt.since == KWARGS["since"]
+    assert rebuilt.watcher == "payments_stream/manual__1"  # a restarted triggerer renews for the same run
 
 
 def test_trigger_needs_a_verdict_to_wait_for():
