@@ -224,7 +224,6 @@ ONLY_INTEGRATION = {
             "spark/archive_training.py",
             "spark/batch_writer.py",
             "spark/compaction.py",
-            "spark/evolve.py",
             "spark/ingest.py",
             "spark/parse.py",
             "spark/sinks/delta.py",
