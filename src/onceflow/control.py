@@ -10,6 +10,10 @@ state directory, and each expiring with its holder so that a crash never leaves 
 - `wanted.json`: the stream is wanted running until `until` (a stream DAG run renews it for its
   window and a margin). An app started with the lease stops itself at a batch boundary once
   nobody renews it; a pipeline that is wanted and has no app running is `down`.
+- `launching.json`: a stream run launched the app, which has not taken its run lock yet (a JVM
+  start: seconds). Written by the launcher (onceflow.airflow.stream), removed once the app holds
+  the lock or the launch failed; it expires at the launcher's own bound (LAUNCH_TIMEOUT there), and
+  health ignores it once the launched process is gone, so a launch that never comes up is `down`.
 - `control.lock`: an flock under which the decisions are taken (a recovery begins, a stream run
   launches or adopts, a new app checks that no recovery works), so no two of them interleave.
   The app checks while it holds the run lock: a recovery that begins after that check finds the
@@ -31,6 +35,7 @@ from onceflow.errors import RecoveryInProgressError
 
 RECOVERY_MARKER = "recovering.json"
 WANTED = "wanted.json"
+LAUNCHING = "launching.json"
 CONTROL_LOCK = "control.lock"
 # a recovery renews its marker at every step; its longest step (stopping the old app, waiting for
 # the new app's first batch) takes minutes, so half an hour without renewal means it is gone
@@ -149,6 +154,20 @@ class Wanted(_LeaseFile):
 
     def clear(self) -> None:
         """Nobody wants it any more: a lease-holding app stops at its next look."""
+        self.path.unlink(missing_ok=True)
+
+
+class Launching(_LeaseFile):
+    """`launching.json`: a launch in progress (see the module doc): `starting`, not `down`."""
+
+    NAME = LAUNCHING
+
+    def begin(self, seconds: float, by: str, now: float | None = None, **info) -> Lease:
+        """A launch by `by` that must take the run lock within `seconds` (info: the launched pid, host)."""
+        now = time.time() if now is None else now
+        return _write(self.path, now + seconds, {"by": by, "since": now, **info})
+
+    def clear(self) -> None:
         self.path.unlink(missing_ok=True)
 
 
