@@ -160,9 +160,7 @@ def cmd_cluster(args) -> int:
         for i, s in enumerate(states, start=1):
             out.print(f"node {i}: {'ready' if s.ready else 'running' if s.running else 'stopped'} on {s.bootstrap}")
         if not ready:
-            out.print(
-                f"start the stopped nodes (the running ones are left as they are): onceflow kafka start --brokers {args.brokers}"
-            )
+            out.print(f"start its stopped nodes (running ones stay): onceflow kafka start --brokers {args.brokers}")
         return 0 if ready else 1
     else:
         out.print(f"`onceflow kafka {args.action}` is for the single broker; a cluster node's log is in {cluster.dir}")
