@@ -290,6 +290,9 @@ class Health(_Model):
     dead_after_seconds: float = Field(default=120, gt=0)
     # a new run's driver start, table checks and first batch: 20 s on 2 cores (docs/benchmarks.md)
     start_grace_seconds: float = Field(default=90, gt=0)
+    # a recovery's stop, plan, execute and relaunch, from its start to its new app's lock: minutes;
+    # past this, `recovering` (exit 0) turns into the problem it did not fix (exit 1)
+    recovery_grace_seconds: float = Field(default=900, gt=0)
 
 
 # a stream DAG run's window (docs/airflow.md): long enough to be worth a run, short enough to be watched

@@ -15,6 +15,10 @@ state directory, and each expiring with its holder so that a crash never leaves 
   beside it (a manual run and a scheduled one, docs/airflow.md) waits until it is released or
   lapses. Claimed by the run's first task, renewed with the lease by its watcher, released by its
   last task.
+- `launching.json`: a stream run launched the app, which has not taken its run lock yet (a JVM
+  start: seconds). Written by the launcher (onceflow.airflow.stream), removed once the app holds
+  the lock or the launch failed; it expires at the launcher's own bound (LAUNCH_TIMEOUT there), and
+  health ignores it once the launched process is gone, so a launch that never comes up is `down`.
 - `control.lock`: an flock under which the decisions are taken (a recovery begins, a stream run
   launches or adopts, a new app checks that no recovery works), so no two of them interleave.
   The app checks while it holds the run lock: a recovery that begins after that check finds the
@@ -37,6 +41,7 @@ from onceflow.errors import RecoveryInProgressError
 RECOVERY_MARKER = "recovering.json"
 WANTED = "wanted.json"
 STREAM_RUN = "stream_run.json"
+LAUNCHING = "launching.json"
 CONTROL_LOCK = "control.lock"
 # a recovery renews its marker at every step; its longest step (stopping the old app, waiting for
 # the new app's first batch) takes minutes, so half an hour without renewal means it is gone
@@ -192,6 +197,20 @@ def keep_watching(state_path: str | Path, run: str, seconds: float) -> Lease | N
         if StreamRun(state_path).claim(run, seconds) is None:
             return None
         return Wanted(state_path).want(seconds, by=run)
+
+
+class Launching(_LeaseFile):
+    """`launching.json`: a launch in progress (see the module doc): `starting`, not `down`."""
+
+    NAME = LAUNCHING
+
+    def begin(self, seconds: float, by: str, now: float | None = None, **info) -> Lease:
+        """A launch by `by` that must take the run lock within `seconds` (info: the launched pid, host)."""
+        now = time.time() if now is None else now
+        return _write(self.path, now + seconds, {"by": by, "since": now, **info})
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 def require_no_recovery(state_path: str | Path, allowed_run: str | None = None) -> None:

@@ -10,29 +10,31 @@ docs/checkpoint-status.md; the output schema is docs/schemas/checkpoint-status.s
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from onceflow.checkpoint import COMMITS, Checkpoint
+from onceflow.checkpoint import COMMITS, OFFSETS, Checkpoint
 from onceflow.config import Pipeline
-from onceflow.control import RecoveryMarker, Wanted
+from onceflow.control import Launching, RecoveryMarker, Wanted
 from onceflow.errors import KafkaAccessError, OnceflowError
 from onceflow.kafka.client import KafkaClient
 from onceflow.ledger import follower_lag
 from onceflow.paths import state_dir
 from onceflow.poison import poisoned_batch
 from onceflow.sinks import FOLLOWS, PipelineFacts, lease_folder, read_facts
-from onceflow.status import IngestMode, RunStatus, StatusLog, ended
+from onceflow.status import IngestMode, LockWork, RunLock, RunStatus, StatusLog, ended
 from onceflow.storage.files import StorePath
 from onceflow.storage.lease import LEASE_KEY, read_lease
 from onceflow.unprocessable import Unprocessable
-from onceflow.verdicts import EXIT_CODES, Verdict
+from onceflow.verdicts import ALERTS, EXIT_CODES, Verdict
 
 RATE_WINDOW = 20  # progress events the commit rate and batch duration are averaged over
 KAFKA_TIMEOUT = 5.0  # seconds; a trigger polls often, a dead broker must not hold it long
+SNAPSHOT_TRIES = 5  # reads of the lock and the status log until they agree (_run_facts)
 
 # {"earliest": {p: o}, "latest": {p: o}} or an exception; replaceable in tests of the pure logic
 EndOffsets = Callable[[KafkaClient, str], dict[str, dict[int, int]]]
@@ -61,9 +63,11 @@ def _checkpoint_facts(pipeline: Pipeline, facts: PipelineFacts) -> tuple[Checkpo
             "uncommitted": None,
             "last_commit_at": None,
         }
-    commit_epoch = None
+    commit_epoch = planned_epoch = None
     if ck.last_committed is not None:
         commit_epoch = (StorePath(ck.path) / COMMITS / str(ck.last_committed)).mtime()
+    if ck.uncommitted is not None:  # a batch that began (or a killed run's open one): when it was planned
+        planned_epoch = (StorePath(ck.path) / OFFSETS / str(ck.uncommitted)).mtime()
     return ck, {
         "path": ck.path,
         "exists": ck.exists,
@@ -76,6 +80,7 @@ def _checkpoint_facts(pipeline: Pipeline, facts: PipelineFacts) -> tuple[Checkpo
         "uncommitted": ck.uncommitted,
         "last_commit_at": _iso(commit_epoch),
         "_commit_epoch": commit_epoch,
+        "_planned_epoch": planned_epoch,
         "topic_in_checkpoint": (topic in ck.topics) if ck.topics else None,
     }
 
@@ -158,10 +163,20 @@ def _sink_facts(facts: PipelineFacts) -> dict:
 
 
 def _run_facts(pipeline: Pipeline, facts: PipelineFacts, now: float) -> dict:
-    """The newest run from the status log, the lock, and rates from recent progress events."""
+    """The newest run from the status log, the lock, and rates from recent progress events.
+
+    The lock was read with the other facts, before the sink ledgers and Kafka (seconds on an object
+    store); a recovery may have released it and a new run logged its start since. So the lock is read
+    again after the status log, until both reads agree: the holder and the run are of one moment."""
     status = StatusLog(pipeline.state_path, pipeline.name)
-    run = status.newest_run()
-    running = facts.running
+    lock = RunLock(pipeline.state_path)
+    running, holder = facts.running, facts.holder
+    for _ in range(SNAPSHOT_TRIES):
+        run = status.newest_run()
+        seen = lock.state()
+        if seen == (running, holder):
+            break
+        running, holder = seen
     started, progress, beats = run.started, run.progress, run.beats
     recent = progress[-RATE_WINDOW:]
     rate = None
@@ -170,7 +185,7 @@ def _run_facts(pipeline: Pipeline, facts: PipelineFacts, now: float) -> dict:
     durations = [e["batch_duration_ms"] for e in recent if isinstance(e.get("batch_duration_ms"), (int, float))]
     return {
         "running": running,
-        "holder": facts.holder,
+        "holder": holder,
         "events": len(run.events),
         "run_id": run.run_id,
         "mode": (started or {}).get("mode"),
@@ -189,13 +204,36 @@ def _run_facts(pipeline: Pipeline, facts: PipelineFacts, now: float) -> dict:
         "_started_epoch": (started or {}).get("epoch"),
         "_progress_epoch": progress[-1]["epoch"] if progress else None,
         "_beat_epoch": beats[-1]["epoch"] if beats else None,
-        "_holder_epoch": _parse_iso((facts.holder or {}).get("started")),
+        "_holder_epoch": _parse_iso((holder or {}).get("started")),
         "poisoned": poisoned.as_dict()
         if (poisoned := poisoned_batch(status, Unprocessable.load(pipeline.state_path)))
         else None,
         "wanted": wanted.as_dict() if (wanted := Wanted(pipeline.state_path).current(now)) else None,
         "recovering": marker.as_dict() if (marker := RecoveryMarker(pipeline.state_path).current(now)) else None,
+        "launching": _launch(pipeline, now),
     }
+
+
+def _launch(pipeline: Pipeline, now: float) -> dict | None:
+    """launching.json while it holds and the launched process lives (onceflow.control.Launching)."""
+    lease = Launching(pipeline.state_path).current(now)
+    if lease is None:
+        return None
+    info = lease.as_dict()
+    pid = info.get("pid")
+    if isinstance(pid, int) and info.get("host") == socket.gethostname() and not _alive(pid):
+        return None  # it exited before it took the lock: the launch failed
+    return info
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    return True
 
 
 def _parse_iso(text: str | None) -> float | None:
@@ -229,10 +267,31 @@ def _lease_facts(pipeline: Pipeline, now: float) -> dict | None:
 
 # -- the verdict --------------------------------------------------------------------
 def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
-    """The verdict and why, from the gathered facts (pure: no I/O). Rules in order, first match wins."""
+    """The verdict and why, from the gathered facts (pure: no I/O). Rules in order, first match wins;
+    then a launch in progress reads `starting`, and a recovery at work `recovering` (_during_recovery)."""
     ck, run = report["checkpoint"], report["run"]
     if ck.get("error"):
         return Verdict.UNKNOWN, [f"could not read the checkpoint: {ck['error']}"]
+    holder = run["holder"] or {}
+    if run["running"] and holder.get("mode") == LockWork.BACKFILL:
+        return Verdict.BACKFILLING, [
+            f"a backfill (pid {holder.get('pid')} on {holder.get('host')}) holds the run lock since "
+            f"{holder.get('started')}: no query runs until it ends (its Airflow task's execution timeout bounds it)"
+        ]
+    verdict, reasons = _verdict(report, now)
+    launching = run.get("launching")
+    if not run["running"] and launching and verdict not in (Verdict.REMOTE, Verdict.UNKNOWN):
+        return Verdict.STARTING, [
+            f"{launching.get('by')} launched the app {now - float(launching['since']):.0f}s ago (pid "
+            f"{launching.get('pid')}); it has not taken the run lock yet (a launch that has not by "
+            f"{_iso(launching['until'])}, or whose process exits, reads as what the pipeline is without it)",
+            *reasons,
+        ]
+    return _during_recovery(report, now, verdict, reasons)
+
+
+def _verdict(report: dict, now: float) -> tuple[Verdict, list[str]]:
+    ck, run = report["checkpoint"], report["run"]
     if ck["exists"] and not ck["empty"] and ck["unusable_reasons"]:
         return Verdict.BROKEN, ["checkpoint is unusable: " + r for r in ck["unusable_reasons"]]
     if not run["running"]:
@@ -249,19 +308,69 @@ def verdict_of(report: dict, now: float) -> tuple[Verdict, list[str]]:
             ]
         wanted = run.get("wanted")
         if verdict in (Verdict.STOPPED, Verdict.NOT_STARTED) and wanted:
-            recovering = run.get("recovering")
             return Verdict.DOWN, [
                 f"no query runs, but {wanted.get('by')} wants it running (until {_iso(wanted['until'])}): "
-                "an outage; the stream DAG's next run starts it"
-                + (
-                    f"; recovery run {recovering.get('run_id')} is at work (since {recovering.get('since')})"
-                    if recovering
-                    else ""
-                ),
+                "an outage; the stream DAG's next run starts it",
                 *reasons,
             ]
         return verdict, reasons
+    holder = run["holder"] or {}
+    if holder.get("mode") == LockWork.RECOVERY:  # `recovering` while within its grace (_during_recovery)
+        return Verdict.STALLED, [
+            f"no query runs: a recovery ({holder.get('run_id')}, pid {holder.get('pid')}) holds the run lock "
+            f"since {holder.get('started')}"
+        ]
     return _running(report, now)
+
+
+def _recovery(run: dict) -> dict | None:
+    """The recovery at work, if any: it holds the run lock, or its marker (recovering.json) holds.
+    `since` is when it began (the earlier of its marker's start and its taking the lock)."""
+    holder = run["holder"] or {}
+    held = bool(run["running"]) and holder.get("mode") == LockWork.RECOVERY
+    marker = run.get("recovering")
+    if not held and not marker:
+        return None
+    starts = [_parse_iso((marker or {}).get("since")), run["_holder_epoch"] if held else None]
+    known = [s for s in starts if s is not None]
+    return {
+        "held": held,
+        "since": min(known) if known else None,
+        "name": (marker or {}).get("run_id") or holder.get("run_id"),
+    }
+
+
+def _during_recovery(report: dict, now: float, verdict: Verdict, reasons: list[str]) -> tuple[Verdict, list[str]]:
+    """While a recovery works on the pipeline, what it repairs reads `recovering` (exit 0): the
+    problem that started it has been told already, and an alert on the exit code must not fire on a
+    normal recovery. It is bounded: past health.recovery_grace_seconds the verdict is the problem
+    again (a recovery that holds the lock that long is `stalled`), so a stuck recovery is caught.
+    A run started after the recovery began (its new app) is judged as itself: the recover DAG's
+    sensor must see that app fail."""
+    run = report["run"]
+    rec = _recovery(run)
+    if rec is None or verdict in (Verdict.UNKNOWN, Verdict.REMOTE):
+        return verdict, reasons
+    if not rec["held"]:
+        if run["running"] and verdict not in ALERTS:  # a query runs and is well: it is what it says
+            return verdict, reasons
+        started = run["_started_epoch"]
+        if rec["since"] is not None and started is not None and started >= rec["since"] - 1:
+            return verdict, reasons  # the recovery's own app (or a later run)
+    grace = report["thresholds"]["recovery_grace_seconds"]
+    age = now - rec["since"] if rec["since"] is not None else 0.0
+    what = f"recovery {rec['name']}" + (" (holding the run lock)" if rec["held"] else "")
+    if age <= grace:
+        return Verdict.RECOVERING, [
+            f"{what} is at work since {_iso(rec['since'])} ({age:.0f}s, within "
+            f"recovery_grace_seconds={grace:g}); it starts the query when it is done",
+            *reasons,
+        ]
+    return verdict, [
+        *reasons,
+        f"{what} has been at work for {age:.0f}s, more than recovery_grace_seconds={grace:g}: it is stuck "
+        "or failed without clearing its mark (docs/runbooks/stuck-recovery.md)",
+    ]
 
 
 def _not_running(report: dict) -> tuple[Verdict, list[str]]:
@@ -304,30 +413,48 @@ def _running(report: dict, now: float) -> tuple[Verdict, list[str]]:
     own = holder.get("run_id") is not None and holder.get("run_id") == run["run_id"] and run["final"] is None
     beat = run["_beat_epoch"] if own else None
     started_epoch = run["_started_epoch"] if own else None
-    alive_since = beat or started_epoch or run["_holder_epoch"]
+    run_start = started_epoch if own else run["_holder_epoch"]
+    # the checkpoint is a sign of life too: a commit, or a batch planned, since this run began (its
+    # progress event follows a commit through Spark's listener bus, and a long batch logs none)
+    committed, planned = (
+        e if own and e is not None and run_start is not None and e >= run_start else None
+        for e in (ck.get("_commit_epoch"), ck.get("_planned_epoch"))
+    )
+    written = [e for e in (committed, planned) if e is not None]
+    signs = [e for e in (beat, started_epoch, *written) if e is not None]
+    alive_since = max(signs) if signs else run["_holder_epoch"]
     if alive_since is not None and now - alive_since > th["dead_after_seconds"]:
-        what = "heartbeat (progress or idle event)" if beat is not None else "sign of life since the lock was taken"
+        what = (
+            "heartbeat (progress or idle event) or checkpoint write"
+            if beat is not None or written
+            else "sign of life since the lock was taken"
+        )
         return Verdict.DEAD, [
             f"the run lock is held (pid {holder.get('pid')}) but the last {what} is "
             f"{now - alive_since:.0f}s old, more than dead_after_seconds={th['dead_after_seconds']:g}: "
             "the job hangs"
         ]
-    run_start = started_epoch if own else run["_holder_epoch"]
     age = now - run_start if run_start is not None else 0.0
     if not own and holder.get("mode") in tuple(IngestMode):
         return Verdict.STARTING, [
             f"a new run ({holder.get('run_id')}, pid {holder.get('pid')}) took the run lock {age:.0f}s ago "
             "and is starting its query"
         ]
-    progress_epoch = run["_progress_epoch"] if own else None
+    if not own:  # never judged as the stream: what holds the lock is not a query onceflow knows
+        return Verdict.UNKNOWN, [
+            f"the run lock is held (pid {holder.get('pid')}, mode {holder.get('mode')!r}) by no query of the "
+            f"status log: its run.json ({'unreadable' if not holder else 'not an ingest run'}) does not say what runs"
+        ]
+    # this run's last commit: its progress event, or the checkpoint's commit its event has not followed yet
+    progress_epoch = max([e for e in (run["_progress_epoch"], committed) if e is not None], default=None)
     if lag["total"] is None:
-        if own and progress_epoch is None and not report["kafka"]["error"] and age <= th["start_grace_seconds"]:
+        if progress_epoch is None and not report["kafka"]["error"] and age <= th["start_grace_seconds"]:
             return Verdict.STARTING, [
                 f"run {run['run_id']} started {age:.0f}s ago; its position in the topic is known at its first batch"
             ]
         why = report["kafka"]["error"] or "the query's position in the topic is not known yet"
         return Verdict.UNKNOWN, [f"the job runs, but its lag cannot be measured: {why}"]
-    if own and progress_epoch is None:  # this run has committed nothing yet
+    if progress_epoch is None:  # this run has committed nothing yet
         if lag["total"] == 0:
             return Verdict.HEALTHY, [f"running for {age:.0f}s; nothing to read (lag 0)"]
         if age <= th["start_grace_seconds"]:
@@ -339,11 +466,7 @@ def _running(report: dict, now: float) -> tuple[Verdict, list[str]]:
             f"run {run['run_id']} started {age:.0f}s ago and has committed no batch while lag is "
             f"{lag['total']}, more than start_grace_seconds={th['start_grace_seconds']:g}"
         ]
-    commit_epoch = ck.get("_commit_epoch")
-    if commit_epoch is not None and run_start is not None and commit_epoch < run_start:
-        commit_epoch = None  # the run before this one committed it
-    commit_epoch = max([e for e in (progress_epoch, commit_epoch) if e is not None], default=None)
-    since = max([e for e in (commit_epoch, run_start) if e is not None], default=now)
+    since = max([e for e in (progress_epoch, run_start) if e is not None], default=now)
     quiet = now - since
     if lag["total"] > 0 and quiet > th["stalled_after_seconds"]:
         return Verdict.STALLED, [
@@ -355,8 +478,7 @@ def _running(report: dict, now: float) -> tuple[Verdict, list[str]]:
             f"lag {lag['total']} is above max_lag={th['max_lag']}; batches still commit (last {quiet:.0f}s ago)"
         ]
     return Verdict.HEALTHY, [
-        f"running; lag {lag['total']} ≤ max_lag={th['max_lag']}"
-        + (f"; last commit {quiet:.0f}s ago" if commit_epoch else "; nothing committed yet")
+        f"running; lag {lag['total']} ≤ max_lag={th['max_lag']}" + f"; last commit {quiet:.0f}s ago"
     ]
 
 
@@ -402,6 +524,7 @@ def pipeline_health(pipeline: Pipeline, *, now: float | None = None, end_offsets
         "stalled_after_seconds": round(h.stalled_after_triggers * trigger_seconds, 3),
         "dead_after_seconds": h.dead_after_seconds,
         "start_grace_seconds": h.start_grace_seconds,
+        "recovery_grace_seconds": h.recovery_grace_seconds,
     }
     facts = read_facts(pipeline, with_kafka_ledger=False, kafka_timeout=KAFKA_TIMEOUT, kafka_offsets=end_offsets)
     ck, ck_facts = _checkpoint_facts(pipeline, facts)

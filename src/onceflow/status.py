@@ -50,6 +50,14 @@ class IngestMode(StrEnum):
     AVAILABLE_NOW = "available-now"  # what Kafka holds now, then it ends
 
 
+class LockWork(StrEnum):
+    """Work other than a query that holds the run lock (run.json's `mode`, beside IngestMode's):
+    while it does, the stream does not run (onceflow.health says which work, not a verdict of a query)."""
+
+    RECOVERY = "recovery"  # `onceflow recover` executing a plan (onceflow.recovery)
+    BACKFILL = "backfill"  # a backfill comparing and writing a range (onceflow.spark.backfill)
+
+
 # how a run's final status reads in a sentence ("the last run finished at ...")
 ENDED: dict[str, str] = {
     RunStatus.FINISHED: "finished",
@@ -230,9 +238,7 @@ class RunLock:
     def acquire(self, **info) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         f = open(self.dir / "run.lock", "a+")  # noqa: SIM115 -- held open while the lock is: release() closes it
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _flock(f, PROBE_SECONDS):
             f.close()
             holder = self.holder() or {}
             raise AlreadyRunningError(
@@ -241,9 +247,10 @@ class RunLock:
                 "Fix: stop the running one first (SIGTERM stops it at a batch boundary)."
             ) from None
         self._file = f
-        self.info_path.write_text(
-            json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": now_iso(), **info})
-        )
+        # atomically: a reader sees the last holder's file or this one, never half of one
+        tmp = self.info_path.with_name(f".run.json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": now_iso(), **info}))
+        tmp.replace(self.info_path)
 
     def release(self) -> None:
         if self._file is not None:
@@ -270,8 +277,31 @@ class RunLock:
         except (OSError, ValueError):
             return None
 
+    def state(self) -> tuple[bool, dict | None]:
+        """(held, run.json of the holder or None): one look at the lock."""
+        held = self.is_held()
+        return held, self.holder() if held else None
+
     def __enter__(self) -> RunLock:
         return self
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+# is_held() takes the lock for a few microseconds to see whether it is free: a query (or a recovery)
+# that tries to take it in that instant retries this long instead of refusing as if a copy ran
+PROBE_SECONDS = 0.5
+
+
+def _flock(f: IO, seconds: float) -> bool:
+    """Take an exclusive flock on `f`, trying for up to `seconds`; False if another process holds it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)

@@ -1,22 +1,30 @@
 """One vocabulary for a pipeline's state: the verdicts of `onceflow checkpoint status`
 (onceflow.health), which the CLI colours, the Airflow sensors fire on and the Airflow page
 shows, plus the outcomes only the Airflow trigger adds. A StrEnum, so reports and trigger
-events keep plain strings ("healthy") and compare equal to the members."""
+events keep plain strings ("healthy") and compare equal to the members.
+
+Each verdict's facts are one row of VERDICTS (its exit code, terminal style, page colour, whether a
+recovery is for it, whether it alerts); EXIT_CODES, STYLES, COLORS, PROBLEMS and ALERTS derive from
+it, and so do the verdict enums of the published JSON Schemas (SCHEMA_ENUMS), so a new verdict is
+one member and one row."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
 class Verdict(StrEnum):
     HEALTHY = "healthy"  # running, this run committed (or has nothing to read), lag within bounds
-    STARTING = "starting"  # running, this run has not committed its first batch yet (within start grace)
+    STARTING = "starting"  # a launch or a new run on its way to its first batch (within start grace)
     LAGGING = "lagging"  # running, lag above max_lag, batches still commit
     STOPPED = "stopped"  # not running, and not wanted; the last run ended cleanly
     DOWN = "down"  # not running, but a stream DAG run wants it running (onceflow.control.Wanted)
     NOT_STARTED = "not_started"  # no checkpoint and no run recorded
     REMOTE = "remote"  # not running here, but a driver on another machine holds the pipeline's lease in the store
-    STALLED = "stalled"  # running, lag > 0, no batch committed for too long
+    RECOVERING = "recovering"  # a recovery holds the run lock or is at work (within health.recovery_grace_seconds)
+    BACKFILLING = "backfilling"  # a backfill holds the run lock: the stream waits for it
+    STALLED = "stalled"  # running, lag > 0, no batch committed for too long (or a recovery is stuck)
     DEAD = "dead"  # a run without a final event and no live process, or no heartbeat
     FAILED = "failed"  # the last run failed
     POISONED = "poisoned"  # the last runs all failed on the same batch (onceflow.poison): restarts cannot help
@@ -29,58 +37,61 @@ class Verdict(StrEnum):
     WINDOW_END = "window_end"  # a stream run's watch window ran out; the app runs on, the next run adopts it
 
 
+@dataclass(frozen=True)
+class Facts:
+    """What one verdict means to each reader."""
+
+    exit_code: int | None  # `onceflow checkpoint status`'s; None: not a verdict of that command
+    style: str | None = None  # rich style in the terminal
+    color: str | None = None  # badge colour on the Airflow page
+    problem: bool = False  # a recovery is for it (the stream DAG triggers `<p>_recover`)
+    alert: bool = False  # an outage or a fault: non-zero exit, red on the page
+
+
+GREEN, BLUE, GREY, ORANGE, RED = "#1b7f3b", "#2a6f97", "#555", "#b26b00", "#b00020"
+
+# docs/checkpoint-status.md's verdict table, row by row
+VERDICTS: dict[Verdict, Facts] = {
+    Verdict.HEALTHY: Facts(0, "bold green", GREEN),
+    Verdict.STARTING: Facts(0, "bold cyan", BLUE),
+    Verdict.LAGGING: Facts(0, "bold yellow", ORANGE),
+    Verdict.STOPPED: Facts(0, "bold cyan", GREY),
+    # an outage the stream DAG's next run repairs by starting the app, no recovery needed
+    Verdict.DOWN: Facts(1, "bold red", RED, alert=True),
+    Verdict.NOT_STARTED: Facts(0, "bold cyan", GREY),
+    Verdict.REMOTE: Facts(0, "bold cyan", BLUE),
+    # work that repairs or completes the pipeline holds it; a stuck recovery turns into a problem verdict
+    Verdict.RECOVERING: Facts(0, "bold cyan", BLUE),
+    Verdict.BACKFILLING: Facts(0, "bold cyan", BLUE),
+    Verdict.STALLED: Facts(1, "bold red", RED, problem=True, alert=True),
+    Verdict.DEAD: Facts(1, "bold red", RED, problem=True, alert=True),
+    Verdict.FAILED: Facts(1, "bold red", RED, problem=True, alert=True),
+    Verdict.POISONED: Facts(1, "bold red", RED, problem=True, alert=True),
+    Verdict.BROKEN: Facts(2, "bold red", RED, problem=True, alert=True),
+    Verdict.UNKNOWN: Facts(2, "bold magenta", ORANGE),
+    Verdict.WAITING: Facts(None),
+    Verdict.ERROR: Facts(None, color=RED),
+    Verdict.TIMEOUT: Facts(None),
+    Verdict.WINDOW_END: Facts(None),
+}
+
 # the problems a recovery is for (the stream DAG triggers `<p>_recover` on them)
-PROBLEMS = (Verdict.STALLED, Verdict.DEAD, Verdict.FAILED, Verdict.POISONED, Verdict.BROKEN)
-# every verdict that is an outage or a fault (non-zero exit, red on the page): DOWN is one that the
-# stream DAG's next run repairs by starting the app, no recovery needed
-ALERTS = (*PROBLEMS, Verdict.DOWN)
-
-# `onceflow checkpoint status` exit codes (docs/checkpoint-status.md)
-EXIT_CODES: dict[str, int] = {
-    Verdict.HEALTHY: 0,
-    Verdict.STARTING: 0,
-    Verdict.LAGGING: 0,
-    Verdict.STOPPED: 0,
-    Verdict.DOWN: 1,
-    Verdict.NOT_STARTED: 0,
-    Verdict.REMOTE: 0,
-    Verdict.STALLED: 1,
-    Verdict.DEAD: 1,
-    Verdict.FAILED: 1,
-    Verdict.POISONED: 1,
-    Verdict.BROKEN: 2,
-    Verdict.UNKNOWN: 2,
-}
-
+PROBLEMS = tuple(v for v, f in VERDICTS.items() if f.problem)
+# every verdict that is an outage or a fault (non-zero exit, red on the page)
+ALERTS = tuple(v for v, f in VERDICTS.items() if f.alert)
+# `onceflow checkpoint status` exit codes (docs/checkpoint-status.md); its verdicts are these keys
+EXIT_CODES: dict[str, int] = {v: f.exit_code for v, f in VERDICTS.items() if f.exit_code is not None}
+STATUS_VERDICTS = tuple(EXIT_CODES)
 # how the terminal shows each (rich styles) and the Airflow page (badge colours)
-STYLES: dict[str, str] = {
-    Verdict.HEALTHY: "bold green",
-    Verdict.STARTING: "bold cyan",
-    Verdict.DOWN: "bold red",
-    Verdict.LAGGING: "bold yellow",
-    Verdict.STOPPED: "bold cyan",
-    Verdict.NOT_STARTED: "bold cyan",
-    Verdict.REMOTE: "bold cyan",
-    Verdict.STALLED: "bold red",
-    Verdict.DEAD: "bold red",
-    Verdict.FAILED: "bold red",
-    Verdict.POISONED: "bold red",
-    Verdict.BROKEN: "bold red",
-    Verdict.UNKNOWN: "bold magenta",
-}
-COLORS: dict[str, str] = {
-    Verdict.HEALTHY: "#1b7f3b",
-    Verdict.STARTING: "#2a6f97",
-    Verdict.DOWN: "#b00020",
-    Verdict.LAGGING: "#b26b00",
-    Verdict.STOPPED: "#555",
-    Verdict.NOT_STARTED: "#555",
-    Verdict.REMOTE: "#2a6f97",
-    Verdict.STALLED: "#b00020",
-    Verdict.DEAD: "#b00020",
-    Verdict.FAILED: "#b00020",
-    Verdict.POISONED: "#b00020",
-    Verdict.BROKEN: "#b00020",
-    Verdict.UNKNOWN: "#b26b00",
-    Verdict.ERROR: "#b00020",
+STYLES: dict[str, str] = {v: f.style for v, f in VERDICTS.items() if f.style}
+COLORS: dict[str, str] = {v: f.color for v, f in VERDICTS.items() if f.color}
+
+# the verdict enum of each published JSON Schema (docs/schemas/), in Verdict's order; the files are
+# checked against these (tests/unit/test_verdicts.py) and rewritten by `python -m devkit.verdict_schemas`
+SCHEMA_ENUMS: dict[str, tuple[str, ...]] = {
+    "checkpoint-status.schema.json": STATUS_VERDICTS,
+    # an event the trigger fires (error has a shape of its own) or the sensor's XCom (window_end)
+    "airflow-health-event.schema.json": (*STATUS_VERDICTS, Verdict.TIMEOUT, Verdict.WINDOW_END),
+    # a row of the onceflow page; a pipeline it cannot read is `error`
+    "onceflow-page-pipelines.schema.json": (*STATUS_VERDICTS, Verdict.ERROR),
 }

@@ -31,7 +31,7 @@ GOOD = (ROOT / "pipelines" / "payments.yaml").read_text()
         (
             GOOD + "colour: red\n",
             "  field `colour`: unknown field. Fix: remove it, or use one of: name, source, schema, "
-            "sinks, checkpoint, trigger, health, spark_master (docs/pipeline-config.md)",
+            "sinks, checkpoint, trigger, health, airflow, spark_master (docs/pipeline-config.md)",
         ),
         (
             GOOD.replace("checkpoint: checkpoints/payments\n", ""),

@@ -118,8 +118,9 @@ def held(pipeline):
     lock.release()
 
 
-def check(pipeline, offsets=None, **kw) -> dict:
-    report = validate(pipeline_health(pipeline, now=NOW, end_offsets=offsets or kafka({0: 30, 1: 35}), **kw))
+def check(pipeline, offsets=None, now_offset: float = 0, **kw) -> dict:
+    now = NOW + now_offset
+    report = validate(pipeline_health(pipeline, now=now, end_offsets=offsets or kafka({0: 30, 1: 35}), **kw))
     assert report["exit_code"] == EXIT_CODES[report["verdict"]]
     return report
 
@@ -309,7 +310,8 @@ def test_a_wanted_stream_with_no_app_is_down_and_an_unwanted_one_stopped(pipelin
     assert "pay_stream/run-7 wants it running" in r["reasons"][0] and r["run"]["wanted"]["by"] == "pay_stream/run-7"
     RecoveryMarker(pipeline.state_path).begin("rec-1", now=NOW - 5)
     r = check(pipeline)
-    assert r["verdict"] == "down" and "recovery run rec-1 is at work" in r["reasons"][0]
+    assert r["verdict"] == "recovering" and "recovery rec-1 is at work" in r["reasons"][0], r["reasons"]
+    RecoveryMarker(pipeline.state_path).clear()
     Wanted(pipeline.state_path).want(300, by="old", now=NOW - 400)  # never shortens: still wanted
     assert check(pipeline)["verdict"] == "down"
     Wanted(pipeline.state_path).clear()
@@ -389,8 +391,9 @@ def test_real_client_against_a_closed_port_reports_instead_of_raising(pipeline):
 def test_cli_status_json_and_exit_codes(pipeline, tmp_path, capsys, held):
     from onceflow import cli
 
-    committed_checkpoint(pipeline)
+    ck = committed_checkpoint(pipeline)
     status(pipeline, started(100), progress(90, 1), base=time.time())  # the CLI checks at real time
+    os.utime(ck / "commits" / "1", (time.time() - 90, time.time() - 90))  # committed with its progress event
     yaml_file = tmp_path / "pay.yaml"
     yaml_file.write_text(json.dumps(json.loads(pipeline.model_dump_json())))  # JSON is YAML
     code = cli.main(["checkpoint", "status", "--pipeline", str(yaml_file), "--json"])
@@ -443,3 +446,126 @@ def test_a_new_run_whose_position_is_not_known_yet_is_starting_not_unknown(pipel
     r = check(latest, kafka({0: 80, 1: 35}))
     assert r["lag"]["total"] is None and r["verdict"] == "starting", r["reasons"]
     assert check(latest, unreachable)["verdict"] == "unknown"  # Kafka down: not a start-up matter
+
+
+# -- issue 48: verdicts that never lie, not even for one poll ------------------------------------
+def _holder(pipeline, ago: float, **info) -> RunLock:
+    """The run lock, held by a process whose run.json says `info` (taken `ago` s before NOW)."""
+    lock = RunLock(pipeline.state_path)
+    lock.acquire(**info)
+    lock.info_path.write_text(json.dumps({**json.loads(lock.info_path.read_text()), "started": iso(NOW - ago)}))
+    return lock
+
+
+def test_a_recovery_holding_the_lock_is_recovering_never_a_healthy_stream(pipeline):
+    """The issue's case: `onceflow recover` held the run lock and the verdict was `healthy`, exit 0
+    ("nothing committed yet"); past dead_after_seconds it became `dead` ("the job hangs")."""
+    from onceflow.config import Health
+
+    committed_checkpoint(pipeline)
+    status(pipeline, started(300), progress(200, 1))  # the killed run: no final event
+    lock = _holder(pipeline, 5, run_id="recovery-1", mode="recovery")
+    try:
+        r = check(pipeline, kafka({0: 31, 1: 35}))  # was: healthy, "lag 1 ≤ max_lag=100; nothing committed yet"
+        assert r["verdict"] == "recovering" and r["exit_code"] == 0, r["reasons"]
+        assert "holding the run lock" in r["reasons"][0] and "no query runs" in r["reasons"][1]
+        lock.info_path.write_text(json.dumps({**lock.holder(), "started": iso(NOW - 100)}))
+        assert check(pipeline)["verdict"] == "recovering", "past dead_after_seconds: a recovery is no hung job"
+        lock.info_path.write_text(json.dumps({**lock.holder(), "started": iso(NOW - 1000)}))
+        r = check(pipeline)
+        assert r["verdict"] == "stalled" and r["exit_code"] == 1, "a stuck recovery is caught"
+        assert "more than recovery_grace_seconds=900" in r["reasons"][-1]
+    finally:
+        lock.release()
+    assert Health().recovery_grace_seconds == r["thresholds"]["recovery_grace_seconds"]
+
+
+def test_what_a_recovery_at_work_repairs_is_recovering_and_its_own_apps_failure_is_told(pipeline):
+    from onceflow.control import RecoveryMarker
+
+    committed_checkpoint(pipeline)
+    status(pipeline, started(300), progress(200, 1))  # killed
+    assert check(pipeline)["verdict"] == "dead"
+    RecoveryMarker(pipeline.state_path).begin("p_recover/run-1", now=NOW - 60)  # the Airflow recovery, lock free
+    r = check(pipeline)
+    assert r["verdict"] == "recovering" and r["exit_code"] == 0 and "no final event" in r["reasons"][1]
+    assert check(pipeline, now_offset=2000)["verdict"] == "dead"  # past the grace: the problem again
+    # the app the recovery started fails: its sensor must see `failed`, not `recovering`
+    status(pipeline, started(30), ("final", 20, {"status": "failed", "error": "boom"}))
+    assert check(pipeline)["verdict"] == "failed"
+
+
+def test_a_backfill_holding_the_lock_is_backfilling(pipeline):
+    committed_checkpoint(pipeline)
+    status(pipeline, started(300), progress(200, 1), ("final", 100, {"status": "stopped", "error": None}))
+    lock = _holder(pipeline, 500, mode="backfill")
+    try:
+        r = check(pipeline)
+    finally:
+        lock.release()
+    assert r["verdict"] == "backfilling" and r["exit_code"] == 0 and "a backfill" in r["reasons"][0], r["reasons"]
+
+
+def test_a_holder_read_before_a_restart_never_judges_the_new_run(pipeline):
+    """The issue's `dead` "the last sign of life since the lock was taken is 190 s old" while the new
+    app had committed: the lock was read with the other facts (the recovery's, taken 190 s before),
+    the status log after the sink ledgers and Kafka, by which time the recovery had released the lock
+    and the new app had started and committed. The lock is read again until both reads agree."""
+    committed_checkpoint(pipeline)
+    status(pipeline, started(400), progress(300, 1))  # killed
+    recovery = _holder(pipeline, 190, run_id="recovery-1", mode="recovery")
+    app: list[RunLock] = []
+
+    def restart_meanwhile(cluster, topic):  # Kafka is asked between the lock and the status log
+        recovery.release()
+        app.append(_holder(pipeline, 12, run_id="run-2", mode="continuous"))
+        status(pipeline, *((*e[:2], {**e[2], "run_id": "run-2"}) for e in (started(12), progress(1, 2))))
+        return {"earliest": {0: 0, 1: 0}, "latest": {0: 30, 1: 35}}
+
+    try:
+        r = check(pipeline, restart_meanwhile)
+    finally:
+        for lock in app:
+            lock.release()
+    assert r["verdict"] == "healthy" and r["run"]["holder"]["run_id"] == "run-2", r["reasons"]
+
+
+def test_a_commit_its_progress_event_has_not_followed_yet_is_a_sign_of_life(pipeline, held):
+    """A run whose first batch took long: started 190 s ago, no progress or idle event yet, but the
+    checkpoint committed the batch a second ago (Spark's listener bus posts the event after)."""
+    ck = committed_checkpoint(pipeline)
+    status(pipeline, started(190))
+    os.utime(ck / "commits" / "1", (NOW - 1, NOW - 1))
+    r = check(pipeline, kafka({0: 31, 1: 35}))
+    assert r["verdict"] == "healthy" and "last commit 1s ago" in r["reasons"][0], r["reasons"]
+    # a batch planned 10 s ago and still running is alive too; one planned 190 s ago is not
+    (ck / "offsets" / "2").write_text((ck / "offsets" / "1").read_text())
+    os.utime(ck / "commits" / "1", (NOW - 185, NOW - 185))
+    os.utime(ck / "offsets" / "2", (NOW - 10, NOW - 10))
+    assert check(pipeline)["verdict"] != "dead"
+    os.utime(ck / "offsets" / "2", (NOW - 184, NOW - 184))
+    assert check(pipeline)["verdict"] == "dead"
+
+
+def test_a_launch_in_progress_is_starting_not_down_until_its_process_exits_or_its_bound(pipeline):
+    """The issue's case: `down` (exit 1) for 2-3 s at every first launch, before the app takes its lock."""
+    import subprocess
+    import sys
+
+    from onceflow.control import Launching, Wanted
+
+    Wanted(pipeline.state_path).want(300, by="pay_stream/run-1", now=NOW - 1)
+    assert check(pipeline)["verdict"] == "down"  # never started, wanted, nothing on its way
+    launched = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        Launching(pipeline.state_path).begin(
+            180, by="pay_stream/run-1", pid=launched.pid, host=socket.gethostname(), now=NOW - 2
+        )
+        r = check(pipeline)
+        assert r["verdict"] == "starting" and r["exit_code"] == 0, r["reasons"]
+        assert "pay_stream/run-1 launched the app 2s ago" in r["reasons"][0]
+        assert check(pipeline, now_offset=200)["verdict"] == "down", "a launch that never comes up"
+    finally:
+        launched.kill()
+        launched.wait()
+    assert check(pipeline)["verdict"] == "down", "the launched process exited before it took the lock"

@@ -92,3 +92,23 @@ def test_a_run_that_ended_says_how_and_a_failed_one_names_its_batch(tmp_path):
 def test_no_run_is_an_empty_run(tmp_path):
     run = StatusLog(tmp_path, "p").newest_run()
     assert run.events == () and run.run_id is None and run.summary() == {} and run.as_dict()["batches"] == 0
+
+
+def test_a_probe_holding_the_lock_for_an_instant_does_not_make_a_start_refuse(tmp_path):
+    """is_held() takes the lock for microseconds to see whether it is free; health polls it every
+    second, and a query starting in that instant refused as if a copy ran. It retries briefly."""
+    import fcntl
+    import threading
+
+    from onceflow.status import RunLock
+
+    tmp_path.mkdir(exist_ok=True)
+    probe = open(tmp_path / "run.lock", "a+")  # noqa: SIM115 -- released by the timer below
+    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    threading.Timer(0.1, probe.close).start()  # the probe lets go 0.1 s later
+    lock = RunLock(tmp_path)
+    lock.acquire(run_id="r", mode="continuous")
+    try:
+        assert lock.holder()["run_id"] == "r"
+    finally:
+        lock.release()

@@ -18,6 +18,7 @@ A recovery launches the app the same way, as the one query allowed while it work
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ from onceflow import processes
 from onceflow.airflow.hooks import OnceflowHook
 from onceflow.airflow.sensors import stream_run_id
 from onceflow.airflow.spark_submit import STOP_MARGIN, OnceflowSparkSubmitOperator
+from onceflow.control import Launching
 from onceflow.polling import wait_for
 from onceflow.status import IngestMode
 
@@ -88,8 +90,10 @@ class StreamOperator(OnceflowSparkSubmitOperator):
                 raise AirflowSkipException(f"{hook.name}: stream run {other.get('run')} is at work; not a second one")
             if self.recovery_run:
                 hook.recovery_marker.renew(str(self.recovery_run))
-            lease = hook.wanted.want(seconds, by=by)
             holder = hook.running_job()
+            if holder is None:  # said before it is wanted: never `down` while the app is on its way
+                Launching(hook.pipeline.state_path).begin(LAUNCH_TIMEOUT, by=by, host=socket.gethostname())
+            lease = hook.wanted.want(seconds, by=by)
         if holder is not None:
             self.log.info(
                 "%s: adopting the running app (pid %s, run %s, since %s); wanted until %s",
@@ -100,9 +104,12 @@ class StreamOperator(OnceflowSparkSubmitOperator):
                 lease.as_dict()["until"],
             )
             return self._outcome(True, None, holder, lease.until)
-        return self._launch(context, lease.until)
+        try:
+            return self._launch(context, lease.until, by)
+        finally:  # the app holds the run lock now, or the launch failed: no launch is in progress
+            Launching(hook.pipeline.state_path).clear()
 
-    def _launch(self, context: Any, lease_until: float) -> dict:
+    def _launch(self, context: Any, lease_until: float, by: str) -> dict:
         hook = self.onceflow
         self.app_log = log_path = _app_log(hook.pipeline.state_path)  # the app records it in run.json
         work = self.ready(context)
@@ -120,6 +127,8 @@ class StreamOperator(OnceflowSparkSubmitOperator):
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        # health tells a launch in progress (`starting`) while this process lives, for LAUNCH_TIMEOUT at most
+        Launching(hook.pipeline.state_path).begin(LAUNCH_TIMEOUT, by=by, pid=proc.pid, host=socket.gethostname())
         self.log.info("%s: launched the app (spark-submit pid %s); its log: %s", hook.name, proc.pid, log_path)
 
         def holder() -> dict | None:

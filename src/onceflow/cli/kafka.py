@@ -29,7 +29,8 @@ def add_parser(sub) -> None:
         type=number("--brokers", minimum=1, what="the node count"),
         default=1,
         help="start | stop | status: 3 or more runs a replicated KRaft cluster on free ports "
-        "(replication factor N, min.insync.replicas N-1) in <state>/kafka-cluster",
+        "(replication factor N, min.insync.replicas N-1) in <state>/kafka-cluster; start also brings back "
+        "the nodes of a running cluster that stopped, leaving the others as they are",
     )
     p.add_argument(
         "--pipeline",
@@ -44,7 +45,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--timeout", type=float, default=90, help="seconds to wait for start-up")
     p.add_argument("--lines", type=int, default=50, help="log lines to show (logs)")
-    p.add_argument("--json", action="store_true", help="status as JSON")
+    p.add_argument("--json", action="store_true", help="status as JSON (a cluster's: its bootstrap and each node's)")
     p.set_defaults(func=cmd_kafka, check=check_args)
 
 
@@ -151,9 +152,16 @@ def cmd_cluster(args) -> int:
         out.print("Kafka cluster stopped")
     elif args.action == "status":
         states = [n.status() for n in cluster.nodes]
+        ready = all(s.ready for s in states)
+        if args.json:
+            nodes = [{"node_id": i, **s.__dict__} for i, s in enumerate(states, start=1)]
+            out.print_json(json.dumps({"bootstrap": cluster.bootstrap, "ready": ready, "nodes": nodes}))
+            return 0 if ready else 1
         for i, s in enumerate(states, start=1):
             out.print(f"node {i}: {'ready' if s.ready else 'running' if s.running else 'stopped'} on {s.bootstrap}")
-        return 0 if all(s.ready for s in states) else 1
+        if not ready:
+            out.print(f"start its stopped nodes (running ones stay): onceflow kafka start --brokers {args.brokers}")
+        return 0 if ready else 1
     else:
         out.print(f"`onceflow kafka {args.action}` is for the single broker; a cluster node's log is in {cluster.dir}")
         return 2

@@ -25,7 +25,7 @@ from onceflow.recovery.facts import Facts, gather
 from onceflow.recovery.plan import Plan
 from onceflow.recovery.record import Outcome, RecoveryRecord, new_stamp
 from onceflow.sinks import driver_lease
-from onceflow.status import AlreadyRunningError, RunLock
+from onceflow.status import AlreadyRunningError, LockWork, RunLock
 
 __all__ = ["Facts", "Plan", "RecoveryResult", "decide", "execute", "gather", "plan_recovery", "recover"]
 
@@ -60,7 +60,7 @@ def recover(
     held = False
     if not dry_run:
         try:
-            lock.acquire(run_id=f"recovery-{stamp}", mode="recovery", pipeline=pipeline.name)
+            lock.acquire(run_id=f"recovery-{stamp}", mode=LockWork.RECOVERY, pipeline=pipeline.name)
             held = True
         except AlreadyRunningError:
             held = False

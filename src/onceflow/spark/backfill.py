@@ -79,11 +79,11 @@ def run_backfill(
     from onceflow.ledger import read_ledger
     from onceflow.reconcile import first_offsets
     from onceflow.sinks import driver_lease, table_paths
-    from onceflow.status import AlreadyRunningError, RunLock
+    from onceflow.status import AlreadyRunningError, LockWork, RunLock
 
     lock = RunLock(pipeline.state_path)  # the tables must not move under the comparison
     try:
-        lock.acquire(mode="backfill", pipeline=pipeline.name)
+        lock.acquire(mode=LockWork.BACKFILL, pipeline=pipeline.name)
     except AlreadyRunningError as exc:
         raise BackfillError(
             f"{pipeline.name}: {exc} A backfill compares the range with the tables, so it runs "

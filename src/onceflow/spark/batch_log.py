@@ -47,8 +47,11 @@ class BatchLog:
         every: float = LINE_EVERY,
         idle_every: float = IDLE_EVERY,
         clock: Callable[[], float] = time.monotonic,
+        trigger_seconds: float | None = None,
     ):
         self.log = log
+        self.trigger_seconds = trigger_seconds  # a continuous run's interval (None: available-now)
+        self.behind_said = False
         self.max_lag = max_lag
         self.every = every
         self.idle_every = idle_every
@@ -63,6 +66,13 @@ class BatchLog:
         p.last, p.batches, p.rows = batch_id, p.batches + 1, p.rows + rows
         p.seconds, p.last_seconds, p.lag = p.seconds + seconds, seconds, lag
         self.pending, self.last_batch = p, batch_id
+        if not self.behind_said and self.trigger_seconds is not None and seconds > self.trigger_seconds:
+            self.behind_said = True  # said once a run: Spark's own warning is silenced (onceflow.spark.session)
+            self.log(
+                f"batch {batch_id} took {seconds:.1f} s, longer than the trigger interval "
+                f"({self.trigger_seconds:g} s): the next batch starts at once, and batches run back to back "
+                "while they take this long (said once a run; the lag on each line tells whether they keep up)"
+            )
         if self.clock() - self.last_line >= self.every:
             self.flush()
 

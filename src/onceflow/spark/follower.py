@@ -216,11 +216,28 @@ class BronzeFollower:
             faults.maybe_crash(f"after_{self.sink}_commit", e.batch_id)
         for e in entries:
             self.floor.update(e.end)
-        span = f"batch {group[0].batch_id}" if len(group) == 1 else f"batches {group[0].batch_id}–{last.batch_id}"
+        span = merged_span([(e.generation, e.batch_id) for e in group])
         self.log(
             f"{self.pipeline.name}: {self.sink}: merged {span} ({total:,} rows){self.via} "
             f"in {time.monotonic() - started:.1f}s"
         )
+
+
+def merged_span(batches: list[tuple[int, int]]) -> str:
+    """The (generation, batch id)s of one merge in words: `batch 7`, `batches 3–9`, and per
+    generation across a change (`batches 56–58 of generation 0, 0–3 of generation 1`), since batch
+    ids start again in a new generation and one range across it (`56–3`) reads as nonsense."""
+    ids: dict[int, list[int]] = {}
+    for generation, batch in batches:
+        ids.setdefault(generation, []).append(batch)
+
+    def run(b: list[int]) -> str:
+        return f"{b[0]}" if len(b) == 1 else f"{b[0]}–{b[-1]}"
+
+    if len(ids) == 1:
+        only = next(iter(ids.values()))
+        return f"batch {only[0]}" if len(only) == 1 else f"batches {run(only)}"
+    return "batches " + ", ".join(f"{run(b)} of generation {g}" for g, b in ids.items())
 
 
 class AggregatesMerger(BronzeFollower):

@@ -167,7 +167,14 @@ def run_ingest(
         # query.stop() fails after this long instead of waiting forever for the stream thread
         spark.conf.set("spark.sql.streaming.stopTimeout", str(_STOP_JOIN_MS))
         follower = Follower(spark, pipeline, ledgers, continuous=mode == IngestMode.CONTINUOUS, log=log)
-        listener = StatusListener(status, run_id, pipeline.source.topic, log=log, max_lag=pipeline.health.max_lag)
+        listener = StatusListener(
+            status,
+            run_id,
+            pipeline.source.topic,
+            log=log,
+            max_lag=pipeline.health.max_lag,
+            trigger_seconds=pipeline.trigger.seconds if mode == IngestMode.CONTINUOUS else None,
+        )
         spark.streams.addListener(listener)
         request = StopRequest()
         request.install()

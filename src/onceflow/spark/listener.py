@@ -32,8 +32,16 @@ def _end_offsets(progress, topic: str, which: str = "endOffset") -> dict[str, in
 
 
 class StatusListener(StreamingQueryListener):
-    def __init__(self, status: StatusLog, run_id: str, topic: str, log=None, max_lag: int | None = None):
-        self.batch_log = BatchLog(log, max_lag) if log is not None else None
+    def __init__(
+        self,
+        status: StatusLog,
+        run_id: str,
+        topic: str,
+        log=None,
+        max_lag: int | None = None,
+        trigger_seconds: float | None = None,
+    ):
+        self.batch_log = BatchLog(log, max_lag, trigger_seconds=trigger_seconds) if log is not None else None
         self.status = status
         self.run_id = run_id
         self.topic = topic

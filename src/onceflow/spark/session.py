@@ -157,10 +157,17 @@ appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
 # on an object store, one warning per checkpoint folder that S3A has no FileContext rename (docs/storage.md)
 logger.checkpointfiles.name = {checkpoint_files}
 logger.checkpointfiles.level = ERROR
+# "Current batch is falling behind" for every batch longer than the trigger: onceflow says it once a run
+logger.fallingbehind.name = {falling_behind}
+logger.fallingbehind.level = ERROR
 """
 # Spark warns, for every checkpoint and _delta_log folder on S3, that it falls back to the FileSystem API
 # "if rename() is not atomic": known and argued in docs/storage.md, so said once there, not per folder
 CHECKPOINT_FILES_LOGGER = "org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager"
+# Spark warns "Current batch is falling behind" for every batch that outlasts the trigger interval (≈ 60
+# lines a run on S3): onceflow's batch log says it once a run instead (onceflow.spark.batch_log)
+FALLING_BEHIND_LOGGER = "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor"
+QUIETED = (CHECKPOINT_FILES_LOGGER, FALLING_BEHIND_LOGGER)  # set to ERROR unless the level is DEBUG
 
 
 def spark_log_level() -> str:
@@ -173,7 +180,9 @@ def log4j2_file() -> Path:
     spark-submit starts the driver with Spark's default profile (INFO, ~80 lines before the
     app runs); `-Dlog4j2.configurationFile` pointing here makes it WARN from the start."""
     path = spark_dir() / "log4j2.properties"
-    text = LOG4J2.format(level=spark_log_level(), checkpoint_files=CHECKPOINT_FILES_LOGGER)
+    text = LOG4J2.format(
+        level=spark_log_level(), checkpoint_files=CHECKPOINT_FILES_LOGGER, falling_behind=FALLING_BEHIND_LOGGER
+    )
     if not path.is_file() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -214,7 +223,8 @@ def build_session(
     spark.sparkContext.setLogLevel(spark_log_level())
     jvm = spark._jvm
     if jvm is not None and spark_log_level() != "DEBUG":
-        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-            CHECKPOINT_FILES_LOGGER, jvm.org.apache.logging.log4j.Level.ERROR
-        )
+        for logger in QUIETED:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+                logger, jvm.org.apache.logging.log4j.Level.ERROR
+            )
     return spark

@@ -117,3 +117,39 @@ def test_the_newest_app_logs_are_kept(tmp_path):
     kept = sorted(p.name for p in folder.glob("*.log"))
     assert len(kept) == APP_LOGS - 1 and kept[0] == f"20260101T0000{6:02d}Z-1.log"
     assert new.parent == folder and not new.exists()
+
+
+def test_a_launch_is_marked_from_before_it_is_wanted_until_the_app_holds_its_lock(file, tmp_path, monkeypatch):
+    """`checkpoint status` reads a launch in progress as `starting`, never `down` (issue 48): the
+    launcher marks it (launching.json, with the launched pid) and clears it once the app runs."""
+    import json
+    import sys
+
+    from onceflow.control import Launching
+
+    op = StreamOperator(task_id="stream", pipeline_file=str(file), lease_seconds="900")
+    state = op.onceflow.pipeline.state_path
+    seen, release = tmp_path / "seen.json", tmp_path / "release"
+    app = (  # what the launched app saw of the marker, then its run lock, held until the test ends
+        "import json, os, pathlib, sys, time\n"
+        "from onceflow.control import Launching, Wanted\n"
+        "from onceflow.status import RunLock\n"
+        f"state = {str(state)!r}\n"
+        "m = Launching(state).current()\n"
+        f"pathlib.Path({str(seen)!r}).write_text(json.dumps({{'marker': m and m.as_dict(), 'pid': os.getpid(),"
+        " 'wanted': Wanted(state).current() is not None}))\n"
+        "lock = RunLock(state); lock.acquire(run_id='app-run', mode='continuous')\n"
+        f"while not os.path.exists({str(release)!r}): time.sleep(0.05)\n"
+    )
+    monkeypatch.setattr(op, "ready", lambda context: tmp_path)
+    monkeypatch.setattr(
+        op, "_get_hook", lambda: SimpleNamespace(_build_spark_submit_command=lambda _: [sys.executable, "-c", app])
+    )
+    try:
+        out = op.execute(_context())
+    finally:
+        release.write_text("")
+    marker = json.loads(seen.read_text())
+    assert marker["wanted"] and marker["marker"]["by"] == "p_stream/run-1", marker
+    assert marker["marker"]["pid"] == marker["pid"] == out["pid"] and out["adopted"] is False
+    assert Launching(state).current() is None, "the app holds its lock: no launch is in progress"

@@ -82,3 +82,14 @@ def test_env_exports_round_trip_through_a_shell_and_status_says_secure(tmp_path,
     assert "secure (SASL_SSL, SCRAM-SHA-512, ACLs)" in " ".join(said.out.split())
     for user in json.loads(broker.credentials_file.read_text()).values():
         assert user["sasl.password"] not in said.out + said.err
+
+
+def test_a_clusters_status_as_json_is_json_naming_each_node(tmp_path, monkeypatch, capsys):
+    """`onceflow kafka status --brokers 3 --json` printed plain text though its help promises JSON (issue 48)."""
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path))
+    assert main(["kafka", "status", "--brokers", "3", "--json"]) == 1  # never started: every node stopped
+    data = json.loads(capsys.readouterr().out)
+    assert data["ready"] is False and [n["node_id"] for n in data["nodes"]] == [1, 2, 3]
+    assert all(not n["running"] and n["bootstrap"] in data["bootstrap"] for n in data["nodes"])
+    assert main(["kafka", "status", "--brokers", "3"]) == 1
+    assert "onceflow kafka start --brokers 3" in " ".join(capsys.readouterr().out.split())

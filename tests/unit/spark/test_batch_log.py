@@ -104,3 +104,22 @@ def test_closing_the_listener_prints_the_batches_still_pending_once(tmp_path):
     listener.close()
     listener.onQueryTerminated(SimpleNamespace(id="q"))
     assert lines == ["batch 0: 5 rows in 0.3 s; lag 0 (healthy)"]
+
+
+def test_batches_longer_than_the_trigger_are_said_once_a_run():
+    """Spark warned "Current batch is falling behind" for almost every batch on S3 (≈ 60 lines a run,
+    issue 48): its logger is quieted (onceflow.spark.session) and the batch log says it once."""
+    lines: list[str] = []
+    clock = ManualClock()
+    log = BatchLog(lines.append, every=5, clock=clock, trigger_seconds=1.0)
+    log.batch(0, rows=10, seconds=0.5, lag=0)
+    for i in range(1, 60):
+        log.batch(i, rows=10, seconds=2.5, lag=0)
+    behind = [line for line in lines if "longer than the trigger interval" in line]
+    assert behind == [
+        "batch 1 took 2.5 s, longer than the trigger interval (1 s): the next batch starts at once, and batches "
+        "run back to back while they take this long (said once a run; the lag on each line tells whether they keep up)"
+    ]
+    quiet = BatchLog(lines.append, clock=clock)  # available-now: no interval to fall behind
+    quiet.batch(0, rows=1, seconds=99, lag=0)
+    assert len([line for line in lines if "trigger interval" in line]) == 1

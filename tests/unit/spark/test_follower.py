@@ -54,3 +54,13 @@ def test_an_available_now_run_merges_at_its_end_unless_much_has_gathered():
     assert schedule.wait() is None
     assert schedule.due(batches=10, rows=AVAILABLE_NOW_GROUP_ROWS, new=True)
     assert schedule.due(batches=MAX_GROUP_BATCHES, rows=0, new=True), "a commit holds at most this many entries"
+
+
+def test_a_merge_across_a_generation_change_names_its_batches_per_generation():
+    """The log read `aggregates: merged batches 56–3` across a generation change (issue 48)."""
+    from onceflow.spark.follower import merged_span
+
+    assert merged_span([(0, 7)]) == "batch 7"
+    assert merged_span([(0, 3), (0, 4), (0, 9)]) == "batches 3–9"
+    assert merged_span([(0, 56), (0, 57), (1, 0), (1, 3)]) == "batches 56–57 of generation 0, 0–3 of generation 1"
+    assert merged_span([(0, 56), (1, 0)]) == "batches 56 of generation 0, 0 of generation 1"

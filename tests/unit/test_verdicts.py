@@ -1,0 +1,64 @@
+"""The verdict vocabulary: one row of facts per verdict, and the published schemas' enums generated
+from it (a verdict the sensors fire on can never be missing from a schema again: issue 50)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from devkit.verdict_schemas import SCHEMAS, generated
+from onceflow.verdicts import ALERTS, COLORS, EXIT_CODES, PROBLEMS, SCHEMA_ENUMS, STYLES, VERDICTS, Verdict
+
+
+def _enums(node) -> list[list[str]]:
+    """Every `verdict` enum in a JSON Schema document, wherever it sits."""
+    found = []
+    if isinstance(node, dict):
+        verdict = (node.get("properties") or {}).get("verdict") or {}
+        if "enum" in verdict:
+            found.append(verdict["enum"])
+        for value in node.values():
+            found += _enums(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += _enums(value)
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMA_ENUMS))
+def test_each_schema_lists_exactly_the_verdicts_generated_from_the_enum(name):
+    text = (SCHEMAS / name).read_text()
+    assert text == generated(name, text), (
+        f"docs/schemas/{name}'s verdict enum differs from onceflow.verdicts.SCHEMA_ENUMS: "
+        "run `python -m devkit.verdict_schemas`"
+    )
+    assert _enums(json.loads(text)) == [[str(v) for v in SCHEMA_ENUMS[name]]]
+
+
+def test_every_verdict_of_the_command_reaches_every_schema():
+    for name, enum in SCHEMA_ENUMS.items():
+        assert set(EXIT_CODES) <= set(enum), name
+    assert set(SCHEMA_ENUMS["airflow-health-event.schema.json"]) >= {Verdict.NOT_STARTED, Verdict.WINDOW_END}
+
+
+def test_every_verdict_has_one_row_and_the_tables_derive_from_it():
+    assert set(VERDICTS) == set(Verdict)
+    assert set(STYLES) == set(EXIT_CODES), "the terminal can show every verdict the command gives"
+    assert set(EXIT_CODES) | {Verdict.ERROR} <= set(COLORS), "the page can show every verdict it lists"
+    assert all(v in ALERTS for v in PROBLEMS) and Verdict.DOWN in ALERTS and Verdict.DOWN not in PROBLEMS
+    assert all(EXIT_CODES[v] != 0 for v in ALERTS), "an alert is a non-zero exit"
+    # work that repairs or completes the pipeline is no alert (a stuck recovery turns into one: test_health)
+    assert EXIT_CODES[Verdict.RECOVERING] == EXIT_CODES[Verdict.STARTING] == 0
+
+
+def test_the_generator_refuses_a_file_it_cannot_place_the_enum_in():
+    with pytest.raises(ValueError, match="expected one"):
+        generated("checkpoint-status.schema.json", '{"properties": {}}')
+
+
+def test_a_drifted_file_is_rewritten_to_the_generated_enum(tmp_path):
+    name = "onceflow-page-pipelines.schema.json"
+    drifted = (SCHEMAS / name).read_text().replace('"down", ', "")
+    assert drifted != (SCHEMAS / name).read_text()
+    assert generated(name, drifted) == (SCHEMAS / name).read_text()
