@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -407,6 +409,33 @@ def test_cli_status_json_and_exit_codes(pipeline, tmp_path, capsys, held):
     text = capsys.readouterr().out
     assert code == 1 and "DEAD" in text and "no final event" in text  # no lock, no final: died
     assert "partition" in text and "30" in text and "35" in text
+
+
+def test_cli_status_watch_looks_again_in_one_process(pipeline, tmp_path, capsys, held):
+    """`--watch`: one process, a report a line with --json, the exit code the last look's."""
+    from onceflow import cli
+
+    committed_checkpoint(pipeline)
+    status(pipeline, started(100), progress(90, 1), base=time.time())
+    yaml_file = tmp_path / "pay.yaml"
+    yaml_file.write_text(json.dumps(json.loads(pipeline.model_dump_json())))
+    args = ["checkpoint", "status", "--pipeline", str(yaml_file), "--json", "--watch", "0.1", "--count", "3"]
+    code = cli.main(args)
+    lines = capsys.readouterr().out.splitlines()
+    reports = [validate(json.loads(line)) for line in lines]
+    assert len(reports) == 3 and code == reports[-1]["exit_code"], lines
+
+
+def test_a_status_poll_imports_no_other_command():
+    """`onceflow checkpoint status` builds only its own command's parser: the audit's, the demo's and
+    the producer's imports are not paid by a poll."""
+    code = (
+        "import sys; from onceflow.cli.app import build_parser; "
+        "build_parser(['checkpoint', 'status']).parse_args(['checkpoint', 'status']); "
+        "print(sorted(m for m in sys.modules if m.startswith('onceflow.cli.')))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "['onceflow.cli.app', 'onceflow.cli.checkpoint', 'onceflow.cli.console']", loaded
 
 
 def test_cli_show_reports_problems_and_exit_codes(pipeline, capsys):

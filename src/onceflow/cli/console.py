@@ -29,6 +29,12 @@ def print_json(data: dict) -> None:
     sys.stdout.flush()
 
 
+def print_json_line(data: dict) -> None:
+    """`data` as one line of JSON on stdout (JSON Lines: a report a line, for `--watch`)."""
+    sys.stdout.write(json.dumps(data, default=str, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
 def number(flag: str, kind: type = int, minimum: float = 0, below: float | None = None, what: str = "the value"):
     """An argparse `type` that refuses values out of [minimum, below), naming the flag and the fix."""
     bound = f">= {minimum:g}" + (f" and < {below:g}" if below is not None else "")
