@@ -131,14 +131,7 @@ def _alter(
         spark.conf.unset(key)
 
 
-def _apply(
-    spark: SparkSession,
-    path: str,
-    sink: str,
-    added: list,
-    widened: list[tuple[str, DataType, DataType]],
-    done: list[str],
-) -> None:
+def _apply(spark: SparkSession, path: str, sink: str, added: list, widened: list, done: list[str]) -> None:
     if added:
         cols = ", ".join(f"`{n}` {t.simpleString()}" for n, t in added)
         with commit_lock(path):
