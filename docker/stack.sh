@@ -18,11 +18,10 @@ pipeline="${DEMO_PIPELINE:-payments}"
 say() { echo "stack: $*"; }
 fail() { echo "stack: $*" >&2; exit 1; }
 
+# An engine that answers and compose v2, or exactly what to install (docker/engine.sh check says it).
 need_docker() {
-  command -v docker >/dev/null 2>&1 \
-    || fail "docker is not installed. Fix: install Docker Engine with the compose plugin (docs/docker-stack.md)."
-  docker compose version >/dev/null 2>&1 \
-    || fail "'docker compose' is not available. Fix: install the Docker Compose v2 plugin."
+  docker/engine.sh check \
+    || fail "no usable Docker engine (above: what is missing and the fix; docs/docker-stack.md#getting-an-engine)."
 }
 
 env_value() { sed -n "s/^$1=//p" docker/.env | tail -n 1; }
