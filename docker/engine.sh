@@ -54,7 +54,8 @@ build_compose() {
   # the module, build it in a copy (the module cache is read-only)
   dir="$(go mod download -json "github.com/docker/compose/v2@${compose_version}" \
          | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
-  [ -n "$dir" ] && [ -d "$dir" ] || fail "go mod download gave no module folder for compose ${compose_version}. Fix: check GOPROXY reaches proxy.golang.org."
+  [ -d "${dir:-/nonexistent}" ] \
+    || fail "go mod download gave no module folder for compose ${compose_version}. Fix: check GOPROXY reaches proxy.golang.org."
   work="$(mktemp -d)"
   cp -r "$dir/." "$work/"
   chmod -R u+w "$work"

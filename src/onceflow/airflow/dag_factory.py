@@ -11,6 +11,7 @@ file, the field and the fix, while every good pipeline keeps its five DAGs.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,6 +40,22 @@ from onceflow.verdicts import ALERTS, Verdict
 START = datetime(2026, 1, 1, tzinfo=UTC)
 MAX_WINDOW_SECONDS = 4 * 3600
 STREAM_WINDOW_SECONDS = 1800
+
+
+def stream_window_seconds() -> int:
+    """The stream runs' default window: $ONCEFLOW_STREAM_WINDOW_SECONDS (the docker stack sets a short
+    one, so a demo sees several), else STREAM_WINDOW_SECONDS; a trigger's conf still overrides it."""
+    text = os.environ.get("ONCEFLOW_STREAM_WINDOW_SECONDS", "").strip()
+    if not text:
+        return STREAM_WINDOW_SECONDS
+    if not text.isdigit() or not 10 <= int(text) <= MAX_WINDOW_SECONDS:
+        raise ConfigError(
+            f"ONCEFLOW_STREAM_WINDOW_SECONDS={text!r} is not a whole number of seconds from 10 to "
+            f"{MAX_WINDOW_SECONDS}. Fix: set it so, or unset it for {STREAM_WINDOW_SECONDS}"
+        )
+    return int(text)
+
+
 # a stream run keeps the app wanted for its window and this margin: the next run (the scheduler starts
 # it seconds after, `@continuous`) renews it long before; a gone scheduler lets it lapse
 LEASE_MARGIN_SECONDS = 300
@@ -89,7 +106,7 @@ def stream_dag(pipeline: Pipeline, file: str) -> DAG:
         tags=["onceflow", pipeline.name, DagKind.STREAM.value],
         params={
             "window_seconds": Param(
-                STREAM_WINDOW_SECONDS,
+                stream_window_seconds(),
                 type="integer",
                 minimum=10,
                 maximum=MAX_WINDOW_SECONDS,
