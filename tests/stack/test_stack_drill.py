@@ -289,7 +289,7 @@ def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipelin
     secrets = {
         k: v
         for k, v in stack["env"].items()
-        if v and k.endswith(("_PASSWORD", "_SECRET", "_SECRET_KEY", "_FERNET_KEY"))
+        if v and k.endswith(("_PASSWORD", "_SECRET", "_SECRET_KEY", "_SECRET_ACCESS_KEY", "_FERNET_KEY"))
     }
     found = secrets_in_logs_and_reports(secrets)
     figures["secrets searched"] = sorted(secrets)

@@ -191,3 +191,19 @@ def test_dag_docs_name_the_real_dag_ids():
         assert "<p>" not in doc and "<pipeline>" not in doc, dag.dag_id
     assert "triggers `payments_recover`" in (dags["payments_stream"].doc_md or "")
     assert "(`payments_stream` waits)" in (dags["payments_recover"].doc_md or "")
+
+
+def test_the_stream_window_default_comes_from_the_environment(monkeypatch):
+    """The docker stack shortens the stream runs' window (ONCEFLOW_STREAM_WINDOW_SECONDS); a value
+    outside 10 s .. 4 h is refused, naming the variable."""
+    from onceflow.airflow.dag_factory import STREAM_WINDOW_SECONDS, stream_window_seconds
+    from onceflow.errors import ConfigError
+
+    monkeypatch.delenv("ONCEFLOW_STREAM_WINDOW_SECONDS", raising=False)
+    assert stream_window_seconds() == STREAM_WINDOW_SECONDS
+    monkeypatch.setenv("ONCEFLOW_STREAM_WINDOW_SECONDS", "60")
+    assert stream_window_seconds() == 60
+    for bad in ("5", "1m", "-60", "99999"):
+        monkeypatch.setenv("ONCEFLOW_STREAM_WINDOW_SECONDS", bad)
+        with pytest.raises(ConfigError, match="ONCEFLOW_STREAM_WINDOW_SECONDS"):
+            stream_window_seconds()
