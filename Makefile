@@ -52,7 +52,7 @@ test: setup lint
 # the inner loop while working: unit tests and the integration tests that start no Spark JVM
 # (the real broker, Airflow triggers, the producer); about 2 minutes (docs/testing.md)
 test-fast: setup lint
-	$(PY) -m pytest -q --durations=10 -m "not spark and not e2e" tests
+	$(PY) -m pytest -q --durations=10 -m "not spark and not e2e and not stack" tests
 
 # the job's validation against the audit's judge over many more drawn records than `make test`'s
 # seeded budget (tests/integration/test_parse_properties.py); prints how many it tried and how long
@@ -100,8 +100,16 @@ clean:
 	-$(ONCEFLOW) kafka stop
 	rm -rf .onceflow/kafka .onceflow/tables .onceflow/checkpoints .onceflow/pipelines .onceflow/reports .onceflow/spark reports spark-warehouse artifacts
 
-# The docker dev stack (docker/compose.yaml; docs/docker-stack.md). Needs Docker with compose v2.
-.PHONY: stack-up stack-down stack-demo
+# The docker dev stack (docker/compose.yaml; docs/docker-stack.md). Needs Docker with compose v2:
+# `make stack-up` says what to install when there is none; docker/engine.sh installs and starts one
+# on Debian 12 (docker.io, compose built from its Go module). Not part of `make test`.
+.PHONY: stack-engine stack-base stack-up stack-down stack-demo stack-test
+stack-engine:
+	docker/engine.sh
+
+stack-base:
+	docker/stack.sh base
+
 stack-up:
 	docker/stack.sh up
 
@@ -110,3 +118,10 @@ stack-down:
 
 stack-demo:
 	docker/stack.sh demo
+
+# the stack drill (tests/stack, marker `stack`): engine up, images built, the stack started by the
+# test itself, containers killed in turn while events flow; the stack is torn down (volumes too) after
+stack-test: venv
+	docker/engine.sh
+	docker/stack.sh build
+	ONCEFLOW_STACK_TEST=1 $(PY) -m pytest -v -s -m stack -p no:cacheprovider tests/stack; rc=$$?; docker/stack.sh down -v; exit $$rc

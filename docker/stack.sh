@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# The dev stack's commands, behind `make stack-up | stack-down | stack-demo`.
+# The dev stack's commands, behind `make stack-base | stack-up | stack-demo | stack-down`.
 #
-#   docker/stack.sh up            create docker/.env once, build the image, start and wait until healthy
+#   docker/stack.sh base          the one Debian base image (docker/base.sh)
+#   docker/stack.sh build         docker/.env once, the base, the onceflow and postgres images
+#   docker/stack.sh up            build, start, wait until every service is healthy
 #   docker/stack.sh down [ARGS]   stop the stack (ARGS go to `docker compose down`, e.g. -v drops the volumes)
-#   docker/stack.sh demo          up, produce events, run the <pipeline>_batch and _audit DAGs, fetch the reports
+#   docker/stack.sh demo          up, produce events, stream through Airflow for several windows, audit, fetch the reports
 #   docker/stack.sh info          the URLs
 #
-# Settings (environment): STACK_WAIT_SECONDS (900), DEMO_PIPELINE (payments),
-# DEMO_EVENTS (20000), DEMO_RUN_SECONDS (1800 per DAG run). Reference: docs/docker-stack.md.
+# Each step prints its wall time. Settings (environment): STACK_WAIT_SECONDS (900),
+# ONCEFLOW_CA_BUNDLE (a CA bundle for pip, uv and Maven in the build; default: the machine's
+# /etc/ssl/certs/ca-certificates.crt when there), DEMO_PIPELINE (payments), DEMO_EVENTS (20000),
+# DEMO_RATE (events/s while streaming, 50), DEMO_WINDOWS (stream windows to watch, 3),
+# DEMO_RUN_SECONDS (1800 per DAG run). Reference: docs/docker-stack.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,27 +23,63 @@ pipeline="${DEMO_PIPELINE:-payments}"
 say() { echo "stack: $*"; }
 fail() { echo "stack: $*" >&2; exit 1; }
 
+# An engine that answers and compose v2, or exactly what to install (docker/engine.sh check says it).
 need_docker() {
-  command -v docker >/dev/null 2>&1 \
-    || fail "docker is not installed. Fix: install Docker Engine with the compose plugin (docs/docker-stack.md)."
-  docker compose version >/dev/null 2>&1 \
-    || fail "'docker compose' is not available. Fix: install the Docker Compose v2 plugin."
+  docker/engine.sh check \
+    || fail "no usable Docker engine (above: what is missing and the fix; docs/docker-stack.md#getting-an-engine)."
 }
 
 env_value() { sed -n "s/^$1=//p" docker/.env | tail -n 1; }
+
+# timed NAME COMMAND...: run it, print its wall time.
+timed() {
+  local name="$1" start
+  shift
+  start=$(date +%s)
+  "$@"
+  say "$name: $(( $(date +%s) - start ))s"
+}
+
+base() {
+  need_docker
+  docker/init-env.sh
+  ONCEFLOW_BASE_IMAGE="$(env_value ONCEFLOW_BASE_IMAGE)" timed "base image" docker/base.sh
+}
+
+# The CA bundle the build trusts, in the build context (git-ignored); empty when there is none.
+build_ca() {
+  local ca="${ONCEFLOW_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
+  mkdir -p docker/build
+  if [ -f "$ca" ]; then
+    cp "$ca" docker/build/ca-bundle.pem
+    say "the build trusts the CA bundle $ca"
+  else
+    [ -z "${ONCEFLOW_CA_BUNDLE:-}" ] || fail "ONCEFLOW_CA_BUNDLE=$ca is no file. Fix: point it at a PEM bundle"
+    : >docker/build/ca-bundle.pem
+  fi
+}
+
+build() {
+  base
+  build_ca
+  say "building the onceflow and postgres images"
+  # the classic builder unless told otherwise: Debian's docker.io has no buildx, and its layer
+  # cache is the one `docker build` fills (DOCKER_BUILDKIT=1 uses BuildKit's, a cache of its own)
+  DOCKER_BUILDKIT="${DOCKER_BUILDKIT:-0}" timed "images built" "${compose[@]}" build
+}
 
 info() {
   say "Airflow UI:       http://localhost:$(env_value AIRFLOW_UI_PORT)  (user $(env_value AIRFLOW_ADMIN_USER); password: AIRFLOW_ADMIN_PASSWORD in docker/.env)"
   say "Spark master UI:  http://localhost:$(env_value SPARK_MASTER_UI_PORT)"
   say "Spark worker UI:  http://localhost:$(env_value SPARK_WORKER_UI_PORT)"
-  say "Kafka (host):     localhost:$(env_value KAFKA_HOST_PORT)"
+  say "Kafka (host):     localhost:$(env_value KAFKA_HOST_PORT) (SASL_SSL as onceflow; password KAFKA_ONCEFLOW_PASSWORD in docker/.env)"
+  say "object store:     http://localhost:$(env_value S3_HOST_PORT) (key $(env_value AWS_ACCESS_KEY_ID); secret AWS_SECRET_ACCESS_KEY in docker/.env)"
 }
 
 up() {
-  need_docker
-  docker/init-env.sh
-  say "building the onceflow image and starting the stack (waits up to ${wait_seconds}s for every healthcheck)"
-  "${compose[@]}" up -d --build --wait --wait-timeout "$wait_seconds" \
+  build
+  say "starting the stack (waits up to ${wait_seconds}s for every healthcheck)"
+  timed "stack healthy" "${compose[@]}" up -d --no-build --wait --wait-timeout "$wait_seconds" \
     || fail "the stack did not become healthy within ${wait_seconds}s. Fix: see '${compose[*]} ps' and '${compose[*]} logs <service>'."
   info
 }
@@ -97,13 +138,53 @@ run_dag() {
   done
 }
 
+# How many runs of DAG $1 ended in state $2.
+runs_in_state() {
+  "${compose[@]}" exec -T airflow-scheduler python -c '
+import json, subprocess, sys
+out = subprocess.run(["airflow", "dags", "list-runs", sys.argv[1], "--output", "json"],
+                     capture_output=True, text=True).stdout
+try:
+    runs = json.loads(out or "[]")
+except ValueError:
+    runs = []
+print(sum(1 for r in runs if r.get("state") == sys.argv[2]))
+' "$1" "$2"
+}
+
+# Unpause <pipeline>_stream (@continuous: one run after the other, each watching a window of
+# ONCEFLOW_STREAM_WINDOW, the shipped pipelines' airflow.window) and wait until $1 runs ended well.
+stream_windows() {
+  local dag="${pipeline}_stream" want="$1" done=0 failed deadline
+  wait_for_dag "$dag"
+  deadline=$(( $(date +%s) + want * $(env_value STREAM_WINDOW_SECONDS) + 900 ))
+  airflow dags unpause "$dag" >/dev/null
+  say "unpaused $dag: its runs launch the streaming app, then adopt it, one window of $(env_value STREAM_WINDOW_SECONDS)s each"
+  while [ "$done" -lt "$want" ]; do
+    [ "$(date +%s)" -lt "$deadline" ] || fail "$dag: $done of $want windows after the deadline. Fix: ${compose[*]} logs airflow-scheduler"
+    failed="$(runs_in_state "$dag" failed)"
+    [ "$failed" = 0 ] || fail "$dag: a run failed. Fix: open its task logs in the Airflow UI"
+    sleep 15
+    done="$(runs_in_state "$dag" success)"
+    say "$dag: $done of $want windows done"
+  done
+}
+
 demo() {
   up
-  say "producing ${DEMO_EVENTS:-20000} events to Kafka (5% aborted transactions, 1% malformed)"
+  say "producing ${DEMO_EVENTS:-20000} events to Kafka as User:producer (5% aborted transactions, 1% malformed)"
   "${compose[@]}" run --rm onceflow onceflow produce --pipeline "pipelines/${pipeline}.yaml" \
-    --count "${DEMO_EVENTS:-20000}" --abort-ratio 0.05 --malformed-ratio 0.01
-  run_dag "${pipeline}_batch"
+    --kafka-connection kafka_producer --count "${DEMO_EVENTS:-20000}" --abort-ratio 0.05 --malformed-ratio 0.01
+  say "and ${DEMO_RATE:-50} events/s while the stream runs"
+  "${compose[@]}" run -d --name onceflow-demo-producer --rm onceflow onceflow produce \
+    --pipeline "pipelines/${pipeline}.yaml" --kafka-connection kafka_producer \
+    --rate "${DEMO_RATE:-50}" --count 10000000 --abort-ratio 0.05 --malformed-ratio 0.01 >/dev/null
+  trap 'docker rm -f onceflow-demo-producer >/dev/null 2>&1 || true' EXIT
+  stream_windows "${DEMO_WINDOWS:-3}"
+  docker rm -f onceflow-demo-producer >/dev/null
   run_dag "${pipeline}_audit"
+  airflow dags pause "${pipeline}_stream" >/dev/null
+  say "paused ${pipeline}_stream: the app stops at a batch boundary when its lease ends"
   mkdir -p reports
   rm -rf "reports/stack"
   "${compose[@]}" cp airflow-scheduler:/data/onceflow/reports reports/stack
@@ -113,9 +194,11 @@ demo() {
 }
 
 case "${1:-}" in
+  base) base ;;
+  build) build ;;
   up) up ;;
   down) shift; down "$@" ;;
   demo) demo ;;
   info) info ;;
-  *) fail "usage: docker/stack.sh up | down [compose down args] | demo | info" ;;
+  *) fail "usage: docker/stack.sh base | build | up | down [compose down args] | demo | info" ;;
 esac

@@ -110,10 +110,10 @@ class LocalS3:
             return None
         return pid if processes.alive(pid) else None
 
-    def _properties(self) -> str:
-        creds = self._credentials()
+    def _properties(self, endpoint: str | None = None, creds: dict[str, str] | None = None) -> str:
+        creds = creds or self._credentials()
         props = {
-            "s3proxy.endpoint": self.endpoint,
+            "s3proxy.endpoint": endpoint or self.endpoint,
             "s3proxy.authorization": "aws-v2-or-v4" if self.check_signatures else "none",
             "s3proxy.identity": creds["access_key"],
             "s3proxy.credential": creds["secret_key"],
@@ -149,13 +149,6 @@ class LocalS3:
         if self._pid():
             log(f"S3 server already running (pid {self._pid()}) at {self.endpoint}")
         else:
-            java = shutil.which("java")
-            if not java:
-                raise StorageError("`java` is not on PATH; S3Proxy needs Java 17+. Fix: install a JDK.")
-            try:
-                jars = classpath_jars("s3proxy")
-            except SetupError as exc:
-                raise StorageError(str(exc)) from None
             self.dir.mkdir(parents=True, exist_ok=True)
             (self.data_dir / BUCKET).mkdir(parents=True, exist_ok=True)  # a folder of the backend is a bucket
             conf = self.dir / "s3proxy.conf"
@@ -163,8 +156,7 @@ class LocalS3:
             with os.fdopen(fd, "w") as out:
                 out.write(self._properties())
             (self.dir / "port.json").write_text(json.dumps({"port": self.port}))
-            cmd = [java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp"]
-            cmd += [os.pathsep.join(str(j) for j in jars), MAIN, "--properties", str(conf)]
+            cmd = self._java_cmd(conf)
             with open(self.log_file, "ab") as log_out:
                 proc = subprocess.Popen(
                     cmd, stdout=log_out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
@@ -184,6 +176,45 @@ class LocalS3:
             interval=0.2,
         )
         return self.status()
+
+    def _java_cmd(self, conf: Path) -> list[str]:
+        java = shutil.which("java")
+        if not java:
+            raise StorageError("`java` is not on PATH; S3Proxy needs Java 17+. Fix: install a JDK.")
+        try:
+            jars = classpath_jars("s3proxy")
+        except SetupError as exc:
+            raise StorageError(str(exc)) from None
+        classpath = os.pathsep.join(str(j) for j in jars)
+        return [
+            java,
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            classpath,
+            MAIN,
+            "--properties",
+            str(conf),
+        ]
+
+    def serve(self, bind: str, bucket: str, access_key: str, secret_key: str) -> None:
+        """Become S3Proxy, in the foreground (a container's main process, `onceflow s3 serve`): the
+        settings of `start`, bound at `bind`:port, serving `bucket` (created) to these keys only.
+        The keys reach it in a 0600 properties file, never on its command line."""
+        if not (access_key and secret_key):
+            raise StorageError(
+                "no keys to serve: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are empty. "
+                "Fix: set both (the docker stack's docker/.env has them)"
+            )
+        (self.data_dir / bucket).mkdir(parents=True, exist_ok=True)  # a folder of the backend is a bucket
+        conf = self.dir / "s3proxy.conf"
+        creds = {"access_key": access_key, "secret_key": secret_key}
+        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(self._properties(endpoint=f"http://{bind}:{self.port}", creds=creds))
+        cmd = self._java_cmd(conf)
+        os.execv(cmd[0], cmd)
 
     def stop(self, timeout: float = 20) -> bool:
         pid = self._pid()

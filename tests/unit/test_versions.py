@@ -55,10 +55,13 @@ def test_s3a_matches_the_hadoop_pyspark_ships():
     )
 
 
-def test_the_broker_and_the_stack_image_agree():
-    kafka = _pom("kafka", "kafka.version")
-    env = (ROOT / "docker" / ".env.example").read_text()
-    assert f"KAFKA_IMAGE=apache/kafka:{kafka}" in env
+def test_the_broker_and_the_stack_run_the_same_jars():
+    """The stack's broker is the onceflow image's `onceflow kafka serve`: the jars of jvm/kafka/pom.xml,
+    resolved by `onceflow setup` in the build; no third-party Kafka image is named."""
+    compose = (ROOT / "docker" / "compose.yaml").read_text()
+    assert '["onceflow", "kafka", "serve"' in compose
+    assert "onceflow setup" in (ROOT / "docker" / "Dockerfile").read_text()
+    assert "KAFKA_IMAGE" not in (ROOT / "docker" / ".env.example").read_text()
 
 
 def test_readme_states_the_pinned_versions():

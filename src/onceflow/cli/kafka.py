@@ -3,7 +3,9 @@
 and ACLs, and a pipeline's topics and ACLs; `onceflow kafka env [--user U]`: the ONCEFLOW_KAFKA_*
 exports that reach it (`eval "$(onceflow kafka env)"`);
 `onceflow kafka create-topic --pipeline P [--partitions N]`: a pipeline's source topic, created
-for producers of one's own (`onceflow produce` creates it too, when it writes the first events)."""
+for producers of one's own (`onceflow produce` creates it too, when it writes the first events);
+`onceflow kafka serve --secure --listener 9092=kafka:9092 [--pipeline P]`: the same broker in the
+foreground, for a container (the docker stack's `kafka`)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from onceflow.cli.console import log, number, out
 
 def add_parser(sub) -> None:
     p = sub.add_parser("kafka", help="the embedded Kafka broker (KRaft, one node)")
-    p.add_argument("action", choices=["start", "stop", "status", "logs", "env", "create-topic"])
+    p.add_argument("action", choices=["start", "stop", "status", "logs", "env", "create-topic", "serve"])
     p.add_argument("--port", type=int, help="client port (default 9092 or ONCEFLOW_KAFKA_PORT)")
     p.add_argument(
         "--secure",
@@ -43,6 +45,18 @@ def add_parser(sub) -> None:
         default=4,
         help="create-topic: partitions of the topic, if it is created (default 4)",
     )
+    p.add_argument(
+        "--listener",
+        action="append",
+        default=[],
+        metavar="PORT=HOST:ADVERTISED_PORT",
+        help="serve: a client listener bound on every interface at PORT, advertised as HOST:ADVERTISED_PORT "
+        "(repeat it; the first one carries inter-broker traffic)",
+    )
+    p.add_argument(
+        "--ready-file", help="serve: written once the broker answers and the pipeline's topics and ACLs exist"
+    )
+    p.add_argument("--ca-out", help="serve --secure: where to copy the broker's CA certificate, for clients")
     p.add_argument("--timeout", type=float, default=90, help="seconds to wait for start-up")
     p.add_argument("--lines", type=int, default=50, help="log lines to show (logs)")
     p.add_argument("--json", action="store_true", help="status as JSON (a cluster's: its bootstrap and each node's)")
@@ -52,7 +66,15 @@ def add_parser(sub) -> None:
 def check_args(args) -> None:
     from onceflow.errors import ConfigError
 
-    secure_start = args.action == "start" and args.secure
+    secure_start = args.action in ("start", "serve") and args.secure
+    if args.action == "serve" and not args.listener:
+        raise ConfigError(
+            "serve needs at least one --listener. Fix: e.g. `onceflow kafka serve --listener 9092=kafka:9092`"
+        )
+    if args.action != "serve" and (args.listener or args.ready_file or args.ca_out):
+        raise ConfigError(
+            "--listener, --ready-file and --ca-out go with serve. Fix: `onceflow kafka serve --listener ...`"
+        )
     if (args.action == "create-topic" and args.pipeline is None) or (
         args.pipeline is not None and args.action != "create-topic" and not secure_start
     ):
@@ -62,7 +84,7 @@ def check_args(args) -> None:
             "Fix: `onceflow kafka create-topic --pipeline NAME_OR_FILE [--partitions N]` or "
             "`onceflow kafka start --secure --pipeline NAME_OR_FILE`"
         )
-    if args.secure and (args.action != "start" or args.brokers > 1):
+    if args.secure and (args.action not in ("start", "serve") or args.brokers > 1):
         raise ConfigError(
             "--secure goes with start of the single broker (a secure one stays secure: stop, status and env "
             "know it). Fix: `onceflow kafka start --secure`"
@@ -79,6 +101,8 @@ def cmd_kafka(args) -> int:
 
     if args.brokers > 1:
         return cmd_cluster(args)
+    if args.action == "serve":
+        return serve(args)
     # start says the mode (plain unless --secure); the other actions take the broker as it was made
     broker = LocalBroker(port=getattr(args, "port", None), secure=args.secure if args.action == "start" else None)
     if args.action == "start":
@@ -117,6 +141,35 @@ def cmd_kafka(args) -> int:
     elif args.action == "logs":
         out.print(broker.logs(args.lines), markup=False)
     return 0
+
+
+def serve(args) -> int:
+    """The broker in the foreground (a container's main process): its users' passwords from
+    KAFKA_<USER>_PASSWORD when set (the stack's docker/.env), else generated; the pipeline's topics
+    and ACLs once it answers; its exit code."""
+    import os
+    from pathlib import Path
+
+    from onceflow.kafka.broker import SECURE_USERS, Listener, LocalBroker
+
+    listeners = tuple(Listener.parse(text) for text in args.listener)
+    passwords = {
+        u: os.environ[f"KAFKA_{u.upper()}_PASSWORD"]
+        for u in SECURE_USERS
+        if os.environ.get(f"KAFKA_{u.upper()}_PASSWORD")
+    }
+    broker = LocalBroker(port=listeners[0].port, secure=args.secure)
+    return broker.serve(
+        listeners,
+        passwords=passwords or None,
+        ready_file=Path(args.ready_file) if args.ready_file else None,
+        ca_out=Path(args.ca_out) if args.ca_out else None,
+        on_ready=(lambda b: secure_pipeline(b, args.pipeline, args.partitions))
+        if args.pipeline and args.secure
+        else (lambda b: None),
+        timeout=args.timeout,
+        log=log,
+    )
 
 
 def env_exports(env: dict[str, str]) -> str:

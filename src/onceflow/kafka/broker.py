@@ -73,6 +73,28 @@ class BrokerStatus:
     secure: bool = False  # SASL_SSL (SCRAM-SHA-512) and ACLs, or plaintext
 
 
+@dataclass(frozen=True)
+class Listener:
+    """A client listener of a served broker (`onceflow kafka serve`, the docker stack's `kafka`):
+    bound on every interface at `port`, advertised to clients as `host:advertised_port` (a
+    container's name inside its network, or localhost and a published port outside it)."""
+
+    port: int
+    host: str
+    advertised_port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Listener:
+        """`PORT=HOST:ADVERTISED_PORT` (e.g. `9092=kafka:9092`, `29092=localhost:29092`)."""
+        port, sep, address = text.partition("=")
+        host, colon, advertised = address.rpartition(":")
+        if not (sep and colon and host and port.isdigit() and advertised.isdigit()):
+            raise BrokerError(
+                f"listener {text!r} is not PORT=HOST:ADVERTISED_PORT. Fix: e.g. --listener 9092=kafka:9092"
+            )
+        return cls(int(port), host, int(advertised))
+
+
 # below Linux's default ephemeral range (32768-60999, where client connections get their ports)
 PRIVATE_PORTS = (20000, 32000)
 
@@ -139,6 +161,7 @@ class LocalBroker:
         self.heap = heap
         self.cluster_id = cluster_id  # one id for every node of a cluster (LocalCluster); else a fresh one
         self._users: dict[str, dict[str, str]] | None = None  # the secure broker's, once read
+        self.listeners: tuple[Listener, ...] = ()  # a served broker's (serve); else one on localhost:port
 
     # -- files ---------------------------------------------------------------
     @property
@@ -182,16 +205,36 @@ class LocalBroker:
             return None
         return pid if processes.alive(pid) else None
 
+    def _client_listeners(self, protocol: str) -> list[tuple[str, str, str]]:
+        """(name, bound address, advertised address) of each client listener, the inter-broker one
+        first (named `protocol`): localhost:port, or a served broker's `listeners`."""
+        if not self.listeners:
+            return [(protocol, f"localhost:{self.port}", f"localhost:{self.port}")]
+        return [
+            (protocol if i == 0 else f"CLIENT{i + 1}", f"0.0.0.0:{lst.port}", f"{lst.host}:{lst.advertised_port}")
+            for i, lst in enumerate(self.listeners)
+        ]
+
+    def _listener_properties(self, protocol: str, controller_protocol: str) -> dict[str, str]:
+        clients = self._client_listeners(protocol)
+        return {
+            "listeners": ",".join(
+                [f"{name}://{bound}" for name, bound, _ in clients] + [f"CONTROLLER://localhost:{self.controller_port}"]
+            ),
+            "advertised.listeners": ",".join(f"{name}://{advertised}" for name, _, advertised in clients),
+            "inter.broker.listener.name": protocol,
+            "listener.security.protocol.map": ",".join(
+                [f"{name}:{protocol}" for name, _, _ in clients] + [f"CONTROLLER:{controller_protocol}"]
+            ),
+        }
+
     def _properties(self) -> str:
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@localhost:{self.controller_port}",
-            "listeners": f"PLAINTEXT://localhost:{self.port},CONTROLLER://localhost:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://localhost:{self.port}",
+            **self._listener_properties("PLAINTEXT", "PLAINTEXT"),
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(self.data_dir),
             "num.partitions": "4",
             "auto.create.topics.enable": "false",
@@ -218,17 +261,17 @@ class LocalBroker:
         ACLs, and nothing allowed where there is none."""
         admin = self._credentials()["admin"]
         user, password = admin["sasl.username"], admin["sasl.password"]
+        scram_jaas = (
+            f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";'
+        )
         return {
-            "listeners": f"SASL_SSL://localhost:{self.port},CONTROLLER://localhost:{self.controller_port}",
-            "advertised.listeners": f"SASL_SSL://localhost:{self.port}",
-            "inter.broker.listener.name": "SASL_SSL",
-            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT",
+            **self._listener_properties("SASL_SSL", "SASL_PLAINTEXT"),
             "sasl.enabled.mechanisms": SCRAM,
             "sasl.mechanism.inter.broker.protocol": SCRAM,
-            f"listener.name.sasl_ssl.{SCRAM.lower()}.sasl.jaas.config": (
-                "org.apache.kafka.common.security.scram.ScramLoginModule required "
-                f'username="{user}" password="{password}";'
-            ),
+            **{
+                f"listener.name.{name.lower()}.{SCRAM.lower()}.sasl.jaas.config": scram_jaas
+                for name, _, _ in self._client_listeners("SASL_SSL")
+            },
             "sasl.mechanism.controller.protocol": "PLAIN",
             "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
             "listener.name.controller.plain.sasl.jaas.config": (
@@ -260,20 +303,24 @@ class LocalBroker:
                 f"the broker and remove {self.dir} to start a new secure broker (its data goes with it)"
             ) from None
 
-    def _make_secure_files(self) -> None:
-        """The CA, the broker's certificate and the users' passwords, unless there already."""
+    def _make_secure_files(self, passwords: dict[str, str] | None = None) -> None:
+        """The CA, the broker's certificate (for localhost and the served listeners' names) and the
+        users' passwords (`passwords`, else fresh random ones), unless there already."""
         self.secure_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not self.ca_file.exists():
             make_ca(self.secure_dir)
         if not (self.secure_dir / "broker.pem").exists():
-            make_server_cert(self.ca_file, self.secure_dir / "ca.key", self.secure_dir / "broker.pem")
+            hosts = [lst.host for lst in self.listeners]
+            make_server_cert(
+                self.ca_file, self.secure_dir / "ca.key", self.secure_dir / "broker.pem", "localhost", *hosts
+            )
         if not self.credentials_file.exists():
             users = {
                 user: {
                     "security.protocol": "SASL_SSL",
                     "sasl.mechanism": SCRAM,
                     "sasl.username": user,
-                    "sasl.password": secrets.token_urlsafe(24),
+                    "sasl.password": (passwords or {}).get(user) or secrets.token_urlsafe(24),
                     "ssl.ca.location": str(self.ca_file),
                 }
                 for user in SECURE_USERS
@@ -423,6 +470,70 @@ class LocalBroker:
         self.pid_file.write_text(str(proc.pid))
         log(f"broker starting (pid {proc.pid}) on {self.bootstrap}; log: {self.log_file}")
         return self._wait_ready(timeout) if wait else self.status(probe=False)
+
+    def serve(
+        self,
+        listeners: tuple[Listener, ...],
+        passwords: dict[str, str] | None = None,
+        ready_file: Path | None = None,
+        ca_out: Path | None = None,
+        on_ready=lambda broker: None,
+        timeout: float = 120,
+        log=lambda msg: None,
+    ) -> int:
+        """Run the broker in the foreground until it exits (a container's main process,
+        `onceflow kafka serve`): the same settings as `start`, with client `listeners` bound on
+        every interface and advertised by name; a secure one's users get `passwords` (from the
+        environment) on first start. Its log goes to this process's stdout. Once it answers,
+        `on_ready(self)` runs (topics, ACLs), the CA is copied to `ca_out` (for clients to trust)
+        and `ready_file` is written (a healthcheck's); SIGTERM is passed on (a clean shutdown).
+        The broker's exit code is returned."""
+        self.listeners = listeners
+        if ready_file:
+            ready_file.unlink(missing_ok=True)
+        self._check_mode()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        formatted = (self.data_dir / "meta.properties").exists()
+        if self.secure and not formatted:
+            self._make_secure_files(passwords)
+        if self.secure and passwords:
+            stale = [u for u, p in passwords.items() if self._credentials().get(u, {}).get("sasl.password") != p]
+            if stale:
+                raise BrokerError(
+                    f"the passwords of {', '.join(stale)} differ from the ones this broker was formatted with "
+                    f"({self.credentials_file}). Fix: give the broker its first passwords again, or remove its data "
+                    f"({self.dir}) to start a new broker with these"
+                )
+        (self.dir / "log4j2.properties").write_text(_LOG4J2)
+        write_private(self.dir / "server.properties", self._properties())
+        (self.dir / "ports.json").write_text(
+            json.dumps({"port": self.port, "controller_port": self.controller_port, "secure": self.secure})
+        )
+        if not formatted:
+            log(f"formatting KRaft storage in {self.data_dir}")
+            self._format_storage()
+        proc = subprocess.Popen(self._java_cmd("kafka.Kafka", str(self.dir / "server.properties")), cwd=self.dir)
+        self.pid_file.write_text(str(proc.pid))
+        signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+        advertised = ", ".join(f"{lst.host}:{lst.advertised_port}" for lst in listeners)
+        log(f"broker starting (pid {proc.pid}), advertised as {advertised}")
+
+        def answers() -> bool:
+            if proc.poll() is not None:
+                raise BrokerError(f"the broker exited during start-up (exit {proc.returncode})")
+            return self._answers(timeout=3)
+
+        wait_for(
+            answers, timeout, lambda: BrokerError(f"the broker did not answer within {timeout:.0f}s"), interval=0.5
+        )
+        on_ready(self)
+        if ca_out and self.secure:
+            ca_out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.ca_file, ca_out)
+        if ready_file:
+            ready_file.write_text(str(proc.pid))
+        log(f"broker ready ({'SASL_SSL, SCRAM-SHA-512, ACLs' if self.secure else 'PLAINTEXT'})")
+        return proc.wait()
 
     def _check_mode(self) -> None:
         """Refuse to start the data of a secure broker plain, or of a plain one secure: the users,

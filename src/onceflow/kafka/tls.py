@@ -76,9 +76,9 @@ def make_ca(folder: Path, name: str = "onceflow local CA") -> tuple[Path, Path]:
     return folder / "ca.pem", folder / "ca.key"
 
 
-def make_server_cert(ca_pem: Path, ca_key: Path, out: Path, host: str = "localhost") -> Path:
-    """A server certificate for `host` and 127.0.0.1 signed by the CA: its PKCS#8 key, then the
-    certificate and the CA's, in one PEM file (0600)."""
+def make_server_cert(ca_pem: Path, ca_key: Path, out: Path, host: str = "localhost", *more_hosts: str) -> Path:
+    """A server certificate for `host` (and `more_hosts`: a served broker's advertised names) and
+    127.0.0.1 signed by the CA: its PKCS#8 key, then the certificate and the CA's, in one PEM file (0600)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -96,7 +96,12 @@ def make_server_cert(ca_pem: Path, ca_key: Path, out: Path, host: str = "localho
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=_DAYS))
         .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(host), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            x509.SubjectAlternativeName(
+                [
+                    *(x509.DNSName(h) for h in dict.fromkeys((host, *more_hosts))),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                ]
+            ),
             critical=False,
         )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)

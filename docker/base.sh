@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The one Debian base every image of the stack is built on (`make stack-base`), tagged
+# ONCEFLOW_BASE_IMAGE (onceflow-base:bookworm). One of two ways, chosen here, once:
+#   - a registry answers: `docker pull debian:bookworm-slim`, tagged as the base;
+#   - none does (these machines): debootstrap --variant=minbase bookworm from the Debian
+#     mirror this machine's apt uses (read from /etc/apt/sources.list*, or DEBIAN_MIRROR),
+#     then `docker import` of the tree.
+# Either way the Dockerfiles see the same name and the same Debian 12; nothing else differs.
+#
+#   docker/base.sh          build the base unless the tag exists
+#   docker/base.sh --force  build it again
+#
+# Settings (environment): ONCEFLOW_BASE_IMAGE (onceflow-base:bookworm), DEBIAN_IMAGE
+# (debian:bookworm-slim), DEBIAN_MIRROR (default: the machine's apt mirror), BASE_PULL_SECONDS (60).
+set -euo pipefail
+
+base="${ONCEFLOW_BASE_IMAGE:-onceflow-base:bookworm}"
+upstream="${DEBIAN_IMAGE:-debian:bookworm-slim}"
+
+say() { echo "base: $*"; }
+fail() { echo "base: $*" >&2; exit 1; }
+
+# The machine's Debian mirror: the first URI of a bookworm "main" source in apt's config
+# (deb822 .sources files or one-line .list files), never a host written into this repository.
+apt_mirror() {
+  local files=(/etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources)
+  local f
+  for f in "${files[@]}"; do
+    [ -f "$f" ] || continue
+    case "$f" in
+      *.sources)
+        awk 'BEGIN{RS=""} /Suites:[^\n]*bookworm([ \n]|$)/ && /Components:[^\n]*main/ {
+               if (match($0, /URIs: *[^ \n]+/)) { u=substr($0, RSTART, RLENGTH); sub(/URIs: */, "", u); print u; exit } }' "$f"
+        ;;
+      *)
+        awk '$1=="deb" && $0 ~ / bookworm main/ { for (i=2;i<=NF;i++) if ($i ~ /^(https?|file):/) { print $i; exit } }' "$f"
+        ;;
+    esac
+  done | grep -v -- '-security' | head -n 1
+}
+
+if [ "${1:-}" != "--force" ] && docker image inspect "$base" >/dev/null 2>&1; then
+  say "$base exists ($(docker image inspect -f '{{.Created}}' "$base")); --force builds it again"
+  exit 0
+fi
+
+start=$(date +%s)
+say "trying $upstream from a registry (at most ${BASE_PULL_SECONDS:-60}s) …"
+if timeout "${BASE_PULL_SECONDS:-60}" docker pull -q "$upstream" >/dev/null 2>&1; then
+  docker tag "$upstream" "$base"
+  say "$base = $upstream (pulled) in $(( $(date +%s) - start ))s"
+  exit 0
+fi
+
+mirror="${DEBIAN_MIRROR:-$(apt_mirror)}"
+[ -n "$mirror" ] || fail "no registry answers and no Debian bookworm mirror found in /etc/apt/sources.list*. Fix: set DEBIAN_MIRROR=<a Debian mirror URL>, or make a registry with $upstream reachable."
+if ! command -v debootstrap >/dev/null 2>&1; then
+  say "no registry answers; installing debootstrap with apt"
+  if [ "$(id -u)" -eq 0 ]; then apt-get install -y -q debootstrap >/dev/null
+  else sudo apt-get install -y -q debootstrap >/dev/null; fi
+fi
+say "no registry answers; debootstrap --variant=minbase bookworm from $mirror …"
+tree="$(mktemp -d /var/tmp/onceflow-base.XXXXXX)"
+trap 'rm -rf "$tree"' EXIT
+run_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+run_root debootstrap --variant=minbase bookworm "$tree" "$mirror" >"$tree.log" 2>&1 \
+  || { tail -n 20 "$tree.log" >&2; fail "debootstrap failed (log above, full: $tree.log)"; }
+rm -f "$tree.log"
+# as the slim image: no apt lists, no caches; the apt sources are the mirror it was made from
+run_root rm -rf "$tree/var/lib/apt/lists/"* "$tree/var/cache/apt/"*.bin "$tree/var/cache/apt/archives/"*.deb
+run_root tar -C "$tree" -c . | docker import -c 'CMD ["bash"]' - "$base" >/dev/null
+say "$base = debootstrap bookworm (minbase, $mirror), imported in $(( $(date +%s) - start ))s"

@@ -1,0 +1,321 @@
+"""The stack drill: the docker dev stack (docker/compose.yaml) assembled as a team runs it — a
+SASL_SSL broker with ACLs, tables and checkpoints on the `s3` service, Spark standalone, Airflow 3
+on Postgres — streams payments through Airflow while events flow at a steady rate, and in turn
+the Spark driver, the Spark worker, Kafka, the object store and the Airflow scheduler are killed
+(SIGKILL) and restarted as compose restarts them. Then, read from the host with no code of the
+stack's: every committed record (an independent read_committed consumer, as User:onceflow over
+the published SASL_SSL listener) is in bronze or quarantine exactly once and the aggregates equal
+a recomputation (delta-rs reading the store over its published port), payments_audit passes
+through Airflow, and no secret of docker/.env is in any container's log, the task and app logs
+or the reports. For each kill: the seconds to the next commit of bronze.
+
+Runs with `make stack-test` (engine up, images built, torn down after): it starts 12
+containers and takes minutes, so it is opt-in (ONCEFLOW_STACK_TEST=1) and skipped, saying why,
+without an engine. The figures go to test-artifacts/stack-drill.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ["docker", "compose", "-f", str(ROOT / "docker" / "compose.yaml")]
+ARTIFACTS = ROOT / "test-artifacts"
+PRODUCER = "onceflow-drill-producer"
+RATE, BURST = 40, 400  # events/s, and events per producer run (one transaction stream of 10 s)
+STEADY_SECONDS = 45  # commits before each kill
+COMMIT_TIMEOUT = 900  # a kill's recovery: the watcher's verdict, a recovery DAG, a new driver
+
+pytestmark = [pytest.mark.stack]
+
+
+def _engine_problem() -> str | None:
+    """Why no stack can run here, or None."""
+    if os.environ.get("ONCEFLOW_STACK_TEST") != "1":
+        return (
+            "the stack drill builds images and starts 12 containers (minutes): it runs with `make stack-test`, "
+            "or set ONCEFLOW_STACK_TEST=1"
+        )
+    if not shutil.which("docker"):
+        return "no docker client. Fix: docker/engine.sh (Debian 12) or install Docker Engine with compose v2"
+    check = subprocess.run([str(ROOT / "docker" / "engine.sh"), "check"], capture_output=True, text=True)
+    return None if check.returncode == 0 else f"no usable Docker engine: {check.stderr.strip()}"
+
+
+def run(*cmd: str, check: bool = True, timeout: float = 600) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(cmd[:6])} … exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        )
+    return proc.stdout
+
+
+def compose(*args: str, check: bool = True, timeout: float = 600) -> str:
+    return run(*COMPOSE, *args, check=check, timeout=timeout)
+
+
+def airflow(*args: str) -> str:
+    """The Airflow CLI, in the api-server's container (the scheduler's is killed in the drill)."""
+    return compose("exec", "-T", "airflow-api-server", "airflow", *args)
+
+
+def env_file() -> dict[str, str]:
+    lines = (ROOT / "docker" / ".env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#") and "=" in line)
+
+
+def wait(what: str, condition: Callable[[], object], timeout: float, interval: float = 2.0) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s"
+        time.sleep(interval)
+
+
+def dag_runs(dag: str) -> list[dict]:
+    try:
+        return json.loads(airflow("dags", "list-runs", dag, "--output", "json") or "[]")
+    except (ValueError, AssertionError):
+        return []
+
+
+def container_of(service: str) -> str:
+    return compose("ps", "-a", "-q", service).strip()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    problem = _engine_problem()
+    if problem:
+        pytest.skip(problem)
+    timings: dict[str, float] = {}
+    start = time.monotonic()
+    subprocess.run([str(ROOT / "docker" / "stack.sh"), "up"], check=True)
+    timings["stack up (build warm + start to healthy)"] = round(time.monotonic() - start, 1)
+    env = env_file()
+    ca = tmp_path_factory.mktemp("kafka-ca") / "ca.pem"
+    compose("cp", "kafka:/data/kafka-ca/ca.pem", str(ca))
+    yield {"env": env, "ca": ca, "timings": timings}
+    compose("stop", "-t", "30", check=False)
+
+
+@pytest.fixture(scope="module")
+def pipeline(stack, monkeypatch_module):
+    """payments as the host reaches the stack: the published SASL_SSL listener as User:onceflow,
+    the store's published port; the same file the stack runs."""
+    from onceflow import config
+
+    env = stack["env"]
+    host_env = {
+        "ONCEFLOW_KAFKA_BOOTSTRAP": f"localhost:{env['KAFKA_HOST_PORT']}",
+        "ONCEFLOW_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "ONCEFLOW_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+        "ONCEFLOW_KAFKA_USERNAME": "onceflow",
+        "ONCEFLOW_KAFKA_PASSWORD": env["KAFKA_ONCEFLOW_PASSWORD"],
+        "ONCEFLOW_KAFKA_CA": str(stack["ca"]),
+        "ONCEFLOW_DATA_ROOT": env["ONCEFLOW_DATA_ROOT"],
+        "AWS_ENDPOINT_URL": f"http://localhost:{env['S3_HOST_PORT']}",
+        "AWS_REGION": env["AWS_REGION"],
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": env["AWS_ACCESS_KEY_ID"],
+        "AWS_SECRET_ACCESS_KEY": env["AWS_SECRET_ACCESS_KEY"],
+    }
+    for key, value in host_env.items():
+        monkeypatch_module.setenv(key, value)
+    return config.load(ROOT / "pipelines" / "payments.yaml")
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def bronze_version(pipeline) -> int:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    from onceflow.sinks import table_paths
+
+    try:
+        return DeltaTable(table_paths(pipeline)["bronze"]).version()
+    except (TableNotFoundError, OSError, Exception):  # the store may be down mid-kill
+        return -1
+
+
+def start_producer() -> None:
+    """User:producer writes at a steady RATE: bounded runs of BURST events, one after the other, so
+    that stopping it (a file) ends with every transaction closed."""
+    loop = (
+        "rm -f /tmp/stop; while [ ! -f /tmp/stop ]; do onceflow produce --pipeline pipelines/payments.yaml "
+        f"--kafka-connection kafka_producer --count {BURST} --rate {RATE} --abort-ratio 0.05 --malformed-ratio 0.01 "
+        ">/dev/null 2>&1 || sleep 2; done"
+    )
+    run("docker", "rm", "-f", PRODUCER, check=False)
+    compose("run", "-d", "--name", PRODUCER, "onceflow", "sh", "-c", loop)
+
+
+def stop_producer() -> None:
+    run("docker", "exec", PRODUCER, "touch", "/tmp/stop", check=False)
+    run("docker", "wait", PRODUCER, check=False, timeout=120)
+    run("docker", "rm", "-f", PRODUCER, check=False)
+
+
+def kill_driver() -> None:
+    """SIGKILL the streaming app's driver (spark-submit's JVM in the scheduler's container, where
+    LocalExecutor's task launched it): the pid in its run.json."""
+    scheduler = container_of("airflow-scheduler")
+    pid = run(
+        "docker",
+        "exec",
+        scheduler,
+        "python",
+        "-c",
+        "import json; print(json.load(open('/data/onceflow/pipelines/payments/run.json'))['pid'])",
+    ).strip()
+    run("docker", "exec", scheduler, "kill", "-9", pid)
+
+
+def kill_container(service: str) -> Callable[[], None]:
+    def kill() -> None:
+        run("docker", "kill", "--signal", "KILL", container_of(service))
+
+    return kill
+
+
+def restart(service: str) -> None:
+    """As compose restarts it: `docker compose start` of the killed container (a `docker kill` is a
+    manual stop, which restart policies leave alone), then wait until compose reports it healthy."""
+    compose("start", service, check=False)
+    compose("up", "-d", "--no-build", "--no-recreate", "--wait", "--wait-timeout", "600", timeout=700)
+
+
+def newer_than(pipeline, version: int) -> Callable[[], int]:
+    """A condition: bronze's version once it is past `version` (0 until then)."""
+
+    def newer() -> int:
+        now = bronze_version(pipeline)
+        return now if now > version else 0
+
+    return newer
+
+
+def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipeline):
+    from onceflow.kafka.client import source_client
+    from tests.exactly_once import assert_exactly_once
+
+    figures: dict = {"timings": stack["timings"], "kills": []}
+    airflow("dags", "unpause", "payments_stream")
+    start_producer()
+    try:
+        first = time.monotonic()
+        wait("a first commit of bronze", lambda: bronze_version(pipeline) >= 0, COMMIT_TIMEOUT, 5)
+        figures["seconds to the first commit"] = round(time.monotonic() - first, 1)
+        kills = [
+            ("the Spark driver (in airflow-scheduler)", kill_driver, None),
+            ("spark-worker", kill_container("spark-worker"), "spark-worker"),
+            ("kafka", kill_container("kafka"), "kafka"),
+            ("s3 (the object store)", kill_container("s3"), "s3"),
+            ("airflow-scheduler", kill_container("airflow-scheduler"), "airflow-scheduler"),
+        ]
+        for what, kill, service in kills:
+            time.sleep(STEADY_SECONDS)
+            before = bronze_version(pipeline)
+            killed = time.monotonic()
+            kill()
+            if service:
+                restart(service)
+            restarted = round(time.monotonic() - killed, 1)
+            version = wait(f"a commit of bronze after killing {what}", newer_than(pipeline, before), COMMIT_TIMEOUT, 1)
+            kill_figure = {
+                "killed": what,
+                "healthy again (s)": restarted,
+                "seconds to the next commit": round(time.monotonic() - killed, 1),
+                "bronze version": version,
+            }
+            figures["kills"].append(kill_figure)
+            print(f"drill: {kill_figure}")
+    finally:
+        stop_producer()
+
+    # everything committed lands: the stream catches up, then the checks
+    cluster = source_client(pipeline)
+    deadline = time.monotonic() + COMMIT_TIMEOUT
+    while True:
+        try:
+            counts = assert_exactly_once(pipeline, cluster)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(15)
+    figures["records"] = counts
+    print(f"drill: exactly once: {counts}")
+
+    # the audit, through Airflow
+    run_id = f"drill-{int(time.time())}"
+    airflow("dags", "unpause", "payments_audit")
+    airflow("dags", "trigger", "payments_audit", "--run-id", run_id)
+    state = wait(
+        "payments_audit to finish",
+        lambda: next(
+            (
+                r["state"]
+                for r in dag_runs("payments_audit")
+                if r["run_id"] == run_id and r["state"] in ("success", "failed")
+            ),
+            None,
+        ),
+        1800,
+        10,
+    )
+    airflow("dags", "pause", "payments_stream")
+    figures["audit"] = state
+    assert state == "success", "payments_audit failed: see its task logs in the Airflow UI"
+
+    # no secret anywhere it could leak to: container logs, task and app logs, the reports
+    secrets = {
+        k: v
+        for k, v in stack["env"].items()
+        if v and k.endswith(("_PASSWORD", "_SECRET", "_SECRET_KEY", "_SECRET_ACCESS_KEY", "_FERNET_KEY"))
+    }
+    found = secrets_in_logs_and_reports(secrets)
+    figures["secrets searched"] = sorted(secrets)
+    figures["secrets found"] = found
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "stack-drill.json").write_text(json.dumps(figures, indent=2, default=str))
+    print(json.dumps(figures, indent=2, default=str))
+    assert not found, f"secrets found: {found}"
+
+
+def secrets_in_logs_and_reports(secrets: dict[str, str]) -> list[str]:
+    """Where each secret's value appears: `docker logs` of every container of the stack, and the
+    files of the airflow-logs, state (app logs, status) and reports volumes."""
+    found = []
+    for cid in compose("ps", "-a", "-q").split():
+        name = run("docker", "inspect", "-f", "{{.Name}}", cid).strip()
+        proc = subprocess.run(["docker", "logs", cid], capture_output=True, text=True, errors="replace")
+        text = proc.stdout + proc.stderr
+        found += [f"{key} in the log of {name}" for key, value in secrets.items() if value in text]
+    scheduler = container_of("airflow-scheduler")
+    for folder in ("/opt/airflow/logs", "/data/onceflow"):
+        listing = subprocess.run(  # the patterns on stdin, not on a command line
+            ["docker", "exec", "-i", scheduler, "grep", "-rlF", "-f", "-", folder],
+            input="\n".join(secrets.values()) + "\n",
+            capture_output=True,
+            text=True,
+        ).stdout
+        found += [f"a secret in {path}" for path in listing.split()]
+    return found
