@@ -159,7 +159,12 @@ class _Field:
     VARIANT column `source` (the record, `_json`; or a Debezium change's row, `_row`)."""
 
     def __init__(
-        self, spec: FieldSpec, source: str = "_json", path: str | None = None, how: tuple[Column, Column] | None = None
+        self,
+        spec: FieldSpec,
+        source: str = "_json",
+        path: str | None = None,
+        how: tuple[Column, Column] | None = None,
+        precise: Column | None = None,
     ):
         self.spec = spec
         self.t = spec.ftype
@@ -174,6 +179,8 @@ class _Field:
         if how is None and read_as is not None:
             how = (F.lit(read_as.value), F.lit(self.t.scale))
         self.enc, self.scale = how if how is not None else (None, None)
+        # a `precise` value as decimal text, computed once per record by the caller (_Debezium)
+        self.precise = precise
         self._built: dict[str, Column] = {}
 
     @_once
@@ -213,7 +220,8 @@ class _Field:
             return F.when(F.abs(double) < F.lit(float("inf")), double)
         if base == "decimal":
             if self.enc is not None:  # Debezium's: base64 of the unscaled value, text or a number
-                text = F.when(self.enc == Encoding.PRECISE.value, self._precise()).when(
+                precise = self.precise if self.precise is not None else self.precise_text()
+                text = F.when(self.enc == Encoding.PRECISE.value, precise).when(
                     self.enc.isin(Encoding.STRING.value, Encoding.DOUBLE.value), text
                 )
             return F.when(text.rlike(decimal_pattern(self.t.precision, self.t.scale)), text.try_cast(self.t.sql))
@@ -240,18 +248,25 @@ class _Field:
             return F.when(self.enc == Encoding.ISO.value, iso).when(self.enc == Encoding.EPOCH_DAYS.value, days)
         return F.expr(f"try_variant_get({self.source}, '{self.path}', 'boolean')")
 
-    def _precise(self) -> Column:
-        """A `precise` decimal as decimal text: base64 of the unscaled value at the record's scale,
-        or Debezium's variable-scale struct {"scale": n, "value": base64}."""
+    def precise_parts(self) -> tuple[Column, Column]:
+        """A `precise` decimal's base64 text and the scale of its unscaled value: the value itself
+        at the record's scale, or Debezium's variable-scale struct {"scale": n, "value": base64}."""
         at = self.path[1:]  # '$.balance' -> '.balance'; '$' -> ''
         n = F.expr(f"try_variant_get({self.source}, '${at}.scale', 'bigint')")
         n_kind = F.expr(f"schema_of_variant(variant_get({self.source}, '${at}.scale'))")
         value_kind = F.expr(f"schema_of_variant(variant_get({self.source}, '${at}.value'))")
         value_text = F.expr(f"try_variant_get({self.source}, '${at}.value', 'string')")
-        struct_ok = (n_kind == "BIGINT") & n.between(0, 38) & (value_kind == "STRING")
-        return F.when(self.kind == "STRING", _scaled_text(self.text, self.scale)).when(
-            self.kind.startswith("OBJECT") & struct_ok, _scaled_text(value_text, n.cast("int"))
-        )
+        struct_ok = self.kind.startswith("OBJECT") & (n_kind == "BIGINT") & n.between(0, 38) & (value_kind == "STRING")
+        b64 = F.when(self.kind == "STRING", self.text).when(struct_ok, value_text)
+        assert self.scale is not None
+        scale = F.when(self.kind == "STRING", self.scale).when(struct_ok, n.cast("int"))
+        return b64, scale
+
+    def precise_text(self) -> Column:
+        """The `precise` value as decimal text, in one expression (the job materializes the parts)."""
+        b64, scale = self.precise_parts()
+        digits, negative = _unscaled_digits(b64)
+        return _decimal_text(digits, negative, scale)
 
     def _int(self) -> Column:
         lo, hi = INT_RANGE["int"]
@@ -337,13 +352,15 @@ def _between(n: Column, bounds: tuple[int, int], make: Callable[[Column], Column
     return F.when(n.between(*bounds), make(n))
 
 
-def _scaled_text(b64: Column, scale: Column) -> Column:
+def _unscaled_digits(b64: Column) -> tuple[Column, Column]:
     """Debezium's `precise` decimal (base64 of a big-endian two's-complement integer) as the
-    decimal text of that integer at `scale`, e.g. ('/1247OA==', 2) -> '-14.28'; NULL when the text
-    is not canonical base64 of 1 to 16 bytes. In SQL: the bytes' magnitude accumulated as a
-    DECIMAL(38,0) with try_ arithmetic (NULL past 38 digits, never an ANSI error), a negative
-    number's through its complement (-x = ~x + 1), so no step exceeds the final magnitude."""
-    raw = F.unbase64(b64)
+    digits of its magnitude and its sign, e.g. '/1247OA==' -> ('1428', true); NULL digits when the
+    text is not canonical base64 of 1 to 16 bytes or the magnitude has more than 38 digits. In SQL:
+    the bytes accumulated as a DECIMAL(38,0) with try_ arithmetic (NULL on overflow, never an ANSI
+    error), a negative number's through its complement (-x = ~x + 1), so no step exceeds the final
+    magnitude."""
+    ok = b64.rlike(BASE64) & (F.length(b64) > 0)
+    raw = F.unbase64(F.when(ok, b64))  # Java's decoder throws on what the pattern refuses: never given it
     size = F.octet_length(raw)
     hexed = F.hex(raw)
     ints = F.transform(
@@ -359,16 +376,19 @@ def _scaled_text(b64: Column, scale: Column) -> Column:
         ),
     )
     digits = F.when(negative, F.try_add(magnitude, F.lit(1))).otherwise(magnitude).cast("string")
+    return F.when(size.between(1, MAX_UNSCALED_BYTES), digits), F.coalesce(negative, F.lit(False))
+
+
+def _decimal_text(digits: Column, negative: Column, scale: Column) -> Column:
+    """'-' if negative, then the digits with a point before the last `scale` of them ('1428', 2 -> '14.28')."""
     padded = F.concat(F.call_function("repeat", F.lit("0"), F.greatest(scale + 1 - F.length(digits), F.lit(0))), digits)
     whole = F.call_function("substr", padded, F.lit(1), F.length(padded) - scale)
     frac = F.call_function("substr", padded, F.length(padded) - scale + 1, scale)
-    text = F.concat(
+    return F.concat(
         F.when(negative, F.lit("-")).otherwise(F.lit("")),
         whole,
         F.when(scale > 0, F.concat(F.lit("."), frac)).otherwise(F.lit("")),
     )
-    ok = b64.rlike(BASE64) & (F.length(b64) > 0)
-    return F.when(ok, F.when(size.between(1, MAX_UNSCALED_BYTES) & digits.isNotNull(), text))
 
 
 def _quoted(text: Column) -> Column:
@@ -499,8 +519,16 @@ class _Debezium:
         self.keyed = keyed
         # the fields that a schema wrapper may say how they are written (cdc/spec.py LOGICAL_TYPES)
         self.described = [i for i, f in enumerate(schema.fields) if f.ftype.base in LOGICAL_TYPES]
+        # decimals: their `precise` text from materialized parts (_precise_columns), built once per record
+        self.decimals = [i for i, f in enumerate(schema.fields) if f.ftype.base == "decimal"]
         self.fields = [
-            _Field(f, f"_d.v{i}", "$", (F.col(f"_h.e{i}"), F.col(f"_h.s{i}")) if i in self.described else None)
+            _Field(
+                f,
+                f"_d.v{i}",
+                "$",
+                (F.col(f"_h.e{i}"), F.col(f"_h.s{i}")) if i in self.described else None,
+                _decimal_text(F.col(f"_q.d{i}"), F.col(f"_q.g{i}"), F.col(f"_p.k{i}")) if i in self.decimals else None,
+            )
             for i, f in enumerate(schema.fields)
         ]
         self.by_name = {f.spec.name: f for f in self.fields}
@@ -537,7 +565,25 @@ class _Debezium:
             F.expr("variant_get(_env, '$.after')")
         )
         raw = raw.withColumn("_row", F.explode(F.array(row)))
-        return self._values_and_hows(raw)
+        return self._precise_columns(self._values_and_hows(raw))
+
+    def _precise_columns(self, raw: DataFrame) -> DataFrame:
+        """Per decimal field i: `_p.b{i}` and `_p.k{i}` (a `precise` value's base64 and scale), then
+        `_q.d{i}` and `_q.g{i}` (its magnitude's digits and sign), each its own column out of a
+        one-element explode: the decoding is one aggregate per value, and the text built from it
+        refers to its digits several times, which would otherwise copy the aggregate each time."""
+        if not self.decimals:
+            return raw
+        parts = []
+        for i in self.decimals:
+            b64, scale = self.fields[i].precise_parts()
+            parts += [b64.alias(f"b{i}"), scale.alias(f"k{i}")]
+        raw = raw.withColumn("_p", F.explode(F.array(F.struct(*parts))))
+        digits = []
+        for i in self.decimals:
+            d, g = _unscaled_digits(F.col(f"_p.b{i}"))
+            digits += [d.alias(f"d{i}"), g.alias(f"g{i}")]
+        return raw.withColumn("_q", F.explode(F.array(F.struct(*digits))))
 
     def _values_and_hows(self, raw: DataFrame) -> DataFrame:
         """Per declared field i: `_d.v{i}`, its raw value (a create's, update's or read's
