@@ -174,7 +174,8 @@ class Envelope:
         if position is not None:
             raw = lookup(obj, tuple(position.split(".")))
             _, ms = read_position(LONG, raw)
-            event_time = read_epoch(ms, Encoding.EPOCH_MILLIS) if ms is not None else None
+            at = read_epoch(ms, Encoding.EPOCH_MILLIS) if ms is not None else None
+            event_time = at if isinstance(at, datetime) else None
             if event_time is None:
                 why = f"the event time {position} is {_show(raw)}, not epoch milliseconds of years 0001-9999"
                 return Malformed(R.CDC_INVALID_EVENT_TIME, why)

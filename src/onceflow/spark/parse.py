@@ -36,7 +36,15 @@ from onceflow.cdc.spec import (
     SequencePart,
 )
 from onceflow.schema import reasons as R
-from onceflow.schema.model import ENCODING_SETTING, EVENT_TIME_COLUMN, INT_RANGE, Encoding, FieldSpec, Schema
+from onceflow.schema.model import (
+    ENCODING_SETTING,
+    ENCODINGS_FOR,
+    EVENT_TIME_COLUMN,
+    INT_RANGE,
+    Encoding,
+    FieldSpec,
+    Schema,
+)
 from onceflow.unprocessable import Unprocessable
 
 # Anchored with \z, the very end: Java's `$` also matches before a final line terminator, so
@@ -173,28 +181,47 @@ class _Field:
         self.kind = F.expr(f"schema_of_variant(variant_get({source}, '{path}'))")
         self.text = F.expr(f"variant_get({source}, '{path}', 'string')")
         self.present = self.kind.isNotNull() & (self.kind != "VOID")
-        # how the value is written (Encoding, and a `precise` value's scale): per record from a
-        # Debezium schema wrapper, else the field's own; None for the types that have no encoding
+        # how the value is written: per record from a Debezium schema wrapper (`how`: the Encoding and
+        # a `precise` value's scale, columns), else the field's own encoding, known here (or None: the
+        # types without one, a JSON event's decimal); `encs` the encodings a record can have
         read_as = spec.read_as
-        if how is None and read_as is not None:
-            how = (F.lit(read_as.value), F.lit(self.t.scale))
-        self.enc, self.scale = how if how is not None else (None, None)
+        self.enc: Column | None = how[0] if how is not None else None
+        self.scale: Column | None = how[1] if how is not None else F.lit(self.t.scale)
+        if how is not None:
+            self.encs = [*ENCODINGS_FOR[self.t.base], Encoding.UNSUPPORTED]
+        else:
+            self.encs = [read_as] if read_as is not None else []
         # a `precise` value as decimal text, computed once per record by the caller (_Debezium)
         self.precise = precise
         self._built: dict[str, Column] = {}
 
+    def _by_encoding(self, make: Callable[[Encoding], Column]) -> Column:
+        """`make(e)` for the record's encoding e: one expression when it is known here, else a CASE."""
+        if self.enc is None:
+            return make(self.encs[0])
+        out = None
+        for e in self.encs:
+            out = F.when(self.enc == e.value, make(e)) if out is None else out.when(self.enc == e.value, make(e))
+        assert out is not None
+        return out
+
+    def _type_for(self, e: Encoding) -> Column:
+        k = self.kind
+        if e == Encoding.PRECISE:
+            return (k == "STRING") | k.startswith("OBJECT")
+        if e in (Encoding.STRING, Encoding.ISO):
+            return k == "STRING"
+        if e == Encoding.DOUBLE:
+            return (k == "BIGINT") | k.startswith("DECIMAL")
+        if e == Encoding.UNSUPPORTED:
+            return F.lit(False)
+        return (k == "BIGINT") | k.rlike(r"^DECIMAL\(\d+,0\)$")  # an epoch count: as a long's
+
     @_once
     def type_ok(self) -> Column:
         k, base = self.kind, self.t.base
-        if self.enc is not None:
-            e = self.enc
-            return (
-                F.when(e == Encoding.PRECISE.value, (k == "STRING") | k.startswith("OBJECT"))
-                .when(e.isin(Encoding.STRING.value, Encoding.ISO.value), k == "STRING")
-                .when(e == Encoding.DOUBLE.value, (k == "BIGINT") | k.startswith("DECIMAL"))
-                .when(e == Encoding.UNSUPPORTED.value, F.lit(False))
-                .otherwise((k == "BIGINT") | k.rlike(r"^DECIMAL\(\d+,0\)$"))  # an epoch count: as a long's
-            )
+        if self.encs:
+            return self._by_encoding(self._type_for)
         if base in ("string", "timestamp", "date"):
             return k == "STRING"
         if base in ("int", "long"):
@@ -219,34 +246,38 @@ class _Field:
             double = text.try_cast("double")
             return F.when(F.abs(double) < F.lit(float("inf")), double)
         if base == "decimal":
-            if self.enc is not None:  # Debezium's: base64 of the unscaled value, text or a number
-                precise = self.precise if self.precise is not None else self.precise_text()
-                text = F.when(self.enc == Encoding.PRECISE.value, precise).when(
-                    self.enc.isin(Encoding.STRING.value, Encoding.DOUBLE.value), text
-                )
+            if self.encs:  # Debezium's: base64 of the unscaled value, text or a number
+                text = self._by_encoding(self._decimal_text_for)
             return F.when(text.rlike(decimal_pattern(self.t.precision, self.t.scale)), text.try_cast(self.t.sql))
-        if base == "timestamp":
+        if base in ("timestamp", "date"):
+            return self._by_encoding(self._time_for)
+        return F.expr(f"try_variant_get({self.source}, '{self.path}', 'boolean')")
+
+    def _decimal_text_for(self, e: Encoding) -> Column:
+        if e == Encoding.PRECISE:
+            return self.precise if self.precise is not None else self.precise_text()
+        return self.text if e in (Encoding.STRING, Encoding.DOUBLE) else F.lit(None).cast("string")
+
+    def _time_for(self, e: Encoding) -> Column:
+        """A date's or timestamp's value written as `e`: ISO text, or a count since 1970 within years 0001-9999."""
+        text = self.text
+        if e == Encoding.ISO and self.t.base == "date":
+            return F.when(text.rlike(DATE), text.try_cast("date"))
+        if e == Encoding.ISO:
             ts = F.when(text.rlike(TIMESTAMP), text.try_cast("timestamp"))
             lo, hi = TIMESTAMP_RANGE
-            iso = F.when(ts.between(F.lit(lo).cast("timestamp"), F.lit(hi).cast("timestamp")), ts)
-            if self.enc is None:
-                return iso
-            n, e = text.try_cast("bigint"), self.enc
-            nanos = F.when((n % 1000) == 0, (n.cast("decimal(20,0)") / 1000).cast("bigint"))
-            return (
-                F.when(e == Encoding.ISO.value, iso)
-                .when(e == Encoding.EPOCH_MILLIS.value, _between(n, EPOCH_MILLIS_RANGE, F.timestamp_millis))
-                .when(e == Encoding.EPOCH_MICROS.value, _between(n, EPOCH_MICROS_RANGE, F.timestamp_micros))
-                .when(e == Encoding.EPOCH_NANOS.value, _between(nanos, EPOCH_MICROS_RANGE, F.timestamp_micros))
-            )
-        if base == "date":
-            iso = F.when(text.rlike(DATE), text.try_cast("date"))
-            if self.enc is None:
-                return iso
-            n = text.try_cast("bigint")
-            days = _between(n, EPOCH_DAYS_RANGE, lambda c: F.date_from_unix_date(c.cast("int")))
-            return F.when(self.enc == Encoding.ISO.value, iso).when(self.enc == Encoding.EPOCH_DAYS.value, days)
-        return F.expr(f"try_variant_get({self.source}, '{self.path}', 'boolean')")
+            return F.when(ts.between(F.lit(lo).cast("timestamp"), F.lit(hi).cast("timestamp")), ts)
+        n = text.try_cast("bigint")
+        if e == Encoding.EPOCH_DAYS:
+            return _between(n, EPOCH_DAYS_RANGE, lambda c: F.date_from_unix_date(c.cast("int")))
+        if e == Encoding.EPOCH_MILLIS:
+            return _between(n, EPOCH_MILLIS_RANGE, F.timestamp_millis)
+        if e == Encoding.EPOCH_MICROS:
+            return _between(n, EPOCH_MICROS_RANGE, F.timestamp_micros)
+        if e == Encoding.EPOCH_NANOS:  # whole microseconds only: never rounded
+            micros = F.when((n % 1000) == 0, (n.cast("decimal(20,0)") / 1000).cast("bigint"))
+            return _between(micros, EPOCH_MICROS_RANGE, F.timestamp_micros)
+        return F.lit(None).cast(self.t.sql)  # UNSUPPORTED, or an encoding of another type
 
     def precise_parts(self) -> tuple[Column, Column]:
         """A `precise` decimal's base64 text and the scale of its unscaled value: the value itself
@@ -277,19 +308,16 @@ class _Field:
     def value_ok(self) -> Column:
         return self.value().isNotNull()
 
+    @_once
     def written(self) -> Column:
         """How the value should have been written, naming the connector's setting (for `detail`)."""
-        assert self.enc is not None
-        out = F.lit("")
-        for enc, what in ENCODING_SETTING.items():
-            out = F.when(self.enc == enc.value, F.lit(f" written as {what}")).otherwise(out)
-        return out
+        return self._by_encoding(lambda e: F.lit(f" written as {ENCODING_SETTING[e]}"))
 
     @_once
     def unusable(self) -> Column:
         """Why a present, well-typed value cannot be used (for `detail`)."""
         base = self.t.base
-        if self.enc is not None:
+        if self.encs and not (self.enc is None and self.encs == [Encoding.ISO]):
             fix = "; set the field's `encoding` (or the connector's setting) to what the connector writes"
             return F.concat(
                 F.lit(f"{self.spec.name} "),
@@ -435,7 +463,7 @@ def _field_checks(fields: list[_Field]) -> list[tuple[Column, str, Column]]:
                     F.lit(f"{n} is "),
                     F.substring(f.kind, 1, 40),
                     F.lit(f", expected {f.spec.type}"),
-                    *([f.written()] if f.enc is not None else []),
+                    *([f.written()] if f.encs and f.encs != [Encoding.ISO] else []),
                 ),
             )
             for (n, c), f in zip(wrong, fields, strict=True)
@@ -638,10 +666,10 @@ class _Debezium:
             kind = F.when(type_kind == "STRING", kind)
             unsupported = F.lit(Encoding.UNSUPPORTED.value)
             by_name, by_type = unsupported, unsupported
-            for logical, enc in LOGICAL_TYPES[base].items():
-                by_name = F.when(name == logical, F.lit(enc.value)).otherwise(by_name)
-            for plain, enc in PLAIN_TYPES[base].items():
-                by_type = F.when(kind == plain, F.lit(enc.value)).otherwise(by_type)
+            for logical, said in LOGICAL_TYPES[base].items():
+                by_name = F.when(name == logical, F.lit(said.value)).otherwise(by_name)
+            for plain, said in PLAIN_TYPES[base].items():
+                by_type = F.when(kind == plain, F.lit(said.value)).otherwise(by_type)
             declared = f.read_as
             enc = (
                 F.when(F.col(f"_d.n{i}").isNull(), F.lit(declared.value if declared else None))
