@@ -580,11 +580,6 @@ def _model_in(annotation) -> type[BaseModel] | None:
     return None
 
 
-def _short(value, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 4] + " ..."
-
-
 def _known(model: type[BaseModel] | None) -> list[str]:
     """The fields a file may set at this level, as it spells them (aliases: `schema`)."""
     fields = model.model_fields if model else {}
@@ -594,7 +589,7 @@ def _known(model: type[BaseModel] | None) -> list[str]:
 def _field_errors(exc: ValidationError) -> list[str]:
     """One line per invalid field with its fix. A misspelt field is named with the field it
     most likely meant (and the "missing" error that the misspelling causes is folded into it);
-    values are shown short, never the whole file's contents."""
+    no value of the file is shown, only the field, the problem and the fix."""
     import difflib
 
     errors = exc.errors()
@@ -632,7 +627,6 @@ def _field_errors(exc: ValidationError) -> list[str]:
             declared = err["ctx"]["error"]  # names its own field: no input to show
             lines.append(f"  field `{declared.field}`: {declared.problem}. Fix: {declared.fix}")
         else:
-            lines.append(
-                f"  field `{field}`: {err['msg']} (got {_short(err.get('input'))}). Fix: see docs/pipeline-config.md"
-            )
+            # the problem and the fix, never the value: a file's contents are not echoed (docs/pipeline-config.md)
+            lines.append(f"  field `{field}`: {err['msg']}. Fix: see docs/pipeline-config.md")
     return lines

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from onceflow.schema.model import AggregatesSpec, Schema
+from onceflow.schema.model import EVENT_TIME_COLUMN, AggregatesSpec, Schema
 
 if TYPE_CHECKING:
     from onceflow.cdc.spec import KeyedSpec
@@ -32,10 +32,13 @@ BATCH_COLUMNS = ("first_batch_id", "last_batch_id")
 def bronze_columns(schema: Schema, keyed: KeyedSpec | None = None) -> dict[str, str]:
     """Declared field -> its SQL type, in declaration order; for Debezium's change events (a
     `keyed` spec that reads them) then `_op` (c, u, d, r) and `_sequence` (the `sequence_by`
-    values, a struct). A delete's row holds its key and sequence fields only."""
+    values, a struct), and `_event_time` when the event time is an envelope position (docs/cdc.md).
+    A delete's row holds its key and sequence fields only."""
     cols = {f.name: f.ftype.sql for f in schema.fields}
     if keyed is not None and keyed.debezium:
         cols |= {"_op": "STRING", "_sequence": keyed.sequence_ddl}
+        if schema.event_time_position is not None:  # the change's event time from its envelope
+            cols[EVENT_TIME_COLUMN] = "TIMESTAMP"
     return cols
 
 

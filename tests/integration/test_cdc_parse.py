@@ -11,9 +11,11 @@ Hypothesis draws for drawn schemas, keys and sequences (tests/json_space.py), a 
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,10 @@ from hypothesis import strategies as st
 
 from onceflow import tables
 from onceflow.cdc.envelope import TOMBSTONE, Change, Envelope, Malformed
-from onceflow.cdc.spec import DIGITS, LONG, POSITIONS, KeyedSpec, resolve
+from onceflow.cdc.spec import DIGITS, LOGICAL_TYPES, LONG, PLACEHOLDER, PLAIN_TYPES, POSITIONS, KeyedSpec, resolve
 from onceflow.schema import reasons as R
-from onceflow.schema.model import Schema
+from onceflow.schema.model import ENCODINGS_FOR, EVENT_TIME_POSITIONS, Encoding, Schema
+from onceflow.schema.reference import read_date, read_timestamp
 from onceflow.spark.parse import bronze_rows, parse_events, sink_rows
 from onceflow.unprocessable import Declared, Unprocessable
 from tests.json_space import Raw, any_json, dumps, events, field_values, hard_strings, records, schemas
@@ -47,7 +50,7 @@ CUSTOMERS = Schema.model_validate(
             {"name": "email", "type": "string", "max_length": 320},
             {"name": "name", "type": "string", "required": False},
             {"name": "tier", "type": "string", "allowed": ["free", "pro", "enterprise"]},
-            {"name": "balance", "type": "decimal(18,2)", "required": False},
+            {"name": "balance", "type": "decimal(18,2)", "encoding": "string", "required": False},
             {"name": "updated_at", "type": "timestamp"},
         ],
     }
@@ -102,6 +105,8 @@ def _bronze_values(change: Change, schema: Schema, keyed: KeyedSpec) -> dict:
     out = {n: _micros(v) for n, v in values.items()}
     out["_op"] = change.op
     out |= {f"_seq_{p.column}": _micros(v) for p, v in zip(keyed.sequence, change.sequence, strict=True)}
+    if schema.event_time_position is not None:
+        out["_event_time"] = _micros(change.event_time)
     return out
 
 
@@ -125,6 +130,8 @@ def check_batch(
     for p in keyed.sequence:
         base = p.field.ftype.base if p.field is not None else "position"
         cols.append(f"{_sql(f'_sequence.`{p.column}`', base)} AS `_seq_{p.column}`")
+    if schema.event_time_position is not None:
+        cols.append("unix_micros(_event_time) AS _event_time")
     rows = {r["_offset"]: r for r in parsed.selectExpr("_offset", "reason", "detail", "_op", *cols).collect()}
     problems, outcomes = [], {}
     for i, value in enumerate(values):
@@ -274,7 +281,7 @@ CUSTOMER_EDGES: list[tuple[bytes | None, str]] = [
     (j(env("c", after=row(tier="gold"))), R.NOT_ALLOWED),
     (j(env("c", after=row(email="e" * 321))), R.TOO_LONG),
     (j(env("c", after=row(name="n" * 2000, balance="-12.5", extra={"x": [1, 2]}))), CHANGE),
-    (j(env("c", after=row(name=None, balance=12.25))), CHANGE),
+    (j(env("c", after=row(name=None, balance=12.25))), R.WRONG_TYPE),  # decimal.handling.mode=string writes text
     (j(env("u", after=row(tier="gold"), before=row(tier="gold"))), R.NOT_ALLOWED),
 ]
 ORACLE_EDGES: list[tuple[bytes | None, str]] = [
@@ -326,7 +333,219 @@ ORDERS_EDGES: list[tuple[bytes | None, str]] = [
     (order(version=1.5), R.CDC_INVALID_SEQUENCE),
     (order(day="2026-02-29"), R.INVALID_VALUE),
 ]
-EDGES = {"customers": CUSTOMER_EDGES, "oracle": ORACLE_EDGES, "orders": ORDERS_EDGES}
+# Debezium's defaults (issue 48): PostgreSQL `numeric(12,2)` with decimal.handling.mode=precise,
+# `numeric` without a scale (VariableScaleDecimal), `date` (epoch days), `timestamp(6)`
+# (MicroTimestamp), `timestamptz` (ZonedTimestamp), a TOASTable `text`; no timestamp column is the
+# event time: the envelope's source.ts_ms is. Each record as the JSON converter writes it, with and
+# without the schema wrapper.
+DEFAULTS = Schema.model_validate(
+    {
+        "format": "debezium",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "balance", "type": "decimal(12,2)", "encoding": "precise", "required": False},
+            {"name": "ratio", "type": "decimal(20,6)", "encoding": "precise", "required": False},
+            {"name": "born", "type": "date", "encoding": "epoch_days", "required": False},
+            {"name": "seen", "type": "timestamp", "encoding": "epoch_micros", "required": False},
+            {"name": "paid", "type": "timestamp", "required": False},
+            {"name": "bio", "type": "string", "required": False},
+        ],
+    }
+)
+
+
+def b64(unscaled: int) -> str:
+    """A Connect Decimal's bytes as the JSON converter writes them: BigInteger.toByteArray, base64."""
+    size = ((unscaled if unscaled >= 0 else ~unscaled).bit_length() + 8) // 8
+    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
+
+
+def _column(field: str, kind: str, name: str | None = None, **params: str) -> dict:
+    out: dict[str, Any] = {"type": kind, "optional": field != "id", "field": field}
+    if name:
+        out |= {"name": name, "version": 1}
+    if params:
+        out["parameters"] = params
+    return out
+
+
+VALUE_SCHEMA = {
+    "type": "struct",
+    "optional": True,
+    "name": "shop.public.customers.Value",
+    "fields": [
+        _column("id", "int64"),
+        _column(
+            "balance",
+            "bytes",
+            "org.apache.kafka.connect.data.Decimal",
+            **{"scale": "2", "connect.decimal.precision": "12"},
+        ),
+        _column("ratio", "struct", "io.debezium.data.VariableScaleDecimal"),
+        _column("born", "int32", "io.debezium.time.Date"),
+        _column("seen", "int64", "io.debezium.time.MicroTimestamp"),
+        _column("paid", "string", "io.debezium.time.ZonedTimestamp"),
+        _column("bio", "string"),
+    ],
+}
+ENVELOPE_SCHEMA = {
+    "type": "struct",
+    "optional": False,
+    "name": "shop.public.customers.Envelope",
+    "version": 2,
+    "fields": [
+        {**VALUE_SCHEMA, "field": "before"},
+        {**VALUE_SCHEMA, "field": "after"},
+        {
+            "type": "struct",
+            "optional": False,
+            "name": "io.debezium.connector.postgresql.Source",
+            "field": "source",
+            "fields": [_column("ts_ms", "int64"), _column("lsn", "int64")],
+        },
+        {"type": "string", "optional": False, "field": "op"},
+        {"type": "int64", "optional": True, "field": "ts_ms"},
+    ],
+}
+
+
+def pg(after: Any, op: str = "u", before: Any = None, wrapped: bool = False, schema: Any = None) -> bytes:
+    """A PostgreSQL connector's change event of DEFAULTS' table (REPLICA IDENTITY DEFAULT: no `before`)."""
+    payload = {
+        "before": before,
+        "after": after,
+        "source": {
+            "version": "2.7.3.Final",
+            "connector": "postgresql",
+            "name": "shop",
+            "ts_ms": 1767225900120,
+            "snapshot": "false",
+            "db": "shop",
+            "schema": "public",
+            "table": "customers",
+            "lsn": 24023128,
+        },
+        "op": op,
+        "ts_ms": 1767225900123,
+    }
+    return j({"schema": schema or ENVELOPE_SCHEMA, "payload": payload} if wrapped else payload)
+
+
+def _with(column: dict, **member: Any) -> dict:
+    """ENVELOPE_SCHEMA with one column's schema replaced."""
+    value = {**VALUE_SCHEMA, "fields": [member.get(c["field"], c) for c in VALUE_SCHEMA["fields"]]}
+    del column
+    return {
+        **ENVELOPE_SCHEMA,
+        "fields": [{**value, "field": "before"}, {**value, "field": "after"}, *ENVELOPE_SCHEMA["fields"][2:]],
+    }
+
+
+SCALE4 = _with({}, balance=_column("balance", "bytes", "org.apache.kafka.connect.data.Decimal", scale="4"))
+AS_TEXT = _with({}, balance=_column("balance", "string"))  # decimal.handling.mode=string
+MILLIS = _with({}, seen=_column("seen", "int64", "io.debezium.time.Timestamp"))
+NANOS = _with({}, seen=_column("seen", "int64", "io.debezium.time.NanoTimestamp"))
+CONNECT_DATE = _with({}, born=_column("born", "int32", "org.apache.kafka.connect.data.Date"))
+TIME_OF_DAY = _with({}, seen=_column("seen", "int64", "io.debezium.time.MicroTime"))
+ROW = {
+    "id": 7,
+    "balance": b64(-2662984),
+    "ratio": {"scale": 3, "value": b64(12345)},
+    "born": 20454,
+    "seen": 1767225900123456,
+    "paid": "2026-01-01T00:05:00.123456Z",
+    "bio": "x" * 6000,
+}
+TOAST = "__debezium_unavailable_value"
+assert TOAST == PLACEHOLDER
+DEFAULT_EDGES: list[tuple[bytes | None, str]] = [
+    (pg(ROW), CHANGE),
+    (pg(ROW, wrapped=True), CHANGE),
+    (pg(ROW, "r", wrapped=True), CHANGE),
+    # the trap: base64 of -26,629.84 is all digits; it is base64, with the wrapper or without
+    (pg({"id": 1, "balance": "1124"}), CHANGE),
+    (pg({"id": 1, "balance": "1124"}, wrapped=True), CHANGE),
+    (pg({"id": 1, "balance": "1124"}, wrapped=True, schema=AS_TEXT), CHANGE),  # mode=string: 1124.00
+    (pg({"id": 1, "balance": "1124.5"}, wrapped=True, schema=AS_TEXT), CHANGE),
+    (pg({"id": 1, "balance": "1124.5"}), R.INVALID_VALUE),  # text where base64 is declared
+    (pg({"id": 1, "balance": 1124.5}), R.WRONG_TYPE),  # mode=double where precise is declared
+    *[(pg({"id": 1, "balance": b64(u)}), CHANGE) for u in (0, 1, -1, 127, 128, -128, -129, 10**12 - 1, -(10**12 - 1))],
+    (pg({"id": 1, "balance": b64(10**12)}), R.INVALID_VALUE),  # 13 digits: past decimal(12,2)
+    (pg({"id": 1, "balance": "AB=="}), R.INVALID_VALUE),  # unused bits set: not the one writing
+    (pg({"id": 1, "balance": "AA="}), R.INVALID_VALUE),
+    (pg({"id": 1, "balance": "A" * 23 + "="}), R.INVALID_VALUE),  # 17 bytes
+    (pg({"id": 1, "balance": ""}), R.INVALID_VALUE),
+    (pg({"id": 1, "balance": b64(1234500)}, wrapped=True, schema=SCALE4), CHANGE),  # 123.4500
+    (pg({"id": 1, "balance": b64(1234567)}, wrapped=True, schema=SCALE4), R.INVALID_VALUE),  # 123.4567: rounds
+    (
+        pg(
+            {"id": 1, "balance": b64(5)},
+            wrapped=True,
+            schema=_with({}, balance=_column("balance", "bytes", "org.apache.kafka.connect.data.Decimal", scale="x")),
+        ),
+        R.WRONG_TYPE,
+    ),
+    (pg({"id": 1, "ratio": {"scale": 6, "value": b64(-(10**20) + 1)}}), CHANGE),
+    (pg({"id": 1, "ratio": {"scale": 0, "value": b64(10**13)}}, wrapped=True), CHANGE),
+    (pg({"id": 1, "ratio": {"scale": 0, "value": b64(10**14)}}), R.INVALID_VALUE),  # 15 digits
+    (pg({"id": 1, "ratio": {"scale": 7, "value": b64(1)}}), R.INVALID_VALUE),
+    (pg({"id": 1, "ratio": {"scale": "1", "value": b64(1)}}), R.INVALID_VALUE),
+    (pg({"id": 1, "ratio": {"scale": 39, "value": b64(1)}}), R.INVALID_VALUE),
+    (pg({"id": 1, "ratio": {"value": b64(1)}}), R.INVALID_VALUE),
+    # dates and timestamps in their default encodings
+    (pg({"id": 1, "born": -719162, "seen": -62135596800000000}), CHANGE),
+    (pg({"id": 1, "born": 2932896, "seen": 253402300799999999}, wrapped=True), CHANGE),
+    (pg({"id": 1, "born": 2932897}), R.INVALID_VALUE),
+    (pg({"id": 1, "seen": 253402300800000000}), R.INVALID_VALUE),
+    (pg({"id": 1, "born": "2026-01-01"}), R.WRONG_TYPE),
+    (pg({"id": 1, "born": 20454.5}), R.WRONG_TYPE),
+    (pg({"id": 1, "born": 20454}, wrapped=True, schema=CONNECT_DATE), CHANGE),
+    (pg({"id": 1, "seen": 1767225900123}, wrapped=True, schema=MILLIS), CHANGE),
+    (pg({"id": 1, "seen": 253402300800000}, wrapped=True, schema=MILLIS), R.INVALID_VALUE),
+    (pg({"id": 1, "seen": 2**62}, wrapped=True, schema=MILLIS), R.INVALID_VALUE),  # overflows no ANSI check
+    (pg({"id": 1, "seen": 1767225900123456000}, wrapped=True, schema=NANOS), CHANGE),
+    (pg({"id": 1, "seen": 1767225900123456789}, wrapped=True, schema=NANOS), R.INVALID_VALUE),  # never rounded
+    (pg({"id": 1, "seen": -1000}, wrapped=True, schema=NANOS), CHANGE),
+    (pg({"id": 1, "seen": 5}, wrapped=True, schema=TIME_OF_DAY), R.WRONG_TYPE),
+    (pg({"id": 1, "paid": "2026-01-01T01:05:00+01:00"}, wrapped=True), CHANGE),
+    (pg({"id": 1, "paid": 1767225900123456}, wrapped=True), R.WRONG_TYPE),
+    # an unchanged TOASTed column: the old row's value, or refused; never the placeholder stored
+    (pg({"id": 1, "bio": TOAST}), R.CDC_UNAVAILABLE_VALUE),
+    (pg({"id": 1, "bio": TOAST}, wrapped=True), R.CDC_UNAVAILABLE_VALUE),
+    (pg({"id": 1, "bio": TOAST}, before={"id": 1}), R.CDC_UNAVAILABLE_VALUE),
+    (pg({"id": 1, "bio": TOAST}, before={"id": 1, "bio": TOAST}), R.CDC_UNAVAILABLE_VALUE),
+    (pg({"id": 1, "bio": TOAST}, before={"id": 1, "bio": "y" * 6000}), CHANGE),  # REPLICA IDENTITY FULL
+    (pg({"id": 1, "bio": TOAST}, before={"id": 1, "bio": None}, wrapped=True), CHANGE),
+    (pg({"id": 1, "born": TOAST}, before={"id": 1, "born": 20454}), CHANGE),
+    (pg({"id": 1, "bio": TOAST, "born": "x"}), R.CDC_UNAVAILABLE_VALUE),  # before the row's checks
+    (pg(None, "d", before={"id": 1, "bio": TOAST}), CHANGE),  # a delete's row is not judged
+    # the event time: source.ts_ms
+    (j({"op": "c", "after": {"id": 1}, "source": {"lsn": 1}}), R.CDC_INVALID_EVENT_TIME),
+    (j({"op": "d", "before": {"id": 1}, "source": {"lsn": 1, "ts_ms": "5"}}), R.CDC_INVALID_EVENT_TIME),
+    (j({"op": "c", "after": {"id": 1}, "source": {"lsn": 1, "ts_ms": 253402300800000}}), R.CDC_INVALID_EVENT_TIME),
+    (j({"op": "c", "after": {"id": 1}, "source": {"lsn": 1, "ts_ms": -62135596800000}}), CHANGE),
+]
+SPECS["defaults"] = (DEFAULTS, ["id"], "source.lsn")
+EDGES = {"customers": CUSTOMER_EDGES, "oracle": ORACLE_EDGES, "orders": ORDERS_EDGES, "defaults": DEFAULT_EDGES}
+
+
+def test_the_issue_s_values_land_exactly(spark):
+    """Issue 48's values through the job: -26,629.84 written as "1124" lands as -26,629.84 (not
+    1124.00), the TOASTed column keeps the old row's 6,000 characters, bronze's event time is
+    source.ts_ms."""
+    keyed = resolve(DEFAULTS, ["id"], "source.lsn")
+    values = [pg({"id": 1, "balance": "1124"}, wrapped=True), pg(ROW), pg({"id": 2, "bio": TOAST}, before=ROW)]
+    df = spark.createDataFrame(
+        [(None, v, "t", 0, i, datetime(2026, 1, 1)) for i, v in enumerate(values)],
+        "key binary, value binary, topic string, partition int, offset long, timestamp timestamp",
+    )
+    rows = {
+        r["_offset"]: r for r in bronze_rows(parse_events(df, DEFAULTS, keyed=keyed), DEFAULTS, 0, 1, keyed).collect()
+    }
+    assert rows[0]["balance"] == Decimal("-26629.84")
+    assert rows[1]["ratio"] == Decimal("12.345") and rows[1]["born"] == date(2026, 1, 1)
+    assert rows[2]["bio"] == "x" * 6000
+    assert rows[0]["_event_time"] == datetime(2026, 1, 1, 0, 5, 0, 120000)
 
 
 def test_every_reason_and_op_on_written_edges_as_the_reference(spark):
@@ -344,7 +563,7 @@ def test_every_reason_and_op_on_written_edges_as_the_reference(spark):
         assert not wrong, "\n".join(wrong)
         seen |= set(outcomes.values())
         ops |= {p.op for v, _ in edges if isinstance(p := reference.parse(None, v), Change)}
-    assert set(R.CDC_REASONS) | {GONE, CHANGE, R.NOT_AN_OBJECT} <= seen
+    assert set(R.CDC_REASONS) | {GONE, CHANGE, R.NOT_AN_OBJECT, R.WRONG_TYPE, R.INVALID_VALUE} <= seen
     assert ops == {"c", "u", "d", "r"}
 
 
@@ -408,7 +627,14 @@ def keyed_schemas(draw) -> tuple[Schema, list[str], list[str]]:
     """A drawn schema (tests/json_space.py) read as Debezium's rows, with drawn keys (required
     fields, no double) and a drawn sequence (required non-boolean fields and positions)."""
     base = draw(schemas())
-    schema = Schema.model_validate({**base.model_dump(exclude_defaults=True), "format": "debezium"})
+    dumped = base.model_dump(exclude_defaults=True)
+    # each decimal, date and timestamp written in one of Debezium's encodings (a decimal must say which)
+    for f in dumped["fields"]:
+        options = ENCODINGS_FOR.get(str(f["type"]).split("(")[0])
+        if options and (f["type"].startswith("decimal") or draw(st.booleans())):
+            f["encoding"] = draw(st.sampled_from(options)).value
+    event_time = draw(st.sampled_from([dumped["event_time"], None, *EVENT_TIME_POSITIONS]))
+    schema = Schema.model_validate({**dumped, "format": "debezium", "event_time": event_time})
     keyable = [f.name for f in schema.fields if f.required and f.ftype.base != "double"]
     keys = draw(st.lists(st.sampled_from(keyable), min_size=1, max_size=2, unique=True))
     orderable = [f.name for f in schema.fields if f.required and f.ftype.base != "boolean"]
@@ -439,8 +665,80 @@ def _put(obj: dict, path: tuple[str, ...], value: Any) -> None:
     node[path[-1]] = value
 
 
+def _encoded(f: Any, value: Any) -> Any:
+    """A valid value as drawn (decimal, date or timestamp text, or a number literal) as the field's
+    encoding writes it."""
+    enc = f.read_as
+    if enc is None or enc == Encoding.ISO or value is None:
+        return value
+    if f.ftype.base == "decimal":
+        text = value.text if isinstance(value, Raw) else str(value)
+        try:
+            if not Decimal(text).is_finite():
+                return value
+        except ArithmeticError:
+            return value
+        if enc == Encoding.STRING:
+            return text
+        if enc == Encoding.DOUBLE:
+            return Raw(format(Decimal(text), "f"))
+        with localcontext() as ctx:
+            ctx.prec = 100
+            return b64(int(Decimal(text).scaleb(f.ftype.scale)))
+    if not isinstance(value, str):
+        return value
+    if f.ftype.base == "date":
+        day = read_date(value)
+        return value if day is None else (day - date(1970, 1, 1)).days
+    at = read_timestamp(value)
+    if at is None:
+        return value
+    micros = (at - _EPOCH) // timedelta(microseconds=1)
+    return {Encoding.EPOCH_MILLIS: micros // 1000, Encoding.EPOCH_MICROS: micros, Encoding.EPOCH_NANOS: micros * 1000}[
+        enc
+    ]
+
+
+def _encoding_space(f: Any) -> st.SearchStrategy[Any]:
+    """Values of a field's encodings, valid or not: base64 of up to 18 bytes (its last bits set too),
+    variable-scale structs, epoch counts of any size, texts."""
+    b64s = st.binary(max_size=18).map(lambda b: base64.b64encode(b).decode())
+    ints = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-(10**6), 10**6), st.integers(-(2**64), 2**64))
+    return st.one_of(
+        b64s,
+        b64s.map(lambda t: t[:-1] + "B" if t.endswith("=") else t),
+        st.fixed_dictionaries({"scale": st.one_of(st.integers(-2, 40), st.just("2")), "value": b64s}),
+        ints,
+        st.just(PLACEHOLDER),
+        st.sampled_from(["1124", "12.50", "2026-01-01", "2026-01-01T00:00:00Z", ""]),
+    )
+
+
 @st.composite
 def images(draw, schema: Schema, keyed: KeyedSpec) -> Any:
+    """A row image, its Debezium-encoded fields as each one's encoding writes them, now and then
+    one of them any value of an encoding, or the placeholder of an unchanged TOASTed column."""
+    image = draw(_images(schema, keyed))
+    if not isinstance(image, dict):
+        return image
+    for f in schema.fields:
+        raw = image
+        for key in f.keys[:-1]:
+            raw = raw.get(key) if isinstance(raw, dict) else None
+        if not isinstance(raw, dict) or f.keys[-1] not in raw:
+            continue
+        roll = draw(st.integers(0, 9))
+        if roll == 0:
+            raw[f.keys[-1]] = PLACEHOLDER
+        elif roll == 1 and f.ftype.base in LOGICAL_TYPES:
+            raw[f.keys[-1]] = draw(_encoding_space(f))
+        elif roll > 2:
+            raw[f.keys[-1]] = _encoded(f, raw[f.keys[-1]])
+    return image
+
+
+@st.composite
+def _images(draw, schema: Schema, keyed: KeyedSpec) -> Any:
     """A row image: a valid row, a row with one key or sequence field of any shape, a row of any
     shape, the key and sequence fields alone (a delete's `before`), or no object at all."""
     how = draw(st.integers(0, 6))
@@ -488,6 +786,10 @@ def envelopes(draw, schema: Schema, keyed: KeyedSpec) -> dict:
         for part in keyed.sequence:
             if part.field is None and draw(st.integers(0, 9)) > 0:
                 _put(obj, part.path, draw(_position(part.position or LONG)))
+        position = schema.event_time_position
+        if position is not None and position not in [p.name for p in keyed.sequence] and draw(st.integers(0, 9)) > 0:
+            ms = st.one_of(st.integers(-62135596800000, 253402300799999), _position(LONG))
+            _put(obj, tuple(position.split(".")), draw(ms))
     order = draw(st.permutations(list(obj)))
     return {k: obj[k] for k in order}
 
@@ -503,10 +805,48 @@ def change_records(draw, schema: Schema, keyed: KeyedSpec) -> bytes | None:
     if kind == 8:
         envelope = {"schema": draw(any_json(3, valid=True)), "payload": draw(st.one_of(st.none(), any_json(3)))}
     elif kind >= 6:
-        envelope = {"schema": {"type": "struct"}, "payload": envelope}
+        envelope = {"schema": draw(wrappers(schema)), "payload": envelope}
         if kind == 7 and draw(st.booleans()):
             envelope["more"] = 1
     return dumps(envelope, draw).encode("utf-8", "surrogatepass")
+
+
+@st.composite
+def wrappers(draw, schema: Schema) -> Any:
+    """The JSON converter's schema of an envelope: its row's struct (nested for nested paths) naming
+    each decimal, date and timestamp column's logical type, or its plain type, or something else;
+    or a schema that describes nothing."""
+    if draw(st.integers(0, 3)) == 0:
+        return draw(st.one_of(st.just({"type": "struct"}), any_json(3, valid=True)))
+    row: dict = {"type": "struct", "fields": []}
+    for f in schema.fields:
+        base = f.ftype.base
+        if base not in LOGICAL_TYPES or draw(st.integers(0, 4)) == 0:
+            continue
+        names = [*sorted(LOGICAL_TYPES[base]), "io.debezium.time.MicroTime", "io.debezium.data.Json"]
+        column: dict[str, Any] = {"field": f.keys[-1], "optional": True}
+        how = draw(st.integers(0, 3))
+        if how <= 1:
+            column |= {"type": "bytes", "name": draw(st.sampled_from(names))}
+            if column["name"] == "org.apache.kafka.connect.data.Decimal":
+                scale = st.one_of(
+                    st.integers(0, 40).map(str), st.sampled_from(["", "x", " 2", "2\n", "٢"]), st.integers(0, 3)
+                )
+                column["parameters"] = {"scale": draw(scale)}
+        elif how == 2:
+            column["type"] = draw(st.sampled_from([*sorted(PLAIN_TYPES[base]), "bytes", "boolean"]))
+        else:
+            column |= {"type": draw(st.sampled_from(["string", 5])), "name": draw(st.sampled_from([5, None]))}
+        node = row
+        for key in f.keys[:-1]:
+            inner = next((c for c in node["fields"] if c.get("field") == key), None)
+            if inner is None:
+                inner = {"type": "struct", "field": key, "fields": []}
+                node["fields"].append(inner)
+            node = inner
+        node["fields"].append(column)
+    sides = [{**row, "field": "before"}, {**row, "field": "after"}]
+    return {"type": "struct", "fields": draw(st.permutations([*sides, {"type": "string", "field": "op"}]))}
 
 
 _SETTINGS = settings(

@@ -46,7 +46,7 @@ def recompute(bronze: DataFrame, pipeline: Pipeline) -> DataFrame:
     metrics = aggs.parsed_metrics()
     exprs = [_metric(m, types[m.name]).alias(m.name) for m in metrics]
     return (
-        bronze.groupBy(*aggs.group_by, F.window(schema.event_time, aggs.window).alias("w"))
+        bronze.groupBy(*aggs.group_by, F.window(schema.event_time_column, aggs.window).alias("w"))
         .agg(*exprs)
         .select(
             *aggs.group_by,
@@ -105,7 +105,7 @@ def reconcile_aggregates(
             )
         # only bronze rows that can fall into the touched windows (Delta skips files by event_time stats)
         width = int(sink.window_seconds)
-        event_time = F.col(pipeline.schema.event_time)
+        event_time = F.col(pipeline.schema.event_time_column)
         bronze = bronze.where(
             (event_time >= F.lit(bounds["lo"]))
             & (event_time < F.lit(bounds["hi"]) + F.expr(f"INTERVAL {width} SECONDS"))

@@ -101,7 +101,10 @@ def change_values(change, keyed: KeyedSpec, names: list[str]) -> dict:
         p.column: Decimal(v) if p.position == DIGITS and v is not None else v
         for p, v in zip(keyed.sequence, change.sequence, strict=True)
     }
-    return {**values, "_op": change.op, "_sequence": sequence}
+    out = {**values, "_op": change.op, "_sequence": sequence}
+    if change.event_time is not None:  # the envelope's event time (schema.event_time_position)
+        out["_event_time"] = change.event_time
+    return out
 
 
 Segments = list[tuple[str, dict[int, tuple[int, int]]]]
@@ -215,6 +218,8 @@ def _parsed(
 
         types = {f.name: _arrow_type(f.ftype) for f in schema.fields}
         types |= {"_op": pa.string(), "_sequence": _sequence_arrow_type(keyed)}
+        if schema.event_time_position is not None:
+            types["_event_time"] = pa.timestamp("us", tz="UTC")
         for batch in batches:
             where = zip(
                 batch.column("partition").to_pylist(),

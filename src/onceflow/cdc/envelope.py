@@ -32,15 +32,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from onceflow.cdc.spec import DEBEZIUM, DIGITS, LONG, KeyedSpec, SequencePart, resolve
+from onceflow.cdc.spec import (
+    DEBEZIUM,
+    DECIMAL_LOGICAL,
+    DIGITS,
+    LOGICAL_TYPES,
+    LONG,
+    PLACEHOLDER,
+    PLAIN_TYPES,
+    KeyedSpec,
+    SequencePart,
+    resolve,
+)
 from onceflow.schema import reasons as R
-from onceflow.schema.model import INT_RANGE, Schema
-from onceflow.schema.reference import ABSENT, Judge, lookup, plain, read_field, read_record
+from onceflow.schema.model import INT_RANGE, Encoding, Schema
+from onceflow.schema.reference import ABSENT, How, Judge, lookup, plain, read_epoch, read_field, read_record
 
 OPS = ("c", "u", "d", "r")
 MAX_DIGITS = 38  # a DIGITS position's length: what a DECIMAL(38,0) holds
+MAX_SCALE = 38  # the largest scale a schema wrapper's Decimal may give
 _SHOWN = 60  # characters of a value a detail shows
 
 
@@ -49,7 +62,8 @@ class Change:
     """One change of one row. `key`: the key fields' typed values, in the declared order; `row`:
     the declared fields' typed values after the change (None for a delete); `sequence`: the
     `sequence_by` values, always a tuple (one element per name); `ts_ms` and `source`: the
-    envelope's, as plain values (`ts_ms` None when it is not an integer)."""
+    envelope's, as plain values (`ts_ms` None when it is not an integer); `event_time`: the
+    change's event time when it is an envelope position (schema.event_time_position), in UTC."""
 
     op: str
     key: tuple
@@ -57,6 +71,7 @@ class Change:
     sequence: tuple
     ts_ms: int | None = None
     source: dict[str, Any] = field(default_factory=dict)
+    event_time: datetime | None = None
 
     @property
     def deleted(self) -> bool:
@@ -129,8 +144,9 @@ class Envelope:
         reason, obj = read_record(value, self.schema.max_bytes)
         if reason:
             return Malformed(reason, "the value is not one JSON object of at most schema.max_bytes")
+        wrapper: Any = None
         if set(obj) == {"schema", "payload"}:  # the JSON converter with schemas enabled
-            obj = obj["payload"]
+            wrapper, obj = obj["schema"], obj["payload"]
             if obj is None:
                 return TOMBSTONE
             if not isinstance(obj, dict):
@@ -145,25 +161,92 @@ class Envelope:
         if not isinstance(image, dict):
             why = R.CDC_MISSING_BEFORE if op == "d" else R.CDC_MISSING_AFTER
             return Malformed(why, f"op {op!r} needs `{side}`, an object; it is {_show(image)}")
-        found = self._key(image, side)
+        hows = self._hows(wrapper, side)
+        raws, unavailable = self._raws(image, obj.get("before", ABSENT), op)
+        found = self._key(raws, hows, side)
         if isinstance(found, Malformed):
             return found
-        sequence = self._sequence(obj, image, side)
+        sequence = self._sequence(obj, raws, hows, side)
         if isinstance(sequence, Malformed):
             return sequence
+        event_time = None
+        position = self.schema.event_time_position
+        if position is not None:
+            raw = lookup(obj, tuple(position.split(".")))
+            _, ms = read_position(LONG, raw)
+            at = read_epoch(ms, Encoding.EPOCH_MILLIS) if ms is not None else None
+            event_time = at if isinstance(at, datetime) else None
+            if event_time is None:
+                why = f"the event time {position} is {_show(raw)}, not epoch milliseconds of years 0001-9999"
+                return Malformed(R.CDC_INVALID_EVENT_TIME, why)
+        if unavailable:
+            return Malformed(
+                R.CDC_UNAVAILABLE_VALUE,
+                f"{', '.join(unavailable)}: Debezium's {PLACEHOLDER} (an unchanged TOASTed column) and no "
+                "value in `before`. Fix: ALTER TABLE ... REPLICA IDENTITY FULL, or leave the column out "
+                "with the connector's column.exclude.list",
+            )
         row = None
         if op != "d":
-            verdict = self._judge.judge_object(image)
+            verdict = self._judge.judge_object(image, hows, raws)
             if verdict.reason:
                 return Malformed(verdict.reason, "the row (`after`) breaks the declared schema")
             row = verdict.values
         _, ts_ms = read_position(LONG, obj.get("ts_ms", ABSENT))
         source = obj.get("source")
-        return Change(op, found, row, sequence, ts_ms, plain(source) if isinstance(source, dict) else {})
+        return Change(op, found, row, sequence, ts_ms, plain(source) if isinstance(source, dict) else {}, event_time)
 
-    def _key(self, image: dict, side: str) -> tuple | Malformed:
-        read = [(f, lookup(image, f.keys)) for f in self.spec.keys]
-        checked = [(f, raw, *read_field(f, raw)) for f, raw in read]
+    def _raws(self, image: dict, before: Any, op: str) -> tuple[dict[str, Any], list[str]]:
+        """Each declared field's raw value in the row, and the fields that hold Debezium's
+        placeholder for an unchanged TOASTed value without a real one in `before` (a create,
+        update or read's; a delete's row is `before` itself). A placeholder is replaced by
+        `before`'s value of the column when `before` has one (REPLICA IDENTITY FULL): the column
+        did not change."""
+        raws, unavailable = {}, []
+        for f in self.schema.fields:
+            raw = lookup(image, f.keys)
+            if op != "d" and raw == PLACEHOLDER:
+                old = lookup(before, f.keys)
+                if old is ABSENT or old == PLACEHOLDER:
+                    unavailable.append(f.name)
+                else:
+                    raw = old
+            raws[f.name] = raw
+        return raws, unavailable
+
+    def _hows(self, wrapper: Any, side: str) -> dict[str, How]:
+        """How the schema wrapper says each decimal, date and timestamp field of the row is
+        written (cdc/spec.py LOGICAL_TYPES); a field it does not describe is read as declared."""
+        hows: dict[str, How] = {}
+        image = _entry(wrapper, side)
+        for f in self.schema.fields:
+            base = f.ftype.base
+            if base not in LOGICAL_TYPES:
+                continue
+            node = image
+            for key in f.keys:
+                node = _entry(node, key)
+            if node is None:
+                continue
+            name, kind = node.get("name"), node.get("type")
+            if isinstance(name, str):
+                enc = LOGICAL_TYPES[base].get(name, Encoding.UNSUPPORTED)
+            else:
+                enc = PLAIN_TYPES[base].get(kind if isinstance(kind, str) else "", Encoding.UNSUPPORTED)
+            scale = f.ftype.scale
+            if name == DECIMAL_LOGICAL:
+                given = lookup(node, ("parameters", "scale"))
+                ok = isinstance(given, str) and 0 < len(given) <= 2 and given.isascii() and given.isdigit()
+                if ok and int(given) <= MAX_SCALE:
+                    scale = int(given)
+                else:
+                    enc = Encoding.UNSUPPORTED
+            hows[f.name] = (enc, scale)
+        return hows
+
+    def _key(self, raws: dict[str, Any], hows: dict[str, How], side: str) -> tuple | Malformed:
+        read = [(f, raws[f.name]) for f in self.spec.keys]
+        checked = [(f, raw, *read_field(f, raw, hows.get(f.name))) for f, raw in read]
         for f, raw, reason, _ in checked:
             if reason == R.MISSING_FIELD:
                 return Malformed(R.CDC_MISSING_KEY, f"key field {f.name!r} is {_show(raw)} in `{side}`")
@@ -172,8 +255,8 @@ class Envelope:
                 return Malformed(R.CDC_INVALID_KEY, f"key field {f.name!r} is {_show(raw)}, not a {f.type}")
         return tuple(value for *_, value in checked)
 
-    def _sequence(self, envelope: dict, image: dict, side: str) -> tuple | Malformed:
-        checked = [(part, *self._part(part, envelope, image)) for part in self.spec.sequence]
+    def _sequence(self, envelope: dict, raws: dict[str, Any], hows: dict[str, How], side: str) -> tuple | Malformed:
+        checked = [(part, *self._part(part, envelope, raws, hows)) for part in self.spec.sequence]
         for part, raw, reason, _ in checked:
             if reason == R.MISSING_FIELD:
                 where = f"in `{side}`" if part.field is not None else "in the envelope"
@@ -185,9 +268,20 @@ class Envelope:
         return tuple(value for *_, value in checked)
 
     @staticmethod
-    def _part(part: SequencePart, envelope: dict, image: dict) -> tuple[Any, str | None, Any]:
+    def _part(
+        part: SequencePart, envelope: dict, raws: dict[str, Any], hows: dict[str, How]
+    ) -> tuple[Any, str | None, Any]:
         if part.field is not None:
-            raw = lookup(image, part.path)
-            return (raw, *read_field(part.field, raw))
+            raw = raws[part.field.name]
+            return (raw, *read_field(part.field, raw, hows.get(part.field.name)))
         raw = lookup(envelope, part.path)
         return (raw, *read_position(part.position or LONG, raw))
+
+
+def _entry(node: Any, key: str) -> dict | None:
+    """The schema of `key` among a Connect struct schema's `fields` (the first entry whose
+    `field` is `key`), or None when `node` is no such schema or has no such entry."""
+    fields = node.get("fields") if isinstance(node, dict) else None
+    if not isinstance(fields, list):
+        return None
+    return next((x for x in fields if isinstance(x, dict) and x.get("field") == key), None)

@@ -45,18 +45,20 @@ Deterministic for a seed; plain Python (no Spark, no Kafka): kafka/producer.py w
 
 from __future__ import annotations
 
+import base64
 import random
 from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
-from onceflow.cdc.spec import KeyedSpec
+from onceflow.cdc.spec import PLACEHOLDER, KeyedSpec
 from onceflow.errors import ConfigError
 from onceflow.schema import reasons as R
 from onceflow.schema.generate import SEEDED_START, VALID, encode
-from onceflow.schema.model import INT_RANGE, FieldSpec, Schema
+from onceflow.schema.model import INT_RANGE, Encoding, FieldSpec, Schema
 from onceflow.schema.reference import Judge, lookup, read_field, read_record
 from onceflow.schema.values import FieldValues, timestamp_text
 
@@ -108,6 +110,27 @@ class _Unit:
 
 def _micros(t: datetime) -> int:
     return (t - _EPOCH) // timedelta(microseconds=1)
+
+
+def written(f: FieldSpec, value: Any) -> Any:
+    """A valid value (decimals, dates and timestamps as text) as the connector writes the column
+    (the field's encoding): a `precise` decimal as base64 of its unscaled value, big-endian two's
+    complement in as few bytes as Java's BigInteger.toByteArray; epoch counts as integers."""
+    enc = f.read_as
+    if value is None or enc is None or enc in (Encoding.ISO, Encoding.STRING):
+        return value
+    if enc == Encoding.DOUBLE:
+        return float(value)
+    if enc == Encoding.PRECISE:
+        unscaled = int(Decimal(value).scaleb(f.ftype.scale))
+        size = ((unscaled if unscaled >= 0 else ~unscaled).bit_length() + 8) // 8  # as BigInteger.toByteArray
+        return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode("ascii")
+    if enc == Encoding.EPOCH_DAYS:
+        return (date.fromisoformat(value) - date(1970, 1, 1)).days
+    micros = (datetime.fromisoformat(value.replace("Z", "+00:00")) - _EPOCH) // timedelta(microseconds=1)
+    return {Encoding.EPOCH_MILLIS: micros // 1000, Encoding.EPOCH_MICROS: micros, Encoding.EPOCH_NANOS: micros * 1000}[
+        enc
+    ]
 
 
 def _put(obj: dict, keys: tuple[str, ...], value: Any) -> None:
@@ -225,6 +248,10 @@ class ChangeStream:
     def _possible_kinds(self) -> tuple[str, ...]:
         can = {R.INVALID_JSON, *R.CDC_REASONS}
         plain = [f for f in self.schema.fields if f.name not in self._key_names | self._seq_names]
+        if self.schema.event_time_position is None:
+            can.discard(R.CDC_INVALID_EVENT_TIME)
+        if not plain:
+            can.discard(R.CDC_UNAVAILABLE_VALUE)
         if any(f.required for f in plain):
             can.add(R.MISSING_FIELD)
         if plain:
@@ -458,7 +485,8 @@ class ChangeStream:
 
     def _stamp(self, row: dict[str, Any], at: datetime) -> None:
         """The event time is the commit time; a sequence field grows with every change."""
-        row[self.schema.event_time] = timestamp_text(at)
+        if self.schema.event_time_position is None:  # else the envelope's source.ts_ms is the event time
+            row[str(self.schema.event_time)] = timestamp_text(at)
         for f in self._seq_fields:
             if f.ftype.base == "timestamp":
                 row[f.name] = timestamp_text(at)
@@ -497,7 +525,7 @@ class ChangeStream:
         obj: dict = {}
         by_name = {f.name: f for f in self.schema.fields}
         for name, value in row.items():
-            _put(obj, by_name[name].keys, value)
+            _put(obj, by_name[name].keys, written(by_name[name], value))
         return obj
 
     def _envelope(self, op: str, before: dict | None, after: dict | None, at: _Position) -> dict:
@@ -617,6 +645,13 @@ class ChangeStream:
             else:
                 fv = self.fields[part.field.name]
                 _put(where, part.path, rng.choice(fv.wrong_types() + fv.invalid_values(lookup(where, part.path))))
+        elif kind == R.CDC_INVALID_EVENT_TIME:
+            position = self.schema.event_time_position or ""
+            _put(envelope, tuple(position.split(".")), rng.choice([None, "x", 1.5, 2**62, [1]]))
+        elif kind == R.CDC_UNAVAILABLE_VALUE:  # an unchanged TOASTed column, without the full old row
+            plain = [f for f in self.schema.fields if f.name not in self._key_names | self._seq_names]
+            _put(image, rng.choice(plain).keys, PLACEHOLDER)
+            envelope["before"] = None
         elif kind != R.INVALID_JSON:
             self._break_row(kind, image)
 
@@ -641,7 +676,7 @@ class ChangeStream:
         else:
             name, rule = rng.choice(sorted(k for k in self._breakers if R.RULE_REASONS[k[1]] == kind))
             f = next(f for f in self.schema.fields if f.name == name)
-            _put(image, f.keys, rng.choice(self._breakers[(name, rule)]))
+            _put(image, f.keys, written(f, rng.choice(self._breakers[(name, rule)])))
 
     def _absent(self, image: dict, f: FieldSpec) -> None:
         if self.rng.random() < 0.5:

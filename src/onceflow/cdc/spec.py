@@ -25,10 +25,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from onceflow.errors import DeclarationError
-from onceflow.schema.model import FieldSpec, Schema
+from onceflow.schema.model import DEBEZIUM, Encoding, FieldSpec, Schema
 
-DEBEZIUM = "debezium"
 DEFAULT_DELETE_WHEN = "op = 'd'"
+# what Debezium writes for a column it does not have: an unchanged TOASTed column of an update
+# whose `before` is not the full row (PostgreSQL's default replica identity)
+PLACEHOLDER = "__debezium_unavailable_value"
+# A schema wrapper's (`{"schema": ..., "payload": ...}`) word on how a column is written: its
+# Connect logical type (`name`), else its plain type (`type`), per declared type; a name or type not
+# listed is UNSUPPORTED for the field (a wrong type). A `Decimal`'s scale is its `parameters.scale`.
+DECIMAL_LOGICAL = "org.apache.kafka.connect.data.Decimal"
+LOGICAL_TYPES = {
+    "decimal": {DECIMAL_LOGICAL: Encoding.PRECISE, "io.debezium.data.VariableScaleDecimal": Encoding.PRECISE},
+    "date": {"io.debezium.time.Date": Encoding.EPOCH_DAYS, "org.apache.kafka.connect.data.Date": Encoding.EPOCH_DAYS},
+    "timestamp": {
+        "io.debezium.time.Timestamp": Encoding.EPOCH_MILLIS,
+        "org.apache.kafka.connect.data.Timestamp": Encoding.EPOCH_MILLIS,
+        "io.debezium.time.MicroTimestamp": Encoding.EPOCH_MICROS,
+        "io.debezium.time.NanoTimestamp": Encoding.EPOCH_NANOS,
+        "io.debezium.time.ZonedTimestamp": Encoding.ISO,
+    },
+}
+_NUMBERS = ("int8", "int16", "int32", "int64", "float", "double")
+PLAIN_TYPES = {
+    "decimal": {"string": Encoding.STRING, **dict.fromkeys(_NUMBERS, Encoding.DOUBLE)},
+    "date": {"string": Encoding.ISO},
+    "timestamp": {"string": Encoding.ISO},
+}
 # how a position's value is written and compared
 LONG = "long"  # a JSON integer, compared as a number
 DIGITS = "digits"  # a JSON string of decimal digits, compared as the number it writes (Oracle's SCN)

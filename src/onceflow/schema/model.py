@@ -11,10 +11,12 @@ import re
 import warnings
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 FORMATS = ("json", "debezium")
+DEBEZIUM = "debezium"
 TYPES = ("string", "int", "long", "double", "boolean", "timestamp", "date")  # and decimal(p,s)
 NUMERIC = ("int", "long", "double", "decimal")
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
@@ -39,6 +41,48 @@ SQL_TYPES = {
     "timestamp": "TIMESTAMP",
     "date": "DATE",
 }
+
+
+class Encoding(StrEnum):
+    """How a Debezium connector writes a column's value into the JSON (a field's `encoding`,
+    docs/pipeline-config.md), each named after the connector setting that chooses it."""
+
+    PRECISE = "precise"  # decimal.handling.mode=precise (the default): base64 of the unscaled integer
+    STRING = "string"  # decimal.handling.mode=string: the decimal as text, "1234.50"
+    DOUBLE = "double"  # decimal.handling.mode=double: a JSON number
+    ISO = "iso"  # ISO-8601 text: a date's YYYY-MM-DD; a timestamp with its offset (io.debezium.time.ZonedTimestamp)
+    EPOCH_DAYS = "epoch_days"  # io.debezium.time.Date, Connect's Date: days since 1970-01-01
+    EPOCH_MILLIS = "epoch_millis"  # io.debezium.time.Timestamp, Connect's Timestamp: milliseconds since 1970
+    EPOCH_MICROS = "epoch_micros"  # io.debezium.time.MicroTimestamp: microseconds since 1970
+    EPOCH_NANOS = "epoch_nanos"  # io.debezium.time.NanoTimestamp: nanoseconds since 1970
+    # never declared: a wrapper's logical type that is not one of the field's type (a wrong type)
+    UNSUPPORTED = "unsupported"
+
+
+# the encodings a declared type may name; the first is a date's and a timestamp's default
+ENCODINGS_FOR = {
+    "decimal": (Encoding.PRECISE, Encoding.STRING, Encoding.DOUBLE),
+    "timestamp": (Encoding.ISO, Encoding.EPOCH_MILLIS, Encoding.EPOCH_MICROS, Encoding.EPOCH_NANOS),
+    "date": (Encoding.ISO, Encoding.EPOCH_DAYS),
+}
+# what each encoding is, and the connector setting that writes it: for load errors and quarantine details
+ENCODING_SETTING = {
+    Encoding.PRECISE: "base64 of the unscaled value (decimal.handling.mode=precise)",
+    Encoding.STRING: "decimal text (decimal.handling.mode=string)",
+    Encoding.DOUBLE: "a JSON number without exponent (decimal.handling.mode=double)",
+    Encoding.ISO: "ISO-8601 text (io.debezium.time.ZonedTimestamp, a text column, time.precision.mode=isostring)",
+    Encoding.EPOCH_DAYS: "days since 1970 (io.debezium.time.Date; time.precision.mode=adaptive or connect)",
+    Encoding.EPOCH_MILLIS: "milliseconds since 1970 (io.debezium.time.Timestamp; time.precision.mode=connect)",
+    Encoding.EPOCH_MICROS: "microseconds since 1970 (io.debezium.time.MicroTimestamp; time.precision.mode=adaptive)",
+    Encoding.EPOCH_NANOS: "nanoseconds since 1970 (io.debezium.time.NanoTimestamp)",
+    Encoding.UNSUPPORTED: "a logical type the schema wrapper gives that is no encoding of this type",
+}
+# the event time of a Debezium change when no declared field is named (docs/cdc.md): when the
+# database committed it (`source.ts_ms`) or when the connector processed it (`ts_ms`), epoch ms,
+# kept in bronze's EVENT_TIME_COLUMN
+EVENT_TIME_POSITIONS = ("source.ts_ms", "ts_ms")
+DEFAULT_DEBEZIUM_EVENT_TIME = "source.ts_ms"
+EVENT_TIME_COLUMN = "_event_time"
 
 
 @dataclass(frozen=True)
@@ -150,6 +194,9 @@ class FieldSpec(_Model):
     max_length: int | None = Field(default=None, gt=0)
     uuid: bool = False
     examples: tuple[str, ...] | None = None  # values the generator may use (needed with `pattern`)
+    # with format debezium, how the connector writes a decimal, date or timestamp (Encoding);
+    # a schema wrapper's logical type, when it gives one, overrides it record by record
+    encoding: str | None = None
 
     @field_validator("type")
     @classmethod
@@ -216,9 +263,25 @@ class FieldSpec(_Model):
                 raise ValueError(f"field {self.name!r}: examples {bad!r} do not match pattern {self.pattern!r}")
         return self
 
+    @field_validator("encoding")
+    @classmethod
+    def _encoding(cls, v: str | None) -> str | None:
+        if v is not None and v not in [e.value for e in Encoding if e is not Encoding.UNSUPPORTED]:
+            named = ", ".join(e.value for e in Encoding if e is not Encoding.UNSUPPORTED)
+            raise ValueError(f"encoding {v!r} is not one of {named}")
+        return v
+
     @property
     def ftype(self) -> FieldType:
         return parse_type(self.type)
+
+    @property
+    def read_as(self) -> Encoding | None:
+        """How the value is written: the declared encoding, ISO text for a date or timestamp
+        without one, None for the other types (and for a JSON event's decimal: a number or text)."""
+        if self.encoding is not None:
+            return Encoding(self.encoding)
+        return Encoding.ISO if self.ftype.base in ("date", "timestamp") else None
 
     @property
     def json_path(self) -> str:
@@ -244,7 +307,9 @@ class Schema(_Model):
     # variant can be a few times its text
     max_bytes: int = Field(default=16 * 1024, gt=0, le=MAX_RECORD_BYTES)
     fields: tuple[FieldSpec, ...] = Field(min_length=1)
-    event_time: str
+    # a required timestamp field; with format debezium also an envelope position
+    # (EVENT_TIME_POSITIONS), by default `source.ts_ms`
+    event_time: str | None = None
     event_id: str | None = None
 
     @field_validator("format")
@@ -267,10 +332,15 @@ class Schema(_Model):
         clash = sorted({p for p in paths if paths.count(p) > 1})
         if clash:
             raise ValueError(f"paths {clash} are read by more than one field")
-        et = self.field(self.event_time)
-        if et is None:
-            raise ValueError(f"event_time {self.event_time!r} is not a declared field; name one of {names}")
-        if et.ftype.base != "timestamp" or not et.required:
+        self._encodings_fit()
+        debezium = self.format == DEBEZIUM
+        if self.event_time is None and not debezium:
+            raise ValueError(f"event_time is missing; name the required timestamp field of the event ({names})")
+        et = self.field(self.event_time) if self.event_time is not None else None
+        if et is None and not (debezium and self.event_time in (None, *EVENT_TIME_POSITIONS)):
+            where = f"one of {names}" + (f", or {' or '.join(EVENT_TIME_POSITIONS)}" if debezium else "")
+            raise ValueError(f"event_time {self.event_time!r} is not a declared field; name {where}")
+        if et is not None and (et.ftype.base != "timestamp" or not et.required):
             raise ValueError(
                 f"event_time {self.event_time!r} must be a required timestamp field "
                 f"(it is {'an optional ' if not et.required else ''}{et.type})"
@@ -289,8 +359,43 @@ class Schema(_Model):
                 raise ValueError(f"event_id {self.event_id!r} must be a required string, int or long field")
         return self
 
-    def field(self, name: str) -> FieldSpec | None:
+    def _encodings_fit(self) -> None:
+        for f in self.fields:
+            base = f.ftype.base
+            if f.encoding is not None and self.format != DEBEZIUM:
+                raise ValueError(
+                    f"field {f.name!r}: `encoding` says how a Debezium connector writes a column; "
+                    "it is read with format: debezium only. Remove it"
+                )
+            if f.encoding is not None and Encoding(f.encoding) not in ENCODINGS_FOR.get(base, ()):
+                fits = ", ".join(ENCODINGS_FOR.get(base, ()))
+                raise ValueError(
+                    f"field {f.name!r}: encoding {f.encoding} does not fit type {f.type}"
+                    + (f" (it takes {fits})" if fits else " (only decimal, date and timestamp fields take one)")
+                )
+            if self.format == DEBEZIUM and base == "decimal" and f.encoding is None:
+                raise ValueError(
+                    f"field {f.name!r}: a Debezium decimal must say how the connector writes it; add "
+                    "`encoding: precise` (decimal.handling.mode=precise, the default: base64 of the unscaled "
+                    "value at the field's scale), `encoding: string` (decimal.handling.mode=string) or "
+                    "`encoding: double` (decimal.handling.mode=double)"
+                )
+
+    def field(self, name: str | None) -> FieldSpec | None:
         return next((f for f in self.fields if f.name == name), None)
+
+    @property
+    def event_time_position(self) -> str | None:
+        """The envelope position that holds the event time (`source.ts_ms`), or None when the
+        event time is a declared field."""
+        if self.format != DEBEZIUM or self.field(self.event_time) is not None:
+            return None
+        return self.event_time or DEFAULT_DEBEZIUM_EVENT_TIME
+
+    @property
+    def event_time_column(self) -> str:
+        """Bronze's column of the event time: the declared field, or EVENT_TIME_COLUMN for a position."""
+        return EVENT_TIME_COLUMN if self.event_time_position is not None else str(self.event_time)
 
     @property
     def names(self) -> list[str]:

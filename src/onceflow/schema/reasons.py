@@ -78,6 +78,12 @@ CDC_MISSING_KEY = "cdc_missing_key"  # a key field absent or null in the change'
 CDC_INVALID_KEY = "cdc_invalid_key"  # a key field of the wrong JSON type, or not a usable value of its type
 CDC_MISSING_SEQUENCE = "cdc_missing_sequence"  # a part of `sequence_by` absent or null
 CDC_INVALID_SEQUENCE = "cdc_invalid_sequence"  # a part of `sequence_by` of the wrong type (lsn "9"), or unusable
+# the event time when it is an envelope position (schema.event_time, by default source.ts_ms): absent,
+# null, or not epoch milliseconds of years 0001-9999
+CDC_INVALID_EVENT_TIME = "cdc_invalid_event_time"
+# a column of a create/update/read holds Debezium's placeholder for an unchanged TOASTed value
+# (`__debezium_unavailable_value`) and `before` holds no real value of it (the fix: REPLICA IDENTITY FULL)
+CDC_UNAVAILABLE_VALUE = "cdc_unavailable_value"
 CDC_REASONS = (
     CDC_MISSING_OP,
     CDC_UNKNOWN_OP,
@@ -87,4 +93,6 @@ CDC_REASONS = (
     CDC_INVALID_KEY,
     CDC_MISSING_SEQUENCE,
     CDC_INVALID_SEQUENCE,
+    CDC_INVALID_EVENT_TIME,
+    CDC_UNAVAILABLE_VALUE,
 )

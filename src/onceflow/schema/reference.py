@@ -15,6 +15,8 @@ also judge a Debezium change event's envelope and row (cdc/envelope.py).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 import unicodedata
@@ -24,7 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from onceflow.schema import reasons as R
-from onceflow.schema.model import INT_RANGE, FieldSpec, Schema
+from onceflow.schema.model import INT_RANGE, Encoding, FieldSpec, Schema
 
 _WS = " \t\n\r"
 _DIGITS = frozenset("0123456789")
@@ -33,6 +35,14 @@ _NUMBER_CHARS = frozenset("0123456789+-.eE")
 _EXACT_DIGITS = 38  # a number with more digits (or fraction digits) than this is read as a double
 _MAX_OFFSET_MINUTES = 18 * 60  # the widest UTC offset a timestamp may carry (docs/validation.md)
 _LONG_MIN, _LONG_MAX = INT_RANGE["long"]
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_FIRST = datetime(1, 1, 1, tzinfo=UTC)  # the instants a timestamp may stand for: years 0001-9999
+_LAST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+_MAX_UNSCALED_BYTES = 16  # two's complement of 128 bits holds every decimal(38) unscaled value
+_MAX_SCALE = 38
+# How a value is written: the encoding and, for `precise`, the scale of its unscaled integer.
+# None: the field's declared encoding and scale (FieldSpec.read_as).
+How = tuple[Encoding | None, int] | None
 
 
 def _digits(text: str) -> bool:
@@ -256,6 +266,67 @@ def read_uuid(text: str) -> bool:
     return [len(p) for p in parts] == [8, 4, 4, 4, 12] and all(c in _HEX for p in parts for c in p)
 
 
+def read_unscaled(text: str) -> int | None:
+    """Debezium's `precise` decimal: standard base64 (padded, its unused bits zero) of 1 to 16
+    bytes, a big-endian two's-complement integer; else None."""
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+    except (UnicodeEncodeError, binascii.Error, ValueError):
+        return None
+    if not 1 <= len(raw) <= _MAX_UNSCALED_BYTES or base64.b64encode(raw).decode("ascii") != text:
+        return None
+    return int.from_bytes(raw, "big", signed=True)
+
+
+def scaled_text(unscaled: int, scale: int) -> str:
+    """The decimal text of unscaled * 10**-scale: (-2662984, 2) -> '-26629.84', (5, 3) -> '0.005'."""
+    digits = str(abs(unscaled)).rjust(scale + 1, "0")
+    whole, frac = (digits[:-scale], digits[-scale:]) if scale else (digits, "")
+    return ("-" if unscaled < 0 else "") + whole + (f".{frac}" if frac else "")
+
+
+def read_precise(v: Any, scale: int, precision: int, declared_scale: int) -> Decimal | None:
+    """A `precise` decimal: base64 of the unscaled value at `scale`, or Debezium's variable-scale
+    struct {"scale": n, "value": base64} (io.debezium.data.VariableScaleDecimal), read exactly
+    into decimal(precision, declared_scale) or None."""
+    if isinstance(v, dict):
+        n, b64 = v.get("scale"), v.get("value")
+        if not (isinstance(n, _Num) and n.kind == "BIGINT" and 0 <= int(n.literal) <= _MAX_SCALE):
+            return None
+        if not isinstance(b64, str):
+            return None
+        v, scale = b64, int(n.literal)
+    if not isinstance(v, str):
+        return None
+    unscaled = read_unscaled(v)
+    if unscaled is None:
+        return None
+    return read_decimal(scaled_text(unscaled, scale), precision, declared_scale)
+
+
+_PER_UNIT = {  # microseconds per unit of an epoch encoding of a timestamp
+    Encoding.EPOCH_MILLIS: 1000,
+    Encoding.EPOCH_MICROS: 1,
+}
+
+
+def read_epoch(n: int, enc: Encoding) -> date | datetime | None:
+    """An integer of an epoch encoding as the date or UTC instant it counts to, within years
+    0001-9999; a nanosecond count must be whole microseconds (never rounded)."""
+    if enc == Encoding.EPOCH_DAYS:
+        first, last = (date(1, 1, 1) - date(1970, 1, 1)).days, (date(9999, 12, 31) - date(1970, 1, 1)).days
+        return date(1970, 1, 1) + timedelta(days=n) if first <= n <= last else None
+    if enc == Encoding.EPOCH_NANOS:
+        if n % 1000:
+            return None
+        micros = n // 1000
+    else:
+        micros = n * _PER_UNIT[enc]
+    lo = (_FIRST - _EPOCH) // timedelta(microseconds=1)
+    hi = (_LAST - _EPOCH) // timedelta(microseconds=1)
+    return _EPOCH + timedelta(microseconds=micros) if lo <= micros <= hi else None
+
+
 def python_pattern(pattern: str) -> re.Pattern:
     """A declared `pattern` as docs/validation.md reads it: `$` outside a character class is the
     very end of the value (Python's own `$` also matches before a final newline), and `\\d`,
@@ -362,15 +433,15 @@ def lookup(obj: Any, keys: tuple[str, ...]) -> Any:
     return node
 
 
-def read_field(f: FieldSpec, raw: Any) -> tuple[str | None, Any]:
+def read_field(f: FieldSpec, raw: Any, how: How = None) -> tuple[str | None, Any]:
     """One declared field's value as `lookup` found it, checked as a record's fields are (its
     rules aside): (MISSING_FIELD, None) when absent or null, (WRONG_TYPE, None), (INVALID_VALUE,
-    None), or (None, the typed value)."""
+    None), or (None, the typed value). `how`: as Judge.value."""
     if _kind(raw) in ("VOID", "ABSENT"):
         return R.MISSING_FIELD, None
-    if not Judge.type_ok(f, raw):
+    if not Judge.type_ok(f, raw, how):
         return R.WRONG_TYPE, None
-    typed = Judge.value(f, raw)
+    typed = Judge.value(f, raw, how)
     return (R.INVALID_VALUE, None) if typed is None else (None, typed)
 
 
@@ -410,21 +481,27 @@ class Judge:
             return Verdict(reason, dict(self._empty))
         return self.judge_object(obj)
 
-    def judge_object(self, obj: dict) -> Verdict:
+    def judge_object(
+        self, obj: dict, hows: dict[str, How] | None = None, found: dict[str, Any] | None = None
+    ) -> Verdict:
         """The declared fields of a JSON object that `read_record` accepted (or an object inside
-        one, such as a Debezium envelope's `after`): presence, types, values, then the rules."""
-        found = {f.name: lookup(obj, f.keys) for f in self.fields}
+        one, such as a Debezium envelope's `after`): presence, types, values, then the rules.
+        `hows`: per field, how its value is written when a schema wrapper says so (Judge.value);
+        `found`: the fields' raw values when the caller read them (else looked up in `obj`)."""
+        hows = hows or {}
+        if found is None:
+            found = {f.name: lookup(obj, f.keys) for f in self.fields}
         for f in self.fields:
             if f.required and _kind(found[f.name]) in ("VOID", "ABSENT"):
                 return Verdict(R.MISSING_FIELD, dict(self._empty))
         present = {n: v for n, v in found.items() if _kind(v) not in ("VOID", "ABSENT")}
         for f in self.fields:
-            if f.name in present and not self.type_ok(f, present[f.name]):
+            if f.name in present and not self.type_ok(f, present[f.name], hows.get(f.name)):
                 return Verdict(R.WRONG_TYPE, dict(self._empty))
         values = dict(self._empty)
         for f in self.fields:
             if f.name in present:
-                typed = self.value(f, present[f.name])
+                typed = self.value(f, present[f.name], hows.get(f.name))
                 if typed is None:
                     return Verdict(R.INVALID_VALUE, dict(self._empty))
                 values[f.name] = typed
@@ -437,9 +514,21 @@ class Judge:
 
     # -- fields --------------------------------------------------------------------------
     @staticmethod
-    def type_ok(f: FieldSpec, v: Any) -> bool:
-        """Whether a parsed JSON value's kind fits the field's declared type."""
+    def type_ok(f: FieldSpec, v: Any, how: How = None) -> bool:
+        """Whether a parsed JSON value's kind fits the field's declared type (written as `how`
+        says: Judge.value)."""
         k, base = _kind(v), f.ftype.base
+        enc = how[0] if how is not None else f.read_as
+        if enc == Encoding.PRECISE:
+            return k in ("STRING", "OBJECT")
+        if enc in (Encoding.STRING, Encoding.ISO):
+            return k == "STRING"
+        if enc == Encoding.DOUBLE:
+            return k in ("BIGINT", "DECIMAL0", "DECIMAL")
+        if enc == Encoding.UNSUPPORTED:
+            return False
+        if enc is not None:  # an epoch count: an integer, as a long field's
+            return k in ("BIGINT", "DECIMAL0")
         if base in ("string", "timestamp", "date"):
             return k == "STRING"
         if base in ("int", "long"):
@@ -451,9 +540,17 @@ class Judge:
         return k == "BOOLEAN"
 
     @staticmethod
-    def value(f: FieldSpec, v: Any) -> Any:
-        """The typed value of a parsed JSON value whose kind fits the field's type; None if unusable."""
+    def value(f: FieldSpec, v: Any, how: How = None) -> Any:
+        """The typed value of a parsed JSON value whose kind fits the field's type; None if unusable.
+        `how`: the encoding and the scale of a `precise` value's unscaled integer, when a
+        Debezium schema wrapper states them for this record; else the field's own (read_as, its scale)."""
         base = f.ftype.base
+        enc, scale = how if how is not None else (f.read_as, f.ftype.scale)
+        if enc == Encoding.PRECISE:
+            return read_precise(v, scale, f.ftype.precision, f.ftype.scale)
+        if enc is not None and enc not in (Encoding.ISO, Encoding.STRING, Encoding.DOUBLE):
+            n = int(v.text)
+            return read_epoch(n, enc) if _LONG_MIN <= n <= _LONG_MAX else None
         if base in ("string", "boolean"):
             return v
         if base in ("int", "long"):

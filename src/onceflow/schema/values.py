@@ -18,7 +18,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
 from onceflow.errors import ConfigError
-from onceflow.schema.model import INT_RANGE, FieldSpec
+from onceflow.schema.model import INT_RANGE, Encoding, FieldSpec
 
 UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 SPAN = 1000  # the width of a numeric range that lacks a bound
@@ -199,7 +199,14 @@ class FieldValues:
 
     # -- malformed values ----------------------------------------------------------------
     def wrong_types(self) -> list:
-        """JSON values whose type does not fit the field's declared type."""
+        """JSON values whose type does not fit the field's declared type (as its encoding writes it)."""
+        enc = self.f.read_as
+        if enc in (Encoding.PRECISE, Encoding.STRING):
+            return [True, [1], 12.5]
+        if enc == Encoding.DOUBLE:
+            return [True, [1], "1.00"]
+        if enc not in (None, Encoding.ISO):  # an epoch count
+            return ["2026-01-01", True, 1.5, ["x"]]
         return {
             "string": [42, True, ["x"], {"v": 1}],
             "timestamp": [1767225600, True, ["x"]],
@@ -214,7 +221,17 @@ class FieldValues:
     def invalid_values(self, current: Any) -> list:
         """Values of the right JSON type that cannot be used: a timestamp 'soon', a decimal
         with too many digits, an int beyond 32 bits. `current`: a valid value to vary."""
-        base = self.t.base
+        base, enc = self.t.base, self.f.read_as
+        if enc == Encoding.PRECISE:  # not base64 of 1 to 16 bytes, unused bits set, too many digits
+            return ["abc", "AB==", "AAAAAAAAAAAAAAAAAAAAAAA=", "1.5"]
+        if enc == Encoding.EPOCH_DAYS:
+            return [2_932_897, -719_163]
+        if enc == Encoding.EPOCH_MILLIS:
+            return [253_402_300_800_000, -62_135_596_800_001]
+        if enc == Encoding.EPOCH_MICROS:
+            return [253_402_300_800_000_000, -62_135_596_800_000_001]
+        if enc == Encoding.EPOCH_NANOS:
+            return [1_767_225_600_000_000_001, 1001]
         if base == "timestamp":
             day = current[:10]
             return ["soon", current[:-1], current.replace("T", " "), current[:-1] + "0Z", f"{day}T24:00:00Z"]

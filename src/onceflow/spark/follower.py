@@ -251,7 +251,7 @@ class AggregatesMerger(BronzeFollower):
         self.watermark = _last_watermark(ledgers["aggregates"])
 
     def _stats(self, rows: DataFrame) -> dict[tuple[int, int], Row]:
-        event_time = F.col(self.pipeline.schema.event_time)
+        event_time = F.col(self.pipeline.schema.event_time_column)
         late = event_time < F.lit(self.watermark) if self.watermark is not None else F.lit(False)
         stats = {
             (r["_generation"], r["_batch_id"]): r

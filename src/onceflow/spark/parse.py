@@ -25,9 +25,26 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from onceflow import faults, tables
-from onceflow.cdc.spec import DIGITS, LONG, KeyedSpec, SequencePart
+from onceflow.cdc.spec import (
+    DECIMAL_LOGICAL,
+    DIGITS,
+    LOGICAL_TYPES,
+    LONG,
+    PLACEHOLDER,
+    PLAIN_TYPES,
+    KeyedSpec,
+    SequencePart,
+)
 from onceflow.schema import reasons as R
-from onceflow.schema.model import INT_RANGE, FieldSpec, Schema
+from onceflow.schema.model import (
+    ENCODING_SETTING,
+    ENCODINGS_FOR,
+    EVENT_TIME_COLUMN,
+    INT_RANGE,
+    Encoding,
+    FieldSpec,
+    Schema,
+)
 from onceflow.unprocessable import Unprocessable
 
 # Anchored with \z, the very end: Java's `$` also matches before a final line terminator, so
@@ -41,6 +58,14 @@ TIMESTAMP = (
 DATE = r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}\z"
 # the UTC instants a timestamp may stand for (an offset can carry 0001-01-01 into year 0)
 TIMESTAMP_RANGE = ("0001-01-01 00:00:00", "9999-12-31 23:59:59.999999")
+# the same range as counts since 1970-01-01 (Debezium's epoch encodings): days, milliseconds, microseconds
+EPOCH_DAYS_RANGE = (-719_162, 2_932_896)
+EPOCH_MILLIS_RANGE = (-62_135_596_800_000, 253_402_300_799_999)
+EPOCH_MICROS_RANGE = (-62_135_596_800_000_000, 253_402_300_799_999_999)
+# standard base64, padded and with its unused bits zero (one writing per value), of at most 16 bytes
+# (five groups and a last of one or two bytes; the length is checked after decoding)
+BASE64 = r"^(?:[A-Za-z0-9+/]{4}){0,5}+(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?\z"
+MAX_UNSCALED_BYTES = 16
 # a JSON string, unrolled: runs of plain characters in one tight loop, a group only per escape;
 # the possessive `*+` repeats without recursion and never backtracks into it
 _STRING = r'(?s)"[^"\\]*+(?:\\.[^"\\]*+)*+"'
@@ -141,19 +166,62 @@ class _Field:
     """The Spark expressions of one declared field: presence, type, value, rules; read from the
     VARIANT column `source` (the record, `_json`; or a Debezium change's row, `_row`)."""
 
-    def __init__(self, spec: FieldSpec, source: str = "_json"):
+    def __init__(
+        self,
+        spec: FieldSpec,
+        source: str = "_json",
+        path: str | None = None,
+        how: tuple[Column, Column] | None = None,
+        precise: Column | None = None,
+    ):
         self.spec = spec
         self.t = spec.ftype
         self.source = source
-        path = spec.json_path
+        self.path = path = path or spec.json_path
         self.kind = F.expr(f"schema_of_variant(variant_get({source}, '{path}'))")
         self.text = F.expr(f"variant_get({source}, '{path}', 'string')")
         self.present = self.kind.isNotNull() & (self.kind != "VOID")
+        # how the value is written: per record from a Debezium schema wrapper (`how`: the Encoding and
+        # a `precise` value's scale, columns), else the field's own encoding, known here (or None: the
+        # types without one, a JSON event's decimal); `encs` the encodings a record can have
+        read_as = spec.read_as
+        self.enc: Column | None = how[0] if how is not None else None
+        self.scale: Column | None = how[1] if how is not None else F.lit(self.t.scale)
+        if how is not None:
+            self.encs = [*ENCODINGS_FOR[self.t.base], Encoding.UNSUPPORTED]
+        else:
+            self.encs = [read_as] if read_as is not None else []
+        # a `precise` value as decimal text, computed once per record by the caller (_Debezium)
+        self.precise = precise
         self._built: dict[str, Column] = {}
+
+    def _by_encoding(self, make: Callable[[Encoding], Column]) -> Column:
+        """`make(e)` for the record's encoding e: one expression when it is known here, else a CASE."""
+        if self.enc is None:
+            return make(self.encs[0])
+        out = None
+        for e in self.encs:
+            out = F.when(self.enc == e.value, make(e)) if out is None else out.when(self.enc == e.value, make(e))
+        assert out is not None
+        return out
+
+    def _type_for(self, e: Encoding) -> Column:
+        k = self.kind
+        if e == Encoding.PRECISE:
+            return (k == "STRING") | k.startswith("OBJECT")
+        if e in (Encoding.STRING, Encoding.ISO):
+            return k == "STRING"
+        if e == Encoding.DOUBLE:
+            return (k == "BIGINT") | k.startswith("DECIMAL")
+        if e == Encoding.UNSUPPORTED:
+            return F.lit(False)
+        return (k == "BIGINT") | k.rlike(r"^DECIMAL\(\d+,0\)$")  # an epoch count: as a long's
 
     @_once
     def type_ok(self) -> Column:
         k, base = self.kind, self.t.base
+        if self.encs:
+            return self._by_encoding(self._type_for)
         if base in ("string", "timestamp", "date"):
             return k == "STRING"
         if base in ("int", "long"):
@@ -178,14 +246,58 @@ class _Field:
             double = text.try_cast("double")
             return F.when(F.abs(double) < F.lit(float("inf")), double)
         if base == "decimal":
+            if self.encs:  # Debezium's: base64 of the unscaled value, text or a number
+                text = self._by_encoding(self._decimal_text_for)
             return F.when(text.rlike(decimal_pattern(self.t.precision, self.t.scale)), text.try_cast(self.t.sql))
-        if base == "timestamp":
+        if base in ("timestamp", "date"):
+            return self._by_encoding(self._time_for)
+        return F.expr(f"try_variant_get({self.source}, '{self.path}', 'boolean')")
+
+    def _decimal_text_for(self, e: Encoding) -> Column:
+        if e == Encoding.PRECISE:
+            return self.precise if self.precise is not None else self.precise_text()
+        return self.text if e in (Encoding.STRING, Encoding.DOUBLE) else F.lit(None).cast("string")
+
+    def _time_for(self, e: Encoding) -> Column:
+        """A date's or timestamp's value written as `e`: ISO text, or a count since 1970 within years 0001-9999."""
+        text = self.text
+        if e == Encoding.ISO and self.t.base == "date":
+            return F.when(text.rlike(DATE), text.try_cast("date"))
+        if e == Encoding.ISO:
             ts = F.when(text.rlike(TIMESTAMP), text.try_cast("timestamp"))
             lo, hi = TIMESTAMP_RANGE
             return F.when(ts.between(F.lit(lo).cast("timestamp"), F.lit(hi).cast("timestamp")), ts)
-        if base == "date":
-            return F.when(text.rlike(DATE), text.try_cast("date"))
-        return F.expr(f"try_variant_get({self.source}, '{self.spec.json_path}', 'boolean')")
+        n = text.try_cast("bigint")
+        if e == Encoding.EPOCH_DAYS:
+            return _between(n, EPOCH_DAYS_RANGE, lambda c: F.date_from_unix_date(c.cast("int")))
+        if e == Encoding.EPOCH_MILLIS:
+            return _between(n, EPOCH_MILLIS_RANGE, F.timestamp_millis)
+        if e == Encoding.EPOCH_MICROS:
+            return _between(n, EPOCH_MICROS_RANGE, F.timestamp_micros)
+        if e == Encoding.EPOCH_NANOS:  # whole microseconds only: never rounded
+            micros = F.when((n % 1000) == 0, (n.cast("decimal(20,0)") / 1000).cast("bigint"))
+            return _between(micros, EPOCH_MICROS_RANGE, F.timestamp_micros)
+        return F.lit(None).cast(self.t.sql)  # UNSUPPORTED, or an encoding of another type
+
+    def precise_parts(self) -> tuple[Column, Column]:
+        """A `precise` decimal's base64 text and the scale of its unscaled value: the value itself
+        at the record's scale, or Debezium's variable-scale struct {"scale": n, "value": base64}."""
+        at = self.path[1:]  # '$.balance' -> '.balance'; '$' -> ''
+        n = F.expr(f"try_variant_get({self.source}, '${at}.scale', 'bigint')")
+        n_kind = F.expr(f"schema_of_variant(variant_get({self.source}, '${at}.scale'))")
+        value_kind = F.expr(f"schema_of_variant(variant_get({self.source}, '${at}.value'))")
+        value_text = F.expr(f"try_variant_get({self.source}, '${at}.value', 'string')")
+        struct_ok = self.kind.startswith("OBJECT") & (n_kind == "BIGINT") & n.between(0, 38) & (value_kind == "STRING")
+        b64 = F.when(self.kind == "STRING", self.text).when(struct_ok, value_text)
+        assert self.scale is not None
+        scale = F.when(self.kind == "STRING", self.scale).when(struct_ok, n.cast("int"))
+        return b64, scale
+
+    def precise_text(self) -> Column:
+        """The `precise` value as decimal text, in one expression (the job materializes the parts)."""
+        b64, scale = self.precise_parts()
+        digits, negative = _unscaled_digits(b64)
+        return _decimal_text(digits, negative, scale)
 
     def _int(self) -> Column:
         lo, hi = INT_RANGE["int"]
@@ -197,9 +309,23 @@ class _Field:
         return self.value().isNotNull()
 
     @_once
+    def written(self) -> Column:
+        """How the value should have been written, naming the connector's setting (for `detail`)."""
+        return self._by_encoding(lambda e: F.lit(f" written as {ENCODING_SETTING[e]}"))
+
+    @_once
     def unusable(self) -> Column:
         """Why a present, well-typed value cannot be used (for `detail`)."""
         base = self.t.base
+        if self.encs and not (self.enc is None and self.encs == [Encoding.ISO]):
+            fix = "; set the field's `encoding` (or the connector's setting) to what the connector writes"
+            return F.concat(
+                F.lit(f"{self.spec.name} "),
+                _quoted(self.text),
+                F.lit(f" is not a {self.spec.type}"),
+                self.written(),
+                F.lit(fix),
+            )
         what = {
             "int": "not an int (32-bit)",
             "long": "not a long (64-bit)",
@@ -249,6 +375,50 @@ class _Field:
         return out
 
 
+def _between(n: Column, bounds: tuple[int, int], make: Callable[[Column], Column]) -> Column:
+    """`make(n)` where n lies within bounds (so nothing overflows in ANSI mode), else NULL."""
+    return F.when(n.between(*bounds), make(n))
+
+
+def _unscaled_digits(b64: Column) -> tuple[Column, Column]:
+    """Debezium's `precise` decimal (base64 of a big-endian two's-complement integer) as the
+    digits of its magnitude and its sign, e.g. '/1247OA==' -> ('1428', true); NULL digits when the
+    text is not canonical base64 of 1 to 16 bytes or the magnitude has more than 38 digits. In SQL:
+    the bytes accumulated as a DECIMAL(38,0) with try_ arithmetic (NULL on overflow, never an ANSI
+    error), a negative number's through its complement (-x = ~x + 1), so no step exceeds the final
+    magnitude."""
+    ok = b64.rlike(BASE64) & (F.length(b64) > 0)
+    raw = F.unbase64(F.when(ok, b64))  # Java's decoder throws on what the pattern refuses: never given it
+    size = F.octet_length(raw)
+    hexed = F.hex(raw)
+    ints = F.transform(
+        F.sequence(F.lit(0), size - 1), lambda i: F.conv(F.substr(hexed, i * 2 + 1, F.lit(2)), 16, 10).cast("int")
+    )
+    negative = F.element_at(ints, 1) >= 128
+    zero = F.lit(0).cast("decimal(38,0)")
+    magnitude = F.aggregate(
+        ints,
+        zero,
+        lambda acc, b: F.try_add(F.try_multiply(acc, F.lit(256)), F.when(negative, 255 - b).otherwise(b)).cast(
+            "decimal(38,0)"
+        ),
+    )
+    digits = F.when(negative, F.try_add(magnitude, F.lit(1))).otherwise(magnitude).cast("string")
+    return F.when(size.between(1, MAX_UNSCALED_BYTES), digits), F.coalesce(negative, F.lit(False))
+
+
+def _decimal_text(digits: Column, negative: Column, scale: Column) -> Column:
+    """'-' if negative, then the digits with a point before the last `scale` of them ('1428', 2 -> '14.28')."""
+    padded = F.concat(F.call_function("repeat", F.lit("0"), F.greatest(scale + 1 - F.length(digits), F.lit(0))), digits)
+    whole = F.call_function("substr", padded, F.lit(1), F.length(padded) - scale)
+    frac = F.call_function("substr", padded, F.length(padded) - scale + 1, scale)
+    return F.concat(
+        F.when(negative, F.lit("-")).otherwise(F.lit("")),
+        whole,
+        F.when(scale > 0, F.concat(F.lit("."), frac)).otherwise(F.lit("")),
+    )
+
+
 def _quoted(text: Column) -> Column:
     return F.concat(F.lit("'"), F.substring(F.coalesce(text, F.lit("null")), 1, 200), F.lit("'"))
 
@@ -287,7 +457,15 @@ def _field_checks(fields: list[_Field]) -> list[tuple[Column, str, Column]]:
     wrong_list = F.concat_ws(
         ", ",
         *[
-            F.when(c, F.concat(F.lit(f"{n} is "), F.substring(f.kind, 1, 40), F.lit(f", expected {f.spec.type}")))
+            F.when(
+                c,
+                F.concat(
+                    F.lit(f"{n} is "),
+                    F.substring(f.kind, 1, 40),
+                    F.lit(f", expected {f.spec.type}"),
+                    *([f.written()] if f.encs and f.encs != [Encoding.ISO] else []),
+                ),
+            )
             for (n, c), f in zip(wrong, fields, strict=True)
         ],
     )
@@ -365,13 +543,28 @@ class _Debezium:
     inlines their navigation into each of its references."""
 
     def __init__(self, schema: Schema, keyed: KeyedSpec):
+        self.schema = schema
         self.keyed = keyed
-        self.fields = [_Field(f, "_row") for f in schema.fields]
+        # the fields that a schema wrapper may say how they are written (cdc/spec.py LOGICAL_TYPES)
+        self.described = [i for i, f in enumerate(schema.fields) if f.ftype.base in LOGICAL_TYPES]
+        # decimals: their `precise` text from materialized parts (_precise_columns), built once per record
+        self.decimals = [i for i, f in enumerate(schema.fields) if f.ftype.base == "decimal"]
+        self.fields = [
+            _Field(
+                f,
+                f"_d.v{i}",
+                "$",
+                (F.col(f"_h.e{i}"), F.col(f"_h.s{i}")) if i in self.described else None,
+                _decimal_text(F.col(f"_q.d{i}"), F.col(f"_q.g{i}"), F.col(f"_p.k{i}")) if i in self.decimals else None,
+            )
+            for i, f in enumerate(schema.fields)
+        ]
         self.by_name = {f.spec.name: f for f in self.fields}
         self.op_kind, self.op_text = F.col("_op_kind"), F.col("_op_text")
         self.delete = F.coalesce(self.op_text == "d", F.lit(False))
         self.side = F.when(self.delete, F.lit("before")).otherwise(F.lit("after"))
         self.parts = [self._part(p) for p in keyed.sequence]
+        self.event_time = self._event_time()
 
     def unwrap(self, raw: DataFrame, judged: Column) -> DataFrame:
         """The envelope and the row of each record, tombstones left out. `judged`: the record is
@@ -399,7 +592,112 @@ class _Debezium:
         row = F.when(self.delete, F.expr("variant_get(_env, '$.before')")).otherwise(
             F.expr("variant_get(_env, '$.after')")
         )
-        return raw.withColumn("_row", F.explode(F.array(row)))
+        raw = raw.withColumn("_row", F.explode(F.array(row)))
+        return self._precise_columns(self._values_and_hows(raw))
+
+    def _precise_columns(self, raw: DataFrame) -> DataFrame:
+        """Per decimal field i: `_p.b{i}` and `_p.k{i}` (a `precise` value's base64 and scale), then
+        `_q.d{i}` and `_q.g{i}` (its magnitude's digits and sign), each its own column out of a
+        one-element explode: the decoding is one aggregate per value, and the text built from it
+        refers to its digits several times, which would otherwise copy the aggregate each time."""
+        if not self.decimals:
+            return raw
+        parts = []
+        for i in self.decimals:
+            b64, scale = self.fields[i].precise_parts()
+            parts += [b64.alias(f"b{i}"), scale.alias(f"k{i}")]
+        raw = raw.withColumn("_p", F.explode(F.array(F.struct(*parts))))
+        digits = []
+        for i in self.decimals:
+            d, g = _unscaled_digits(F.col(f"_p.b{i}"))
+            digits += [d.alias(f"d{i}"), g.alias(f"g{i}")]
+        return raw.withColumn("_q", F.explode(F.array(F.struct(*digits))))
+
+    def _values_and_hows(self, raw: DataFrame) -> DataFrame:
+        """Per declared field i: `_d.v{i}`, its raw value (a create's, update's or read's
+        placeholder for an unchanged TOASTed column replaced by `before`'s value when `before` has
+        a real one), `_d.u{i}` (the placeholder without one: cdc_unavailable_value); for a field the
+        wrapper may describe, `_d.n{i}` (its schema in the wrapper) and `_h.e{i}`, `_h.s{i}` (how it
+        is written: Encoding, a `precise` value's scale; the declared ones when not described)."""
+        delete = "coalesce(_op_text = 'd', false)"
+        side = f"CASE WHEN {delete} THEN 'before' ELSE 'after' END"
+
+        def placeholder(x: str) -> str:
+            return f"(schema_of_variant({x}) = 'STRING' AND try_variant_get({x}, '$', 'string') = '{PLACEHOLDER}')"
+
+        def entry(node: str, key: str) -> str:
+            named = (
+                f"schema_of_variant(variant_get(x, '$.field')) = 'STRING' "
+                f"AND try_variant_get(x, '$.field', 'string') = {key}"
+            )
+            return f"try_element_at(filter(try_variant_get({node}, '$.fields', 'array<variant>'), x -> {named}), 1)"
+
+        wrapper = "variant_get(_json, '$.schema')"
+        image = f"CASE WHEN _wrapped THEN {entry(wrapper, side)} END"
+        members = []
+        for i, f in enumerate(self.schema.fields):
+            path = f.json_path
+            now, old = f"variant_get(_row, '{path}')", f"variant_get(_env, '$.before{path[1:]}')"
+            swap = f"(NOT {delete} AND coalesce({placeholder(now)}, false))"
+            real = f"({old} IS NOT NULL AND NOT coalesce({placeholder(old)}, false))"
+            members += [
+                F.expr(f"CASE WHEN {swap} AND {real} THEN {old} ELSE {now} END").alias(f"v{i}"),
+                F.expr(f"{swap} AND NOT {real}").alias(f"u{i}"),
+            ]
+            if i in self.described:
+                node = image
+                for key in f.keys:
+                    node = entry(node, f"'{key}'")
+                members.append(F.expr(node).alias(f"n{i}"))
+        raw = raw.withColumn("_d", F.explode(F.array(F.struct(*members))))
+        if not self.described:
+            return raw
+        hows = []
+        for i in self.described:
+            f = self.schema.fields[i]
+            base = f.ftype.base
+
+            def member(path: str, i: int = i) -> tuple[Column, Column]:
+                got = f"variant_get(_d.n{i}, '{path}')"
+                return F.expr(f"schema_of_variant({got})"), F.expr(f"try_variant_get(_d.n{i}, '{path}', 'string')")
+
+            (name_kind, name), (type_kind, kind) = member("$.name"), member("$.type")
+            name = F.when(name_kind == "STRING", name)
+            kind = F.when(type_kind == "STRING", kind)
+            unsupported = F.lit(Encoding.UNSUPPORTED.value)
+            by_name, by_type = unsupported, unsupported
+            for logical, said in LOGICAL_TYPES[base].items():
+                by_name = F.when(name == logical, F.lit(said.value)).otherwise(by_name)
+            for plain, said in PLAIN_TYPES[base].items():
+                by_type = F.when(kind == plain, F.lit(said.value)).otherwise(by_type)
+            declared = f.read_as
+            enc = (
+                F.when(F.col(f"_d.n{i}").isNull(), F.lit(declared.value if declared else None))
+                .when(name.isNotNull(), by_name)
+                .otherwise(by_type)
+            )
+            scale_kind, given = member("$.parameters.scale")
+            given_ok = (scale_kind == "STRING") & given.rlike(r"^[0-9]{1,2}\z")
+            given_ok = given_ok & (given.cast("int") <= 38)
+            is_decimal = F.coalesce(name == DECIMAL_LOGICAL, F.lit(False))
+            enc = F.when(is_decimal & ~F.coalesce(given_ok, F.lit(False)), unsupported).otherwise(enc)
+            scale = F.when(is_decimal & F.coalesce(given_ok, F.lit(False)), given.cast("int")).otherwise(
+                F.lit(f.ftype.scale)
+            )
+            hows += [enc.alias(f"e{i}"), scale.alias(f"s{i}")]
+        return raw.withColumn("_h", F.explode(F.array(F.struct(*hows))))
+
+    def _event_time(self) -> _Field | None:
+        """The event time when it is an envelope position (schema.event_time_position, epoch ms)."""
+        position = self.schema.event_time_position
+        if position is None:
+            return None
+        return _Field(FieldSpec(name="event_time", type="long", path="$." + position), "_env")
+
+    def event_time_value(self) -> Column:
+        assert self.event_time is not None
+        n = F.when(self.event_time.type_ok(), self.event_time.value())
+        return _between(n, EPOCH_MILLIS_RANGE, F.timestamp_millis)
 
     def checks(self) -> list[tuple[Column, str, Column]]:
         """(failed, reason, detail) after the whole-record checks: the payload, the envelope in
@@ -452,6 +750,36 @@ class _Debezium:
                 F.concat(F.lit("sequence: "), seq_invalid),
             ),
         ]
+        if self.event_time is not None:
+            position = self.schema.event_time_position
+            envelope.append(
+                (
+                    self.event_time_value().isNull(),
+                    R.CDC_INVALID_EVENT_TIME,
+                    F.concat(
+                        F.lit(f"the event time {position} is "),
+                        _quoted(self.event_time.text),
+                        F.lit(" ("),
+                        F.coalesce(F.substring(self.event_time.kind, 1, 40), F.lit("absent")),
+                        F.lit("), not epoch milliseconds of years 0001-9999"),
+                    ),
+                )
+            )
+        unavailable = _names([(f.spec.name, F.col(f"_d.u{i}")) for i, f in enumerate(self.fields)])
+        envelope.append(
+            (
+                unavailable != "",
+                R.CDC_UNAVAILABLE_VALUE,
+                F.concat(
+                    unavailable,
+                    F.lit(
+                        f": Debezium's {PLACEHOLDER} (an unchanged TOASTed column) and no value in `before`. "
+                        "Fix: ALTER TABLE ... REPLICA IDENTITY FULL, or leave the column out with the "
+                        "connector's column.exclude.list"
+                    ),
+                ),
+            )
+        )
         # a delete is judged on its key and sequence only: its `before` may hold the key alone
         row = [(~self.delete & failed, reason, detail) for failed, reason, detail in _field_checks(self.fields)]
         return envelope + row
@@ -483,7 +811,10 @@ class _Debezium:
             for f in self.fields
         ]
         sequence = F.struct(*[p.value.cast(p.part.sql).alias(p.part.column) for p in self.parts])
-        return [*row, self.op_text.alias("_op"), sequence.alias("_sequence")]
+        out = [*row, self.op_text.alias("_op"), sequence.alias("_sequence")]
+        if self.event_time is not None:
+            out.append(self.event_time_value().alias(EVENT_TIME_COLUMN))
+        return out
 
 
 def parse_events(

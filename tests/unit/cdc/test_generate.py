@@ -41,11 +41,24 @@ ORDERS = Schema.model_validate(
             {"name": "region", "type": "string", "allowed": ["eu", "us", "ap"]},
             {"name": "id", "type": "int", "min": 1, "max": 400},
             {"name": "version", "type": "long"},
-            {"name": "amount", "type": "decimal(10,2)", "min": 0, "required": False},
+            {"name": "amount", "type": "decimal(10,2)", "encoding": "precise", "min": 0, "required": False},
             {"name": "code", "type": "string", "pattern": "^[A-Z]{3}$", "examples": ["ABC", "XYZ"]},
             {"name": "note", "type": "string", "path": "$.meta.note", "required": False, "max_length": 20},
             {"name": "placed", "type": "date"},
             {"name": "updated_at", "type": "timestamp"},
+        ],
+    }
+)
+# Debezium's default time encodings, and no event_time: the envelope's source.ts_ms (issue 48)
+ORDERS_EPOCH = Schema.model_validate(
+    {
+        **ORDERS.model_dump(exclude_defaults=True),
+        "event_time": None,
+        "fields": [
+            {**f.model_dump(exclude_defaults=True), "encoding": enc}
+            if (enc := {"placed": "epoch_days", "updated_at": "epoch_micros"}.get(f.name))
+            else f.model_dump(exclude_defaults=True)
+            for f in ORDERS.fields
         ],
     }
 )
@@ -55,6 +68,7 @@ SPECS: dict[str, tuple[Schema, KeyedSpec]] = {
     "customers_processed": (CUSTOMERS.schema, resolve(CUSTOMERS.schema, ["id"], "ts_ms")),
     "orders_version": (ORDERS, resolve(ORDERS, ["region", "id"], "version")),
     "orders_updated_at": (ORDERS, resolve(ORDERS, ["id", "region"], ["updated_at"])),
+    "orders_epoch": (ORDERS_EPOCH, resolve(ORDERS_EPOCH, ["region", "id"], "version")),
 }
 
 
@@ -233,21 +247,25 @@ def test_a_row_field_sequence_writes_the_whole_old_row_and_grows_over_the_keys_l
     assert s.summary()["recreations"] > 0 and json.loads(records[0].key).keys() == {"region", "id"}
 
 
-@pytest.mark.parametrize("name", ["customers_lsn", "orders_version"])
+@pytest.mark.parametrize("name", ["customers_lsn", "orders_version", "orders_epoch"])
 def test_each_malformed_kind_is_made_and_judged_with_exactly_its_reason(name):
     s = stream(name, count=4000, malformed_ratio=0.5)
     records = list(s)
     _, wrong = delivered(records, envelope_of(s))
     assert not wrong, "\n".join(wrong[:5])
     made = {r.kind for r in records} - {VALID, TOMBSTONE_KIND}
-    assert made == set(s.kinds()) and set(R.CDC_REASONS) <= made
+    # the event time is a column of these but orders_epoch's: its envelope's source.ts_ms
+    positional = s.schema.event_time_position is not None
+    expected = set(R.CDC_REASONS) - (set() if positional else {R.CDC_INVALID_EVENT_TIME})
+    assert made == set(s.kinds()) and expected <= made
     assert {R.MISSING_FIELD, R.WRONG_TYPE, R.INVALID_VALUE} <= made  # a row breaking the declared fields
     assert s.summary()["malformed"] == sum(1 for r in records if r.kind in made)
 
 
 def test_the_kinds_follow_the_order_of_the_checks_and_the_schemas_rules():
     kinds = stream().kinds()
-    assert kinds[:9] == (R.INVALID_JSON, *R.CDC_REASONS)
+    envelope = tuple(r for r in R.CDC_REASONS if r != R.CDC_INVALID_EVENT_TIME)  # the event time is a column
+    assert kinds[: len(envelope) + 1] == (R.INVALID_JSON, *envelope)
     assert {R.NOT_ALLOWED, R.TOO_LONG} <= set(kinds) and R.BELOW_MIN not in kinds  # tier allowed, email max_length
     assert {R.PATTERN_MISMATCH, R.BELOW_MIN, R.ABOVE_MAX} <= set(stream("orders_version").kinds())
 

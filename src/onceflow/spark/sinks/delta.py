@@ -86,7 +86,7 @@ def batch_aggregates(bronze: DataFrame, schema: Schema, aggs: AggregatesSpec, wi
     types = tables.aggregate_columns(schema, aggs)
     exprs = [_batch_metric(m, types[m.name]).alias(m.name) for m in aggs.parsed_metrics()]
     return (
-        bronze.groupBy(*aggs.group_by, F.window(schema.event_time, window).alias("w"))
+        bronze.groupBy(*aggs.group_by, F.window(schema.event_time_column, window).alias("w"))
         .agg(*exprs)
         .select(
             *aggs.group_by,
