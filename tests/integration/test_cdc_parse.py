@@ -850,7 +850,7 @@ def wrappers(draw, schema: Schema) -> Any:
 
 
 _SETTINGS = settings(
-    max_examples=max(20, settings().max_examples),
+    max_examples=settings().max_examples,  # `ci`: 12; `make fuzz` (HYPOTHESIS_PROFILE=fuzz): 400
     deadline=None,
     suppress_health_check=[
         HealthCheck.too_slow,
