@@ -36,11 +36,13 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from harness import emit
 
@@ -261,12 +263,12 @@ class Airflow:
         return self.get(f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=-run_after")["dag_runs"]
 
     def tasks(self, dag_id: str, run_id: str) -> dict[str, dict]:
-        rows = self.get(f"/api/v2/dags/{dag_id}/dagRuns/{urllib.request.quote(run_id, safe='')}/taskInstances")
+        rows = self.get(f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances")
         return {t["task_id"]: t for t in rows["task_instances"]}
 
     def xcom(self, dag_id: str, run_id: str, task_id: str) -> dict | None:
         path = (
-            f"/api/v2/dags/{dag_id}/dagRuns/{urllib.request.quote(run_id, safe='')}"
+            f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
             f"/taskInstances/{task_id}/xcomEntries/return_value?deserialize=true"
         )
         try:
@@ -319,7 +321,7 @@ def wait(what: str, check, timeout: float = WAIT, every: float = 0.5):
 
 def recovery_timeline(af: Airflow, kill: float, commit: float | None) -> dict:
     """Seconds after the kill of each step the task instances and XComs record."""
-    out: dict[str, float | None] = {}
+    out: dict[str, Any] = {}
 
     def at(key: str, iso: str | None) -> None:
         t = epoch(iso)
@@ -351,7 +353,7 @@ def recovery_timeline(af: Airflow, kill: float, commit: float | None) -> dict:
             at(f"{task}_end", (tis.get(task) or {}).get("end_date"))
         start = af.xcom(recover_id, run["dag_run_id"], "start") or {}
         out["app_launched"] = round(start["since"] - kill, 2) if start.get("since") else None
-        out["recover_run_id"] = run["dag_run_id"]  # type: ignore[assignment]
+        out["recover_run_id"] = run["dag_run_id"]
     out["first_commit"] = round(commit - kill, 2) if commit else None
     return out
 
