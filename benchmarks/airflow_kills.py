@@ -330,17 +330,17 @@ def recovery_timeline(af: Airflow, kill: float, commit: float | None) -> dict:
     stream_id, recover_id = f"{NAME}_stream", f"{NAME}_recover"
     for run in af.runs(stream_id):
         tis = af.tasks(stream_id, run["dag_run_id"])
-        route = tis.get("route") or {}
-        if (epoch(route.get("end_date")) or 0) > kill and (tis.get("trigger_recover") or {}).get("state") == "success":
+        trigger = tis.get("trigger_recover") or {}
+        if (epoch(trigger.get("end_date")) or 0) > kill and trigger.get("state") == "success":
             watch = af.xcom(stream_id, run["dag_run_id"], "watch") or {}
             out["watch_verdict_time"] = round(watch["time"] - kill, 2) if watch.get("time") else None
             out["dead_verdict"] = watch.get("verdict")
-            at("watch_task_resumed", tis["watch"].get("start_date"))  # the deferred task's resume
             at("watch_task_end", tis["watch"].get("end_date"))
-            at("route_start", route.get("start_date"))
-            at("route_end", route.get("end_date"))
-            at("trigger_recover_start", tis["trigger_recover"].get("start_date"))
-            at("trigger_recover_end", tis["trigger_recover"].get("end_date"))
+            if "route" in tis:  # the DAG before issue 48: a branch, then the trigger
+                at("route_start", tis["route"].get("start_date"))
+                at("route_end", tis["route"].get("end_date"))
+            at("trigger_recover_start", trigger.get("start_date"))
+            at("trigger_recover_end", trigger.get("end_date"))
             break
     runs = [r for r in af.runs(recover_id) if (epoch(r.get("run_after")) or 0) > kill - 1]
     if runs:
@@ -619,7 +619,7 @@ def print_summary(report: dict) -> None:
     k = report["kill_to_first_commit"]
     print(f"\nkill -9 of the driver JVM → first new commit, through the scheduler ({len(report['runs'])} kills):")
     print(f"  median {k['median_seconds']:.1f}s, min {k['min_seconds']:.1f}s, max {k['max_seconds']:.1f}s")
-    keys = ["watch_verdict_time", "route_start", "trigger_recover_end", "recover_run_started"]
+    keys = ["watch_verdict_time", "watch_task_end", "trigger_recover_start", "recover_run_started"]
     keys += [f"{t}_start" for t in ("begin", "stop", "plan", "execute", "start")] + ["app_launched", "first_commit"]
     print("  " + "".join(f"{k.removesuffix('_start')[:14]:>15}" for k in keys))
     for r in report["runs"]:
