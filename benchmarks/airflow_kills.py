@@ -519,6 +519,10 @@ def main(argv: list[str] | None = None) -> int:
             "ONCEFLOW_PIPELINES_DIR": str(file.parent),
             "ONCEFLOW_SPARK_MASTER": "local[2]",
             "ONCEFLOW_REPORTS": str(work / "reports"),
+            # the log servers of the scheduler and the triggerer: ports of their own, so this Airflow
+            # does not collide with another one on the machine
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
         }
         producer = Producer(broker.bootstrap, topic, args.rate, args.txn_size)
         commits = Commits(Path(pipeline.checkpoint_path) / "commits")
@@ -585,7 +589,8 @@ def main(argv: list[str] | None = None) -> int:
                 log("stopping Airflow (and the app its stream runs keep)")
                 af.stop()
             _stop_leftover_app(pipeline)
-            producer.join(30)
+            if producer.is_alive():
+                producer.join(30)
             if not args.keep:
                 import shutil
 
