@@ -358,8 +358,11 @@ def recovery_timeline(af: Airflow, kill: float, commit: float | None) -> dict:
     return out
 
 
-def steady(pipeline, af: Airflow, commits: Commits) -> bool:
-    """The app holds the run lock, no recovery is at work or queued, and it committed within 5 s."""
+def steady(pipeline, af: Airflow, commits: Commits, window: float) -> bool:
+    """The app holds the run lock, no recovery is at work or queued, it committed within 5 s, and a
+    stream run's watch has watched for 5 s and has 30 s of its window left: the kill is the watch's
+    to see (one at a window's end is seen by the next run's `stream` task, which relaunches the app
+    as for `down`, without a recovery: another path, timed apart)."""
     from onceflow.airflow.hooks import OnceflowHook
 
     hook = OnceflowHook(pipeline.file)
@@ -368,13 +371,22 @@ def steady(pipeline, af: Airflow, commits: Commits) -> bool:
     if any(r["state"] in ("queued", "running") for r in af.runs(f"{NAME}_recover")):
         return False
     times = commits.times()
-    return bool(times) and time.time() - times[-1] <= 5
+    if not times or time.time() - times[-1] > 5:
+        return False
+    for run in af.runs(f"{NAME}_stream")[:3]:
+        if run["state"] != "running":
+            continue
+        watch = af.tasks(f"{NAME}_stream", run["dag_run_id"]).get("watch") or {}
+        began = epoch(watch.get("start_date"))
+        if watch.get("state") == "deferred" and began and 5 <= time.time() - began <= window - 30:
+            return True
+    return False
 
 
-def kill_once(n: int, pipeline, af: Airflow, commits: Commits, kills: list[float]) -> dict:
+def kill_once(n: int, pipeline, af: Airflow, commits: Commits, kills: list[float], window: float) -> dict:
     """kill -9 the driver JVM; wait for the first new commit and the recover run's end; the figures."""
     try:
-        wait("a steady app (committing, no recovery at work)", lambda: steady(pipeline, af, commits), every=1)
+        wait("a steady app, in a window", lambda: steady(pipeline, af, commits, window), every=1)
         was_steady = True
     except TimeoutError:
         was_steady = False
@@ -395,7 +407,10 @@ def kill_once(n: int, pipeline, af: Airflow, commits: Commits, kills: list[float
         runs = af.runs(f"{NAME}_recover")
         return next((r for r in runs if (epoch(r.get("run_after")) or 0) > kill - 1 and r["state"] in ended), None)
 
-    rec = wait("the recover run's end", recovered, timeout=WAIT, every=2)
+    try:
+        rec = wait("the recover run's end", recovered, timeout=240, every=2)
+    except TimeoutError:  # relaunched by the next stream run (a kill at a window's end), or a recovery stuck
+        rec = {"state": "none within 240 s"}
     timeline = recovery_timeline(af, kill, commit)
     log(f"kill {n}: {json.dumps(timeline)}")
     return {
@@ -550,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
             kills: list[float] = []
             runs: list[dict] = []
             for i in range(args.kills):
-                runs.append(kill_once(i + 1, pipeline, af, commits, kills))
+                runs.append(kill_once(i + 1, pipeline, af, commits, kills, args.window))
                 time.sleep(args.window)  # healthy again, a window before the next kill
             sampler.stop()
             time.sleep(1)
