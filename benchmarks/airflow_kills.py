@@ -373,7 +373,7 @@ def steady(pipeline, af: Airflow, commits: Commits, window: float) -> bool:
     times = commits.times()
     if not times or time.time() - times[-1] > 5:
         return False
-    for run in af.runs(f"{NAME}_stream")[:3]:
+    for run in af.runs(f"{NAME}_stream"):  # every running one: the queued ones wait at the guard
         if run["state"] != "running":
             continue
         watch = af.tasks(f"{NAME}_stream", run["dag_run_id"]).get("watch") or {}
