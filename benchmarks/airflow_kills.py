@@ -564,9 +564,14 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(args.window)
             kills: list[float] = []
             runs: list[dict] = []
-            for i in range(args.kills):
-                runs.append(kill_once(i + 1, pipeline, af, commits, kills, args.window))
-                time.sleep(args.window)  # healthy again, a window before the next kill
+            try:
+                for i in range(args.kills):
+                    runs.append(kill_once(i + 1, pipeline, af, commits, kills, args.window))
+                    time.sleep(args.window)  # healthy again, a window before the next kill
+            except KeyboardInterrupt:  # stopped early: the kills so far are still figures
+                report["interrupted_after_kills"] = len(runs)
+                if not runs:
+                    raise
             sampler.stop()
             time.sleep(1)
             seconds = [r["seconds"] for r in runs]
