@@ -182,6 +182,30 @@ def test_fires_dead_when_the_job_vanished_without_a_final_event(layout, source):
     assert event["verdict"] == "dead" and "no final event" in event["reasons"][0]
 
 
+def test_a_problem_in_end_on_ends_the_task_in_the_triggerer_with_the_event_as_its_xcom(layout, source):
+    """The stream run's watch: a kill's `dead` ends the task where the trigger runs (no worker
+    resumes it to return the event), and the task that triggers the recovery reads the same event."""
+    from airflow.triggers.base import TaskSuccessEvent
+
+    latest = source[2]
+    layout.checkpoint({p: 0 for p in latest}, {0: dict(latest)}, [0])
+    layout.events(STARTED, progress(0, 5))  # and no lock holder: killed
+    trigger = PipelineHealthTrigger(
+        pipeline_file=str(layout.file), fire_on=ALL, end_on=["dead", "stalled"], poll_interval=0.5, timeout=60
+    )
+
+    async def first():
+        async for event in trigger.run():
+            return event
+
+    event = asyncio.run(asyncio.wait_for(first(), timeout=120))
+    assert isinstance(event, TaskSuccessEvent) and set(event.xcoms or {}) == {"return_value"}
+    xcom = event.xcoms["return_value"]
+    VALIDATOR.validate(xcom)  # the same event a resumed sensor returns
+    assert xcom["verdict"] == "dead" and "no final event" in xcom["reasons"][0]
+    assert json.loads(json.dumps(xcom)) == xcom  # stored as JSON in the XCom table
+
+
 def test_fires_failed_with_the_jobs_error(layout, source):
     latest = source[2]
     layout.checkpoint({p: 0 for p in latest}, {0: dict(latest)}, [0])

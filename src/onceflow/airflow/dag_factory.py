@@ -16,8 +16,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, Asset, BaseOperator, Param
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -26,15 +24,15 @@ from onceflow.airflow.audit import AuditOperator
 from onceflow.airflow.dag_kinds import DagKind, dag_id
 from onceflow.airflow.hooks import pipelines_dir
 from onceflow.airflow.ingest import IngestOperator
-from onceflow.airflow.recovery import RecoveryMarkerOperator, RecoveryOperator, StopRunningOperator
-from onceflow.airflow.route import RouteOnVerdictOperator
+from onceflow.airflow.recovery import RecoveryMarkerOperator, RecoveryOperator
+from onceflow.airflow.route import RecoverOnProblemOperator
 from onceflow.airflow.sensors import PipelineHealthSensor, StreamGuardSensor
 from onceflow.airflow.stream import ReleaseStreamRunOperator, StreamOperator
 from onceflow.config import Pipeline
 from onceflow.errors import ConfigError
 from onceflow.reconcile import AuditScope
 from onceflow.status import IngestMode
-from onceflow.verdicts import ALERTS, Verdict
+from onceflow.verdicts import ALERTS, PROBLEMS, Verdict
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 MIN_WINDOW_SECONDS, MAX_WINDOW_SECONDS = (int(b) for b in config.STREAM_WINDOW_BOUNDS)
@@ -106,7 +104,8 @@ when none runs, and renews the lease that keeps it wanted → **wait_healthy** a
 (deferrable, in the triggerer) follow its commits for the window (`airflow.window`:
 {pipeline.airflow.window}), renewing the lease for `airflow.lease_grace` ({pipeline.airflow.lease_grace})
 at every look. The window's end changes nothing for the app: the next run adopts it. A stalled, dead,
-failed, poisoned or broken verdict triggers `{pipeline.name}_recover`; an app that stopped while
+failed, poisoned or broken verdict ends **watch** in the triggerer, and **trigger_recover**
+triggers `{pipeline.name}_recover` (else it skips: the window ended cleanly); an app that stopped while
 wanted (`down`) is started again by the next run. Pause this DAG and, once the run at work ends its
 window, the app stops by itself at a batch boundary within `airflow.lease_grace`.
 """,
@@ -138,26 +137,19 @@ window, the app stops by itself at a batch boundary within `airflow.lease_grace`
             wait_timeout="{{ params.window_seconds }}",
             window_ends_wait=True,
             watcher=watcher,
+            end_on=list(PROBLEMS),  # ended in the triggerer: trigger_recover is the next task to start
             doc_md="Follows the app for the window, renewing its lease; a problem verdict ends it early.",
         )
-        route = RouteOnVerdictOperator(
-            task_id="route", watch_task="watch", problem_task="trigger_recover", ok_task="window_done"
-        )
-        trigger_recover = TriggerDagRunOperator(
+        trigger_recover = RecoverOnProblemOperator(
             task_id="trigger_recover",
+            watch_task="watch",
             trigger_dag_id=dag_id(pipeline.name, DagKind.RECOVER),
-            conf={
-                "verdict": "{{ ti.xcom_pull(task_ids='watch')['verdict'] }}",
-                "reasons": "{{ ti.xcom_pull(task_ids='watch')['reasons'] | join('; ') }}",
-                "from_run": "{{ run_id }}",
-            },
-            wait_for_completion=False,
+            doc_md="On a problem verdict of the watch, triggers the recovery (without waiting); else skips.",
         )
-        window_done = EmptyOperator(task_id="window_done")
         release = ReleaseStreamRunOperator(
             task_id="release", pipeline_file=file, doc_md="The next run of this DAG may start watching."
         )
-        guard >> stream >> wait_healthy >> watch >> route >> [trigger_recover, window_done] >> release
+        guard >> stream >> wait_healthy >> watch >> trigger_recover >> release
         release.as_teardown(setups=guard)
     return dag
 
@@ -272,23 +264,17 @@ def recover_dag(pipeline: Pipeline, file: str) -> DAG:
         + f"""
 
 **begin** marks recovery in progress (`{pipeline.name}_stream` waits) and no other copy of the
-query may start → **stop** stops a copy still running (SIGTERM, then SIGKILL) → **plan** (`onceflow recover
---dry-run`: the plan is in the log and XCom) → **execute** → **start** launches the long-lived app
+query may start, then stops a copy still running (SIGTERM, then SIGKILL) → **execute** (`onceflow
+recover`: its plan and what was done are in the log and XCom) → **start** launches the long-lived app
 from the recovered offsets (the stream DAG's next run adopts it: no second start) →
 **wait_first_batch** (deferrable) sees its first committed batch → **end** clears the mark, and
 **audit** checks the recovered range beside the running stream. No retries: a half-done recovery
 is planned again. The mark expires by itself if this run dies (docs/airflow.md).
 """,
     ) as dag:
-        begin = RecoveryMarkerOperator(task_id="begin", pipeline_file=file, action="begin")
-        stop = StopRunningOperator(task_id="stop", pipeline_file=file)
-        plan = RecoveryOperator(
-            task_id="plan",
-            pipeline_file=file,
-            action="plan",
-            force="{{ params.force }}",
-            accept_loss="{{ params.accept_loss }}",
-        )
+        # the marker and the stop in one task, and no separate dry run (execute's record holds its
+        # plan): each task start is seconds on a small machine, on the path from a kill to the app
+        begin = RecoveryMarkerOperator(task_id="begin", pipeline_file=file, action="begin", stop_running=True)
         execute = RecoveryOperator(
             task_id="execute",
             pipeline_file=file,
@@ -316,7 +302,7 @@ is planned again. The mark expires by itself if this run dies (docs/airflow.md).
         audit = AuditOperator(
             task_id="audit", pipeline_file=file, audit_mode=AuditScope.SINCE_LAST, outlets=[table_asset(pipeline)]
         )
-        begin >> stop >> plan >> execute >> start >> wait_first_batch >> [end, audit]
+        begin >> execute >> start >> wait_first_batch >> [end, audit]
         end.as_teardown(setups=begin)
     return dag
 

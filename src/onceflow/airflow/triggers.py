@@ -7,6 +7,9 @@ passes `since` (epoch seconds): runs that started before it do not count, so the
 verdict of last hour's run never answers for this one. If no such run starts
 within `start_grace` seconds the trigger fires `not_started`; after `timeout` it
 fires `timeout`; a pipeline it cannot read fires `error` with the message.
+A verdict in `end_on` ends the task here, in the triggerer (success, the event as its XCom),
+instead of resuming it on a worker: the stream run's watch hands a problem to the task that
+triggers the recovery one task start sooner (Airflow's TaskSuccessEvent).
 A stream run's watcher (`watcher`: its `<dag>/<run>`) also renews, at every look, the
 run's claim and the app's lease for the pipeline's `airflow.lease_grace`
 (onceflow.control.keep_watching): once no run watches, the app stops within that grace.
@@ -20,15 +23,17 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
 from onceflow.airflow.hooks import OnceflowHook
 from onceflow.verdicts import Verdict
 
 # a run "started since" the task asked, allowing for clocks a little apart
 SINCE_SLACK_SECONDS = 2.0
-# a look costs a health read (files, Kafka offsets); a kill is seen within this
-POLL_SECONDS = 5.0
+# a look costs a health read (files, Kafka offsets): about 35 ms of CPU in the triggerer, measured
+# on 2 busy cores (docs/benchmarks.md, "Kills through the real scheduler"), so a look a second
+# costs under 4 % of a core and a kill is seen within a second
+POLL_SECONDS = 1.0
 log = logging.getLogger(__name__)
 
 
@@ -67,6 +72,7 @@ class PipelineHealthTrigger(BaseTrigger):
         timeout: float | None = None,
         poll_interval: float = POLL_SECONDS,
         watcher: str | None = None,
+        end_on: list[str] | None = None,
     ) -> None:
         super().__init__()
         if not fire_on:
@@ -78,6 +84,9 @@ class PipelineHealthTrigger(BaseTrigger):
         self.timeout = float(timeout) if timeout is not None else None
         self.poll_interval = float(poll_interval)
         self.watcher = watcher or None
+        self.end_on = sorted({str(v) for v in end_on or ()})
+        if not set(self.end_on) <= set(self.fire_on):
+            raise ValueError(f"end_on {self.end_on} must be verdicts of fire_on {self.fire_on}")
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -90,6 +99,7 @@ class PipelineHealthTrigger(BaseTrigger):
                 "timeout": self.timeout,
                 "poll_interval": self.poll_interval,
                 "watcher": self.watcher,
+                "end_on": self.end_on,
             },
         )
 
@@ -108,6 +118,10 @@ class PipelineHealthTrigger(BaseTrigger):
                 )
                 return
             waited = time.monotonic() - began
+            if snap["verdict"] in self.end_on:  # the task ends here: no worker resumes it
+                self.log.info("%s: verdict %s (%s)", snap["pipeline"], snap["verdict"], "; ".join(snap["reasons"]))
+                yield TaskSuccessEvent(xcoms={"return_value": {**snap, "waited_seconds": round(waited, 1)}})
+                return
             if snap["verdict"] in self.fire_on:
                 yield TriggerEvent({**snap, "waited_seconds": round(waited, 1)})
                 return

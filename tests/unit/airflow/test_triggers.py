@@ -122,3 +122,29 @@ def test_a_clean_end_without_a_batch_counts_only_when_nothing_was_left():
     assert sensor.execute_complete({}, _event("stopped", batches=0, lag=0))["verdict"] == "stopped"
     with pytest.raises(AirflowFailException, match="without committing a batch while 40 records wait"):
         sensor.execute_complete({}, _event("stopped", batches=0, lag=40))
+
+
+def test_end_on_round_trips_and_must_be_verdicts_the_trigger_fires_on():
+    """A verdict in `end_on` ends the task in the triggerer (no resume on a worker): it survives the
+    trigger table, and it must be one of `fire_on` (the sensor: never one of `fail_on`)."""
+    from airflow.models.trigger import Trigger
+    from airflow.sdk._shared.module_loading import import_string
+
+    trigger = PipelineHealthTrigger(**KWARGS, end_on=["stalled", "dead"])
+    row = Trigger.from_object(trigger)
+    assert import_string(row.classpath)(**row.kwargs).end_on == ["dead", "stalled"]
+    with pytest.raises(ValueError, match="end_on"):
+        PipelineHealthTrigger(pipeline_file="p.yaml", fire_on=["healthy"], end_on=["dead"])
+    with pytest.raises(ValueError, match="end_on"):
+        _sensor(fire_on=["dead"], fail_on=["dead"], end_on=["dead"])
+    assert _sensor(fire_on=list(PROBLEMS), end_on=list(PROBLEMS))._trigger().end_on == sorted(PROBLEMS)
+
+
+def test_a_task_end_event_resumed_without_its_facts_looks_again(monkeypatch):
+    """`dag.test()` resumes a task its trigger ended (TaskSuccessEvent) with the state, not the
+    event: the sensor looks again instead of failing on a string."""
+    from onceflow.airflow import sensors
+
+    monkeypatch.setattr(sensors, "observe", lambda file, since, watcher: _event("dead", watcher=watcher))
+    out = _sensor(fire_on=list(PROBLEMS), end_on=list(PROBLEMS), watcher="s/r").execute_complete({}, "success")
+    assert out["verdict"] == "dead" and out["watcher"] == "s/r"
