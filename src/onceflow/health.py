@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from onceflow import processes
 from onceflow.checkpoint import COMMITS, OFFSETS, Checkpoint
 from onceflow.config import Pipeline
 from onceflow.control import Launching, RecoveryMarker, Wanted
@@ -410,6 +411,12 @@ def _running(report: dict, now: float) -> tuple[Verdict, list[str]]:
     from the run before it: the holder may be a new run that has not logged `started` yet."""
     th, ck, run, lag = report["thresholds"], report["checkpoint"], report["run"], report["lag"]
     holder = run["holder"] or {}
+    jvm = holder.get("jvm_pid")
+    if jvm and holder.get("host") == socket.gethostname() and not processes.alive(int(jvm)):
+        return Verdict.DEAD, [
+            f"the run lock is held (pid {holder.get('pid')}) but its driver JVM (pid {jvm}) is gone: the job "
+            "died (killed or crashed); its process releases the lock as it exits"
+        ]
     own = holder.get("run_id") is not None and holder.get("run_id") == run["run_id"] and run["final"] is None
     beat = run["_beat_epoch"] if own else None
     started_epoch = run["_started_epoch"] if own else None

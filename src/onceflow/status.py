@@ -252,6 +252,12 @@ class RunLock:
         tmp.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": now_iso(), **info}))
         tmp.replace(self.info_path)
 
+    def note(self, **info) -> None:
+        """Add facts to run.json while holding the lock (e.g. the driver JVM's pid once it runs)."""
+        tmp = self.info_path.with_name(f".run.json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({**(self.holder() or {}), **info}))
+        tmp.replace(self.info_path)
+
     def release(self) -> None:
         if self._file is not None:
             fcntl.flock(self._file, fcntl.LOCK_UN)

@@ -14,6 +14,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,7 +201,7 @@ def test_a_problem_in_end_on_ends_the_task_in_the_triggerer_with_the_event_as_it
 
     event = asyncio.run(asyncio.wait_for(first(), timeout=120))
     assert isinstance(event, TaskSuccessEvent) and set(event.xcoms or {}) == {"return_value"}
-    xcom = event.xcoms["return_value"]
+    xcom: Any = (event.xcoms or {})["return_value"]
     VALIDATOR.validate(xcom)  # the same event a resumed sensor returns
     assert xcom["verdict"] == "dead" and "no final event" in xcom["reasons"][0]
     assert json.loads(json.dumps(xcom)) == xcom  # stored as JSON in the XCom table

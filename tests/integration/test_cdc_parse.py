@@ -369,7 +369,7 @@ def _column(field: str, kind: str, name: str | None = None, **params: str) -> di
     return out
 
 
-VALUE_SCHEMA = {
+VALUE_SCHEMA: dict[str, Any] = {
     "type": "struct",
     "optional": True,
     "name": "shop.public.customers.Value",
@@ -388,7 +388,7 @@ VALUE_SCHEMA = {
         _column("bio", "string"),
     ],
 }
-ENVELOPE_SCHEMA = {
+ENVELOPE_SCHEMA: dict[str, Any] = {
     "type": "struct",
     "optional": False,
     "name": "shop.public.customers.Envelope",
@@ -722,7 +722,7 @@ def images(draw, schema: Schema, keyed: KeyedSpec) -> Any:
     if not isinstance(image, dict):
         return image
     for f in schema.fields:
-        raw = image
+        raw: Any = image
         for key in f.keys[:-1]:
             raw = raw.get(key) if isinstance(raw, dict) else None
         if not isinstance(raw, dict) or f.keys[-1] not in raw:

@@ -13,6 +13,7 @@ import pytest
 
 from onceflow.control import (
     RECOVERY_LEASE_SECONDS,
+    Lease,
     RecoveryMarker,
     StreamRun,
     Wanted,
@@ -63,13 +64,13 @@ def test_one_stream_run_at_a_time_claims_renews_releases_and_lapses(tmp_path):
     first = claim.claim("p_stream/manual", 60, now=1000.0)
     assert first is not None and first.until == 1060.0
     assert claim.claim("p_stream/scheduled", 60, now=1001.0) is None  # refused, nothing written
-    assert claim.current(now=1001.0).info["run"] == "p_stream/manual"
+    assert _info(claim.current(now=1001.0))["run"] == "p_stream/manual"
     renewed = claim.claim("p_stream/manual", 60, now=1050.0)
     assert renewed is not None and renewed.until == 1110.0 and renewed.info["since"] == first.info["since"]
     # a run gone without releasing: its claim lapses after the grace and the next run proceeds
     assert claim.claim("p_stream/scheduled", 60, now=1111.0) is not None
     claim.release("p_stream/manual")  # a late release of the old run frees nothing of the new one's
-    assert claim.current(now=1112.0).info["run"] == "p_stream/scheduled"
+    assert _info(claim.current(now=1112.0))["run"] == "p_stream/scheduled"
     claim.release("p_stream/scheduled")
     assert claim.holder() is None and claim.claim("p_stream/next", 60) is not None
 
@@ -82,7 +83,7 @@ def test_the_watcher_keeps_the_app_wanted_only_in_short_steps(tmp_path):
     assert lease is not None and lease.until <= time.time() + 30 and lease.info["by"] == "p_stream/a"
     assert Wanted(tmp_path).current(now=lease.until) is None  # no look for the grace: not wanted
     assert keep_watching(tmp_path, "p_stream/b", 30) is None  # b does not hold the claim: renews nothing
-    assert Wanted(tmp_path).current().info["by"] == "p_stream/a"
+    assert _info(Wanted(tmp_path).current())["by"] == "p_stream/a"
 
 
 def test_a_new_query_is_refused_while_another_recovery_works_and_allowed_for_its_own(tmp_path):
@@ -155,3 +156,8 @@ def test_a_query_start_and_a_recovery_begin_never_both_proceed_unseen(tmp_path):
             out["lock"].release()
         outcomes.add((out.get("app"), out.get("recovery_saw_app")))
     assert ("refused", False) in outcomes and ("runs", True) in outcomes, outcomes  # both orders happened
+
+
+def _info(lease: Lease | None) -> dict:
+    assert lease is not None, "no lease holds"
+    return lease.info

@@ -498,9 +498,9 @@ def test_a_recovery_holding_the_lock_is_recovering_never_a_healthy_stream(pipeli
         r = check(pipeline, kafka({0: 31, 1: 35}))  # was: healthy, "lag 1 ≤ max_lag=100; nothing committed yet"
         assert r["verdict"] == "recovering" and r["exit_code"] == 0, r["reasons"]
         assert "holding the run lock" in r["reasons"][0] and "no query runs" in r["reasons"][1]
-        lock.info_path.write_text(json.dumps({**lock.holder(), "started": iso(NOW - 100)}))
+        lock.info_path.write_text(json.dumps({**(lock.holder() or {}), "started": iso(NOW - 100)}))
         assert check(pipeline)["verdict"] == "recovering", "past dead_after_seconds: a recovery is no hung job"
-        lock.info_path.write_text(json.dumps({**lock.holder(), "started": iso(NOW - 1000)}))
+        lock.info_path.write_text(json.dumps({**(lock.holder() or {}), "started": iso(NOW - 1000)}))
         r = check(pipeline)
         assert r["verdict"] == "stalled" and r["exit_code"] == 1, "a stuck recovery is caught"
         assert "more than recovery_grace_seconds=900" in r["reasons"][-1]
@@ -533,6 +533,22 @@ def test_a_backfill_holding_the_lock_is_backfilling(pipeline):
     finally:
         lock.release()
     assert r["verdict"] == "backfilling" and r["exit_code"] == 0 and "a backfill" in r["reasons"][0], r["reasons"]
+
+
+def test_a_holder_whose_driver_jvm_is_gone_is_dead_at_once(pipeline, held):
+    """A kill -9 of the driver JVM: its Python process still holds the run lock for the seconds it
+    takes to notice (1.5-3.3 s through a real scheduler, benchmarks/airflow_kills.py), and the
+    commits are recent, so the run read `healthy`. The JVM's pid in run.json tells."""
+    committed_checkpoint(pipeline)
+    status(pipeline, started(100), progress(1, 1))
+    assert check(pipeline)["verdict"] != "dead"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    held.note(jvm_pid=gone.pid, host=socket.gethostname())
+    r = check(pipeline)
+    assert r["verdict"] == "dead" and "driver JVM" in r["reasons"][0], r["reasons"]
+    held.note(jvm_pid=os.getpid())  # a JVM that lives: judged as before
+    assert check(pipeline)["verdict"] != "dead"
 
 
 def test_a_holder_read_before_a_restart_never_judges_the_new_run(pipeline):

@@ -162,6 +162,9 @@ def run_ingest(
             from onceflow.spark.session import build_session
 
             spark = build_session(f"onceflow-ingest-{pipeline.name}", master=pipeline.spark_master)
+        # the driver's JVM: once it is gone the run is dead, though this process holds the run lock for
+        # the seconds it takes to notice (health reads a lock holder whose JVM is gone as `dead`)
+        lock.note(jvm_pid=int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
         # an idle query reports a heartbeat this often (health: `dead` needs a recent one)
         spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "5000")
         # query.stop() fails after this long instead of waiting forever for the stream thread

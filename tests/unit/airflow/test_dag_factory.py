@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -202,9 +203,10 @@ def test_the_stream_window_and_the_lease_come_from_the_pipeline_file(tmp_path, m
     file = write_pipeline(tmp_path / "p", "x:1", "t", name="win", airflow={"window": "60 seconds"})
     stream = build_dags(file.parent)["win_stream"]
     assert stream.params["window_seconds"] == 60
-    assert "airflow.window" in stream.doc_md and "60 seconds" in stream.doc_md
+    assert "airflow.window" in (stream.doc_md or "") and "60 seconds" in (stream.doc_md or "")
     watcher = "{{ dag.dag_id }}/{{ run_id }}"
-    assert stream.task_dict["watch"].watcher == watcher and stream.task_dict["wait_healthy"].watcher == watcher
-    assert stream.task_dict["stream"].lease_seconds is None  # the file's lease_grace, not a window
+    tasks: dict[str, Any] = dict(stream.task_dict)
+    assert tasks["watch"].watcher == watcher and tasks["wait_healthy"].watcher == watcher
+    assert tasks["stream"].lease_seconds is None  # the file's lease_grace, not a window
     default = build_dags(write_pipeline(tmp_path / "d", "x:1", "t", name="dflt").parent)["dflt_stream"]
     assert default.params["window_seconds"] == 1800

@@ -78,7 +78,8 @@ def test_a_stream_runs_lease_is_the_files_grace_and_a_second_run_beside_it_is_re
             op.execute(_context("scheduled-1"))
     finally:
         lock.release()
-    assert Wanted(state).current().info["by"] == "p_stream/manual-1"
+    lease = Wanted(state).current()
+    assert lease is not None and lease.info["by"] == "p_stream/manual-1"
 
 
 def test_a_stream_run_waits_for_a_recovery_at_work_and_the_recoverys_own_start_renews_it(file):

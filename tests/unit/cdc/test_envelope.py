@@ -16,7 +16,7 @@ from onceflow.cdc.envelope import TOMBSTONE, Change, Envelope, Malformed, read_p
 from onceflow.cdc.spec import DIGITS, LONG, TEXT
 from onceflow.schema import reasons as R
 from onceflow.schema.model import MAX_RECORD_BYTES, Encoding, Schema
-from onceflow.schema.reference import Judge, lookup, read_field, read_record
+from onceflow.schema.reference import How, Judge, lookup, read_field, read_record
 from tests.json_space import any_json, dumps, events, schemas
 
 # cheap examples: many more than the `ci` profile's Spark-sized budget, as many as `fuzz` asks
@@ -335,12 +335,15 @@ def test_the_row_is_judged_as_a_json_event_is(data):
     raw = text.encode("utf-8", "surrogatepass")
     # a Debezium decimal says how it is written (`encoding: string` here: decimal text), a JSON
     # event's may be a number too: the event is judged with its decimals read as text
-    as_text = {f.name: (Encoding.STRING, f.ftype.scale) for f in schema.fields if f.ftype.base == "decimal"}
+    as_text: dict[str, How] = {
+        f.name: (Encoding.STRING, f.ftype.scale) for f in schema.fields if f.ftype.base == "decimal"
+    }
     verdict = Judge(schema).judge(raw)
     if verdict.reason not in R.RECORD_REASONS:
         verdict = Judge(schema).judge_object(read_record(raw, MAX_RECORD_BYTES)[1], as_text)
     fields = [{**f, "encoding": "string"} if f["name"] in as_text else f for f in schema.model_dump()["fields"]]
     debezium = Schema.model_validate({**schema.model_dump(), "fields": fields, "format": "debezium", "event_id": None})
+    assert schema.event_time is not None
     got = Envelope(debezium, [schema.event_time], "source.lsn").parse(
         None, b'{"op": "c", "source": {"lsn": 1}, "after": ' + raw + b"}"
     )

@@ -40,7 +40,7 @@ def b64(unscaled: int) -> str:
     return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
 
 
-def env(after: dict, op: str = "u", before: Any = None, **more: Any) -> dict:
+def env(after: dict | None, op: str = "u", before: Any = None, **more: Any) -> dict:
     return {"before": before, "after": after, "source": SOURCE, "op": op, "ts_ms": 1767225900123, **more}
 
 

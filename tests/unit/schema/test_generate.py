@@ -87,7 +87,7 @@ def test_valid_events_pass_the_judge_and_keep_their_values(name):
             event = gen.valid()
             verdict = judge.judge(json.dumps(event).encode())
             assert verdict.reason is None, (seed, event)
-            assert verdict.values[schema.event_time] is not None
+            assert schema.event_time is not None and verdict.values[schema.event_time] is not None
 
 
 def test_kinds_are_the_ones_the_schema_declares():
