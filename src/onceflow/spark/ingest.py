@@ -21,6 +21,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -164,7 +165,8 @@ def run_ingest(
             spark = build_session(f"onceflow-ingest-{pipeline.name}", master=pipeline.spark_master)
         # the driver's JVM: once it is gone the run is dead, though this process holds the run lock for
         # the seconds it takes to notice (health reads a lock holder whose JVM is gone as `dead`)
-        lock.note(jvm_pid=int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+        jvm: Any = spark.sparkContext._jvm
+        lock.note(jvm_pid=int(jvm.java.lang.ProcessHandle.current().pid()))
         # an idle query reports a heartbeat this often (health: `dead` needs a recent one)
         spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "5000")
         # query.stop() fails after this long instead of waiting forever for the stream thread
