@@ -11,6 +11,7 @@ the sensor reschedule itself, which frees the slot for the task that starts it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -21,6 +22,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from onceflow.airflow.hooks import OnceflowHook
 from onceflow.airflow.triggers import POLL_SECONDS, PipelineHealthTrigger, observe
 from onceflow.verdicts import Verdict
+
+# the seconds a run's first progress event may follow its commit (Spark's listener bus; a busy driver)
+PROGRESS_EVENT_WAIT_SECONDS = 20
 
 
 def stream_run_id(context: Any) -> str:
@@ -160,6 +164,15 @@ class PipelineHealthSensor(BaseSensorOperator):
                 f"{name}: verdict {verdict}: {reasons}. Fix: see the run's status log "
                 f"and `onceflow checkpoint status --pipeline {self.pipeline_file}`."
             )
+        if self.require_progress and not run.get("batches") and verdict in (Verdict.HEALTHY, Verdict.LAGGING):
+            # a commit in the checkpoint makes the run healthy before Spark's listener logs its progress
+            # event (the status log counts the batches): give that event the seconds it takes
+            for _ in range(PROGRESS_EVENT_WAIT_SECONDS):
+                time.sleep(1)
+                event = observe(self.pipeline_file, _optional_float(self.since), self.watcher or None)
+                run = event.get("run") or {}
+                if run.get("batches"):
+                    break
         if self.require_progress and not run.get("batches"):
             lag = ((event.get("health") or {}).get("lag") or {}).get("total")
             if lag:
