@@ -79,7 +79,7 @@ kafka-start: setup
 # Airflow standalone for this checkout: broker, dags/, plugins/, spark_default; prints URL + login
 .PHONY: airflow
 airflow: setup
-	$(PY) -m onceflow.airflow.standalone
+	$(PY) -m onceflow.local.airflow
 
 # Spark's History Server (from the pyspark installation) on the event logs every onceflow Spark app
 # writes to <state>/spark/events: http://localhost:$(SPARK_HISTORY_PORT); Ctrl-C stops it (docs/runbooks/slow-batch.md)

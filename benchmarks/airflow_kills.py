@@ -2,7 +2,7 @@
 `airflow standalone`, and time kill → first new commit; count the verdicts that were false.
 
 A broker of its own; a payments-shaped pipeline (`airflow.window`, default 60 s) in a folder
-given to Airflow as ONCEFLOW_PIPELINES_DIR; `python -m onceflow.airflow.standalone --no-broker`
+given to Airflow as ONCEFLOW_PIPELINES_DIR; `python -m onceflow.local.airflow --no-broker`
 on a free port (scheduler, triggerer, dag-processor, api-server; LocalExecutor, SQLite);
 `<p>_stream` and `<p>_recover` unpaused through the REST API; a producer at a steady rate
 (small transactions); a sampler, `onceflow checkpoint status --json --watch 1` (one process, a
@@ -86,7 +86,7 @@ class Producer(threading.Thread):
 
     def run(self) -> None:
         from devkit.pipelines import PAYMENTS_SCHEMA
-        from onceflow.kafka.producer import produce
+        from onceflow.generate.producer import produce
 
         self.began, seed = time.time(), 0
         try:
@@ -204,7 +204,7 @@ class Airflow:
         self.port = free_port()
         self.home = home
         self.out = open(logs / "airflow.log", "ab")  # noqa: SIM115 -- Airflow's output, closed in stop()
-        cmd = ["-m", "onceflow.airflow.standalone", "--no-broker", "--port", str(self.port), "--home", str(home)]
+        cmd = ["-m", "onceflow.local.airflow", "--no-broker", "--port", str(self.port), "--home", str(home)]
         self.proc = subprocess.Popen(
             [sys.executable, *cmd],
             env=env,
@@ -218,7 +218,7 @@ class Airflow:
         return f"http://localhost:{self.port}{path}"
 
     def wait_ready(self) -> None:
-        from onceflow.airflow.standalone import password_file
+        from onceflow.local.airflow import password_file
 
         deadline = time.monotonic() + WAIT
         while time.monotonic() < deadline:

@@ -113,7 +113,7 @@ def main() -> int:
     os.environ["ONCEFLOW_HOME"] = str(state)
     from devkit.pipelines import write_pipeline
     from onceflow import config
-    from onceflow.kafka.broker import LocalBroker, free_port_pair
+    from onceflow.local.broker import LocalBroker, free_port_pair
     from onceflow.spark.session import build_session
 
     port_file = state / "broker.port"

@@ -8,7 +8,7 @@ What a user would write without onceflow to keep a current-state table of a Debe
 `foreachBatch` that keeps the newest change per key and MERGEs it into a Delta table, idempotent
 by Delta's `txnAppId`/`txnVersion` session settings (Delta's documented way for foreachBatch).
 Both sides read the same topic: `--records` records of the shipped customers_cdc change stream
-(cdc/generate.py: a snapshot, creates, updates, deletes with their tombstones, key changes,
+(generate/changes.py: a snapshot, creates, updates, deletes with their tombstones, key changes,
 re-creations, the generator's default duplicates and out-of-order deliveries, nothing
 malformed), on 4 partitions, produced once:
 (a) onceflow's exactly-once job on a copy of pipelines/customers_cdc.yaml (tables under a temp
@@ -273,7 +273,7 @@ def produce_changes(bootstrap: str, topic: str, count: int, seed: int, rate: flo
     """`count` records of the shipped customers_cdc change stream into `topic` (`rate` records/s,
     0: at once); the producer's summary, its stream with the database's final table."""
     from onceflow import config
-    from onceflow.kafka.producer import produce
+    from onceflow.generate.producer import produce
 
     shipped = config.load(ROOT / "pipelines" / "customers_cdc.yaml", env={})
     summary = produce(

@@ -100,7 +100,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from devkit.pipelines import PAYMENTS_SCHEMA
-    from onceflow.kafka.producer import produce
+    from onceflow.generate.producer import produce
     from onceflow.spark.session import build_session
 
     with scratch_broker("onceflow-compaction-") as (work, broker):

@@ -112,7 +112,7 @@ def measure_latency(
 
     from devkit.driver import IngestProcess
     from devkit.pipelines import PAYMENTS_SCHEMA
-    from onceflow.kafka.producer import produce
+    from onceflow.generate.producer import produce
     from onceflow.ledger import read_ledger
     from onceflow.sinks import table_paths
 
@@ -160,7 +160,7 @@ def measure_latency(
 def _latency(work: Path, broker, args) -> dict:
     """The continuous job at the shipped size and a 1 s trigger, fed at a steady rate."""
     from devkit.pipelines import PAYMENTS_SCHEMA
-    from onceflow.kafka.producer import produce
+    from onceflow.generate.producer import produce
 
     print(
         f"latency: continuous, 1 s trigger, {args.latency_rate:g} events/s for {args.latency_seconds:g}s …", flush=True
@@ -179,7 +179,7 @@ def measure_peer_latency(work: Path, bootstrap: str, rate: float, seconds: float
 
     from devkit.driver import DriverProcess
     from devkit.pipelines import PAYMENTS_SCHEMA
-    from onceflow.kafka.producer import produce
+    from onceflow.generate.producer import produce
 
     topic, folder = "latency-peer", work / "latency-peer"
     folder.mkdir(parents=True)
@@ -278,7 +278,7 @@ def main() -> int:
         return 0
 
     from devkit.pipelines import PAYMENTS_SCHEMA
-    from onceflow.kafka.producer import produce
+    from onceflow.generate.producer import produce
     from onceflow.spark.session import build_session
 
     with scratch_broker("onceflow-bench-") as (work, broker):

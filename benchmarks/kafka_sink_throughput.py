@@ -202,8 +202,8 @@ def latency(spark, bootstrap: str, folder: Path, rate: float, seconds: float) ->
     """The transactional sink in a 1 s processing-time query under a steady produce rate."""
     from devkit.pipelines import PAYMENTS_SCHEMA as schema
     from onceflow.checkpoint import batch_offset_range
+    from onceflow.generate.producer import produce
     from onceflow.kafka.admin import ensure_topic
-    from onceflow.kafka.producer import produce
     from onceflow.spark.kafka_read import kafka_options
     from onceflow.spark.parse import bronze_rows, parse_events
 

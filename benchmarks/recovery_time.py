@@ -59,7 +59,7 @@ class Producer(threading.Thread):
 
     def run(self) -> None:
         from devkit.pipelines import PAYMENTS_SCHEMA
-        from onceflow.kafka.producer import produce
+        from onceflow.generate.producer import produce
 
         seed = 0
         while not self.stop.is_set():
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from devkit.pipelines import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA_BODY
     from onceflow import config
-    from onceflow.kafka.broker import LocalBroker, free_port_pair
+    from onceflow.local.broker import LocalBroker, free_port_pair
 
     broker = LocalBroker(home=home / "broker", port=free_port_pair())
     producer = None

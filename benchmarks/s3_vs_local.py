@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/s3_vs_local.py [--events 12000] [--max-offsets 1000]
         [--throughput-events 200000] [--throughput-max-offsets 100000] [--rounds 2] [--json F]
 
-One broker, one S3 API server (S3Proxy on localhost, onceflow.s3server), one Spark session:
+One broker, one S3 API server (S3Proxy on localhost, onceflow.local.s3), one Spark session:
 the same pipeline runs available-now over the same topic, read from earliest, once with its
 tables and checkpoint on local disk and once with them in the bucket (`s3://onceflow/...`, S3A
 for Spark, delta-rs and obstore for the driver's commits). Each run has its own pipeline name
@@ -95,7 +95,7 @@ def main() -> int:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
-    from onceflow.s3server import LocalS3
+    from onceflow.local.s3 import LocalS3
     from onceflow.spark.session import build_session
 
     with scratch_broker("onceflow-bench-s3-") as (work, broker):

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--large-ratio", type=float, default=0.0, help="share of large valid events (schema/large.py)")
+    ap.add_argument("--large-ratio", type=float, default=0.0, help="share of large valid events (generate/large.py)")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args(argv)
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     from pyspark.sql import functions as F
 
     from devkit.pipelines import PAYMENTS_SCHEMA
-    from onceflow.schema.generate import Generator
+    from onceflow.generate.records import Generator
     from onceflow.spark import parse
     from onceflow.spark.session import build_session
 

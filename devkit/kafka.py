@@ -18,8 +18,8 @@ from onceflow.kafka.client import Cluster, as_client
 from onceflow.kafka.consume import read_records as consume_all
 
 if TYPE_CHECKING:
-    from onceflow.kafka.broker import LocalBroker
-    from onceflow.kafka.producer import ProduceSummary
+    from onceflow.generate.producer import ProduceSummary
+    from onceflow.local.broker import LocalBroker
 
 __all__ = [
     "consume_all",
@@ -57,7 +57,7 @@ def log_ends(cluster: Cluster, topic: str) -> dict[int, int]:
 def scratch_broker(prefix: str, timeout: float = 120) -> Iterator[tuple[Path, LocalBroker]]:
     """A fresh temp folder (its `home` is ONCEFLOW_HOME) and a KRaft broker of its own in it,
     stopped at the end; yields (folder, broker)."""
-    from onceflow.kafka.broker import LocalBroker, free_port_pair
+    from onceflow.local.broker import LocalBroker, free_port_pair
 
     work = Path(tempfile.mkdtemp(prefix=prefix))
     os.environ["ONCEFLOW_HOME"] = str(work / "home")
@@ -81,7 +81,7 @@ def produce_events(
     """`events` payments events on `partitions` partitions, `malformed_ratio` of them malformed, in transactions
     of `txn_size`, without keeping the records in memory: the benchmarks' input."""
     from devkit.pipelines import PAYMENTS_SCHEMA
-    from onceflow.kafka.producer import produce
+    from onceflow.generate.producer import produce
 
     return produce(
         cluster,

@@ -52,7 +52,7 @@ def state_home(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def broker(jars, state_home):
     """One real Kafka broker for the session."""
-    from onceflow.kafka.broker import LocalBroker, free_port_pair
+    from onceflow.local.broker import LocalBroker, free_port_pair
 
     b = LocalBroker(home=state_home / "session-broker", port=free_port_pair())
     b.start(timeout=120)
@@ -64,7 +64,7 @@ def broker(jars, state_home):
 def s3(jars, state_home):
     """One real S3 API server (S3Proxy) for the session, and the AWS environment that points every
     engine at it: set before any Spark session starts, so S3A knows the endpoint."""
-    from onceflow.s3server import LocalS3
+    from onceflow.local.s3 import LocalS3
 
     server = LocalS3(home=state_home / "session-s3")
     server.start(timeout=60)

@@ -17,8 +17,8 @@ from deltalake import DeltaTable
 
 from devkit.kafka import consume_all
 from onceflow.config import Pipeline, duration_seconds
+from onceflow.generate.producer import VALID
 from onceflow.kafka.client import Cluster
-from onceflow.kafka.producer import VALID
 from onceflow.ledger import read_ledger
 from onceflow.sinks import read_ledgers, table_paths
 from onceflow.tables import aggregate_key
@@ -139,7 +139,7 @@ def next_batch(checkpoint: str) -> int:
 def assert_current_exactly_once(pipeline: Pipeline, bootstrap: Cluster, stream) -> dict:
     """A CDC pipeline (docs/cdc.md): every committed record but the tombstones (no-ops) is in
     bronze or quarantine exactly once, and the keyed table holds the rows the database ended with
-    (`stream`: the generator's ChangeStream, cdc/generate.py), one per key, with a tombstone for
+    (`stream`: the generator's ChangeStream, generate/changes.py), one per key, with a tombstone for
     each key deleted and not created again. Read with delta-rs, not the Spark that wrote them."""
     paths = table_paths(pipeline)
     records = consume_all(bootstrap, pipeline.source.topic, "read_committed")

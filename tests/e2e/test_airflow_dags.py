@@ -23,7 +23,7 @@ import pytest
 
 from devkit.driver import SHORT_LIVED_DRIVER
 from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file
-from onceflow.kafka.producer import produce
+from onceflow.generate.producer import produce
 from onceflow.polling import wait_until
 from onceflow.status import RunLock, StatusLog
 from tests.airflow_helpers import migrate_db  # AIRFLOW_HOME before airflow is imported

@@ -41,7 +41,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def airflow(broker, state_home, tmp_path_factory):
-    """`python -m onceflow.airflow.standalone` (what `make airflow` runs) on free ports."""
+    """`python -m onceflow.local.airflow` (what `make airflow` runs) on free ports."""
     home = tmp_path_factory.mktemp("airflow-standalone")
     port = _free_port()
     env = dict(
@@ -59,7 +59,7 @@ def airflow(broker, state_home, tmp_path_factory):
         [
             sys.executable,
             "-m",
-            "onceflow.airflow.standalone",
+            "onceflow.local.airflow",
             "--port",
             str(port),
             "--home",

@@ -16,8 +16,8 @@ import pytest
 from devkit.driver import IngestProcess
 from devkit.pipelines import SENSORS_AGGREGATES, SENSORS_SCHEMA, SENSORS_SCHEMA_BODY, pipeline_file
 from onceflow import faults
-from onceflow.kafka.broker import LocalBroker, free_port_pair
-from onceflow.kafka.producer import produce
+from onceflow.generate.producer import produce
+from onceflow.local.broker import LocalBroker, free_port_pair
 from onceflow.spark.ingest import run_ingest
 from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, next_batch
 

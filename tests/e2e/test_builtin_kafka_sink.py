@@ -33,7 +33,7 @@ import pytest
 from devkit.driver import SHORT_LIVED_DRIVER
 from devkit.kafka import consume_all, value_json
 from devkit.pipelines import PAYMENTS_SCHEMA
-from onceflow.kafka.producer import VALID, produce
+from onceflow.generate.producer import VALID, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

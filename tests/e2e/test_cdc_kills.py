@@ -32,7 +32,7 @@ from devkit.driver import IngestProcess
 from devkit.pipelines import cdc_pipeline_file
 from onceflow import faults
 from onceflow.audit.run import run_audit
-from onceflow.kafka.producer import produce
+from onceflow.generate.producer import produce
 from onceflow.recovery import recover
 from onceflow.recovery.cases import Case
 from onceflow.sinks import read_ledgers

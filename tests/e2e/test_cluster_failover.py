@@ -42,10 +42,10 @@ from devkit.driver import ONCEFLOW, IngestProcess
 from devkit.kafka import consume_all, value_json
 from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file, table_sinks
 from onceflow.checkpoint import read_checkpoint
+from onceflow.generate.producer import ProduceSummary, produce
 from onceflow.kafka.admin import list_end_offsets
-from onceflow.kafka.broker import LocalCluster
 from onceflow.kafka.ledger import default_ledger_topic, read_kafka_ledger
-from onceflow.kafka.producer import ProduceSummary, produce
+from onceflow.local.broker import LocalCluster
 from onceflow.polling import wait_until
 from onceflow.sinks import table_paths
 from onceflow.spark.sinks.kafka_task import transactional_id

@@ -59,8 +59,8 @@ from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file, table_sinks
 from onceflow import faults
 from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT
 from onceflow.faults.kafka_sink import ENV_KILL_PGID
+from onceflow.generate.producer import VALID, ProduceSummary, produce
 from onceflow.kafka.ledger import read_kafka_ledger
-from onceflow.kafka.producer import VALID, ProduceSummary, produce
 from onceflow.spark.ingest import run_ingest
 from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, first_unmerged, next_batch
 

@@ -27,11 +27,11 @@ from devkit.pipelines import PAYMENTS_SCHEMA, table_sinks, write_pipeline
 from onceflow import config
 from onceflow.audit.run import run_audit
 from onceflow.cli import main
+from onceflow.generate.producer import produce
 from onceflow.kafka.acls import grant_pipeline, revoke, secure_pipeline
-from onceflow.kafka.broker import LocalBroker, free_port_pair
 from onceflow.kafka.consume import read_records
-from onceflow.kafka.producer import produce
-from onceflow.kafka.tls import make_ca
+from onceflow.local.broker import LocalBroker, free_port_pair
+from onceflow.local.tls import make_ca
 from onceflow.paths import state_dir
 from onceflow.recovery import recover
 from onceflow.sinks import table_paths

@@ -19,8 +19,8 @@ from devkit.pipelines import PAYMENTS_SCHEMA, aggregates_of, write_pipeline
 from onceflow import config
 from onceflow.audit.run import run_audit
 from onceflow.cli import main
+from onceflow.generate.producer import VALID, produce
 from onceflow.kafka.admin import watermarks
-from onceflow.kafka.producer import VALID, produce
 from onceflow.ledger import read_ledger
 from onceflow.spark.ingest import run_ingest
 from onceflow.web.datadocs import remote_addresses

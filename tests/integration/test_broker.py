@@ -9,7 +9,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from onceflow.errors import BrokerError
 from onceflow.kafka.admin import ensure_topic, partitions_of
-from onceflow.kafka.broker import LocalBroker, free_port_pair
+from onceflow.local.broker import LocalBroker, free_port_pair
 
 pytestmark = pytest.mark.integration
 

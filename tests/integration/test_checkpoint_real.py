@@ -24,9 +24,9 @@ import pytest
 from devkit.pipelines import PAYMENTS_SCHEMA, PAYMENTS_SCHEMA_BODY
 from onceflow.checkpoint import batch_offset_range, read_checkpoint
 from onceflow.config import Pipeline
+from onceflow.generate.producer import produce
 from onceflow.health import pipeline_health
 from onceflow.kafka.admin import list_end_offsets, watermarks
-from onceflow.kafka.producer import produce
 from onceflow.spark.kafka_read import kafka_options
 from onceflow.status import RunLock, StatusLog
 

@@ -18,7 +18,7 @@ import pytest
 from devkit.driver import IngestProcess
 from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file
 from onceflow.checkpoint import read_checkpoint
-from onceflow.kafka.producer import produce
+from onceflow.generate.producer import produce
 from onceflow.spark.ingest import run_ingest
 from tests.exactly_once import assert_exactly_once
 

@@ -14,10 +14,10 @@ from devkit.delta_history import merge_metrics, write_engines
 from devkit.pipelines import PAYMENTS_AGGREGATES, PAYMENTS_SCHEMA, load_pipeline
 from onceflow.deltars import Appender
 from onceflow.errors import RecoveryError, TableFeatureError
+from onceflow.generate.producer import VALID, produce
+from onceflow.generate.records import Generator
 from onceflow.kafka.admin import watermarks
-from onceflow.kafka.producer import VALID, produce
 from onceflow.ledger import read_ledger
-from onceflow.schema.generate import Generator
 from onceflow.sinks import read_ledgers, table_paths
 from onceflow.spark.ingest import run_ingest
 from onceflow.spark.session import COMPACT_MIN_FILE_BYTES

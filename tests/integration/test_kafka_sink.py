@@ -19,9 +19,9 @@ from devkit.kafka import consume_all, value_json
 from devkit.pipelines import PAYMENTS_SCHEMA
 from onceflow.config import KafkaSink
 from onceflow.faults import kafka_sink as faults
+from onceflow.generate.producer import VALID, produce
 from onceflow.kafka.admin import ensure_topic
 from onceflow.kafka.ledger import KafkaLedgerRecord, read_kafka_ledger
-from onceflow.kafka.producer import VALID, produce
 from onceflow.spark.kafka_read import read_committed_batch
 from onceflow.spark.parse import bronze_rows, parse_events
 from onceflow.spark.sinks.kafka_txn import (

@@ -21,8 +21,8 @@ from confluent_kafka import Producer
 from devkit.pipelines import PAYMENTS_SCHEMA, write_pipeline
 from onceflow import config
 from onceflow.audit.run import run_audit
+from onceflow.generate.producer import produce
 from onceflow.kafka.admin import ensure_topic
-from onceflow.kafka.producer import produce
 from onceflow.recovery import recover
 from onceflow.spark.ingest import run_ingest
 from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous

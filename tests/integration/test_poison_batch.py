@@ -19,8 +19,8 @@ from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file
 from onceflow.cli.app import main
 from onceflow.errors import IngestError
 from onceflow.faults import ENV_POISON
+from onceflow.generate.producer import produce
 from onceflow.health import pipeline_health
-from onceflow.kafka.producer import produce
 from onceflow.poison import POISON_AFTER
 from onceflow.recovery import plan_recovery
 from onceflow.schema import reasons as R

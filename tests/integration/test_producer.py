@@ -12,8 +12,8 @@ from onceflow import config
 from onceflow.cdc.envelope import TOMBSTONE, Change, Envelope, Malformed
 from onceflow.cdc.fold import fold
 from onceflow.errors import ProducerError
-from onceflow.kafka.producer import VALID, produce
-from onceflow.schema.generate import Generator
+from onceflow.generate.producer import VALID, produce
+from onceflow.generate.records import Generator
 from onceflow.schema.reference import Judge
 
 pytestmark = pytest.mark.integration

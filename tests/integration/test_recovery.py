@@ -34,10 +34,10 @@ from onceflow.audit.run import run_audit
 from onceflow.checkpoint import read_checkpoint
 from onceflow.cli import main
 from onceflow.config import load
+from onceflow.generate.producer import produce
 from onceflow.generation import read_identity
 from onceflow.health import pipeline_health
 from onceflow.kafka.admin import admin_client, ensure_topic, watermarks
-from onceflow.kafka.producer import produce
 from onceflow.ledger import LOSS, read_ledger
 from onceflow.recovery import plan_recovery, recover
 from onceflow.recovery.cases import Case, Decision

@@ -22,8 +22,8 @@ from onceflow import faults
 from onceflow.audit.run import run_audit
 from onceflow.checkpoint import read_checkpoint
 from onceflow.config import load
+from onceflow.generate.producer import produce
 from onceflow.health import pipeline_health
-from onceflow.kafka.producer import produce
 from onceflow.recovery import plan_recovery, recover
 from onceflow.recovery.cases import Decision
 from onceflow.sinks import lease_folder, table_paths

@@ -32,9 +32,9 @@ from onceflow.errors import BrokerError
 from onceflow.jvm import classpath_jars
 from onceflow.kafka.access import check_access
 from onceflow.kafka.acls import grant_pipeline, revoke
-from onceflow.kafka.broker import LocalBroker, free_port_pair
 from onceflow.kafka.client import KafkaClient
-from onceflow.kafka.tls import make_ca
+from onceflow.local.broker import LocalBroker, free_port_pair
+from onceflow.local.tls import make_ca
 from tests.conftest import ROOT
 from tests.process_list import Cmdlines
 

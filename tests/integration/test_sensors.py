@@ -19,8 +19,8 @@ from devkit.driver import IngestProcess
 from devkit.pipelines import PAYMENTS_SCHEMA, aggregates_of, pipeline_file, write_pipeline
 from onceflow import config
 from onceflow.audit.run import run_audit
-from onceflow.kafka.producer import VALID, produce
-from onceflow.schema.generate import Generator
+from onceflow.generate.producer import VALID, produce
+from onceflow.generate.records import Generator
 from tests.exactly_once import assert_exactly_once
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)

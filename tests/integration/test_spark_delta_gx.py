@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from devkit.pipelines import PAYMENTS_SCHEMA
-from onceflow.kafka.producer import produce
+from onceflow.generate.producer import produce
 from onceflow.spark.kafka_read import read_committed_batch
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)

@@ -32,8 +32,8 @@ from devkit.driver import SHORT_LIVED_DRIVER
 from devkit.kafka import consume_all
 from devkit.pipelines import PAYMENTS_SCHEMA
 from onceflow import config, processes
+from onceflow.generate.producer import produce
 from onceflow.kafka.admin import watermarks
-from onceflow.kafka.producer import produce
 from onceflow.ledger import read_ledger
 from onceflow.sinks import table_paths
 from tests.exactly_once import assert_exactly_once, table_rows

@@ -235,7 +235,7 @@ ONLY_INTEGRATION = {
     "kafka/consume.py": "reads records from a real broker (tests/integration/test_producer.py)",
     "kafka/preflight.py": "asks a real secured broker what a principal may do (tests/e2e/test_secure_kafka.py)",
     **dict.fromkeys(
-        ("s3server.py", "cli/s3.py", "storage/lease.py", "storage/objects.py", "storage/probe.py"),
+        ("local/s3.py", "cli/s3.py", "storage/lease.py", "storage/objects.py", "storage/probe.py"),
         "talks to a real S3 server (tests/integration/test_storage.py)",
     ),
 }

@@ -604,8 +604,8 @@ def test_kafka_is_the_secure_broker_with_the_stack_listeners(compose, stack_env,
     its certificate names them; its users' passwords are the generated ones of docker/.env."""
     from cryptography import x509
 
-    from onceflow.kafka.broker import SECURE_USERS, Listener, LocalBroker
-    from onceflow.kafka.tls import make_ca, make_server_cert
+    from onceflow.local.broker import SECURE_USERS, Listener, LocalBroker
+    from onceflow.local.tls import make_ca, make_server_cert
 
     listeners = tuple(Listener.parse(text) for text in kafka_listeners(compose))
     assert [(lst.host, lst.advertised_port) for lst in listeners] == [

@@ -6,8 +6,8 @@
   `TOMBSTONE` no-op, or a `Malformed` reason (schema/reasons.py).
 - fold.py: the reference fold of changes in any order into the current state and its
   tombstones: the independent replay the audit and the tests compare the keyed table with.
-- generate.py: a simulated table's change stream for `onceflow produce` (snapshot, changes,
-  key changes, duplicate and late deliveries, malformed records) and the table it ends with.
+
+A simulated table's change stream for `onceflow produce` is in generate/changes.py.
 
 The job's side lives in spark/: the parse (parse.py), the keyed MERGE (follower.py,
 sinks/delta.py); the audit's in audit/current.py.

@@ -51,8 +51,8 @@ def _per_partition(path: str) -> dict[int, int]:
 def run_demo(pipelines: str | Sequence[str] = DEFAULT_PIPELINES, count: int = 20_000, log=print, out=None) -> dict:
     """Each pipeline in turn on one broker and one Spark session; `match` is True when every
     pipeline holds each committed record exactly once."""
-    from onceflow.kafka.broker import LocalBroker
     from onceflow.kafka.preflight import require_pipeline_brokers
+    from onceflow.local.broker import LocalBroker
 
     specs = [pipelines] if isinstance(pipelines, str) else list(pipelines)
     loaded = [config.load_pipeline(spec) for spec in specs]
@@ -75,9 +75,9 @@ def run_demo(pipelines: str | Sequence[str] = DEFAULT_PIPELINES, count: int = 20
 def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
     from rich.table import Table
 
+    from onceflow.generate.producer import produce
     from onceflow.kafka.client import source_client
     from onceflow.kafka.consume import committed_counts
-    from onceflow.kafka.producer import produce
     from onceflow.ledger import read_ledger
     from onceflow.sinks import table_paths
     from onceflow.spark.ingest import run_ingest

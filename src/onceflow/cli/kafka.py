@@ -94,7 +94,7 @@ def check_args(args) -> None:
 
 
 def cmd_kafka(args) -> int:
-    from onceflow.kafka.broker import LocalBroker
+    from onceflow.local.broker import LocalBroker
 
     if args.action == "create-topic":
         return create_topic(args.pipeline, args.partitions)
@@ -150,7 +150,7 @@ def serve(args) -> int:
     import os
     from pathlib import Path
 
-    from onceflow.kafka.broker import SECURE_USERS, Listener, LocalBroker
+    from onceflow.local.broker import SECURE_USERS, Listener, LocalBroker
 
     listeners = tuple(Listener.parse(text) for text in args.listener)
     passwords = {
@@ -193,7 +193,7 @@ def secure_pipeline(broker, spec: str, partitions: int) -> None:
 
 def cmd_cluster(args) -> int:
     """start | stop | status of the replicated cluster (`--brokers N`, N >= 3)."""
-    from onceflow.kafka.broker import LocalCluster
+    from onceflow.local.broker import LocalCluster
 
     cluster = LocalCluster(nodes=args.brokers)
     if args.action == "start":

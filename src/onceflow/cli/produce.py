@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from onceflow.cli.console import console, number, out
-from onceflow.schema.large import RATIO as LARGE_RATIO
+from onceflow.generate.large import RATIO as LARGE_RATIO
 
 
 def add_parser(sub) -> None:
@@ -100,9 +100,9 @@ def add_parser(sub) -> None:
 def cmd_produce(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from onceflow.generate.producer import produce
     from onceflow.kafka.admin import require_broker
     from onceflow.kafka.client import KafkaClient, connection_client, source_client
-    from onceflow.kafka.producer import produce
 
     pipeline, group_by, kinds = produce_plan(args.pipeline)
     if args.kinds:
@@ -160,7 +160,7 @@ def cmd_produce(args) -> int:
 
 
 def write_expected(summary, path: Path | None) -> Path | None:
-    """A change stream's expected table written as JSON (cdc/generate.py, expected_document):
+    """A change stream's expected table written as JSON (generate/changes.py, expected_document):
     the rows the database holds at the end, which the keyed table must equal once the job has
     read every committed record. None for plain events."""
     if summary.changes is None:
@@ -179,9 +179,9 @@ def produce_plan(spec: str):
     change events, for a Debezium pipeline); a schema the generator cannot make events for is
     refused naming the file."""
     from onceflow import config
-    from onceflow.cdc.generate import ChangeStream
     from onceflow.errors import ConfigError
-    from onceflow.schema.generate import Generator
+    from onceflow.generate.changes import ChangeStream
+    from onceflow.generate.records import Generator
 
     pipeline = config.load_pipeline(spec)
     group_by = pipeline.sinks.aggregates.group_by if pipeline.sinks.aggregates else ()

@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
 
 
 def cmd_s3(args) -> int:
-    from onceflow.s3server import LocalS3
+    from onceflow.local.s3 import LocalS3
 
     server = LocalS3(port=args.port)
     if args.action == "serve":

@@ -1,1 +1,4 @@
-"""Kafka: the embedded broker, admin look-ups and the event generator."""
+"""Kafka: client settings, admin look-ups, ACLs and the Kafka sink's ledger.
+
+The local broker is in onceflow.local, the event generator in onceflow.generate.
+"""

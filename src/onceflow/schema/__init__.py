@@ -2,7 +2,7 @@
 
 Pipelines are data, not code: the Spark validation (spark/parse.py), the table
 schemas (tables.py), the GX suites, the audit's independent judge
-(schema/reference.py) and the event generator (schema/generate.py) all follow
+(schema/reference.py) and the event generator (generate/records.py) all follow
 the declaration in the pipeline file. No module here names a pipeline's fields.
 """
 

@@ -39,8 +39,8 @@ def main() -> int:
 
         from devkit.pipelines import PAYMENTS_SCHEMA, write_pipeline
         from onceflow import config
-        from onceflow.kafka.broker import LocalBroker, free_port_pair
-        from onceflow.kafka.producer import produce
+        from onceflow.generate.producer import produce
+        from onceflow.local.broker import LocalBroker, free_port_pair
         from onceflow.spark.ingest import run_ingest
 
         broker = LocalBroker(home=home / "broker", port=free_port_pair())

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from onceflow.cdc.envelope import Change, Envelope, Malformed
-from onceflow.cdc.generate import written
 from onceflow.cdc.spec import PLACEHOLDER
+from onceflow.generate.changes import written
 from onceflow.schema import reasons as R
 from onceflow.schema.model import Schema
 from onceflow.schema.reference import read_unscaled, scaled_text

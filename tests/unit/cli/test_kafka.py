@@ -54,7 +54,7 @@ def test_secure_and_user_go_with_their_actions_only(tmp_path, monkeypatch, capsy
 
 
 def test_env_exports_round_trip_through_a_shell_and_status_says_secure(tmp_path, monkeypatch, capsys):
-    from onceflow.kafka.broker import LocalBroker, free_port_pair
+    from onceflow.local.broker import LocalBroker, free_port_pair
 
     monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path))
     port = free_port_pair()

@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError
 from onceflow.errors import BrokerError
 from onceflow.kafka.access import _Probe, _topic_refusal, check_access, login_refusal
 from onceflow.kafka.client import KafkaClient
-from onceflow.kafka.tls import make_ca, make_server_cert
+from onceflow.local.tls import make_ca, make_server_cert
 
 SCRAM = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "onceflow"}
 SECRET = "s3cr3t-not-to-be-shown"

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from onceflow.errors import BrokerError
-from onceflow.kafka.broker import (
+from onceflow.kafka.client import KafkaClient
+from onceflow.local.broker import (
     LocalBroker,
     LocalCluster,
     _argfile_quote,
     free_port_pair,
     transaction_state_partition,
 )
-from onceflow.kafka.client import KafkaClient
 
 
 def test_a_free_port_pair_is_free_on_both_ports():

@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from onceflow import config
 from onceflow.cdc.envelope import TOMBSTONE, Change, Envelope, Malformed
 from onceflow.cdc.fold import Located, fold, fold_batches
-from onceflow.cdc.generate import TOMBSTONE_KIND, ChangeRecord, ChangeStream
 from onceflow.cdc.spec import KeyedSpec, resolve
 from onceflow.cli.produce import produce_plan
 from onceflow.errors import ConfigError
+from onceflow.generate.changes import TOMBSTONE_KIND, ChangeRecord, ChangeStream
+from onceflow.generate.records import VALID
 from onceflow.schema import reasons as R
-from onceflow.schema.generate import VALID
 from onceflow.schema.model import Schema
 
 PROPERTIES = settings(
@@ -324,7 +324,7 @@ def test_produce_plans_a_debezium_pipelines_change_event_kinds():
 def test_produce_writes_the_expected_table_and_says_where(tmp_path, capsys):
     from onceflow.cli.app import build_parser
     from onceflow.cli.produce import print_summary, write_expected
-    from onceflow.kafka.producer import ProduceSummary
+    from onceflow.generate.producer import ProduceSummary
 
     args = build_parser().parse_args(
         ["produce", "--pipeline", "customers_cdc", "--expect", str(tmp_path / "t.json"), "--out-of-order-ratio", "0.2"]

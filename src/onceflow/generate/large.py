@@ -2,7 +2,7 @@
 
 A pipeline fed only events of a few dozen bytes never meets the record that stops a stream:
 a 2,000-character string, a record of exactly `max_bytes`, a member nested to the depth
-limit, an object of thousands of keys. The generator (schema/generate.py) turns a small
+limit, an object of thousands of keys. The generator (generate/records.py) turns a small
 share of its valid events into one of these kinds, so the demo, the kill schedules and
 every test that produces events carry them. Each stays valid: it keeps every declared rule.
 """

@@ -1,6 +1,6 @@
 """Synthetic events for a pipeline's declared schema, written by a transactional producer.
 
-Events come from schema/generate.py: valid ones keep every declared rule, malformed
+Events come from generate/records.py: valid ones keep every declared rule, malformed
 ones each break exactly one check (its reason code is the record's `kind`). They are
 grouped into transactions; a chosen fraction of transactions is aborted on purpose
 (read_committed readers must never see them), and a chosen fraction of records is
@@ -8,7 +8,7 @@ malformed on purpose (the pipeline must quarantine each with its reason). With a
 the whole stream — values, times, keys, kinds, aborts — is reproducible.
 
 For a Debezium pipeline (`keyed=` a KeyedSpec with `debezium`) the records are a change stream of
-one table instead (cdc/generate.py), and an aborted transaction is written again, committed: see
+one table instead (generate/changes.py), and an aborted transaction is written again, committed: see
 `_change_batches`.
 """
 
@@ -25,14 +25,14 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
-from onceflow.cdc.generate import TOMBSTONE_KIND, ChangeRecord, ChangeStream
 from onceflow.cdc.spec import KeyedSpec
 from onceflow.errors import ProducerError
+from onceflow.generate.changes import TOMBSTONE_KIND, ChangeRecord, ChangeStream
+from onceflow.generate.large import RATIO as LARGE_RATIO
+from onceflow.generate.records import KAFKA_RECORD_LIMIT, VALID, Generator, Made
 from onceflow.kafka.admin import ensure_topic, list_end_offsets
 from onceflow.kafka.client import Cluster, KafkaClient, as_client
 from onceflow.polling import wait_until
-from onceflow.schema.generate import KAFKA_RECORD_LIMIT, VALID, Generator, Made
-from onceflow.schema.large import RATIO as LARGE_RATIO
 from onceflow.schema.model import Schema
 
 __all__ = ["VALID", "GeneratedRecord", "ProduceSummary", "produce"]
@@ -55,7 +55,7 @@ class GeneratedRecord:
     values: dict[str, Any] = field(default_factory=dict, repr=False)
     partition: int = -1
     offset: int = -1
-    large: str | None = None  # a valid record made large on purpose: its kind (schema/large.py)
+    large: str | None = None  # a valid record made large on purpose: its kind (generate/large.py)
     change: str | None = None  # in a change stream: the op of a change, or "tombstone"
 
 
@@ -166,7 +166,7 @@ def produce(
     no key and the partitioner spreads them. Malformed kinds are drawn uniformly from
     the kinds the schema can produce (Generator.kinds()). `large_ratio` of the valid events
     are made large on purpose (long strings, exactly max_bytes, deep or wide members:
-    schema/large.py), all still valid.
+    generate/large.py), all still valid.
 
     `partitions` applies only when the topic does not exist yet; an existing one is written with
     the partitions it has.
@@ -175,7 +175,7 @@ def produce(
     until the abort marker), which is exactly what read_committed must skip.
 
     keyed: a Debezium pipeline's keyed table (`Pipeline.keyed`): then the `count` records are a
-    change stream of one table (cdc/generate.py) with `duplicate_ratio` and `out_of_order_ratio`,
+    change stream of one table (generate/changes.py) with `duplicate_ratio` and `out_of_order_ratio`,
     `malformed_ratio` of them malformed, keyed by the row's key; `summary.changes` holds the
     stream, its counts and the table it must fold to. Aborted transactions are written again
     (`_change_batches`), so `count` records are committed; `large_ratio` does not apply.

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from onceflow.config import load_pipeline
-from onceflow.schema import large
-from onceflow.schema.generate import Generator
+from onceflow.generate import large
+from onceflow.generate.records import Generator
 from onceflow.schema.reasons import MAX_DEPTH
 from onceflow.schema.reference import Judge, outside_strings
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from onceflow.errors import BrokerError
-from onceflow.kafka.broker import Listener, LocalBroker
+from onceflow.local.broker import Listener, LocalBroker
 
 
 def test_a_listener_is_port_host_and_advertised_port():

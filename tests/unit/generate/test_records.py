@@ -15,8 +15,8 @@ import pytest
 
 from devkit.pipelines import PAYMENTS_SCHEMA, ROOT, SENSORS_SCHEMA
 from onceflow.errors import ConfigError
+from onceflow.generate.records import VALID, Generator
 from onceflow.schema import reasons as R
-from onceflow.schema.generate import VALID, Generator
 from onceflow.schema.model import Schema
 from onceflow.schema.reference import Judge
 from tests.integration.test_validation import SCHEMA as CORPUS_SCHEMA

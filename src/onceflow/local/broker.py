@@ -34,7 +34,7 @@ from onceflow import processes
 from onceflow.errors import BrokerError, SetupError
 from onceflow.jvm import classpath_jars
 from onceflow.kafka.client import KafkaClient
-from onceflow.kafka.tls import make_ca, make_server_cert, write_private
+from onceflow.local.tls import make_ca, make_server_cert, write_private
 from onceflow.paths import state_dir
 from onceflow.polling import wait_for
 

@@ -40,7 +40,7 @@ of its key with a strictly greater sequence, except a delete with a row-field se
 ties with the change before it: that pair is never swapped, and a copy run keeps the delivery
 order of the records it repeats, so the delete's last copy still follows the change's.
 
-Deterministic for a seed; plain Python (no Spark, no Kafka): kafka/producer.py writes the records.
+Deterministic for a seed; plain Python (no Spark, no Kafka): generate/producer.py writes the records.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ from typing import Any
 
 from onceflow.cdc.spec import PLACEHOLDER, KeyedSpec
 from onceflow.errors import ConfigError
+from onceflow.generate.records import SEEDED_START, VALID, encode
 from onceflow.schema import reasons as R
-from onceflow.schema.generate import SEEDED_START, VALID, encode
 from onceflow.schema.model import INT_RANGE, Encoding, FieldSpec, Schema
 from onceflow.schema.reference import Judge, lookup, read_field, read_record
 from onceflow.schema.values import FieldValues, timestamp_text

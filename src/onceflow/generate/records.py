@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from onceflow.errors import ConfigError
-from onceflow.schema import large
+from onceflow.generate import large
 from onceflow.schema import reasons as R
 from onceflow.schema.model import Schema
 from onceflow.schema.values import FieldValues, timestamp_text
@@ -43,7 +43,7 @@ class Made:
     kind: str
     event_id: Any
     values: dict[str, Any]
-    large: str | None = None  # a valid record made large on purpose: its kind (schema/large.py)
+    large: str | None = None  # a valid record made large on purpose: its kind (generate/large.py)
 
 
 def encode(obj: Any) -> bytes:
@@ -59,7 +59,7 @@ class Generator:
     each group gets many events per window. key_field: the field whose value is the Kafka
     key; default the schema's event_id, else the first group_by field, else no key.
     Optional fields are present in `optional_ratio` of the valid events, and `large_ratio`
-    of the valid events are made large on purpose (schema/large.py), drawn from a random
+    of the valid events are made large on purpose (generate/large.py), drawn from a random
     stream of their own so the other records of a seed stay the same.
     """
 

@@ -8,7 +8,7 @@ import pytest
 
 from devkit.pipelines import PAYMENTS_SCHEMA
 from onceflow.errors import ProducerError
-from onceflow.kafka.producer import ProduceSummary, produce
+from onceflow.generate.producer import ProduceSummary, produce
 
 
 def test_the_summary_counts_per_partition_and_in_all():

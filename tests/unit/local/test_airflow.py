@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-from onceflow.airflow.standalone import password_file, standalone_env, stop
+from onceflow.local.airflow import password_file, standalone_env, stop
 from onceflow.polling import wait_until
 from onceflow.processes import alive
 
@@ -41,7 +41,7 @@ def test_stop_interrupts_the_group_and_kills_what_outlives_its_leader(tmp_path):
 def test_stopping_airflow_stops_the_apps_it_kept_running_or_hands_them_over(tmp_path, monkeypatch):
     from devkit.pipelines import write_pipeline
     from onceflow.airflow.hooks import OnceflowHook
-    from onceflow.airflow.standalone import stop_streams
+    from onceflow.local.airflow import stop_streams
     from tests.unit.airflow.test_hooks import HOLDER
 
     monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
@@ -69,7 +69,7 @@ def test_stopping_airflow_stops_the_apps_it_kept_running_or_hands_them_over(tmp_
 # `make airflow` with its Airflow replaced by a sleeper (the stop is the point, not Airflow)
 FAKE_LAUNCHER = (
     "import sys\n"
-    "import onceflow.airflow.standalone as s\n"
+    "import onceflow.local.airflow as s\n"
     "s.airflow_command = lambda: [sys.executable, '-c', 'import time; time.sleep(120)']\n"
     "s.wait_ready = lambda port, home, proc, timeout=300: 'pw'\n"
     "sys.exit(s.main(['--no-broker', '--home', sys.argv[1]]))\n"

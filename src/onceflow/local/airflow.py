@@ -7,7 +7,7 @@ LocalExecutor, SimpleAuthManager) with the project's dags/ and plugins/, the
 parallelism for 2 cores; waits until the API answers and prints the URL and the
 login. Ctrl-C stops every component.
 
-    python -m onceflow.airflow.standalone [--port 8080] [--home DIR] [--no-broker] [--keep-streams]
+    python -m onceflow.local.airflow [--port 8080] [--home DIR] [--no-broker] [--keep-streams]
 
 The streaming apps the stream DAGs keep running outlive their tasks (onceflow.airflow.stream).
 When Airflow stops, so do they, each at a batch boundary, and the output says which; with
@@ -109,7 +109,7 @@ def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m onceflow.airflow.standalone", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m onceflow.local.airflow", description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, default=int(os.environ.get("ONCEFLOW_AIRFLOW_PORT", "8080")))
     parser.add_argument("--home", type=Path, default=None, help="AIRFLOW_HOME (default <state>/airflow)")
     parser.add_argument("--no-broker", action="store_true", help="do not start the embedded Kafka broker")
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     home = (args.home or state_dir() / "airflow").resolve()
     home.mkdir(parents=True, exist_ok=True)
     if not args.no_broker and not os.environ.get("ONCEFLOW_KAFKA_BOOTSTRAP"):
-        from onceflow.kafka.broker import LocalBroker
+        from onceflow.local.broker import LocalBroker
 
         status = LocalBroker().start(log=lambda m: print(f"onceflow: {m}", flush=True))
         os.environ["ONCEFLOW_KAFKA_BOOTSTRAP"] = status.bootstrap

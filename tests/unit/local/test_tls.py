@@ -7,7 +7,7 @@ import stat
 
 from cryptography import x509
 
-from onceflow.kafka.tls import make_ca, make_server_cert, write_private
+from onceflow.local.tls import make_ca, make_server_cert, write_private
 
 
 def test_the_broker_certificate_is_signed_by_the_ca_for_localhost_and_loads_as_one_pem(tmp_path):
