@@ -295,7 +295,7 @@ def driver_jvm(pipeline) -> tuple[int, int]:
     process the Python driver descends from (spark-submit's PythonRunner starts Python as its child)."""
     import psutil
 
-    from onceflow.status import RunLock
+    from onceflow.state.status import RunLock
 
     lock = RunLock(pipeline.state_path)
     holder = lock.holder() if lock.is_held() else None

@@ -55,7 +55,7 @@ def measure(spark, pipeline) -> dict:
     from onceflow.ledger import read_ledger
     from onceflow.sinks import table_paths
     from onceflow.spark.ingest import run_ingest
-    from onceflow.status import StatusLog
+    from onceflow.state.status import StatusLog
 
     started = time.monotonic()
     result = run_ingest(pipeline, mode="available-now", spark=spark)

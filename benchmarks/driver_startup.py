@@ -42,7 +42,7 @@ def child(folder: str, bootstrap: str, topic: str, events: int) -> None:
     from devkit.pipelines import pipeline_file
     from onceflow.spark.ingest import run_ingest
     from onceflow.spark.session import build_session
-    from onceflow.status import RunEvent, StatusLog
+    from onceflow.state.status import RunEvent, StatusLog
 
     spark = build_session("onceflow-bench-startup", master="local[*]", extra={"spark.eventLog.enabled": "false"})
     marks = {"session": time.time() - started}

@@ -113,7 +113,7 @@ def first_progress(status, pid: int, since: float, timeout: float = WAIT) -> tup
 
 
 def scenario(name: str, pipeline, pipeline_file: Path, logs: Path, runs: int) -> list[dict]:
-    from onceflow.status import StatusLog
+    from onceflow.state.status import StatusLog
 
     status = StatusLog(pipeline.state_path, pipeline.name)
     results = []

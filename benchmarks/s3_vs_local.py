@@ -46,7 +46,7 @@ def _pipeline(folder: Path, bootstrap: str, topic: str, name: str, data: str | N
 
 def _batch_seconds(pipeline) -> list[float]:
     """Seconds of each batch of the pipeline's last run that read records (trigger to trigger)."""
-    from onceflow.status import RunEvent, StatusLog
+    from onceflow.state.status import RunEvent, StatusLog
 
     return [
         e["batch_duration_ms"] / 1000

@@ -15,7 +15,7 @@ from typing import Self
 
 from onceflow import processes
 from onceflow.polling import wait_for
-from onceflow.status import RunEvent, StatusLog
+from onceflow.state.status import RunEvent, StatusLog
 
 ONCEFLOW = str(Path(sys.executable).with_name("onceflow"))
 # The drivers tests start as processes live for a batch or a few (a kill, a crash, a window): with

@@ -20,17 +20,17 @@ from typing import Any
 from onceflow import processes
 from onceflow.checkpoint import COMMITS, OFFSETS, Checkpoint
 from onceflow.config import Pipeline
-from onceflow.control import Launching, RecoveryMarker, Wanted
 from onceflow.errors import KafkaAccessError, OnceflowError
 from onceflow.kafka.client import KafkaClient
 from onceflow.ledger import follower_lag
 from onceflow.paths import state_dir
-from onceflow.poison import poisoned_batch
 from onceflow.sinks import FOLLOWS, PipelineFacts, lease_folder, read_facts
-from onceflow.status import IngestMode, LockWork, RunLock, RunStatus, StatusLog, ended
+from onceflow.state.control import Launching, RecoveryMarker, Wanted
+from onceflow.state.poison import poisoned_batch
+from onceflow.state.status import IngestMode, LockWork, RunLock, RunStatus, StatusLog, ended
+from onceflow.state.unprocessable import Unprocessable
 from onceflow.storage.files import StorePath
 from onceflow.storage.lease import LEASE_KEY, read_lease
-from onceflow.unprocessable import Unprocessable
 from onceflow.verdicts import ALERTS, EXIT_CODES, Verdict
 
 RATE_WINDOW = 20  # progress events the commit rate and batch duration are averaged over

@@ -29,8 +29,8 @@ from onceflow.storage.probe import probe
 
 if TYPE_CHECKING:
     from onceflow.checkpoint import Checkpoint
-    from onceflow.generation import CheckpointIdentity
     from onceflow.kafka.ledger import KafkaLedger
+    from onceflow.state.generation import CheckpointIdentity
 
 KAFKA = "kafka"  # the Kafka sink's name, beside the Delta sinks' (bronze, quarantine, aggregates)
 # FOLLOWS, which sink is written from which other sink's table, is the ledgers' (onceflow.ledger,
@@ -147,8 +147,8 @@ def read_facts(
     topic)` replaces it in tests of health's rules). Health, recovery and the audit all gather
     their facts here."""
     from onceflow.checkpoint import read_checkpoint
-    from onceflow.generation import read_identity
-    from onceflow.status import RunLock
+    from onceflow.state.generation import read_identity
+    from onceflow.state.status import RunLock
 
     lock = RunLock(pipeline.state_path)
     running = lock.is_held()

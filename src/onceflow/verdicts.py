@@ -19,7 +19,7 @@ class Verdict(StrEnum):
     STARTING = "starting"  # a launch or a new run on its way to its first batch (within start grace)
     LAGGING = "lagging"  # running, lag above max_lag, batches still commit
     STOPPED = "stopped"  # not running, and not wanted; the last run ended cleanly
-    DOWN = "down"  # not running, but a stream DAG run wants it running (onceflow.control.Wanted)
+    DOWN = "down"  # not running, but a stream DAG run wants it running (onceflow.state.control.Wanted)
     NOT_STARTED = "not_started"  # no checkpoint and no run recorded
     REMOTE = "remote"  # not running here, but a driver on another machine holds the pipeline's lease in the store
     RECOVERING = "recovering"  # a recovery holds the run lock or is at work (within health.recovery_grace_seconds)
@@ -27,7 +27,7 @@ class Verdict(StrEnum):
     STALLED = "stalled"  # running, lag > 0, no batch committed for too long (or a recovery is stuck)
     DEAD = "dead"  # a run without a final event and no live process, or no heartbeat
     FAILED = "failed"  # the last run failed
-    POISONED = "poisoned"  # the last runs all failed on the same batch (onceflow.poison): restarts cannot help
+    POISONED = "poisoned"  # the last runs all failed on the same batch (onceflow.state.poison): restarts cannot help
     BROKEN = "broken"  # the checkpoint is unusable
     UNKNOWN = "unknown"  # the checkpoint or the lag cannot be read
     # outcomes the Airflow trigger adds (onceflow.airflow.triggers)

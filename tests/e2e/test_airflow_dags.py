@@ -25,7 +25,7 @@ from devkit.driver import SHORT_LIVED_DRIVER
 from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file
 from onceflow.generate.producer import produce
 from onceflow.polling import wait_until
-from onceflow.status import RunLock, StatusLog
+from onceflow.state.status import RunLock, StatusLog
 from tests.airflow_helpers import migrate_db  # AIRFLOW_HOME before airflow is imported
 from tests.exactly_once import assert_exactly_once
 

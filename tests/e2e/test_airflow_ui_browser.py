@@ -227,7 +227,7 @@ def audit_pages(airflow, state_home):
     status log of 40 batches and a Data Docs site; the same status log for the onceflow page."""
     from onceflow.audit import report
     from onceflow.audit.html import write_page
-    from onceflow.status import StatusLog
+    from onceflow.state.status import StatusLog
     from onceflow.web import batch_series
 
     status = state_home / "pipelines" / "payments" / "status.jsonl"

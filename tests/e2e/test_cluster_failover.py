@@ -49,7 +49,7 @@ from onceflow.local.broker import LocalCluster
 from onceflow.polling import wait_until
 from onceflow.sinks import table_paths
 from onceflow.spark.sinks.kafka_task import transactional_id
-from onceflow.status import RunEvent
+from onceflow.state.status import RunEvent
 from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous
 
 pytestmark = pytest.mark.e2e

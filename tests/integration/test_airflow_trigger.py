@@ -22,7 +22,7 @@ from devkit.pipelines import PAYMENTS_SCHEMA
 from onceflow.airflow.triggers import PipelineHealthTrigger
 from onceflow.generate.producer import produce
 from onceflow.kafka.admin import ensure_topic, list_end_offsets
-from onceflow.status import RunLock
+from onceflow.state.status import RunLock
 from tests.airflow_helpers import ROOT
 
 pytestmark = pytest.mark.integration

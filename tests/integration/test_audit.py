@@ -458,7 +458,7 @@ def test_an_audit_of_a_running_stream_judges_the_point_read_at_its_start(ingeste
     import threading
     import time
 
-    from onceflow.status import StatusLog
+    from onceflow.state.status import StatusLog
 
     pipeline = copy_of(ingested, tmp_path / "p", max_offsets=400, trigger={"processing_time": "1 second"})
     errors: list[BaseException] = []

@@ -30,7 +30,7 @@ from onceflow.schema import reasons as R
 from onceflow.schema.model import ENCODINGS_FOR, EVENT_TIME_POSITIONS, Encoding, Schema
 from onceflow.schema.reference import read_date, read_timestamp
 from onceflow.spark.parse import bronze_rows, parse_events, sink_rows
-from onceflow.unprocessable import Declared, Unprocessable
+from onceflow.state.unprocessable import Declared, Unprocessable
 from tests.json_space import Raw, any_json, dumps, events, field_values, hard_strings, records, schemas
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)

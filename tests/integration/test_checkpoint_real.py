@@ -28,7 +28,7 @@ from onceflow.generate.producer import produce
 from onceflow.health import pipeline_health
 from onceflow.kafka.admin import list_end_offsets, watermarks
 from onceflow.spark.kafka_read import kafka_options
-from onceflow.status import RunLock, StatusLog
+from onceflow.state.status import RunLock, StatusLog
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)
 

@@ -22,7 +22,7 @@ from onceflow.sinks import read_ledgers, table_paths
 from onceflow.spark.ingest import run_ingest
 from onceflow.spark.session import COMPACT_MIN_FILE_BYTES
 from onceflow.spark.table_specs import table_property_hints
-from onceflow.status import StatusLog
+from onceflow.state.status import StatusLog
 from tests.exactly_once import assert_exactly_once
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)

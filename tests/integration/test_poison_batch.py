@@ -21,11 +21,11 @@ from onceflow.errors import IngestError
 from onceflow.faults import ENV_POISON
 from onceflow.generate.producer import produce
 from onceflow.health import pipeline_health
-from onceflow.poison import POISON_AFTER
 from onceflow.recovery import plan_recovery
 from onceflow.schema import reasons as R
 from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
+from onceflow.state.poison import POISON_AFTER
 from onceflow.verdicts import Verdict
 from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, table_rows
 

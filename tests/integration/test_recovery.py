@@ -35,7 +35,6 @@ from onceflow.checkpoint import read_checkpoint
 from onceflow.cli import main
 from onceflow.config import load
 from onceflow.generate.producer import produce
-from onceflow.generation import read_identity
 from onceflow.health import pipeline_health
 from onceflow.kafka.admin import admin_client, ensure_topic, watermarks
 from onceflow.ledger import LOSS, read_ledger
@@ -44,7 +43,8 @@ from onceflow.recovery.cases import Case, Decision
 from onceflow.recovery.record import list_records, read_record
 from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
-from onceflow.status import RunLock
+from onceflow.state.generation import read_identity
+from onceflow.state.status import RunLock
 from tests.exactly_once import assert_exactly_once
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # starts a Spark JVM (not in `make test-fast`)

@@ -19,9 +19,9 @@ from pyarrow import fs as pafs
 
 from onceflow.checkpoint import batch_offset_range, read_checkpoint
 from onceflow.errors import LeaseHeldError, StorageError
-from onceflow.generation import new_identity, read_identity, write_identity
 from onceflow.ledger import LedgerEntry, read_ledger
 from onceflow.local.s3 import LocalS3
+from onceflow.state.generation import new_identity, read_identity, write_identity
 from onceflow.storage import probe as probe_module
 from onceflow.storage.commit_lock import commit_lock, set_fence
 from onceflow.storage.files import StorePath

@@ -276,7 +276,7 @@ PARSE_BACKFILL = (
 )
 LIGHT = {
     # the vocabularies and what the onceflow page reads: every part can use them
-    "onceflow.status": (NO_SPARK, ""),
+    "onceflow.state.status": (NO_SPARK, ""),
     "onceflow.reconcile": (NO_SPARK, ""),
     "onceflow.recovery.cases": (NO_SPARK, ""),
     "onceflow.airflow.dag_kinds": (NO_SPARK, ""),

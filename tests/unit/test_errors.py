@@ -8,7 +8,7 @@ import pytest
 
 from onceflow import errors
 from onceflow.checkpoint import read_checkpoint, read_offsets_file
-from onceflow.generation import read_identity
+from onceflow.state.generation import read_identity
 
 
 def test_every_exception_derives_from_the_base_and_says_what_it_is():

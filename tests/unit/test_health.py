@@ -22,7 +22,7 @@ import pytest
 from devkit.pipelines import PAYMENTS_SCHEMA_BODY
 from onceflow.config import Pipeline
 from onceflow.health import EXIT_CODES, pipeline_health
-from onceflow.status import RunLock, ended
+from onceflow.state.status import RunLock, ended
 from tests.unit.test_checkpoint import TOPIC, write_checkpoint
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs/schemas/checkpoint-status.schema.json").read_text())
@@ -159,7 +159,7 @@ def test_failed_run_reports_its_error(pipeline):
 
 
 def test_runs_that_all_failed_on_one_batch_are_poisoned_until_it_is_moved_aside(pipeline):
-    from onceflow.unprocessable import Declared, Unprocessable
+    from onceflow.state.unprocessable import Declared, Unprocessable
 
     committed_checkpoint(pipeline)
     batch = {"id": 2, "generation": 0, "topic": TOPIC, "ranges": {"0": [30, 40], "1": [35, 41]}}
@@ -301,7 +301,7 @@ def test_a_run_without_a_commit_past_its_start_grace_is_stalled(pipeline, held):
 
 
 def test_a_wanted_stream_with_no_app_is_down_and_an_unwanted_one_stopped(pipeline):
-    from onceflow.control import RecoveryMarker, Wanted
+    from onceflow.state.control import RecoveryMarker, Wanted
 
     committed_checkpoint(pipeline)
     status(pipeline, started(100), progress(90, 1), ("final", 80, {"status": "stopped", "error": None}))
@@ -323,7 +323,7 @@ def test_a_wanted_stream_with_no_app_is_down_and_an_unwanted_one_stopped(pipelin
 
 
 def test_a_failed_run_stays_failed_when_wanted(pipeline):
-    from onceflow.control import Wanted
+    from onceflow.state.control import Wanted
 
     committed_checkpoint(pipeline)
     status(pipeline, started(100), ("final", 80, {"status": "failed", "error": "boom"}))
@@ -510,7 +510,7 @@ def test_a_recovery_holding_the_lock_is_recovering_never_a_healthy_stream(pipeli
 
 
 def test_what_a_recovery_at_work_repairs_is_recovering_and_its_own_apps_failure_is_told(pipeline):
-    from onceflow.control import RecoveryMarker
+    from onceflow.state.control import RecoveryMarker
 
     committed_checkpoint(pipeline)
     status(pipeline, started(300), progress(200, 1))  # killed
@@ -597,7 +597,7 @@ def test_a_launch_in_progress_is_starting_not_down_until_its_process_exits_or_it
     import subprocess
     import sys
 
-    from onceflow.control import Launching, Wanted
+    from onceflow.state.control import Launching, Wanted
 
     Wanted(pipeline.state_path).want(300, by="pay_stream/run-1", now=NOW - 1)
     assert check(pipeline)["verdict"] == "down"  # never started, wanted, nothing on its way

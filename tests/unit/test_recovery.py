@@ -8,7 +8,7 @@ import onceflow.recovery as recovery
 from devkit.pipelines import load_pipeline
 from onceflow.errors import RecoveryError
 from onceflow.recovery.record import Outcome, read_record
-from onceflow.status import RunLock
+from onceflow.state.status import RunLock
 from tests.unit.recovery.made_facts import MISSING_CK, B, all_sinks, checkpoint, facts, ledgers
 
 

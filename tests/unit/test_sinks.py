@@ -7,8 +7,8 @@ import pytest
 from devkit.pipelines import load_pipeline
 from onceflow import sinks
 from onceflow.errors import AuditError, SinkError
-from onceflow.generation import new_identity, write_identity
 from onceflow.reconcile import AuditScope
+from onceflow.state.generation import new_identity, write_identity
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from onceflow.airflow.stream import ReleaseStreamRunOperator, StreamOperator
 from onceflow.config import Pipeline
 from onceflow.errors import ConfigError
 from onceflow.reconcile import AuditScope
-from onceflow.status import IngestMode
+from onceflow.state.status import IngestMode
 from onceflow.verdicts import ALERTS, PROBLEMS, Verdict
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -25,9 +25,9 @@ from onceflow.airflow.aws import use_aws_connection
 from onceflow.airflow.kafka import use_kafka_connections
 from onceflow.audit.report import latest_summary
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
-from onceflow.control import RecoveryMarker, StreamRun, Wanted, control_lock, keep_watching
 from onceflow.kafka.client import KafkaClient, source_client
-from onceflow.status import Run, RunLock, StatusLog
+from onceflow.state.control import RecoveryMarker, StreamRun, Wanted, control_lock, keep_watching
+from onceflow.state.status import Run, RunLock, StatusLog
 
 
 def pipelines_dir() -> Path:

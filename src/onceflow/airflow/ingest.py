@@ -9,7 +9,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from onceflow.airflow.spark_submit import STOP_MARGIN, OnceflowSparkSubmitOperator
-from onceflow.status import IngestMode, RunStatus
+from onceflow.state.status import IngestMode, RunStatus
 
 
 class IngestOperator(OnceflowSparkSubmitOperator):

@@ -18,7 +18,7 @@ from onceflow.errors import RecoveryInProgressError
 
 
 def renew_marker(hook: OnceflowHook, context: Any) -> None:
-    """A step of the recovery is at work: its marker lives on (onceflow.control.RecoveryMarker)."""
+    """A step of the recovery is at work: its marker lives on (onceflow.state.control.RecoveryMarker)."""
     with hook.control_lock():
         try:
             hook.recovery_marker.renew(context["run_id"])
@@ -113,7 +113,7 @@ def _json_or_none(text: str) -> Any:
 
 class RecoveryMarkerOperator(BaseOperator):
     """Set (`begin`) or clear (`end`) the marker that keeps any other start of the query, and the
-    stream DAG's runs, waiting while this recovery works (onceflow.control). With `stop_running`,
+    stream DAG's runs, waiting while this recovery works (onceflow.state.control). With `stop_running`,
     `begin` then stops a copy of the query still running (SIGTERM, SIGKILL after the grace: the
     app's own stop bound plus 30 s): the marker first, so no new copy starts after the stop, and in
     one task, a task start (seconds on a small machine) less between a kill and the recovered app."""

@@ -52,7 +52,7 @@ class PipelineHealthSensor(BaseSensorOperator):
     :param window_ends_wait: reaching `wait_timeout` ends the wait successfully (verdict
         `window_end`): a stream run watches its window, then hands the app to the next run
     :param watcher: a stream run's `<dag>/<run>` (templated): every look renews its claim and the
-        app's lease (onceflow.control.keep_watching)
+        app's lease (onceflow.state.control.keep_watching)
     :param end_on: verdicts of `fire_on` on which the trigger ends the task itself (success, the
         event as XCom), with no resume on a worker: one task start less on the way to a recovery
     """
@@ -187,7 +187,7 @@ class PipelineHealthSensor(BaseSensorOperator):
 class StreamGuardSensor(BaseSensorOperator):
     """Before a stream window: wait (rescheduling, no slot held) while recovery runs or another
     stream run holds the pipeline (Airflow may start two: docs/airflow.md); then claim it for this
-    run (onceflow.control.StreamRun) and say whether a copy of the query already runs (it is
+    run (onceflow.state.control.StreamRun) and say whether a copy of the query already runs (it is
     watched, not started twice)."""
 
     template_fields: Sequence[str] = ("pipeline_file",)

@@ -2,7 +2,7 @@
 
 A continuous pipeline's app is not bounded by a DAG run: a stream DAG run *adopts* the app that
 runs, or *launches* it when none does, and renews the lease that keeps it wanted
-(onceflow.control.Wanted) for the pipeline's `airflow.lease_grace`; the run's watcher renews it at
+(onceflow.state.control.Wanted) for the pipeline's `airflow.lease_grace`; the run's watcher renews it at
 every look. The app runs until nobody renews the lease (the stream DAG is paused, Airflow is gone),
 then stops itself at a batch boundary, within that grace. So a window's
 end costs nothing (the next run adopts the same app: no driver start, no gap) and a scheduler
@@ -32,9 +32,9 @@ from onceflow import processes
 from onceflow.airflow.hooks import OnceflowHook
 from onceflow.airflow.sensors import stream_run_id
 from onceflow.airflow.spark_submit import STOP_MARGIN, OnceflowSparkSubmitOperator
-from onceflow.control import Launching
 from onceflow.polling import wait_for
-from onceflow.status import IngestMode
+from onceflow.state.control import Launching
+from onceflow.state.status import IngestMode
 
 APP_LOGS = 10  # app log files kept per pipeline (one per launch)
 LAUNCH_TIMEOUT = 180.0  # seconds for a launched app to take the run lock (a JVM start on a busy machine)
@@ -79,7 +79,7 @@ class StreamOperator(OnceflowSparkSubmitOperator):
         by = stream_run_id(context)
         stream_run = self.lease_seconds in (None, "", "None")
         seconds = hook.pipeline.airflow.lease_grace_seconds if stream_run else float(self.lease_seconds)
-        with hook.control_lock():  # decided with no recovery beginning in between (onceflow.control)
+        with hook.control_lock():  # decided with no recovery beginning in between (onceflow.state.control)
             marker = hook.recovery_in_progress()
             if marker and marker.get("run_id") != self.recovery_run:
                 raise AirflowSkipException(

@@ -44,7 +44,7 @@ def pipeline_rows(folder: Path | None = None) -> list[dict[str, Any]]:
 
 def _row(file: Path) -> dict[str, Any]:
     from onceflow.health import pipeline_health
-    from onceflow.status import StatusLog
+    from onceflow.state.status import StatusLog
     from onceflow.web import batch_series
 
     row: dict[str, Any] = {

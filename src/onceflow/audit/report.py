@@ -90,7 +90,7 @@ def write_summary(directory: Path, summary: dict) -> Path:
 
 def recent_batches(state_path: Path, pipeline: str) -> list[dict]:
     """The pipeline's newest batches from its status log (progress events), for the report's charts."""
-    from onceflow.status import StatusLog
+    from onceflow.state.status import StatusLog
     from onceflow.web import batch_series
 
     return batch_series(StatusLog(state_path, pipeline).events())

@@ -26,7 +26,7 @@ from onceflow.cdc.spec import KeyedSpec
 from onceflow.config import Pipeline
 from onceflow.kafka.client import source_client
 from onceflow.spark.kafka_read import kafka_options
-from onceflow.unprocessable import Unprocessable
+from onceflow.state.unprocessable import Unprocessable
 
 
 def read_kafka(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]]) -> DataFrame:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from onceflow import config
 from onceflow.cli.console import log, number, out
-from onceflow.status import IngestMode
+from onceflow.state.status import IngestMode
 
 DEFAULT_PIPELINES = ("payments", "sensors", "customers_cdc")
 

@@ -6,7 +6,7 @@ import json
 
 from onceflow.cli.console import log, number, out, seconds
 from onceflow.config import DEFAULT_PIPELINE, DEFAULT_STOP_TIMEOUT
-from onceflow.status import IngestMode
+from onceflow.state.status import IngestMode
 
 
 def add_parser(sub) -> None:

@@ -1,5 +1,5 @@
 """`onceflow quarantine --pipeline P --batch N | --start-offsets JSON --end-offsets JSON`:
-move offsets the job cannot process to quarantine by hand (onceflow.unprocessable)."""
+move offsets the job cannot process to quarantine by hand (onceflow.state.unprocessable)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from onceflow.cli.console import log, out, print_json, quiet
 from onceflow.config import DEFAULT_PIPELINE, load_pipeline
-from onceflow.status import IngestMode
+from onceflow.state.status import IngestMode
 
 EXIT_REFUSED = 3
 

@@ -17,7 +17,7 @@ cleanup, no final status: as hard as `kill -9`) when batch <batch id> reaches
 
 `ONCEFLOW_FAULT_POISON=<partition>:<offset>` makes that record fail its batch in a Spark task
 (an error raised while it is validated), in every run, as a record that meets an engine bug
-would: the poisoned-batch path (onceflow.poison, `onceflow quarantine`) is proven with it.
+would: the poisoned-batch path (onceflow.state.poison, `onceflow quarantine`) is proven with it.
 """
 
 from __future__ import annotations

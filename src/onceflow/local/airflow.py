@@ -166,7 +166,7 @@ def stop_streams(
     app could not be stopped (or needed SIGKILL) are appended to `failed`."""
     from onceflow import config
     from onceflow.airflow.hooks import OnceflowHook
-    from onceflow.status import now_iso
+    from onceflow.state.status import now_iso
 
     names = []
     for file in sorted(config.pipelines_dir().glob("*.yaml")):

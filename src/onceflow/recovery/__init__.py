@@ -25,7 +25,7 @@ from onceflow.recovery.facts import Facts, gather
 from onceflow.recovery.plan import Plan
 from onceflow.recovery.record import Outcome, RecoveryRecord, new_stamp
 from onceflow.sinks import driver_lease
-from onceflow.status import AlreadyRunningError, LockWork, RunLock
+from onceflow.state.status import AlreadyRunningError, LockWork, RunLock
 
 __all__ = ["Facts", "Plan", "RecoveryResult", "decide", "execute", "gather", "plan_recovery", "recover"]
 

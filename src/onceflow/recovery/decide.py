@@ -42,7 +42,7 @@ from onceflow.recovery.facts import Facts
 from onceflow.recovery.new_generation import kafka_behind, new_generation
 from onceflow.recovery.plan import Action, Finding, Plan
 from onceflow.sinks import FOLLOWS
-from onceflow.status import ended_cleanly
+from onceflow.state.status import ended_cleanly
 
 
 def _leftover_files(ck: Checkpoint) -> list[str]:

@@ -7,7 +7,7 @@ from onceflow import offsets
 from onceflow.errors import OnceflowError
 from onceflow.ledger import BATCH, Ledger, LedgerEntry
 from onceflow.recovery.facts import Facts
-from onceflow.status import ended
+from onceflow.state.status import ended
 
 
 def offsets_text(at: dict[int, int] | None) -> str:

@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 from onceflow import offsets
 from onceflow.errors import RecoveryError
-from onceflow.generation import new_identity, read_identity, write_identity
 from onceflow.ledger import loss_entry, write_loss
 from onceflow.recovery.cases import ActionKind
 from onceflow.recovery.plan import Action, Plan
 from onceflow.recovery.record import ActionStatus, RecoveryRecord
+from onceflow.state.generation import new_identity, read_identity, write_identity
 from onceflow.storage.files import StorePath
 
 Log = Callable[[str], None]

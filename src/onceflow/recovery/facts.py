@@ -15,11 +15,11 @@ from onceflow import sinks
 from onceflow.checkpoint import Checkpoint
 from onceflow.config import Pipeline
 from onceflow.errors import LedgerReadError, RecoveryError
-from onceflow.generation import CheckpointIdentity
 from onceflow.ledger import Ledger
-from onceflow.poison import PoisonedBatch, poisoned_batch
-from onceflow.status import StatusLog
-from onceflow.unprocessable import Unprocessable
+from onceflow.state.generation import CheckpointIdentity
+from onceflow.state.poison import PoisonedBatch, poisoned_batch
+from onceflow.state.status import StatusLog
+from onceflow.state.unprocessable import Unprocessable
 
 KAFKA_TIMEOUT = 15.0  # seconds: recovery is rare and may run while the broker is busy catching up
 
@@ -50,7 +50,7 @@ class Facts:
     running: bool = False
     holder: dict | None = None  # run.json of the process holding the run lock
     last_run: dict = field(default_factory=dict)  # status.Run.summary(): {"run_id", "started_at", "final"}
-    poisoned: PoisonedBatch | None = None  # the batch the newest runs all failed on (onceflow.poison)
+    poisoned: PoisonedBatch | None = None  # the batch the newest runs all failed on (onceflow.state.poison)
 
     @property
     def fed(self) -> dict[str, Ledger]:

@@ -1,6 +1,6 @@
 """Moving offsets the job cannot process to quarantine by hand (`onceflow quarantine`).
 
-The decision is recorded (onceflow.unprocessable); the job acts on it from its next run, so
+The decision is recorded (onceflow.state.unprocessable); the job acts on it from its next run, so
 the records reach quarantine through the same commits, ledgers and transactions as any
 other, exactly once. Refused, with the fix, while the job runs (it would not see the
 decision until its next run) and for offsets a sink already holds (they would then be in
@@ -13,9 +13,9 @@ from onceflow import sinks
 from onceflow.checkpoint import batch_offset_range, read_checkpoint
 from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError, RecoveryError
-from onceflow.generation import read_identity
-from onceflow.status import RunLock
-from onceflow.unprocessable import Declared, Unprocessable
+from onceflow.state.generation import read_identity
+from onceflow.state.status import RunLock
+from onceflow.state.unprocessable import Declared, Unprocessable
 
 
 def declare_unprocessable(

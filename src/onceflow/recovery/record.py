@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from onceflow.status import now_iso
+from onceflow.state.status import now_iso
 
 RECORD_FORMAT = 1
 RECORDS_DIR = "recoveries"

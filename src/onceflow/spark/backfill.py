@@ -79,7 +79,7 @@ def run_backfill(
     from onceflow.ledger import read_ledger
     from onceflow.reconcile import first_offsets
     from onceflow.sinks import driver_lease, table_paths
-    from onceflow.status import AlreadyRunningError, LockWork, RunLock
+    from onceflow.state.status import AlreadyRunningError, LockWork, RunLock
 
     lock = RunLock(pipeline.state_path)  # the tables must not move under the comparison
     try:

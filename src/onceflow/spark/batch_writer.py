@@ -14,7 +14,6 @@ from onceflow.checkpoint import batch_offset_range
 from onceflow.config import Pipeline
 from onceflow.deltars import Appender
 from onceflow.errors import TableFeatureError
-from onceflow.generation import CheckpointIdentity
 from onceflow.ledger import Ledger, LedgerEntry
 from onceflow.sinks import table_paths
 from onceflow.spark.floors import above, raised
@@ -24,6 +23,7 @@ from onceflow.spark.sinks import delta
 from onceflow.spark.sinks.kafka_txn import KafkaTxnSink
 from onceflow.spark.stop import enter_batch
 from onceflow.spark.table_specs import table_ddls, table_properties
+from onceflow.state.generation import CheckpointIdentity
 
 if TYPE_CHECKING:
     import pyarrow as pa

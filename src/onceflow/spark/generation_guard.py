@@ -1,12 +1,12 @@
 """The generation guard: the writer generation a run writes under and where a fresh checkpoint starts,
-or a refusal with the fix when the checkpoint and the sinks disagree (onceflow.generation)."""
+or a refusal with the fix when the checkpoint and the sinks disagree (onceflow.state.generation)."""
 
 from __future__ import annotations
 
 from onceflow.config import Pipeline
 from onceflow.errors import RecoveryError
-from onceflow.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
 from onceflow.ledger import Ledger
+from onceflow.state.generation import CheckpointIdentity, has_spark_state, new_identity, read_identity, write_identity
 
 
 def prepare_checkpoint(pipeline: Pipeline, ledgers: dict[str, Ledger]) -> CheckpointIdentity:

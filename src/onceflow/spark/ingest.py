@@ -27,9 +27,7 @@ from pyspark.sql import SparkSession
 
 from onceflow import faults
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
-from onceflow.control import Wanted, require_no_recovery
 from onceflow.errors import IngestError, OnceflowError, StorageError
-from onceflow.generation import CheckpointIdentity
 from onceflow.kafka.client import source_client
 from onceflow.polling import wait_until
 from onceflow.sinks import driver_lease, read_ledgers, table_paths
@@ -50,8 +48,10 @@ from onceflow.spark.stop import (
     unregister,
 )
 from onceflow.spark.table_specs import table_property_hints
-from onceflow.status import IngestMode, RunEvent, RunLock, RunStatus, StatusLog
-from onceflow.unprocessable import Unprocessable
+from onceflow.state.control import Wanted, require_no_recovery
+from onceflow.state.generation import CheckpointIdentity
+from onceflow.state.status import IngestMode, RunEvent, RunLock, RunStatus, StatusLog
+from onceflow.state.unprocessable import Unprocessable
 
 MODES = tuple(m.value for m in IngestMode)
 
@@ -125,7 +125,7 @@ def run_ingest(
     app_log: str | None = None,
 ) -> IngestResult:
     """Run the pipeline's query until it finishes (available-now), is idle for
-    `until_idle` seconds, has run `max_seconds`, is no longer wanted (`leased`: onceflow.control),
+    `until_idle` seconds, has run `max_seconds`, is no longer wanted (`leased`: onceflow.state.control),
     or receives SIGTERM. The others stop it at a batch boundary (onceflow.spark.stop) within
     `stop_timeout` seconds, or the run fails saying it could not (IngestError). It does not start
     while a recovery other than `recovery_run` works on the pipeline (RecoveryInProgressError).

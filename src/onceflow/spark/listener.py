@@ -14,7 +14,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from onceflow import faults, offsets
 from onceflow.spark.batch_log import BatchLog, lag_of
-from onceflow.status import RunEvent, StatusLog
+from onceflow.state.status import RunEvent, StatusLog
 
 
 def _end_offsets(progress, topic: str, which: str = "endOffset") -> dict[str, int]:

@@ -45,7 +45,7 @@ from onceflow.schema.model import (
     FieldSpec,
     Schema,
 )
-from onceflow.unprocessable import Unprocessable
+from onceflow.state.unprocessable import Unprocessable
 
 # Anchored with \z, the very end: Java's `$` also matches before a final line terminator, so
 # "…Z\n" would pass. No group is repeated without being possessive: Java's regex engine recurses
@@ -436,7 +436,7 @@ def _names(items: list[tuple[str, Column]]) -> Column:
 
 
 def _declared(unprocessable: Unprocessable | None) -> Column:
-    """True for a record an operator moved to quarantine by hand (onceflow.unprocessable)."""
+    """True for a record an operator moved to quarantine by hand (onceflow.state.unprocessable)."""
     cond = F.lit(False)
     for d in unprocessable.declared if unprocessable else []:
         for p, (a, b) in d.ranges.items():

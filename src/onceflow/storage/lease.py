@@ -1,6 +1,6 @@
 """One driver per pipeline, on any machine: a lease object in the store, made with put-if-absent.
 
-The local run lock (onceflow.control) only sees drivers that share ONCEFLOW_HOME. This
+The local run lock (onceflow.state.control) only sees drivers that share ONCEFLOW_HOME. This
 lease lives beside the pipeline's tables, so two Airflow workers, or a laptop and a
 cluster, cannot both write them. The holder renews it every `ttl/3` with put-if-unchanged
 (If-Match on the ETag it last wrote; every renewal changes the body, so the ETag changes);

@@ -14,12 +14,12 @@ importlib.import_module("tests.airflow_helpers")  # sets AIRFLOW_HOME before air
 from devkit.pipelines import write_pipeline  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
 from onceflow.airflow.hooks import OnceflowHook  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
 from onceflow.polling import wait_until  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
-from onceflow.status import RunEvent  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
+from onceflow.state.status import RunEvent  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
 
 # a stand-in for the job: holds the run lock, stops on SIGTERM unless told to ignore it
 HOLDER = (
     "import signal, sys, time\n"
-    "from onceflow.status import RunLock\n"
+    "from onceflow.state.status import RunLock\n"
     "if sys.argv[2] == 'ignore': signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
     "lock = RunLock(sys.argv[1])\n"
     "lock.acquire(run_id='r1', stop_timeout=1)\n"

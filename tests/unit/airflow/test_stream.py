@@ -17,8 +17,8 @@ from airflow.sdk.exceptions import AirflowSkipException  # noqa: E402
 
 from devkit.pipelines import write_pipeline  # noqa: E402
 from onceflow.airflow.stream import APP_LOGS, StreamOperator, _app_log  # noqa: E402
-from onceflow.control import RECOVERY_LEASE_SECONDS, RecoveryMarker, Wanted  # noqa: E402
-from onceflow.status import RunLock  # noqa: E402
+from onceflow.state.control import RECOVERY_LEASE_SECONDS, RecoveryMarker, Wanted  # noqa: E402
+from onceflow.state.status import RunLock  # noqa: E402
 
 
 @pytest.fixture
@@ -126,15 +126,15 @@ def test_a_launch_is_marked_from_before_it_is_wanted_until_the_app_holds_its_loc
     import json
     import sys
 
-    from onceflow.control import Launching
+    from onceflow.state.control import Launching
 
     op = StreamOperator(task_id="stream", pipeline_file=str(file), lease_seconds="900")
     state = op.onceflow.pipeline.state_path
     seen, release = tmp_path / "seen.json", tmp_path / "release"
     app = (  # what the launched app saw of the marker, then its run lock, held until the test ends
         "import json, os, pathlib, sys, time\n"
-        "from onceflow.control import Launching, Wanted\n"
-        "from onceflow.status import RunLock\n"
+        "from onceflow.state.control import Launching, Wanted\n"
+        "from onceflow.state.status import RunLock\n"
         f"state = {str(state)!r}\n"
         "m = Launching(state).current()\n"
         f"pathlib.Path({str(seen)!r}).write_text(json.dumps({{'marker': m and m.as_dict(), 'pid': os.getpid(),"

@@ -14,7 +14,7 @@ import jsonschema
 from onceflow.audit import report
 from onceflow.audit.html import chart_data, check_group, render, write_page
 from onceflow.cli.audit import note_lines
-from onceflow.status import StatusLog
+from onceflow.state.status import StatusLog
 from onceflow.web import STATIC, batch_series
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "audit-report"

@@ -6,7 +6,7 @@ import pytest
 
 from onceflow.cli.app import build_parser
 from onceflow.config import DEFAULT_STOP_TIMEOUT
-from onceflow.status import IngestMode
+from onceflow.state.status import IngestMode
 
 
 def test_the_modes_and_their_default():

@@ -4,11 +4,11 @@ batches, a readable checkpoint, and the Facts that hold them (no broker, Spark o
 from __future__ import annotations
 
 from onceflow.checkpoint import BatchOffsets, Checkpoint
-from onceflow.generation import CheckpointIdentity
 from onceflow.ledger import Ledger, LedgerEntry
 from onceflow.recovery.cases import ActionKind, Case, Decision
 from onceflow.recovery.facts import Facts, KafkaOffsets
 from onceflow.recovery.plan import Action, Finding, Plan
+from onceflow.state.generation import CheckpointIdentity
 
 T = "payments"
 CP = "/state/checkpoint"

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from onceflow.checkpoint import BatchOffsets, Checkpoint, Problem
-from onceflow.generation import CheckpointIdentity
 from onceflow.ledger import LOSS, LedgerEntry, contiguity_problems
 from onceflow.recovery.cases import ActionKind, Case, Decision
 from onceflow.recovery.decide import decide
+from onceflow.state.generation import CheckpointIdentity
 from tests.unit.recovery.made_facts import (
     CP,
     FED,
@@ -45,7 +45,7 @@ def test_a_running_job_is_never_touched():
 
 
 def test_a_batch_that_failed_every_run_is_not_restarted_and_the_fix_names_the_batch():
-    from onceflow.poison import PoisonedBatch
+    from onceflow.state.poison import PoisonedBatch
 
     f = facts(checkpoint(B, 1), all_sinks(B[:2]))
     f.poisoned = PoisonedBatch(2, 0, T, {0: (200, 300), 1: (120, 160)}, 3, "[USER_RAISED_EXCEPTION] boom", "t0")

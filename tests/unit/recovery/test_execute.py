@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from onceflow.errors import RecoveryError
-from onceflow.generation import read_identity
 from onceflow.recovery.cases import ActionKind, Case, Decision
 from onceflow.recovery.execute import execute
 from onceflow.recovery.plan import Action, Plan
 from onceflow.recovery.record import RecoveryRecord, read_record
+from onceflow.state.generation import read_identity
 
 
 def _plan(cp: str, actions: list[Action]) -> Plan:

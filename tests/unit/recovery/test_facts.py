@@ -10,7 +10,7 @@ from onceflow.checkpoint import Checkpoint
 from onceflow.errors import LedgerReadError, RecoveryError
 from onceflow.ledger import Ledger
 from onceflow.recovery.facts import gather
-from onceflow.status import RunEvent, RunStatus, StatusLog
+from onceflow.state.status import RunEvent, RunStatus, StatusLog
 
 
 def _facts(**kw) -> sinks.PipelineFacts:

@@ -7,8 +7,8 @@ import pytest
 from devkit.pipelines import load_pipeline
 from onceflow.errors import RecoveryError
 from onceflow.recovery.quarantine import declare_unprocessable
-from onceflow.status import RunLock
-from onceflow.unprocessable import Unprocessable
+from onceflow.state.status import RunLock
+from onceflow.state.unprocessable import Unprocessable
 
 
 def test_a_range_is_recorded_for_the_next_run(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from onceflow.spark.batch_log import BatchLog, lag_of
 from onceflow.spark.listener import StatusListener
-from onceflow.status import StatusLog
+from onceflow.state.status import StatusLog
 from tests.manual_clock import ManualClock
 
 

@@ -6,9 +6,9 @@ import pytest
 
 from devkit.pipelines import load_pipeline
 from onceflow.errors import RecoveryError
-from onceflow.generation import new_identity, read_identity, write_identity
 from onceflow.ledger import Ledger, LedgerEntry
 from onceflow.spark.generation_guard import prepare_checkpoint
+from onceflow.state.generation import new_identity, read_identity, write_identity
 
 
 def _ledgers(generation: int | None) -> dict[str, Ledger]:

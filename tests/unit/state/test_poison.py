@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from onceflow.poison import POISON_AFTER, poisoned_batch
-from onceflow.status import RunEvent, RunStatus, StatusLog
-from onceflow.unprocessable import Declared, Unprocessable
+from onceflow.state.poison import POISON_AFTER, poisoned_batch
+from onceflow.state.status import RunEvent, RunStatus, StatusLog
+from onceflow.state.unprocessable import Declared, Unprocessable
 
 BATCH = {"id": 4, "generation": 0, "topic": "t", "ranges": {"0": [100, 200], "1": [50, 60]}}
 

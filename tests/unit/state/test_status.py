@@ -6,7 +6,7 @@ import multiprocessing
 import os
 
 from onceflow.errors import AlreadyRunningError
-from onceflow.status import IngestMode, RunEvent, RunLock, RunStatus, StatusLog, ended, ended_cleanly
+from onceflow.state.status import IngestMode, RunEvent, RunLock, RunStatus, StatusLog, ended, ended_cleanly
 
 
 def _try_lock(path: str, queue) -> None:
@@ -100,7 +100,7 @@ def test_a_probe_holding_the_lock_for_an_instant_does_not_make_a_start_refuse(tm
     import fcntl
     import threading
 
-    from onceflow.status import RunLock
+    from onceflow.state.status import RunLock
 
     tmp_path.mkdir(exist_ok=True)
     probe = open(tmp_path / "run.lock", "a+")  # noqa: SIM115 -- released by the timer below

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from onceflow import offsets
 from onceflow.errors import ConfigError
-from onceflow.status import now_iso
+from onceflow.state.status import now_iso
 
 FILE = "unprocessable.json"
 

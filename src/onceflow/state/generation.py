@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 from onceflow import offsets
 from onceflow.errors import IdentityFileError
-from onceflow.status import now_iso
+from onceflow.state.status import now_iso
 from onceflow.storage.files import StorePath
 
 IDENTITY_FILE = "_onceflow.json"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from onceflow.errors import ConfigError
-from onceflow.unprocessable import Declared, Unprocessable
+from onceflow.state.unprocessable import Declared, Unprocessable
 
 
 def test_decisions_are_appended_stamped_and_read_back(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from onceflow.errors import RecoveryError
-from onceflow.generation import has_spark_state, new_identity, read_identity, write_identity
+from onceflow.state.generation import has_spark_state, new_identity, read_identity, write_identity
 
 
 def test_identity_round_trip_and_unreadable_identity(tmp_path):

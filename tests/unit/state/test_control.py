@@ -1,4 +1,4 @@
-"""Who may start a pipeline's query (onceflow.control): the recovery marker, the wanted lease, the
+"""Who may start a pipeline's query (onceflow.state.control): the recovery marker, the wanted lease, the
 control lock, and the check a new query makes, including an interleaving of a query's start with
 a recovery's begin that must never leave both at work."""
 
@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from onceflow.control import (
+from onceflow.errors import AlreadyRunningError, RecoveryInProgressError
+from onceflow.state.control import (
     RECOVERY_LEASE_SECONDS,
     Lease,
     RecoveryMarker,
@@ -21,8 +22,7 @@ from onceflow.control import (
     keep_watching,
     require_no_recovery,
 )
-from onceflow.errors import AlreadyRunningError, RecoveryInProgressError
-from onceflow.status import RunLock
+from onceflow.state.status import RunLock
 
 
 def test_a_recovery_marker_refuses_a_second_recovery_is_renewed_and_expires(tmp_path):

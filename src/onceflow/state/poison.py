@@ -6,7 +6,7 @@ a self-repairing orchestrator would restart it forever. Each failed run records 
 was writing (its id, generation and offsets) in its final status event; when the newest
 POISON_AFTER runs all failed on the same batch, the pipeline is `poisoned`: health says so
 with the batch, its offsets and the error, recovery refuses to restart it, and
-`onceflow quarantine` moves those offsets to quarantine by hand (onceflow.unprocessable).
+`onceflow quarantine` moves those offsets to quarantine by hand (onceflow.state.unprocessable).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onceflow import offsets
-from onceflow.status import StatusLog
-from onceflow.unprocessable import Unprocessable
+from onceflow.state.status import StatusLog
+from onceflow.state.unprocessable import Unprocessable
 
 POISON_AFTER = 3  # failed runs in a row on one batch
 
