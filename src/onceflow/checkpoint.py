@@ -1,6 +1,6 @@
 """Reads Spark Structured Streaming checkpoints without a JVM, on disk or in an object store.
 
-A checkpoint is one of the four ledgers the audits compare, and the source of
+A checkpoint is one of the pipeline's facts the audits compare (onceflow.facts), and the source of
 each micro-batch's offset range for the sink ledger, so onceflow reads it itself
 (plain files, no Spark) and reports every broken shape as a `Problem` instead of
 a traceback. The layout, as Spark 4 writes it (HDFSMetadataLog, OffsetSeqLog,

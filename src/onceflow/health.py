@@ -21,10 +21,11 @@ from onceflow import processes
 from onceflow.checkpoint import COMMITS, OFFSETS, Checkpoint
 from onceflow.config import Pipeline
 from onceflow.errors import KafkaAccessError, OnceflowError
+from onceflow.facts import PipelineFacts, read_facts
 from onceflow.kafka.client import KafkaClient
 from onceflow.ledger import follower_lag
 from onceflow.paths import state_dir
-from onceflow.sinks import FOLLOWS, PipelineFacts, lease_folder, read_facts
+from onceflow.sinks import FOLLOWS, lease_folder
 from onceflow.state.control import Launching, RecoveryMarker, Wanted
 from onceflow.state.poison import poisoned_batch
 from onceflow.state.status import IngestMode, LockWork, RunLock, RunStatus, StatusLog, ended

@@ -8,7 +8,7 @@ Each of the four tells how far the pipeline got, independently:
 - the sink rows carry their Kafka coordinates (`_topic, _partition, _offset`).
 
 This module fixes the *committed point* once, at the start of an audit (`committed_point`;
-the reader of the four ledgers is `onceflow.sinks.read_committed_point`), so an audit of a
+the pipeline's facts it takes are read by `onceflow.facts.read_committed_point`), so an audit of a
 running stream judges one consistent prefix, and checks that the ledgers agree
 (`agreement_checks`). The audit then compares rows and aggregates with Spark
 (`onceflow.audit.rows.RowReconciler`, `onceflow.audit.aggregates.reconcile_aggregates`).
@@ -458,7 +458,7 @@ def committed_point(
 
 
 def agreement_checks(point: CommittedPoint) -> list[Check]:
-    """The checks decided before any row is read: do the four ledgers agree?"""
+    """The checks decided before any row is read: do the checkpoint and the sink ledgers agree?"""
     titles = {
         "checkpoint_ledger_agreement": "Spark checkpoint and sink ledgers agree on the committed offsets",
         "ledger_agreement": "the sink ledgers agree with each other, batch by batch",

@@ -17,8 +17,8 @@ from pathlib import Path
 from onceflow.audit import report
 from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError
+from onceflow.facts import read_committed_point
 from onceflow.reconcile import AuditScope, AuditStatus, CheckStatus, CommittedPoint, agreement_checks
-from onceflow.sinks import read_committed_point
 
 MODES = tuple(s.value for s in AuditScope)
 

@@ -2,7 +2,7 @@
 
 Gathering is the only part of planning that touches the outside world, so it is
 kept apart from the decision (`onceflow.recovery.decide.decide`), which is pure and
-unit-tested on hand-made facts. They are read by onceflow.sinks.read_facts, as health's
+unit-tested on hand-made facts. They are read by onceflow.facts.read_facts, as health's
 and the audit's are; this module refuses what cannot be read. Nothing here starts a
 JVM: the checkpoint is read as files, the ledgers with delta-rs, Kafka with confluent-kafka.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from onceflow import facts as pipeline_facts
 from onceflow import sinks
 from onceflow.checkpoint import Checkpoint
 from onceflow.config import Pipeline
@@ -68,7 +69,7 @@ class Facts:
         return {name: ledger for name, ledger in self.fed.items() if ledger.entries}
 
 
-def _ledgers(facts: sinks.PipelineFacts) -> dict[str, Ledger]:
+def _ledgers(facts: pipeline_facts.PipelineFacts) -> dict[str, Ledger]:
     """Every sink's ledger; RecoveryError naming the sink when one cannot be read (the ledgers are
     what recovery trusts, so it will not guess past a damaged one)."""
     try:
@@ -88,9 +89,9 @@ def _ledgers(facts: sinks.PipelineFacts) -> dict[str, Ledger]:
 
 
 def gather(pipeline: Pipeline, running: bool | None = None) -> Facts:
-    """Read everything the decision needs (onceflow.sinks.read_facts), refusing what cannot be
+    """Read everything the decision needs (onceflow.facts.read_facts), refusing what cannot be
     read. `running`: whether another process runs the job (None: ask the run lock)."""
-    f = sinks.read_facts(pipeline, kafka_timeout=KAFKA_TIMEOUT)
+    f = pipeline_facts.read_facts(pipeline, kafka_timeout=KAFKA_TIMEOUT)
     if f.checkpoint_error is not None:
         raise RecoveryError(f"cannot plan a recovery: {f.checkpoint_error}") from None
     ledgers = _ledgers(f)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from devkit.pipelines import load_pipeline
-from onceflow import sinks
+from onceflow import facts as pipeline_facts
 from onceflow.checkpoint import Checkpoint
 from onceflow.errors import LedgerReadError, RecoveryError
 from onceflow.ledger import Ledger
@@ -13,7 +13,7 @@ from onceflow.recovery.facts import gather
 from onceflow.state.status import RunEvent, RunStatus, StatusLog
 
 
-def _facts(**kw) -> sinks.PipelineFacts:
+def _facts(**kw) -> pipeline_facts.PipelineFacts:
     fields: dict = dict(
         running=False,
         holder=None,
@@ -25,7 +25,7 @@ def _facts(**kw) -> sinks.PipelineFacts:
         ledgers={"bronze": Ledger("/b", [], [], exists=False)},
         kafka={"earliest": {0: 0}, "latest": {0: 10}},
     )
-    return sinks.PipelineFacts(**{**fields, **kw})
+    return pipeline_facts.PipelineFacts(**{**fields, **kw})
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_the_facts_hold_the_last_run_and_kafkas_offsets(pipeline, monkeypatch):
     log = StatusLog(pipeline.state_path, pipeline.name)
     log.append(RunEvent.STARTED, run_id="r1")
     log.append(RunEvent.FINAL, run_id="r1", status=RunStatus.STOPPED)
-    monkeypatch.setattr(sinks, "read_facts", lambda p, **kw: _facts())
+    monkeypatch.setattr(pipeline_facts, "read_facts", lambda p, **kw: _facts())
     f = gather(pipeline)
     assert f.topic == "t" and f.kafka.latest == {0: 10} and f.kafka.partitions == [0]
     assert f.last_run["run_id"] == "r1" and f.last_run["final"]["status"] == "stopped"
@@ -55,6 +55,6 @@ def test_the_facts_hold_the_last_run_and_kafkas_offsets(pipeline, monkeypatch):
     ],
 )
 def test_what_cannot_be_read_is_refused_not_guessed(pipeline, monkeypatch, broken, words):
-    monkeypatch.setattr(sinks, "read_facts", lambda p, **kw: _facts(**broken))
+    monkeypatch.setattr(pipeline_facts, "read_facts", lambda p, **kw: _facts(**broken))
     with pytest.raises(RecoveryError, match=words):
         gather(pipeline)
