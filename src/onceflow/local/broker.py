@@ -27,13 +27,12 @@ import signal
 import socket
 import subprocess
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from onceflow import processes
-from onceflow.errors import BrokerError, SetupError
-from onceflow.jvm import classpath_jars
+from onceflow.errors import BrokerError
 from onceflow.kafka.client import KafkaClient
+from onceflow.local.service import LocalService, read_json
 from onceflow.local.tls import make_ca, make_server_cert, write_private
 from onceflow.paths import state_dir
 from onceflow.polling import wait_for
@@ -138,8 +137,18 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
-class LocalBroker:
+class LocalBroker(LocalService):
     """Start, stop and inspect the embedded broker living in <home>/kafka."""
+
+    FOLDER = "kafka"
+    STEM = "broker"
+    TITLE = "the broker"
+    ERROR = BrokerError
+    NO_JAVA = (
+        "`java` is not on PATH; the Kafka broker needs Java 17+. "
+        "Fix: install a JDK (apt-get install openjdk-17-jre-headless)."
+    )
+    NO_LOG = "(no broker log yet)"
 
     def __init__(
         self,
@@ -151,7 +160,7 @@ class LocalBroker:
         heap: str | None = None,
         secure: bool | None = None,
     ):
-        self.dir = (home or state_dir()) / "kafka"
+        super().__init__(home)
         saved = self._saved_ports()
         # None: as the broker was last started (plain if never)
         self.secure = bool(saved.get("secure", False)) if secure is None else secure
@@ -163,19 +172,7 @@ class LocalBroker:
         self._users: dict[str, dict[str, str]] | None = None  # the secure broker's, once read
         self.listeners: tuple[Listener, ...] = ()  # a served broker's (serve); else one on localhost:port
 
-    # -- files ---------------------------------------------------------------
-    @property
-    def data_dir(self) -> Path:
-        return self.dir / "data"
-
-    @property
-    def log_file(self) -> Path:
-        return self.dir / "broker.log"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.dir / "broker.pid"
-
+    # -- files (data_dir, log_file, pid_file: LocalService) --------------------
     @property
     def bootstrap(self) -> str:
         return f"localhost:{self.port}"
@@ -193,17 +190,7 @@ class LocalBroker:
         return self.secure_dir / "credentials.json"
 
     def _saved_ports(self) -> dict:
-        try:
-            return json.loads((self.dir / "ports.json").read_text())
-        except (OSError, ValueError):
-            return {}
-
-    def _pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if processes.alive(pid) else None
+        return read_json(self.dir / "ports.json")
 
     def _client_listeners(self, protocol: str) -> list[tuple[str, str, str]]:
         """(name, bound address, advertised address) of each client listener, the inter-broker one
@@ -381,16 +368,7 @@ class LocalBroker:
             return False
 
     def _java_cmd(self, main: str, *args: str) -> list[str]:
-        java = shutil.which("java")
-        if not java:
-            raise BrokerError(
-                "`java` is not on PATH; the Kafka broker needs Java 17+. "
-                "Fix: install a JDK (apt-get install openjdk-17-jre-headless)."
-            )
-        try:
-            jars = classpath_jars("kafka")
-        except SetupError as exc:
-            raise BrokerError(str(exc)) from None
+        java, jars = self._java("kafka")
         heap = self.heap or os.environ.get("ONCEFLOW_KAFKA_HEAP", "768m")
         return [
             java,
@@ -458,16 +436,7 @@ class LocalBroker:
         if not formatted:
             log(f"formatting KRaft storage in {self.data_dir}")
             self._format_storage()
-        with open(self.log_file, "ab") as out:
-            proc = subprocess.Popen(
-                cmd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                cwd=self.dir,
-            )
-        self.pid_file.write_text(str(proc.pid))
+        proc = self._launch(cmd, cwd=self.dir)
         log(f"broker starting (pid {proc.pid}) on {self.bootstrap}; log: {self.log_file}")
         return self._wait_ready(timeout) if wait else self.status(probe=False)
 
@@ -551,18 +520,14 @@ class LocalBroker:
         )
 
     def _wait_ready(self, timeout: float) -> BrokerStatus:
-        def answers() -> bool:
-            if not self._pid():
-                raise BrokerError(f"the broker exited during start-up. Last log lines:\n{self.logs(30)}")
-            return self._answers(timeout=3)
-
-        wait_for(
-            answers,
+        self._wait_answering(
+            lambda: self._answers(timeout=3),
             timeout,
             lambda: BrokerError(
                 f"the broker did not answer on {self.bootstrap} within {timeout:.0f}s. Last log lines:\n{self.logs(30)}"
             ),
             interval=0.5,
+            log_lines=30,
         )
         status = self.status(probe=False)
         status.ready = True
@@ -570,27 +535,13 @@ class LocalBroker:
 
     def stop(self, timeout: float = 30, log=lambda msg: None) -> bool:
         """SIGTERM (clean shutdown), then SIGKILL after `timeout`. True if it was running."""
-        pid = self._pid()
-        if not pid:
-            self.pid_file.unlink(missing_ok=True)
-            return False
-        stopped = processes.stop(
-            pid, grace=timeout, on_kill=lambda: log(f"broker did not stop within {timeout:.0f}s; sending SIGKILL")
+        return self._stop_process(
+            timeout,
+            on_kill=lambda: log(f"broker did not stop within {timeout:.0f}s; sending SIGKILL"),
+            still_there=lambda pid: BrokerError(
+                f"the broker (pid {pid}) is still there 30s after SIGKILL. Fix: look at `ps {pid}`"
+            ),
         )
-        if not stopped.gone:
-            raise BrokerError(f"the broker (pid {pid}) is still there 30s after SIGKILL. Fix: look at `ps {pid}`")
-        self.pid_file.unlink(missing_ok=True)
-        return True
-
-    def logs(self, lines: int = 50) -> str:
-        try:
-            text = self.log_file.read_text(errors="replace").splitlines()
-        except OSError:
-            return "(no broker log yet)"
-        return "\n".join(text[-lines:])
-
-    def as_dict(self) -> dict:
-        return asdict(self.status())
 
 
 def _argfile_quote(arg: str) -> str:
@@ -639,10 +590,7 @@ class LocalCluster:
         (self.dir / "cluster.json").write_text(json.dumps({"ports": ports, "cluster_id": self.cluster_id}))
 
     def _saved(self) -> dict:
-        try:
-            return json.loads((self.dir / "cluster.json").read_text())
-        except (OSError, ValueError):
-            return {}
+        return read_json(self.dir / "cluster.json")
 
     @property
     def bootstrap(self) -> str:
@@ -675,13 +623,12 @@ class LocalCluster:
     def kill_node(self, node_id: int) -> None:
         """SIGKILL one node: no controlled shutdown, its leaderships move once the controller fences
         it (broker.session.timeout.ms)."""
-        node = self.node(node_id)
-        pid = node._pid()
-        if pid is None:
+
+        def still_there(pid: int) -> BrokerError:
+            return BrokerError(f"node {node_id} (pid {pid}) is still there 30s after SIGKILL")
+
+        if not self.node(node_id)._stop_process(30, first=signal.SIGKILL, still_there=still_there):
             raise BrokerError(f"node {node_id} is not running")
-        if not processes.stop(pid, grace=30, first=signal.SIGKILL).gone:
-            raise BrokerError(f"node {node_id} (pid {pid}) is still there 30s after SIGKILL")
-        node.pid_file.unlink(missing_ok=True)
 
     def stop_node(self, node_id: int, timeout: float = 30) -> None:
         """Stop one node cleanly (SIGTERM: a controlled shutdown hands its leaderships over first)."""

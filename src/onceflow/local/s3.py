@@ -12,17 +12,12 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import socket
-import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from onceflow import processes
-from onceflow.errors import SetupError, StorageError
-from onceflow.jvm import classpath_jars
-from onceflow.paths import state_dir
-from onceflow.polling import wait_for
+from onceflow.errors import StorageError
+from onceflow.local.service import LocalService, read_json
 
 BUCKET = "onceflow"
 MAIN = "org.gaul.s3proxy.Main"
@@ -45,36 +40,28 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class LocalS3:
+class LocalS3(LocalService):
     """Start, stop and inspect the S3Proxy living in <home>/s3."""
 
+    FOLDER = "s3"
+    STEM = "s3proxy"
+    TITLE = "S3Proxy"
+    ERROR = StorageError
+    NO_JAVA = "`java` is not on PATH; S3Proxy needs Java 17+. Fix: install a JDK."
+    NO_LOG = "(no S3Proxy log yet)"
+
     def __init__(self, home: Path | None = None, port: int | None = None, check_signatures: bool = True):
-        self.dir = (home or state_dir()) / "s3"
+        super().__init__(home)
         self.check_signatures = check_signatures  # False: any request is let in (tests that rewrite requests)
         saved = self._saved()
         self.port = port or saved.get("port") or _free_port()
-
-    @property
-    def data_dir(self) -> Path:
-        return self.dir / "data"
-
-    @property
-    def log_file(self) -> Path:
-        return self.dir / "s3proxy.log"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.dir / "s3proxy.pid"
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def _saved(self) -> dict:
-        try:
-            return json.loads((self.dir / "port.json").read_text())
-        except (OSError, ValueError):
-            return {}
+        return read_json(self.dir / "port.json")
 
     def _credentials(self) -> dict[str, str]:
         path = self.dir / "credentials.json"
@@ -102,13 +89,6 @@ class LocalS3:
     def url(self, *parts: str) -> str:
         """`s3://onceflow/<parts>`: a location in the server's bucket."""
         return "/".join([f"s3://{BUCKET}", *parts])
-
-    def _pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if processes.alive(pid) else None
 
     def _properties(self, endpoint: str | None = None, creds: dict[str, str] | None = None) -> str:
         creds = creds or self._credentials()
@@ -156,35 +136,20 @@ class LocalS3:
             with os.fdopen(fd, "w") as out:
                 out.write(self._properties())
             (self.dir / "port.json").write_text(json.dumps({"port": self.port}))
-            cmd = self._java_cmd(conf)
-            with open(self.log_file, "ab") as log_out:
-                proc = subprocess.Popen(
-                    cmd, stdout=log_out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-                )
-            self.pid_file.write_text(str(proc.pid))
+            proc = self._launch(self._java_cmd(conf))
             log(f"S3 server starting (pid {proc.pid}) at {self.endpoint}; log: {self.log_file}")
 
-        def answers() -> bool:
-            if not self._pid():
-                raise StorageError(f"S3Proxy exited during start-up. Last log lines:\n{self.logs(20)}")
-            return self._answers()
-
-        wait_for(
-            answers,
+        self._wait_answering(
+            self._answers,
             timeout,
             lambda: StorageError(f"S3Proxy did not answer at {self.endpoint} within {timeout:.0f}s"),
             interval=0.2,
+            log_lines=20,
         )
         return self.status()
 
     def _java_cmd(self, conf: Path) -> list[str]:
-        java = shutil.which("java")
-        if not java:
-            raise StorageError("`java` is not on PATH; S3Proxy needs Java 17+. Fix: install a JDK.")
-        try:
-            jars = classpath_jars("s3proxy")
-        except SetupError as exc:
-            raise StorageError(str(exc)) from None
+        java, jars = self._java("s3proxy")
         classpath = os.pathsep.join(str(j) for j in jars)
         return [
             java,
@@ -217,19 +182,4 @@ class LocalS3:
         os.execv(cmd[0], cmd)
 
     def stop(self, timeout: float = 20) -> bool:
-        pid = self._pid()
-        if not pid:
-            self.pid_file.unlink(missing_ok=True)
-            return False
-        processes.stop(pid, grace=timeout)
-        self.pid_file.unlink(missing_ok=True)
-        return True
-
-    def logs(self, lines: int = 50) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no S3Proxy log yet)"
-
-    def as_dict(self) -> dict:
-        return asdict(self.status())
+        return self._stop_process(timeout)
