@@ -26,7 +26,8 @@ from onceflow.kafka.client import KafkaClient
 from onceflow.ledger import follower_lag
 from onceflow.paths import state_dir
 from onceflow.poison import poisoned_batch
-from onceflow.sinks import FOLLOWS, PipelineFacts, lease_folder, read_facts
+from onceflow.sink_kinds import FOLLOWS
+from onceflow.sinks import PipelineFacts, lease_folder, read_facts
 from onceflow.status import IngestMode, LockWork, RunLock, RunStatus, StatusLog, ended
 from onceflow.storage.files import StorePath
 from onceflow.storage.lease import LEASE_KEY, read_lease

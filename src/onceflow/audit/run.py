@@ -25,14 +25,14 @@ MODES = tuple(s.value for s in AuditScope)
 
 @dataclass
 class AuditOutcome:
-    status: str  # an AuditStatus
+    status: AuditStatus
     exit_code: int
     run_id: str
     report_dir: Path
     summary: dict
 
 
-def _notes(point: CommittedPoint, mode: str, watermark: dict | None) -> list[str]:
+def _notes(point: CommittedPoint, mode: AuditScope, watermark: dict | None) -> list[str]:
     notes = []
     if mode == AuditScope.SINCE_LAST:
         if point.watermark:
@@ -122,6 +122,7 @@ def run_audit(
     """Audit `pipeline`; always writes a report (even when the audit could not run)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    scope = AuditScope(mode)
     root = report.report_root(report_dir)
     run_id = report.new_run_id()
     directory = report.run_dir(root, pipeline.name, run_id)
@@ -158,18 +159,18 @@ def run_audit(
 
     reconciler = None
     try:
-        watermark = report.read_watermark(root, pipeline.name) if mode == AuditScope.SINCE_LAST else None
+        watermark = report.read_watermark(root, pipeline.name) if scope == AuditScope.SINCE_LAST else None
         if watermark and watermark.get("topic") != pipeline.source.topic:
             summary["notes"].append(
                 f"the last watermark is for topic {watermark.get('topic')!r}, not {pipeline.source.topic!r}: ignored"
             )
             watermark = None
         log(f"{pipeline.name}: reading the committed point (checkpoint, ledgers, Kafka)")
-        point = read_committed_point(pipeline, mode, watermark)
+        point = read_committed_point(pipeline, scope, watermark)
         t = lap("committed_point", t0)
         summary["committed_point"] = point.as_dict()
         summary["ranges"] = [{"partition": p, "start": s, "end": e} for p, (s, e) in point.ranges().items()]
-        summary["notes"] += _notes(point, mode, watermark)
+        summary["notes"] += _notes(point, scope, watermark)
         span = sum(e - s for s, e in point.ranges().values())
         log(f"{pipeline.name}: auditing {len(summary['ranges'])} partition range(s), {span} offsets")
 
@@ -263,4 +264,4 @@ def _finish(
     report.point_latest(root, pipeline.name, run_id)
     timings["report"] = round(time.monotonic() - t, 3)
     report.write_summary(directory, summary)
-    return AuditOutcome(summary["status"], summary["exit_code"], run_id, directory, summary)
+    return AuditOutcome(AuditStatus(summary["status"]), summary["exit_code"], run_id, directory, summary)

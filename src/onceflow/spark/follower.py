@@ -41,7 +41,7 @@ from onceflow import faults
 from onceflow.config import Pipeline
 from onceflow.deltars import Appender
 from onceflow.errors import TableFeatureError
-from onceflow.ledger import LOSS, Ledger, LedgerEntry, app_id, follower_lag, group_json, loss_app_id
+from onceflow.ledger import EntryKind, Ledger, LedgerEntry, app_id, follower_lag, group_json, loss_app_id
 from onceflow.sinks import table_path, table_paths
 from onceflow.spark.compaction import Compactor
 from onceflow.spark.floors import above, raised
@@ -81,7 +81,7 @@ def batches_filter(entries: list[LedgerEntry]) -> Column:
     files by their statistics (LOSS entries hold no rows)."""
     runs: list[tuple[int, int, int]] = []  # generation, first batch, last batch
     for e in entries:
-        if e.kind == LOSS:
+        if e.kind == EntryKind.LOSS:
             continue
         if runs and runs[-1][0] == e.generation and runs[-1][2] + 1 == e.batch_id:
             runs[-1] = (e.generation, runs[-1][1], e.batch_id)
@@ -202,7 +202,7 @@ class BronzeFollower:
         last = group[-1]
         app, txn_version = (
             (loss_app_id(last.pipeline, self.sink, last.generation), 0)
-            if last.kind == LOSS
+            if last.kind == EntryKind.LOSS
             else (app_id(last.pipeline, self.sink, last.generation), last.batch_id)
         )
         for e in group:
