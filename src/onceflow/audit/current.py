@@ -52,9 +52,9 @@ from onceflow.cdc.fold import State, Version, fold
 from onceflow.cdc.spec import KeyedSpec
 from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckStatus, CommittedPoint, check, jsonable
+from onceflow.sink_kinds import SinkName
 
 CLOCK_SKEW = timedelta(minutes=1)  # between the bronze writer's clock and the MERGE's (purge ages)
-SINK = "current"
 ROWS_TITLE = "keyed table = fold of its bronze changes (live rows: keys, values, winners)"
 TOMBSTONES_TITLE = "keyed table's tombstones = the fold's deletes (purged ones past tombstone_retention aside)"
 UNIQUE_TITLE = "keyed table holds each key once"
@@ -484,7 +484,7 @@ def reconcile_current(pipeline: Pipeline, point: CommittedPoint) -> CurrentRecon
     """The keyed table (its pinned version) vs the fold of the bronze changes below its ledger's
     end (bronze's pinned version); SKIPPED checks when there is no keyed table to compare."""
     sink, spec = pipeline.sinks.current, pipeline.keyed
-    view = point.sinks.get(SINK)
+    view = point.sinks.get(SinkName.CURRENT)
     if sink is None or spec is None:
         skipped = Check("current_rows", ROWS_TITLE, CheckStatus.SKIPPED, detail="the pipeline has no sinks.current")
         return CurrentReconciliation([skipped])
@@ -493,7 +493,7 @@ def reconcile_current(pipeline: Pipeline, point: CommittedPoint) -> CurrentRecon
         return CurrentReconciliation([Check("current_rows", ROWS_TITLE, CheckStatus.SKIPPED, detail=why)])
     names = pipeline.schema.names
     covered = {p: (point.first.get(p, 0), e) for p, e in view.end.items() if point.first.get(p, 0) < e}
-    bronze_view = point.sinks.get("bronze")
+    bronze_view = point.sinks.get(SinkName.BRONZE)
     bronze = read_bronze(
         pipeline.resolve(pipeline.sinks.bronze.path),
         bronze_view.version if bronze_view else None,

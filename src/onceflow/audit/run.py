@@ -18,6 +18,7 @@ from onceflow.audit import report
 from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError
 from onceflow.reconcile import AuditScope, AuditStatus, CheckStatus, CommittedPoint, agreement_checks
+from onceflow.sink_kinds import DELTA, SinkName
 from onceflow.sinks import read_committed_point
 
 MODES = tuple(s.value for s in AuditScope)
@@ -99,14 +100,15 @@ def _datasets(pipeline: Pipeline, rows, aggs, bronze_df, quarantine_df, current=
     recon = Rows.from_dicts(suites.RECONCILIATION_DDL, rows.partitions)
     found = rows.findings + aggs.findings + (current.findings if current is not None else [])
     findings = Rows.from_dicts(suites.FINDINGS_DDL, found)
-    out = {
-        "bronze": (bronze_df, suites.bronze_suite(pipeline, rows.totals["source_valid"])),
-        "quarantine": (quarantine_df, suites.quarantine_suite(rows.totals["source_malformed"], pipeline)),
+    tables = {  # each Delta sink's audited table and its suite, when the audit read one
+        SinkName.BRONZE: (bronze_df, suites.bronze_suite(pipeline, rows.totals["source_valid"])),
+        SinkName.QUARANTINE: (quarantine_df, suites.quarantine_suite(rows.totals["source_malformed"], pipeline)),
     }
     if aggs.table is not None:
-        out["aggregates"] = (aggs.table, suites.aggregates_suite(pipeline, aggs.recomputed_rows))
+        tables[SinkName.AGGREGATES] = (aggs.table, suites.aggregates_suite(pipeline, aggs.recomputed_rows))
     if current is not None and current_df is not None:
-        out["current"] = (current_df, suites.current_suite(pipeline, current.live_rows, current.tombstones))
+        tables[SinkName.CURRENT] = (current_df, suites.current_suite(pipeline, current.live_rows, current.tombstones))
+    out: dict[str, tuple] = {name: tables[name] for name in DELTA if name in tables}  # in write order
     out["reconciliation"] = (recon, suites.reconciliation_suite())
     out["findings"] = (findings, suites.findings_suite())
     return out
@@ -199,7 +201,7 @@ def run_audit(
 
             current = reconcile_current(pipeline, point)
             checks += current.checks
-            view = point.sinks.get("current")
+            view = point.sinks.get(SinkName.CURRENT)
             if view is not None and view.exists:
                 current_df = read_table(spark, pipeline.resolve(pipeline.sinks.current.path), view.version, None)
             t = lap("reconcile_current", t)
