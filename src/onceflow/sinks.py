@@ -60,7 +60,7 @@ def table_path(pipeline: Pipeline, sink: str) -> str:
     """The resolved table path of one Delta sink; ValueError when the pipeline has no such sink."""
     table = delta_sinks(pipeline).get(sink)
     if table is None:
-        raise ValueError(f"pipeline {pipeline.name} has no Delta sink {sink!r}")
+        raise ValueError(f"pipeline {pipeline.name} has no Delta sink '{sink}'")
     return pipeline.resolve(table.path)
 
 
