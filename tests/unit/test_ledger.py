@@ -7,7 +7,7 @@ import pytest
 from onceflow.ledger import EntryKind, LedgerEntry, app_id, contiguity_problems
 
 
-def entry(batch: int, start: dict, end: dict, generation: int = 0, kind: str = "batch") -> LedgerEntry:
+def entry(batch: int, start: dict, end: dict, generation: int = 0, kind: EntryKind = EntryKind.BATCH) -> LedgerEntry:
     return LedgerEntry("p", "bronze", generation, batch, "t", start, end, rows=1, kind=kind)
 
 

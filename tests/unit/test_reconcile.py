@@ -18,7 +18,7 @@ from onceflow.audit.html import render
 from onceflow.checkpoint import read_checkpoint
 from onceflow.errors import AuditError
 from onceflow.ledger import EntryKind, Ledger, LedgerEntry
-from onceflow.reconcile import CheckStatus, agreement_checks, jsonable, offset_ranges
+from onceflow.reconcile import AuditScope, CheckStatus, agreement_checks, jsonable, offset_ranges
 from onceflow.reconcile import committed_point as plan
 
 TOPIC = "payments"
@@ -195,9 +195,10 @@ def test_nothing_committed_cannot_be_audited(tmp_path):
 def test_since_last_starts_at_the_watermark_clamped_to_the_point(tmp_path):
     cp = write_checkpoint(tmp_path / "cp", BATCHES, committed=2, initial=INITIAL)
     watermark = {"run_id": "r", "topic": TOPIC, "offsets": {"0": 250, "1": 900}}
-    point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL), mode="since-last", watermark=watermark, earliest=INITIAL)
+    since = AuditScope.SINCE_LAST
+    point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL), mode=since, watermark=watermark, earliest=INITIAL)
     assert point.ranges() == {0: (250, 400)}  # partition 1: watermark beyond the point → nothing to audit
-    full = plan(TOPIC, cp, ledgers(BATCHES, INITIAL), mode="full", watermark=watermark, earliest=INITIAL)
+    full = plan(TOPIC, cp, ledgers(BATCHES, INITIAL), mode=AuditScope.FULL, watermark=watermark, earliest=INITIAL)
     assert full.ranges() == {0: (0, 400), 1: (0, 300)}
 
 
