@@ -112,7 +112,7 @@ def read_facts(
 
 
 def read_committed_point(
-    pipeline: Pipeline, mode: str = AuditScope.FULL, watermark: dict | None = None
+    pipeline: Pipeline, mode: AuditScope = AuditScope.FULL, watermark: dict | None = None
 ) -> CommittedPoint:
     """The committed point of the audit (onceflow.reconcile.committed_point) from the pipeline's
     facts, read once in the audit's order (read_facts)."""

@@ -3,7 +3,7 @@
 `pipeline_health` is what `onceflow checkpoint status` prints and what the Airflow
 trigger polls every few seconds, so it starts no JVM and no Spark: it reads the
 Spark checkpoint (onceflow.checkpoint), the sink ledgers in the Delta logs
-(delta-rs), the job's status log and run lock (onceflow.status), and asks Kafka for
+(delta-rs), the job's status log and run lock (onceflow.state.status), and asks Kafka for
 its last stable offsets. The verdict rules are documented in
 docs/checkpoint-status.md; the output schema is docs/schemas/checkpoint-status.schema.json.
 """
@@ -25,7 +25,8 @@ from onceflow.facts import PipelineFacts, read_facts
 from onceflow.kafka.client import KafkaClient
 from onceflow.ledger import follower_lag
 from onceflow.paths import state_dir
-from onceflow.sinks import FOLLOWS, lease_folder
+from onceflow.sink_kinds import FOLLOWS
+from onceflow.sinks import lease_folder
 from onceflow.state.control import Launching, RecoveryMarker, Wanted
 from onceflow.state.poison import poisoned_batch
 from onceflow.state.status import IngestMode, LockWork, RunLock, RunStatus, StatusLog, ended
@@ -217,7 +218,7 @@ def _run_facts(pipeline: Pipeline, facts: PipelineFacts, now: float) -> dict:
 
 
 def _launch(pipeline: Pipeline, now: float) -> dict | None:
-    """launching.json while it holds and the launched process lives (onceflow.control.Launching)."""
+    """launching.json while it holds and the launched process lives (onceflow.state.control.Launching)."""
     lease = Launching(pipeline.state_path).current(now)
     if lease is None:
         return None

@@ -13,26 +13,32 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 
 from onceflow import offsets
 from onceflow.storage.location import Location
 
 LEDGER_KEY = "onceflow_ledger"
 LEDGER_FORMAT = 1
-BATCH = "batch"  # an entry for a micro-batch's rows
-LOSS = "loss"  # offsets Kafka no longer held, accepted as lost by `onceflow recover --accept-loss`
-BACKFILL = "backfill"  # rows `onceflow backfill` re-wrote inside the committed range (kept beside the batches)
+
+
+class EntryKind(StrEnum):
+    """What a ledger entry stands for (its "kind" in the commit metadata)."""
+
+    BATCH = "batch"  # an entry for a micro-batch's rows
+    LOSS = "loss"  # offsets Kafka no longer held, accepted as lost by `onceflow recover --accept-loss`
+    BACKFILL = "backfill"  # rows `onceflow backfill` re-wrote inside the committed range (kept beside the batches)
+    GROUP = "group"  # one commit holding several batches' entries (the aggregates follower's merges)
+
+
 # Delta operations that move or drop files but change no row. Delta's auto compaction runs
 # right after a MERGE inside the same call and its commit picks up the session's
 # userMetadata, so it carries a copy of the MERGE's ledger entry: a copy, never a step.
 MAINTENANCE_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "REORG"})
 # onceflow's own schema-evolution commits (spark/evolve.py) say so in their userMetadata
 MAINTENANCE_KEY = "onceflow_maintenance"
-# Sinks written from another sink's table, not from Kafka: sink -> the sink it follows. The
-# aggregates and the keyed table follow bronze (onceflow.spark.follower): each holds a prefix of bronze's batches,
-# entry for entry, and may trail the checkpoint; a new writer generation never resumes Kafka
-# at their point, and they take no floors or LOSS entries of their own (they copy bronze's).
-FOLLOWS = {"aggregates": "bronze", "current": "bronze"}
+# Which sink follows which (its table written from another sink's, not from Kafka) is
+# sink_kinds.FOLLOWS; follower_lag below compares a follower's ledger with its leader's.
 
 
 def app_id(pipeline: str, sink: str, generation: int) -> str:
@@ -54,7 +60,7 @@ class LedgerEntry:
     start: dict[int, int]
     end: dict[int, int]
     rows: int = 0
-    kind: str = BATCH
+    kind: EntryKind = EntryKind.BATCH
     extra: dict = field(default_factory=dict)
     version: int | None = None  # the Delta table version that holds this entry
     timestamp: int | None = None  # commit time, ms since the epoch
@@ -62,7 +68,7 @@ class LedgerEntry:
     @property
     def app_id(self) -> str:
         """The Delta txnAppId its commit is written under (txnVersion: `batch_id`)."""
-        if self.kind == BACKFILL:
+        if self.kind == EntryKind.BACKFILL:
             return backfill_app_id(self.pipeline, self.sink)
         return app_id(self.pipeline, self.sink, self.generation)
 
@@ -98,7 +104,7 @@ class LedgerEntry:
             start=offsets.from_json(body["start"]),
             end=offsets.from_json(body["end"]),
             rows=int(body.get("rows", 0)),
-            kind=body.get("kind", BATCH),
+            kind=EntryKind(body.get("kind", EntryKind.BATCH)),
             extra=body.get("extra") or {},
             version=version,
             timestamp=timestamp,
@@ -118,9 +124,6 @@ class LedgerEntry:
         return d
 
 
-GROUP = "group"  # one commit holding several batches' entries (the aggregates follower's merges)
-
-
 def group_json(entries: list[LedgerEntry]) -> str:
     """The commit metadata of one commit that holds several batches, each with its own
     entry, oldest first: the aggregates follower merges every bronze batch that arrived
@@ -129,7 +132,8 @@ def group_json(entries: list[LedgerEntry]) -> str:
     if not entries:
         raise ValueError("a ledger group needs at least one entry")
     return json.dumps(
-        {LEDGER_KEY: LEDGER_FORMAT, "kind": GROUP, "entries": [e._body() for e in entries]}, separators=(",", ":")
+        {LEDGER_KEY: LEDGER_FORMAT, "kind": EntryKind.GROUP, "entries": [e._body() for e in entries]},
+        separators=(",", ":"),
     )
 
 
@@ -146,7 +150,7 @@ def entries_from_json(
         return None
     if not isinstance(body, dict) or body.get(LEDGER_KEY) != LEDGER_FORMAT:
         return None
-    if body.get("kind") == GROUP:
+    if body.get("kind") == EntryKind.GROUP:
         return [LedgerEntry._from_body(e, version, timestamp) for e in body.get("entries") or []]
     return [LedgerEntry._from_body(body, version, timestamp)]
 
@@ -211,7 +215,7 @@ def read_ledger(table_path: str, storage_options: dict[str, str] | None = None) 
         if found is None and commit.get("operation") not in ("CREATE TABLE",):
             foreign.append(brief)
         for entry in found or ():
-            if entry.kind == BACKFILL:  # a repair inside the committed range: not a step of the stream
+            if entry.kind == EntryKind.BACKFILL:  # a repair inside the committed range: not a step of the stream
                 backfills.append(entry)
             else:
                 entries.append(entry)
@@ -304,7 +308,7 @@ def loss_entry(
         start=dict(sorted(start.items())),
         end=dict(sorted(end.items())),
         rows=0,
-        kind=LOSS,
+        kind=EntryKind.LOSS,
         extra=extra or {},
     )
 
@@ -319,8 +323,8 @@ def write_loss(table_path: str, entry: LedgerEntry, storage_options: dict[str, s
     """
     from onceflow.deltars import Appender
 
-    if entry.kind != LOSS:
-        raise ValueError(f"write_loss writes LOSS entries only, not {entry.kind!r}")
+    if entry.kind != EntryKind.LOSS:
+        raise ValueError(f"write_loss writes LOSS entries only, not {entry.kind.value!r}")
     return Appender(table_path, storage_options).append(
         None, entry.to_json(), loss_app_id(entry.pipeline, entry.sink, entry.generation), 0
     )
@@ -356,6 +360,6 @@ def backfill_entry(
         start=dict(sorted(start.items())),
         end=dict(sorted(end.items())),
         rows=rows,
-        kind=BACKFILL,
+        kind=EntryKind.BACKFILL,
         extra={"written": missing},
     )

@@ -26,8 +26,9 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from onceflow.ledger import BATCH, FOLLOWS, LOSS, Ledger, LedgerEntry, follower_lag
+from onceflow.ledger import EntryKind, Ledger, LedgerEntry, follower_lag
 from onceflow.offsets import as_json, from_json
+from onceflow.sink_kinds import FOLLOWS, SinkName
 
 
 class CheckStatus(StrEnum):
@@ -140,7 +141,7 @@ class SinkView:
     foreign_commits: list[dict]
     backfills: list[dict] = field(default_factory=list)  # BACKFILL commits: version, rows, written ranges
     maintenance_commits: int = 0  # compactions and vacuums: files moved, no row changed
-    follows: str | None = None  # the sink whose batches this one is derived from (ledger.FOLLOWS)
+    follows: SinkName | None = None  # the sink whose batches this one is derived from (sink_kinds.FOLLOWS)
     trails: int | None = None  # batches of that sink this one does not hold yet (merged by the next run)
 
     def as_dict(self) -> dict:
@@ -154,7 +155,7 @@ class CommittedPoint:
     """What the audit judges: per partition the offset range [start, end), fixed at the start."""
 
     topic: str
-    mode: str  # an AuditScope
+    mode: AuditScope
     checkpoint: dict  # path, exists, usable, last_committed, uncommitted, generation, offsets
     sinks: dict[str, SinkView]
     first: dict[int, int]  # where the pipeline started reading, per partition
@@ -274,7 +275,7 @@ def committed_point(
     checkpoint,
     ledgers: dict[str, Ledger],
     *,
-    mode: str = AuditScope.FULL,
+    mode: AuditScope = AuditScope.FULL,
     watermark: dict | None = None,
     earliest: dict[int, int] | None = None,
     checkpoint_generation: int | None = None,
@@ -318,6 +319,7 @@ def committed_point(
         )
 
     sinks = {name: _sink_view(name, ledger, cp_end) for name, ledger in ledgers.items()}
+    leader: str  # a sink a follower follows
     for name, leader in FOLLOWS.items():  # a follower may trail its leader, never lead it
         if name in sinks and leader in ledgers and sinks[name].exists:
             missing, ahead = follower_lag(ledgers[leader], ledgers[name])
@@ -365,7 +367,9 @@ def committed_point(
     if cp_end is not None and checkpoint_generation is not None:
         for s_name, ledger in ledgers.items():
             by_batch = {
-                e.batch_id: e for e in ledger.entries if e.kind == BATCH and e.generation == checkpoint_generation
+                e.batch_id: e
+                for e in ledger.entries
+                if e.kind == EntryKind.BATCH and e.generation == checkpoint_generation
             }
             for b in checkpoint.commits:
                 batch = checkpoint.batches.get(b)
@@ -428,7 +432,7 @@ def committed_point(
     accepted = [
         {"partition": p, "start": e.start.get(p), "end": o, "sink": e.sink, "batch_id": e.batch_id}
         for e in entries
-        if e.kind == LOSS
+        if e.kind == EntryKind.LOSS
         for p, o in sorted(e.end.items())
         if e.start.get(p) != o
     ]

@@ -1,13 +1,14 @@
 """One answer to "which sinks does a pipeline have, where, and what do their ledgers say".
 
 The streaming job, the audit, health, recovery, backfill and the Airflow hook all ask it
-here, so a new sink kind is added in one place (docs/architecture.md). No Spark: the
+here; what each sink kind is comes from its row in onceflow.sink_kinds, so a new sink kind is a
+row there, not a name here (docs/architecture.md#where-to-add). No Spark: the
 Delta ledgers are read with delta-rs (onceflow.ledger), the Kafka sink's with
 confluent-kafka (onceflow.kafka.ledger).
 
-Orders matter: the job writes bronze, quarantine, aggregates, current (then the Kafka sink, in
-the same batch); the audit reads them in reverse, so a table read later holds at least
-the batches of a table read earlier, even while the job runs.
+Orders matter: the ledgers are read in sink_kinds.KINDS's write order (bronze, quarantine,
+aggregates, current, then the Kafka sink); the audit reads the tables in reverse, so a table read
+later holds at least the batches of a table read earlier, even while the job runs.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import TYPE_CHECKING
 
 from onceflow.config import Pipeline, TableSink
 from onceflow.errors import LedgerReadError, OnceflowError, SinkError
-from onceflow.ledger import FOLLOWS, Ledger, read_ledger
+from onceflow.ledger import Ledger, read_ledger
+from onceflow.sink_kinds import DELTA, FOLLOWS, KIND, KINDS, Engine
 from onceflow.storage.commit_lock import set_fence
 from onceflow.storage.lease import DEFAULT_TTL, DriverLease
 from onceflow.storage.location import Location
@@ -26,10 +28,6 @@ from onceflow.storage.probe import probe
 
 if TYPE_CHECKING:
     from onceflow.kafka.ledger import KafkaLedger
-
-KAFKA = "kafka"  # the Kafka sink's name, beside the Delta sinks' (bronze, quarantine, aggregates)
-# FOLLOWS, which sink is written from which other sink's table, is the ledgers' (onceflow.ledger,
-# beside follower_lag); sinks.FOLLOWS is the same dict
 
 
 def fed_by_kafka(ledgers: dict[str, Ledger]) -> dict[str, Ledger]:
@@ -39,12 +37,11 @@ def fed_by_kafka(ledgers: dict[str, Ledger]) -> dict[str, Ledger]:
 
 def delta_sinks(pipeline: Pipeline) -> dict[str, TableSink]:
     """Sink name → its settings, for every Delta sink the pipeline has, in the job's write order."""
-    sinks = pipeline.sinks
-    out: dict[str, TableSink] = {"bronze": sinks.bronze, "quarantine": sinks.quarantine}
-    if sinks.aggregates is not None:
-        out["aggregates"] = sinks.aggregates
-    if sinks.current is not None:
-        out["current"] = sinks.current
+    out: dict[str, TableSink] = {}
+    for name in DELTA:
+        settings = getattr(pipeline.sinks, KIND[name].field)
+        if settings is not None:
+            out[name] = settings
     return out
 
 
@@ -58,7 +55,7 @@ def table_path(pipeline: Pipeline, sink: str) -> str:
     """The resolved table path of one Delta sink; ValueError when the pipeline has no such sink."""
     table = delta_sinks(pipeline).get(sink)
     if table is None:
-        raise ValueError(f"pipeline {pipeline.name} has no Delta sink {sink!r}")
+        raise ValueError(f"pipeline {pipeline.name} has no Delta sink '{sink}'")
     return pipeline.resolve(table.path)
 
 
@@ -88,7 +85,8 @@ def _unless_unread(ledgers: dict[str, Ledger], errors: dict[str, LedgerReadError
 def _read_each(
     pipeline: Pipeline, paths: dict[str, str], kafka: bool
 ) -> tuple[dict[str, Ledger], dict[str, LedgerReadError]]:
-    """The ledgers that could be read and, by sink, why the others could not, in the order read."""
+    """The ledgers that could be read and, by sink, why the others could not, in the order read:
+    the Delta sinks' in `paths`' order, then (with `kafka`) each Kafka sink the pipeline has."""
     ledgers: dict[str, Ledger] = {}
     errors: dict[str, LedgerReadError] = {}
     for name, path in paths.items():
@@ -96,11 +94,13 @@ def _read_each(
             ledgers[name] = read_ledger(path)
         except Exception as exc:  # delta-rs raises its own types for a damaged log
             errors[name] = LedgerReadError(name, path, f"{type(exc).__name__}: {exc}")
-    if kafka and pipeline.sinks.kafka is not None:
+    for kind in KINDS if kafka else ():
+        if kind.engine != Engine.KAFKA or getattr(pipeline.sinks, kind.field) is None:
+            continue
         try:
-            ledgers[KAFKA] = kafka_ledger(pipeline).to_ledger()
+            ledgers[kind.name] = kafka_ledger(pipeline).to_ledger()
         except OnceflowError as exc:
-            errors[KAFKA] = LedgerReadError(KAFKA, "its ledger topic", str(exc))
+            errors[kind.name] = LedgerReadError(kind.name, "its ledger topic", str(exc))
     return ledgers, errors
 
 

@@ -28,6 +28,7 @@ from onceflow.cdc.envelope import TOMBSTONE, Change, Envelope, Malformed
 from onceflow.cdc.spec import DIGITS, LOGICAL_TYPES, LONG, PLACEHOLDER, PLAIN_TYPES, POSITIONS, KeyedSpec, resolve
 from onceflow.schema import reasons as R
 from onceflow.schema.model import ENCODINGS_FOR, EVENT_TIME_POSITIONS, Encoding, Schema
+from onceflow.schema.reasons import Reason
 from onceflow.schema.reference import read_date, read_timestamp
 from onceflow.spark.parse import bronze_rows, parse_events, sink_rows
 from onceflow.state.unprocessable import Declared, Unprocessable
@@ -193,36 +194,36 @@ CUSTOMER_EDGES: list[tuple[bytes | None, str]] = [
     (None, GONE),
     (j({"schema": {"type": "struct"}, "payload": None}), GONE),
     (raw('{"payload": null, "schema": {}}  \n'), GONE),
-    (raw('{"schema": {}, "payload": null} x'), R.TRAILING_CONTENT),
-    (raw('{"schema": {}, "payload": null, "schema": 1}'), R.DUPLICATE_KEY),
-    (j({"schema": {}, "payload": 5}), R.NOT_AN_OBJECT),
-    (j({"schema": {}, "payload": [env()]}), R.NOT_AN_OBJECT),
-    (j({"schema": {}, "payload": "x"}), R.NOT_AN_OBJECT),
+    (raw('{"schema": {}, "payload": null} x'), Reason.TRAILING_CONTENT),
+    (raw('{"schema": {}, "payload": null, "schema": 1}'), Reason.DUPLICATE_KEY),
+    (j({"schema": {}, "payload": 5}), Reason.NOT_AN_OBJECT),
+    (j({"schema": {}, "payload": [env()]}), Reason.NOT_AN_OBJECT),
+    (j({"schema": {}, "payload": "x"}), Reason.NOT_AN_OBJECT),
     (j({"schema": {"type": "struct"}, "payload": env()}), CHANGE),
     (j({"schema": None, "payload": env("d", before=row(), after=None)}), CHANGE),
-    (j({"schema": {}, "payload": env(), "extra": 1}), R.CDC_MISSING_OP),  # not the wrapper: no op at the top
-    (j({"payload": None}), R.CDC_MISSING_OP),
-    (j({"schema": {}, "payload": {"schema": {}, "payload": None}}), R.CDC_MISSING_OP),  # unwrapped once only
+    (j({"schema": {}, "payload": env(), "extra": 1}), Reason.CDC_MISSING_OP),  # not the wrapper: no op at the top
+    (j({"payload": None}), Reason.CDC_MISSING_OP),
+    (j({"schema": {}, "payload": {"schema": {}, "payload": None}}), Reason.CDC_MISSING_OP),  # unwrapped once only
     # the whole-record checks come first
-    (raw("not json"), R.INVALID_JSON),
-    (raw("[1]"), R.NOT_AN_OBJECT),
-    (raw("null"), R.NOT_AN_OBJECT),
-    (b"\xff" + j(env()), R.INVALID_UTF8),
-    (raw('{"op": "c", "op": "d"}'), R.DUPLICATE_KEY),
-    (j(env(padding="p" * 17000)), R.OVERSIZED),
-    (raw(json.dumps(env())[:-1] + ', "bad": "\\ud800"}'), R.LONE_SURROGATE),
+    (raw("not json"), Reason.INVALID_JSON),
+    (raw("[1]"), Reason.NOT_AN_OBJECT),
+    (raw("null"), Reason.NOT_AN_OBJECT),
+    (b"\xff" + j(env()), Reason.INVALID_UTF8),
+    (raw('{"op": "c", "op": "d"}'), Reason.DUPLICATE_KEY),
+    (j(env(padding="p" * 17000)), Reason.OVERSIZED),
+    (raw(json.dumps(env())[:-1] + ', "bad": "\\ud800"}'), Reason.LONE_SURROGATE),
     # op
-    (j(env(_ABSENT)), R.CDC_MISSING_OP),
-    (j(env(None)), R.CDC_MISSING_OP),
-    (j(env(_ABSENT, after=_ABSENT, lsn=_ABSENT)), R.CDC_MISSING_OP),
-    (j(env("t")), R.CDC_UNKNOWN_OP),
-    (j(env("m", after=_ABSENT)), R.CDC_UNKNOWN_OP),
-    (j(env("C")), R.CDC_UNKNOWN_OP),
-    (j(env("")), R.CDC_UNKNOWN_OP),
-    (j(env(1)), R.CDC_UNKNOWN_OP),
-    (j(env(True)), R.CDC_UNKNOWN_OP),
-    (j(env(["c"])), R.CDC_UNKNOWN_OP),
-    (j(env({"op": "c"})), R.CDC_UNKNOWN_OP),
+    (j(env(_ABSENT)), Reason.CDC_MISSING_OP),
+    (j(env(None)), Reason.CDC_MISSING_OP),
+    (j(env(_ABSENT, after=_ABSENT, lsn=_ABSENT)), Reason.CDC_MISSING_OP),
+    (j(env("t")), Reason.CDC_UNKNOWN_OP),
+    (j(env("m", after=_ABSENT)), Reason.CDC_UNKNOWN_OP),
+    (j(env("C")), Reason.CDC_UNKNOWN_OP),
+    (j(env("")), Reason.CDC_UNKNOWN_OP),
+    (j(env(1)), Reason.CDC_UNKNOWN_OP),
+    (j(env(True)), Reason.CDC_UNKNOWN_OP),
+    (j(env(["c"])), Reason.CDC_UNKNOWN_OP),
+    (j(env({"op": "c"})), Reason.CDC_UNKNOWN_OP),
     # each op, and the row it needs
     (j(env("c")), CHANGE),
     (j(env("u", before=row(email="old@example.com"))), CHANGE),
@@ -230,78 +231,78 @@ CUSTOMER_EDGES: list[tuple[bytes | None, str]] = [
     (j(env("d", before=row(), after=None)), CHANGE),
     (j(env("d", before={"id": 7}, after=None)), CHANGE),  # a delete with its key alone
     (j(env("d", before={"id": 7, "tier": "gold", "email": 5}, after=None)), CHANGE),  # its row is not judged
-    (j(env("c", after=_ABSENT)), R.CDC_MISSING_AFTER),
-    (j(env("c", after={})), R.CDC_MISSING_KEY),
-    (j({"op": "c", "after": None, "source": {"lsn": 1}}), R.CDC_MISSING_AFTER),
-    (j(env("u", after=[row()])), R.CDC_MISSING_AFTER),
-    (j(env("r", after="row")), R.CDC_MISSING_AFTER),
-    (j(env("c", after=_ABSENT, before=row())), R.CDC_MISSING_AFTER),
-    (j(env("d", after=row())), R.CDC_MISSING_BEFORE),
-    (j(env("d", before=_ABSENT, after=row())), R.CDC_MISSING_BEFORE),
-    (j(env("d", before=7, after=None)), R.CDC_MISSING_BEFORE),
+    (j(env("c", after=_ABSENT)), Reason.CDC_MISSING_AFTER),
+    (j(env("c", after={})), Reason.CDC_MISSING_KEY),
+    (j({"op": "c", "after": None, "source": {"lsn": 1}}), Reason.CDC_MISSING_AFTER),
+    (j(env("u", after=[row()])), Reason.CDC_MISSING_AFTER),
+    (j(env("r", after="row")), Reason.CDC_MISSING_AFTER),
+    (j(env("c", after=_ABSENT, before=row())), Reason.CDC_MISSING_AFTER),
+    (j(env("d", after=row())), Reason.CDC_MISSING_BEFORE),
+    (j(env("d", before=_ABSENT, after=row())), Reason.CDC_MISSING_BEFORE),
+    (j(env("d", before=7, after=None)), Reason.CDC_MISSING_BEFORE),
     # the key
-    (j(env("c", after=row(id=_ABSENT))), R.CDC_MISSING_KEY),
-    (j(env("c", after=row(id=None))), R.CDC_MISSING_KEY),
-    (j(env("d", before={"email": "a@example.com"}, after=None)), R.CDC_MISSING_KEY),
-    (j(env("c", after=row(id=_ABSENT), lsn=_ABSENT)), R.CDC_MISSING_KEY),  # the key before the sequence
-    (j(env("c", after=row(id="7"))), R.CDC_INVALID_KEY),
-    (raw(json.dumps(env("c", after=row(id=0))).replace('"id": 0', '"id": 1.5')), R.CDC_INVALID_KEY),
-    (j(env("c", after=row(id=2**63))), R.CDC_INVALID_KEY),
-    (j(env("c", after=row(id=True))), R.CDC_INVALID_KEY),
-    (j(env("d", before={"id": {"v": 7}}, after=None)), R.CDC_INVALID_KEY),
+    (j(env("c", after=row(id=_ABSENT))), Reason.CDC_MISSING_KEY),
+    (j(env("c", after=row(id=None))), Reason.CDC_MISSING_KEY),
+    (j(env("d", before={"email": "a@example.com"}, after=None)), Reason.CDC_MISSING_KEY),
+    (j(env("c", after=row(id=_ABSENT), lsn=_ABSENT)), Reason.CDC_MISSING_KEY),  # the key before the sequence
+    (j(env("c", after=row(id="7"))), Reason.CDC_INVALID_KEY),
+    (raw(json.dumps(env("c", after=row(id=0))).replace('"id": 0', '"id": 1.5')), Reason.CDC_INVALID_KEY),
+    (j(env("c", after=row(id=2**63))), Reason.CDC_INVALID_KEY),
+    (j(env("c", after=row(id=True))), Reason.CDC_INVALID_KEY),
+    (j(env("d", before={"id": {"v": 7}}, after=None)), Reason.CDC_INVALID_KEY),
     (raw(json.dumps(env("c", after=row(id=0))).replace('"id": 0', '"id": 7.00')), CHANGE),
     (j(env("c", after=row(id=-(2**63)))), CHANGE),
     # the sequence: source.lsn, a LONG position
-    (j(env(lsn=_ABSENT)), R.CDC_MISSING_SEQUENCE),
-    (j(env(lsn=None)), R.CDC_MISSING_SEQUENCE),
-    (j({**env(), "source": "x"}), R.CDC_MISSING_SEQUENCE),
-    (j({**env(), "source": [{"lsn": 1}]}), R.CDC_MISSING_SEQUENCE),
-    (j({**env(), "source": None}), R.CDC_MISSING_SEQUENCE),
-    (j(env("d", before={"id": 7}, after=None, lsn=_ABSENT)), R.CDC_MISSING_SEQUENCE),
-    (j(env(lsn="24023128")), R.CDC_INVALID_SEQUENCE),
-    (j(env(lsn=9.5)), R.CDC_INVALID_SEQUENCE),
-    (j(env(lsn=True)), R.CDC_INVALID_SEQUENCE),
-    (j(env(lsn=2**63)), R.CDC_INVALID_SEQUENCE),
-    (j(env(lsn=-(2**63) - 1)), R.CDC_INVALID_SEQUENCE),
-    (j(env(lsn={"v": 1})), R.CDC_INVALID_SEQUENCE),
-    (raw(json.dumps(env(lsn=0)).replace('"lsn": 0', '"lsn": 1e3')), R.CDC_INVALID_SEQUENCE),
+    (j(env(lsn=_ABSENT)), Reason.CDC_MISSING_SEQUENCE),
+    (j(env(lsn=None)), Reason.CDC_MISSING_SEQUENCE),
+    (j({**env(), "source": "x"}), Reason.CDC_MISSING_SEQUENCE),
+    (j({**env(), "source": [{"lsn": 1}]}), Reason.CDC_MISSING_SEQUENCE),
+    (j({**env(), "source": None}), Reason.CDC_MISSING_SEQUENCE),
+    (j(env("d", before={"id": 7}, after=None, lsn=_ABSENT)), Reason.CDC_MISSING_SEQUENCE),
+    (j(env(lsn="24023128")), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(lsn=9.5)), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(lsn=True)), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(lsn=2**63)), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(lsn=-(2**63) - 1)), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(lsn={"v": 1})), Reason.CDC_INVALID_SEQUENCE),
+    (raw(json.dumps(env(lsn=0)).replace('"lsn": 0', '"lsn": 1e3')), Reason.CDC_INVALID_SEQUENCE),
     (raw(json.dumps(env(lsn=0)).replace('"lsn": 0', '"lsn": 1.0')), CHANGE),
     (raw(json.dumps(env(lsn=0)).replace('"lsn": 0', '"lsn": 9223372036854775807.000')), CHANGE),
-    (raw(json.dumps(env(lsn=0)).replace('"lsn": 0', '"lsn": 9223372036854775808.0')), R.CDC_INVALID_SEQUENCE),
+    (raw(json.dumps(env(lsn=0)).replace('"lsn": 0', '"lsn": 9223372036854775808.0')), Reason.CDC_INVALID_SEQUENCE),
     (raw(json.dumps(env(lsn=0)).replace('"lsn": 0', '"lsn": -0')), CHANGE),
     (j(env(lsn=-1)), CHANGE),
     (j(env(lsn=2**63 - 1)), CHANGE),
-    (j(env("d", before={"id": 7}, after=None, lsn="x")), R.CDC_INVALID_SEQUENCE),
+    (j(env("d", before={"id": 7}, after=None, lsn="x")), Reason.CDC_INVALID_SEQUENCE),
     # then, for c/u/r, the row's fields as an event's
-    (j(env("c", after=row(email=_ABSENT))), R.MISSING_FIELD),
-    (j(env("u", after=row(updated_at=None))), R.MISSING_FIELD),
-    (j(env("c", after=row(email=5))), R.WRONG_TYPE),
-    (j(env("r", after=row(balance="12.345"))), R.INVALID_VALUE),
-    (j(env("c", after=row(updated_at="2026-01-01T00:05:00"))), R.INVALID_VALUE),
-    (j(env("c", after=row(tier="gold"))), R.NOT_ALLOWED),
-    (j(env("c", after=row(email="e" * 321))), R.TOO_LONG),
+    (j(env("c", after=row(email=_ABSENT))), Reason.MISSING_FIELD),
+    (j(env("u", after=row(updated_at=None))), Reason.MISSING_FIELD),
+    (j(env("c", after=row(email=5))), Reason.WRONG_TYPE),
+    (j(env("r", after=row(balance="12.345"))), Reason.INVALID_VALUE),
+    (j(env("c", after=row(updated_at="2026-01-01T00:05:00"))), Reason.INVALID_VALUE),
+    (j(env("c", after=row(tier="gold"))), Reason.NOT_ALLOWED),
+    (j(env("c", after=row(email="e" * 321))), Reason.TOO_LONG),
     (j(env("c", after=row(name="n" * 2000, balance="-12.5", extra={"x": [1, 2]}))), CHANGE),
-    (j(env("c", after=row(name=None, balance=12.25))), R.WRONG_TYPE),  # decimal.handling.mode=string writes text
-    (j(env("u", after=row(tier="gold"), before=row(tier="gold"))), R.NOT_ALLOWED),
+    (j(env("c", after=row(name=None, balance=12.25))), Reason.WRONG_TYPE),  # decimal.handling.mode=string writes text
+    (j(env("u", after=row(tier="gold"), before=row(tier="gold"))), Reason.NOT_ALLOWED),
 ]
 ORACLE_EDGES: list[tuple[bytes | None, str]] = [
     (j(env(source={"ts_ms": 5, "scn": "12345678901234567890123456789012345678"})), CHANGE),
     (j(env(source={"ts_ms": 5, "scn": "0"})), CHANGE),
     (j(env(source={"ts_ms": 5, "scn": "007"})), CHANGE),
     (j(env("d", before={"id": 7}, after=None, source={"ts_ms": 5, "scn": "42"})), CHANGE),
-    (j(env(source={"ts_ms": 5, "scn": "1" * 39})), R.CDC_INVALID_SEQUENCE),
-    (j(env(source={"ts_ms": 5, "scn": ""})), R.CDC_INVALID_SEQUENCE),
-    (j(env(source={"ts_ms": 5, "scn": 42})), R.CDC_INVALID_SEQUENCE),
-    (j(env(source={"ts_ms": 5, "scn": " 42"})), R.CDC_INVALID_SEQUENCE),
-    (j(env(source={"ts_ms": 5, "scn": "42\n"})), R.CDC_INVALID_SEQUENCE),
-    (j(env(source={"ts_ms": 5, "scn": "-42"})), R.CDC_INVALID_SEQUENCE),
-    (j(env(source={"ts_ms": 5, "scn": "4.2"})), R.CDC_INVALID_SEQUENCE),
-    (j(env(source={"ts_ms": 5, "scn": "\u0664\u0662"})), R.CDC_INVALID_SEQUENCE),
-    (j(env(source={"ts_ms": 5, "scn": "\uff14\uff12"})), R.CDC_INVALID_SEQUENCE),
-    (j(env(source={"ts_ms": 5})), R.CDC_MISSING_SEQUENCE),
-    (j(env(source={"ts_ms": "5", "scn": None})), R.CDC_MISSING_SEQUENCE),  # any part missing first
-    (j(env(source={"scn": "42"})), R.CDC_MISSING_SEQUENCE),
-    (j(env(source={"ts_ms": "5", "scn": "42"})), R.CDC_INVALID_SEQUENCE),
+    (j(env(source={"ts_ms": 5, "scn": "1" * 39})), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(source={"ts_ms": 5, "scn": ""})), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(source={"ts_ms": 5, "scn": 42})), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(source={"ts_ms": 5, "scn": " 42"})), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(source={"ts_ms": 5, "scn": "42\n"})), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(source={"ts_ms": 5, "scn": "-42"})), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(source={"ts_ms": 5, "scn": "4.2"})), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(source={"ts_ms": 5, "scn": "\u0664\u0662"})), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(source={"ts_ms": 5, "scn": "\uff14\uff12"})), Reason.CDC_INVALID_SEQUENCE),
+    (j(env(source={"ts_ms": 5})), Reason.CDC_MISSING_SEQUENCE),
+    (j(env(source={"ts_ms": "5", "scn": None})), Reason.CDC_MISSING_SEQUENCE),  # any part missing first
+    (j(env(source={"scn": "42"})), Reason.CDC_MISSING_SEQUENCE),
+    (j(env(source={"ts_ms": "5", "scn": "42"})), Reason.CDC_INVALID_SEQUENCE),
 ]
 ORDERS_ROW = {"loc": {"region": "eu"}, "id": 3, "version": 5, "at": "2026-01-01T00:00:00+01:00"}
 MYSQL = {"file": "mysql-bin.000003", "pos": 154, "row": 0}
@@ -318,20 +319,20 @@ ORDERS_EDGES: list[tuple[bytes | None, str]] = [
     (order(day="2024-02-29", score=1.5, paid=False), CHANGE),
     (order("d", {"loc": {"region": "eu"}, "id": 3, "version": 9}), CHANGE),
     (order("d", {"loc": {"region": "eu"}, "id": 3, "version": -1}), CHANGE),  # no rule judged on a delete
-    (order("d", {"loc": {"region": "eu"}, "id": 3}), R.CDC_MISSING_SEQUENCE),
-    (order("d", {"loc": {"region": "eu"}, "id": 3, "version": "9"}), R.CDC_INVALID_SEQUENCE),
-    (order("d", {"loc": "eu", "id": 3, "version": 9}), R.CDC_MISSING_KEY),
-    (order(id=2**31), R.CDC_INVALID_KEY),
+    (order("d", {"loc": {"region": "eu"}, "id": 3}), Reason.CDC_MISSING_SEQUENCE),
+    (order("d", {"loc": {"region": "eu"}, "id": 3, "version": "9"}), Reason.CDC_INVALID_SEQUENCE),
+    (order("d", {"loc": "eu", "id": 3, "version": 9}), Reason.CDC_MISSING_KEY),
+    (order(id=2**31), Reason.CDC_INVALID_KEY),
     (order(id=-(2**31)), CHANGE),
-    (order(loc={"region": None}), R.CDC_MISSING_KEY),
-    (order(loc={"region": 1}, id=_ABSENT), R.CDC_MISSING_KEY),
-    (order(loc={"region": 1}), R.CDC_INVALID_KEY),
-    (order(source={**MYSQL, "file": 3}), R.CDC_INVALID_SEQUENCE),
+    (order(loc={"region": None}), Reason.CDC_MISSING_KEY),
+    (order(loc={"region": 1}, id=_ABSENT), Reason.CDC_MISSING_KEY),
+    (order(loc={"region": 1}), Reason.CDC_INVALID_KEY),
+    (order(source={**MYSQL, "file": 3}), Reason.CDC_INVALID_SEQUENCE),
     (order(source={**MYSQL, "file": ""}), CHANGE),
-    (order(source={**MYSQL, "pos": None}), R.CDC_MISSING_SEQUENCE),
-    (order(version=-1), R.BELOW_MIN),
-    (order(version=1.5), R.CDC_INVALID_SEQUENCE),
-    (order(day="2026-02-29"), R.INVALID_VALUE),
+    (order(source={**MYSQL, "pos": None}), Reason.CDC_MISSING_SEQUENCE),
+    (order(version=-1), Reason.BELOW_MIN),
+    (order(version=1.5), Reason.CDC_INVALID_SEQUENCE),
+    (order(day="2026-02-29"), Reason.INVALID_VALUE),
 ]
 # Debezium's defaults (issue 48): PostgreSQL `numeric(12,2)` with decimal.handling.mode=precise,
 # `numeric` without a scale (VariableScaleDecimal), `date` (epoch days), `timestamp(6)`
@@ -467,62 +468,62 @@ DEFAULT_EDGES: list[tuple[bytes | None, str]] = [
     (pg({"id": 1, "balance": "1124"}, wrapped=True), CHANGE),
     (pg({"id": 1, "balance": "1124"}, wrapped=True, schema=AS_TEXT), CHANGE),  # mode=string: 1124.00
     (pg({"id": 1, "balance": "1124.5"}, wrapped=True, schema=AS_TEXT), CHANGE),
-    (pg({"id": 1, "balance": "1124.5"}), R.INVALID_VALUE),  # text where base64 is declared
-    (pg({"id": 1, "balance": 1124.5}), R.WRONG_TYPE),  # mode=double where precise is declared
+    (pg({"id": 1, "balance": "1124.5"}), Reason.INVALID_VALUE),  # text where base64 is declared
+    (pg({"id": 1, "balance": 1124.5}), Reason.WRONG_TYPE),  # mode=double where precise is declared
     *[(pg({"id": 1, "balance": b64(u)}), CHANGE) for u in (0, 1, -1, 127, 128, -128, -129, 10**12 - 1, -(10**12 - 1))],
-    (pg({"id": 1, "balance": b64(10**12)}), R.INVALID_VALUE),  # 13 digits: past decimal(12,2)
-    (pg({"id": 1, "balance": "AB=="}), R.INVALID_VALUE),  # unused bits set: not the one writing
-    (pg({"id": 1, "balance": "AA="}), R.INVALID_VALUE),
-    (pg({"id": 1, "balance": "A" * 23 + "="}), R.INVALID_VALUE),  # 17 bytes
-    (pg({"id": 1, "balance": ""}), R.INVALID_VALUE),
+    (pg({"id": 1, "balance": b64(10**12)}), Reason.INVALID_VALUE),  # 13 digits: past decimal(12,2)
+    (pg({"id": 1, "balance": "AB=="}), Reason.INVALID_VALUE),  # unused bits set: not the one writing
+    (pg({"id": 1, "balance": "AA="}), Reason.INVALID_VALUE),
+    (pg({"id": 1, "balance": "A" * 23 + "="}), Reason.INVALID_VALUE),  # 17 bytes
+    (pg({"id": 1, "balance": ""}), Reason.INVALID_VALUE),
     (pg({"id": 1, "balance": b64(1234500)}, wrapped=True, schema=SCALE4), CHANGE),  # 123.4500
-    (pg({"id": 1, "balance": b64(1234567)}, wrapped=True, schema=SCALE4), R.INVALID_VALUE),  # 123.4567: rounds
+    (pg({"id": 1, "balance": b64(1234567)}, wrapped=True, schema=SCALE4), Reason.INVALID_VALUE),  # 123.4567: rounds
     (
         pg(
             {"id": 1, "balance": b64(5)},
             wrapped=True,
             schema=_with({}, balance=_column("balance", "bytes", "org.apache.kafka.connect.data.Decimal", scale="x")),
         ),
-        R.WRONG_TYPE,
+        Reason.WRONG_TYPE,
     ),
     (pg({"id": 1, "ratio": {"scale": 6, "value": b64(-(10**20) + 1)}}), CHANGE),
     (pg({"id": 1, "ratio": {"scale": 0, "value": b64(10**13)}}, wrapped=True), CHANGE),
-    (pg({"id": 1, "ratio": {"scale": 0, "value": b64(10**14)}}), R.INVALID_VALUE),  # 15 digits
-    (pg({"id": 1, "ratio": {"scale": 7, "value": b64(1)}}), R.INVALID_VALUE),
-    (pg({"id": 1, "ratio": {"scale": "1", "value": b64(1)}}), R.INVALID_VALUE),
-    (pg({"id": 1, "ratio": {"scale": 39, "value": b64(1)}}), R.INVALID_VALUE),
-    (pg({"id": 1, "ratio": {"value": b64(1)}}), R.INVALID_VALUE),
+    (pg({"id": 1, "ratio": {"scale": 0, "value": b64(10**14)}}), Reason.INVALID_VALUE),  # 15 digits
+    (pg({"id": 1, "ratio": {"scale": 7, "value": b64(1)}}), Reason.INVALID_VALUE),
+    (pg({"id": 1, "ratio": {"scale": "1", "value": b64(1)}}), Reason.INVALID_VALUE),
+    (pg({"id": 1, "ratio": {"scale": 39, "value": b64(1)}}), Reason.INVALID_VALUE),
+    (pg({"id": 1, "ratio": {"value": b64(1)}}), Reason.INVALID_VALUE),
     # dates and timestamps in their default encodings
     (pg({"id": 1, "born": -719162, "seen": -62135596800000000}), CHANGE),
     (pg({"id": 1, "born": 2932896, "seen": 253402300799999999}, wrapped=True), CHANGE),
-    (pg({"id": 1, "born": 2932897}), R.INVALID_VALUE),
-    (pg({"id": 1, "seen": 253402300800000000}), R.INVALID_VALUE),
-    (pg({"id": 1, "born": "2026-01-01"}), R.WRONG_TYPE),
-    (pg({"id": 1, "born": 20454.5}), R.WRONG_TYPE),
+    (pg({"id": 1, "born": 2932897}), Reason.INVALID_VALUE),
+    (pg({"id": 1, "seen": 253402300800000000}), Reason.INVALID_VALUE),
+    (pg({"id": 1, "born": "2026-01-01"}), Reason.WRONG_TYPE),
+    (pg({"id": 1, "born": 20454.5}), Reason.WRONG_TYPE),
     (pg({"id": 1, "born": 20454}, wrapped=True, schema=CONNECT_DATE), CHANGE),
     (pg({"id": 1, "seen": 1767225900123}, wrapped=True, schema=MILLIS), CHANGE),
-    (pg({"id": 1, "seen": 253402300800000}, wrapped=True, schema=MILLIS), R.INVALID_VALUE),
-    (pg({"id": 1, "seen": 2**62}, wrapped=True, schema=MILLIS), R.INVALID_VALUE),  # overflows no ANSI check
+    (pg({"id": 1, "seen": 253402300800000}, wrapped=True, schema=MILLIS), Reason.INVALID_VALUE),
+    (pg({"id": 1, "seen": 2**62}, wrapped=True, schema=MILLIS), Reason.INVALID_VALUE),  # overflows no ANSI check
     (pg({"id": 1, "seen": 1767225900123456000}, wrapped=True, schema=NANOS), CHANGE),
-    (pg({"id": 1, "seen": 1767225900123456789}, wrapped=True, schema=NANOS), R.INVALID_VALUE),  # never rounded
+    (pg({"id": 1, "seen": 1767225900123456789}, wrapped=True, schema=NANOS), Reason.INVALID_VALUE),  # never rounded
     (pg({"id": 1, "seen": -1000}, wrapped=True, schema=NANOS), CHANGE),
-    (pg({"id": 1, "seen": 5}, wrapped=True, schema=TIME_OF_DAY), R.WRONG_TYPE),
+    (pg({"id": 1, "seen": 5}, wrapped=True, schema=TIME_OF_DAY), Reason.WRONG_TYPE),
     (pg({"id": 1, "paid": "2026-01-01T01:05:00+01:00"}, wrapped=True), CHANGE),
-    (pg({"id": 1, "paid": 1767225900123456}, wrapped=True), R.WRONG_TYPE),
+    (pg({"id": 1, "paid": 1767225900123456}, wrapped=True), Reason.WRONG_TYPE),
     # an unchanged TOASTed column: the old row's value, or refused; never the placeholder stored
-    (pg({"id": 1, "bio": TOAST}), R.CDC_UNAVAILABLE_VALUE),
-    (pg({"id": 1, "bio": TOAST}, wrapped=True), R.CDC_UNAVAILABLE_VALUE),
-    (pg({"id": 1, "bio": TOAST}, before={"id": 1}), R.CDC_UNAVAILABLE_VALUE),
-    (pg({"id": 1, "bio": TOAST}, before={"id": 1, "bio": TOAST}), R.CDC_UNAVAILABLE_VALUE),
+    (pg({"id": 1, "bio": TOAST}), Reason.CDC_UNAVAILABLE_VALUE),
+    (pg({"id": 1, "bio": TOAST}, wrapped=True), Reason.CDC_UNAVAILABLE_VALUE),
+    (pg({"id": 1, "bio": TOAST}, before={"id": 1}), Reason.CDC_UNAVAILABLE_VALUE),
+    (pg({"id": 1, "bio": TOAST}, before={"id": 1, "bio": TOAST}), Reason.CDC_UNAVAILABLE_VALUE),
     (pg({"id": 1, "bio": TOAST}, before={"id": 1, "bio": "y" * 6000}), CHANGE),  # REPLICA IDENTITY FULL
     (pg({"id": 1, "bio": TOAST}, before={"id": 1, "bio": None}, wrapped=True), CHANGE),
     (pg({"id": 1, "born": TOAST}, before={"id": 1, "born": 20454}), CHANGE),
-    (pg({"id": 1, "bio": TOAST, "born": "x"}), R.CDC_UNAVAILABLE_VALUE),  # before the row's checks
+    (pg({"id": 1, "bio": TOAST, "born": "x"}), Reason.CDC_UNAVAILABLE_VALUE),  # before the row's checks
     (pg(None, "d", before={"id": 1, "bio": TOAST}), CHANGE),  # a delete's row is not judged
     # the event time: source.ts_ms
-    (j({"op": "c", "after": {"id": 1}, "source": {"lsn": 1}}), R.CDC_INVALID_EVENT_TIME),
-    (j({"op": "d", "before": {"id": 1}, "source": {"lsn": 1, "ts_ms": "5"}}), R.CDC_INVALID_EVENT_TIME),
-    (j({"op": "c", "after": {"id": 1}, "source": {"lsn": 1, "ts_ms": 253402300800000}}), R.CDC_INVALID_EVENT_TIME),
+    (j({"op": "c", "after": {"id": 1}, "source": {"lsn": 1}}), Reason.CDC_INVALID_EVENT_TIME),
+    (j({"op": "d", "before": {"id": 1}, "source": {"lsn": 1, "ts_ms": "5"}}), Reason.CDC_INVALID_EVENT_TIME),
+    (j({"op": "c", "after": {"id": 1}, "source": {"lsn": 1, "ts_ms": 253402300800000}}), Reason.CDC_INVALID_EVENT_TIME),
     (j({"op": "c", "after": {"id": 1}, "source": {"lsn": 1, "ts_ms": -62135596800000}}), CHANGE),
 ]
 SPECS["defaults"] = (DEFAULTS, ["id"], "source.lsn")
@@ -563,7 +564,7 @@ def test_every_reason_and_op_on_written_edges_as_the_reference(spark):
         assert not wrong, "\n".join(wrong)
         seen |= set(outcomes.values())
         ops |= {p.op for v, _ in edges if isinstance(p := reference.parse(None, v), Change)}
-    assert set(R.CDC_REASONS) | {GONE, CHANGE, R.NOT_AN_OBJECT, R.WRONG_TYPE, R.INVALID_VALUE} <= seen
+    assert set(R.CDC_REASONS) | {GONE, CHANGE, Reason.NOT_AN_OBJECT, Reason.WRONG_TYPE, Reason.INVALID_VALUE} <= seen
     assert ops == {"c", "u", "d", "r"}
 
 
@@ -602,16 +603,16 @@ def test_bronze_rows_carry_op_and_the_typed_sequence(spark):
     assert sorted((r["_offset"], r["_to_bronze"], r["reason"]) for r in sinks) == [
         (0, True, None),
         (1, True, None),
-        (3, False, R.CDC_INVALID_KEY),
+        (3, False, Reason.CDC_INVALID_KEY),
     ]
     # offsets an operator moved to quarantine by hand are quarantined as such, a tombstone among them too
     moved = Unprocessable(Path("unused"), [Declared("t", {0: (1, 3)})])
     held = parse_events(df, schema, unprocessable=moved, keyed=keyed).select("_offset", "reason").collect()
     assert sorted(tuple(r) for r in held) == [
         (0, None),
-        (1, R.UNPROCESSABLE),
-        (2, R.UNPROCESSABLE),
-        (3, R.CDC_INVALID_KEY),
+        (1, Reason.UNPROCESSABLE),
+        (2, Reason.UNPROCESSABLE),
+        (3, Reason.CDC_INVALID_KEY),
     ]
     # a plain JSON pipeline's bronze is as it was: no envelope columns
     plain = Schema.model_validate({**schema.model_dump(exclude_defaults=True), "format": "json"})

@@ -252,7 +252,7 @@ def test_transaction_timeout_follows_the_trigger_within_broker_limits():
 
 
 def test_fault_specs_parse_or_fail_with_the_fix(monkeypatch):
-    assert faults.parse("crash_after_tasks:2@batch:3") == faults.Fault(faults.AFTER_TASKS, 3, 2)
+    assert faults.parse("crash_after_tasks:2@batch:3") == faults.Fault(faults.FaultPoint.AFTER_TASKS, 3, 2)
     assert faults.parse("crash_after_write@batch:5").crashes_after_write(5)
     with pytest.raises(faults.FaultSpecError, match="Fix"):
         faults.parse("crash_after_tasks@batch:3")

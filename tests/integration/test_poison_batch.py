@@ -22,7 +22,7 @@ from onceflow.faults import ENV_POISON
 from onceflow.generate.producer import produce
 from onceflow.health import pipeline_health
 from onceflow.recovery import plan_recovery
-from onceflow.schema import reasons as R
+from onceflow.schema.reasons import Reason
 from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
 from onceflow.state.poison import POISON_AFTER
@@ -70,7 +70,7 @@ def test_a_poisoned_batch_is_named_refused_for_restart_and_moved_to_quarantine_b
     assert_ledgers_contiguous(pipeline)
     raw = {o: v for p, o, _, v in consume_all(broker.bootstrap, topic, "read_committed")}
     quarantine = table_rows(table_paths(pipeline)["quarantine"], ["_offset", "_value", "reason"])
-    moved = {r["_offset"]: r for r in quarantine if r["reason"] == R.UNPROCESSABLE}
+    moved = {r["_offset"]: r for r in quarantine if r["reason"] == Reason.UNPROCESSABLE}
     assert set(moved) == {o for o in raw if 100 <= o < 200}, sorted(moved)[:5]  # (transaction markers take offsets)
     assert all(r["_value"] == raw[o] for o, r in moved.items()), "raw bytes kept"
     assert pipeline_health(pipeline)["verdict"] == Verdict.STOPPED

@@ -37,7 +37,7 @@ from onceflow.config import load
 from onceflow.generate.producer import produce
 from onceflow.health import pipeline_health
 from onceflow.kafka.admin import admin_client, ensure_topic, watermarks
-from onceflow.ledger import LOSS, read_ledger
+from onceflow.ledger import EntryKind, read_ledger
 from onceflow.recovery import plan_recovery, recover
 from onceflow.recovery.cases import Case, Decision
 from onceflow.recovery.record import list_records, read_record
@@ -608,7 +608,7 @@ def test_offsets_deleted_by_retention_are_reported_exactly_and_recorded_when_acc
     result = recover(pipeline, accept_loss=True)
     assert result.outcome == "done" and result.plan and result.plan.resume == low
     for name, ledger in _ledgers(pipeline).items():
-        loss = [e for e in ledger.entries if e.kind == LOSS]
+        loss = [e for e in ledger.entries if e.kind == EntryKind.LOSS]
         assert [(e.generation, e.batch_id, e.start, e.end) for e in loss] == (
             [] if name == "aggregates" else [(1, -1, committed, low)]
         ), name
@@ -616,7 +616,7 @@ def test_offsets_deleted_by_retention_are_reported_exactly_and_recorded_when_acc
     assert resumed.generation == 1
     # the aggregates' follower copied bronze's LOSS entry when it merged past it
     for name, ledger in _assert_ledgers_contiguous(pipeline).items():
-        loss = [e for e in ledger.entries if e.kind == LOSS]
+        loss = [e for e in ledger.entries if e.kind == EntryKind.LOSS]
         assert [(e.generation, e.batch_id, e.start, e.end) for e in loss] == [(1, -1, committed, low)], name
 
     # what landed is exactly: everything read before, plus everything Kafka still holds; none of the lost

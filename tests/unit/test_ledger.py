@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.ledger import LOSS, LedgerEntry, app_id, contiguity_problems
+from onceflow.ledger import EntryKind, LedgerEntry, app_id, contiguity_problems
 
 
-def entry(batch: int, start: dict, end: dict, generation: int = 0, kind: str = "batch") -> LedgerEntry:
+def entry(batch: int, start: dict, end: dict, generation: int = 0, kind: EntryKind = EntryKind.BATCH) -> LedgerEntry:
     return LedgerEntry("p", "bronze", generation, batch, "t", start, end, rows=1, kind=kind)
 
 
@@ -25,7 +25,7 @@ def test_contiguous_ledger_has_no_problems_across_generations_and_losses():
     entries = [
         entry(0, {0: 0}, {0: 10}),
         entry(1, {0: 10}, {0: 25}),
-        entry(-1, {0: 25}, {0: 40}, generation=1, kind=LOSS),
+        entry(-1, {0: 25}, {0: 40}, generation=1, kind=EntryKind.LOSS),
         entry(0, {0: 40}, {0: 50}, generation=1),
     ]
     assert contiguity_problems(entries) == []
@@ -59,14 +59,14 @@ def test_a_group_commit_holds_each_batch_entry_in_order():
 
     batches = [
         entry(4, {0: 10}, {0: 20}),
-        entry(-1, {0: 20}, {0: 30}, generation=1, kind=LOSS),
+        entry(-1, {0: 20}, {0: 30}, generation=1, kind=EntryKind.LOSS),
         entry(0, {0: 30}, {0: 31}, generation=1),
     ]
     back = entries_from_json(group_json(batches), version=9, timestamp=5)
     assert back is not None
     assert [(e.generation, e.batch_id, e.kind, e.start, e.end, e.version) for e in back] == [
         (0, 4, "batch", {0: 10}, {0: 20}, 9),
-        (1, -1, LOSS, {0: 20}, {0: 30}, 9),
+        (1, -1, EntryKind.LOSS, {0: 20}, {0: 30}, 9),
         (1, 0, "batch", {0: 30}, {0: 31}, 9),
     ]
     assert contiguity_problems(back) == []
@@ -86,7 +86,7 @@ def test_a_follower_continues_past_its_own_offsets():
     bronze = [
         entry(0, {0: 0}, {0: 10}),
         entry(1, {0: 10}, {0: 20}),
-        entry(-1, {0: 20}, {0: 30}, generation=1, kind=LOSS),
+        entry(-1, {0: 20}, {0: 30}, generation=1, kind=EntryKind.LOSS),
         entry(0, {0: 30}, {0: 40}, generation=1),
     ]
 

@@ -17,8 +17,8 @@ from onceflow.audit import report, suites
 from onceflow.audit.html import render
 from onceflow.checkpoint import read_checkpoint
 from onceflow.errors import AuditError
-from onceflow.ledger import LOSS, Ledger, LedgerEntry
-from onceflow.reconcile import CheckStatus, agreement_checks, jsonable, offset_ranges
+from onceflow.ledger import EntryKind, Ledger, LedgerEntry
+from onceflow.reconcile import AuditScope, CheckStatus, agreement_checks, jsonable, offset_ranges
 from onceflow.reconcile import committed_point as plan
 
 TOPIC = "payments"
@@ -128,7 +128,7 @@ def test_sinks_recovered_from_their_own_floors_agree_when_they_cover_the_same_of
 
 
 def test_aggregates_that_trail_bronze_are_a_lag_not_a_disagreement(tmp_path):
-    """The aggregates follow bronze (sinks.FOLLOWS): after a kill between bronze's commit and the
+    """The aggregates follow bronze (sink_kinds.FOLLOWS): after a kill between bronze's commit and the
     aggregates' merge they hold fewer batches. That is no disagreement and does not bound the
     audited range; the aggregates are judged over the batches their ledger holds."""
     cp = write_checkpoint(tmp_path / "cp", BATCHES, committed=2, initial=INITIAL)
@@ -195,9 +195,10 @@ def test_nothing_committed_cannot_be_audited(tmp_path):
 def test_since_last_starts_at_the_watermark_clamped_to_the_point(tmp_path):
     cp = write_checkpoint(tmp_path / "cp", BATCHES, committed=2, initial=INITIAL)
     watermark = {"run_id": "r", "topic": TOPIC, "offsets": {"0": 250, "1": 900}}
-    point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL), mode="since-last", watermark=watermark, earliest=INITIAL)
+    since = AuditScope.SINCE_LAST
+    point = plan(TOPIC, cp, ledgers(BATCHES, INITIAL), mode=since, watermark=watermark, earliest=INITIAL)
     assert point.ranges() == {0: (250, 400)}  # partition 1: watermark beyond the point → nothing to audit
-    full = plan(TOPIC, cp, ledgers(BATCHES, INITIAL), mode="full", watermark=watermark, earliest=INITIAL)
+    full = plan(TOPIC, cp, ledgers(BATCHES, INITIAL), mode=AuditScope.FULL, watermark=watermark, earliest=INITIAL)
     assert full.ranges() == {0: (0, 400), 1: (0, 300)}
 
 
@@ -218,7 +219,9 @@ def test_pipeline_that_started_late_audits_from_its_first_offsets(tmp_path):
 def test_accepted_loss_entries_are_listed(tmp_path):
     cp = write_checkpoint(tmp_path / "cp", BATCHES, committed=2, initial=INITIAL)
     bronze = entries("bronze", BATCHES, INITIAL)
-    loss = LedgerEntry("payments", "bronze", 1, 0, TOPIC, start={0: 400, 1: 300}, end={0: 450, 1: 300}, kind=LOSS)
+    loss = LedgerEntry(
+        "payments", "bronze", 1, 0, TOPIC, start={0: 400, 1: 300}, end={0: 450, 1: 300}, kind=EntryKind.LOSS
+    )
     point = plan(TOPIC, cp, {"bronze": Ledger("/t/bronze", [*bronze, loss], [])}, earliest=INITIAL, running=True)
     assert point.accepted_loss == [{"partition": 0, "start": 400, "end": 450, "sink": "bronze", "batch_id": 0}]
 

@@ -31,6 +31,7 @@ from onceflow.airflow.stream import ReleaseStreamRunOperator, StreamOperator
 from onceflow.config import Pipeline
 from onceflow.errors import ConfigError
 from onceflow.reconcile import AuditScope
+from onceflow.sink_kinds import SinkName
 from onceflow.state.status import IngestMode
 from onceflow.verdicts import ALERTS, PROBLEMS, Verdict
 
@@ -54,7 +55,7 @@ _IDEMPOTENT_RETRY: dict[str, Any] = {
 }
 
 
-def table_asset(pipeline: Pipeline, sink: str = "bronze") -> Asset:
+def table_asset(pipeline: Pipeline, sink: str = SinkName.BRONZE) -> Asset:
     """The Airflow Asset for one of a pipeline's Delta tables (produced by its audit)."""
     path = pipeline.resolve(getattr(pipeline.sinks, sink).path)
     uri = path if "://" in path else f"file://{path}"

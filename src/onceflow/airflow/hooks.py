@@ -26,6 +26,7 @@ from onceflow.airflow.kafka import use_kafka_connections
 from onceflow.audit.report import latest_summary
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
 from onceflow.kafka.client import KafkaClient, source_client
+from onceflow.sink_kinds import SinkName
 from onceflow.state.control import RecoveryMarker, StreamRun, Wanted, control_lock, keep_watching
 from onceflow.state.status import Run, RunLock, StatusLog
 
@@ -99,7 +100,7 @@ class OnceflowHook(BaseHook):
 
         return read_checkpoint(self.pipeline.checkpoint_path)
 
-    def ledger(self, sink: str = "bronze"):
+    def ledger(self, sink: str = SinkName.BRONZE):
         """The sink ledger of one Delta table (onceflow.ledger.Ledger)."""
         from onceflow.ledger import read_ledger
 

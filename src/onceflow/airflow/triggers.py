@@ -12,7 +12,7 @@ instead of resuming it on a worker: the stream run's watch hands a problem to th
 triggers the recovery one task start sooner (Airflow's TaskSuccessEvent).
 A stream run's watcher (`watcher`: its `<dag>/<run>`) also renews, at every look, the
 run's claim and the app's lease for the pipeline's `airflow.lease_grace`
-(onceflow.control.keep_watching): once no run watches, the app stops within that grace.
+(onceflow.state.control.keep_watching): once no run watches, the app stops within that grace.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from onceflow.audit.sink_tables import read_table
 from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, AuditScope, Check, CheckStatus, CommittedPoint, check, jsonable
 from onceflow.schema.model import Metric
+from onceflow.sink_kinds import SinkName
 
 # relative difference allowed between a streamed and a recomputed double metric (exact for the others)
 DOUBLE_TOLERANCE = 1e-9
@@ -72,7 +73,7 @@ def reconcile_aggregates(
     aggregates ledger's end; `audited_bronze` (the audited range) selects the windows
     an incremental audit looks at."""
     sink = pipeline.sinks.aggregates
-    view = point.sinks.get("aggregates")
+    view = point.sinks.get(SinkName.AGGREGATES)
     title = "streaming aggregates equal a batch recomputation from bronze, row for row"
     if sink is None or view is None or not view.exists:
         return AggregateReconciliation(
@@ -84,7 +85,9 @@ def reconcile_aggregates(
     if covered == point.ranges():  # a full audit of a stopped job: the audited (cached) rows are exactly these
         bronze = audited_bronze
     else:
-        bronze = read_table(spark, pipeline.resolve(pipeline.sinks.bronze.path), point.sinks["bronze"].version, covered)
+        bronze = read_table(
+            spark, pipeline.resolve(pipeline.sinks.bronze.path), point.sinks[SinkName.BRONZE].version, covered
+        )
     key = list(tables.aggregate_key(sink))
     values = ["window_end", *[m.name for m in sink.parsed_metrics()]]
     columns = [*key, *values]

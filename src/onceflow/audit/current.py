@@ -44,6 +44,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from onceflow import tables
@@ -52,20 +53,25 @@ from onceflow.cdc.fold import State, Version, fold
 from onceflow.cdc.spec import KeyedSpec
 from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckStatus, CommittedPoint, check, jsonable
+from onceflow.sink_kinds import SinkName
 
 CLOCK_SKEW = timedelta(minutes=1)  # between the bronze writer's clock and the MERGE's (purge ages)
-SINK = "current"
 ROWS_TITLE = "keyed table = fold of its bronze changes (live rows: keys, values, winners)"
 TOMBSTONES_TITLE = "keyed table's tombstones = the fold's deletes (purged ones past tombstone_retention aside)"
 UNIQUE_TITLE = "keyed table holds each key once"
-# what is wrong with a key
-DIFFERS = "differs"  # both sides hold the key, with other values or another winner
-MISSING = "missing_in_table"  # the fold holds it, the table does not
-DELETED_IN_TABLE = "deleted_in_table"  # the fold holds a row, the table a tombstone
-RESURRECTED = "resurrected"  # the fold deleted the key, the table holds a row
-NOT_IN_BRONZE = "not_in_bronze"  # the table holds a key no bronze change has
-UNUSABLE = "unusable_bronze_row"  # a bronze change without its key, op or sequence
-DUPLICATE = "duplicate_key"
+
+
+class Mismatch(StrEnum):
+    """What is wrong with a key (a finding's `kind`)."""
+
+    DIFFERS = "differs"  # both sides hold the key, with other values or another winner
+    MISSING = "missing_in_table"  # the fold holds it, the table does not
+    DELETED_IN_TABLE = "deleted_in_table"  # the fold holds a row, the table a tombstone
+    RESURRECTED = "resurrected"  # the fold deleted the key, the table holds a row
+    NOT_IN_BRONZE = "not_in_bronze"  # the table holds a key no bronze change has
+    UNUSABLE = "unusable_bronze_row"  # a bronze change without its key, op or sequence
+    DUPLICATE = "duplicate_key"  # the table holds the key more than once
+
 
 # (a change, its partition, its offset, when its bronze row was written)
 BronzeChange = tuple[Change, int, int, datetime | None]
@@ -260,21 +266,21 @@ class _Comparison:
             if key in live and key in table_live:
                 assert v is not None and row is not None
                 if not (self.same_winner(v, row) and self.same_values(v, row)):
-                    kind = DIFFERS
+                    kind = Mismatch.DIFFERS
             elif key in live:
-                kind = DELETED_IN_TABLE if key in table_gone else MISSING
+                kind = Mismatch.DELETED_IN_TABLE if key in table_gone else Mismatch.MISSING
             else:  # live in the table only
                 assert row is not None
                 if v is None:
-                    kind = NOT_IN_BRONZE
+                    kind = Mismatch.NOT_IN_BRONZE
                 elif self.revived(v, row):
                     out.revived += 1
                 else:
-                    kind = RESURRECTED
+                    kind = Mismatch.RESURRECTED
             if kind:
                 self.wrong("current_rows", key, kind, v, row, kinds, bad)
         if self.unusable:
-            kinds[UNUSABLE] = self.unusable
+            kinds[Mismatch.UNUSABLE] = self.unusable
             bad = (self.unusable_samples + bad)[:MAX_SAMPLES]
         failed = sum(kinds.values())
         notes = [f"{n} {k.replace('_', ' ')}" for k, n in sorted(kinds.items())]
@@ -307,20 +313,20 @@ class _Comparison:
                     if self.revived(v, row):
                         out.revived += 1
                     else:
-                        kind = DIFFERS
+                        kind = Mismatch.DIFFERS
             elif key in gone:  # not in the table
                 assert v is not None
                 if _purgeable(self.written.get((v.partition, v.offset)), self.as_of, self.retention):
                     out.purged += 1
                 else:
-                    kind = MISSING
+                    kind = Mismatch.MISSING
             else:
-                kind = NOT_IN_BRONZE
+                kind = Mismatch.NOT_IN_BRONZE
             if kind:
                 self.wrong("current_tombstones", key, kind, v, row, kinds, bad)
         failed = sum(kinds.values())
         notes = [f"{n} {k.replace('_', ' ')}" for k, n in sorted(kinds.items())]
-        if MISSING in kinds:
+        if Mismatch.MISSING in kinds:
             notes.append(
                 "a missing tombstone's delete reached bronze less than tombstone_retention before the "
                 "table's pinned commit: it cannot have been purged yet"
@@ -347,7 +353,7 @@ class _Comparison:
         # each key once
         twice = {k: rs for k, rs in self.rows.items() if len(rs) > 1}
         for key in sorted(twice, key=_sort_key)[:MAX_RANGES]:
-            self.finding("current_keys_unique", key, DUPLICATE)
+            self.finding("current_keys_unique", key, Mismatch.DUPLICATE)
         samples = [
             {
                 "key": jsonable(dict(zip(self.spec.key_names, key, strict=True))),
@@ -417,7 +423,7 @@ def compare(
     comparison = _Comparison(spec, names, changes, table_rows, timedelta(seconds=retention_seconds), as_of)
     comparison.unusable = len(unusable)
     comparison.unusable_samples = [
-        {"key": None, "kind": UNUSABLE, "bronze": jsonable(r)} for r in unusable[:MAX_SAMPLES]
+        {"key": None, "kind": Mismatch.UNUSABLE, "bronze": jsonable(r)} for r in unusable[:MAX_SAMPLES]
     ]
     return comparison.run()
 
@@ -484,7 +490,7 @@ def reconcile_current(pipeline: Pipeline, point: CommittedPoint) -> CurrentRecon
     """The keyed table (its pinned version) vs the fold of the bronze changes below its ledger's
     end (bronze's pinned version); SKIPPED checks when there is no keyed table to compare."""
     sink, spec = pipeline.sinks.current, pipeline.keyed
-    view = point.sinks.get(SINK)
+    view = point.sinks.get(SinkName.CURRENT)
     if sink is None or spec is None:
         skipped = Check("current_rows", ROWS_TITLE, CheckStatus.SKIPPED, detail="the pipeline has no sinks.current")
         return CurrentReconciliation([skipped])
@@ -493,7 +499,7 @@ def reconcile_current(pipeline: Pipeline, point: CommittedPoint) -> CurrentRecon
         return CurrentReconciliation([Check("current_rows", ROWS_TITLE, CheckStatus.SKIPPED, detail=why)])
     names = pipeline.schema.names
     covered = {p: (point.first.get(p, 0), e) for p, e in view.end.items() if point.first.get(p, 0) < e}
-    bronze_view = point.sinks.get("bronze")
+    bronze_view = point.sinks.get(SinkName.BRONZE)
     bronze = read_bronze(
         pipeline.resolve(pipeline.sinks.bronze.path),
         bronze_view.version if bronze_view else None,

@@ -39,6 +39,7 @@ from onceflow.audit.sink_tables import read_table
 from onceflow.audit.source import TOMBSTONE_REASON, declaration_segments, read_source
 from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckStatus, CommittedPoint, check, jsonable
+from onceflow.sink_kinds import SinkName
 
 _COUNTS = (
     "source_records",
@@ -60,11 +61,11 @@ KEY = ("_topic", "_partition", "_offset")
 def bronze_hash(columns: list[str]) -> Column:
     """Over bronze's own columns (tables.bronze_columns(schema, keyed): the declared fields, and
     a Debezium pipeline's `_op` and `_sequence`)."""
-    return F.xxhash64(F.lit("bronze"), *[F.col(c) for c in columns])
+    return F.xxhash64(F.lit(SinkName.BRONZE.value), *[F.col(c) for c in columns])
 
 
 def quarantine_hash() -> Column:
-    return F.xxhash64(F.lit("quarantine"), *[F.col(c) for c in QUARANTINE_FIELDS])
+    return F.xxhash64(F.lit(SinkName.QUARANTINE.value), *[F.col(c) for c in QUARANTINE_FIELDS])
 
 
 def _as_dec(c: Column) -> Column:
@@ -89,7 +90,7 @@ class RowReconciler:
         self.point = point
         self.ranges = point.ranges()
         self.topic = pipeline.source.topic
-        bronze, quarantine = point.sinks.get("bronze"), point.sinks.get("quarantine")
+        bronze, quarantine = point.sinks.get(SinkName.BRONZE), point.sinks.get(SinkName.QUARANTINE)
         self.bronze = read_table(
             spark, pipeline.resolve(pipeline.sinks.bronze.path), bronze.version if bronze else None, self.ranges
         )
@@ -466,7 +467,7 @@ class RowReconciler:
             return []
         fields = tables.bronze_columns(self.schema, self.pipeline.keyed)
         b = self.bronze.where(at_keys(keys)).select(
-            F.lit("bronze").alias("table"),
+            F.lit(SinkName.BRONZE.value).alias("table"),
             "_partition",
             "_offset",
             *fields,
@@ -474,7 +475,7 @@ class RowReconciler:
             "_batch_id",
         )
         q = self.quarantine.where(at_keys(keys)).select(
-            F.lit("quarantine").alias("table"),
+            F.lit(SinkName.QUARANTINE.value).alias("table"),
             "_partition",
             "_offset",
             *[F.lit(None).cast(t).alias(c) for c, t in fields.items()],

@@ -19,20 +19,21 @@ from onceflow.config import Pipeline
 from onceflow.errors import OnceflowError
 from onceflow.facts import read_committed_point
 from onceflow.reconcile import AuditScope, AuditStatus, CheckStatus, CommittedPoint, agreement_checks
+from onceflow.sink_kinds import DELTA, SinkName
 
 MODES = tuple(s.value for s in AuditScope)
 
 
 @dataclass
 class AuditOutcome:
-    status: str  # an AuditStatus
+    status: AuditStatus
     exit_code: int
     run_id: str
     report_dir: Path
     summary: dict
 
 
-def _notes(point: CommittedPoint, mode: str, watermark: dict | None) -> list[str]:
+def _notes(point: CommittedPoint, mode: AuditScope, watermark: dict | None) -> list[str]:
     notes = []
     if mode == AuditScope.SINCE_LAST:
         if point.watermark:
@@ -99,14 +100,15 @@ def _datasets(pipeline: Pipeline, rows, aggs, bronze_df, quarantine_df, current=
     recon = Rows.from_dicts(suites.RECONCILIATION_DDL, rows.partitions)
     found = rows.findings + aggs.findings + (current.findings if current is not None else [])
     findings = Rows.from_dicts(suites.FINDINGS_DDL, found)
-    out = {
-        "bronze": (bronze_df, suites.bronze_suite(pipeline, rows.totals["source_valid"])),
-        "quarantine": (quarantine_df, suites.quarantine_suite(rows.totals["source_malformed"], pipeline)),
+    tables = {  # each Delta sink's audited table and its suite, when the audit read one
+        SinkName.BRONZE: (bronze_df, suites.bronze_suite(pipeline, rows.totals["source_valid"])),
+        SinkName.QUARANTINE: (quarantine_df, suites.quarantine_suite(rows.totals["source_malformed"], pipeline)),
     }
     if aggs.table is not None:
-        out["aggregates"] = (aggs.table, suites.aggregates_suite(pipeline, aggs.recomputed_rows))
+        tables[SinkName.AGGREGATES] = (aggs.table, suites.aggregates_suite(pipeline, aggs.recomputed_rows))
     if current is not None and current_df is not None:
-        out["current"] = (current_df, suites.current_suite(pipeline, current.live_rows, current.tombstones))
+        tables[SinkName.CURRENT] = (current_df, suites.current_suite(pipeline, current.live_rows, current.tombstones))
+    out: dict[str, tuple] = {name: tables[name] for name in DELTA if name in tables}  # in write order
     out["reconciliation"] = (recon, suites.reconciliation_suite())
     out["findings"] = (findings, suites.findings_suite())
     return out
@@ -122,6 +124,7 @@ def run_audit(
     """Audit `pipeline`; always writes a report (even when the audit could not run)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    scope = AuditScope(mode)
     root = report.report_root(report_dir)
     run_id = report.new_run_id()
     directory = report.run_dir(root, pipeline.name, run_id)
@@ -158,18 +161,18 @@ def run_audit(
 
     reconciler = None
     try:
-        watermark = report.read_watermark(root, pipeline.name) if mode == AuditScope.SINCE_LAST else None
+        watermark = report.read_watermark(root, pipeline.name) if scope == AuditScope.SINCE_LAST else None
         if watermark and watermark.get("topic") != pipeline.source.topic:
             summary["notes"].append(
                 f"the last watermark is for topic {watermark.get('topic')!r}, not {pipeline.source.topic!r}: ignored"
             )
             watermark = None
         log(f"{pipeline.name}: reading the committed point (checkpoint, ledgers, Kafka)")
-        point = read_committed_point(pipeline, mode, watermark)
+        point = read_committed_point(pipeline, scope, watermark)
         t = lap("committed_point", t0)
         summary["committed_point"] = point.as_dict()
         summary["ranges"] = [{"partition": p, "start": s, "end": e} for p, (s, e) in point.ranges().items()]
-        summary["notes"] += _notes(point, mode, watermark)
+        summary["notes"] += _notes(point, scope, watermark)
         span = sum(e - s for s, e in point.ranges().values())
         log(f"{pipeline.name}: auditing {len(summary['ranges'])} partition range(s), {span} offsets")
 
@@ -198,7 +201,7 @@ def run_audit(
 
             current = reconcile_current(pipeline, point)
             checks += current.checks
-            view = point.sinks.get("current")
+            view = point.sinks.get(SinkName.CURRENT)
             if view is not None and view.exists:
                 current_df = read_table(spark, pipeline.resolve(pipeline.sinks.current.path), view.version, None)
             t = lap("reconcile_current", t)
@@ -263,4 +266,4 @@ def _finish(
     report.point_latest(root, pipeline.name, run_id)
     timings["report"] = round(time.monotonic() - t, 3)
     report.write_summary(directory, summary)
-    return AuditOutcome(summary["status"], summary["exit_code"], run_id, directory, summary)
+    return AuditOutcome(AuditStatus(summary["status"]), summary["exit_code"], run_id, directory, summary)

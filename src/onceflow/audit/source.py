@@ -158,15 +158,15 @@ def _judged(
     def run(batches):
         import pyarrow as pa
 
-        from onceflow.schema import reasons as R
         from onceflow.schema.model import Schema
+        from onceflow.schema.reasons import Reason
         from onceflow.schema.reference import Judge, Verdict
 
         schema = Schema.model_validate_json(schema_json)
         current, judge_for = _per_declaration(
             schema_json, segments, lambda declared: Judge(Schema.model_validate_json(declared))
         )
-        moved = Verdict(R.UNPROCESSABLE, {f.name: None for f in schema.fields})
+        moved = Verdict(Reason.UNPROCESSABLE, {f.name: None for f in schema.fields})
         by_hand = _moved_by_hand(unprocessable)
 
         for batch in batches:
@@ -204,8 +204,8 @@ def _parsed(
         import pyarrow as pa
 
         from onceflow.cdc.envelope import Change, Envelope, Malformed
-        from onceflow.schema import reasons as R
         from onceflow.schema.model import Schema
+        from onceflow.schema.reasons import Reason
 
         schema = Schema.model_validate_json(schema_json)
         current, parser_for = _per_declaration(
@@ -231,7 +231,7 @@ def _parsed(
             rows: list[tuple[dict, str | None]] = []
             for p, o, k, v in where:
                 if by_hand(p, o):
-                    rows.append((empty, R.UNPROCESSABLE))
+                    rows.append((empty, Reason.UNPROCESSABLE))
                     continue
                 parsed = parser_for(p, o).parse(k, v)
                 if isinstance(parsed, Change):

@@ -32,6 +32,7 @@ from onceflow import tables
 from onceflow.cdc.spec import KeyedSpec
 from onceflow.config import Pipeline
 from onceflow.schema import reasons
+from onceflow.schema.reasons import Reason
 
 _UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 
@@ -176,7 +177,7 @@ def quarantine_reasons(pipeline: Pipeline | None = None) -> list[str]:
     Debezium pipeline's records, the envelope's `cdc_*` codes too (cdc/envelope.py)."""
     keyed = pipeline.keyed if pipeline is not None else None
     cdc = list(reasons.CDC_REASONS) if keyed is not None and keyed.debezium else []
-    return [*reasons.REASONS, *cdc, reasons.UNPROCESSABLE]
+    return [*reasons.REASONS, *cdc, Reason.UNPROCESSABLE]
 
 
 def quarantine_suite(committed_malformed: int, pipeline: Pipeline | None = None) -> gx.ExpectationSuite:

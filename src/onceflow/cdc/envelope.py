@@ -47,8 +47,8 @@ from onceflow.cdc.spec import (
     SequencePart,
     resolve,
 )
-from onceflow.schema import reasons as R
 from onceflow.schema.model import INT_RANGE, Encoding, Schema
+from onceflow.schema.reasons import Reason
 from onceflow.schema.reference import ABSENT, How, Judge, lookup, plain, read_epoch, read_field, read_record
 
 OPS = ("c", "u", "d", "r")
@@ -112,7 +112,7 @@ def read_position(kind: str, raw: Any) -> tuple[str | None, Any]:
     for LONG (a JSON integer in a long's range) and DIGITS (a string of 1 to 38 decimal digits),
     a str for TEXT."""
     if raw is ABSENT or raw is None:
-        return R.MISSING_FIELD, None
+        return Reason.MISSING_FIELD, None
     value = plain(raw)
     if kind == LONG:  # stored as a BIGINT: a JSON integer past 64 bits is not a usable position
         lo, hi = INT_RANGE["long"]
@@ -122,7 +122,7 @@ def read_position(kind: str, raw: Any) -> tuple[str | None, Any]:
         value = int(value) if ok else None
     else:
         ok = isinstance(value, str)
-    return (None, value) if ok else (R.INVALID_VALUE, None)
+    return (None, value) if ok else (Reason.INVALID_VALUE, None)
 
 
 class Envelope:
@@ -150,16 +150,16 @@ class Envelope:
             if obj is None:
                 return TOMBSTONE
             if not isinstance(obj, dict):
-                return Malformed(R.NOT_AN_OBJECT, f"the payload is {_show(obj)}, not an object")
+                return Malformed(Reason.NOT_AN_OBJECT, f"the payload is {_show(obj)}, not an object")
         op = obj.get("op")
         if op is None:
-            return Malformed(R.CDC_MISSING_OP, "the envelope has no op")
+            return Malformed(Reason.CDC_MISSING_OP, "the envelope has no op")
         if not isinstance(op, str) or op not in OPS:
-            return Malformed(R.CDC_UNKNOWN_OP, f"op is {_show(op)}, not one of {', '.join(OPS)}")
+            return Malformed(Reason.CDC_UNKNOWN_OP, f"op is {_show(op)}, not one of {', '.join(OPS)}")
         side = "before" if op == "d" else "after"
         image = obj.get(side, ABSENT)
         if not isinstance(image, dict):
-            why = R.CDC_MISSING_BEFORE if op == "d" else R.CDC_MISSING_AFTER
+            why = Reason.CDC_MISSING_BEFORE if op == "d" else Reason.CDC_MISSING_AFTER
             return Malformed(why, f"op {op!r} needs `{side}`, an object; it is {_show(image)}")
         hows = self._hows(wrapper, side)
         raws, unavailable = self._raws(image, obj.get("before", ABSENT), op)
@@ -177,11 +177,11 @@ class Envelope:
             at = read_epoch(ms, Encoding.EPOCH_MILLIS) if ms is not None else None
             event_time = at if isinstance(at, datetime) else None
             if event_time is None:
-                why = f"the event time {position} is {_show(raw)}, not epoch milliseconds of years 0001-9999"
-                return Malformed(R.CDC_INVALID_EVENT_TIME, why)
+                text = f"the event time {position} is {_show(raw)}, not epoch milliseconds of years 0001-9999"
+                return Malformed(Reason.CDC_INVALID_EVENT_TIME, text)
         if unavailable:
             return Malformed(
-                R.CDC_UNAVAILABLE_VALUE,
+                Reason.CDC_UNAVAILABLE_VALUE,
                 f"{', '.join(unavailable)}: Debezium's {PLACEHOLDER} (an unchanged TOASTed column) and no "
                 "value in `before`. Fix: ALTER TABLE ... REPLICA IDENTITY FULL, or leave the column out "
                 "with the connector's column.exclude.list",
@@ -248,23 +248,23 @@ class Envelope:
         read = [(f, raws[f.name]) for f in self.spec.keys]
         checked = [(f, raw, *read_field(f, raw, hows.get(f.name))) for f, raw in read]
         for f, raw, reason, _ in checked:
-            if reason == R.MISSING_FIELD:
-                return Malformed(R.CDC_MISSING_KEY, f"key field {f.name!r} is {_show(raw)} in `{side}`")
+            if reason == Reason.MISSING_FIELD:
+                return Malformed(Reason.CDC_MISSING_KEY, f"key field {f.name!r} is {_show(raw)} in `{side}`")
         for f, raw, reason, _ in checked:
             if reason:
-                return Malformed(R.CDC_INVALID_KEY, f"key field {f.name!r} is {_show(raw)}, not a {f.type}")
+                return Malformed(Reason.CDC_INVALID_KEY, f"key field {f.name!r} is {_show(raw)}, not a {f.type}")
         return tuple(value for *_, value in checked)
 
     def _sequence(self, envelope: dict, raws: dict[str, Any], hows: dict[str, How], side: str) -> tuple | Malformed:
         checked = [(part, *self._part(part, envelope, raws, hows)) for part in self.spec.sequence]
         for part, raw, reason, _ in checked:
-            if reason == R.MISSING_FIELD:
+            if reason == Reason.MISSING_FIELD:
                 where = f"in `{side}`" if part.field is not None else "in the envelope"
-                return Malformed(R.CDC_MISSING_SEQUENCE, f"sequence {part.name} is {_show(raw)} {where}")
+                return Malformed(Reason.CDC_MISSING_SEQUENCE, f"sequence {part.name} is {_show(raw)} {where}")
         for part, raw, reason, _ in checked:
             if reason:
                 kind = part.field.type if part.field is not None else part.position
-                return Malformed(R.CDC_INVALID_SEQUENCE, f"sequence {part.name} is {_show(raw)}, not a {kind}")
+                return Malformed(Reason.CDC_INVALID_SEQUENCE, f"sequence {part.name} is {_show(raw)}, not a {kind}")
         return tuple(value for *_, value in checked)
 
     @staticmethod

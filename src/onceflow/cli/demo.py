@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from onceflow import config
 from onceflow.cli.console import log, number, out
+from onceflow.sink_kinds import SinkName
 from onceflow.state.status import IngestMode
 
 DEFAULT_PIPELINES = ("payments", "sensors", "customers_cdc")
@@ -105,7 +106,7 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
 
     paths = table_paths(pipeline)
     kafka = committed_counts(source_client(pipeline), pipeline.source.topic)
-    bronze, quarantine = _per_partition(paths["bronze"]), _per_partition(paths["quarantine"])
+    bronze, quarantine = _per_partition(paths[SinkName.BRONZE]), _per_partition(paths[SinkName.QUARANTINE])
     # a change stream's tombstones (the null value after a delete) are no-ops: in no table
     tombstones = {p: summary.count("change:tombstone", p) for p in kafka}
     table = Table(title=f"{pipeline.name}: every committed Kafka record, exactly once")
@@ -122,7 +123,9 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
         if pipeline.keyed is not None:
             row[4:4] = [str(tombstones[p])]
         table.add_row(*row, "yes" if landed + tombstones[p] == kafka[p] else "NO")
-    current = _current_table(pipeline, summary.changes, paths["current"]) if summary.changes is not None else None
+    current = (
+        _current_table(pipeline, summary.changes, paths[SinkName.CURRENT]) if summary.changes is not None else None
+    )
     if current is not None:
         ok &= current.pop("match")
     if out is not None:

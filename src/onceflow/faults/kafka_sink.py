@@ -26,6 +26,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import NoReturn
 
 from onceflow import polling
@@ -33,23 +34,30 @@ from onceflow.errors import FaultSpecError
 
 ENV_FAULT = "ONCEFLOW_FAULT_KAFKA_SINK"
 ENV_KILL_PGID = "ONCEFLOW_FAULT_KILL_PGID"
-AFTER_TASKS = "crash_after_tasks"
-AFTER_WRITE = "crash_after_write"
+
+
+class FaultPoint(StrEnum):
+    """Where in a batch the Kafka sink's fault strikes (the spec's first word)."""
+
+    AFTER_TASKS = "crash_after_tasks"  # tasks >= K crash before committing their transaction
+    AFTER_WRITE = "crash_after_write"  # the batch fully written, Spark's commit not yet made
+
+
 _SPEC = re.compile(r"^(?P<point>crash_after_tasks?|crash_after_write)(?::(?P<k>\d+))?@batch:(?P<batch>\d+)$")
 
 
 @dataclass(frozen=True)
 class Fault:
-    point: str  # AFTER_TASKS | AFTER_WRITE
+    point: FaultPoint
     batch_id: int
-    tasks: int = 0  # AFTER_TASKS: task partitions below this number commit first
+    tasks: int = 0  # FaultPoint.AFTER_TASKS: task partitions below this number commit first
     pgid: int = 0  # the process group to kill, resolved on the driver
 
     def crashes_task(self, batch_id: int, task: int) -> bool:
-        return self.point == AFTER_TASKS and batch_id == self.batch_id and task >= self.tasks
+        return self.point == FaultPoint.AFTER_TASKS and batch_id == self.batch_id and task >= self.tasks
 
     def crashes_after_write(self, batch_id: int) -> bool:
-        return self.point == AFTER_WRITE and batch_id == self.batch_id
+        return self.point == FaultPoint.AFTER_WRITE and batch_id == self.batch_id
 
 
 def parse(text: str, pgid: int = 0) -> Fault:
@@ -58,8 +66,8 @@ def parse(text: str, pgid: int = 0) -> Fault:
         raise FaultSpecError(
             f"{ENV_FAULT}={text!r} is not a fault. Fix: write crash_after_tasks:K@batch:N or crash_after_write@batch:N."
         )
-    point = AFTER_WRITE if match["point"] == AFTER_WRITE else AFTER_TASKS
-    if point == AFTER_TASKS and match["k"] is None:
+    point = FaultPoint.AFTER_WRITE if match["point"] == FaultPoint.AFTER_WRITE else FaultPoint.AFTER_TASKS
+    if point == FaultPoint.AFTER_TASKS and match["k"] is None:
         raise FaultSpecError(f"{ENV_FAULT}={text!r}: crash_after_tasks needs K. Fix: crash_after_tasks:K@batch:N.")
     return Fault(point, int(match["batch"]), int(match["k"] or 0), pgid)
 

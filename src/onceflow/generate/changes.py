@@ -59,6 +59,7 @@ from onceflow.errors import ConfigError
 from onceflow.generate.records import SEEDED_START, VALID, encode
 from onceflow.schema import reasons as R
 from onceflow.schema.model import INT_RANGE, Encoding, FieldSpec, Schema
+from onceflow.schema.reasons import Reason
 from onceflow.schema.reference import Judge, lookup, read_field, read_record
 from onceflow.schema.values import FieldValues, timestamp_text
 
@@ -71,7 +72,7 @@ _LAG = timedelta(microseconds=1_500)  # from the commit to the connector's proce
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MARGIN = 64  # bytes a malformed variant may add to an envelope
 # the malformed kinds in the order a record is checked (schema/reasons.py)
-_ORDER = (R.INVALID_JSON, *R.CDC_REASONS, *R.FIELD_REASONS, *R.RULE_REASONS.values())
+_ORDER = (Reason.INVALID_JSON, *R.CDC_REASONS, *R.FIELD_REASONS, *R.RULE_REASONS.values())
 
 
 @dataclass(frozen=True)
@@ -246,18 +247,18 @@ class ChangeStream:
         return self._kinds
 
     def _possible_kinds(self) -> tuple[str, ...]:
-        can = {R.INVALID_JSON, *R.CDC_REASONS}
+        can = {Reason.INVALID_JSON, *R.CDC_REASONS}
         plain = [f for f in self.schema.fields if f.name not in self._key_names | self._seq_names]
         if self.schema.event_time_position is None:
-            can.discard(R.CDC_INVALID_EVENT_TIME)
+            can.discard(Reason.CDC_INVALID_EVENT_TIME)
         if not plain:
-            can.discard(R.CDC_UNAVAILABLE_VALUE)
+            can.discard(Reason.CDC_UNAVAILABLE_VALUE)
         if any(f.required for f in plain):
-            can.add(R.MISSING_FIELD)
+            can.add(Reason.MISSING_FIELD)
         if plain:
-            can.add(R.WRONG_TYPE)
+            can.add(Reason.WRONG_TYPE)
         if any(self.fields[f.name].invalid_values(self._sample(f)) for f in plain):
-            can.add(R.INVALID_VALUE)
+            can.add(Reason.INVALID_VALUE)
         can |= {R.RULE_REASONS[rule] for _, rule in self._breakers}
         return tuple(k for k in _ORDER if k in can)
 
@@ -592,7 +593,11 @@ class ChangeStream:
             key = tuple(self.fields[f.name].unique(self.rng, self._n + 1) for f in self._keys)
             row = self._new_row(key, self._clock)
         at = _Position(self._lsn, self._last_commit, self._clock, self._clock + _LAG, self._tx)
-        op = "d" if kind == R.CDC_MISSING_BEFORE else self.rng.choice(["c", "u", "d"] if kind in _KEYED else ["c", "u"])
+        op = (
+            "d"
+            if kind == Reason.CDC_MISSING_BEFORE
+            else self.rng.choice(["c", "u", "d"] if kind in _KEYED else ["c", "u"])
+        )
         before = row if op == "d" or (op == "u" and self._full_identity) else None
         if op == "d" and not self._full_identity:
             before = self._key_row(key)
@@ -601,7 +606,7 @@ class ChangeStream:
         self.counts["malformed"] += 1
         self.counts[f"malformed:{kind}"] += 1
         value = self._encode(envelope, kind)
-        if kind == R.INVALID_JSON:  # a prefix of the text: an object never closed
+        if kind == Reason.INVALID_JSON:  # a prefix of the text: an object never closed
             cut = value.find(b"\\")
             value = value[: self.rng.randrange(1, cut if cut > 1 else len(value))]
         return ChangeRecord(self._kafka_key(key), value, kind)
@@ -609,32 +614,32 @@ class ChangeStream:
     def _break(self, kind: str, envelope: dict, op: str) -> None:
         rng = self.rng
         image = envelope["before" if op == "d" else "after"]
-        if kind == R.CDC_MISSING_OP:
+        if kind == Reason.CDC_MISSING_OP:
             if rng.random() < 0.5:
                 del envelope["op"]
             else:
                 envelope["op"] = None
-        elif kind == R.CDC_UNKNOWN_OP:
+        elif kind == Reason.CDC_UNKNOWN_OP:
             envelope["op"] = rng.choice(["t", "t", "m", "x", "U", "", "delete"])
             if envelope["op"] == "t":  # Debezium's truncate: no row
                 envelope["before"] = envelope["after"] = None
-        elif kind in (R.CDC_MISSING_AFTER, R.CDC_MISSING_BEFORE):
+        elif kind in (Reason.CDC_MISSING_AFTER, Reason.CDC_MISSING_BEFORE):
             side = "before" if op == "d" else "after"
             if rng.random() < 0.3:
                 del envelope[side]
             else:
                 envelope[side] = rng.choice([None, None, [], "row", 7])
-        elif kind in (R.CDC_MISSING_KEY, R.CDC_INVALID_KEY):
+        elif kind in (Reason.CDC_MISSING_KEY, Reason.CDC_INVALID_KEY):
             f = rng.choice(self._keys)
-            if kind == R.CDC_MISSING_KEY:
+            if kind == Reason.CDC_MISSING_KEY:
                 self._absent(image, f)
             else:
                 fv = self.fields[f.name]
                 _put(image, f.keys, rng.choice(fv.wrong_types() + fv.invalid_values(lookup(image, f.keys))))
-        elif kind in (R.CDC_MISSING_SEQUENCE, R.CDC_INVALID_SEQUENCE):
+        elif kind in (Reason.CDC_MISSING_SEQUENCE, Reason.CDC_INVALID_SEQUENCE):
             part = rng.choice(self.spec.sequence)
             where = envelope if part.field is None else image
-            if kind == R.CDC_MISSING_SEQUENCE:
+            if kind == Reason.CDC_MISSING_SEQUENCE:
                 if rng.random() < 0.5:
                     _drop(where, part.path)
                 else:
@@ -645,14 +650,14 @@ class ChangeStream:
             else:
                 fv = self.fields[part.field.name]
                 _put(where, part.path, rng.choice(fv.wrong_types() + fv.invalid_values(lookup(where, part.path))))
-        elif kind == R.CDC_INVALID_EVENT_TIME:
+        elif kind == Reason.CDC_INVALID_EVENT_TIME:
             position = self.schema.event_time_position or ""
             _put(envelope, tuple(position.split(".")), rng.choice([None, "x", 1.5, 2**62, [1]]))
-        elif kind == R.CDC_UNAVAILABLE_VALUE:  # an unchanged TOASTed column, without the full old row
+        elif kind == Reason.CDC_UNAVAILABLE_VALUE:  # an unchanged TOASTed column, without the full old row
             plain = [f for f in self.schema.fields if f.name not in self._key_names | self._seq_names]
             _put(image, rng.choice(plain).keys, PLACEHOLDER)
             envelope["before"] = None
-        elif kind != R.INVALID_JSON:
+        elif kind != Reason.INVALID_JSON:
             self._break_row(kind, image)
 
     def _break_row(self, kind: str, image: dict) -> None:
@@ -660,12 +665,12 @@ class ChangeStream:
         field kinds (those are the envelope's), any field for a rule."""
         rng = self.rng
         plain = [f for f in self.schema.fields if f.name not in self._key_names | self._seq_names]
-        if kind == R.MISSING_FIELD:
+        if kind == Reason.MISSING_FIELD:
             self._absent(image, rng.choice([f for f in plain if f.required]))
-        elif kind == R.WRONG_TYPE:
+        elif kind == Reason.WRONG_TYPE:
             f = rng.choice(plain)
             _put(image, f.keys, rng.choice(self.fields[f.name].wrong_types()))
-        elif kind == R.INVALID_VALUE:
+        elif kind == Reason.INVALID_VALUE:
             options = []
             for f in plain:
                 current = lookup(image, f.keys)
@@ -769,11 +774,11 @@ class ChangeStream:
 
 # the kinds whose broken change may be a delete: judged on `before`
 _KEYED = (
-    R.CDC_MISSING_OP,
-    R.CDC_UNKNOWN_OP,
-    R.CDC_MISSING_KEY,
-    R.CDC_INVALID_KEY,
-    R.CDC_MISSING_SEQUENCE,
-    R.CDC_INVALID_SEQUENCE,
-    R.INVALID_JSON,
+    Reason.CDC_MISSING_OP,
+    Reason.CDC_UNKNOWN_OP,
+    Reason.CDC_MISSING_KEY,
+    Reason.CDC_INVALID_KEY,
+    Reason.CDC_MISSING_SEQUENCE,
+    Reason.CDC_INVALID_SEQUENCE,
+    Reason.INVALID_JSON,
 )

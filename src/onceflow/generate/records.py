@@ -21,6 +21,7 @@ from onceflow.errors import ConfigError
 from onceflow.generate import large
 from onceflow.schema import reasons as R
 from onceflow.schema.model import Schema
+from onceflow.schema.reasons import Reason
 from onceflow.schema.values import FieldValues, timestamp_text
 
 VALID = "valid"
@@ -121,15 +122,15 @@ class Generator:
         return self._kinds
 
     def _possible_kinds(self) -> tuple[str, ...]:
-        can = set(R.RECORD_REASONS) | {R.MISSING_FIELD, R.WRONG_TYPE}
+        can = set(R.RECORD_REASONS) | {Reason.MISSING_FIELD, Reason.WRONG_TYPE}
         if self.schema.max_bytes + 1024 > KAFKA_RECORD_LIMIT:
-            can.discard(R.OVERSIZED)
+            can.discard(Reason.OVERSIZED)
         if self._room < len(_deep_value()) + _MARGIN:
-            can.discard(R.TOO_DEEP)
+            can.discard(Reason.TOO_DEEP)
         if self._room < len(_long_number()) + _MARGIN:
-            can.discard(R.NUMBER_TOO_LONG)
+            can.discard(Reason.NUMBER_TOO_LONG)
         if self._invalid_names:
-            can.add(R.INVALID_VALUE)
+            can.add(Reason.INVALID_VALUE)
         can |= {R.RULE_REASONS[rule] for _, rule in self._breakers}
         return tuple(k for k in R.REASONS if k in can)
 
@@ -217,7 +218,7 @@ class Generator:
     def _malformed(self, kind: str, values: dict[str, Any]) -> bytes:
         if kind not in self.kinds():
             raise ValueError(f"this schema cannot produce malformed kind {kind!r}; it can: {', '.join(self.kinds())}")
-        if kind == R.OVERSIZED:
+        if kind == Reason.OVERSIZED:
             text = encode(self._build(values))
             pad = self.schema.max_bytes - len(text) + self.rng.randrange(1, 256)
             return _splice(text, self.spare_key, b"x" * max(pad, 1))
@@ -231,28 +232,28 @@ class Generator:
 
     def _break(self, kind: str, values: dict[str, Any]) -> bytes:
         rng = self.rng
-        if kind in (R.MISSING_FIELD, R.WRONG_TYPE, R.INVALID_VALUE) or kind in R.RULE_REASONS.values():
+        if kind in (Reason.MISSING_FIELD, Reason.WRONG_TYPE, Reason.INVALID_VALUE) or kind in R.RULE_REASONS.values():
             return encode(self._break_field(kind, values))
         text = encode(self._build(values))
-        if kind == R.INVALID_UTF8:
+        if kind == Reason.INVALID_UTF8:
             return _splice(text, self.spare_key, b"caf" + b"\xff" + b"s" * rng.randrange(4))
-        if kind == R.INVALID_JSON:
+        if kind == Reason.INVALID_JSON:
             return text[: rng.randrange(1, len(text))]
-        if kind == R.DUPLICATE_KEY:
+        if kind == Reason.DUPLICATE_KEY:
             obj = self._build(values)
             key = rng.choice(list(obj))
             return _splice(text, key, encode(obj[key]), raw=True)
-        if kind == R.NOT_AN_OBJECT:
+        if kind == Reason.NOT_AN_OBJECT:
             return self._fitting(
                 [b"[" + text + b"]", encode(text.decode()), str(rng.randrange(10**6)).encode(), b'"event"']
             )
-        if kind == R.TRAILING_CONTENT:
+        if kind == Reason.TRAILING_CONTENT:
             return self._fitting([text + suffix for suffix in (b" xyz", b"}", b" null", b',{"a":1}', b"\n" + text)])
-        if kind == R.TOO_DEEP:
+        if kind == Reason.TOO_DEEP:
             return _splice(text, self.spare_key, _deep_value(), raw=True)
-        if kind == R.NUMBER_TOO_LONG:
+        if kind == Reason.NUMBER_TOO_LONG:
             return _splice(text, self.spare_key, _long_number(), raw=True)
-        if kind == R.LONE_SURROGATE:
+        if kind == Reason.LONE_SURROGATE:
             return _splice(text, self.spare_key, encode(rng.choice(["\ud800", "x\udc00", "\udbff!"])), raw=True)
         raise ValueError(f"unknown malformed kind {kind!r}; kinds are {', '.join(R.REASONS)}")
 
@@ -263,13 +264,13 @@ class Generator:
 
     def _break_field(self, kind: str, values: dict[str, Any]) -> dict:
         rng = self.rng
-        if kind == R.MISSING_FIELD:
+        if kind == Reason.MISSING_FIELD:
             name = rng.choice([f.name for f in self.schema.fields if f.required])
             values[name] = rng.choice([_ABSENT, None])
-        elif kind == R.WRONG_TYPE:
+        elif kind == Reason.WRONG_TYPE:
             name = rng.choice(self.schema.names)
             values[name] = rng.choice(self.fields[name].wrong_types())
-        elif kind == R.INVALID_VALUE:
+        elif kind == Reason.INVALID_VALUE:
             name = rng.choice(self._invalid_names)
             fv = self.fields[name]
             current = values[name] if values[name] is not _ABSENT else self._sample(fv)

@@ -36,10 +36,11 @@ from onceflow.kafka.client import Cluster, as_client, sink_client
 from onceflow.kafka.consume import partition_offset
 from onceflow.ledger import Ledger, LedgerEntry, contiguity_problems
 from onceflow.polling import Deadline, wait_for
+from onceflow.sink_kinds import SinkName
 
 LEDGER_KEY = "onceflow_kafka_ledger"
 LEDGER_FORMAT = 1
-SINK_NAME = "kafka"
+SINK_NAME = SinkName.KAFKA  # the name its entries carry
 # Topic settings of a ledger topic: records must outlive any replay.
 LEDGER_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
 _OFFSET_INVALID = -1001

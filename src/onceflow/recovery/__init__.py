@@ -33,7 +33,7 @@ __all__ = ["Facts", "Plan", "RecoveryResult", "decide", "execute", "gather", "pl
 @dataclass
 class RecoveryResult:
     plan: Plan | None
-    outcome: str  # an Outcome
+    outcome: Outcome
     record_path: Path
     record: dict
 
@@ -83,7 +83,7 @@ def recover(
         else:
             execute(plan, record, log)
             record.finish(Outcome.DONE)
-        return RecoveryResult(plan, record.data["outcome"], record.path, record.data)
+        return RecoveryResult(plan, Outcome(record.data["outcome"]), record.path, record.data)
     except OnceflowError as exc:
         record.finish(Outcome.FAILED, str(exc))
         raise

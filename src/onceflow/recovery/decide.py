@@ -41,7 +41,7 @@ from onceflow.recovery.describe import (
 from onceflow.recovery.facts import Facts
 from onceflow.recovery.new_generation import kafka_behind, new_generation
 from onceflow.recovery.plan import Action, Finding, Plan
-from onceflow.sinks import FOLLOWS
+from onceflow.sink_kinds import FOLLOWS
 from onceflow.state.status import ended_cleanly
 
 

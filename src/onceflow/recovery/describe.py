@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from onceflow import offsets
 from onceflow.errors import OnceflowError
-from onceflow.ledger import BATCH, Ledger, LedgerEntry
+from onceflow.ledger import EntryKind, Ledger, LedgerEntry
 from onceflow.recovery.facts import Facts
 from onceflow.state.status import ended
 
@@ -19,7 +19,7 @@ def offsets_text(at: dict[int, int] | None) -> str:
 
 def last_batch(ledger: Ledger) -> LedgerEntry | None:
     """The newest batch entry a sink's ledger holds (not a LOSS or BACKFILL entry)."""
-    return next((e for e in reversed(ledger.entries) if e.kind == BATCH), None)
+    return next((e for e in reversed(ledger.entries) if e.kind == EntryKind.BATCH), None)
 
 
 def position_key(ledger: Ledger) -> tuple[int, int]:

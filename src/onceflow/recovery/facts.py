@@ -17,6 +17,7 @@ from onceflow.checkpoint import Checkpoint
 from onceflow.config import Pipeline
 from onceflow.errors import LedgerReadError, RecoveryError
 from onceflow.ledger import Ledger
+from onceflow.sink_kinds import FOLLOWS, SinkName
 from onceflow.state.generation import CheckpointIdentity
 from onceflow.state.poison import PoisonedBatch, poisoned_batch
 from onceflow.state.status import StatusLog
@@ -56,12 +57,12 @@ class Facts:
     @property
     def fed(self) -> dict[str, Ledger]:
         """The ledgers of the sinks written from Kafka: where a restart resumes reading is theirs to
-        say. The aggregates follow bronze (sinks.FOLLOWS) and catch up from it, not from Kafka."""
+        say. The aggregates follow bronze (sink_kinds.FOLLOWS) and catch up from it, not from Kafka."""
         return sinks.fed_by_kafka(self.ledgers)
 
     @property
     def followers(self) -> dict[str, Ledger]:
-        return {name: ledger for name, ledger in self.ledgers.items() if name in sinks.FOLLOWS}
+        return {name: ledger for name, ledger in self.ledgers.items() if name in FOLLOWS}
 
     @property
     def written(self) -> dict[str, Ledger]:
@@ -75,7 +76,7 @@ def _ledgers(facts: pipeline_facts.PipelineFacts) -> dict[str, Ledger]:
     try:
         return facts.ledgers_or_raise()
     except LedgerReadError as exc:
-        if exc.sink == sinks.KAFKA:
+        if exc.sink == SinkName.KAFKA:
             raise RecoveryError(
                 f"the Kafka sink's ledger cannot be read ({exc.cause}); recovery needs every sink "
                 "ledger. Fix: make the sink's brokers reachable, then run `onceflow recover` "

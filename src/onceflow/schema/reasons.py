@@ -13,86 +13,92 @@ rules). A delete's row is not judged: Debezium's `before` may hold only the key 
 
 from __future__ import annotations
 
-OVERSIZED = "oversized"  # the value is longer than schema.max_bytes (bytes, `>`)
-INVALID_UTF8 = "invalid_utf8"  # the value is not valid UTF-8 (RFC 8259 §8.1)
-TOO_DEEP = "too_deep"  # brackets nest more than MAX_DEPTH deep, outside strings
-NUMBER_TOO_LONG = "number_too_long"  # more than MAX_NUMBER_CHARS number characters in a row, outside strings
-INVALID_JSON = "invalid_json"  # the value does not start with a JSON value
-DUPLICATE_KEY = "duplicate_key"  # one JSON value, but an object in it repeats a key
-NOT_AN_OBJECT = "not_an_object"  # the JSON value is not an object
-TRAILING_CONTENT = "trailing_content"  # a JSON object followed by more than whitespace
-LONE_SURROGATE = "lone_surrogate"  # a \uD800-\uDFFF escape that is not half of a pair, anywhere in the text
-MISSING_FIELD = "missing_field"  # a required field is absent or null
-WRONG_TYPE = "wrong_type"  # a field's JSON type does not fit its declared type
-INVALID_VALUE = "invalid_value"  # right JSON type, unusable value (timestamp text, decimal digits, range)
-# rules, checked field by field in declaration order, each field's rules in this order
-NOT_ALLOWED = "not_allowed"
-BELOW_MIN = "below_min"
-ABOVE_MAX = "above_max"
-PATTERN_MISMATCH = "pattern_mismatch"
-TOO_LONG = "too_long"
-NOT_A_UUID = "not_a_uuid"
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    """Why a record is quarantined: the `reason` column's codes."""
+
+    OVERSIZED = "oversized"  # the value is longer than schema.max_bytes (bytes, `>`)
+    INVALID_UTF8 = "invalid_utf8"  # the value is not valid UTF-8 (RFC 8259 §8.1)
+    TOO_DEEP = "too_deep"  # brackets nest more than MAX_DEPTH deep, outside strings
+    NUMBER_TOO_LONG = "number_too_long"  # more than MAX_NUMBER_CHARS number characters in a row, outside strings
+    INVALID_JSON = "invalid_json"  # the value does not start with a JSON value
+    DUPLICATE_KEY = "duplicate_key"  # one JSON value, but an object in it repeats a key
+    NOT_AN_OBJECT = "not_an_object"  # the JSON value is not an object
+    TRAILING_CONTENT = "trailing_content"  # a JSON object followed by more than whitespace
+    LONE_SURROGATE = "lone_surrogate"  # a \uD800-\uDFFF escape that is not half of a pair, anywhere in the text
+    MISSING_FIELD = "missing_field"  # a required field is absent or null
+    WRONG_TYPE = "wrong_type"  # a field's JSON type does not fit its declared type
+    INVALID_VALUE = "invalid_value"  # right JSON type, unusable value (timestamp text, decimal digits, range)
+    # rules, checked field by field in declaration order, each field's rules in this order
+    NOT_ALLOWED = "not_allowed"
+    BELOW_MIN = "below_min"
+    ABOVE_MAX = "above_max"
+    PATTERN_MISMATCH = "pattern_mismatch"
+    TOO_LONG = "too_long"
+    NOT_A_UUID = "not_a_uuid"
+    # a record an operator moved to quarantine by hand because the job could not process its batch
+    # (`onceflow quarantine`, docs/runbooks/poison-batch.md); never given by validation
+    UNPROCESSABLE = "unprocessable"
+    # a Debezium change event's envelope (see CDC_REASONS)
+    CDC_MISSING_OP = "cdc_missing_op"  # no `op`, or `op` is null
+    CDC_UNKNOWN_OP = "cdc_unknown_op"  # `op` is not one of "c", "u", "d", "r" (Debezium's truncate "t" too)
+    # a create, update or snapshot read whose `after` is absent, null or not an object
+    CDC_MISSING_AFTER = "cdc_missing_after"
+    CDC_MISSING_BEFORE = "cdc_missing_before"  # a delete whose `before` is absent, null or not an object
+    CDC_MISSING_KEY = "cdc_missing_key"  # a key field absent or null in the change's row (`after`; a delete's `before`)
+    CDC_INVALID_KEY = "cdc_invalid_key"  # a key field of the wrong JSON type, or not a usable value of its type
+    CDC_MISSING_SEQUENCE = "cdc_missing_sequence"  # a part of `sequence_by` absent or null
+    CDC_INVALID_SEQUENCE = "cdc_invalid_sequence"  # a part of `sequence_by` of the wrong type (lsn "9"), or unusable
+    # the event time when it is an envelope position (schema.event_time, by default source.ts_ms): absent,
+    # null, or not epoch milliseconds of years 0001-9999
+    CDC_INVALID_EVENT_TIME = "cdc_invalid_event_time"
+    # a column of a create/update/read holds Debezium's placeholder for an unchanged TOASTed value
+    # (`__debezium_unavailable_value`) and `before` holds no real value of it (the fix: REPLICA IDENTITY FULL)
+    CDC_UNAVAILABLE_VALUE = "cdc_unavailable_value"
+
 
 # The limits of what the job's engine reads (Spark's JSON reader refuses nesting past 1,000 and
 # numbers past 1,000 characters): a record past them gets its own reason, never a crash or a
 # misleading `invalid_json`. Both are far beyond any real event (docs/validation.md).
 MAX_DEPTH = 500
 MAX_NUMBER_CHARS = 500
-# a record an operator moved to quarantine by hand because the job could not process its batch
-# (`onceflow quarantine`, docs/runbooks/poison-batch.md); never given by validation
-UNPROCESSABLE = "unprocessable"
-
 # the checks on the whole record, then on fields' presence and types, then the rules
 RECORD_REASONS = (
-    OVERSIZED,
-    INVALID_UTF8,
-    TOO_DEEP,
-    NUMBER_TOO_LONG,
-    LONE_SURROGATE,
-    INVALID_JSON,
-    DUPLICATE_KEY,
-    NOT_AN_OBJECT,
-    TRAILING_CONTENT,
+    Reason.OVERSIZED,
+    Reason.INVALID_UTF8,
+    Reason.TOO_DEEP,
+    Reason.NUMBER_TOO_LONG,
+    Reason.LONE_SURROGATE,
+    Reason.INVALID_JSON,
+    Reason.DUPLICATE_KEY,
+    Reason.NOT_AN_OBJECT,
+    Reason.TRAILING_CONTENT,
 )
-FIELD_REASONS = (MISSING_FIELD, WRONG_TYPE, INVALID_VALUE)
+FIELD_REASONS = (Reason.MISSING_FIELD, Reason.WRONG_TYPE, Reason.INVALID_VALUE)
 RULE_REASONS = {
-    "allowed": NOT_ALLOWED,
-    "min": BELOW_MIN,
-    "max": ABOVE_MAX,
-    "pattern": PATTERN_MISMATCH,
-    "max_length": TOO_LONG,
-    "uuid": NOT_A_UUID,
+    "allowed": Reason.NOT_ALLOWED,
+    "min": Reason.BELOW_MIN,
+    "max": Reason.ABOVE_MAX,
+    "pattern": Reason.PATTERN_MISMATCH,
+    "max_length": Reason.TOO_LONG,
+    "uuid": Reason.NOT_A_UUID,
 }
 REASONS = RECORD_REASONS + FIELD_REASONS + tuple(RULE_REASONS.values())
 
 # A Debezium change event's envelope (cdc/envelope.py, docs/cdc.md), checked after the whole-record
 # checks and before the row's fields, in this order. The null-value tombstone that follows a delete
 # is no record to judge (a no-op), so it has no reason.
-CDC_MISSING_OP = "cdc_missing_op"  # no `op`, or `op` is null
-CDC_UNKNOWN_OP = "cdc_unknown_op"  # `op` is not one of "c", "u", "d", "r" (Debezium's truncate "t" too)
-CDC_MISSING_AFTER = (
-    "cdc_missing_after"  # a create, update or snapshot read whose `after` is absent, null or not an object
-)
-CDC_MISSING_BEFORE = "cdc_missing_before"  # a delete whose `before` is absent, null or not an object
-CDC_MISSING_KEY = "cdc_missing_key"  # a key field absent or null in the change's row (`after`; a delete's `before`)
-CDC_INVALID_KEY = "cdc_invalid_key"  # a key field of the wrong JSON type, or not a usable value of its type
-CDC_MISSING_SEQUENCE = "cdc_missing_sequence"  # a part of `sequence_by` absent or null
-CDC_INVALID_SEQUENCE = "cdc_invalid_sequence"  # a part of `sequence_by` of the wrong type (lsn "9"), or unusable
-# the event time when it is an envelope position (schema.event_time, by default source.ts_ms): absent,
-# null, or not epoch milliseconds of years 0001-9999
-CDC_INVALID_EVENT_TIME = "cdc_invalid_event_time"
-# a column of a create/update/read holds Debezium's placeholder for an unchanged TOASTed value
-# (`__debezium_unavailable_value`) and `before` holds no real value of it (the fix: REPLICA IDENTITY FULL)
-CDC_UNAVAILABLE_VALUE = "cdc_unavailable_value"
 CDC_REASONS = (
-    CDC_MISSING_OP,
-    CDC_UNKNOWN_OP,
-    CDC_MISSING_AFTER,
-    CDC_MISSING_BEFORE,
-    CDC_MISSING_KEY,
-    CDC_INVALID_KEY,
-    CDC_MISSING_SEQUENCE,
-    CDC_INVALID_SEQUENCE,
-    CDC_INVALID_EVENT_TIME,
-    CDC_UNAVAILABLE_VALUE,
+    Reason.CDC_MISSING_OP,
+    Reason.CDC_UNKNOWN_OP,
+    Reason.CDC_MISSING_AFTER,
+    Reason.CDC_MISSING_BEFORE,
+    Reason.CDC_MISSING_KEY,
+    Reason.CDC_INVALID_KEY,
+    Reason.CDC_MISSING_SEQUENCE,
+    Reason.CDC_INVALID_SEQUENCE,
+    Reason.CDC_INVALID_EVENT_TIME,
+    Reason.CDC_UNAVAILABLE_VALUE,
 )

@@ -27,6 +27,7 @@ from typing import Any
 
 from onceflow.schema import reasons as R
 from onceflow.schema.model import INT_RANGE, Encoding, FieldSpec, Schema
+from onceflow.schema.reasons import Reason
 
 _WS = " \t\n\r"
 _DIGITS = frozenset("0123456789")
@@ -358,33 +359,33 @@ def read_record(value: bytes | None, max_bytes: int) -> tuple[str | None, Any]:
     """The whole-record checks of docs/validation.md, in their order: (the reason, None), or
     (None, the JSON object) with numbers kept as their literals for the field checks."""
     if value is not None and len(value) > max_bytes:
-        return R.OVERSIZED, None
+        return Reason.OVERSIZED, None
     if value is None:
-        return R.INVALID_JSON, None
+        return Reason.INVALID_JSON, None
     try:
         text = value.decode("utf-8", errors="strict")
     except UnicodeDecodeError:
-        return R.INVALID_UTF8, None
+        return Reason.INVALID_UTF8, None
     masked = outside_strings(text)
     if _too_deep(masked):
-        return R.TOO_DEEP, None
+        return Reason.TOO_DEEP, None
     if _number_too_long(masked):
-        return R.NUMBER_TOO_LONG, None
+        return Reason.NUMBER_TOO_LONG, None
     if _lone_surrogate(text):
-        return R.LONE_SURROGATE, None
+        return Reason.LONE_SURROGATE, None
     start = len(text) - len(text.lstrip(_WS))
     try:
         obj, end = _DECODER.raw_decode(text, start)
     except _DuplicateKey:
-        return (R.DUPLICATE_KEY if _one_value_ignoring_duplicates(text, start) else R.INVALID_JSON), None
+        return (Reason.DUPLICATE_KEY if _one_value_ignoring_duplicates(text, start) else Reason.INVALID_JSON), None
     except ValueError:
-        return R.INVALID_JSON, None
+        return Reason.INVALID_JSON, None
     if _scalar_runs_on(obj, text, end):
-        return R.INVALID_JSON, None
+        return Reason.INVALID_JSON, None
     if not isinstance(obj, dict):
-        return R.NOT_AN_OBJECT, None
+        return Reason.NOT_AN_OBJECT, None
     if text[end:].strip(_WS):
-        return R.TRAILING_CONTENT, None
+        return Reason.TRAILING_CONTENT, None
     return None, obj
 
 
@@ -438,11 +439,11 @@ def read_field(f: FieldSpec, raw: Any, how: How = None) -> tuple[str | None, Any
     rules aside): (MISSING_FIELD, None) when absent or null, (WRONG_TYPE, None), (INVALID_VALUE,
     None), or (None, the typed value). `how`: as Judge.value."""
     if _kind(raw) in ("VOID", "ABSENT"):
-        return R.MISSING_FIELD, None
+        return Reason.MISSING_FIELD, None
     if not Judge.type_ok(f, raw, how):
-        return R.WRONG_TYPE, None
+        return Reason.WRONG_TYPE, None
     typed = Judge.value(f, raw, how)
-    return (R.INVALID_VALUE, None) if typed is None else (None, typed)
+    return (Reason.INVALID_VALUE, None) if typed is None else (None, typed)
 
 
 def plain(value: Any) -> Any:
@@ -493,17 +494,17 @@ class Judge:
             found = {f.name: lookup(obj, f.keys) for f in self.fields}
         for f in self.fields:
             if f.required and _kind(found[f.name]) in ("VOID", "ABSENT"):
-                return Verdict(R.MISSING_FIELD, dict(self._empty))
+                return Verdict(Reason.MISSING_FIELD, dict(self._empty))
         present = {n: v for n, v in found.items() if _kind(v) not in ("VOID", "ABSENT")}
         for f in self.fields:
             if f.name in present and not self.type_ok(f, present[f.name], hows.get(f.name)):
-                return Verdict(R.WRONG_TYPE, dict(self._empty))
+                return Verdict(Reason.WRONG_TYPE, dict(self._empty))
         values = dict(self._empty)
         for f in self.fields:
             if f.name in present:
                 typed = self.value(f, present[f.name], hows.get(f.name))
                 if typed is None:
-                    return Verdict(R.INVALID_VALUE, dict(self._empty))
+                    return Verdict(Reason.INVALID_VALUE, dict(self._empty))
                 values[f.name] = typed
         for f in self.fields:
             if f.name in present:

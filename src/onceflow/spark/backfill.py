@@ -20,11 +20,13 @@ the stream counted these records when it first committed them.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import asdict, dataclass, field
 
 from onceflow import offsets
 from onceflow.config import Pipeline
 from onceflow.errors import BackfillError
+from onceflow.sink_kinds import BACKFILLED, SinkName
 
 BACKFILL_BATCH_ID = -1  # the _batch_id of re-written rows: no micro-batch wrote them
 
@@ -93,9 +95,9 @@ def run_backfill(
     try:
         lease.enter_context(driver_lease(pipeline, log))  # on an object store: no driver elsewhere writes
         paths = table_paths(pipeline)
-        ledgers = {sink: read_ledger(paths[sink]) for sink in ("bronze", "quarantine")}
+        ledgers = {sink: read_ledger(paths[sink]) for sink in BACKFILLED}
         committed = _min_offsets([ledgers[s].committed_offsets() for s in ledgers])
-        first = first_offsets(ledgers["bronze"].entries)
+        first = first_offsets(ledgers[SinkName.BRONZE].entries)
         inside_start, inside_end, beyond = clip_to_committed(start, end, first, committed)
         left = offsets.ranges_as_json(beyond)
         if beyond:
@@ -131,8 +133,9 @@ def _min_offsets(offsets: list[dict[int, int]]) -> dict[int, int]:
 def _write_missing(
     spark, pipeline: Pipeline, ledgers: dict, start: dict[int, int], end: dict[int, int], log
 ) -> tuple[int, dict[str, int]]:
-    """Anti-join the range with bronze ∪ quarantine; append what is missing, one commit per table.
-    `ledgers` were read under the run lock, so they are still each table's newest."""
+    """Anti-join the range with the re-written sinks' rows (bronze ∪ quarantine); append what is
+    missing, one commit per table. `ledgers` were read under the run lock, so they are still each table's newest."""
+    from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
     from onceflow.ledger import backfill_entry
@@ -153,21 +156,24 @@ def _write_missing(
     parsed = parse_events(raw, pipeline.schema, keyed=pipeline.keyed).persist()
     try:
         records = parsed.count()
-        bronze, quarantine = (
-            spark.read.format("delta").load(ledgers[sink].table).select("_topic", "_partition", "_offset")
-            for sink in ("bronze", "quarantine")
+        held = functools.reduce(
+            DataFrame.unionByName,
+            (
+                spark.read.format("delta").load(ledgers[sink].table).select("_topic", "_partition", "_offset")
+                for sink in BACKFILLED
+            ),
         )
-        held = bronze.unionByName(quarantine)
         missing = parsed.join(
             held.where(F.col("_topic") == topic).distinct(), ["_topic", "_partition", "_offset"], "left_anti"
         ).persist()
         try:
             added: dict[str, int] = {}
-            selects = {
-                "bronze": lambda df, b, g: bronze_rows(df, pipeline.schema, b, g, pipeline.keyed),
-                "quarantine": quarantine_rows,
+            selects = {  # each re-written sink's rows of the missing records (sink_kinds.BACKFILLED)
+                SinkName.BRONZE: lambda df, b, g: bronze_rows(df, pipeline.schema, b, g, pipeline.keyed),
+                SinkName.QUARANTINE: quarantine_rows,
             }
-            for sink, select in selects.items():
+            for sink in BACKFILLED:
+                select = selects[sink]
                 ledger = ledgers[sink]
                 generation = ledger.generation or 1
                 rows = select(missing, BACKFILL_BATCH_ID, generation).persist()

@@ -15,6 +15,7 @@ from onceflow.config import Pipeline
 from onceflow.deltars import Appender
 from onceflow.errors import TableFeatureError
 from onceflow.ledger import Ledger, LedgerEntry
+from onceflow.sink_kinds import FLOORED, SinkName
 from onceflow.sinks import table_paths
 from onceflow.spark.floors import above, raised
 from onceflow.spark.follower import Follower
@@ -45,7 +46,7 @@ class BatchWriter:
         self.log = log
         self.pipeline = pipeline
         self.generation = identity.generation
-        self.floors = {sink: identity.floor(sink) for sink in ("bronze", "quarantine", "kafka")}
+        self.floors = {sink: identity.floor(sink) for sink in FLOORED}
         self.kafka = KafkaTxnSink.for_pipeline(pipeline, self.generation) if pipeline.sinks.kafka else None
         self.paths = table_paths(pipeline)
         self.topic = pipeline.source.topic
@@ -54,8 +55,8 @@ class BatchWriter:
         # a batch of up to this many records (its offsets bound them) is committed from the driver;
         # a larger one's bronze by Spark, its quarantine from the driver if it holds up to as many rows
         self.driver_rows = pipeline.source.driver_commit_max_offsets
-        self.bronze = Appender(self.paths["bronze"])
-        self.quarantine = Appender(self.paths["quarantine"])
+        self.bronze = Appender(self.paths[SinkName.BRONZE])
+        self.quarantine = Appender(self.paths[SinkName.QUARANTINE])
         self.writing: dict | None = None  # the batch being written: a failed run names it (onceflow.poison)
 
     def ensure_tables(self, ledgers: dict[str, Ledger], log=lambda msg: None) -> None:
@@ -74,7 +75,7 @@ class BatchWriter:
             else:
                 delta.ensure_table(self.spark, path, ddl[name], properties.get(name))
 
-    def entry(self, sink: str, batch_id: int, start: dict, end: dict, rows: int, extra: dict | None = None):
+    def entry(self, sink: SinkName, batch_id: int, start: dict, end: dict, rows: int, extra: dict | None = None):
         floor = self.floors[sink]
         if floor:  # this sink already holds everything below its floor: its range starts there
             start, end = raised(start, floor), raised(end, floor)
@@ -90,12 +91,12 @@ class BatchWriter:
             extra=extra or {},
         )
 
-    def kept(self, sink: str):
+    def kept(self, sink: SinkName):
         """True for rows this sink does not hold yet: those at or above its floor
         (rows committed by an earlier generation; see CheckpointIdentity.sink_floors)."""
         return above(self.floors[sink])
 
-    def above_floor(self, df: DataFrame, sink: str) -> DataFrame:
+    def above_floor(self, df: DataFrame, sink: SinkName) -> DataFrame:
         return df.where(self.kept(sink)) if self.floors[sink] else df
 
     def __call__(self, parsed: DataFrame, batch_id: int) -> None:
@@ -150,7 +151,7 @@ class BatchWriter:
     def _bronze_entry(self, batch_id: int, start: dict, end: dict, rows: int) -> LedgerEntry:
         # the declaration this batch was judged by: after a schema evolution the audit judges
         # each batch's records by the rules in force when it was written (audit/source.py)
-        return self.entry("bronze", batch_id, start, end, rows, {"schema": self.schema_json})
+        return self.entry(SinkName.BRONZE, batch_id, start, end, rows, {"schema": self.schema_json})
 
     def _write_from_driver(
         self, parsed: DataFrame, batch_id: int, start: dict, end: dict
@@ -165,8 +166,8 @@ class BatchWriter:
             self.pipeline.schema,
             batch_id,
             self.generation,
-            self.kept("bronze"),
-            self.kept("quarantine"),
+            self.kept(SinkName.BRONZE),
+            self.kept(SinkName.QUARANTINE),
             self.pipeline.keyed,
         ).toArrow()
         to_bronze = rows.column("_to_bronze")
@@ -174,7 +175,7 @@ class BatchWriter:
         entry = self._bronze_entry(batch_id, start, end, bronze.num_rows)
         self.bronze.append(bronze, entry.to_json(), entry.app_id, entry.batch_id)
         faults.maybe_crash("between_sinks", batch_id)
-        q_entry = self.entry("quarantine", batch_id, start, end, quarantine.num_rows)
+        q_entry = self.entry(SinkName.QUARANTINE, batch_id, start, end, quarantine.num_rows)
         self.quarantine.append(quarantine, q_entry.to_json(), q_entry.app_id, q_entry.batch_id)
         return entry, bronze
 
@@ -183,19 +184,21 @@ class BatchWriter:
         the quarantine, usually small, still goes through the driver."""
         valid = F.col("reason").isNull()
         stats = parsed.agg(
-            F.count(F.when(self.kept("bronze") & valid, 1)).alias("bronze"),
-            F.count(F.when(self.kept("quarantine") & ~valid, 1)).alias("quarantine"),
+            F.count(F.when(self.kept(SinkName.BRONZE) & valid, 1)).alias("bronze_rows"),
+            F.count(F.when(self.kept(SinkName.QUARANTINE) & ~valid, 1)).alias("quarantine_rows"),
         ).first()
         assert stats is not None  # an aggregate without groups has one row
-        quarantine = self.above_floor(quarantine_rows(parsed, batch_id, self.generation), "quarantine")
-        entry = self._bronze_entry(batch_id, start, end, stats["bronze"])
-        delta.append(self.above_floor(self._bronze_frame(parsed, batch_id), "bronze"), self.paths["bronze"], entry)
+        quarantine = self.above_floor(quarantine_rows(parsed, batch_id, self.generation), SinkName.QUARANTINE)
+        entry = self._bronze_entry(batch_id, start, end, stats["bronze_rows"])
+        delta.append(
+            self.above_floor(self._bronze_frame(parsed, batch_id), SinkName.BRONZE), self.paths[SinkName.BRONZE], entry
+        )
         faults.maybe_crash("between_sinks", batch_id)
-        q_entry = self.entry("quarantine", batch_id, start, end, stats["quarantine"])
-        if self._from_driver(stats["quarantine"]):  # delta-rs from the driver: milliseconds
+        q_entry = self.entry(SinkName.QUARANTINE, batch_id, start, end, stats["quarantine_rows"])
+        if self._from_driver(stats["quarantine_rows"]):  # delta-rs from the driver: milliseconds
             self.quarantine.append(quarantine.toArrow(), q_entry.to_json(), q_entry.app_id, q_entry.batch_id)
         else:  # too many rows for the driver: Spark's Delta writer, same txn, same entry
-            delta.append(quarantine, self.paths["quarantine"], q_entry)
+            delta.append(quarantine, self.paths[SinkName.QUARANTINE], q_entry)
         return entry
 
     def _bronze_frame(self, parsed: DataFrame, batch_id: int) -> DataFrame:
@@ -203,7 +206,7 @@ class BatchWriter:
 
     def _write_kafka(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> None:
         if self.kafka is not None:  # one Kafka transaction per task partition (docs/kafka-sink.md)
-            kafka = self.entry("kafka", batch_id, start, end, 0)
+            kafka = self.entry(SinkName.KAFKA, batch_id, start, end, 0)
             self.kafka.write(
-                self.above_floor(self._bronze_frame(parsed, batch_id), "kafka"), batch_id, kafka.start, kafka.end
+                self.above_floor(self._bronze_frame(parsed, batch_id), SinkName.KAFKA), batch_id, kafka.start, kafka.end
             )

@@ -33,10 +33,8 @@ from pyspark.sql.types import DataType, DecimalType, IntegerType, LongType, Stru
 from onceflow.deltars import table_schema_json
 from onceflow.errors import ConfigError
 from onceflow.ledger import MAINTENANCE_KEY
+from onceflow.sink_kinds import FIELD_TABLES, SinkName
 from onceflow.storage.commit_lock import commit_lock
-
-# the tables that hold the declared fields as columns: a new optional field is added to them
-FIELD_TABLES = ("bronze", "current")
 
 # the integer digits each integral type can hold: a decimal with as many keeps every value
 _INTEGER_DIGITS: dict[DataType, int] = {IntegerType(): 10, LongType(): 19}
@@ -96,7 +94,7 @@ def evolve_table(
             else:
                 what = "a required field" if sink in FIELD_TABLES else "a new aggregates column"
                 problems.append(f"{sink}: `{names[name]}` is {what}: rows already written have no value for it")
-    if problems and sink == "aggregates":
+    if problems and sink == SinkName.AGGREGATES:
         fix = (
             "Fix: the aggregates are derived from bronze: move the table at "
             f"{path} aside (or delete it) and the next run creates it as declared and merges every batch "

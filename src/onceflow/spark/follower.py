@@ -41,7 +41,8 @@ from onceflow import faults
 from onceflow.config import Pipeline
 from onceflow.deltars import Appender
 from onceflow.errors import TableFeatureError
-from onceflow.ledger import LOSS, Ledger, LedgerEntry, app_id, follower_lag, group_json, loss_app_id
+from onceflow.ledger import EntryKind, Ledger, LedgerEntry, app_id, follower_lag, group_json, loss_app_id
+from onceflow.sink_kinds import SinkName
 from onceflow.sinks import table_path, table_paths
 from onceflow.spark.compaction import Compactor
 from onceflow.spark.floors import above, raised
@@ -81,7 +82,7 @@ def batches_filter(entries: list[LedgerEntry]) -> Column:
     files by their statistics (LOSS entries hold no rows)."""
     runs: list[tuple[int, int, int]] = []  # generation, first batch, last batch
     for e in entries:
-        if e.kind == LOSS:
+        if e.kind == EntryKind.LOSS:
             continue
         if runs and runs[-1][0] == e.generation and runs[-1][2] + 1 == e.batch_id:
             runs[-1] = (e.generation, runs[-1][1], e.batch_id)
@@ -109,7 +110,7 @@ class BronzeFollower:
     the table holds every bronze row, and one commit per group of batches holding an entry each.
     A subclass says what a merge writes (`_write`) and what its entries record (`_extra`)."""
 
-    sink = ""  # its name in the ledgers (ledger.FOLLOWS)
+    sink: SinkName  # its name in the ledgers (sink_kinds.FOLLOWS)
     via = ""  # how the last merge was made, when not through Spark (its log line says so)
 
     def __init__(
@@ -119,16 +120,16 @@ class BronzeFollower:
         ledgers: dict[str, Ledger],
         log: Callable[[str], None] = lambda msg: None,
     ):
-        pending, _ = follower_lag(ledgers["bronze"], ledgers[self.sink])
+        pending, _ = follower_lag(ledgers[SinkName.BRONZE], ledgers[self.sink])
         self.spark = spark
         self.pipeline = pipeline
-        self.bronze_path = table_path(pipeline, "bronze")
+        self.bronze_path = table_path(pipeline, SinkName.BRONZE)
         self.path = table_path(pipeline, self.sink)
         self.log = log
         self.pending: list[LedgerEntry] = list(pending)
         # per partition, the offset below which the table holds every bronze row
         self.floor: dict[int, int] = ledgers[self.sink].committed_offsets()
-        self._known = {**self.floor, **ledgers["bronze"].committed_offsets()}  # bronze's end, as far as told
+        self._known = {**self.floor, **ledgers[SinkName.BRONZE].committed_offsets()}  # bronze's end, as far as told
         self._bronze = Appender(self.bronze_path)  # for bronze's version only: the follower never writes it
         self._empty = Appender(self.path)
         self._begin(ledgers)
@@ -202,7 +203,7 @@ class BronzeFollower:
         last = group[-1]
         app, txn_version = (
             (loss_app_id(last.pipeline, self.sink, last.generation), 0)
-            if last.kind == LOSS
+            if last.kind == EntryKind.LOSS
             else (app_id(last.pipeline, self.sink, last.generation), last.batch_id)
         )
         for e in group:
@@ -243,12 +244,12 @@ def merged_span(batches: list[tuple[int, int]]) -> str:
 class AggregatesMerger(BronzeFollower):
     """The aggregates' follower: per-window metrics of the new bronze rows added in one MERGE."""
 
-    sink = "aggregates"
+    sink = SinkName.AGGREGATES
 
     def _begin(self, ledgers: dict[str, Ledger]) -> None:
         assert self.pipeline.sinks.aggregates is not None  # a merger only for a pipeline with sinks.aggregates
         self.aggs = self.pipeline.sinks.aggregates
-        self.watermark = _last_watermark(ledgers["aggregates"])
+        self.watermark = _last_watermark(ledgers[SinkName.AGGREGATES])
 
     def _stats(self, rows: DataFrame) -> dict[tuple[int, int], Row]:
         event_time = F.col(self.pipeline.schema.event_time_column)
@@ -300,7 +301,7 @@ class CurrentMerger(BronzeFollower):
     from bronze. The table's tombstones older than `tombstone_retention` are purged now and
     then, in a commit of their own."""
 
-    sink = "current"
+    sink = SinkName.CURRENT
 
     def _begin(self, ledgers: dict[str, Ledger]) -> None:
         current, keyed = self.pipeline.sinks.current, self.pipeline.keyed

@@ -45,6 +45,7 @@ from onceflow.schema.model import (
     FieldSpec,
     Schema,
 )
+from onceflow.schema.reasons import Reason
 from onceflow.state.unprocessable import Unprocessable
 
 # Anchored with \z, the very end: Java's `$` also matches before a final line terminator, so
@@ -453,7 +454,9 @@ def _field_checks(fields: list[_Field]) -> list[tuple[Column, str, Column]]:
     field_checks = []
     if missing:
         any_missing = _names(missing)
-        field_checks.append((any_missing != "", R.MISSING_FIELD, F.concat(F.lit("missing or null: "), any_missing)))
+        field_checks.append(
+            (any_missing != "", Reason.MISSING_FIELD, F.concat(F.lit("missing or null: "), any_missing))
+        )
     wrong_list = F.concat_ws(
         ", ",
         *[
@@ -469,11 +472,11 @@ def _field_checks(fields: list[_Field]) -> list[tuple[Column, str, Column]]:
             for (n, c), f in zip(wrong, fields, strict=True)
         ],
     )
-    field_checks.append((wrong_list != "", R.WRONG_TYPE, wrong_list))
+    field_checks.append((wrong_list != "", Reason.WRONG_TYPE, wrong_list))
     field_checks.append(
         (
             _first([(c, f.unusable()) for f, c in bad]).isNotNull(),
-            R.INVALID_VALUE,
+            Reason.INVALID_VALUE,
             _first([(c, f.unusable()) for f, c in bad]),
         )
     )
@@ -714,39 +717,43 @@ class _Debezium:
         envelope = [
             (
                 F.col("_wrapped") & ~_is_object("_env"),
-                R.NOT_AN_OBJECT,
+                Reason.NOT_AN_OBJECT,
                 F.concat(F.lit("the payload is "), _shown_kind("_env"), F.lit(", not an object")),
             ),
-            (op_missing, R.CDC_MISSING_OP, F.lit("the envelope has no op (absent or null)")),
+            (op_missing, Reason.CDC_MISSING_OP, F.lit("the envelope has no op (absent or null)")),
             (
                 op_unknown,
-                R.CDC_UNKNOWN_OP,
+                Reason.CDC_UNKNOWN_OP,
                 F.concat(F.lit("op "), _quoted(self.op_text), F.lit(f" is not one of {', '.join(_OPS)}")),
             ),
             (
                 self.delete & row_missing,
-                R.CDC_MISSING_BEFORE,
+                Reason.CDC_MISSING_BEFORE,
                 F.concat(F.lit("op 'd' needs `before`, an object; it is "), _shown_kind("_row")),
             ),
             (
                 row_missing,
-                R.CDC_MISSING_AFTER,
+                Reason.CDC_MISSING_AFTER,
                 F.concat(F.lit("op '"), self.op_text, F.lit("' needs `after`, an object; it is "), _shown_kind("_row")),
             ),
             (
                 key_missing != "",
-                R.CDC_MISSING_KEY,
+                Reason.CDC_MISSING_KEY,
                 F.concat(F.lit("key missing or null"), where, F.lit(": "), key_missing),
             ),
             (
                 key_invalid != "",
-                R.CDC_INVALID_KEY,
+                Reason.CDC_INVALID_KEY,
                 F.concat(F.lit("key"), where, F.lit(": "), key_invalid),
             ),
-            (seq_missing != "", R.CDC_MISSING_SEQUENCE, F.concat(F.lit("sequence missing or null: "), seq_missing)),
+            (
+                seq_missing != "",
+                Reason.CDC_MISSING_SEQUENCE,
+                F.concat(F.lit("sequence missing or null: "), seq_missing),
+            ),
             (
                 seq_invalid != "",
-                R.CDC_INVALID_SEQUENCE,
+                Reason.CDC_INVALID_SEQUENCE,
                 F.concat(F.lit("sequence: "), seq_invalid),
             ),
         ]
@@ -755,7 +762,7 @@ class _Debezium:
             envelope.append(
                 (
                     self.event_time_value().isNull(),
-                    R.CDC_INVALID_EVENT_TIME,
+                    Reason.CDC_INVALID_EVENT_TIME,
                     F.concat(
                         F.lit(f"the event time {position} is "),
                         _quoted(self.event_time.text),
@@ -769,7 +776,7 @@ class _Debezium:
         envelope.append(
             (
                 unavailable != "",
-                R.CDC_UNAVAILABLE_VALUE,
+                Reason.CDC_UNAVAILABLE_VALUE,
                 F.concat(
                     unavailable,
                     F.lit(
@@ -868,49 +875,53 @@ def parse_events(
     record = [
         (
             F.col("_unprocessable"),
-            R.UNPROCESSABLE,
+            Reason.UNPROCESSABLE,
             F.lit("an operator moved these offsets to quarantine by hand (onceflow quarantine; unprocessable.json)"),
         ),
         (
             F.col("_size") > schema.max_bytes,
-            R.OVERSIZED,
+            Reason.OVERSIZED,
             F.format_string(f"record is %d bytes, more than the {schema.max_bytes} allowed", F.col("_size")),
         ),
     ]
     if not debezium:  # for Debezium a null value is a tombstone, no record (_Debezium.unwrap)
-        record.append((F.col("_value").isNull(), R.INVALID_JSON, F.lit("the record has no value (a tombstone)")))
+        record.append((F.col("_value").isNull(), Reason.INVALID_JSON, F.lit("the record has no value (a tombstone)")))
     poisoned = F.lit(False)
     if poison is not None:  # evaluated on that record: its batch fails in a Spark task, every run
         at = (F.col("_partition") == poison[0]) & (F.col("_offset") == poison[1]) & ~F.col("_unprocessable")
         boom = F.raise_error(
             F.lit(f"onceflow: injected fault: poison record at partition {poison[0]} offset {poison[1]}")
         )
-        record.insert(1, (at & boom.cast("boolean"), R.UNPROCESSABLE, F.lit("")))
+        record.insert(1, (at & boom.cast("boolean"), Reason.UNPROCESSABLE, F.lit("")))
         poisoned = at
     if whole_text:
         wrapped = F.from_json(F.concat(F.lit("["), text, F.lit("]")), "array<string>", _STRICT_JSON)
         record += [
-            (~lex["utf8"], R.INVALID_UTF8, F.lit("the value is not valid UTF-8")),
-            (lex["too_deep"], R.TOO_DEEP, F.lit(f"brackets nest more than {R.MAX_DEPTH} deep")),
+            (~lex["utf8"], Reason.INVALID_UTF8, F.lit("the value is not valid UTF-8")),
+            (lex["too_deep"], Reason.TOO_DEEP, F.lit(f"brackets nest more than {R.MAX_DEPTH} deep")),
             (
                 lex["number_too_long"],
-                R.NUMBER_TOO_LONG,
+                Reason.NUMBER_TOO_LONG,
                 F.lit(f"a number is longer than {R.MAX_NUMBER_CHARS} characters"),
             ),
-            (lex["lone"], R.LONE_SURROGATE, F.lit("a \\u escape is half of a surrogate pair")),
-            (js.isNull() & (F.size(wrapped) == 1) & lex["single"], R.DUPLICATE_KEY, F.lit("an object repeats a key")),
+            (lex["lone"], Reason.LONE_SURROGATE, F.lit("a \\u escape is half of a surrogate pair")),
+            (
+                js.isNull() & (F.size(wrapped) == 1) & lex["single"],
+                Reason.DUPLICATE_KEY,
+                F.lit("an object repeats a key"),
+            ),
         ]
     record += [
-        (js.isNull(), R.INVALID_JSON, F.lit("the value does not start with a JSON value")),
+        (js.isNull(), Reason.INVALID_JSON, F.lit("the value does not start with a JSON value")),
         (
             ~top.startswith("OBJECT"),
-            R.NOT_AN_OBJECT,
+            Reason.NOT_AN_OBJECT,
             F.concat(F.lit("top level is "), F.substring(top, 1, 40), F.lit(", not an object")),
         ),
     ]
     if whole_text:
         record.append(
-            (~lex["single"], R.TRAILING_CONTENT, F.lit("the JSON object is followed by more than whitespace"))
+            (~lex["single"], Reason.TRAILING_CONTENT, F.lit("the JSON object is followed by more than whitespace"))
         )
     if debezium:
         assert keyed is not None

@@ -3,21 +3,37 @@ and its table properties; and a hint per table that exists without a property th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from onceflow import tables
-from onceflow.config import DerivedSink, Pipeline
+from onceflow.config import AggregateSink, DerivedSink, Pipeline
 from onceflow.ledger import Ledger
+from onceflow.sink_kinds import SinkName
 from onceflow.sinks import delta_sinks
+
+
+def _aggregates_ddl(pipeline: Pipeline) -> str:
+    assert isinstance(pipeline.sinks.aggregates, AggregateSink)  # only asked when the pipeline has one
+    return tables.aggregates_ddl(pipeline.schema, pipeline.sinks.aggregates)
+
+
+def _current_ddl(pipeline: Pipeline) -> str:
+    assert pipeline.keyed is not None  # sinks.current declared: the keyed table's spec resolves
+    return tables.current_ddl(pipeline.schema, pipeline.keyed)
+
+
+# each Delta sink kind's DDL from the declaration (every Delta row of sink_kinds has one: tested)
+DDLS: dict[SinkName, Callable[[Pipeline], str]] = {
+    SinkName.BRONZE: lambda pipeline: tables.bronze_ddl(pipeline.schema, pipeline.keyed),
+    SinkName.QUARANTINE: lambda pipeline: tables.QUARANTINE_DDL,
+    SinkName.AGGREGATES: _aggregates_ddl,
+    SinkName.CURRENT: _current_ddl,
+}
 
 
 def table_ddls(pipeline: Pipeline) -> dict[str, str]:
     """Sink name → the DDL its Delta table is created with, derived from the declaration."""
-    keyed = pipeline.keyed
-    out = {"bronze": tables.bronze_ddl(pipeline.schema, keyed), "quarantine": tables.QUARANTINE_DDL}
-    if pipeline.sinks.aggregates is not None:
-        out["aggregates"] = tables.aggregates_ddl(pipeline.schema, pipeline.sinks.aggregates)
-    if keyed is not None:
-        out["current"] = tables.current_ddl(pipeline.schema, keyed)
-    return out
+    return {name: DDLS[SinkName(name)](pipeline) for name in delta_sinks(pipeline)}
 
 
 def table_properties(pipeline: Pipeline) -> dict[str, dict[str, str]]:

@@ -101,7 +101,7 @@ def test_a_row_changed_by_hand_fails_with_both_sides_shown():
     rows = checks["current_rows"]
     assert rows.status == CheckStatus.FAILED and rows.observed["differs"] == 1
     (sample,) = rows.samples
-    assert sample["key"] == {"id": 1} and sample["kind"] == cur.DIFFERS
+    assert sample["key"] == {"id": 1} and sample["kind"] == cur.Mismatch.DIFFERS
     assert sample["fold"]["email"] == "b@x" and sample["table"]["email"] == "hacked@x"
     assert sample["fold"]["_sequence"] == {"source_lsn": 20}
     assert result.findings == [

@@ -9,8 +9,8 @@ import pyarrow as pa
 
 from devkit.pipelines import SENSORS_SCHEMA
 from onceflow.audit import source
-from onceflow.schema import reasons as R
 from onceflow.schema.model import Schema
+from onceflow.schema.reasons import Reason
 
 GOOD = {
     "device_id": "d",
@@ -45,7 +45,7 @@ def test_each_record_is_judged_by_the_declaration_of_its_batch_and_hand_moved_on
     run = source._judged(current.model_dump_json(), [(older, {0: (0, 2)})], {0: [(3, 4)]})
     paris = {**GOOD, "site": "paris"}
     (out,) = list(run(iter([_batch([paris, GOOD, paris, paris])])))
-    assert out.column("reason").to_pylist() == [R.NOT_ALLOWED, None, None, R.UNPROCESSABLE]
+    assert out.column("reason").to_pylist() == [Reason.NOT_ALLOWED, None, None, Reason.UNPROCESSABLE]
     assert out.column("site").to_pylist() == [None, "oslo", "paris", None]
     assert (
         out.column("_offset").to_pylist() == [0, 1, 2, 3]
@@ -114,7 +114,7 @@ def test_debezium_records_are_parsed_by_the_reference_envelope_parser_into_bronz
     )
     # a null value and a schemas-enabled null payload: Debezium's tombstones, no-ops in no sink
     tombstone = source.TOMBSTONE_REASON
-    reasons = [None, None, tombstone, R.CDC_MISSING_OP, R.UNPROCESSABLE, None, tombstone]
+    reasons = [None, None, tombstone, Reason.CDC_MISSING_OP, Reason.UNPROCESSABLE, None, tombstone]
     assert out.column("reason").to_pylist() == reasons
     assert out.column("_op").to_pylist() == ["u", "d", None, None, None, "u", None]
     # a delete's row: its key and the sequence's field parts (from `before`), the others NULL

@@ -16,6 +16,7 @@ from onceflow.cdc.envelope import TOMBSTONE, Change, Envelope, Malformed, read_p
 from onceflow.cdc.spec import DIGITS, LONG, TEXT
 from onceflow.schema import reasons as R
 from onceflow.schema.model import MAX_RECORD_BYTES, Encoding, Schema
+from onceflow.schema.reasons import Reason
 from onceflow.schema.reference import How, Judge, lookup, read_field, read_record
 from tests.json_space import any_json, dumps, events, schemas
 
@@ -92,7 +93,7 @@ def test_a_delete_is_keyed_by_before_and_holds_no_row():
 def test_the_null_value_after_a_delete_is_a_tombstone_not_a_malformed_record():
     assert Envelope(CUSTOMERS, ["id"], "source.lsn").parse(b'{"id": 7}', None) is TOMBSTONE
     assert parse({"schema": {"type": "struct"}, "payload": None}) is TOMBSTONE
-    assert parse(b"") == Malformed(R.INVALID_JSON, "the value is not one JSON object of at most schema.max_bytes")
+    assert parse(b"") == Malformed(Reason.INVALID_JSON, "the value is not one JSON object of at most schema.max_bytes")
 
 
 def test_schemas_enabled_records_are_read_like_plain_ones():
@@ -100,7 +101,7 @@ def test_schemas_enabled_records_are_read_like_plain_ones():
         plain = envelope(op)
         assert parse({"schema": {"type": "struct", "fields": []}, "payload": plain}) == parse(plain)
     bad = parse({"schema": {}, "payload": [1]})
-    assert isinstance(bad, Malformed) and bad.reason == R.NOT_AN_OBJECT
+    assert isinstance(bad, Malformed) and bad.reason == Reason.NOT_AN_OBJECT
     # an envelope that merely has a `schema` member beside the others is not wrapped
     assert isinstance(parse({**envelope("c"), "schema": {}}), Change)
 
@@ -163,49 +164,53 @@ def test_numbers_and_times_compare_as_such_never_as_text(sequence_by, member, ol
 
 # -- malformed records: one reason each, the first check they fail ----------------------------
 MALFORMED = [
-    ("not JSON", b"{op: c}", R.INVALID_JSON),
-    ("not an object", b"[1, 2]", R.NOT_AN_OBJECT),
-    ("oversized", encode({**envelope(), "pad": "x" * 20_000}), R.OVERSIZED),
-    ("invalid UTF-8", b'{"op": "\xff"}', R.INVALID_UTF8),
-    ("duplicate key", b'{"op": "c", "op": "u"}', R.DUPLICATE_KEY),
-    ("no op", without(envelope(), "op"), R.CDC_MISSING_OP),
-    ("null op", envelope(op=None), R.CDC_MISSING_OP),
-    ("unknown op", envelope(op="x"), R.CDC_UNKNOWN_OP),
-    ("truncate", envelope(op="t"), R.CDC_UNKNOWN_OP),
-    ("op in capitals", envelope(op="C"), R.CDC_UNKNOWN_OP),
-    ("op a number", envelope(op=1), R.CDC_UNKNOWN_OP),
-    ("create without after", without(envelope("c"), "after"), R.CDC_MISSING_AFTER),
-    ("update with a null after", envelope("u", after=None), R.CDC_MISSING_AFTER),
-    ("snapshot read with a non-object after", envelope("r", after=[ROW]), R.CDC_MISSING_AFTER),
-    ("delete without before", without(envelope("d"), "before"), R.CDC_MISSING_BEFORE),
-    ("delete with a null before and the row in after", envelope("d", before=None, after=ROW), R.CDC_MISSING_BEFORE),
-    ("key absent", envelope("c", after=without(ROW, "id")), R.CDC_MISSING_KEY),
-    ("key null", envelope("u", after={**ROW, "id": None}), R.CDC_MISSING_KEY),
-    ("delete's key absent", envelope("d", before={"email": "a@b.c"}), R.CDC_MISSING_KEY),
-    ("key of the wrong type", envelope("c", after={**ROW, "id": "7"}), R.CDC_INVALID_KEY),
-    ("key out of range", envelope("c", after={**ROW, "id": 2**63}), R.CDC_INVALID_KEY),
-    ("no source", without(envelope(), "source"), R.CDC_MISSING_SEQUENCE),
-    ("no lsn", envelope(source=without(SOURCE, "lsn")), R.CDC_MISSING_SEQUENCE),
-    ("null lsn", envelope(source={**SOURCE, "lsn": None}), R.CDC_MISSING_SEQUENCE),
-    ("lsn as text", envelope(source={**SOURCE, "lsn": "24023128"}), R.CDC_INVALID_SEQUENCE),
-    ("lsn with a fraction", envelope(source={**SOURCE, "lsn": 9.5}), R.CDC_INVALID_SEQUENCE),
-    ("lsn a boolean", envelope(source={**SOURCE, "lsn": True}), R.CDC_INVALID_SEQUENCE),
-    ("lsn past a long (stored as a BIGINT)", envelope(source={**SOURCE, "lsn": 2**63}), R.CDC_INVALID_SEQUENCE),
+    ("not JSON", b"{op: c}", Reason.INVALID_JSON),
+    ("not an object", b"[1, 2]", Reason.NOT_AN_OBJECT),
+    ("oversized", encode({**envelope(), "pad": "x" * 20_000}), Reason.OVERSIZED),
+    ("invalid UTF-8", b'{"op": "\xff"}', Reason.INVALID_UTF8),
+    ("duplicate key", b'{"op": "c", "op": "u"}', Reason.DUPLICATE_KEY),
+    ("no op", without(envelope(), "op"), Reason.CDC_MISSING_OP),
+    ("null op", envelope(op=None), Reason.CDC_MISSING_OP),
+    ("unknown op", envelope(op="x"), Reason.CDC_UNKNOWN_OP),
+    ("truncate", envelope(op="t"), Reason.CDC_UNKNOWN_OP),
+    ("op in capitals", envelope(op="C"), Reason.CDC_UNKNOWN_OP),
+    ("op a number", envelope(op=1), Reason.CDC_UNKNOWN_OP),
+    ("create without after", without(envelope("c"), "after"), Reason.CDC_MISSING_AFTER),
+    ("update with a null after", envelope("u", after=None), Reason.CDC_MISSING_AFTER),
+    ("snapshot read with a non-object after", envelope("r", after=[ROW]), Reason.CDC_MISSING_AFTER),
+    ("delete without before", without(envelope("d"), "before"), Reason.CDC_MISSING_BEFORE),
+    (
+        "delete with a null before and the row in after",
+        envelope("d", before=None, after=ROW),
+        Reason.CDC_MISSING_BEFORE,
+    ),
+    ("key absent", envelope("c", after=without(ROW, "id")), Reason.CDC_MISSING_KEY),
+    ("key null", envelope("u", after={**ROW, "id": None}), Reason.CDC_MISSING_KEY),
+    ("delete's key absent", envelope("d", before={"email": "a@b.c"}), Reason.CDC_MISSING_KEY),
+    ("key of the wrong type", envelope("c", after={**ROW, "id": "7"}), Reason.CDC_INVALID_KEY),
+    ("key out of range", envelope("c", after={**ROW, "id": 2**63}), Reason.CDC_INVALID_KEY),
+    ("no source", without(envelope(), "source"), Reason.CDC_MISSING_SEQUENCE),
+    ("no lsn", envelope(source=without(SOURCE, "lsn")), Reason.CDC_MISSING_SEQUENCE),
+    ("null lsn", envelope(source={**SOURCE, "lsn": None}), Reason.CDC_MISSING_SEQUENCE),
+    ("lsn as text", envelope(source={**SOURCE, "lsn": "24023128"}), Reason.CDC_INVALID_SEQUENCE),
+    ("lsn with a fraction", envelope(source={**SOURCE, "lsn": 9.5}), Reason.CDC_INVALID_SEQUENCE),
+    ("lsn a boolean", envelope(source={**SOURCE, "lsn": True}), Reason.CDC_INVALID_SEQUENCE),
+    ("lsn past a long (stored as a BIGINT)", envelope(source={**SOURCE, "lsn": 2**63}), Reason.CDC_INVALID_SEQUENCE),
     # an unchanged TOASTed column without its old value (issue 48), before the row's own checks
     (
         "placeholder of an unchanged TOASTed column",
         envelope("u", before=None, after={**ROW, "email": "__debezium_unavailable_value"}),
-        R.CDC_UNAVAILABLE_VALUE,
+        Reason.CDC_UNAVAILABLE_VALUE,
     ),
     # the row's own checks come last: a field missing, of the wrong type, unusable, breaking a rule
-    ("row without a required field", envelope("c", after=without(ROW, "email")), R.MISSING_FIELD),
-    ("row with a field of the wrong type", envelope("u", after={**ROW, "version": "3"}), R.WRONG_TYPE),
-    ("row with an unusable value", envelope("r", after={**ROW, "updated_at": "yesterday"}), R.INVALID_VALUE),
-    ("row breaking a rule", envelope("c", after={**ROW, "email": "nobody"}), R.PATTERN_MISMATCH),
+    ("row without a required field", envelope("c", after=without(ROW, "email")), Reason.MISSING_FIELD),
+    ("row with a field of the wrong type", envelope("u", after={**ROW, "version": "3"}), Reason.WRONG_TYPE),
+    ("row with an unusable value", envelope("r", after={**ROW, "updated_at": "yesterday"}), Reason.INVALID_VALUE),
+    ("row breaking a rule", envelope("c", after={**ROW, "email": "nobody"}), Reason.PATTERN_MISMATCH),
     # first failing check wins: no op before no after; a missing key before a missing sequence
-    ("no op and no after", without(envelope("c"), "op", "after"), R.CDC_MISSING_OP),
-    ("no key and no sequence", envelope("c", after=without(ROW, "id"), source={}), R.CDC_MISSING_KEY),
-    ("no sequence and a bad row", envelope("c", after=without(ROW, "email"), source={}), R.CDC_MISSING_SEQUENCE),
+    ("no op and no after", without(envelope("c"), "op", "after"), Reason.CDC_MISSING_OP),
+    ("no key and no sequence", envelope("c", after=without(ROW, "id"), source={}), Reason.CDC_MISSING_KEY),
+    ("no sequence and a bad row", envelope("c", after=without(ROW, "email"), source={}), Reason.CDC_MISSING_SEQUENCE),
 ]
 
 
@@ -219,7 +224,7 @@ def test_a_malformed_record_gets_its_one_reason(case, value, reason):
 
 def test_every_envelope_reason_is_reached():
     reached = {reason for *_, reason in MALFORMED}
-    assert set(R.CDC_REASONS) - {R.CDC_INVALID_EVENT_TIME} <= reached  # that one: test_envelope_encodings.py
+    assert set(R.CDC_REASONS) - {Reason.CDC_INVALID_EVENT_TIME} <= reached  # that one: test_envelope_encodings.py
     assert not set(R.CDC_REASONS) & set(R.REASONS)  # a JSON event's reasons stay as they were
 
 
@@ -227,7 +232,7 @@ def test_a_delete_is_judged_on_its_key_and_sequence_only():
     partial = {"id": 7, "email": None, "updated_at": "not a time"}  # what the row looked like is not judged
     assert isinstance(parse(envelope("d", before=partial)), Change)
     got = parse(envelope("d", before={"id": 7}), "version")  # a row-field sequence must be in `before`
-    assert isinstance(got, Malformed) and got.reason == R.CDC_MISSING_SEQUENCE and "`before`" in got.detail
+    assert isinstance(got, Malformed) and got.reason == Reason.CDC_MISSING_SEQUENCE and "`before`" in got.detail
 
 
 @pytest.mark.parametrize(
@@ -257,14 +262,14 @@ def test_an_envelope_is_only_read_for_a_debezium_schema():
     "kind, raw, expected",
     [
         (LONG, 9, (None, 9)),
-        (LONG, "9", (R.INVALID_VALUE, None)),
+        (LONG, "9", (Reason.INVALID_VALUE, None)),
         (DIGITS, "0010", (None, 10)),
-        (DIGITS, "1e3", (R.INVALID_VALUE, None)),
-        (DIGITS, "١٢", (R.INVALID_VALUE, None)),  # digits of other scripts are not decimal digits here
-        (DIGITS, 10, (R.INVALID_VALUE, None)),
+        (DIGITS, "1e3", (Reason.INVALID_VALUE, None)),
+        (DIGITS, "١٢", (Reason.INVALID_VALUE, None)),  # digits of other scripts are not decimal digits here
+        (DIGITS, 10, (Reason.INVALID_VALUE, None)),
         (TEXT, "00000027:00000758:0003", (None, "00000027:00000758:0003")),
-        (TEXT, 27, (R.INVALID_VALUE, None)),
-        (LONG, None, (R.MISSING_FIELD, None)),
+        (TEXT, 27, (Reason.INVALID_VALUE, None)),
+        (LONG, None, (Reason.MISSING_FIELD, None)),
     ],
 )
 def test_positions_are_read_as_written(kind, raw, expected):
@@ -356,7 +361,7 @@ def test_the_row_is_judged_as_a_json_event_is(data):
     key_reason, _ = read_field(event_time, lookup(obj, event_time.keys))
     if key_reason:
         assert isinstance(got, Malformed)
-        assert got.reason == (R.CDC_MISSING_KEY if key_reason == R.MISSING_FIELD else R.CDC_INVALID_KEY)
+        assert got.reason == (Reason.CDC_MISSING_KEY if key_reason == Reason.MISSING_FIELD else Reason.CDC_INVALID_KEY)
     elif verdict.reason:
         assert isinstance(got, Malformed) and got.reason == verdict.reason
     else:

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from onceflow.cdc.envelope import Change, Envelope, Malformed
 from onceflow.cdc.spec import PLACEHOLDER
 from onceflow.generate.changes import written
-from onceflow.schema import reasons as R
 from onceflow.schema.model import Schema
+from onceflow.schema.reasons import Reason
 from onceflow.schema.reference import read_unscaled, scaled_text
 
 FIELDS = [
@@ -109,7 +109,7 @@ def test_precise_decimals_both_signs_with_and_without_the_wrapper(unscaled):
 )
 def test_anything_else_is_refused(value):
     got = parse(env({"id": 1, "balance": value}))
-    assert isinstance(got, Malformed) and got.reason in (R.INVALID_VALUE, R.WRONG_TYPE), got
+    assert isinstance(got, Malformed) and got.reason in (Reason.INVALID_VALUE, Reason.WRONG_TYPE), got
 
 
 def test_the_wrapper_scale_wins_and_is_checked_exactly():
@@ -119,11 +119,11 @@ def test_the_wrapper_scale_wins_and_is_checked_exactly():
     scale4["fields"][1]["parameters"]["scale"] = "4"
     assert row_of(wrapped(env({"id": 1, "balance": b64(1234500)}), scale4))["balance"] == Decimal("123.45")
     got = parse(wrapped(env({"id": 1, "balance": b64(1234567)}), scale4))
-    assert isinstance(got, Malformed) and got.reason == R.INVALID_VALUE
+    assert isinstance(got, Malformed) and got.reason == Reason.INVALID_VALUE
     bad = json.loads(json.dumps(ROW_SCHEMA))
     bad["fields"][1]["parameters"]["scale"] = "x"
     got = parse(wrapped(env({"id": 1, "balance": b64(5)}), bad))
-    assert isinstance(got, Malformed) and got.reason == R.WRONG_TYPE
+    assert isinstance(got, Malformed) and got.reason == Reason.WRONG_TYPE
 
 
 def test_variable_scale_decimal_and_other_logical_types():
@@ -138,7 +138,7 @@ def test_variable_scale_decimal_and_other_logical_types():
     wrong = json.loads(json.dumps(ROW_SCHEMA))
     wrong["fields"][2]["name"] = "io.debezium.time.MicroTime"  # a time of day is no date
     got = parse(wrapped(env({"id": 1, "born": 5}), wrong))
-    assert isinstance(got, Malformed) and got.reason == R.WRONG_TYPE
+    assert isinstance(got, Malformed) and got.reason == Reason.WRONG_TYPE
 
 
 def test_dates_and_timestamps_in_each_encoding():
@@ -158,25 +158,25 @@ def test_dates_and_timestamps_in_each_encoding():
         assert got == datetime(2026, 1, 1, 0, 5, 0, 123000, tzinfo=UTC), name
     for value in ["2026-01-01T00:05:00Z", 1.5, 253402300800000000, -62135596800000001]:
         got = parse(env({"id": 1, "seen": value}))
-        assert isinstance(got, Malformed) and got.reason in (R.WRONG_TYPE, R.INVALID_VALUE), value
+        assert isinstance(got, Malformed) and got.reason in (Reason.WRONG_TYPE, Reason.INVALID_VALUE), value
     nanos = json.loads(json.dumps(ROW_SCHEMA))
     nanos["fields"][3] = {"type": "int64", "name": "io.debezium.time.NanoTimestamp", "field": "seen"}
     got = parse(wrapped(env({"id": 1, "seen": 1767225900123456789}), nanos))  # never rounded to micros
-    assert isinstance(got, Malformed) and got.reason == R.INVALID_VALUE
+    assert isinstance(got, Malformed) and got.reason == Reason.INVALID_VALUE
 
 
 def test_an_unchanged_toasted_column_is_never_stored():
     """The placeholder is refused without the old row, and replaced by it with REPLICA IDENTITY FULL."""
     got = parse(env({"id": 1, "bio": PLACEHOLDER}))
-    assert isinstance(got, Malformed) and got.reason == R.CDC_UNAVAILABLE_VALUE
+    assert isinstance(got, Malformed) and got.reason == Reason.CDC_UNAVAILABLE_VALUE
     assert "bio" in got.detail and "REPLICA IDENTITY FULL" in got.detail
     got = parse(env({"id": 1, "bio": PLACEHOLDER}, before={"id": 1}))  # the key alone: no real value
-    assert isinstance(got, Malformed) and got.reason == R.CDC_UNAVAILABLE_VALUE
+    assert isinstance(got, Malformed) and got.reason == Reason.CDC_UNAVAILABLE_VALUE
     long_text = "x" * 6000
     assert row_of(env({"id": 1, "bio": PLACEHOLDER}, before={"id": 1, "bio": long_text}))["bio"] == long_text
     assert row_of(wrapped(env({"id": 1, "bio": PLACEHOLDER}, before={"id": 1, "bio": None})))["bio"] is None
     got = parse(env({"id": 1, "bio": PLACEHOLDER}, before={"id": 1, "bio": PLACEHOLDER}))
-    assert isinstance(got, Malformed) and got.reason == R.CDC_UNAVAILABLE_VALUE
+    assert isinstance(got, Malformed) and got.reason == Reason.CDC_UNAVAILABLE_VALUE
     # a delete's row is not judged: the placeholder there changes nothing
     assert isinstance(parse(env(None, op="d", before={"id": 1, "bio": PLACEHOLDER})), Change)
 
@@ -186,7 +186,7 @@ def test_the_event_time_is_the_commit_time_by_default():
     assert isinstance(got, Change) and got.event_time == datetime(2026, 1, 1, 0, 5, 0, 120000, tzinfo=UTC)
     for source in [{"lsn": 1}, {"lsn": 1, "ts_ms": "5"}, {"lsn": 1, "ts_ms": 2**62}, {"lsn": 1, "ts_ms": None}]:
         got = parse({**env({"id": 1}), "source": source})
-        assert isinstance(got, Malformed) and got.reason == R.CDC_INVALID_EVENT_TIME, source
+        assert isinstance(got, Malformed) and got.reason == Reason.CDC_INVALID_EVENT_TIME, source
     processed = Schema.model_validate({"format": "debezium", "event_time": "ts_ms", "fields": FIELDS})
     got = parse({**env({"id": 1}), "source": {"lsn": 1}}, processed)
     assert isinstance(got, Change) and got.event_time == datetime(2026, 1, 1, 0, 5, 0, 123000, tzinfo=UTC)

@@ -23,6 +23,7 @@ from onceflow.generate.changes import TOMBSTONE_KIND, ChangeRecord, ChangeStream
 from onceflow.generate.records import VALID
 from onceflow.schema import reasons as R
 from onceflow.schema.model import Schema
+from onceflow.schema.reasons import Reason
 
 PROPERTIES = settings(
     max_examples=max(40, settings().max_examples),
@@ -256,18 +257,20 @@ def test_each_malformed_kind_is_made_and_judged_with_exactly_its_reason(name):
     made = {r.kind for r in records} - {VALID, TOMBSTONE_KIND}
     # the event time is a column of these but orders_epoch's: its envelope's source.ts_ms
     positional = s.schema.event_time_position is not None
-    expected = set(R.CDC_REASONS) - (set() if positional else {R.CDC_INVALID_EVENT_TIME})
+    expected = set(R.CDC_REASONS) - (set() if positional else {Reason.CDC_INVALID_EVENT_TIME})
     assert made == set(s.kinds()) and expected <= made
-    assert {R.MISSING_FIELD, R.WRONG_TYPE, R.INVALID_VALUE} <= made  # a row breaking the declared fields
+    assert {Reason.MISSING_FIELD, Reason.WRONG_TYPE, Reason.INVALID_VALUE} <= made  # a row breaking the declared fields
     assert s.summary()["malformed"] == sum(1 for r in records if r.kind in made)
 
 
 def test_the_kinds_follow_the_order_of_the_checks_and_the_schemas_rules():
     kinds = stream().kinds()
-    envelope = tuple(r for r in R.CDC_REASONS if r != R.CDC_INVALID_EVENT_TIME)  # the event time is a column
-    assert kinds[: len(envelope) + 1] == (R.INVALID_JSON, *envelope)
-    assert {R.NOT_ALLOWED, R.TOO_LONG} <= set(kinds) and R.BELOW_MIN not in kinds  # tier allowed, email max_length
-    assert {R.PATTERN_MISMATCH, R.BELOW_MIN, R.ABOVE_MAX} <= set(stream("orders_version").kinds())
+    envelope = tuple(r for r in R.CDC_REASONS if r != Reason.CDC_INVALID_EVENT_TIME)  # the event time is a column
+    assert kinds[: len(envelope) + 1] == (Reason.INVALID_JSON, *envelope)
+    assert {Reason.NOT_ALLOWED, Reason.TOO_LONG} <= set(
+        kinds
+    ) and Reason.BELOW_MIN not in kinds  # tier allowed, email max_length
+    assert {Reason.PATTERN_MISMATCH, Reason.BELOW_MIN, Reason.ABOVE_MAX} <= set(stream("orders_version").kinds())
 
 
 def test_a_seed_gives_the_same_stream_and_the_same_table():
@@ -318,7 +321,7 @@ def test_ratios_out_of_range_are_refused():
 def test_produce_plans_a_debezium_pipelines_change_event_kinds():
     pipeline, _, kinds = produce_plan("customers_cdc")
     assert pipeline.keyed is not None and pipeline.keyed.debezium
-    assert R.CDC_MISSING_OP in kinds and R.DUPLICATE_KEY not in kinds
+    assert Reason.CDC_MISSING_OP in kinds and Reason.DUPLICATE_KEY not in kinds
 
 
 def test_produce_writes_the_expected_table_and_says_where(tmp_path, capsys):

@@ -18,6 +18,7 @@ from onceflow.errors import ConfigError
 from onceflow.generate.records import VALID, Generator
 from onceflow.schema import reasons as R
 from onceflow.schema.model import Schema
+from onceflow.schema.reasons import Reason
 from onceflow.schema.reference import Judge
 from tests.integration.test_validation import SCHEMA as CORPUS_SCHEMA
 
@@ -91,26 +92,26 @@ def test_valid_events_pass_the_judge_and_keep_their_values(name):
 
 
 def test_kinds_are_the_ones_the_schema_declares():
-    generic = set(R.RECORD_REASONS) | {R.MISSING_FIELD, R.WRONG_TYPE, R.INVALID_VALUE}
-    assert set(_gen("payments", 1).kinds()) == generic | {R.NOT_ALLOWED, R.BELOW_MIN, R.NOT_A_UUID}
+    generic = set(R.RECORD_REASONS) | {Reason.MISSING_FIELD, Reason.WRONG_TYPE, Reason.INVALID_VALUE}
+    assert set(_gen("payments", 1).kinds()) == generic | {Reason.NOT_ALLOWED, Reason.BELOW_MIN, Reason.NOT_A_UUID}
     assert set(_gen("sensors", 1).kinds()) == generic | {
-        R.NOT_ALLOWED,
-        R.BELOW_MIN,
-        R.ABOVE_MAX,
-        R.PATTERN_MISMATCH,
-        R.TOO_LONG,
+        Reason.NOT_ALLOWED,
+        Reason.BELOW_MIN,
+        Reason.ABOVE_MAX,
+        Reason.PATTERN_MISMATCH,
+        Reason.TOO_LONG,
     }
     # corpus: `site`'s allowed values are all within its max_length, so too_long cannot be made
     assert set(_gen("corpus", 1).kinds()) == generic | {
-        R.NOT_ALLOWED,
-        R.BELOW_MIN,
-        R.ABOVE_MAX,
-        R.PATTERN_MISMATCH,
-        R.NOT_A_UUID,
+        Reason.NOT_ALLOWED,
+        Reason.BELOW_MIN,
+        Reason.ABOVE_MAX,
+        Reason.PATTERN_MISMATCH,
+        Reason.NOT_A_UUID,
     }
     assert _gen("odd", 1).kinds() == R.REASONS
     with pytest.raises(ValueError, match=r"cannot produce malformed kind 'above_max'.*below_min"):
-        _gen("payments", 1).malformed(R.ABOVE_MAX)
+        _gen("payments", 1).malformed("above_max")  # as `onceflow produce --malformed` passes it
 
 
 def test_odd_kinds_break_the_rule_they_name():
@@ -118,9 +119,9 @@ def test_odd_kinds_break_the_rule_they_name():
     judge = Judge(ODD)
     levels = Counter(gen.valid()["level"] for _ in range(300))
     assert set(levels) == {2, 3}, "an allowed value below min is never drawn"
-    below = [json.loads(gen.malformed(R.BELOW_MIN)) for _ in range(40)]
+    below = [json.loads(gen.malformed(Reason.BELOW_MIN)) for _ in range(40)]
     assert any(b["level"] == 1 for b in below), "below_min on `level` can only be its allowed value 1"
-    assert all(judge.judge(json.dumps(b).encode()).reason == R.BELOW_MIN for b in below)
+    assert all(judge.judge(json.dumps(b).encode()).reason == Reason.BELOW_MIN for b in below)
 
 
 def test_same_seed_same_records_other_seed_other_records():
@@ -130,7 +131,7 @@ def test_same_seed_same_records_other_seed_other_records():
 
     assert run(7) == run(7)
     assert run(7) != run(8)
-    assert {m.kind for m in run(7)} >= {VALID, R.MISSING_FIELD}
+    assert {m.kind for m in run(7)} >= {VALID, Reason.MISSING_FIELD}
 
 
 def test_record_kinds_are_drawn_uniformly_and_keys_follow_the_key_field():

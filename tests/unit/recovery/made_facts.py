@@ -13,7 +13,7 @@ from onceflow.state.generation import CheckpointIdentity
 T = "payments"
 CP = "/state/checkpoint"
 SINKS = ("bronze", "quarantine", "aggregates")
-FED = ("bronze", "quarantine")  # written from Kafka; the aggregates follow bronze (sinks.FOLLOWS)
+FED = ("bronze", "quarantine")  # written from Kafka; the aggregates follow bronze (sink_kinds.FOLLOWS)
 
 
 def entries(

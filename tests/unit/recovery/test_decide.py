@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from onceflow.checkpoint import BatchOffsets, Checkpoint, Problem
-from onceflow.ledger import LOSS, LedgerEntry, contiguity_problems
+from onceflow.ledger import EntryKind, LedgerEntry, contiguity_problems
 from onceflow.recovery.cases import ActionKind, Case, Decision
 from onceflow.recovery.decide import decide
 from onceflow.state.generation import CheckpointIdentity
@@ -275,7 +275,7 @@ def test_accepted_loss_records_loss_entries_and_resumes_at_the_log_start():
     ]
     # the loss entry keeps each ledger contiguous: old batch → loss → the new generation's batch 0
     for a in losses:
-        loss = LedgerEntry(T, a.params["sink"], 1, -1, T, {0: 300}, {0: 340}, kind=LOSS)
+        loss = LedgerEntry(T, a.params["sink"], 1, -1, T, {0: 300}, {0: 340}, kind=EntryKind.LOSS)
         new0 = LedgerEntry(T, a.params["sink"], 1, 0, T, {0: 340, 1: 160}, {0: 400, 1: 200})
         assert contiguity_problems([*entries(a.params["sink"], B), loss, new0]) == []
 
@@ -410,7 +410,13 @@ def test_a_loss_entry_is_an_idempotent_empty_commit_under_its_own_txn_app_id(tmp
     assert table.transaction_version(app_id(T, "bronze", 1)) is None  # batch 0 of generation 1 stays writable
     ledger = read_ledger(path)
     loss = ledger.entries[-1]
-    assert (loss.kind, loss.generation, loss.batch_id, loss.start, loss.end) == (LOSS, 1, -1, {0: 100}, {0: 140})
+    assert (loss.kind, loss.generation, loss.batch_id, loss.start, loss.end) == (
+        EntryKind.LOSS,
+        1,
+        -1,
+        {0: 100},
+        {0: 140},
+    )
     assert loss.extra == {"recovery": "r1"} and ledger.committed_offsets()[0] == 140
 
 

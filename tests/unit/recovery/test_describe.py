@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from onceflow.ledger import LOSS, Ledger, LedgerEntry
+from onceflow.ledger import EntryKind, Ledger, LedgerEntry
 from onceflow.recovery import describe
 from tests.unit.recovery.made_facts import MISSING_CK, B, T, all_sinks, checkpoint, entries, facts, ledgers
 
@@ -14,7 +14,7 @@ def test_offsets_read_in_partition_order():
 
 def test_a_sink_stands_at_its_newest_batch_not_at_a_loss_entry():
     batches = entries("bronze", B)
-    loss = LedgerEntry(T, "bronze", 1, 0, T, {0: 300}, {0: 400}, kind=LOSS)
+    loss = LedgerEntry(T, "bronze", 1, 0, T, {0: 300}, {0: 400}, kind=EntryKind.LOSS)
     ledger = Ledger("/state/bronze", [*batches, loss], [])
     assert describe.last_batch(ledger) == batches[-1] and describe.position_key(ledger) == (0, 2)
     assert describe.where(ledger) == "batch 2 of generation 0 (up to {0: 400, 1: 160})"

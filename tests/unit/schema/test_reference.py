@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from devkit.pipelines import SENSORS_SCHEMA
-from onceflow.schema import reasons as R
+from onceflow.schema.reasons import Reason
 from onceflow.schema.reference import (
     ABSENT,
     Judge,
@@ -46,20 +46,20 @@ def test_a_valid_record_comes_out_typed():
 @pytest.mark.parametrize(
     "record, reason",
     [
-        (b"\xff\xfe", R.INVALID_UTF8),
-        (b"{not json", R.INVALID_JSON),
-        (b"[1, 2]", R.NOT_AN_OBJECT),
-        (json.dumps(GOOD).encode() + b" {}", R.TRAILING_CONTENT),
-        (b'{"device_id": "a", "device_id": "b"}', R.DUPLICATE_KEY),
-        ({k: v for k, v in GOOD.items() if k != "site"}, R.MISSING_FIELD),
-        ({**GOOD, "seq": "seven"}, R.WRONG_TYPE),
-        ({**GOOD, "site": "paris"}, R.NOT_ALLOWED),
-        ({**GOOD, "reading": -51}, R.BELOW_MIN),
-        ({**GOOD, "reading": 151}, R.ABOVE_MAX),
-        ({**GOOD, "firmware": "1.4"}, R.PATTERN_MISMATCH),
-        ({**GOOD, "device_id": "d" * 65}, R.TOO_LONG),
-        ({**GOOD, "meta": {"ts": "yesterday"}}, R.INVALID_VALUE),
-        (None, R.INVALID_JSON),  # a record without a value
+        (b"\xff\xfe", Reason.INVALID_UTF8),
+        (b"{not json", Reason.INVALID_JSON),
+        (b"[1, 2]", Reason.NOT_AN_OBJECT),
+        (json.dumps(GOOD).encode() + b" {}", Reason.TRAILING_CONTENT),
+        (b'{"device_id": "a", "device_id": "b"}', Reason.DUPLICATE_KEY),
+        ({k: v for k, v in GOOD.items() if k != "site"}, Reason.MISSING_FIELD),
+        ({**GOOD, "seq": "seven"}, Reason.WRONG_TYPE),
+        ({**GOOD, "site": "paris"}, Reason.NOT_ALLOWED),
+        ({**GOOD, "reading": -51}, Reason.BELOW_MIN),
+        ({**GOOD, "reading": 151}, Reason.ABOVE_MAX),
+        ({**GOOD, "firmware": "1.4"}, Reason.PATTERN_MISMATCH),
+        ({**GOOD, "device_id": "d" * 65}, Reason.TOO_LONG),
+        ({**GOOD, "meta": {"ts": "yesterday"}}, Reason.INVALID_VALUE),
+        (None, Reason.INVALID_JSON),  # a record without a value
     ],
 )
 def test_each_kind_gets_its_reason(record, reason):
@@ -85,9 +85,12 @@ def test_the_readers_of_a_record_and_a_field_serve_other_judges_too():
     seq = SENSORS_SCHEMA.field("seq")
     assert seq is not None
     assert read_field(seq, lookup(obj, ("a", "n"))) == (None, 10)
-    assert read_field(seq, lookup(obj, ("a", "d"))) == (R.WRONG_TYPE, None)
-    assert read_field(seq, lookup(obj, ("a", "z"))) == (R.MISSING_FIELD, None)
-    assert read_record(b"[1]", 100) == (R.NOT_AN_OBJECT, None) and read_record(b"{}", 1) == (R.OVERSIZED, None)
+    assert read_field(seq, lookup(obj, ("a", "d"))) == (Reason.WRONG_TYPE, None)
+    assert read_field(seq, lookup(obj, ("a", "z"))) == (Reason.MISSING_FIELD, None)
+    assert read_record(b"[1]", 100) == (Reason.NOT_AN_OBJECT, None) and read_record(b"{}", 1) == (
+        Reason.OVERSIZED,
+        None,
+    )
     # a whole record and its object judged apart give one verdict
     raw = json.dumps(GOOD).encode()
     assert Judge(SENSORS_SCHEMA).judge_object(read_record(raw, 4096)[1]) == Judge(SENSORS_SCHEMA).judge(raw)
@@ -98,23 +101,23 @@ def test_the_readers_of_a_record_and_a_field_serve_other_judges_too():
     [
         # after a top-level number only whitespace may follow (Spark's JSON reader, Jackson, checked
         # against try_parse_json on 2026-11-28): else there is no JSON value at all
-        ("8K", R.INVALID_JSON),
-        ("8,", R.INVALID_JSON),
-        ("8}", R.INVALID_JSON),
-        ("8\x1aK", R.INVALID_JSON),  # found by the property test of the job against the judge
-        ("-1.5e3x", R.INVALID_JSON),
-        ("8 K", R.NOT_AN_OBJECT),
-        ("8\tK", R.NOT_AN_OBJECT),
+        ("8K", Reason.INVALID_JSON),
+        ("8,", Reason.INVALID_JSON),
+        ("8}", Reason.INVALID_JSON),
+        ("8\x1aK", Reason.INVALID_JSON),  # found by the property test of the job against the judge
+        ("-1.5e3x", Reason.INVALID_JSON),
+        ("8 K", Reason.NOT_AN_OBJECT),
+        ("8\tK", Reason.NOT_AN_OBJECT),
         # after a literal, an identifier's character from `0` up runs it on; `$`, a control below `0`,
         # a comma or a bracket do not
-        ("trueK", R.INVALID_JSON),
-        ("null_", R.INVALID_JSON),
-        ("true\x7f", R.INVALID_JSON),
-        ("false$", R.NOT_AN_OBJECT),
-        ("true\x1a", R.NOT_AN_OBJECT),
-        ("true]", R.NOT_AN_OBJECT),
-        ('"a"K', R.NOT_AN_OBJECT),
-        ("[1]x", R.NOT_AN_OBJECT),
+        ("trueK", Reason.INVALID_JSON),
+        ("null_", Reason.INVALID_JSON),
+        ("true\x7f", Reason.INVALID_JSON),
+        ("false$", Reason.NOT_AN_OBJECT),
+        ("true\x1a", Reason.NOT_AN_OBJECT),
+        ("true]", Reason.NOT_AN_OBJECT),
+        ('"a"K', Reason.NOT_AN_OBJECT),
+        ("[1]x", Reason.NOT_AN_OBJECT),
     ],
 )
 def test_a_top_level_scalar_that_runs_into_what_follows_is_no_json_value(text, reason):
