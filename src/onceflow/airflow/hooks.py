@@ -16,7 +16,7 @@ import socket
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
@@ -28,6 +28,9 @@ from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
 from onceflow.control import RecoveryMarker, StreamRun, Wanted, control_lock, keep_watching
 from onceflow.kafka.client import KafkaClient, source_client
 from onceflow.status import Run, RunLock, StatusLog
+
+if TYPE_CHECKING:
+    from onceflow.health import HealthReport
 
 
 def pipelines_dir() -> Path:
@@ -105,7 +108,7 @@ class OnceflowHook(BaseHook):
 
         return read_ledger(self.table_path(sink))
 
-    def health(self) -> dict:
+    def health(self) -> HealthReport:
         """`onceflow checkpoint status` for this pipeline: verdict, reasons, lag, last batch."""
         from onceflow.health import pipeline_health
 
