@@ -192,7 +192,7 @@ def watch_child(pipeline_file: str) -> int:
     pipeline = load_pipeline(pipeline_file)
     while True:
         started = time.monotonic()
-        sys.stdout.write(json.dumps(pipeline_health(pipeline), default=str, separators=(",", ":")) + "\n")
+        sys.stdout.write(json.dumps(pipeline_health(pipeline).as_json(), separators=(",", ":")) + "\n")
         sys.stdout.flush()
         time.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
 

@@ -39,6 +39,17 @@ class CheckStatus(StrEnum):
     SKIPPED = "skipped"  # not applicable here (e.g. no event_id declared)
 
 
+class CheckGroup(StrEnum):
+    """What part of the audit a check belongs to: the report page groups its checks by it."""
+
+    LEDGERS = "ledgers"  # the checkpoint and the sink ledgers agree (agreement_checks)
+    ROWS = "rows"  # Kafka's committed records vs the tables' rows (audit/rows.py)
+    AGGREGATES = "aggregates"  # the streaming aggregates vs a batch recomputation (audit/aggregates.py)
+    CURRENT = "current"  # the keyed table vs a fold of its bronze changes (audit/current.py)
+    KAFKA_OUTPUT = "kafka_output"  # the Kafka output topic (audit/kafka_output.py)
+    GX = "gx"  # a Great Expectations expectation (audit/validate.py); its suite is in its name
+
+
 class AuditStatus(StrEnum):
     """The outcome of one audit run (summary.json's `status`; exit codes 0, 1, 2)."""
 
@@ -71,7 +82,7 @@ class Check:
 
     name: str
     title: str
-    status: str
+    status: CheckStatus
     expected: Any = None
     observed: Any = None
     detail: str = ""
@@ -80,6 +91,7 @@ class Check:
     ranges: list[dict] = field(default_factory=list)  # {"partition", "start", "end", "count"}
     ranges_total: int = 0  # how many ranges exist (ranges may be truncated to MAX_RANGES)
     samples: list[dict] = field(default_factory=list)
+    group: CheckGroup = field(kw_only=True)  # where the report shows it: every check says, none is guessed
 
     @property
     def passed(self) -> bool:
@@ -89,8 +101,8 @@ class Check:
         return jsonable(asdict(self))
 
 
-def check(name: str, title: str, ok: bool, **kw) -> Check:
-    return Check(name=name, title=title, status=CheckStatus.PASSED if ok else CheckStatus.FAILED, **kw)
+def check(name: str, title: str, ok: bool, *, group: CheckGroup, **kw) -> Check:
+    return Check(name=name, title=title, status=CheckStatus.PASSED if ok else CheckStatus.FAILED, group=group, **kw)
 
 
 def jsonable(value: Any) -> Any:
@@ -480,6 +492,7 @@ def agreement_checks(point: CommittedPoint) -> list[Check]:
                 observed=len(found),
                 detail="; ".join(found[:20]),
                 samples=[{"problem": f} for f in found[:MAX_SAMPLES]],
+                group=CheckGroup.LEDGERS,
             )
         )
     return out

@@ -87,7 +87,7 @@ STYLES: dict[str, str] = {v: f.style for v, f in VERDICTS.items() if f.style}
 COLORS: dict[str, str] = {v: f.color for v, f in VERDICTS.items() if f.color}
 
 # the verdict enum of each published JSON Schema (docs/schemas/), in Verdict's order; the files are
-# checked against these (tests/unit/test_verdicts.py) and rewritten by `python -m devkit.verdict_schemas`
+# checked against these (tests/unit/test_verdicts.py) and rewritten by `python -m devkit.schemas`
 SCHEMA_ENUMS: dict[str, tuple[str, ...]] = {
     "checkpoint-status.schema.json": STATUS_VERDICTS,
     # an event the trigger fires (error has a shape of its own) or the sensor's XCom (window_end)

@@ -309,8 +309,8 @@ def test_a_continuous_stream_runs_across_windows_and_recovers_from_a_kill_withou
     assert producer.error is None, producer.error
     # the app drains what was produced (watched, as a stream run would), then no run watches it
     # (the DAG paused): it stops by itself at a batch boundary within the lease's grace
-    drained = wait_until(lambda: hook.keep_watching("afe2e_stream/drain") and not hook.health()["lag"]["total"], 180)
-    assert drained, hook.health()["reasons"]
+    drained = wait_until(lambda: hook.keep_watching("afe2e_stream/drain") and not hook.health().lag.total, 180)
+    assert drained, hook.health().reasons
     hook.wanted.clear()  # the recovery's hand-over lease (600 s) is not a stream run's
     last_look = hook.keep_watching("afe2e_stream/drain") and time.time()
     assert wait_until(lambda: hook.running_job() is None, LEASE_GRACE_SECONDS + 60)
@@ -318,7 +318,7 @@ def test_a_continuous_stream_runs_across_windows_and_recovers_from_a_kill_withou
     print(f"no look for {stopped_after:.1f}s: the app stopped (grace {LEASE_GRACE_SECONDS}s)")
     assert LEASE_GRACE_SECONDS - 2 <= stopped_after <= LEASE_GRACE_SECONDS + 2 * flow["pipeline"].trigger.seconds + 20
     assert hook.last_run().status == "stopped"
-    assert hook.health()["verdict"] == "stopped"
+    assert hook.health().verdict == "stopped"
 
     commits = _commits(pipeline)
     kill = timeline["kill"]

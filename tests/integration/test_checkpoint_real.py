@@ -184,7 +184,7 @@ def unread(stream, broker):
 
 def test_health_lag_equals_what_was_produced_but_not_read(stream, unread, broker, tmp_path):
     pipeline, _ = _pipeline(tmp_path, broker, stream["checkpoint"], "ckreal_lag")
-    report = pipeline_health(pipeline)
+    report = pipeline_health(pipeline).as_json()
     jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker()).validate(report)
     assert report["verdict"] == "stopped" and report["exit_code"] == 0, report["reasons"]
     assert report["kafka"]["error"] is None

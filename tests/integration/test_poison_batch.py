@@ -46,7 +46,7 @@ def test_a_poisoned_batch_is_named_refused_for_restart_and_moved_to_quarantine_b
         errors.append(str(failed.value))
     assert all("poison record at partition 0 offset 150" in e for e in errors), errors
 
-    health = pipeline_health(pipeline)
+    health = pipeline_health(pipeline).as_json()
     assert health["verdict"] == Verdict.POISONED and health["exit_code"] == 1, health["reasons"]
     poisoned = health["run"]["poisoned"]
     assert poisoned["batch_id"] == 1 and poisoned["ranges"] == {"0": [100, 200]} and poisoned["runs"] == 3
@@ -60,7 +60,7 @@ def test_a_poisoned_batch_is_named_refused_for_restart_and_moved_to_quarantine_b
     assert main(["quarantine", "--pipeline", str(path), "--batch", "1", "--note", "issue #36 drill"]) == 0
     declared = json.loads((pipeline.state_path / "unprocessable.json").read_text())
     assert [(d["ranges"], d["batch_id"], d["note"]) for d in declared] == [({"0": [100, 200]}, 1, "issue #36 drill")]
-    assert pipeline_health(pipeline)["verdict"] == Verdict.FAILED, "handled: the next run gets past it"
+    assert pipeline_health(pipeline).verdict == Verdict.FAILED, "handled: the next run gets past it"
     assert not plan_recovery(pipeline).refused
 
     result = run_ingest(pipeline, spark=spark)  # the fault is still set: the record is never read again
@@ -73,7 +73,7 @@ def test_a_poisoned_batch_is_named_refused_for_restart_and_moved_to_quarantine_b
     moved = {r["_offset"]: r for r in quarantine if r["reason"] == Reason.UNPROCESSABLE}
     assert set(moved) == {o for o in raw if 100 <= o < 200}, sorted(moved)[:5]  # (transaction markers take offsets)
     assert all(r["_value"] == raw[o] for o, r in moved.items()), "raw bytes kept"
-    assert pipeline_health(pipeline)["verdict"] == Verdict.STOPPED
+    assert pipeline_health(pipeline).verdict == Verdict.STOPPED
 
     from onceflow.audit.run import run_audit
 

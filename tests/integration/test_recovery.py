@@ -221,7 +221,7 @@ def test_killed_between_sinks_restarts_from_its_checkpoint_or_with_it_lost_from_
     shutil.copytree(pipeline.state_path, at_crash / "state")
 
     # A: the checkpoint is healthy
-    assert pipeline_health(pipeline)["verdict"] == "dead"
+    assert pipeline_health(pipeline).verdict == "dead"
     plan = plan_recovery(pipeline)
     assert plan.decision == Decision.RESTART and plan.case == Case.DEAD_QUERY and plan.generation == 0, plan.summary
     assert any(f.case == Case.SINKS_DISAGREE for f in plan.findings), plan.findings
@@ -311,7 +311,7 @@ def test_removed_commit_and_leftover_tmp_file_replay_the_batch_and_keep_the_file
     assert_exactly_once(pipeline, broker.bootstrap)
     # the replayed batch was skipped by every table: no new Delta version anywhere
     assert {n: DeltaTable(p).version() for n, p in table_paths(pipeline).items()} == versions
-    assert pipeline_health(pipeline)["checkpoint"]["problems"] == []
+    assert pipeline_health(pipeline).checkpoint.problems == []
 
 
 # -- corrupt checkpoint, through the CLI -----------------------------------------------------
@@ -393,7 +393,7 @@ def test_truncated_offsets_file_recovers_from_the_ledgers_and_never_shows_a_trac
     newest = _newest(cp / "offsets")
     newest.write_text('v1\n{"batchWatermarkMs":0,"batchTim')
     _remove(cp / "commits" / newest.name)
-    assert pipeline_health(pipeline)["verdict"] == "broken"
+    assert pipeline_health(pipeline).verdict == "broken"
     bronze_end = read_ledger(table_paths(pipeline)["bronze"]).committed_offsets()
 
     assert main(["recover", "--pipeline", pipeline.file, "--dry-run"]) == 0

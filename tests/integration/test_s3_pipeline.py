@@ -114,7 +114,7 @@ def test_killed_and_checkpoint_lost_on_s3_recovers_and_audits_exactly_once(broke
     outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
     failed = [c for c in outcome.summary["checks"] if c["status"] != "passed"]
     assert outcome.status == "passed", json.dumps(failed, default=str)[:3000]
-    health = pipeline_health(pipeline)
+    health = pipeline_health(pipeline).as_json()
     assert health["checkpoint"]["path"] == pipeline.checkpoint_path and health["checkpoint"]["usable"]
     reports = "".join(p.read_text(errors="replace") for p in (tmp_path / "reports").rglob("*") if p.is_file())
     assert os.environ["AWS_SECRET_ACCESS_KEY"] not in reports
@@ -143,7 +143,7 @@ def test_a_second_driver_from_another_home_is_refused_while_the_first_holds_the_
         assert holder.get("pid") == first.pid, holder
         with pytest.MonkeyPatch.context() as elsewhere:  # the health seen from the other home
             elsewhere.setenv("ONCEFLOW_HOME", str(tmp_path / "home-b"))
-            health = pipeline_health(pipeline)
+            health = pipeline_health(pipeline).as_json()
         assert health["verdict"] == "remote" and health["exit_code"] == 0, health["reasons"]
         assert f"pid {first.pid}" in health["reasons"][0] and health["lease"]["live"]
         started = time.monotonic()

@@ -122,7 +122,7 @@ def held(pipeline):
 
 def check(pipeline, offsets=None, now_offset: float = 0, **kw) -> dict:
     now = NOW + now_offset
-    report = validate(pipeline_health(pipeline, now=now, end_offsets=offsets or kafka({0: 30, 1: 35}), **kw))
+    report = validate(pipeline_health(pipeline, now=now, end_offsets=offsets or kafka({0: 30, 1: 35}), **kw).as_json())
     assert report["exit_code"] == EXIT_CODES[report["verdict"]]
     return report
 
@@ -383,7 +383,7 @@ def test_real_client_against_a_closed_port_reports_instead_of_raising(pipeline):
         update={"source": pipeline.source.model_copy(update={"bootstrap_servers": f"127.0.0.1:{port}"})}
     )
     committed_checkpoint(p)
-    r = validate(pipeline_health(p, now=NOW))
+    r = validate(pipeline_health(p, now=NOW).as_json())
     assert r["verdict"] == "stopped"
     assert f"127.0.0.1:{port}" in r["kafka"]["error"] and "Fix:" in r["kafka"]["error"]
     # told by the refused connection itself, not by a request that timed out

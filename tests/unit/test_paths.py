@@ -21,11 +21,12 @@ def test_reports_default_to_the_state_dir_unless_onceflow_reports_says_otherwise
 def test_the_audit_command_writes_its_report_under_the_state_dir_by_default(tmp_path, monkeypatch):
     monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("ONCEFLOW_REPORTS", raising=False)
-    monkeypatch.setattr(cli, "NEEDS_KAFKA", ())  # the Kafka check is tested in test_cli_fail_fast
     args = cli.build_parser().parse_args(["audit"])
+    args.needs_kafka = False  # the Kafka check is tested in test_cli_fail_fast
     cli.prepare(args)
     assert args.report_dir == str(tmp_path / "home" / "reports")
     args = cli.build_parser().parse_args(["audit", "--report-dir", str(tmp_path / "r")])
+    args.needs_kafka = False
     cli.prepare(args)
     assert args.report_dir == str(tmp_path / "r")
 

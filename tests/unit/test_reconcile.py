@@ -265,6 +265,7 @@ def _summary(status: str = "failed") -> dict:
         "ranges": [{"partition": 1, "start": 10, "end": 13, "count": 3}],
         "ranges_total": 1,
         "samples": [{"_partition": 1, "_offset": 10, "event_id": "<script>alert(1)</script>"}],
+        "group": "rows",
     }
     ok = {
         **check,
@@ -328,6 +329,7 @@ def test_summary_schema_accepts_a_summary_and_rejects_a_wrong_status():
     validator.validate(_summary())
     bad = {**_summary(), "status": "ok"}
     assert not validator.is_valid(bad)
+    assert not validator.is_valid({**_summary(), "checks": [{**_summary()["checks"][0], "group": "guessed"}]})
 
 
 def test_html_shows_failing_checks_first_with_ranges_and_escapes_values():

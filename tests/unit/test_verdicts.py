@@ -1,5 +1,6 @@
-"""The verdict vocabulary: one row of facts per verdict, and the published schemas' enums generated
-from it (a verdict the sensors fire on can never be missing from a schema again: issue 50)."""
+"""The verdict vocabulary: one row of facts per verdict, and the published schemas' verdict enums
+generated from it (a verdict the sensors fire on can never be missing from a schema again: issue 50;
+that the committed files are what the models generate is tests/unit/test_wire.py's)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 import pytest
 
-from devkit.verdict_schemas import SCHEMAS, generated
+from devkit.schemas import generated
 from onceflow.verdicts import ALERTS, COLORS, EXIT_CODES, PROBLEMS, SCHEMA_ENUMS, STYLES, VERDICTS, Verdict
 
 
@@ -27,13 +28,10 @@ def _enums(node) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMA_ENUMS))
-def test_each_schema_lists_exactly_the_verdicts_generated_from_the_enum(name):
-    text = (SCHEMAS / name).read_text()
-    assert text == generated(name, text), (
-        f"docs/schemas/{name}'s verdict enum differs from onceflow.verdicts.SCHEMA_ENUMS: "
-        "run `python -m devkit.verdict_schemas`"
-    )
-    assert _enums(json.loads(text)) == [[str(v) for v in SCHEMA_ENUMS[name]]]
+def test_each_schema_lists_exactly_the_verdicts_of_its_enum(name):
+    found = _enums(json.loads(generated(name)))  # the event's own, and the health report's inside it
+    assert [str(v) for v in SCHEMA_ENUMS[name]] in found
+    assert all(enum in [[str(v) for v in e] for e in SCHEMA_ENUMS.values()] for enum in found)
 
 
 def test_every_verdict_of_the_command_reaches_every_schema():
@@ -50,15 +48,3 @@ def test_every_verdict_has_one_row_and_the_tables_derive_from_it():
     assert all(EXIT_CODES[v] != 0 for v in ALERTS), "an alert is a non-zero exit"
     # work that repairs or completes the pipeline is no alert (a stuck recovery turns into one: test_health)
     assert EXIT_CODES[Verdict.RECOVERING] == EXIT_CODES[Verdict.STARTING] == 0
-
-
-def test_the_generator_refuses_a_file_it_cannot_place_the_enum_in():
-    with pytest.raises(ValueError, match="expected one"):
-        generated("checkpoint-status.schema.json", '{"properties": {}}')
-
-
-def test_a_drifted_file_is_rewritten_to_the_generated_enum(tmp_path):
-    name = "onceflow-page-pipelines.schema.json"
-    drifted = (SCHEMAS / name).read_text().replace('"down", ', "")
-    assert drifted != (SCHEMAS / name).read_text()
-    assert generated(name, drifted) == (SCHEMAS / name).read_text()

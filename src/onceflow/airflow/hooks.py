@@ -16,7 +16,7 @@ import socket
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
@@ -29,6 +29,9 @@ from onceflow.kafka.client import KafkaClient, source_client
 from onceflow.sink_kinds import SinkName
 from onceflow.state.control import RecoveryMarker, StreamRun, Wanted, control_lock, keep_watching
 from onceflow.state.status import Run, RunLock, StatusLog
+
+if TYPE_CHECKING:
+    from onceflow.health import HealthReport
 
 
 def pipelines_dir() -> Path:
@@ -106,7 +109,7 @@ class OnceflowHook(BaseHook):
 
         return read_ledger(self.table_path(sink))
 
-    def health(self) -> dict:
+    def health(self) -> HealthReport:
         """`onceflow checkpoint status` for this pipeline: verdict, reasons, lag, last batch."""
         from onceflow.health import pipeline_health
 
@@ -171,7 +174,7 @@ class OnceflowHook(BaseHook):
             log(f"pid {pid} stopped")
         return holder
 
-    # -- who may start the query, who wants it (onceflow.control) ----------
+    # -- who may start the query, who wants it (onceflow.state.control) ----------
     @property
     def recovery_marker(self) -> RecoveryMarker:
         return RecoveryMarker(self.pipeline.state_path)

@@ -45,15 +45,15 @@ def observe(pipeline_file: str, since: float | None = None, watcher: str | None 
         log.warning("%s: another stream run holds the claim; %s renews nothing", hook.name, watcher)
     health = hook.health()
     run = hook.last_run().as_dict()
-    verdict = health.get("verdict")
+    verdict = str(health.verdict)
     started = run["started_epoch"]
     if since is not None and (started is None or started < since - SINCE_SLACK_SECONDS):
         verdict = Verdict.WAITING.value
-    return {
+    return {  # a dict: it crosses the triggerer's database (its contract: onceflow.airflow.payloads.HealthEvent)
         "pipeline": hook.name,
         "verdict": verdict,
-        "reasons": list(health.get("reasons") or []),
-        "health": health,
+        "reasons": list(health.reasons),
+        "health": health.as_json(),
         "run": run,
         "since": since,
         "time": time.time(),

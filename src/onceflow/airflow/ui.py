@@ -24,6 +24,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from onceflow.airflow.dag_kinds import DagKind, dag_id
 from onceflow.airflow.hooks import load_pipeline, pipelines_dir, reports_root
 from onceflow.airflow.links import UI_PREFIX, report_url
+from onceflow.airflow.payloads import PageRow
 from onceflow.audit.report import audit_verdict, latest_summary
 from onceflow.verdicts import COLORS, Verdict
 from onceflow.web import render_page
@@ -50,7 +51,7 @@ def _row(file: Path) -> dict[str, Any]:
     row: dict[str, Any] = {
         "file": file.name,
         "pipeline": file.stem,
-        "verdict": str(Verdict.ERROR),
+        "verdict": Verdict.ERROR,
         "reasons": [],
         "lag": None,
         "last_batch": None,
@@ -64,11 +65,11 @@ def _row(file: Path) -> dict[str, Any]:
         row["batches"] = batch_series(StatusLog(pipeline.state_path, pipeline.name).events(), PAGE_BATCHES)
         health = pipeline_health(pipeline)
         row.update(
-            verdict=health["verdict"],
-            reasons=health.get("reasons") or [],
-            lag=(health.get("lag") or {}).get("total"),
-            last_batch=(health.get("checkpoint") or {}).get("last_committed"),
-            running=(health.get("run") or {}).get("running"),
+            verdict=health.verdict,
+            reasons=health.reasons,
+            lag=health.lag.total,
+            last_batch=health.checkpoint.last_committed,
+            running=health.run.running,
         )
     except Exception as exc:  # shown on the page: one bad file must not hide the others
         row["reasons"] = [f"{type(exc).__name__}: {exc}"]
@@ -86,7 +87,10 @@ def _row(file: Path) -> dict[str, Any]:
                 if isinstance(p, dict)
             ],
         }
-    return row
+    try:  # its contract: docs/schemas/onceflow-page-pipelines.schema.json
+        return PageRow.model_validate(row).as_json()
+    except ValueError as exc:  # a report that does not fit: said on the row, the other rows shown
+        return {**row, "verdict": str(Verdict.ERROR), "audit": None, "reasons": [f"{type(exc).__name__}: {exc}"]}
 
 
 def _airflow_base() -> str:

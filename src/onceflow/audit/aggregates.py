@@ -22,7 +22,17 @@ from pyspark.sql import functions as F
 from onceflow import tables
 from onceflow.audit.sink_tables import read_table
 from onceflow.config import Pipeline
-from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, AuditScope, Check, CheckStatus, CommittedPoint, check, jsonable
+from onceflow.reconcile import (
+    MAX_RANGES,
+    MAX_SAMPLES,
+    AuditScope,
+    Check,
+    CheckGroup,
+    CheckStatus,
+    CommittedPoint,
+    check,
+    jsonable,
+)
 from onceflow.schema.model import Metric
 from onceflow.sink_kinds import SinkName
 
@@ -77,7 +87,16 @@ def reconcile_aggregates(
     title = "streaming aggregates equal a batch recomputation from bronze, row for row"
     if sink is None or view is None or not view.exists:
         return AggregateReconciliation(
-            Check("aggregates", title, CheckStatus.SKIPPED, detail="the pipeline has no aggregates sink"), None, 0, []
+            Check(
+                "aggregates",
+                title,
+                CheckStatus.SKIPPED,
+                detail="the pipeline has no aggregates sink",
+                group=CheckGroup.AGGREGATES,
+            ),
+            None,
+            0,
+            [],
         )
     # bronze as the aggregates saw it: every offset below the aggregates ledger's end
     agg_end = view.end
@@ -100,7 +119,13 @@ def reconcile_aggregates(
         if bounds["lo"] is None:
             return AggregateReconciliation(
                 check(
-                    "aggregates", title, True, expected=0, observed=0, detail="no new bronze rows: no window to compare"
+                    "aggregates",
+                    title,
+                    True,
+                    expected=0,
+                    observed=0,
+                    detail="no new bronze rows: no window to compare",
+                    group=CheckGroup.AGGREGATES,
                 ),
                 table.limit(0),
                 0,
@@ -179,6 +204,7 @@ def reconcile_aggregates(
         observed={"windows": stats["observed"], "differing": stats["bad"]},
         samples=samples,
         detail=detail,
+        group=CheckGroup.AGGREGATES,
     )
     return AggregateReconciliation(result, table, stats["expected"], findings)
 

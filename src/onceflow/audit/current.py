@@ -52,7 +52,7 @@ from onceflow.cdc.envelope import Change
 from onceflow.cdc.fold import State, Version, fold
 from onceflow.cdc.spec import KeyedSpec
 from onceflow.config import Pipeline
-from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckStatus, CommittedPoint, check, jsonable
+from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckGroup, CheckStatus, CommittedPoint, check, jsonable
 from onceflow.sink_kinds import SinkName
 
 CLOCK_SKEW = timedelta(minutes=1)  # between the bronze writer's clock and the MERGE's (purge ages)
@@ -298,6 +298,7 @@ class _Comparison:
                 observed={"rows": len(table_live), "differing": failed, **kinds, "revived": out.revived},
                 samples=bad,
                 detail="; ".join(notes) + (": " + _samples_text(bad) if failed else ""),
+                group=CheckGroup.CURRENT,
             )
         )
 
@@ -347,6 +348,7 @@ class _Comparison:
                 },
                 samples=bad,
                 detail="; ".join(notes) + (": " + _samples_text(bad) if failed else ""),
+                group=CheckGroup.CURRENT,
             )
         )
 
@@ -377,6 +379,7 @@ class _Comparison:
                     if twice
                     else ""
                 ),
+                group=CheckGroup.CURRENT,
             )
         )
         out.findings = self.findings
@@ -492,11 +495,19 @@ def reconcile_current(pipeline: Pipeline, point: CommittedPoint) -> CurrentRecon
     sink, spec = pipeline.sinks.current, pipeline.keyed
     view = point.sinks.get(SinkName.CURRENT)
     if sink is None or spec is None:
-        skipped = Check("current_rows", ROWS_TITLE, CheckStatus.SKIPPED, detail="the pipeline has no sinks.current")
+        skipped = Check(
+            "current_rows",
+            ROWS_TITLE,
+            CheckStatus.SKIPPED,
+            detail="the pipeline has no sinks.current",
+            group=CheckGroup.CURRENT,
+        )
         return CurrentReconciliation([skipped])
     if view is None or not view.exists:
         why = "the keyed table does not exist yet" if view is not None else "the committed point has no keyed table"
-        return CurrentReconciliation([Check("current_rows", ROWS_TITLE, CheckStatus.SKIPPED, detail=why)])
+        return CurrentReconciliation(
+            [Check("current_rows", ROWS_TITLE, CheckStatus.SKIPPED, detail=why, group=CheckGroup.CURRENT)]
+        )
     names = pipeline.schema.names
     covered = {p: (point.first.get(p, 0), e) for p, e in view.end.items() if point.first.get(p, 0) < e}
     bronze_view = point.sinks.get(SinkName.BRONZE)

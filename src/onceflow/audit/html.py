@@ -13,20 +13,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from onceflow.reconcile import AuditStatus, CheckStatus
+from onceflow.reconcile import AuditStatus, CheckGroup, CheckStatus
 from onceflow.web import render_page
 
 ASSETS = "assets"  # folder next to index.html holding the chart scripts
 
-# how checks are grouped on the page, in this order (a GX suite is a group of its own)
-LEDGER_CHECKS = ("checkpoint_ledger_agreement", "ledger_agreement", "ledger_contiguity")
-GROUPS = (
-    "Ledgers: checkpoint and sink ledgers agree",
-    "Rows: Kafka's committed records vs the tables",
-    "Aggregates: the streaming table vs a batch recomputation",
-    "Keyed table: the current state vs a replay of its bronze changes",
-    "Kafka output topic",
-)
+# the heading of each check group (reconcile.CheckGroup, set where each check is built), in page
+# order; a Great Expectations suite is a group of its own
+GROUPS: dict[str, str] = {
+    CheckGroup.LEDGERS: "Ledgers: checkpoint and sink ledgers agree",
+    CheckGroup.ROWS: "Rows: Kafka's committed records vs the tables",
+    CheckGroup.AGGREGATES: "Aggregates: the streaming table vs a batch recomputation",
+    CheckGroup.CURRENT: "Keyed table: the current state vs a replay of its bronze changes",
+    CheckGroup.KAFKA_OUTPUT: "Kafka output topic",
+}
 PHASES = {
     "committed_point": "read the committed point",
     "reconcile_rows": "reconcile rows",
@@ -39,25 +39,18 @@ PHASES = {
 
 
 def check_group(check: dict) -> str:
-    """The kind of a check, as the page groups it."""
-    name = check.get("name", "")
-    if check.get("source") == "gx":
-        suite = name.split(".")[1] if name.count(".") >= 2 else "other"
-        return f"Great Expectations: {suite}"
-    if name in LEDGER_CHECKS:
-        return GROUPS[0]
-    if name == "aggregates":
-        return GROUPS[2]
-    if name.startswith("current_"):
-        return GROUPS[3]
-    if name.startswith("kafka_"):
-        return GROUPS[4]
-    return GROUPS[1]
+    """The heading a check is shown under: its group's (a GX check: its suite's, the second part of
+    its name gx.<suite>.<expectation>)."""
+    group = str(check.get("group"))
+    if group == CheckGroup.GX:
+        name = check.get("name", "")
+        return f"Great Expectations: {name.split('.')[1] if name.count('.') >= 2 else 'other'}"
+    return GROUPS.get(group, group)  # a group this page does not know (a newer summary's): its own name
 
 
 def group_checks(checks: list[dict]) -> list[tuple[str, list[dict]]]:
     """(group, checks) in page order: reconciliation groups first, then GX suites as they ran."""
-    groups: dict[str, list[dict]] = {g: [] for g in GROUPS}
+    groups: dict[str, list[dict]] = {g: [] for g in GROUPS.values()}
     for c in checks:
         groups.setdefault(check_group(c), []).append(c)
     return [(g, cs) for g, cs in groups.items() if cs]

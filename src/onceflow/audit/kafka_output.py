@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from onceflow.config import Pipeline
 from onceflow.kafka.client import KafkaClient, sink_client
 from onceflow.kafka.ledger import KafkaLedger, default_ledger_topic, read_kafka_ledger
-from onceflow.reconcile import MAX_SAMPLES, Check, CheckStatus, check
+from onceflow.reconcile import MAX_SAMPLES, Check, CheckGroup, CheckStatus, check
 from onceflow.spark.kafka_read import kafka_options
 
 KEY = ("_topic", "_partition", "_offset")
@@ -99,6 +99,7 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
             expected="no problems",
             observed=ledger.problems() or "none",
             detail=f"{len(ledger.entries)} complete batches, {len(ledger.partial)} in doubt",
+            group=CheckGroup.KAFKA_OUTPUT,
         )
     ]
     complete, seen = _span(ledger, True), _span(ledger, False)
@@ -109,6 +110,7 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
                 f"Kafka output {topic} holds each committed event once",
                 CheckStatus.SKIPPED,
                 detail="the Kafka sink has committed nothing yet",
+                group=CheckGroup.KAFKA_OUTPUT,
             )
         )
         return checks
@@ -148,6 +150,7 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
                 observed=lost,
                 samples=samples(F.col("complete") & F.col("copies").isNull()) if lost else [],
                 detail=f"{stats['source_valid']} valid source records in {json.dumps(seen)}",
+                group=CheckGroup.KAFKA_OUTPUT,
             )
         )
         checks.append(
@@ -164,6 +167,7 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
                 )
                 if unmapped
                 else "",
+                group=CheckGroup.KAFKA_OUTPUT,
             )
         )
         checks.append(
@@ -174,6 +178,7 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
                 expected=0,
                 observed={"duplicate_keys": dup, "extra_copies": stats["extra_copies"] or 0},
                 samples=samples(F.col("copies") > 1) if dup else [],
+                group=CheckGroup.KAFKA_OUTPUT,
             )
         )
         checks.append(_values_check(output, source, fields))
@@ -210,4 +215,5 @@ def _values_check(output: DataFrame, source: DataFrame, fields: dict[str, str]) 
         detail=f"{counts['compared']} output records compared field by field ({', '.join(fields)}); a timestamp "
         "cut to milliseconds or a decimal rounded shows here: keep sinks.kafka.value's default, or its "
         "timestampFormat option",
+        group=CheckGroup.KAFKA_OUTPUT,
     )

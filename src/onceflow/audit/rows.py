@@ -38,7 +38,7 @@ from onceflow.audit.offending import at_keys, first_ranges, islands, ranges_text
 from onceflow.audit.sink_tables import read_table
 from onceflow.audit.source import TOMBSTONE_REASON, declaration_segments, read_source
 from onceflow.config import Pipeline
-from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckStatus, CommittedPoint, check, jsonable
+from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckGroup, CheckStatus, CommittedPoint, check, jsonable
 from onceflow.sink_kinds import SinkName
 
 _COUNTS = (
@@ -270,6 +270,7 @@ class RowReconciler:
                 f"{r['sink_rows']} ({r['bronze_rows']} bronze, {r['quarantine_rows']} quarantine)"
                 for r in bad[:20]
             ),
+            group=CheckGroup.ROWS,
         )
 
     def _loss(self, j: DataFrame, lost: Column, parts: list[dict], result: RowReconciliation) -> Check:
@@ -300,6 +301,7 @@ class RowReconciler:
             samples=samples,
             partitions=[r["partition"] for r in parts if r["lost_records"]],
             detail=ranges_text("lost", ranges, total),
+            group=CheckGroup.ROWS,
         )
 
     def _phantoms(self, j: DataFrame, phantom: Column, parts: list[dict], result: RowReconciliation) -> Check:
@@ -325,6 +327,7 @@ class RowReconciler:
             samples=samples,
             partitions=[r["partition"] for r in parts if r["phantom_rows"]],
             detail=ranges_text("phantom rows at", ranges, total),
+            group=CheckGroup.ROWS,
         )
 
     def _duplicates(self, j: DataFrame, dup: Column, parts: list[dict], result: RowReconciliation) -> Check:
@@ -348,6 +351,7 @@ class RowReconciler:
             samples=samples,
             partitions=[r["partition"] for r in parts if r["duplicate_keys"]],
             detail=ranges_text("duplicated offsets", ranges, total),
+            group=CheckGroup.ROWS,
         )
 
     def _event_ids(self, result: RowReconciliation) -> Check:
@@ -360,6 +364,7 @@ class RowReconciler:
                 CheckStatus.SKIPPED,
                 detail="the schema declares no event_id: uniqueness of events is not checked "
                 "(uniqueness of Kafka offsets is, by the duplicates check)",
+                group=CheckGroup.ROWS,
             )
         dups = (
             self.bronze.withColumnRenamed(event_id, "event_id")
@@ -404,6 +409,7 @@ class RowReconciler:
                 + ", ".join(f"partition {o['partition']} offset {o['offset']}" for o in s["offsets"])
                 for s in samples
             ),
+            group=CheckGroup.ROWS,
         )
 
     def _content(self, j: DataFrame, changed: Column, parts: list[dict], result: RowReconciliation) -> Check:
@@ -443,6 +449,7 @@ class RowReconciler:
                 if bad or rows_changed
                 else ""
             ),
+            group=CheckGroup.ROWS,
         )
 
     # -- samples ----------------------------------------------------------------------

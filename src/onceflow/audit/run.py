@@ -261,9 +261,12 @@ def _finish(
     if records is not None and timings["total"] > 0:
         summary["throughput_rows_per_second"] = round(records / timings["total"], 1)
     summary["batches"] = report.recent_batches(pipeline.state_path, pipeline.name)
-    report.write_summary(directory, summary)
-    write_page(directory, summary)
+    # through its model (report.AuditSummary): a summary that breaks its contract fails here, not in a reader
+    typed = report.AuditSummary.model_validate(summary)
+    report.write_summary(directory, typed.as_json())
+    write_page(directory, typed.as_json())
     report.point_latest(root, pipeline.name, run_id)
     timings["report"] = round(time.monotonic() - t, 3)
+    summary = report.AuditSummary.model_validate({**summary, "timings": timings}).as_json()
     report.write_summary(directory, summary)
     return AuditOutcome(AuditStatus(summary["status"]), summary["exit_code"], run_id, directory, summary)

@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from onceflow.reconcile import MAX_SAMPLES, Check, CheckStatus, jsonable
+from onceflow.reconcile import MAX_SAMPLES, Check, CheckGroup, CheckStatus, jsonable
 
 SITE = "onceflow_audit"
 _SQLITE_TYPES = {"IntegerType": "INTEGER", "LongType": "INTEGER", "StringType": "TEXT"}
@@ -152,6 +152,7 @@ def _to_check(suite: str, result) -> Check:
         detail=detail,
         source="gx",
         samples=jsonable(samples),
+        group=CheckGroup.GX,
     )
 
 

@@ -12,7 +12,8 @@ from onceflow.cli.console import console
 from onceflow.errors import OnceflowError
 
 # in the order `onceflow --help` lists them; each is a module of onceflow.cli with `add_parser(sub)`,
-# which adds its subcommand(s) with set_defaults(func=...) and, where it checks its input, check=...
+# which adds its subcommand(s) with set_defaults(func=...) and says there what it needs: `check=` (its
+# input checks and defaults, run first) and `needs_kafka=True` (its pipeline's Kafka must answer first).
 # A command's module is named as the command, and is the only one imported when it runs: a poll of
 # `onceflow checkpoint status` pays for no other command's imports
 COMMANDS = (
@@ -29,9 +30,6 @@ COMMANDS = (
     "backfill",
 )
 
-# commands whose pipeline's Kafka must answer before they start (and before any JVM does)
-NEEDS_KAFKA: tuple[str, ...] = ("ingest", "audit", "backfill")
-
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every command; of only the one `argv` names first, when it names one."""
@@ -46,8 +44,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def prepare(args) -> None:
     """What every command gets before it runs, in this order: its own input checks (a command
     may set `check`), --pipeline resolved from a name or a path (config.find_pipeline, the
-    same from any directory), the audit's report dir, the pipeline's Kafka checked for the
-    commands that need it."""
+    same from any directory), the pipeline's Kafka checked for a command that sets `needs_kafka`
+    (before any JVM starts)."""
     check = getattr(args, "check", None)
     if check is not None:
         check(args)
@@ -58,11 +56,7 @@ def prepare(args) -> None:
             args.pipeline = [str(config.find_pipeline(p)) for p in args.pipeline]
         else:
             args.pipeline = str(config.find_pipeline(args.pipeline))
-    if args.command == "audit" and not args.report_dir:
-        from onceflow.paths import reports_dir
-
-        args.report_dir = str(reports_dir())  # <state>/reports unless ONCEFLOW_REPORTS says otherwise
-    if args.command in NEEDS_KAFKA:
+    if getattr(args, "needs_kafka", False):
         from onceflow import config
         from onceflow.kafka.preflight import require_pipeline_brokers
 

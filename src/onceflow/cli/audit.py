@@ -35,7 +35,15 @@ def add_parser(sub) -> None:
         "--report-dir", metavar="DIR", help="report root (default: $ONCEFLOW_REPORTS, else <state dir>/reports)"
     )
     p.add_argument("--json", action="store_true", help="print summary.json instead of the short verdict")
-    p.set_defaults(func=cmd_audit, mode=AuditScope.FULL)
+    p.set_defaults(func=cmd_audit, check=default_report_dir, needs_kafka=True, mode=AuditScope.FULL)
+
+
+def default_report_dir(args) -> None:
+    """--report-dir, else <state>/reports unless ONCEFLOW_REPORTS says otherwise."""
+    if not args.report_dir:
+        from onceflow.paths import reports_dir
+
+        args.report_dir = str(reports_dir())
 
 
 def cmd_audit(args) -> int:

@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
     p.add_argument("--start-offsets", required=True, help='first offset per partition: {"0": 100}')
     p.add_argument("--end-offsets", required=True, help='offset after the last: {"0": 200}')
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=cmd_backfill, check=check_range)
+    p.set_defaults(func=cmd_backfill, check=check_range, needs_kafka=True)
 
 
 def check_range(args) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
@@ -16,6 +17,9 @@ from onceflow import offsets
 from onceflow.cli.console import number, out, print_json, print_json_line
 from onceflow.config import DEFAULT_PIPELINE, load_pipeline
 from onceflow.verdicts import STYLES
+
+if TYPE_CHECKING:  # the report's types; onceflow.health loads when a command runs, not at `--help`
+    from onceflow.health import HealthReport, LeaseFacts, PartitionLag
 
 SHOW_BATCHES = 10  # newest batches listed by `checkpoint show`
 
@@ -63,15 +67,15 @@ def cmd_status(args) -> int:
     pipeline = load_pipeline(args.pipeline)
     if not args.watch:
         report = pipeline_health(pipeline)
-        print_json(report) if args.json else print_status(report)
-        return report["exit_code"]
+        print_json(report.as_json()) if args.json else print_status(report)
+        return report.exit_code
     looks, code = 0, 0
     try:  # one process, the pipeline loaded once: each look pays only for what it reads
         while True:
             started = time.monotonic()
             report = pipeline_health(pipeline)
-            code, looks = report["exit_code"], looks + 1
-            print_json_line(report) if args.json else print_status(report)
+            code, looks = report.exit_code, looks + 1
+            print_json_line(report.as_json()) if args.json else print_status(report)
             if args.count and looks >= args.count:
                 return code
             time.sleep(max(0.0, args.watch - (time.monotonic() - started)))
@@ -79,87 +83,85 @@ def cmd_status(args) -> int:
         return code
 
 
-def _total_row(rows: list[dict], lag: int | None) -> list[str] | None:
+def _total_row(rows: list[PartitionLag], lag: int | None) -> list[str] | None:
     """The "all" row: committed, latest and lag summed over the partitions, each only where
     every partition has a value; no row for one partition, or when nothing sums."""
     if len(rows) < 2:
         return None
-    sums = [sum(r[k] for r in rows) if all(r[k] is not None for r in rows) else None for k in ("committed", "latest")]
+    columns = ([r.committed for r in rows], [r.latest for r in rows])
+    sums = [sum(x for x in col if x is not None) if all(x is not None for x in col) else None for col in columns]
     if all(v is None for v in (*sums, lag)):
         return None
     return [_num(v) for v in (*sums, lag)]
 
 
-def lease_line(lease: dict) -> str:
+def lease_line(lease: LeaseFacts) -> str:
     """The pipeline's driver lease in its object store, in one line (docs/storage.md)."""
-    if lease.get("error"):
-        return f"unreadable ({lease['error']})"
-    if not lease.get("host"):
-        return f"never taken ({lease['uri']})"
-    state = "released" if lease.get("released") else "live" if lease.get("live") else "lapsed"
-    where = "this machine" if lease.get("here") else lease.get("host")
-    return f"{state}, pid {lease.get('pid')} on {where}, renewed {lease.get('renewed_at')} ({lease['uri']})"
+    if lease.error:
+        return f"unreadable ({lease.error})"
+    if not lease.host:
+        return f"never taken ({lease.uri})"
+    state = "released" if lease.released else "live" if lease.live else "lapsed"
+    where = "this machine" if lease.here else lease.host
+    return f"{state}, pid {lease.pid} on {where}, renewed {lease.renewed_at} ({lease.uri})"
 
 
-def print_status(report: dict) -> None:
+def print_status(report: HealthReport) -> None:
     from rich.table import Table
 
-    ck, run, kafka = report["checkpoint"], report["run"], report["kafka"]
-    table = Table(title=f"{report['pipeline']}: topic {kafka['topic']} at {kafka['bootstrap']}", title_justify="left")
+    ck, run, kafka = report.checkpoint, report.run, report.kafka
+    table = Table(title=f"{report.pipeline}: topic {kafka.topic} at {kafka.bootstrap}", title_justify="left")
     for col in ("partition", "committed", "latest", "lag"):
         table.add_column(col, justify="right")
-    for row in report["partitions"]:
-        flag = (
-            " (behind retention)" if row["behind_retention"] else " (ahead of Kafka)" if row["ahead_of_kafka"] else ""
-        )
-        table.add_row(str(row["partition"]), _num(row["committed"]), _num(row["latest"]), _num(row["lag"]) + flag)
-    total = _total_row(report["partitions"], report["lag"]["total"])
+    for row in report.partitions:
+        flag = " (behind retention)" if row.behind_retention else " (ahead of Kafka)" if row.ahead_of_kafka else ""
+        table.add_row(str(row.partition), _num(row.committed), _num(row.latest), _num(row.lag) + flag)
+    total = _total_row(report.partitions, report.lag.total)
     if total:
         table.add_row("all", *total, style="bold")
-    if report["partitions"]:
+    if report.partitions:
         out.print(table)
-    if kafka["error"]:
-        out.print(f"[yellow]kafka:[/yellow] {escape(kafka['error'])}", markup=True)
+    if kafka.error:
+        out.print(f"[yellow]kafka:[/yellow] {escape(kafka.error)}", markup=True)
 
-    if ck.get("error"):
-        out.print(f"checkpoint: {ck['error']}", markup=False)
-    elif not ck["exists"] or ck.get("empty"):
-        out.print(f"checkpoint: none yet at {ck['path']}", markup=False)
+    if ck.error:
+        out.print(f"checkpoint: {ck.error}", markup=False)
+    elif not ck.exists or ck.empty:
+        out.print(f"checkpoint: none yet at {ck.path}", markup=False)
     else:
-        pending = f", batch {ck['uncommitted']} planned not committed" if ck["uncommitted"] is not None else ""
+        pending = f", batch {ck.uncommitted} planned not committed" if ck.uncommitted is not None else ""
         out.print(
-            f"checkpoint: last committed batch {_num(ck['last_committed'])} at {ck['last_commit_at'] or '—'}"
-            f"{pending}; {len(ck['problems'])} problem(s)",
+            f"checkpoint: last committed batch {_num(ck.last_committed)} at {ck.last_commit_at or '—'}"
+            f"{pending}; {len(ck.problems)} problem(s)",
             markup=False,
         )
     sinks = ", ".join(
-        f"{name} {_num(s.get('last_batch')) if not s['error'] else 'unreadable'}"
-        + (f" (g{s['generation']})" if s.get("generation") is not None else "")
-        + (f", {s['trails_batches']} batch(es) to merge" if s.get("trails_batches") else "")
-        for name, s in report["sinks"].items()
+        f"{name} {_num(s.last_batch) if not s.error else 'unreadable'}"
+        + (f" (g{s.generation})" if s.generation is not None else "")
+        + (f", {s.trails_batches} batch(es) to merge" if s.trails_batches else "")
+        for name, s in report.sinks.items()
     )
     if sinks:
         out.print(f"sink ledgers, last batch: {sinks}", markup=False)
-    state = "running" if run["running"] else "not running"
-    if run["holder"]:
-        state += f" (pid {run['holder'].get('pid')} on {run['holder'].get('host')})"
+    state = "running" if run.running else "not running"
+    if run.holder:
+        state += f" (pid {run.holder.get('pid')} on {run.holder.get('host')})"
     bits = [state]
-    if run["heartbeat_age_seconds"] is not None:
-        bits.append(f"last heartbeat {run['heartbeat_age_seconds']:.0f}s ago")
-    if run["commits_per_minute"] is not None:
-        bits.append(f"{run['commits_per_minute']:g} commits/min")
-    if run["avg_batch_duration_ms"] is not None:
-        bits.append(f"avg batch {run['avg_batch_duration_ms']:.0f} ms")
-    if run["final"]:
-        bits.append(f"last run {run['final']['status']} at {run['final']['time']}")
+    if run.heartbeat_age_seconds is not None:
+        bits.append(f"last heartbeat {run.heartbeat_age_seconds:.0f}s ago")
+    if run.commits_per_minute is not None:
+        bits.append(f"{run.commits_per_minute:g} commits/min")
+    if run.avg_batch_duration_ms is not None:
+        bits.append(f"avg batch {run.avg_batch_duration_ms:.0f} ms")
+    if run.final:
+        bits.append(f"last run {run.final.status} at {run.final.time}")
     out.print("job: " + "; ".join(bits), markup=False)
-    lease = report.get("lease")
-    if lease:
-        out.print(f"driver lease: {lease_line(lease)}", markup=False)
-    for note in report["notes"]:
+    if report.lease:
+        out.print(f"driver lease: {lease_line(report.lease)}", markup=False)
+    for note in report.notes:
         out.print(f"[dim]note:[/dim] {escape(note)}", markup=True)
-    style = STYLES.get(report["verdict"], "bold")
-    out.print(f"[{style}]{report['verdict'].upper()}[/{style}] — " + escape("; ".join(report["reasons"])), markup=True)
+    style = STYLES.get(report.verdict, "bold")
+    out.print(f"[{style}]{report.verdict.upper()}[/{style}] — " + escape("; ".join(report.reasons)), markup=True)
 
 
 # -- show ----------------------------------------------------------------------------

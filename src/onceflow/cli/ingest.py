@@ -58,7 +58,7 @@ def add_parser(sub) -> None:
         "the running app (the next stream DAG run) links the same log",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=cmd_ingest)
+    p.set_defaults(func=cmd_ingest, needs_kafka=True)
 
 
 def cmd_ingest(args) -> int:

@@ -3,7 +3,8 @@
 A recovery changes the state exactly-once rests on (checkpoint, generations, ledgers),
 so every run leaves a record of what it found, what it planned and what each action
 did — rewritten atomically after every step, so even a recovery killed halfway says
-how far it got. Schema: docs/schemas/recovery-record.schema.json.
+how far it got. The file is a `RecordDocument` (onceflow.wire), written through the model;
+docs/schemas/recovery-record.schema.json is generated from it (`python -m devkit.schemas`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,13 @@ import socket
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import Annotated, Any, Literal
 
+from pydantic import Field
+
+from onceflow.recovery.cases import ActionKind, Case, Decision
 from onceflow.state.status import now_iso
+from onceflow.wire import IsoTime, OpenWire, Wire
 
 RECORD_FORMAT = 1
 RECORDS_DIR = "recoveries"
@@ -38,6 +44,105 @@ class ActionStatus(StrEnum):
     DONE = "done"
     FAILED = "failed"
     NOT_RUN = "not_run"  # an earlier action failed
+
+
+# -- the record's model (docs/schemas/recovery-record.schema.json is generated from it) --------
+# partition (as a string) -> Kafka offset; -2 means the log start (Kafka startingOffsets 'earliest')
+Offsets = dict[Annotated[str, Field(pattern="^[0-9]+$")], Annotated[int, Field(ge=-2)]]
+
+
+class Finding(Wire):
+    case: Case
+    detail: str
+
+
+class PlannedAction(Wire):
+    kind: ActionKind
+    description: str
+    params: dict[str, Any]
+
+
+class Lost(Wire):
+    """Offsets [start, end) Kafka deleted before the named sinks got them."""
+
+    partition: int = Field(ge=0)
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    sinks: list[str] = Field(min_length=1)
+    count: int = Field(ge=1)
+
+
+class PlanFacts(OpenWire):
+    """What recovery read (onceflow.recovery.facts), for the record."""
+
+    checkpoint: dict[str, Any]
+    sinks: dict[str, dict[str, Any]]
+    kafka: dict[str, Any]
+    run: dict[str, Any]
+
+
+class PlanDocument(Wire):
+    """A recovery plan (onceflow.recovery.plan.Plan.as_dict)."""
+
+    pipeline: str
+    pipeline_file: str
+    topic: str
+    checkpoint_path: str
+    case: Case = Field(description="the finding that decided")
+    decision: Decision
+    summary: str = Field(description="one sentence: what recovery does")
+    findings: list[Finding]
+    actions: list[PlannedAction]
+    next_step: str | None
+    refusal: str | None = Field(description="why recovery will not act, and the fix")
+    override: Literal["--force", "--accept-loss"] | None = Field(description="the flag that lifts the refusal")
+    generation: int | None = Field(ge=0, description="writer generation of the next run")
+    previous_generation: int | None = Field(ge=0)
+    resume: Offsets | None = Field(description="where the next run starts reading")
+    starting_offsets: str | None = Field(description="Kafka startingOffsets JSON of a new generation")
+    sink_floors: dict[str, Offsets] | None = Field(
+        description="sink -> its own committed point: the new generation drops rows below it for that sink"
+    )
+    lost: list[Lost] = Field(description="offsets [start, end) Kafka deleted before the named sinks got them")
+    force: bool
+    accept_loss: bool
+    facts: PlanFacts | dict[str, Any]
+
+
+class RecordOptions(Wire):
+    dry_run: bool
+    force: bool
+    accept_loss: bool
+
+
+class DoneAction(Wire):
+    action: ActionKind
+    description: str
+    status: ActionStatus
+    time: IsoTime
+    result: dict[str, Any]
+    error: str | None
+
+
+class RecordDocument(Wire):
+    """One `onceflow recover` run: what it found, what it planned, what each action did. Written to
+    <state>/pipelines/<name>/recoveries/<id>.json and rewritten after every step; `onceflow recover --json`
+    prints it."""
+
+    model_config = Wire.model_config | {"title": "onceflow recovery record"}
+
+    format: Literal[1]
+    id: str = Field(description="UTC time stamp; also names a moved-aside checkpoint (<checkpoint>.broken-<id>)")
+    pipeline: str
+    host: str
+    pid: int
+    started_at: IsoTime
+    finished_at: IsoTime | None
+    options: RecordOptions
+    outcome: Outcome
+    error: str | None = Field(description="the refusal or the failure")
+    plan: PlanDocument | None = Field(description="null when planning itself failed")
+    actions: list[DoneAction]
 
 
 def new_stamp() -> str:
@@ -98,7 +203,8 @@ class RecoveryRecord:
 
     def save(self) -> None:
         tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
+        body = RecordDocument.model_validate(self.data).as_json()  # its contract, checked at every write
+        tmp.write_text(json.dumps(body, indent=2) + "\n")
         os.replace(tmp, self.path)
 
 

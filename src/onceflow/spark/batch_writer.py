@@ -57,7 +57,7 @@ class BatchWriter:
         self.driver_rows = pipeline.source.driver_commit_max_offsets
         self.bronze = Appender(self.paths[SinkName.BRONZE])
         self.quarantine = Appender(self.paths[SinkName.QUARANTINE])
-        self.writing: dict | None = None  # the batch being written: a failed run names it (onceflow.poison)
+        self.writing: dict | None = None  # the batch being written: a failed run names it (onceflow.state.poison)
 
     def ensure_tables(self, ledgers: dict[str, Ledger], log=lambda msg: None) -> None:
         """Create missing tables; bring existing ones to the declared schema, or refuse (spark/evolve.py)."""

@@ -65,13 +65,13 @@ def test_groups_that_passed_are_collapsed_and_groups_with_a_failure_are_open():
     assert sum(int(re.findall(r"(\d+) of", t)[0]) for _, t in passed if " of " in t) == len(s["checks"])
 
 
-def test_check_kinds():
-    assert check_group({"name": "ledger_contiguity", "source": "reconcile"}).startswith("Ledgers")
-    assert check_group({"name": "kafka_output_loss", "source": "reconcile"}) == "Kafka output topic"
-    assert check_group({"name": "current_rows", "source": "reconcile"}).startswith("Keyed table")
-    assert (
-        check_group({"name": "gx.findings.unexpected_rows_expectation[loss]", "source": "gx"})
-        == "Great Expectations: findings"
+def test_check_kinds_are_read_from_each_check_never_guessed_from_its_name():
+    assert check_group({"name": "ledger_contiguity", "group": "ledgers"}).startswith("Ledgers")
+    assert check_group({"name": "kafka_output_loss", "group": "kafka_output"}) == "Kafka output topic"
+    assert check_group({"name": "current_rows", "group": "current"}).startswith("Keyed table")
+    assert check_group({"name": "kafka_looks_like_output", "group": "rows"}).startswith("Rows")  # the name says nothing
+    assert check_group({"name": "gx.findings.unexpected_rows_expectation[loss]", "group": "gx"}) == (
+        "Great Expectations: findings"
     )
 
 

@@ -112,3 +112,14 @@ def test_an_open_port_that_does_not_speak_kafka_is_refused_within_the_timeout():
 def test_an_unknown_host_is_refused_at_once():
     with pytest.raises(BrokerError, match=r"Kafka is not reachable at nosuch\.invalid:9092 \(nosuch\.invalid:9092: "):
         require_broker("nosuch.invalid:9092", timeout=5)
+
+
+def test_each_command_declares_whether_its_pipeline_kafka_must_answer_first():
+    from onceflow.cli.app import COMMANDS, build_parser
+
+    def needs(*argv: str) -> bool:
+        return bool(getattr(build_parser(list(argv)).parse_args(list(argv)), "needs_kafka", False))
+
+    assert needs("ingest") and needs("audit") and needs("backfill", "--start-offsets", "{}", "--end-offsets", "{}")
+    assert not needs("checkpoint", "status") and not needs("recover") and not needs("setup")
+    assert "audit" in COMMANDS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from onceflow.cli.checkpoint import print_status
+from onceflow.health import HealthReport, LeaseFacts
 from tests.unit import test_health
 from tests.unit.test_health import check, committed_checkpoint, kafka, started, status, unreachable
 
@@ -10,7 +11,7 @@ pipeline = test_health.pipeline  # the fixture, shared
 
 
 def _status_text(report: dict, capsys) -> str:
-    print_status(report)
+    print_status(HealthReport.model_validate(report))  # the JSON reads back as the report it was
     return capsys.readouterr().out
 
 
@@ -33,6 +34,9 @@ def test_the_total_row_sums_what_is_known_and_is_left_out_when_nothing_is(pipeli
 def test_the_driver_lease_reads_in_one_line():
     from onceflow.cli.checkpoint import lease_line
 
+    def lease_line_of(fields: dict) -> str:
+        return lease_line(LeaseFacts.model_validate(fields))
+
     uri = "s3://lake/p/_onceflow/p/driver-lease.json"
     live = {
         "uri": uri,
@@ -42,10 +46,10 @@ def test_the_driver_lease_reads_in_one_line():
         "pid": 41,
         "renewed_at": "2026-11-28T06:00:00Z",
     }
-    assert lease_line(live) == f"live, pid 41 on worker-2, renewed 2026-11-28T06:00:00Z ({uri})"
-    assert lease_line({**live, "live": False, "released": True, "here": True}).startswith(
+    assert lease_line_of(live) == f"live, pid 41 on worker-2, renewed 2026-11-28T06:00:00Z ({uri})"
+    assert lease_line_of({**live, "live": False, "released": True, "here": True}).startswith(
         "released, pid 41 on this machine"
     )
-    assert lease_line({**live, "live": False}).startswith("lapsed")
-    assert lease_line({"uri": uri, "live": False, "here": False}) == f"never taken ({uri})"
-    assert lease_line({"uri": uri, "live": False, "here": False, "error": "no answer"}) == "unreadable (no answer)"
+    assert lease_line_of({**live, "live": False}).startswith("lapsed")
+    assert lease_line_of({"uri": uri, "live": False, "here": False}) == f"never taken ({uri})"
+    assert lease_line_of({"uri": uri, "live": False, "here": False, "error": "no answer"}) == "unreadable (no answer)"

@@ -11,6 +11,8 @@ from onceflow.recovery.plan import Action, Plan
 from onceflow.recovery.record import RecoveryRecord, read_record
 from onceflow.state.generation import read_identity
 
+OPTIONS = {"dry_run": False, "force": False, "accept_loss": False}  # the record's required options
+
 
 def _plan(cp: str, actions: list[Action]) -> Plan:
     return Plan("p", "p.yaml", "t", cp, Case.CORRUPT, Decision.NEW_GENERATION, "new generation 1", [], actions)
@@ -40,7 +42,7 @@ def test_a_new_generation_moves_the_checkpoint_aside_and_writes_the_identity(tmp
             },
         ),
     ]
-    record = RecoveryRecord(tmp_path / "records", "p", "S", {})
+    record = RecoveryRecord(tmp_path / "records", "p", "S", OPTIONS)
     lines: list[str] = []
     execute(_plan(str(cp), actions), record, lines.append)
     assert (tmp_path / "checkpoint.broken-S" / "offsets" / "0").read_text() == "v1"  # kept, never deleted
@@ -57,7 +59,7 @@ def test_the_first_failure_stops_the_rest_and_says_where_the_record_is(tmp_path)
         Action(ActionKind.MOVE_CHECKPOINT, "move it aside", {"from": str(gone), "to": f"{gone}.broken-S"}),
         Action(ActionKind.MOVE_LEFTOVERS, "move leftovers", {"files": []}),
     ]
-    record = RecoveryRecord(tmp_path / "records", "p", "S", {})
+    record = RecoveryRecord(tmp_path / "records", "p", "S", OPTIONS)
     with pytest.raises(RecoveryError, match="disappeared between planning and moving it aside"):
         execute(_plan(str(gone), actions), record)
     assert [a["status"] for a in read_record(record.path)["actions"]] == ["failed", "not_run"]
