@@ -91,19 +91,26 @@ down() {
 
 airflow() { "${compose[@]}" exec -T airflow-scheduler airflow "$@"; }
 
-# The state of run $2 of DAG $1 (queued, running, success, failed), empty until listed.
-run_state() {
+# Ask the scheduler about DAG $1's runs: `state RUN_ID` prints that run's state (queued, running,
+# success, failed; empty until listed), `count STATE` how many runs ended in STATE.
+dag_runs() {
   "${compose[@]}" exec -T airflow-scheduler python -c '
 import json, subprocess, sys
-out = subprocess.run(["airflow", "dags", "list-runs", sys.argv[1], "--output", "json"],
+dag, what, arg = sys.argv[1:4]
+out = subprocess.run(["airflow", "dags", "list-runs", dag, "--output", "json"],
                      capture_output=True, text=True).stdout
 try:
     runs = json.loads(out or "[]")
 except ValueError:
     runs = []
-print(next((r.get("state") or "" for r in runs if r.get("run_id") == sys.argv[2]), ""))
-' "$1" "$2"
+if what == "state":
+    print(next((r.get("state") or "" for r in runs if r.get("run_id") == arg), ""))
+else:
+    print(sum(1 for r in runs if r.get("state") == arg))
+' "$1" "$2" "$3"
 }
+run_state() { dag_runs "$1" state "$2"; }
+runs_in_state() { dag_runs "$1" count "$2"; }
 
 # Wait (bounded) until the dag-processor has parsed DAG $1.
 wait_for_dag() {
@@ -136,20 +143,6 @@ run_dag() {
     say "$dag: ${state:-queued} …"
     sleep 15
   done
-}
-
-# How many runs of DAG $1 ended in state $2.
-runs_in_state() {
-  "${compose[@]}" exec -T airflow-scheduler python -c '
-import json, subprocess, sys
-out = subprocess.run(["airflow", "dags", "list-runs", sys.argv[1], "--output", "json"],
-                     capture_output=True, text=True).stdout
-try:
-    runs = json.loads(out or "[]")
-except ValueError:
-    runs = []
-print(sum(1 for r in runs if r.get("state") == sys.argv[2]))
-' "$1" "$2"
 }
 
 # Unpause <pipeline>_stream (@continuous: one run after the other, each watching a window of
