@@ -101,7 +101,6 @@ LONGEST_FIRST = (
     "e2e/test_cdc_kills.py",
     "integration/test_audit.py",
     "integration/test_s3_pipeline.py",
-    "e2e/test_s3_kills.py",
     "integration/test_recovery.py",
     "integration/test_ingest.py",
     "integration/test_clean_stop.py",

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from deltalake import DeltaTable
 
 from devkit.kafka import consume_all
+from onceflow.checkpoint import read_checkpoint
 from onceflow.config import Pipeline, duration_seconds
 from onceflow.generate.producer import VALID
 from onceflow.kafka.client import Cluster
@@ -131,9 +131,10 @@ def first_unmerged(pipeline: Pipeline, follower: str) -> int | None:
 
 
 def next_batch(checkpoint: str) -> int:
-    """The id of the next batch Spark will plan (a fault aimed there must fire)."""
-    planned = [int(f.name) for f in Path(checkpoint, "offsets").glob("[0-9]*")]
-    return max(planned, default=-1) + 1
+    """The id of the next batch Spark will plan (a fault aimed there must fire); the checkpoint on
+    disk or in an object store."""
+    planned = read_checkpoint(checkpoint).latest_planned
+    return 0 if planned is None else planned + 1
 
 
 def assert_current_exactly_once(pipeline: Pipeline, bootstrap: Cluster, stream) -> dict:

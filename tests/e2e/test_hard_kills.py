@@ -1,4 +1,9 @@
-"""Exactly-once under hard kills (issue 3's proof), Delta and Kafka sinks together.
+"""Exactly-once under hard kills (issue 3's proof), Delta and Kafka sinks together, with the
+tables and the checkpoint on S3 (a real S3 API server): the store a team runs them on, and the
+harder case (no atomic rename; each next driver takes the killed one's lease in the store over).
+The same windows on a local file system are killed by test_cdc_kills.py (the keyed table's
+schedule) and the recovery tests; this schedule was test_s3_kills.py's too (issue 50: one
+schedule, one stack, instead of two).
 
 The broker restart, on the sensors pipeline, is in test_broker_restart.py.
 
@@ -24,6 +29,8 @@ K: test_kafka_sink_exactly_once.py::test_transactional_sink_is_exactly_once_thro
   H5 the committed count equals the producer's ......................... end
   H6 every Delta ledger is contiguous ...................................... end
   H7 the schedule ran as planned (runs == windows + random kills) ....... end
+  S1 tables and checkpoint are on S3; a killed driver never released its lease
+     (the next one took it over) ................................... the job windows loop
   K1 the crash_after_tasks run dies by SIGKILL ............................. the Kafka windows loop
   K2 the Kafka ledger then holds that batch partially: tasks 0-1, not 2-3 .. idem
   K3 that batch is planned, not committed by Spark ......................... idem
@@ -48,7 +55,6 @@ import signal
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,11 +63,15 @@ from devkit.driver import IngestProcess
 from devkit.kafka import consume_all, log_ends, value_json
 from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file, table_sinks
 from onceflow import faults
+from onceflow.checkpoint import read_checkpoint
 from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT
 from onceflow.faults.kafka_sink import ENV_KILL_PGID
 from onceflow.generate.producer import VALID, ProduceSummary, produce
 from onceflow.kafka.ledger import read_kafka_ledger
+from onceflow.sinks import lease_folder, table_paths
 from onceflow.spark.ingest import run_ingest
+from onceflow.storage.lease import read_lease
+from onceflow.storage.location import Location
 from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, first_unmerged, next_batch
 
 pytestmark = pytest.mark.e2e
@@ -80,7 +90,7 @@ RANDOM_KILLS = 3
 
 
 def _committed_batches(checkpoint: str) -> set[int]:
-    return {int(f.name) for f in Path(checkpoint, "commits").glob("[0-9]*")}
+    return set(read_checkpoint(checkpoint).commits)
 
 
 class Producer(threading.Thread):
@@ -111,12 +121,13 @@ def _ids(bootstrap: str, topic: str, isolation: str) -> Counter:
     return Counter(value_json(v)["event_id"] for _, _, _, v in consume_all(bootstrap, topic, isolation, timeout=120))
 
 
-def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path):
+def test_hard_kills_in_every_window_and_at_random(broker, spark, s3, topic, tmp_path):
     rng = random.Random(SEED)
     folder = tmp_path / "pipeline"
+    data = s3.url("kills", topic)
     out_topic, ledger_topic = f"{topic}-out", f"{topic}-ledger"
     sinks = {
-        **table_sinks(folder),
+        **table_sinks(data),
         "kafka": {"topic": out_topic, "ledger_topic": ledger_topic, "key": "account_id", "partitions": TASKS},
     }
     file, pipeline = pipeline_file(
@@ -124,12 +135,14 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path
         broker.bootstrap,
         topic,
         sinks=sinks,
+        checkpoint=f"{data}/checkpoint",
         # the final catch-up (available-now) takes the backlog in large batches
         max_offsets=PER_BATCH,
         available_now_max_offsets=60000,
         trigger={"processing_time": "500 ms"},
     )
     checkpoint = pipeline.checkpoint_path
+    assert Location(checkpoint).is_s3 and all(Location(p).is_s3 for p in table_paths(pipeline).values())  # S1
     producer = Producer(broker.bootstrap, topic, EVENTS, rate=700, seed=SEED)
     producer.start()
     job = IngestProcess(pipeline, file, tmp_path)
@@ -147,6 +160,8 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path
         assert code == faults.EXIT_CODE, (
             f"expected the injected crash at {point}@{target}, got exit {code}:\n{job.tail()}"
         )
+        lease = lease_folder(pipeline)
+        assert lease is not None and not (read_lease(lease) or {}).get("released")  # S1: killed, never released
 
     # K1-K7: then each window of the Kafka sink; the fault kills the driver's whole process group
     crash_ends: dict[int, int] = {}
@@ -158,7 +173,7 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, topic, tmp_path
             f"{window}@batch:{target} should die by the injected SIGKILL, exit {code}:\n{job.tail()}"
         )
         ledger = read_kafka_ledger(broker.bootstrap, ledger_topic, pipeline.name)
-        assert target in {int(f.name) for f in Path(checkpoint, "offsets").glob("[0-9]*")}, target
+        assert target in read_checkpoint(checkpoint).offsets_files, target
         assert target not in _committed_batches(checkpoint), f"Spark must not have committed batch {target}"
         if window.startswith("crash_after_tasks"):  # tasks 0-1 committed batch `target`, 2-3 died before
             assert [(p.batch_id, p.committed, p.missing) for p in ledger.partial] == [(target, [0, 1], [2, 3])], (
