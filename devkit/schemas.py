@@ -1,6 +1,6 @@
 """docs/schemas/*.json, generated from the models of the documents onceflow emits (onceflow.wire).
 
-`python -m devkit.schemas` rewrites every file; tests/unit/test_schemas.py fails while a committed file
+`python -m devkit.schemas` rewrites every file; tests/unit/test_wire.py fails while a committed file
 differs from what this writes, so a field or a verdict added to a report cannot be missing from its
 published contract (issue 50: two hand-written schemas had lost `down` and `starting`).
 """

@@ -71,7 +71,7 @@ def kafka_ledger(pipeline: Pipeline) -> KafkaLedger:
 def read_ledgers(pipeline: Pipeline, audit_order: bool = False, kafka: bool = True) -> dict[str, Ledger]:
     """Every sink's ledger, each read once: the Delta sinks' (commit metadata), then with `kafka`
     the Kafka sink's ledger topic as a Ledger. LedgerReadError names the first that cannot be read."""
-    ledgers, errors = _read_each(pipeline, table_paths(pipeline, audit_order=audit_order), kafka)
+    ledgers, errors = ledgers_as_found(pipeline, table_paths(pipeline, audit_order=audit_order), kafka)
     return _unless_unread(ledgers, errors)
 
 
@@ -82,11 +82,12 @@ def _unless_unread(ledgers: dict[str, Ledger], errors: dict[str, LedgerReadError
     return ledgers
 
 
-def _read_each(
+def ledgers_as_found(
     pipeline: Pipeline, paths: dict[str, str], kafka: bool
 ) -> tuple[dict[str, Ledger], dict[str, LedgerReadError]]:
     """The ledgers that could be read and, by sink, why the others could not, in the order read:
-    the Delta sinks' in `paths`' order, then (with `kafka`) each Kafka sink the pipeline has."""
+    the Delta sinks' in `paths`' order, then (with `kafka`) each Kafka sink the pipeline has. A
+    pipeline's facts (onceflow.facts) keep both; read_ledgers raises the first error."""
     ledgers: dict[str, Ledger] = {}
     errors: dict[str, LedgerReadError] = {}
     for name, path in paths.items():
@@ -102,14 +103,6 @@ def _read_each(
         except OnceflowError as exc:
             errors[kind.name] = LedgerReadError(kind.name, "its ledger topic", str(exc))
     return ledgers, errors
-
-
-def ledgers_as_found(
-    pipeline: Pipeline, paths: dict[str, str], kafka: bool = True
-) -> tuple[dict[str, Ledger], dict[str, LedgerReadError]]:
-    """The ledgers of the Delta sinks at `paths` (and with `kafka` the Kafka sink's) that could be
-    read and, by sink, why the others could not: a pipeline's facts (onceflow.facts) keep both."""
-    return _read_each(pipeline, paths, kafka)
 
 
 def lease_folder(pipeline: Pipeline) -> Location | None:

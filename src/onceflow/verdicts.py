@@ -5,8 +5,8 @@ events keep plain strings ("healthy") and compare equal to the members.
 
 Each verdict's facts are one row of VERDICTS (its exit code, terminal style, page colour, whether a
 recovery is for it, whether it alerts); EXIT_CODES, STYLES, COLORS, PROBLEMS and ALERTS derive from
-it, and so do the verdict enums of the published JSON Schemas (SCHEMA_ENUMS), so a new verdict is
-one member and one row."""
+it, and so do the verdict lists of the Airflow events and the page (EVENT_VERDICTS, PAGE_VERDICTS)
+that the published JSON Schemas carry, so a new verdict is one member and one row."""
 
 from __future__ import annotations
 
@@ -86,12 +86,8 @@ STATUS_VERDICTS = tuple(EXIT_CODES)
 STYLES: dict[str, str] = {v: f.style for v, f in VERDICTS.items() if f.style}
 COLORS: dict[str, str] = {v: f.color for v, f in VERDICTS.items() if f.color}
 
-# the verdict enum of each published JSON Schema (docs/schemas/), in Verdict's order; the files are
-# checked against these (tests/unit/test_verdicts.py) and rewritten by `python -m devkit.schemas`
-SCHEMA_ENUMS: dict[str, tuple[str, ...]] = {
-    "checkpoint-status.schema.json": STATUS_VERDICTS,
-    # an event the trigger fires (error has a shape of its own) or the sensor's XCom (window_end)
-    "airflow-health-event.schema.json": (*STATUS_VERDICTS, Verdict.TIMEOUT, Verdict.WINDOW_END),
-    # a row of the onceflow page; a pipeline it cannot read is `error`
-    "onceflow-page-pipelines.schema.json": (*STATUS_VERDICTS, Verdict.ERROR),
-}
+# the verdicts an Airflow health event may carry: the command's, and the trigger's own outcomes (an
+# error event has a shape of its own; window_end is a stream window's watcher's)
+EVENT_VERDICTS = (*STATUS_VERDICTS, Verdict.TIMEOUT, Verdict.WINDOW_END)
+# the verdicts a row of the onceflow page may show: the command's, and `error` for a file it cannot read
+PAGE_VERDICTS = (*STATUS_VERDICTS, Verdict.ERROR)

@@ -9,7 +9,25 @@ import json
 import pytest
 
 from devkit.schemas import generated
-from onceflow.verdicts import ALERTS, COLORS, EXIT_CODES, PROBLEMS, SCHEMA_ENUMS, STYLES, VERDICTS, Verdict
+from onceflow.verdicts import (
+    ALERTS,
+    COLORS,
+    EVENT_VERDICTS,
+    EXIT_CODES,
+    PAGE_VERDICTS,
+    PROBLEMS,
+    STATUS_VERDICTS,
+    STYLES,
+    VERDICTS,
+    Verdict,
+)
+
+# the verdict list each published JSON Schema (docs/schemas/) must carry
+SCHEMA_ENUMS = {
+    "checkpoint-status.schema.json": STATUS_VERDICTS,
+    "airflow-health-event.schema.json": EVENT_VERDICTS,
+    "onceflow-page-pipelines.schema.json": PAGE_VERDICTS,
+}
 
 
 def _enums(node) -> list[list[str]]:

@@ -15,15 +15,11 @@ from pydantic import Field, RootModel, WithJsonSchema
 
 from onceflow.health import HealthReport
 from onceflow.state.status import IngestMode, RunStatus
-from onceflow.verdicts import SCHEMA_ENUMS, Verdict
+from onceflow.verdicts import EVENT_VERDICTS, PAGE_VERDICTS, Verdict
 from onceflow.wire import BatchPoint, Count, OpenWire, Wire
 
-EventVerdict = Annotated[
-    Verdict, WithJsonSchema({"enum": [str(v) for v in SCHEMA_ENUMS["airflow-health-event.schema.json"]]})
-]
-RowVerdict = Annotated[
-    Verdict, WithJsonSchema({"enum": [str(v) for v in SCHEMA_ENUMS["onceflow-page-pipelines.schema.json"]]})
-]
+EventVerdict = Annotated[Verdict, WithJsonSchema({"enum": [str(v) for v in EVENT_VERDICTS]})]
+RowVerdict = Annotated[Verdict, WithJsonSchema({"enum": [str(v) for v in PAGE_VERDICTS]})]
 
 
 class RunBrief(Wire):
