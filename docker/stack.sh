@@ -16,7 +16,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-compose=(docker compose -f docker/compose.yaml)   # project dir docker/: reads docker/.env
+# docker compose, with docker/.env as the stack's one source of settings (project dir docker/). A
+# variable of the same name exported in the calling shell (ONCEFLOW_KAFKA_BOOTSTRAP, AWS_ACCESS_KEY_ID,
+# ... from local work) would win over docker/.env in compose's interpolation and point the containers
+# elsewhere, or hand them the shell's own keys; so compose runs without them.
+dc() {
+  local unset=()
+  if [ -f docker/.env ]; then
+    while IFS= read -r name; do unset+=(-u "$name"); done \
+      < <(sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p' docker/.env)
+  fi
+  env "${unset[@]}" docker compose -f docker/compose.yaml "$@"
+}
 wait_seconds="${STACK_WAIT_SECONDS:-900}"
 pipeline="${DEMO_PIPELINE:-payments}"
 
@@ -65,7 +76,7 @@ build() {
   say "building the onceflow and postgres images"
   # the classic builder unless told otherwise: Debian's docker.io has no buildx, and its layer
   # cache is the one `docker build` fills (DOCKER_BUILDKIT=1 uses BuildKit's, a cache of its own)
-  DOCKER_BUILDKIT="${DOCKER_BUILDKIT:-0}" timed "images built" "${compose[@]}" build
+  DOCKER_BUILDKIT="${DOCKER_BUILDKIT:-0}" timed "images built" dc build
 }
 
 info() {
@@ -79,22 +90,22 @@ info() {
 up() {
   build
   say "starting the stack (waits up to ${wait_seconds}s for every healthcheck)"
-  timed "stack healthy" "${compose[@]}" up -d --no-build --wait --wait-timeout "$wait_seconds" \
-    || fail "the stack did not become healthy within ${wait_seconds}s. Fix: see '${compose[*]} ps' and '${compose[*]} logs <service>'."
+  timed "stack healthy" dc up -d --no-build --wait --wait-timeout "$wait_seconds" \
+    || fail "the stack did not become healthy within ${wait_seconds}s. Fix: see 'docker compose -f docker/compose.yaml ps' and 'docker compose -f docker/compose.yaml logs <service>'."
   info
 }
 
 down() {
   need_docker
-  "${compose[@]}" down "$@"
+  dc down "$@"
 }
 
-airflow() { "${compose[@]}" exec -T airflow-scheduler airflow "$@"; }
+airflow() { dc exec -T airflow-scheduler airflow "$@"; }
 
 # Ask the scheduler about DAG $1's runs: `state RUN_ID` prints that run's state (queued, running,
 # success, failed; empty until listed), `count STATE` how many runs ended in STATE.
 dag_runs() {
-  "${compose[@]}" exec -T airflow-scheduler python -c '
+  dc exec -T airflow-scheduler python -c '
 import json, subprocess, sys
 dag, what, arg = sys.argv[1:4]
 out = subprocess.run(["airflow", "dags", "list-runs", dag, "--output", "json"],
@@ -117,7 +128,7 @@ wait_for_dag() {
   local deadline=$(( $(date +%s) + 300 ))
   until airflow dags details "$1" >/dev/null 2>&1; do
     [ "$(date +%s)" -lt "$deadline" ] \
-      || fail "DAG $1 not parsed within 300s. Fix: look for import errors in the Airflow UI, or: ${compose[*]} logs airflow-dag-processor"
+      || fail "DAG $1 not parsed within 300s. Fix: look for import errors in the Airflow UI, or: docker compose -f docker/compose.yaml logs airflow-dag-processor"
     say "waiting for the dag-processor to parse $1 …"
     sleep 10
   done
@@ -139,7 +150,7 @@ run_dag() {
       failed) fail "$dag run $run_id failed. Fix: open its task logs in the Airflow UI ($(env_value AIRFLOW_UI_PORT))." ;;
     esac
     [ "$(date +%s)" -lt "$deadline" ] \
-      || fail "$dag run $run_id still '${state:-queued}' after ${DEMO_RUN_SECONDS:-1800}s. Fix: check the scheduler: ${compose[*]} logs airflow-scheduler"
+      || fail "$dag run $run_id still '${state:-queued}' after ${DEMO_RUN_SECONDS:-1800}s. Fix: check the scheduler: docker compose -f docker/compose.yaml logs airflow-scheduler"
     say "$dag: ${state:-queued} …"
     sleep 15
   done
@@ -154,7 +165,7 @@ stream_windows() {
   airflow dags unpause "$dag" >/dev/null
   say "unpaused $dag: its runs launch the streaming app, then adopt it, one window of $(env_value STREAM_WINDOW_SECONDS)s each"
   while [ "$done" -lt "$want" ]; do
-    [ "$(date +%s)" -lt "$deadline" ] || fail "$dag: $done of $want windows after the deadline. Fix: ${compose[*]} logs airflow-scheduler"
+    [ "$(date +%s)" -lt "$deadline" ] || fail "$dag: $done of $want windows after the deadline. Fix: docker compose -f docker/compose.yaml logs airflow-scheduler"
     failed="$(runs_in_state "$dag" failed)"
     [ "$failed" = 0 ] || fail "$dag: a run failed. Fix: open its task logs in the Airflow UI"
     sleep 15
@@ -166,10 +177,10 @@ stream_windows() {
 demo() {
   up
   say "producing ${DEMO_EVENTS:-20000} events to Kafka as User:producer (5% aborted transactions, 1% malformed)"
-  "${compose[@]}" run --rm onceflow onceflow produce --pipeline "pipelines/${pipeline}.yaml" \
+  dc run --rm onceflow onceflow produce --pipeline "pipelines/${pipeline}.yaml" \
     --kafka-connection kafka_producer --count "${DEMO_EVENTS:-20000}" --abort-ratio 0.05 --malformed-ratio 0.01
   say "and ${DEMO_RATE:-50} events/s while the stream runs"
-  "${compose[@]}" run -d --name onceflow-demo-producer --rm onceflow onceflow produce \
+  dc run -d --name onceflow-demo-producer --rm onceflow onceflow produce \
     --pipeline "pipelines/${pipeline}.yaml" --kafka-connection kafka_producer \
     --rate "${DEMO_RATE:-50}" --count 10000000 --abort-ratio 0.05 --malformed-ratio 0.01 >/dev/null
   trap 'docker rm -f onceflow-demo-producer >/dev/null 2>&1 || true' EXIT
@@ -180,7 +191,7 @@ demo() {
   say "paused ${pipeline}_stream: the app stops at a batch boundary when its lease ends"
   mkdir -p reports
   rm -rf "reports/stack"
-  "${compose[@]}" cp airflow-scheduler:/data/onceflow/reports reports/stack
+  dc cp airflow-scheduler:/data/onceflow/reports reports/stack
   say "audit reports copied to reports/stack/ (open the index.html files in a browser):"
   find reports/stack -name index.html | sed 's/^/  /'
   say "and in the Airflow UI, on the ${pipeline}_audit runs (http://localhost:$(env_value AIRFLOW_UI_PORT))"

@@ -50,8 +50,16 @@ def _engine_problem() -> str | None:
     return None if check.returncode == 0 else f"no usable Docker engine: {check.stderr.strip()}"
 
 
+def stack_env() -> dict[str, str]:
+    """This process's environment without what docker/.env sets: the `pipeline` fixture points this
+    process at the stack's published ports, and compose would let those win over docker/.env in the
+    containers (docker/stack.sh's `dc` runs compose the same way)."""
+    names = set(env_file()) if (ROOT / "docker" / ".env").exists() else set()
+    return {k: v for k, v in os.environ.items() if k not in names}
+
+
 def run(*cmd: str, check: bool = True, timeout: float = 600) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=stack_env())
     if check and proc.returncode != 0:
         raise AssertionError(
             f"{' '.join(cmd[:6])} … exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
