@@ -20,7 +20,11 @@ failed, stalled, unknown, not_started, stopped (or broken, poisoned). A look is 
 span from its `checked_at` to the time its line was read: a look that spans a kill or a commit
 is counted apart (`straddling`), never as false.
 
-    .venv/bin/python benchmarks/airflow_kills.py [--kills 3] [--rate 100] [--window 60] [--json FILE]
+With --standby the pipeline sets `airflow.standby: true`: a warm standby driver waits beside the
+app (onceflow.state.standby), each kill waits until one is ready, and the standby, not a recover run,
+takes over (a recover run after such a kill is reported).
+
+    .venv/bin/python benchmarks/airflow_kills.py [--kills 3] [--rate 100] [--window 60] [--standby] [--json FILE]
 """
 
 from __future__ import annotations
@@ -358,7 +362,7 @@ def recovery_timeline(af: Airflow, kill: float, commit: float | None) -> dict:
     return out
 
 
-def steady(pipeline, af: Airflow, commits: Commits, window: float) -> bool:
+def steady(pipeline, af: Airflow, commits: Commits, window: float, standby: bool = False) -> bool:
     """The app holds the run lock, no recovery is at work or queued, it committed within 5 s, and a
     stream run's watch has watched for 5 s and has 30 s of its window left: the kill is the watch's
     to see (one at a window's end is seen by the next run's `stream` task, which relaunches the app
@@ -368,6 +372,11 @@ def steady(pipeline, af: Airflow, commits: Commits, window: float) -> bool:
     hook = OnceflowHook(pipeline.file)
     if hook.running_job() is None or hook.recovery_in_progress():
         return False
+    if standby:
+        from onceflow.state.standby import Standby
+
+        if Standby(pipeline.state_path).ready() is None:
+            return False
     if any(r["state"] in ("queued", "running") for r in af.runs(f"{NAME}_recover")):
         return False
     times = commits.times()
@@ -383,10 +392,12 @@ def steady(pipeline, af: Airflow, commits: Commits, window: float) -> bool:
     return False
 
 
-def kill_once(n: int, pipeline, af: Airflow, commits: Commits, kills: list[float], window: float) -> dict:
+def kill_once(
+    n: int, pipeline, af: Airflow, commits: Commits, kills: list[float], window: float, standby: bool = False
+) -> dict:
     """kill -9 the driver JVM; wait for the first new commit and the recover run's end; the figures."""
     try:
-        wait("a steady app, in a window", lambda: steady(pipeline, af, commits, window), every=1)
+        wait("a steady app, in a window", lambda: steady(pipeline, af, commits, window, standby), every=1)
         was_steady = True
     except TimeoutError:
         was_steady = False
@@ -407,10 +418,10 @@ def kill_once(n: int, pipeline, af: Airflow, commits: Commits, kills: list[float
         runs = af.runs(f"{NAME}_recover")
         return next((r for r in runs if (epoch(r.get("run_after")) or 0) > kill - 1 and r["state"] in ended), None)
 
-    try:
-        rec = wait("the recover run's end", recovered, timeout=240, every=2)
+    try:  # with a standby none is expected: a short look for one that should not be
+        rec = wait("the recover run's end", recovered, timeout=30 if standby else 240, every=2)
     except TimeoutError:  # relaunched by the next stream run (a kill at a window's end), or a recovery stuck
-        rec = {"state": "none within 240 s"}
+        rec = {"state": "none within 30 s (the standby took over)" if standby else "none within 240 s"}
     timeline = recovery_timeline(af, kill, commit)
     log(f"kill {n}: {json.dumps(timeline)}")
     return {
@@ -497,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the pipeline's health.stalled_after_triggers (onceflow's default is 10: on a loaded machine a "
         "batch can take longer, and the recoveries `stalled` starts then overlap the kills)",
     )
+    ap.add_argument("--standby", action="store_true", help="airflow.standby: true (a warm standby driver)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, tables)")
     ap.add_argument("--watch-child", metavar="PIPELINE_FILE", help=argparse.SUPPRESS)
@@ -525,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
             name=NAME,
             max_offsets=2000,
             data=str(work / "data"),
-            airflow={"window": f"{args.window} seconds"},
+            airflow={"window": f"{args.window} seconds", **({"standby": True} if args.standby else {})},
             health={"stalled_after_triggers": args.stalled_after_triggers},
         )
         pipeline = config.load(file)
@@ -566,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
             runs: list[dict] = []
             try:
                 for i in range(args.kills):
-                    runs.append(kill_once(i + 1, pipeline, af, commits, kills, args.window))
+                    runs.append(kill_once(i + 1, pipeline, af, commits, kills, args.window, args.standby))
                     time.sleep(args.window)  # healthy again, a window before the next kill
             except KeyboardInterrupt:  # stopped early: the kills so far are still figures
                 report["interrupted_after_kills"] = len(runs)
@@ -582,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
                     "load_average_1m_end": round(os.getloadavg()[0], 2),
                     "rate": args.rate,
                     "window_seconds": args.window,
+                    "standby": args.standby,
                     "stalled_after_triggers": args.stalled_after_triggers,
                     "first_commit_from": "a new file in the checkpoint's commits/ folder (its mtime)",
                     "sampler": sampler.how,

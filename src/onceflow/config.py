@@ -315,6 +315,8 @@ class Airflow(_Model):
     window: Duration = "30 minutes"
     # how long the app runs on once nobody renews its lease (the stream DAG paused, Airflow gone)
     lease_grace: Duration = "2 minutes"
+    # a warm standby driver beside the app, which takes over the moment it dies (onceflow.state.standby)
+    standby: bool = False
 
     @field_validator("window")
     @classmethod

@@ -32,6 +32,7 @@ from onceflow.sink_kinds import FOLLOWS
 from onceflow.sinks import lease_folder
 from onceflow.state.control import Launching, RecoveryMarker, Wanted
 from onceflow.state.poison import poisoned_batch
+from onceflow.state.standby import Standby
 from onceflow.state.status import IngestMode, LockWork, RunLock, RunStatus, StatusLog, ended
 from onceflow.state.unprocessable import Unprocessable
 from onceflow.storage.files import StorePath
@@ -200,6 +201,16 @@ class LaunchingFacts(OpenWire):
     host: str | None = None
 
 
+class StandbyFacts(OpenWire):
+    """standby.json while a warm standby driver waits and its processes live (onceflow.state.standby):
+    it takes over the moment the run dies, so a death reads `starting`, not `dead`."""
+
+    pid: int | None = None
+    host: str | None = None
+    jvm_pid: int | None = None
+    since: str | None = None
+
+
 class RunFacts(Wire):
     """The newest run of the status log, the run lock, and the pipeline's control files."""
 
@@ -224,6 +235,7 @@ class RunFacts(Wire):
     wanted: WantedFacts | None
     recovering: RecoveringFacts | None
     launching: LaunchingFacts | None
+    standby: StandbyFacts | None = None
     # when (epoch) this run started, last progressed, last beat, and its lock was taken: the verdict's clocks
     started_epoch: float | None = Field(default=None, exclude=True)
     progress_epoch: float | None = Field(default=None, exclude=True)
@@ -437,6 +449,7 @@ def _run_facts(pipeline: Pipeline, facts: PipelineFacts, now: float) -> RunFacts
         wanted=WantedFacts.model_validate(wanted.as_dict()) if wanted else None,
         recovering=RecoveringFacts.model_validate(marker.as_dict()) if marker else None,
         launching=LaunchingFacts.model_validate(launching) if launching else None,
+        standby=StandbyFacts.model_validate(standby) if (standby := Standby(pipeline.state_path).ready()) else None,
     )
 
 
@@ -509,6 +522,9 @@ def verdict_of(report: HealthReport, now: float) -> tuple[Verdict, list[str]]:
             f"{holder.get('started')}: no query runs until it ends (its Airflow task's execution timeout bounds it)"
         ]
     verdict, reasons = _verdict(report, now)
+    taking_over = _standby_takes_over(report, now, verdict)
+    if taking_over:
+        return Verdict.STARTING, [taking_over, *reasons]
     launching = run.launching
     if not run.running and launching and verdict not in (Verdict.REMOTE, Verdict.UNKNOWN):
         return Verdict.STARTING, [
@@ -518,6 +534,22 @@ def verdict_of(report: HealthReport, now: float) -> tuple[Verdict, list[str]]:
             *reasons,
         ]
     return _during_recovery(report, now, verdict, reasons)
+
+
+def _standby_takes_over(report: HealthReport, now: float, verdict: Verdict) -> str | None:
+    """Why a run's death reads `starting`: a warm standby is ready and takes the run lock within a
+    second of it (onceflow.state.standby). Bounded: once the run's last sign of life is older than
+    dead_after_seconds the verdict is the death again (a standby that does not take over is no help)."""
+    run, standby = report.run, report.run.standby
+    if standby is None or verdict not in (Verdict.DEAD, Verdict.DOWN, Verdict.FAILED):
+        return None
+    signs = [e for e in (run.beat_epoch, run.progress_epoch, run.started_epoch, run.holder_epoch) if e is not None]
+    if not signs or now - max(signs) > report.thresholds.dead_after_seconds:
+        return None
+    return (
+        f"the run is gone and the warm standby driver (pid {standby.pid}, JVM {standby.jvm_pid}, ready since "
+        f"{standby.since}) takes over: it starts the query from the last commit (a restart, without the cold start)"
+    )
 
 
 def _verdict(report: HealthReport, now: float) -> tuple[Verdict, list[str]]:

@@ -169,10 +169,15 @@ def start_producer() -> None:
     loop = (
         "rm -f /tmp/stop; while [ ! -f /tmp/stop ]; do onceflow produce --pipeline pipelines/payments.yaml "
         f"--kafka-connection kafka_producer --count {BURST} --rate {RATE} --abort-ratio 0.05 --malformed-ratio 0.01 "
-        ">/dev/null 2>&1 || sleep 2; done"
+        ">/tmp/produce.log 2>&1 || { cat /tmp/produce.log >>/tmp/failed.log; sleep 2; }; done"
     )
     run("docker", "rm", "-f", PRODUCER, check=False)
     compose("run", "-d", "--name", PRODUCER, "onceflow", "sh", "-c", loop)
+
+
+def producer_failures() -> str:
+    """What the producer's failed runs said (empty when none failed)."""
+    return run("docker", "exec", PRODUCER, "sh", "-c", "tail -n 20 /tmp/failed.log 2>/dev/null", check=False)
 
 
 def stop_producer() -> None:
@@ -228,8 +233,14 @@ def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipelin
     airflow("dags", "unpause", "payments_stream")
     start_producer()
     try:
-        first = time.monotonic()
-        wait("a first commit of bronze", lambda: bronze_version(pipeline) >= 0, COMMIT_TIMEOUT, 5)
+        first, start_version = time.monotonic(), bronze_version(pipeline)
+
+        def produced_and_committed() -> int:  # of this drill's events (the volumes may hold an earlier run's)
+            failures = producer_failures()
+            assert not failures, f"the producer fails:\n{failures}"
+            return newer_than(pipeline, start_version)()
+
+        wait("a first commit of bronze", produced_and_committed, COMMIT_TIMEOUT, 5)
         figures["seconds to the first commit"] = round(time.monotonic() - first, 1)
         kills = [
             ("the Spark driver (in airflow-scheduler)", kill_driver, None),

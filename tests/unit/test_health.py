@@ -614,3 +614,31 @@ def test_a_launch_in_progress_is_starting_not_down_until_its_process_exits_or_it
         launched.kill()
         launched.wait()
     assert check(pipeline)["verdict"] == "down", "the launched process exited before it took the lock"
+
+
+def test_a_death_with_a_warm_standby_ready_is_starting_until_the_death_is_old(pipeline, held):
+    """A warm standby takes the run lock within a second of a death (onceflow.state.standby): the
+    watcher must not read `dead` or `failed` and start a recovery that would stop it as it takes
+    over. Bounded by dead_after_seconds from the run's last sign of life."""
+    from onceflow.state.standby import Standby
+
+    committed_checkpoint(pipeline)
+    status(pipeline, started(100), progress(1, 1))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    held.note(jvm_pid=gone.pid, host=socket.gethostname())
+    assert check(pipeline)["verdict"] == "dead"
+    standby = Standby(pipeline.state_path)
+    assert standby.hold(jvm_pid=os.getpid(), since=iso(NOW - 30))
+    try:
+        r = check(pipeline)  # the holder's JVM is gone, its process not yet
+        assert r["verdict"] == "starting" and r["exit_code"] == 0, r["reasons"]
+        assert "warm standby" in r["reasons"][0] and r["run"]["standby"]["pid"] == os.getpid()
+        held.release()  # the holder's process exits: no lock, no final event
+        assert check(pipeline)["verdict"] == "starting"
+        status(pipeline, ("final", 0.5, {"status": "failed", "error": "the Spark driver JVM exited"}))
+        assert check(pipeline)["verdict"] == "starting", "a failed run the standby replaces"
+        assert check(pipeline, now_offset=120)["verdict"] == "failed", "a standby that never takes over"
+    finally:
+        standby.release()
+    assert check(pipeline)["verdict"] == "failed", "no standby: the death as it is"

@@ -34,6 +34,7 @@ from onceflow.airflow.sensors import stream_run_id
 from onceflow.airflow.spark_submit import STOP_MARGIN, OnceflowSparkSubmitOperator
 from onceflow.polling import wait_for
 from onceflow.state.control import Launching
+from onceflow.state.standby import Standby
 from onceflow.state.status import IngestMode
 
 APP_LOGS = 10  # app log files kept per pipeline (one per launch)
@@ -103,11 +104,42 @@ class StreamOperator(OnceflowSparkSubmitOperator):
                 holder.get("started"),
                 lease.as_dict()["until"],
             )
-            return self._outcome(True, None, holder, lease.until)
-        try:
-            return self._launch(context, lease.until, by)
-        finally:  # the app holds the run lock now, or the launch failed: no launch is in progress
-            Launching(hook.pipeline.state_path).clear()
+            outcome = self._outcome(True, None, holder, lease.until)
+        else:
+            try:
+                outcome = self._launch(context, lease.until, by)
+            finally:  # the app holds the run lock now, or the launch failed: no launch is in progress
+                Launching(hook.pipeline.state_path).clear()
+        self._ensure_standby(context)
+        return outcome
+
+    def _ensure_standby(self, context: Any) -> None:
+        """With `airflow.standby`, a warm standby driver beside the app (onceflow.state.standby): one
+        is launched, detached like the app, unless one is ready or on its way."""
+        hook = self.onceflow
+        if not hook.pipeline.airflow.standby or self.recovery_run:  # a recovery's next stream run adds it
+            return
+        standby = Standby(hook.pipeline.state_path)
+        if standby.ready() is not None or standby.launched() is not None:
+            return
+        self.app_log = log_path = _app_log(hook.pipeline.state_path, "standby")
+        work = self.ready(context)
+        self.application_args = [*self.arguments(context), "--standby"]
+        command = self._get_hook()._build_spark_submit_command(self.application)
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen(  # like the app: a session of its own, it outlives this task
+                command,
+                cwd=work,
+                env={**os.environ, **(self.env_vars or {})},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        standby.launch(proc.pid)
+        self.log.info(
+            "%s: launched a warm standby driver (spark-submit pid %s); its log: %s", hook.name, proc.pid, log_path
+        )
 
     def _launch(self, context: Any, lease_until: float, by: str) -> dict:
         hook = self.onceflow
@@ -181,13 +213,14 @@ class StreamOperator(OnceflowSparkSubmitOperator):
         self.log.info("%s: the task was killed; the app runs on until its lease ends", self.pipeline_file)
 
 
-def _app_log(state_path: Path) -> Path:
-    """A new log file for a launched app; older ones beyond the newest APP_LOGS are removed."""
+def _app_log(state_path: Path, role: str = "") -> Path:
+    """A new log file for a launched app (or its standby); older ones beyond the newest APP_LOGS are removed."""
     folder = Path(state_path) / "apps"
     folder.mkdir(parents=True, exist_ok=True)
     for old in sorted(folder.glob("*.log"))[: -(APP_LOGS - 1) or None]:
         old.unlink(missing_ok=True)
-    return folder / (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}.log")
+    suffix = f"-{role}" if role else ""
+    return folder / (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}{suffix}.log")
 
 
 def _tail(path: Path, lines: int = 30) -> str:

@@ -57,6 +57,13 @@ def add_parser(sub) -> None:
         help="the file its launcher sends this run's output to: recorded in run.json, so whoever adopts "
         "the running app (the next stream DAG run) links the same log",
     )
+    p.add_argument(
+        "--standby",
+        action="store_true",
+        help="continuous mode: start the driver now, then wait as the pipeline's warm standby and take "
+        "over the moment the running query dies (a batch's outage instead of a cold start; "
+        "docs/exactly-once.md#a-warm-standby-driver)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_ingest, needs_kafka=True)
 
@@ -78,6 +85,7 @@ def cmd_ingest(args) -> int:
         leased=args.lease,
         recovery_run=args.recovery_run,
         app_log=args.app_log,
+        standby=args.standby,
     )
     if args.json:
         out.print_json(json.dumps(asdict(result)))

@@ -123,33 +123,49 @@ def run_ingest(
     leased: bool = False,
     recovery_run: str | None = None,
     app_log: str | None = None,
+    standby: bool = False,
 ) -> IngestResult:
     """Run the pipeline's query until it finishes (available-now), is idle for
     `until_idle` seconds, has run `max_seconds`, is no longer wanted (`leased`: onceflow.state.control),
     or receives SIGTERM. The others stop it at a batch boundary (onceflow.spark.stop) within
     `stop_timeout` seconds, or the run fails saying it could not (IngestError). It does not start
     while a recovery other than `recovery_run` works on the pipeline (RecoveryInProgressError).
-    `app_log`: the file its launcher sends its output to, recorded in run.json for whoever adopts it."""
+    `app_log`: the file its launcher sends its output to, recorded in run.json for whoever adopts it.
+    `standby`: build and warm the session first, then wait as the pipeline's warm standby until the
+    running query dies and take over (onceflow.spark.standby); a standby that is not needed after all
+    returns a `stopped` result with no run logged."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    if standby and mode != IngestMode.CONTINUOUS:
+        raise ValueError("a standby takes over a continuous stream: use it with mode continuous")
     if stop_timeout <= 0:
         raise ValueError(f"stop_timeout must be positive, not {stop_timeout!r}")
     faults.parse(os.environ.get("ONCEFLOW_FAULT"))  # a typo fails now, not mid-run
     run_id = str(uuid.uuid4())
     status = StatusLog(pipeline.state_path, pipeline.name)
     lock = RunLock(pipeline.state_path)
-    lock.acquire(
-        run_id=run_id,
-        mode=mode,
-        pipeline=pipeline.name,
-        stop_timeout=stop_timeout,
+    lock_info = {
+        "run_id": run_id,
+        "mode": mode,
+        "pipeline": pipeline.name,
+        "stop_timeout": stop_timeout,
         **({"log": str(app_log)} if app_log else {}),
-    )
-    try:  # under the run lock: a recovery that begins after this look finds the query and stops it
-        require_no_recovery(pipeline.state_path, allowed_run=recovery_run)
-    except BaseException:
-        lock.release()
-        raise
+    }
+    if standby:
+        from onceflow.spark import standby as standing
+
+        spark = spark or _session(pipeline)
+        standing.warm(spark, pipeline, log)
+        jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+        if not standing.wait_for_turn(pipeline, lock, lock_info, jvm_pid, leased, recovery_run, log):
+            return IngestResult(pipeline.name, run_id, RunStatus.STOPPED, -1, 0, 0, 0.0)
+    else:
+        lock.acquire(**lock_info)
+        try:  # under the run lock: a recovery that begins after this look finds the query and stops it
+            require_no_recovery(pipeline.state_path, allowed_run=recovery_run)
+        except BaseException:
+            lock.release()
+            raise
     wanted = Wanted(pipeline.state_path) if leased else None
     started = time.monotonic()
     writer: BatchWriter | None = None
@@ -159,10 +175,7 @@ def run_ingest(
         lease = store_lease.enter_context(driver_lease(pipeline, log))
         ledgers = read_ledgers(pipeline, kafka=False)  # each Delta sink's, once per run, under the run lock
         identity = prepare_checkpoint(pipeline, ledgers)
-        if spark is None:
-            from onceflow.spark.session import build_session
-
-            spark = build_session(f"onceflow-ingest-{pipeline.name}", master=pipeline.spark_master)
+        spark = spark or _session(pipeline)
         # the driver's JVM: once it is gone the run is dead, though this process holds the run lock for
         # the seconds it takes to notice (health reads a lock holder whose JVM is gone as `dead`)
         jvm: Any = spark.sparkContext._jvm
@@ -298,6 +311,12 @@ def run_ingest(
     finally:
         store_lease.close()
         lock.release()
+
+
+def _session(pipeline: Pipeline) -> SparkSession:
+    from onceflow.spark.session import build_session
+
+    return build_session(f"onceflow-ingest-{pipeline.name}", master=pipeline.spark_master)
 
 
 def _supervise(

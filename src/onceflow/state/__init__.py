@@ -21,6 +21,10 @@ In `<state>/pipelines/<name>/`:
 - `stream_run.json` (control.py, `StreamRun`): the one `<p>_stream` DAG run at work.
 - `launching.json` (control.py, `Launching`): an app was launched and has not taken its run
   lock yet (written by onceflow.airflow.stream), so health says `starting`, not `down`.
+- `standby.lock`, `standby.json` (standby.py, `Standby`): a warm standby driver waits to take
+  over the moment the running query dies (`onceflow ingest --standby`, `airflow.standby`); health
+  reads a death with one ready as `starting`. `standby-launch.json`: one was launched and is still
+  building its session, so no second is launched meanwhile.
 - `control.lock` (control.py, `control_lock`): the flock under which a recovery begins, a
   stream run launches or adopts, and a new app checks for a recovery, so none interleave.
 - `unprocessable.json` (unprocessable.py, `Unprocessable`): offset ranges an operator moved

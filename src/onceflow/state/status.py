@@ -236,21 +236,27 @@ class RunLock:
         return self.dir / "run.json"
 
     def acquire(self, **info) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        f = open(self.dir / "run.lock", "a+")  # noqa: SIM115 -- held open while the lock is: release() closes it
-        if not _flock(f, PROBE_SECONDS):
-            f.close()
+        if not self.try_acquire(PROBE_SECONDS, **info):
             holder = self.holder() or {}
             raise AlreadyRunningError(
                 f"this pipeline's query is already running (pid {holder.get('pid')} on {holder.get('host')}, "
                 f"started {holder.get('started')}). Two copies of one query would race on the checkpoint. "
                 "Fix: stop the running one first (SIGTERM stops it at a batch boundary)."
-            ) from None
+            )
+
+    def try_acquire(self, seconds: float, **info) -> bool:
+        """Take the lock, trying for up to `seconds`; False if another process holds it."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        f = open(self.dir / "run.lock", "a+")  # noqa: SIM115 -- held open while the lock is: release() closes it
+        if not _flock(f, seconds):
+            f.close()
+            return False
         self._file = f
         # atomically: a reader sees the last holder's file or this one, never half of one
         tmp = self.info_path.with_name(f".run.json.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": now_iso(), **info}))
         tmp.replace(self.info_path)
+        return True
 
     def note(self, **info) -> None:
         """Add facts to run.json while holding the lock (e.g. the driver JVM's pid once it runs)."""
