@@ -40,6 +40,7 @@ from onceflow.storage.lease import LEASE_KEY, read_lease
 from onceflow.verdicts import ALERTS, EXIT_CODES, STATUS_VERDICTS, Verdict
 from onceflow.wire import Count, IsoTime, OpenWire, Wire
 
+SLOW_BATCHES = 3  # `stalled` waits at least this many of the run's average batch durations
 RATE_WINDOW = 20  # progress events the commit rate and batch duration are averaged over
 KAFKA_TIMEOUT = 5.0  # seconds; a trigger polls often, a dead broker must not hold it long
 SNAPSHOT_TRIES = 5  # reads of the lock and the status log until they agree (_run_facts)
@@ -738,11 +739,16 @@ def _running(report: HealthReport, now: float) -> tuple[Verdict, list[str]]:
         ]
     since = max([e for e in (progress_epoch, run_start) if e is not None], default=now)
     quiet = now - since
-    if total > 0 and quiet > th.stalled_after_seconds:
-        return Verdict.STALLED, [
-            f"lag is {total} but no batch committed for {quiet:.0f}s, more than "
+    # a batch that takes as long as this run's batches do is not a stall: 10 triggers of 1 s are 10 s,
+    # and under load a batch took 47 s, so `stalled` stopped working apps through a recovery (issue 48)
+    batch = (run.avg_batch_duration_ms or 0.0) / 1000
+    if total > 0 and quiet > max(th.stalled_after_seconds, SLOW_BATCHES * batch):
+        limit = (
             f"{th.stalled_after_triggers} triggers × {th.trigger_seconds:g}s"
-        ]
+            if th.stalled_after_seconds >= SLOW_BATCHES * batch
+            else f"{SLOW_BATCHES} × this run's average batch ({batch:.0f}s)"
+        )
+        return Verdict.STALLED, [f"lag is {total} but no batch committed for {quiet:.0f}s, more than {limit}"]
     if total > th.max_lag:
         return Verdict.LAGGING, [
             f"lag {total} is above max_lag={th.max_lag}; batches still commit (last {quiet:.0f}s ago)"

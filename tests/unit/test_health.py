@@ -642,3 +642,18 @@ def test_a_death_with_a_warm_standby_ready_is_starting_until_the_death_is_old(pi
     finally:
         standby.release()
     assert check(pipeline)["verdict"] == "failed", "no standby: the death as it is"
+
+
+def test_a_batch_as_long_as_the_runs_usual_batches_is_not_a_stall(pipeline, held):
+    """Seen in the docker stack on two busy cores: batches of 47 s on average, a 1 s trigger × 10
+    triggers: `stalled` at 10 s started a recovery that stopped a working app. A stall is a gap of
+    more than 3 of the run's average batches (and more than the triggers' bound: 5 × 2 s here)."""
+    committed_checkpoint(pipeline)
+    status(pipeline, started(500), progress(60, 0, duration_ms=15_000), progress(30, 1, duration_ms=15_000))
+    commit = Path(pipeline.checkpoint_path) / "commits" / "1"
+    os.utime(commit, (NOW - 30, NOW - 30))
+    r = check(pipeline, kafka({0: 31, 1: 35}))
+    assert r["verdict"] == "healthy", r["reasons"]  # 30 s: more than 10 s, less than 3 × 15 s
+    r = check(pipeline, kafka({0: 31, 1: 35}), now_offset=20)  # 50 s without a commit
+    assert r["verdict"] == "stalled", r["reasons"]
+    assert "more than 3 × this run's average batch (15s)" in r["reasons"][0], r["reasons"]
