@@ -11,9 +11,10 @@ never loaded from a CDN.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterable
 from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +64,26 @@ def render_page(template: str, **context: Any) -> str:
     return _environment().get_template(template).render(**context)
 
 
+def copy_static(rel: str, target: Path) -> None:
+    """Copy a bundled file or folder (`rel`, under static/) to `target`, wherever the package is
+    imported from: a spark-submit driver imports it from the zip shipped with --py-files, where a
+    path into STATIC does not exist (seen in the docker stack: the audit's report failed)."""
+    node: Traversable = resources.files("onceflow.web").joinpath("static")
+    for part in rel.split("/"):
+        node = node.joinpath(part)
+    if node.is_dir():
+        target.mkdir(parents=True, exist_ok=True)
+        for child in node.iterdir():
+            copy_static(f"{rel}/{child.name}", target / child.name)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(node.read_bytes())
+
+
 def copy_chart_assets(dest: Path) -> Path:
     """Copy Chart.js (with its licence) and onceflow's chart script into `dest`; returns `dest`."""
     for rel in CHART_FILES:
-        target = dest / Path(rel).name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(STATIC / rel, target)
+        copy_static(rel, dest / Path(rel).name)
     return dest
 
 

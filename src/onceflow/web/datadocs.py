@@ -15,7 +15,7 @@ import re
 import shutil
 from pathlib import Path
 
-from onceflow.web import STATIC
+from onceflow.web import copy_static
 
 VENDOR = "static/vendor"  # inside the Data Docs site
 S3 = "https://great-expectations-web-assets.s3.us-east-2.amazonaws.com/"
@@ -82,7 +82,7 @@ def make_offline(site: Path) -> list[Path]:
     vendor = site / VENDOR
     if vendor.exists():
         shutil.rmtree(vendor)
-    shutil.copytree(STATIC / "datadocs", vendor)
+    copy_static("datadocs", vendor)
     changed = []
     for path in [*site.rglob("*.html"), *(site / "static" / "styles").glob("*.css")]:
         text = path.read_text(encoding="utf-8")

@@ -60,3 +60,35 @@ def test_rewrite_is_relative_to_the_page():
         rewrite('<script src="https://code.jquery.com/jquery-3.7.1.min.js">', site / "index.html", site)
         == '<script src="static/vendor/jquery/jquery.min.js">'
     )
+
+
+def test_the_assets_copy_when_the_package_is_imported_from_the_py_files_zip(tmp_path):
+    """spark-submit ships onceflow as a zip (--py-files) and the driver imports it from there: the
+    docker stack's audit failed writing its report (`Not a directory: …/onceflow-0.1.0.zip/onceflow/
+    web/static/datadocs`). The bundled files are read as package resources, not as paths."""
+    import subprocess
+    import sys
+    import zipfile
+
+    import onceflow
+
+    src = Path(onceflow.__file__).parent
+    shipped = tmp_path / "onceflow.zip"
+    with zipfile.ZipFile(shipped, "w") as zf:
+        for path in src.rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                zf.write(path, Path("onceflow") / path.relative_to(src))
+    site = tmp_path / "site"
+    (site / "static" / "styles").mkdir(parents=True)
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; import onceflow.web as w; "
+        "assert '.zip' in w.__file__, w.__file__; from onceflow.web.datadocs import make_offline; "
+        "w.copy_chart_assets(Path(sys.argv[2]) / 'charts'); make_offline(Path(sys.argv[2]))"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(shipped), str(site)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (site / "charts" / "chart.umd.min.js").read_bytes() == (STATIC / "chartjs" / "chart.umd.min.js").read_bytes()
+    bundled = sorted(p.relative_to(STATIC / "datadocs") for p in (STATIC / "datadocs").rglob("*") if p.is_file())
+    assert (
+        bundled and sorted(p.relative_to(site / VENDOR) for p in (site / VENDOR).rglob("*") if p.is_file()) == bundled
+    )
