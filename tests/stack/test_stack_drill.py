@@ -92,10 +92,14 @@ def wait(what: str, condition: Callable[[], object], timeout: float, interval: f
 
 
 def dag_runs(dag: str) -> list[dict]:
+    """The DAG's runs. The CLI prints Python warnings on stdout before the JSON (graphviz is not
+    installed), so the JSON is the line that starts a list."""
     try:
-        return json.loads(airflow("dags", "list-runs", dag, "--output", "json") or "[]")
-    except (ValueError, AssertionError):
+        lines = airflow("dags", "list-runs", dag, "--output", "json").splitlines()
+    except AssertionError:
         return []
+    found = [line for line in lines if line.startswith("[{") or line.strip() == "[]"]
+    return json.loads(found[-1]) if found else []
 
 
 def container_of(service: str) -> str:
