@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 # ... from local work) would win over docker/.env in compose's interpolation and point the containers
 # elsewhere, or hand them the shell's own keys; so compose runs without them.
 dc() {
-  local unset=()
+  local unset=() name
   if [ -f docker/.env ]; then
     while IFS= read -r name; do unset+=(-u "$name"); done \
       < <(sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p' docker/.env)
