@@ -11,7 +11,6 @@ output, and docs/schemas/checkpoint-status.schema.json is generated from it (`py
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections.abc import Callable
@@ -461,19 +460,9 @@ def _launch(pipeline: Pipeline, now: float) -> dict | None:
         return None
     info = lease.as_dict()
     pid = info.get("pid")
-    if isinstance(pid, int) and info.get("host") == socket.gethostname() and not _alive(pid):
+    if isinstance(pid, int) and info.get("host") == socket.gethostname() and not processes.alive(pid):
         return None  # it exited before it took the lock: the launch failed
     return info
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: it exists
-        return True
-    return True
 
 
 def _parse_iso(text: str | None) -> float | None:

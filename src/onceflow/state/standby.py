@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+from onceflow.state.status import flock_held
+
 STANDBY_LOCK = "standby.lock"
 STANDBY_INFO = "standby.json"
 STANDBY_LAUNCH = "standby-launch.json"
@@ -68,17 +70,8 @@ class Standby:
 
     def ready(self) -> dict | None:
         """standby.json while a standby holds its lock and, on this host, its processes live."""
-        path = self.dir / STANDBY_LOCK
-        if not path.exists():
+        if not flock_held(self.dir / STANDBY_LOCK):
             return None
-        with open(path, "a+") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                pass  # held: a standby waits
-            else:
-                fcntl.flock(f, fcntl.LOCK_UN)
-                return None
         try:
             info = json.loads(self.info_path.read_text())
         except (OSError, ValueError):

@@ -272,16 +272,7 @@ class RunLock:
 
     def is_held(self) -> bool:
         """True if some process holds the lock now (checked without taking it for long)."""
-        path = self.dir / "run.lock"
-        if not path.exists():
-            return False
-        with open(path, "a+") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(f, fcntl.LOCK_UN)
-            return False
+        return flock_held(self.dir / "run.lock")
 
     def holder(self) -> dict | None:
         try:
@@ -299,6 +290,19 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def flock_held(path: Path) -> bool:
+    """True if some process holds an flock on `path` now: taken and let go at once when free."""
+    if not path.exists():
+        return False
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return False
 
 
 # is_held() takes the lock for a few microseconds to see whether it is free: a query (or a recovery)
