@@ -123,11 +123,21 @@ class StreamOperator(OnceflowSparkSubmitOperator):
         if standby.ready() is not None or standby.launched() is not None:
             return
         self.app_log = log_path = _app_log(hook.pipeline.state_path, "standby")
+        proc = self._spawn(context, log_path, "--standby")
+        standby.launch(proc.pid)
+        self.log.info(
+            "%s: launched a warm standby driver (spark-submit pid %s); its log: %s", hook.name, proc.pid, log_path
+        )
+
+    def _spawn(self, context: Any, log_path: Path, *more: str) -> subprocess.Popen:
+        """spark-submit of the app (`more`: arguments after its own), in a session of its own so that
+        it outlives this task, its output to `log_path`: the provider's own hook and command line, as
+        SparkSubmitOperator would run them."""
         work = self.ready(context)
-        self.application_args = [*self.arguments(context), "--standby"]
+        self.application_args = [*(self.application_args or []), *more]
         command = self._get_hook()._build_spark_submit_command(self.application)
         with open(log_path, "ab") as out:
-            proc = subprocess.Popen(  # like the app: a session of its own, it outlives this task
+            return subprocess.Popen(
                 command,
                 cwd=work,
                 env={**os.environ, **(self.env_vars or {})},
@@ -136,29 +146,12 @@ class StreamOperator(OnceflowSparkSubmitOperator):
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        standby.launch(proc.pid)
-        self.log.info(
-            "%s: launched a warm standby driver (spark-submit pid %s); its log: %s", hook.name, proc.pid, log_path
-        )
 
     def _launch(self, context: Any, lease_until: float, by: str) -> dict:
         hook = self.onceflow
         self.app_log = log_path = _app_log(hook.pipeline.state_path)  # the app records it in run.json
-        work = self.ready(context)
-        # the provider's own hook and command line, as SparkSubmitOperator would run them
-        command = self._get_hook()._build_spark_submit_command(self.application)
-        env = {**os.environ, **(self.env_vars or {})}
         since = time.time()
-        with open(log_path, "ab") as out:
-            proc = subprocess.Popen(  # a session of its own: the app outlives this task
-                command,
-                cwd=work,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        proc = self._spawn(context, log_path)
         # health tells a launch in progress (`starting`) while this process lives, for LAUNCH_TIMEOUT at most
         Launching(hook.pipeline.state_path).begin(LAUNCH_TIMEOUT, by=by, pid=proc.pid, host=socket.gethostname())
         self.log.info("%s: launched the app (spark-submit pid %s); its log: %s", hook.name, proc.pid, log_path)

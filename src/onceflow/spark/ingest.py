@@ -156,8 +156,7 @@ def run_ingest(
 
         spark = spark or _session(pipeline)
         standing.warm(spark, pipeline, log)
-        jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
-        if not standing.wait_for_turn(pipeline, lock, lock_info, jvm_pid, leased, recovery_run, log):
+        if not standing.wait_for_turn(pipeline, lock, lock_info, _jvm_pid(spark), leased, recovery_run, log):
             return IngestResult(pipeline.name, run_id, RunStatus.STOPPED, -1, 0, 0, 0.0)
     else:
         lock.acquire(**lock_info)
@@ -178,8 +177,7 @@ def run_ingest(
         spark = spark or _session(pipeline)
         # the driver's JVM: once it is gone the run is dead, though this process holds the run lock for
         # the seconds it takes to notice (health reads a lock holder whose JVM is gone as `dead`)
-        jvm: Any = spark.sparkContext._jvm
-        lock.note(jvm_pid=int(jvm.java.lang.ProcessHandle.current().pid()))
+        lock.note(jvm_pid=_jvm_pid(spark))
         # an idle query reports a heartbeat this often (health: `dead` needs a recent one)
         spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "5000")
         # query.stop() fails after this long instead of waiting forever for the stream thread
@@ -311,6 +309,12 @@ def run_ingest(
     finally:
         store_lease.close()
         lock.release()
+
+
+def _jvm_pid(spark: SparkSession) -> int:
+    """The driver JVM's pid: health tells a holder whose JVM is gone by it."""
+    jvm: Any = spark.sparkContext._jvm
+    return int(jvm.java.lang.ProcessHandle.current().pid())
 
 
 def _session(pipeline: Pipeline) -> SparkSession:
