@@ -158,6 +158,16 @@ class Browser:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
 
+    def login_to_airflow(self, url: str, user: str, password: str) -> None:
+        """Through Airflow's own login form, as a person does."""
+        self.goto(f"{url}/")
+        self.wait_for("!!document.querySelector('input[name=username]')", "Airflow's login form")
+        self.type_into("input[name=username]", user)
+        self.type_into("input[name=password]", password)
+        self.wait_for("!document.querySelector('button[type=submit]').disabled", "the enabled Sign in button")
+        self.js("document.querySelector('button[type=submit]').click()")
+        self.wait_for("!location.pathname.startsWith('/auth')", "leaving the login page")
+
     def close(self) -> None:
         try:
             self._stack.close()

@@ -120,20 +120,9 @@ def test_anonymous_visitor_gets_the_login_page_not_the_onceflow_page(airflow, br
     assert "payments" not in browser.js("document.body.innerText")
 
 
-def login(browser: Browser, airflow: dict) -> None:
-    """Through Airflow's own login form, as a person does."""
-    browser.goto(f"{airflow['url']}/")
-    browser.wait_for("!!document.querySelector('input[name=username]')", "Airflow's login form")
-    browser.type_into("input[name=username]", "admin")
-    browser.type_into("input[name=password]", airflow["password"])
-    browser.wait_for("!document.querySelector('button[type=submit]').disabled", "the enabled Sign in button")
-    browser.js("document.querySelector('button[type=submit]').click()")
-    browser.wait_for("!location.pathname.startsWith('/auth')", "leaving the login page")
-
-
 def test_login_dag_list_and_onceflow_page_in_chromium(airflow, browser, tmp_path):
     url = airflow["url"]
-    login(browser, airflow)
+    browser.login_to_airflow(airflow["url"], "admin", airflow["password"])
 
     browser.goto(f"{url}/dags")
     shipped = sorted(p.stem for p in (ROOT / "pipelines").glob("*.yaml"))  # payments, sensors: five DAGs each
@@ -266,7 +255,7 @@ def test_charts_report_and_data_docs_work_with_no_network(airflow, audit_pages, 
         pytest.fail("chromium is not installed. Fix: apt-get install chromium (.ci/run does)")
     browser = Browser(height=1000, offline=True)
     try:
-        login(browser, airflow)
+        browser.login_to_airflow(airflow["url"], "admin", airflow["password"])
         browser.reset_log()
 
         # the onceflow page (as Airflow's frame loads it): a row per pipeline, four charts each

@@ -307,6 +307,7 @@ def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipelin
     airflow("dags", "pause", "payments_stream")
     figures["audit"] = state
     assert state == "success", "payments_audit failed: see its task logs in the Airflow UI"
+    figures["pages"] = pages_in_a_browser(stack["env"])
 
     # no secret anywhere it could leak to: container logs, task and app logs, the reports
     secrets = {
@@ -321,6 +322,37 @@ def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipelin
     (ARTIFACTS / "stack-drill.json").write_text(json.dumps(figures, indent=2, default=str))
     print(json.dumps(figures, indent=2, default=str))
     assert not found, f"secrets found: {found}"
+
+
+def pages_in_a_browser(env: dict[str, str]) -> dict[str, str]:
+    """As a person sees it: headless Chromium logs in to the stack's Airflow UI (its published
+    port), then the DAG list and the onceflow page, whose payments row shows a verdict and the
+    audit that just passed. Screenshots in test-artifacts/stack/."""
+    from tests.browser import CHROMIUM, Browser
+
+    assert CHROMIUM, "chromium is not installed. Fix: apt-get install chromium (.ci/run does)"
+    url = f"http://localhost:{env['AIRFLOW_UI_PORT']}"
+    shots = ARTIFACTS / "stack"
+    browser = Browser()
+    try:
+        browser.login_to_airflow(url, env["AIRFLOW_ADMIN_USER"], env["AIRFLOW_ADMIN_PASSWORD"])
+        browser.goto(f"{url}/dags")
+        browser.wait_for("document.body.innerText.includes('payments_stream')", "the DAG list")
+        browser.screenshot(shots / "dag-list.png")
+        browser.goto(f"{url}/plugin/onceflow")
+        row = "document.querySelector('iframe').contentDocument.querySelector('tr[data-pipeline=payments]')"
+        browser.wait_for(
+            f"!!document.querySelector('iframe') && !!document.querySelector('iframe').contentDocument && !!{row}",
+            "the onceflow page",
+        )
+        browser.wait_for(f"{row}.querySelector('td.audit.ok') !== null", "the payments row's passed audit", timeout=60)
+        browser.settle(2)
+        text = browser.js(f"{row}.innerText")
+        browser.screenshot(shots / "onceflow-page.png")
+    finally:
+        browser.close()
+    assert (shots / "onceflow-page.png").stat().st_size > 10_000
+    return {"payments row": " ".join(text.split()), "screenshots": str(shots.relative_to(ROOT))}
 
 
 def secrets_in_logs_and_reports(secrets: dict[str, str]) -> list[str]:
