@@ -95,10 +95,10 @@ def topic(request) -> str:
 LONGEST_FIRST = (
     "e2e/test_hard_kills.py",
     "e2e/test_airflow_dags.py",
-    "e2e/test_broker_restart.py",
     "e2e/test_cluster_failover.py",
     "e2e/test_secure_kafka.py",
     "e2e/test_cdc_kills.py",
+    "e2e/test_standby.py",
     "integration/test_audit.py",
     "integration/test_s3_pipeline.py",
     "integration/test_recovery.py",

@@ -10,19 +10,20 @@ after the cluster is whole and in sync again:
   2. SIGKILL the transaction coordinator of the job's transactional ids
      (`onceflow.<pipeline>.g<gen>.p<task>`: the leader of their `__transaction_state` partition),
      then restart it;
-  3. stop the node leading the most source partitions cleanly (SIGTERM), then start it again.
+  3. stop the node leading the most source partitions cleanly (SIGTERM), then start it again;
+  4. stop the whole cluster (every node at once, mid-stream, the producer writing), OUTAGE seconds
+     with no broker at all, then start it again (until issue 50 a test of its own, on one broker).
 
-The node stays down until a batch planned after the fault has committed (the stream rides through
-with one node gone), then comes back. For each fault, the seconds from the kill or stop to the
-stream's next committed batch (`commits/N` of the checkpoint, watched every 50 ms), and to the
-commit of the first batch planned after it, are printed and written to `failover.json` in the
-test's temp folder. Then the producer stops, the stream catches up and stops cleanly, and the
-proof: the same run all along (no restart), every committed input record once in bronze or
-quarantine (an independent read_committed consumer of the source is the oracle, delta-rs reads the
-tables), the aggregates equal a recount, the output topic at read_committed holds every bronze
-event exactly once and nothing of an aborted input transaction, the Kafka ledger is whole, and
-`onceflow audit` passes.
-"""
+After faults 1-3 the node stays down until a batch planned after the fault has committed (the
+stream rides through with one node gone), then comes back; after 4 the same run goes on by itself.
+For faults 1-3, the seconds from the kill or stop to the stream's next committed batch (`commits/N`
+of the checkpoint, watched every 50 ms), and to the commit of the first batch planned after it, are
+printed and written to `failover.json` in the test's temp folder. Then the producer stops, the
+stream catches up and stops cleanly, and the proof: the same run all along (no restart), every
+committed input record once in bronze or quarantine (an independent read_committed consumer of the
+source is the oracle, delta-rs reads the tables), the aggregates equal a recount, the output topic
+at read_committed holds every bronze event exactly once and nothing of an aborted input
+transaction, the Kafka ledger is whole, and `onceflow audit` passes."""
 
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ RATE, CHUNK, SEED = 120, 300, 40  # records/s, records per producer run (a trans
 # default.api.timeout.ms of the Spark Kafka source's admin client, which may keep asking a SIGKILLed
 # leader for offsets until it is back or that time passes (Spark then makes a new admin client)
 OUTAGE_MAX = 75
+OUTAGE = 3  # seconds with no broker at all (fault 4): a deliberate outage, not a wait for anything
 
 
 @pytest.fixture(scope="module")
@@ -248,6 +250,26 @@ def test_stream_rides_through_node_kills_and_a_clean_stop(cluster, state_home, t
     fault(f"SIGKILL the transaction coordinator ({dict(coordinators)})", _most(coordinators), cluster.kill_node)
     # 3. a clean stop of the node leading the source the most
     fault("SIGTERM (clean stop) a source leader", _most(_leads(cluster, [topic])), cluster.stop_node)
+    # 4. no broker at all for a while, the job mid-stream and the producer writing
+    at = time.monotonic()
+    cluster.stop()
+    down = time.monotonic()
+    time.sleep(OUTAGE)
+    cluster.start()
+    back = time.monotonic()
+    cluster.wait_in_sync()
+    synced = time.monotonic()
+    job.wait_until(lambda: committed(back), "a batch after the whole cluster returned", 180)
+    nxt = batches.next_commit(back)
+    assert nxt is not None
+    whole_outage = {
+        "fault": f"the whole cluster stopped, {OUTAGE} s with no broker, started again",
+        "stop_s": round(down - at, 2),
+        "cluster_down_s": round(back - at, 2),
+        "back_in_sync_s": round(synced - back, 2),
+        "next_commit_after_return": {"batch": nxt[0], "after_s": round(nxt[1] - back, 2)},
+        "job_alive": job.process.poll() is None,
+    }
 
     phases = {e["batch_id"]: e.get("durations_ms") for e in job.status.events() if e.get("event") == RunEvent.PROGRESS}
     for t in timings:  # where the batches after a fault spent their time (latestOffset: the source; addBatch: sinks)
@@ -255,7 +277,7 @@ def test_stream_rides_through_node_kills_and_a_clean_stop(cluster, state_home, t
         t["first_batch_planned_after_commit"]["durations_ms"] = phases.get(
             t["first_batch_planned_after_commit"]["batch"]
         )
-    save()  # the times, whatever follows
+    save(whole_cluster_outage=whole_outage)  # the times, whatever follows
     assert all(t["committed_while_down"] for t in timings), timings
     summaries = writer.finish()
     ends = list_end_offsets(cluster.bootstrap, topic)["latest"]
@@ -295,6 +317,7 @@ def test_stream_rides_through_node_kills_and_a_clean_stop(cluster, state_home, t
         timeout=300,
     )
     record = save(
+        whole_cluster_outage=whole_outage,
         records=counts,
         output_events=len(output),
         aborted_sink_attempt_records=attempts,

@@ -5,7 +5,7 @@ The same windows on a local file system are killed by test_cdc_kills.py (the key
 schedule) and the recovery tests; this schedule was test_s3_kills.py's too (issue 50: one
 schedule, one stack, instead of two).
 
-The broker restart, on the sensors pipeline, is in test_broker_restart.py.
+A whole broker outage is in test_cluster_failover.py; the sensors pipeline's crash in test_recovery.py.
 
 The shape of Kafka's transactions system test: seed known records (with aborted
 transactions and malformed records) while the stream runs, kill the driver hard

@@ -28,7 +28,7 @@ from deltalake import DeltaTable
 from devkit.delta_history import write_engines
 from devkit.driver import SHORT_LIVED_DRIVER
 from devkit.kafka import consume_all
-from devkit.pipelines import PAYMENTS_SCHEMA, write_pipeline
+from devkit.pipelines import PAYMENTS_SCHEMA, SENSORS_AGGREGATES, SENSORS_SCHEMA, SENSORS_SCHEMA_BODY, write_pipeline
 from onceflow import faults
 from onceflow.audit.run import run_audit
 from onceflow.checkpoint import read_checkpoint
@@ -60,10 +60,12 @@ def _pipeline(
     topic: str,
     available_now_max_offsets: int | None = None,
     driver_commit_max_offsets: int | None = None,
+    **shape,
 ):
     """1,000 offsets per batch; `available_now_max_offsets`: a larger batch for available-now runs
     (a test that only needs one batch per run before and after a crash takes its backlog at once);
-    `driver_commit_max_offsets`: 0 for Spark's Delta writer on every batch."""
+    `driver_commit_max_offsets`: 0 for Spark's Delta writer on every batch; `shape`: `schema=` and
+    `aggregates=` of another event than payments'."""
     source = {
         "bootstrap_servers": bootstrap,
         "topic": topic,
@@ -74,7 +76,7 @@ def _pipeline(
         source["available_now_max_offsets_per_trigger"] = available_now_max_offsets
     if driver_commit_max_offsets is not None:
         source["driver_commit_max_offsets"] = driver_commit_max_offsets
-    return load(write_pipeline(tmp_path, bootstrap, topic, source=source, spark_master="local[2]"))
+    return load(write_pipeline(tmp_path, bootstrap, topic, source=source, spark_master="local[2]", **shape))
 
 
 def _ingest_and_crash(pipeline, fault: str) -> None:
@@ -128,13 +130,24 @@ def test_killed_before_the_aggregates_merge_catches_up_from_bronze(broker, spark
     Killed there, after bronze, quarantine and the checkpoint committed batch 1 but before the
     aggregates merged it: the audit of that state passes (the aggregates are judged over the batches
     they hold, and trail bronze), recovery says they catch up from bronze, and the next run merges
-    batch 1 from bronze with nothing new from Kafka: every record counted exactly once."""
-    pipeline = _pipeline(tmp_path, broker.bootstrap, topic, available_now_max_offsets=10_000)
+    batch 1 from bronze with nothing new from Kafka: every record counted exactly once.
+
+    On the sensors pipeline (pipelines/sensors.yaml: a double with bounds, a nested event time, no
+    event id, min/max aggregates), the second shipped shape, whose fault proof this is (until issue
+    50 a broker restart's test of its own crashed it too)."""
+    pipeline = _pipeline(
+        tmp_path,
+        broker.bootstrap,
+        topic,
+        available_now_max_offsets=10_000,
+        schema=SENSORS_SCHEMA_BODY,
+        aggregates=SENSORS_AGGREGATES,
+    )
     first = produce(
         broker.bootstrap,
         topic,
         1500,
-        schema=PAYMENTS_SCHEMA,
+        schema=SENSORS_SCHEMA,
         partitions=2,
         seed=31,
         abort_ratio=0.1,
@@ -145,7 +158,7 @@ def test_killed_before_the_aggregates_merge_catches_up_from_bronze(broker, spark
         broker.bootstrap,
         topic,
         1500,
-        schema=PAYMENTS_SCHEMA,
+        schema=SENSORS_SCHEMA,
         partitions=2,
         seed=33,
         abort_ratio=0.1,
