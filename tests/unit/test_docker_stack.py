@@ -907,3 +907,15 @@ def test_airflow_init_migrates_and_creates_the_admin(compose, stack_env, tmp_pat
         assert status == 401
     finally:
         processes.stop(server, grace=60, group=True)
+
+
+def test_the_broker_grants_every_shipped_pipeline(compose):
+    """The stack mounts pipelines/ and Airflow shows each file's DAGs, so each must be able to run:
+    the secured broker creates every shipped pipeline's topics and grants its ACLs (a pipeline left
+    out is refused by Kafka as soon as its stream DAG is unpaused; found in the stack, issue 49)."""
+    from onceflow.cli.app import build_parser
+
+    command = compose["services"]["kafka"]["command"]
+    args = build_parser().parse_args(command[1:])
+    shipped = sorted(p.stem for p in (ROOT / "pipelines").glob("*.yaml"))
+    assert args.secure and sorted(args.pipeline) == shipped, (args.pipeline, shipped)

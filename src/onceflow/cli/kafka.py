@@ -36,8 +36,10 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--pipeline",
+        action="append",
         help="create-topic: a pipeline name or YAML path; its source topic on its bootstrap servers. "
-        "start --secure: its topics, created as admin, and its ACLs granted to onceflow and producer",
+        "start --secure: its topics, created as admin, and its ACLs granted to onceflow and producer. "
+        "Repeat it for several pipelines",
     )
     p.add_argument(
         "--partitions",
@@ -97,7 +99,7 @@ def cmd_kafka(args) -> int:
     from onceflow.local.broker import LocalBroker
 
     if args.action == "create-topic":
-        return create_topic(args.pipeline, args.partitions)
+        return max(create_topic(spec, args.partitions) for spec in args.pipeline)
 
     if args.brokers > 1:
         return cmd_cluster(args)
@@ -115,8 +117,7 @@ def cmd_kafka(args) -> int:
                 f"{broker.credentials_file}; the CA {broker.ca_file}"
             )
             out.print('point this shell at it as onceflow: eval "$(onceflow kafka env)"')
-            if args.pipeline:
-                secure_pipeline(broker, args.pipeline, args.partitions)
+            grant_each(broker, args.pipeline, args.partitions)
     elif args.action == "stop":
         was = broker.stop(log=log)
         out.print("Kafka broker stopped" if was else "Kafka broker was not running")
@@ -145,7 +146,7 @@ def cmd_kafka(args) -> int:
 
 def serve(args) -> int:
     """The broker in the foreground (a container's main process): its users' passwords from
-    KAFKA_<USER>_PASSWORD when set (the stack's docker/.env), else generated; the pipeline's topics
+    KAFKA_<USER>_PASSWORD when set (the stack's docker/.env), else generated; each pipeline's topics
     and ACLs once it answers; its exit code."""
     import os
     from pathlib import Path
@@ -164,9 +165,7 @@ def serve(args) -> int:
         passwords=passwords or None,
         ready_file=Path(args.ready_file) if args.ready_file else None,
         ca_out=Path(args.ca_out) if args.ca_out else None,
-        on_ready=(lambda b: secure_pipeline(b, args.pipeline, args.partitions))
-        if args.pipeline and args.secure
-        else (lambda b: None),
+        on_ready=lambda b: grant_each(b, args.pipeline if args.secure else None, args.partitions),
         timeout=args.timeout,
         log=log,
     )
@@ -175,6 +174,12 @@ def serve(args) -> int:
 def env_exports(env: dict[str, str]) -> str:
     """`export K=V ...` lines, shell-quoted, for `eval`."""
     return "\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items())
+
+
+def grant_each(broker, specs: list[str] | None, partitions: int) -> None:
+    """secure_pipeline for each pipeline `--pipeline` named (none: nothing)."""
+    for spec in specs or ():
+        secure_pipeline(broker, spec, partitions)
 
 
 def secure_pipeline(broker, spec: str, partitions: int) -> None:
