@@ -51,14 +51,15 @@ def kind_of(cmdline: str) -> str:
 
 
 def _read(pid: str) -> tuple[str, str, float] | None:
-    """(its command line, when it started, its CPU seconds): a pid and its start time name a process."""
+    """(its command line, when it started, its CPU seconds): a pid and its start time name a process.
+    A kernel thread or an exiting process has no command line: its name stands in, prefixed `[`."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return None
     fields = stat[stat.rindex(")") + 2 :].split()
-    name = cmdline or stat[stat.index("(") + 1 : stat.rindex(")")]
+    name = cmdline or "[" + stat[stat.index("(") + 1 : stat.rindex(")")]
     return name, fields[19], (int(fields[11]) + int(fields[12])) / TICKS
 
 
@@ -87,7 +88,10 @@ class Sampler(threading.Thread):
                     continue
                 cmdline, started, seconds = seen
                 key = (pid, started)
-                kind = self._kinds.setdefault(cmdline, kind_of(cmdline))  # as it is now (after an exec)
+                if cmdline.startswith("["):  # exiting (or a kernel thread): what it was before
+                    kind = self.cpu[key][0] if key in self.cpu else "other"
+                else:  # as it is now (after an exec)
+                    kind = self._kinds.setdefault(cmdline, kind_of(cmdline))
                 seconds -= self._baseline.get(key, 0.0)
                 last = self.cpu.get(key, (kind, 0.0))[1]
                 self.minutes[minute][kind] += max(0.0, seconds - last)
@@ -96,8 +100,10 @@ class Sampler(threading.Thread):
     def report(self) -> dict:
         by_kind: dict[str, float] = defaultdict(float)
         processes: dict[str, int] = defaultdict(int)
-        for kind, seconds in self.cpu.values():
-            by_kind[kind] += seconds
+        for kinds in self.minutes.values():
+            for kind, seconds in kinds.items():
+                by_kind[kind] += seconds
+        for kind, _ in self.cpu.values():
             processes[kind] += 1
         total = sum(by_kind.values())
         return {

@@ -32,6 +32,10 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 use_checkout()  # the checkout's jars and project (devkit: the kit tests and benchmarks share)
+# The brokers the suite starts (the session's, each module's, the 3-node cluster's, and those of the
+# CLI and Airflow processes it runs) carry a test's light load: with the C1 compiler alone they burn
+# 0.6 of the CPU (docs/testing.md), and the suite is CPU-bound on 2 cores. Benchmarks keep the default.
+os.environ.setdefault("ONCEFLOW_KAFKA_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
 @pytest.fixture(scope="session")

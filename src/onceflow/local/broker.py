@@ -22,6 +22,7 @@ import json
 import os
 import random
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -375,6 +376,10 @@ class LocalBroker(LocalService):
             f"-Xmx{heap}",
             "-Xms128m",
             "-XX:+UseG1GC",
+            # e.g. `-XX:TieredStopAtLevel=1` where brokers carry little load and CPU is short (the test
+            # suite: a 3-node cluster at 120 transactional records/s burnt 0.6 of the CPU it burns with
+            # C2, docs/testing.md); empty by default
+            *shlex.split(os.environ.get("ONCEFLOW_KAFKA_JAVA_OPTIONS", "")),
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
             "-cp",
