@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,8 @@ from typing import Any
 
 from harness import emit
 
+from onceflow.local.service import free_port
+
 WAIT = 600  # seconds: bound on every wait (Airflow and a JVM start on 2 busy cores are slow)
 FRESH_COMMIT = 15.0  # seconds: a commit this recent makes a `dead`/`stalled`/... look false
 NAME = "bench_af"
@@ -64,12 +65,6 @@ RECOVER_TASKS = ("begin", "stop", "plan", "execute", "start", "wait_first_batch"
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def epoch(iso: str | None) -> float | None:

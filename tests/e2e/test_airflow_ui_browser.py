@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from onceflow.local.service import free_port
 from tests.browser import CHROMIUM, Browser, is_local
 from tests.conftest import ROOT
 
@@ -33,24 +33,18 @@ pytestmark = [pytest.mark.e2e]
 ARTIFACTS = ROOT / "test-artifacts" / "airflow-ui"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def airflow(broker, state_home, tmp_path_factory):
     """`python -m onceflow.local.airflow` (what `make airflow` runs) on free ports."""
     home = tmp_path_factory.mktemp("airflow-standalone")
-    port = _free_port()
+    port = free_port()
     env = dict(
         os.environ,
         ONCEFLOW_KAFKA_BOOTSTRAP=broker.bootstrap,
         ONCEFLOW_HOME=str(state_home),
         ONCEFLOW_REPORTS=str(home / "reports"),  # this module's reports (audit_pages writes one)
-        AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(_free_port()),
-        AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(_free_port()),
+        AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
+        AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
     )
     for key in [k for k in env if k.startswith("AIRFLOW__DATABASE__") or k in ("AIRFLOW_HOME",)]:
         del env[key]  # the launcher decides these, as for `make airflow`

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ from onceflow import config, processes
 from onceflow.generate.producer import produce
 from onceflow.kafka.admin import watermarks
 from onceflow.ledger import read_ledger
+from onceflow.local.service import free_port
 from onceflow.sinks import table_paths
 from tests.exactly_once import assert_exactly_once, table_rows
 
@@ -46,12 +46,6 @@ SPARK_HOME = Path(pyspark.__file__).parent
 HEALTHCHECK = ROOT / "docker" / "healthcheck.py"
 START_TIMEOUT = 240  # JVM start-ups on 2 busy cores
 APP_TIMEOUT = 900
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get_json(url: str) -> dict:

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import stat
 import subprocess
 import sys
@@ -37,6 +36,7 @@ import pytest
 import yaml
 
 from onceflow import processes
+from onceflow.local.service import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -814,10 +814,6 @@ def test_healthcheck_script_judges_answers():
 
 
 # -- Airflow's one-shot init and the admin login, for real (SQLite in place of Postgres) -----
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _post_json(url: str, body: dict) -> tuple[int, dict]:
@@ -870,7 +866,7 @@ def test_airflow_init_migrates_and_creates_the_admin(compose, stack_env, tmp_pat
     assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
     assert all((tmp_path / "state" / d).is_dir() for d in ("tables", "checkpoints", "reports", "pipelines"))
 
-    port = _free_port()
+    port = free_port()
     api_env = {**base, **service_env(compose, "airflow-api-server"), **overrides}
     with open(tmp_path / "api-server.log", "wb") as log:  # the server writes through its own copy
         server = subprocess.Popen(

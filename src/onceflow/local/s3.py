@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from onceflow.errors import StorageError
-from onceflow.local.service import LocalService, read_json
+from onceflow.local.service import LocalService, free_port, read_json
 
 BUCKET = "onceflow"
 MAIN = "org.gaul.s3proxy.Main"
@@ -34,12 +34,6 @@ class S3ServerStatus:
     log_file: str
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class LocalS3(LocalService):
     """Start, stop and inspect the S3Proxy living in <home>/s3."""
 
@@ -54,7 +48,7 @@ class LocalS3(LocalService):
         super().__init__(home)
         self.check_signatures = check_signatures  # False: any request is let in (tests that rewrite requests)
         saved = self._saved()
-        self.port = port or saved.get("port") or _free_port()
+        self.port = port or saved.get("port") or free_port()
 
     @property
     def endpoint(self) -> str:

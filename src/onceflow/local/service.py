@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import socket
 import subprocess
 from collections.abc import Callable
 from dataclasses import asdict
@@ -23,6 +24,15 @@ from onceflow.errors import OnceflowError, SetupError
 from onceflow.jvm import classpath_jars
 from onceflow.paths import state_dir
 from onceflow.polling import wait_for
+
+
+def free_port() -> int:
+    """A port nothing on this machine listens on now (the kernel's pick): for a server of its own on
+    localhost (S3Proxy, Airflow's components and UI in tests and drills). A broker, which restarts on
+    its ports, takes broker.free_port_pair's instead."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def read_json(path: Path) -> dict:

@@ -16,18 +16,13 @@ import pytest
 
 from onceflow.errors import BrokerError
 from onceflow.kafka.admin import require_broker
+from onceflow.local.service import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 FIX = (
     "Fix: start the embedded broker with `onceflow kafka start`, or point source.bootstrap_servers in "
     "{file} (or ONCEFLOW_KAFKA_BOOTSTRAP) at a running broker."
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def onceflow(
