@@ -500,8 +500,8 @@ def _lease_facts(pipeline: Pipeline, now: float) -> LeaseFacts | None:
 # -- the verdict --------------------------------------------------------------------
 def verdict_of(report: HealthReport, now: float) -> tuple[Verdict, list[str]]:
     """The verdict and why, from the gathered facts (pure: no I/O; `report`'s own verdict is not read).
-    Rules in order, first match wins; then a launch in progress reads `starting`, and a recovery at work
-    `recovering` (_during_recovery)."""
+    Rules in order, first match wins (_verdict); then what is under way may say more (UNDER_WAY, in
+    order, the first that speaks wins): a standby taking over, a launch, a recovery at work."""
     ck, run = report.checkpoint, report.run
     if ck.error:
         return Verdict.UNKNOWN, [f"could not read the checkpoint: {ck.error}"]
@@ -512,23 +512,19 @@ def verdict_of(report: HealthReport, now: float) -> tuple[Verdict, list[str]]:
             f"{holder.get('started')}: no query runs until it ends (its Airflow task's execution timeout bounds it)"
         ]
     verdict, reasons = _verdict(report, now)
-    taking_over = _standby_takes_over(report, now, verdict)
-    if taking_over:
-        return Verdict.STARTING, [taking_over, *reasons]
-    launching = run.launching
-    if not run.running and launching and verdict not in (Verdict.REMOTE, Verdict.UNKNOWN):
-        return Verdict.STARTING, [
-            f"{launching.by} launched the app {now - launching.since:.0f}s ago (pid "
-            f"{launching.pid}); it has not taken the run lock yet (a launch that has not by "
-            f"{_iso(launching.until)}, or whose process exits, reads as what the pipeline is without it)",
-            *reasons,
-        ]
-    return _during_recovery(report, now, verdict, reasons)
+    for under_way in UNDER_WAY:
+        said = under_way(report, now, verdict, reasons)
+        if said is not None:
+            return said
+    return verdict, reasons
 
 
-def _standby_takes_over(report: HealthReport, now: float, verdict: Verdict) -> str | None:
-    """Why a run's death reads `starting`: a warm standby is ready and takes the run lock within a
-    second of it (onceflow.state.standby). Bounded: once the run's last sign of life is older than
+Said = tuple[Verdict, list[str]]
+
+
+def _standby_takes_over(report: HealthReport, now: float, verdict: Verdict, reasons: list[str]) -> Said | None:
+    """Rule S: a run's death reads `starting` when a warm standby is ready: it takes the run lock within
+    a second of it (onceflow.state.standby). Bounded: once the run's last sign of life is older than
     dead_after_seconds the verdict is the death again (a standby that does not take over is no help)."""
     run, standby = report.run, report.run.standby
     if standby is None or verdict not in (Verdict.DEAD, Verdict.DOWN, Verdict.FAILED):
@@ -536,10 +532,25 @@ def _standby_takes_over(report: HealthReport, now: float, verdict: Verdict) -> s
     signs = [e for e in (run.beat_epoch, run.progress_epoch, run.started_epoch, run.holder_epoch) if e is not None]
     if not signs or now - max(signs) > report.thresholds.dead_after_seconds:
         return None
-    return (
+    return Verdict.STARTING, [
         f"the run is gone and the warm standby driver (pid {standby.pid}, JVM {standby.jvm_pid}, ready since "
-        f"{standby.since}) takes over: it starts the query from the last commit (a restart, without the cold start)"
-    )
+        f"{standby.since}) takes over: it starts the query from the last commit (a restart, without the cold start)",
+        *reasons,
+    ]
+
+
+def _launching(report: HealthReport, now: float, verdict: Verdict, reasons: list[str]) -> Said | None:
+    """Rule L: an app launched (Airflow's stream or recover task) that has not taken the run lock yet
+    reads `starting`, until its launch lapses or its process exits."""
+    run, launching = report.run, report.run.launching
+    if run.running or not launching or verdict in (Verdict.REMOTE, Verdict.UNKNOWN):
+        return None
+    return Verdict.STARTING, [
+        f"{launching.by} launched the app {now - launching.since:.0f}s ago (pid "
+        f"{launching.pid}); it has not taken the run lock yet (a launch that has not by "
+        f"{_iso(launching.until)}, or whose process exits, reads as what the pipeline is without it)",
+        *reasons,
+    ]
 
 
 def _verdict(report: HealthReport, now: float) -> tuple[Verdict, list[str]]:
@@ -592,10 +603,8 @@ def _recovery(run: RunFacts) -> dict | None:
     }
 
 
-def _during_recovery(
-    report: HealthReport, now: float, verdict: Verdict, reasons: list[str]
-) -> tuple[Verdict, list[str]]:
-    """While a recovery works on the pipeline, what it repairs reads `recovering` (exit 0): the
+def _during_recovery(report: HealthReport, now: float, verdict: Verdict, reasons: list[str]) -> Said | None:
+    """Rule R: while a recovery works on the pipeline, what it repairs reads `recovering` (exit 0): the
     problem that started it has been told already, and an alert on the exit code must not fire on a
     normal recovery. It is bounded: past health.recovery_grace_seconds the verdict is the problem
     again (a recovery that holds the lock that long is `stalled`), so a stuck recovery is caught.
@@ -604,13 +613,13 @@ def _during_recovery(
     run = report.run
     rec = _recovery(run)
     if rec is None or verdict in (Verdict.UNKNOWN, Verdict.REMOTE):
-        return verdict, reasons
+        return None
     if not rec["held"]:
         if run.running and verdict not in ALERTS:  # a query runs and is well: it is what it says
-            return verdict, reasons
+            return None
         started = run.started_epoch
         if rec["since"] is not None and started is not None and started >= rec["since"] - 1:
-            return verdict, reasons  # the recovery's own app (or a later run)
+            return None  # the recovery's own app (or a later run)
     grace = report.thresholds.recovery_grace_seconds
     age = now - rec["since"] if rec["since"] is not None else 0.0
     what = f"recovery {rec['name']}" + (" (holding the run lock)" if rec["held"] else "")
@@ -625,6 +634,14 @@ def _during_recovery(
         f"{what} has been at work for {age:.0f}s, more than recovery_grace_seconds={grace:g}: it is stuck "
         "or failed without clearing its mark (docs/runbooks/stuck-recovery.md)",
     ]
+
+
+# What is under way, after the rules (verdict_of): in this order, the first that speaks wins
+UNDER_WAY: tuple[Callable[[HealthReport, float, Verdict, list[str]], Said | None], ...] = (
+    _standby_takes_over,
+    _launching,
+    _during_recovery,
+)
 
 
 def _not_running(report: HealthReport) -> tuple[Verdict, list[str]]:
