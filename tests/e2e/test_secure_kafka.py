@@ -28,6 +28,7 @@ from devkit.driver import IngestProcess
 from devkit.pipelines import PAYMENTS_SCHEMA, table_sinks, write_pipeline
 from onceflow import config
 from onceflow.audit.run import run_audit
+from onceflow.checkpoint import read_checkpoint
 from onceflow.cli import main
 from onceflow.generate.producer import produce
 from onceflow.health import pipeline_health
@@ -99,11 +100,6 @@ def _events(secured, seed: int, count: int = 2500):
     )
 
 
-def _commits(checkpoint: str) -> set[int]:
-    folder = Path(checkpoint) / "commits"
-    return {int(f.name) for f in folder.iterdir() if f.name.isdigit()} if folder.exists() else set()
-
-
 class Looks(threading.Thread):
     """`onceflow checkpoint status` (pipeline_health) every 0.5 s: (when, verdict, first reason)."""
 
@@ -153,11 +149,13 @@ def test_killed_taken_over_by_its_standby_recovered_and_audited_exactly_once_wit
         looks.start()
         produced.append(_events(secured, 62))  # a backlog at the kill: the standby's first batch has work
         jvm = (RunLock(pipeline.state_path).holder() or {})["jvm_pid"]
-        before = _commits(pipeline.checkpoint_path)
+        before = set(read_checkpoint(pipeline.checkpoint_path).commits)
         killed = time.monotonic()
         os.kill(int(jvm), signal.SIGKILL)
         standby.wait_until(
-            lambda: bool(_commits(pipeline.checkpoint_path) - before) and job.process.poll() is not None,
+            lambda: (
+                bool(set(read_checkpoint(pipeline.checkpoint_path).commits) - before) and job.process.poll() is not None
+            ),
             "the standby's first commit",
             300,
         )

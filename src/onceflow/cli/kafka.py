@@ -165,7 +165,7 @@ def serve(args) -> int:
         passwords=passwords or None,
         ready_file=Path(args.ready_file) if args.ready_file else None,
         ca_out=Path(args.ca_out) if args.ca_out else None,
-        on_ready=lambda b: grant_each(b, args.pipeline if args.secure else None, args.partitions),
+        on_ready=lambda b: grant_each(b, args.pipeline, args.partitions),  # check_args: --pipeline needs --secure
         timeout=args.timeout,
         log=log,
     )
