@@ -27,7 +27,7 @@ KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("s3proxy", ("s3proxy",)),
     ("spark standalone master/worker", ("deploy.master.Master", "deploy.worker.Worker")),
     ("spark executor (standalone)", ("CoarseGrainedExecutorBackend",)),
-    ("spark driver: in a pytest worker", ("pyspark-shell",)),
+    ("spark driver: in-process (the session, or a benchmark's child)", ("pyspark-shell",)),
     ("spark driver: spark-submit / onceflow process", ("SparkSubmit",)),
     ("java: other", ("java",)),
     ("airflow scheduler", ("airflow scheduler",)),
@@ -35,7 +35,8 @@ KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("airflow triggerer", ("airflow triggerer",)),
     ("airflow api-server", ("airflow api-server", "api_server", "uvicorn")),
     ("airflow task", ("airflow tasks", "task-sdk", "supervisor")),
-    ("pytest worker", ("pytest", "xdist", "execnet")),
+    ("pytest worker", ("pytest", "xdist", "execnet", "exec(eval(sys.stdin.readline()))")),
+    ("spark python worker (UDFs, mapInArrow)", ("pyspark.daemon", "pyspark/daemon.py", "pyspark.worker")),
     ("onceflow cli (python)", ("onceflow",)),
     ("chromium", ("chrom",)),
     ("postgres", ("postgres",)),
@@ -43,15 +44,28 @@ KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def kind_of(cmdline: str) -> str:
+# a `pyspark-shell` JVM is a session's: which Python process started it says whose
+DRIVER_PARENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("spark driver: a pytest worker's session", ("pytest", "exec(eval(sys.stdin.readline()))")),
+    ("spark driver: an `onceflow` process (ingest, audit, ...)", ("onceflow",)),
+)
+
+
+def kind_of(cmdline: str, parent: str = "") -> str:
+    """What a process is, by its command line (and a Spark driver's by its parent's)."""
+    if "pyspark-shell" in cmdline:
+        for kind, marks in DRIVER_PARENTS:
+            if any(mark in parent for mark in marks):
+                return kind
     for kind, marks in KINDS:
         if any(mark in cmdline for mark in marks):
             return kind
     return "other"
 
 
-def _read(pid: str) -> tuple[str, str, float] | None:
-    """(its command line, when it started, its CPU seconds): a pid and its start time name a process.
+def _read(pid: str) -> tuple[str, str, float, str] | None:
+    """(its command line, when it started, its CPU seconds, its parent's pid): a pid and its start
+    time name a process.
     A kernel thread or an exiting process has no command line: its name stands in, prefixed `[`."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -60,7 +74,14 @@ def _read(pid: str) -> tuple[str, str, float] | None:
         return None
     fields = stat[stat.rindex(")") + 2 :].split()
     name = cmdline or "[" + stat[stat.index("(") + 1 : stat.rindex(")")]
-    return name, fields[19], (int(fields[11]) + int(fields[12])) / TICKS
+    return name, fields[19], (int(fields[11]) + int(fields[12])) / TICKS, fields[1]
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 class Sampler(threading.Thread):
@@ -86,12 +107,12 @@ class Sampler(threading.Thread):
                 seen = _read(pid)
                 if seen is None:
                     continue
-                cmdline, started, seconds = seen
+                cmdline, started, seconds, ppid = seen
                 key = (pid, started)
                 if cmdline.startswith("["):  # exiting (or a kernel thread): what it was before
                     kind = self.cpu[key][0] if key in self.cpu else "other"
                 else:  # as it is now (after an exec)
-                    kind = self._kinds.setdefault(cmdline, kind_of(cmdline))
+                    kind = self._kinds.setdefault(f"{ppid} {cmdline}", kind_of(cmdline, _cmdline(ppid)))
                 seconds -= self._baseline.get(key, 0.0)
                 last = self.cpu.get(key, (kind, 0.0))[1]
                 self.minutes[minute][kind] += max(0.0, seconds - last)
