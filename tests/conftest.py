@@ -78,6 +78,18 @@ def s3(jars, state_home):
 
 
 @pytest.fixture(scope="session")
+def registry(jars, state_home):
+    """One real schema registry (Apicurio, Confluent-compatible API) for the session, started when
+    a test first asks for it."""
+    from onceflow.local.registry import LocalRegistry
+
+    server = LocalRegistry(home=state_home / "session-registry")
+    server.start(timeout=120)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def spark(jars, state_home, s3):
     from onceflow.spark.session import build_session
 

@@ -393,6 +393,14 @@ class Pipeline(_Model):
         return self.schema_
 
     @property
+    def registry_subject(self) -> str | None:
+        """The registry subject an Avro topic's records are written with: as set, else `<topic>-value`."""
+        registry = self.schema_.registry
+        if registry is None:
+            return None
+        return registry.subject or f"{self.source.topic}-value"
+
+    @property
     def kafka_key(self) -> str | None:
         """The Kafka sink's record key: as set, else event_id, else the first group_by field."""
         sink = self.sinks.kafka
@@ -480,6 +488,15 @@ def _refuse_written_secrets(raw: str, path: Path) -> None:
         value = parent.get(name)
         return value if isinstance(value, dict) else {}
 
+    registry = section(section(data, "schema"), "registry")
+    password = registry.get("password")
+    if password not in (None, ""):
+        match = _ENV_REF.fullmatch(str(password).strip())
+        if match is None or match.group(2):
+            raise ConfigError(
+                f"{path}: schema.registry.password is a secret written in the file. Fix: write "
+                "password: ${ONCEFLOW_REGISTRY_PASSWORD} and export it; a secret has no default (docs/registry.md)."
+            )
     sink, source = section(section(data, "sinks"), "kafka"), section(data, "source")
     for where, settings in (("source.kafka", source.get("kafka")), ("sinks.kafka.kafka", sink.get("kafka"))):
         for key, value in (settings or {}).items() if isinstance(settings, dict) else ():

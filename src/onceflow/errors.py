@@ -74,6 +74,10 @@ class StorageError(OnceflowError):
     """An object store refused, failed a check, or is held by another driver; the message says which and the fix."""
 
 
+class RegistryError(OnceflowError):
+    """The schema registry could not be started, reached or asked (onceflow.local.registry, onceflow.registry)."""
+
+
 class LeaseHeldError(StorageError):
     """Another driver holds the pipeline's lease in the store; `holder` says who (docs/storage.md)."""
 

@@ -11,13 +11,17 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 import zipfile
 from pathlib import Path
 
 from onceflow.errors import SetupError
 from onceflow.paths import jars_dir, project_root
 
-CLASSPATHS = ("kafka", "spark", "s3proxy")
+CLASSPATHS = ("kafka", "spark", "s3proxy", "registry")
+# a classpath whose artifact is an application archive (the registry's Quarkus app) is unpacked into
+# <jars>/<name>/app: its launcher finds its own jars there
+APPS = ("registry",)
 _VERSIONED_JAR = re.compile(r"^(?P<name>.+?)-(?P<version>\d[\w.\-]*)\.jar$")
 
 
@@ -26,9 +30,10 @@ def classpath_dir(name: str) -> Path:
 
 
 def classpath_jars(name: str) -> list[Path]:
-    """The jars of one classpath; fails with the fix if setup has not run."""
+    """The jars of one classpath (an app's: its launcher); fails with the fix if setup has not run."""
     folder = classpath_dir(name)
-    jars = sorted(folder.glob("*.jar")) if folder.is_dir() else []
+    pattern = "app/*-run.jar" if name in APPS else "*.jar"
+    jars = sorted(folder.glob(pattern)) if folder.is_dir() else []
     if not jars:
         raise SetupError(
             f"no {name} jars in {folder}. Fix: run `onceflow setup` (or `make setup`) "
@@ -143,6 +148,10 @@ def resolve(names: tuple[str, ...] = CLASSPATHS, force: bool = False, log=print)
             for jar in staging.glob("*.jar"):
                 if _artifact(jar.name) in shipped:
                     jar.unlink()
+        for archive in staging.glob("*.tar.gz") if name in APPS else ():
+            with tarfile.open(archive) as tar:
+                tar.extractall(staging / "app", filter="data")
+            archive.unlink()
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
         marker.write_text(pom.read_text())

@@ -142,6 +142,7 @@ def _judged(
     segments: Segments,
     unprocessable: dict[int, list[tuple[int, int]]],
     cdc: tuple[list[str], list[str]] | None = None,
+    avro: tuple[dict, str] | None = None,
 ):
     """mapInArrow: each Kafka record judged in a Python worker by schema/reference.Judge, by the
     declaration in force when its batch was written (`segments`: declaration → offset ranges;
@@ -151,21 +152,32 @@ def _judged(
 
     `cdc` (a Debezium pipeline's keys and sequence_by): each record parsed by cdc/envelope.Envelope
     instead, its bronze row with `_op` and `_sequence` (tables.bronze_columns' DDL); a tombstone
-    comes out with TOMBSTONE_REASON and no values."""
+    comes out with TOMBSTONE_REASON and no values.
+
+    `avro` (an Avro pipeline's registry settings, password included, and its subject): each record
+    judged by schema/avro_reference.AvroJudge, which decodes it with fastavro, its writer schema
+    asked of the registry the pipeline names today."""
     if cdc is not None:
         return _parsed(schema_json, segments, unprocessable, cdc)
 
     def run(batches):
         import pyarrow as pa
 
-        from onceflow.schema.model import Schema
+        from onceflow.registry import Registry
+        from onceflow.schema.avro_reference import AvroJudge
+        from onceflow.schema.model import RegistrySpec, Schema
         from onceflow.schema.reasons import Reason
         from onceflow.schema.reference import Judge, Verdict
 
         schema = Schema.model_validate_json(schema_json)
-        current, judge_for = _per_declaration(
-            schema_json, segments, lambda declared: Judge(Schema.model_validate_json(declared))
-        )
+
+        def make(declared: str) -> Judge | AvroJudge:
+            if avro is None:
+                return Judge(Schema.model_validate_json(declared))
+            settings, subject = avro
+            return AvroJudge(Schema.model_validate_json(declared), Registry(RegistrySpec(**settings)), subject)
+
+        current, judge_for = _per_declaration(schema_json, segments, make)
         moved = Verdict(Reason.UNPROCESSABLE, {f.name: None for f in schema.fields})
         by_hand = _moved_by_hand(unprocessable)
 
@@ -293,4 +305,7 @@ def read_source(
         current = pipeline.sinks.current
         sequence_by = [current.sequence_by] if isinstance(current.sequence_by, str) else list(current.sequence_by)
         cdc = (list(current.keys), sequence_by)
-    return raw.mapInArrow(_judged(schema.model_dump_json(), segments, by_hand, cdc), ddl)
+    avro = None
+    if schema.registry is not None and pipeline.registry_subject is not None:
+        avro = ({**schema.registry.model_dump(), "password": schema.registry.password}, pipeline.registry_subject)
+    return raw.mapInArrow(_judged(schema.model_dump_json(), segments, by_hand, cdc, avro), ddl)

@@ -20,6 +20,7 @@ COMMANDS = (
     "setup",
     "kafka",
     "s3",
+    "registry",
     "produce",
     "demo",
     "checkpoint",

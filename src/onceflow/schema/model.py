@@ -15,8 +15,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-FORMATS = ("json", "debezium")
+FORMATS = ("json", "debezium", "avro")
 DEBEZIUM = "debezium"
+AVRO = "avro"
 TYPES = ("string", "int", "long", "double", "boolean", "timestamp", "date")  # and decimal(p,s)
 NUMERIC = ("int", "long", "double", "decimal")
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
@@ -297,12 +298,42 @@ class FieldSpec(_Model):
         return [r for r in RULES_FOR if _declared(getattr(self, r))]
 
 
+class RegistrySpec(_Model):
+    """Where an Avro topic's writer schemas are: a schema registry's Confluent-compatible API
+    (Confluent Schema Registry, Apicurio's /apis/ccompat/v7, Karapace). docs/registry.md"""
+
+    url: str = Field(min_length=1)  # e.g. ${ONCEFLOW_REGISTRY_URL}
+    # the subject whose versions the topic's records may be written with; default `<topic>-value`
+    # (the serializers' TopicNameStrategy)
+    subject: str | None = None
+    username: str | None = None  # HTTP basic auth, with password; both as ${VAR}
+    # never in a dump: a declaration is written into the bronze ledger with each batch
+    password: str | None = Field(default=None, exclude=True, repr=False)
+    timeout_seconds: float = Field(default=10.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r} is not an http(s) URL; name the registry's API, e.g. ${{ONCEFLOW_REGISTRY_URL}}")
+        return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _both(self) -> RegistrySpec:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("username and password go together (HTTP basic auth); set both or neither")
+        return self
+
+
 class Schema(_Model):
     """The event: JSON fields with types and rules, the event time, the optional unique id."""
 
     # json: each record is an event, the fields its values; debezium: each record is a Debezium
-    # change event, the fields the columns of its row (`after`), for a keyed table (docs/cdc.md)
+    # change event, the fields the columns of its row (`after`), for a keyed table (docs/cdc.md);
+    # avro: each record is Avro in the Confluent wire format, its writer schema in `registry`, read
+    # as the JSON view of the decoded record (docs/registry.md)
     format: str = "json"
+    registry: RegistrySpec | None = None
     # at most Kafka's default message size: Spark's VARIANT holds at most 16 MiB, and a record's
     # variant can be a few times its text
     max_bytes: int = Field(default=16 * 1024, gt=0, le=MAX_RECORD_BYTES)
@@ -316,7 +347,7 @@ class Schema(_Model):
     @classmethod
     def _format(cls, v: str) -> str:
         if v not in FORMATS:
-            raise ValueError(f"format {v!r} is not supported; only 'json' and 'debezium' are (Avro is planned)")
+            raise ValueError(f"format {v!r} is not supported; one of {', '.join(FORMATS)}")
         return v
 
     @model_validator(mode="after")
@@ -333,6 +364,13 @@ class Schema(_Model):
         if clash:
             raise ValueError(f"paths {clash} are read by more than one field")
         self._encodings_fit()
+        if self.format == AVRO and self.registry is None:
+            raise ValueError(
+                "format avro needs `registry`: the schema registry that holds the writer schemas, e.g. "
+                "registry: {url: ${ONCEFLOW_REGISTRY_URL}} (docs/registry.md)"
+            )
+        if self.registry is not None and self.format != AVRO:
+            raise ValueError(f"`registry` is read with format: avro only (this schema is {self.format}); remove it")
         debezium = self.format == DEBEZIUM
         if self.event_time is None and not debezium:
             raise ValueError(f"event_time is missing; name the required timestamp field of the event ({names})")

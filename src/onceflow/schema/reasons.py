@@ -41,6 +41,15 @@ class Reason(StrEnum):
     # a record an operator moved to quarantine by hand because the job could not process its batch
     # (`onceflow quarantine`, docs/runbooks/poison-batch.md); never given by validation
     UNPROCESSABLE = "unprocessable"
+    # an Avro record in the Confluent wire format (schema.format: avro; see AVRO_REASONS)
+    AVRO_NOT_FRAMED = "avro_not_framed"  # shorter than the 5-byte header, or its first byte is not the magic 0
+    AVRO_UNKNOWN_SCHEMA = "avro_unknown_schema"  # the registry knows no schema with the header's id
+    AVRO_OTHER_SUBJECT = "avro_other_subject"  # the id's schema is registered, but not under the pipeline's subject
+    # the writer schema is one onceflow does not read (not a record; a union of two or more non-null types)
+    AVRO_UNSUPPORTED_SCHEMA = "avro_unsupported_schema"
+    # the payload is not exactly one record of its writer schema: it does not decode, bytes are left over,
+    # an integer is not written in its shortest form, or a string is not UTF-8
+    AVRO_UNDECODABLE = "avro_undecodable"
     # a Debezium change event's envelope (see CDC_REASONS)
     CDC_MISSING_OP = "cdc_missing_op"  # no `op`, or `op` is null
     CDC_UNKNOWN_OP = "cdc_unknown_op"  # `op` is not one of "c", "u", "d", "r" (Debezium's truncate "t" too)
@@ -86,6 +95,17 @@ RULE_REASONS = {
     "uuid": Reason.NOT_A_UUID,
 }
 REASONS = RECORD_REASONS + FIELD_REASONS + tuple(RULE_REASONS.values())
+
+# An Avro record (schema.format: avro, docs/registry.md), checked after `oversized` on its bytes and
+# before the whole-record checks on its JSON view (the decoded record as JSON text: those can then
+# fail only as `not_an_object`), in this order
+AVRO_REASONS = (
+    Reason.AVRO_NOT_FRAMED,
+    Reason.AVRO_UNKNOWN_SCHEMA,
+    Reason.AVRO_OTHER_SUBJECT,
+    Reason.AVRO_UNSUPPORTED_SCHEMA,
+    Reason.AVRO_UNDECODABLE,
+)
 
 # A Debezium change event's envelope (cdc/envelope.py, docs/cdc.md), checked after the whole-record
 # checks and before the row's fields, in this order. The null-value tombstone that follows a delete

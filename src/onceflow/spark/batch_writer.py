@@ -4,6 +4,7 @@ goes to the follower, which merges the aggregates off the batch's path."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
@@ -58,6 +59,9 @@ class BatchWriter:
         self.bronze = Appender(self.paths[SinkName.BRONZE])
         self.quarantine = Appender(self.paths[SinkName.QUARANTINE])
         self.writing: dict | None = None  # the batch being written: a failed run names it (onceflow.state.poison)
+        # how a batch's raw Kafka rows are parsed when the query does not parse them in its plan (Avro:
+        # each batch's schema ids decide its parse, spark/avro.py); None: the batches come parsed
+        self.parse: Callable[[DataFrame], DataFrame] | None = None
 
     def ensure_tables(self, ledgers: dict[str, Ledger], log=lambda msg: None) -> None:
         """Create missing tables; bring existing ones to the declared schema, or refuse (spark/evolve.py)."""
@@ -104,6 +108,8 @@ class BatchWriter:
         so the large validation expression is built and analysed once per run, not per batch."""
         enter_batch(self.pipeline.checkpoint_path, batch_id, self.spark)  # once a stop is asked: held, not written
         faults.maybe_crash("before_sink_commit", batch_id)
+        if self.parse is not None:
+            parsed = self.parse(parsed)
         start, end = batch_offset_range(self.pipeline.checkpoint_path, batch_id, self.topic)
         self.writing = {
             "id": batch_id,

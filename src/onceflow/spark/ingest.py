@@ -30,6 +30,7 @@ from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
 from onceflow.errors import IngestError, OnceflowError, StorageError
 from onceflow.kafka.client import source_client
 from onceflow.polling import wait_until
+from onceflow.schema.model import AVRO
 from onceflow.sinks import driver_lease, read_ledgers, table_paths
 from onceflow.spark.batch_writer import BatchWriter
 from onceflow.spark.follower import Follower
@@ -94,11 +95,22 @@ def build_query(
         .options(**kafka_options(source_client(pipeline), source.topic, _starting_offsets(pipeline, identity), **extra))
         .load()
     )
-    query = (
-        parse_events(
-            stream, pipeline.schema, unprocessable=Unprocessable.load(pipeline.state_path), keyed=pipeline.keyed
+    unprocessable = Unprocessable.load(pipeline.state_path)
+    if pipeline.schema.format == AVRO:
+        # a batch may hold schema ids the registry gave after the query started: each batch's ids are
+        # read first and their views built then (spark/avro.py), so the parse is the batch's own
+        from onceflow.registry import Registry
+        from onceflow.spark.avro import with_views
+
+        registry, subject = Registry(pipeline.schema.registry), pipeline.registry_subject  # type: ignore[arg-type]
+        writer.parse = lambda raw: parse_events(
+            with_views(raw, registry, str(subject)), pipeline.schema, unprocessable=unprocessable
         )
-        .writeStream.queryName(f"onceflow-{pipeline.name}")
+        frame = stream
+    else:
+        frame = parse_events(stream, pipeline.schema, unprocessable=unprocessable, keyed=pipeline.keyed)
+    query = (
+        frame.writeStream.queryName(f"onceflow-{pipeline.name}")
         .option("checkpointLocation", pipeline.checkpoint_path)
         .foreachBatch(writer)
     )

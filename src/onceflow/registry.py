@@ -1,0 +1,116 @@
+"""A schema registry's Confluent-compatible API, and the Confluent wire format it goes with.
+
+A record in the wire format is a magic byte 0, its writer schema's id (4 bytes, big-endian), then
+the payload (Avro binary). The job (spark/avro.py), the audit's judge (schema/avro_reference.py)
+and the generator ask the registry for a schema by id, for the subjects an id is registered under,
+and (the generator) register one. A schema never changes once it has an id, so each is fetched once
+per process. A registry that does not answer is an error with the fix, never an answer: a batch
+waits or fails on it, and no record is judged without its schema (docs/registry.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Protocol
+
+from onceflow.errors import RegistryError
+
+MAGIC = 0
+HEADER_BYTES = 5
+NOT_FOUND_CODES = (40401, 40402, 40403)  # subject, version, schema not found
+
+
+def frame(schema_id: int, payload: bytes) -> bytes:
+    """A payload in the Confluent wire format."""
+    return bytes([MAGIC]) + schema_id.to_bytes(4, "big") + payload
+
+
+def unframe(value: bytes) -> tuple[int, bytes] | None:
+    """(schema id, payload) of a record in the wire format; None when it is not one."""
+    if len(value) < HEADER_BYTES or value[0] != MAGIC:
+        return None
+    return int.from_bytes(value[1:HEADER_BYTES], "big"), value[HEADER_BYTES:]
+
+
+class RegistrySettings(Protocol):
+    """Where the registry is and how to log in (a pipeline's schema.registry: schema.model.RegistrySpec)."""
+
+    url: str
+    username: str | None
+    password: str | None
+    timeout_seconds: float
+
+
+class Registry:
+    """One registry, its answers about ids kept for the life of the process (they never change)."""
+
+    def __init__(self, spec: RegistrySettings):
+        self.spec = spec
+        self._schemas: dict[int, str | None] = {}
+        self._subjects: dict[int, frozenset[str]] = {}
+
+    def _request(self, path: str, body: dict | None = None) -> Any:
+        """The JSON answer at `path`, None for a 404 (not found); RegistryError when it does not answer."""
+        request = urllib.request.Request(self.spec.url + path, method="POST" if body is not None else "GET")
+        request.add_header("Accept", "application/vnd.schemaregistry.v1+json, application/json")
+        if body is not None:
+            request.add_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+            request.data = json.dumps(body).encode()
+        if self.spec.username is not None:
+            token = base64.b64encode(f"{self.spec.username}:{self.spec.password}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=self.spec.timeout_seconds) as reply:
+                return json.loads(reply.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            detail = _error_body(exc)
+            if exc.code == 404 and detail.get("error_code", 40400) in (40400, *NOT_FOUND_CODES):
+                return None
+            raise RegistryError(
+                f"the schema registry at {self.spec.url} answered {exc.code} to {path}: "
+                f"{detail.get('message', exc.reason)}. Fix: check schema.registry (url, subject, credentials)"
+            ) from None
+        except (OSError, ValueError) as exc:
+            raise RegistryError(
+                f"the schema registry at {self.spec.url} did not answer ({exc}). Fix: start it or correct "
+                "schema.registry.url; no record is judged without its schema, so the batch waits"
+            ) from None
+
+    def schema(self, schema_id: int) -> str | None:
+        """The schema (its JSON text) registered with this id, None when the registry knows no such id."""
+        if schema_id not in self._schemas:
+            found = self._request(f"/schemas/ids/{schema_id}")
+            self._schemas[schema_id] = None if found is None else found["schema"]
+        return self._schemas[schema_id]
+
+    def subjects(self, schema_id: int) -> frozenset[str]:
+        """The subjects the id is registered under (empty for an unknown id); asked again while it is
+        not under a subject, which may register it later."""
+        if schema_id not in self._subjects:
+            found = self._request(f"/schemas/ids/{schema_id}/versions") or []
+            subjects = frozenset(v["subject"] for v in found)
+            if not subjects:
+                return subjects
+            self._subjects[schema_id] = subjects
+        return self._subjects[schema_id]
+
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+        """Register `schema` under `subject` (its id if it is there already); the registry checks its
+        compatibility with the subject's versions and refuses an incompatible one."""
+        body: dict[str, Any] = {"schema": schema}
+        if schema_type != "AVRO":
+            body["schemaType"] = schema_type
+        answer = self._request(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions", body)
+        return int(answer["id"])
+
+
+def _error_body(exc: urllib.error.HTTPError) -> dict:
+    try:
+        found = json.loads(exc.read() or b"{}")
+        return found if isinstance(found, dict) else {}
+    except (OSError, ValueError):
+        return {}

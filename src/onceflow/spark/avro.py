@@ -1,0 +1,104 @@
+"""Avro records in the Confluent wire format, read by the job: each record's JSON view, which the
+declared fields and rules then judge as any JSON event (spark/parse.py).
+
+Per batch: the schema ids the batch holds (one small Spark job), each asked of the registry once per
+process (onceflow.registry); then per id, in pure Spark: `from_avro` (spark-avro) on the payload,
+floats widened to doubles, `to_json` → the view (docs/registry.md#the-json-view). A payload is read
+as a record only when it is exactly one: its view read back (`from_json`) and written again
+(`to_avro`) is the payload, byte for byte (nothing left over, integers in their shortest form,
+strings in UTF-8); anything else is `avro_undecodable`. Records whose id the registry does not know,
+or knows under another subject, or whose schema onceflow does not read (schema/avro.py), get their
+own reasons (schema/reasons.AVRO_REASONS). A registry that does not answer fails the batch: no
+record is quarantined because the registry was down.
+
+The audit does not reuse this module: schema/avro_reference.py reads the same bytes with fastavro.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.avro.functions import from_avro, to_avro
+from pyspark.sql.types import ArrayType, DataType, DoubleType, FloatType, MapType, StructField, StructType
+
+from onceflow.registry import HEADER_BYTES, MAGIC, Registry
+from onceflow.schema.avro import unsupported
+from onceflow.schema.reasons import Reason
+
+# how the view writes what JSON has no type for (docs/registry.md#the-json-view)
+VIEW_OPTIONS = {
+    "ignoreNullFields": "false",
+    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+    "dateFormat": "yyyy-MM-dd",
+}
+WIRE = "_wire"  # the record's own bytes, kept for quarantine and the size check
+AVRO_REASON = "_avro_reason"
+
+
+def framed() -> Column:
+    value = F.col("value")
+    return (F.length(value) >= HEADER_BYTES) & (F.substring(value, 1, 1) == F.lit(bytes([MAGIC])))
+
+
+def schema_id() -> Column:
+    """The header's schema id (big-endian, 4 bytes), NULL for a record not in the wire format."""
+    return F.when(framed(), F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long"))
+
+
+def _widened(t: DataType) -> DataType:
+    """`t` with every float a double: the view writes a float's exact value, not its shortest text."""
+    if isinstance(t, FloatType):
+        return DoubleType()
+    if isinstance(t, StructType):
+        return StructType([StructField(f.name, _widened(f.dataType), f.nullable) for f in t.fields])
+    if isinstance(t, ArrayType):
+        return ArrayType(_widened(t.elementType), t.containsNull)
+    if isinstance(t, MapType):
+        return MapType(t.keyType, _widened(t.valueType), t.valueContainsNull)
+    return t
+
+
+def _view(raw: DataFrame, payload: Column, writer: str) -> Column:
+    """The JSON view of `payload` decoded with the writer schema `writer`; NULL unless the payload is
+    exactly one record of it."""
+    decoded = from_avro(payload, writer, {"mode": "PERMISSIVE"})
+    dtype = raw.select(decoded.alias("r")).schema["r"].dataType  # analysis only, no job
+    assert isinstance(dtype, StructType), "schema/avro.unsupported refuses a writer schema that is not a record"
+    text = F.to_json(decoded.cast(_widened(dtype)), VIEW_OPTIONS)
+    again = to_avro(F.from_json(text, dtype, VIEW_OPTIONS), writer)
+    return F.when(again == payload, text)
+
+
+def with_views(raw: DataFrame, registry: Registry, subject: str) -> DataFrame:
+    """Kafka rows with `value` the JSON view (UTF-8) of each record, `_wire` its own bytes, and
+    `_avro_reason` the reason it has no view (NULL when it has one, or has no value at all)."""
+    sid = schema_id()
+    ids = sorted(r[0] for r in raw.select(sid.alias("id")).where("id IS NOT NULL").distinct().collect())
+    readable: dict[int, str] = {}
+    refused: dict[int, Reason] = {}
+    for i in ids:
+        writer = registry.schema(i)
+        if writer is None:
+            refused[i] = Reason.AVRO_UNKNOWN_SCHEMA
+        elif subject not in registry.subjects(i):
+            refused[i] = Reason.AVRO_OTHER_SUBJECT
+        elif unsupported(writer):
+            refused[i] = Reason.AVRO_UNSUPPORTED_SCHEMA
+        else:
+            readable[i] = writer
+    payload = F.expr(f"substring(value, {HEADER_BYTES + 1})")
+    view: Column = F.lit(None).cast("string")
+    for i, writer in readable.items():
+        view = F.when(sid == i, _view(raw, payload, writer)).otherwise(view)
+    reason: Column = F.when(F.col("value").isNotNull() & ~framed(), F.lit(Reason.AVRO_NOT_FRAMED.value))
+    for i, why in refused.items():
+        reason = reason.when(sid == i, F.lit(why.value))
+    reason = reason.when(F.col("value").isNotNull() & F.col("_view").isNull(), F.lit(Reason.AVRO_UNDECODABLE.value))
+    return (
+        raw.withColumn(WIRE, F.col("value"))
+        .withColumn("_view", view)
+        .withColumn(AVRO_REASON, reason)
+        .withColumn("value", F.encode(F.col("_view"), "UTF-8"))
+        .drop("_view")
+    )

@@ -1,0 +1,49 @@
+"""The registry client's refusals: a registry that does not answer is an error naming the fix, never
+an answer (no record is judged without its schema)."""
+
+from __future__ import annotations
+
+import pytest
+
+from onceflow.errors import RegistryError
+from onceflow.local.service import free_port
+from onceflow.registry import Registry
+from onceflow.schema.model import RegistrySpec
+
+
+def test_a_registry_that_does_not_answer_is_an_error_with_the_fix():
+    client = Registry(RegistrySpec(url=f"http://127.0.0.1:{free_port()}/apis/ccompat/v7", timeout_seconds=2))
+    with pytest.raises(RegistryError, match=r"did not answer .*Fix: start it or correct schema.registry.url"):
+        client.schema(1)
+
+
+def test_a_written_registry_password_is_refused_and_one_from_the_environment_is_never_dumped(tmp_path):
+    from devkit.pipelines import PAYMENTS_SCHEMA_BODY, write_pipeline
+    from onceflow.config import load
+    from onceflow.errors import ConfigError
+
+    def pipeline(password: str):
+        schema = {
+            **PAYMENTS_SCHEMA_BODY,
+            "format": "avro",
+            "registry": {"url": "http://127.0.0.1:1/apis/ccompat/v7", "username": "u", "password": password},
+        }
+        return write_pipeline(tmp_path, "localhost:9092", "t", schema=schema)
+
+    with pytest.raises(ConfigError, match=r"schema.registry.password is a secret written in the file"):
+        load(pipeline("hunter2"))
+    loaded = load(pipeline("${REGISTRY_PASSWORD}"), env={"REGISTRY_PASSWORD": "s3cret-canary"})
+    assert loaded.schema.registry is not None and loaded.schema.registry.password == "s3cret-canary"
+    assert "s3cret-canary" not in loaded.schema.model_dump_json() and "s3cret-canary" not in repr(loaded.schema)
+
+
+def test_avro_needs_a_registry_and_only_avro_takes_one():
+    from devkit.pipelines import PAYMENTS_SCHEMA_BODY
+    from onceflow.schema.model import Schema
+
+    with pytest.raises(ValueError, match="format avro needs `registry`"):
+        Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": "avro"})
+    with pytest.raises(ValueError, match="`registry` is read with format: avro only"):
+        Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "registry": {"url": "http://x"}})
+    with pytest.raises(ValueError, match="not an http"):
+        Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": "avro", "registry": {"url": "x"}})
