@@ -46,8 +46,9 @@ KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 # a `pyspark-shell` JVM is a session's: which Python process started it says whose
 DRIVER_PARENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("spark driver: a pytest worker's session", ("pytest", "exec(eval(sys.stdin.readline()))")),
-    ("spark driver: an `onceflow` process (ingest, audit, ...)", ("onceflow",)),
+    # first: an `onceflow ingest` a test starts names a pipeline file under pytest's temp folder
+    ("spark driver: an `onceflow` process (ingest, audit, ...)", ("bin/onceflow ", "-m onceflow.cli")),
+    ("spark driver: a pytest worker's session", ("exec(eval(sys.stdin.readline()))", "-m pytest", "bin/pytest")),
 )
 
 
