@@ -23,6 +23,7 @@ from deltalake import DeltaTable
 
 from devkit.pipelines import PAYMENTS_SCHEMA_BODY, pipeline_file
 from onceflow.audit.run import run_audit
+from onceflow.kafka.admin import ensure_topic
 from onceflow.registry import Registry, frame
 from onceflow.schema.avro import install_minimal_decimals
 from onceflow.schema.avro_reference import AvroJudge
@@ -100,6 +101,7 @@ def test_two_schema_versions_land_and_every_broken_record_is_quarantined_as_the_
         ],
     }
     values = good + list(broken.values()) + [v for vs in extra.values() for v in vs] + [b"\x00\x00"]
+    ensure_topic(broker.bootstrap, topic, 2)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for v in values:
         producer.produce(topic, v, key=b"k")

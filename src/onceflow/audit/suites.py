@@ -32,6 +32,7 @@ from onceflow import tables
 from onceflow.cdc.spec import KeyedSpec
 from onceflow.config import Pipeline
 from onceflow.schema import reasons
+from onceflow.schema.model import AVRO
 from onceflow.schema.reasons import Reason
 
 _UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
@@ -174,10 +175,12 @@ def bronze_suite(pipeline: Pipeline, committed_valid: int) -> gx.ExpectationSuit
 
 def quarantine_reasons(pipeline: Pipeline | None = None) -> list[str]:
     """The reason codes quarantine may hold: the documented ones and `unprocessable`; with a
-    Debezium pipeline's records, the envelope's `cdc_*` codes too (cdc/envelope.py)."""
+    Debezium pipeline's records, the envelope's `cdc_*` codes too (cdc/envelope.py); with an Avro
+    pipeline's, the `avro_*` ones (docs/registry.md)."""
     keyed = pipeline.keyed if pipeline is not None else None
     cdc = list(reasons.CDC_REASONS) if keyed is not None and keyed.debezium else []
-    return [*reasons.REASONS, *cdc, Reason.UNPROCESSABLE]
+    avro = list(reasons.AVRO_REASONS) if pipeline is not None and pipeline.schema.format == AVRO else []
+    return [*reasons.REASONS, *avro, *cdc, Reason.UNPROCESSABLE]
 
 
 def quarantine_suite(committed_malformed: int, pipeline: Pipeline | None = None) -> gx.ExpectationSuite:

@@ -16,6 +16,8 @@ The audit does not reuse this module: schema/avro_reference.py reads the same by
 
 from __future__ import annotations
 
+import functools
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro, to_avro
@@ -47,27 +49,63 @@ def schema_id() -> Column:
 
 
 def _widened(t: DataType) -> DataType:
-    """`t` with every float a double: the view writes a float's exact value, not its shortest text."""
+    """`t` with every float a double (the view writes a float's exact value, not its shortest text),
+    and everything nullable, as PERMISSIVE's decoded record is."""
     if isinstance(t, FloatType):
         return DoubleType()
     if isinstance(t, StructType):
-        return StructType([StructField(f.name, _widened(f.dataType), f.nullable) for f in t.fields])
+        return StructType([StructField(f.name, _widened(f.dataType), True) for f in t.fields])
     if isinstance(t, ArrayType):
-        return ArrayType(_widened(t.elementType), t.containsNull)
+        return ArrayType(_widened(t.elementType), True)
     if isinstance(t, MapType):
-        return MapType(t.keyType, _widened(t.valueType), t.valueContainsNull)
+        return MapType(t.keyType, _widened(t.valueType), True)
     return t
+
+
+def _complete(c: Column, t: DataType) -> Column | None:
+    """True when `c` holds no null where `t` says none may be (`to_avro` fails a batch on such a
+    value rather than return NULL); None when `t` allows every null."""
+    checks: list[Column] = []
+    if isinstance(t, StructType):
+        for f in t.fields:
+            sub = c.getField(f.name)
+            if not f.nullable:
+                checks.append(sub.isNotNull())
+            inner = _complete(sub, f.dataType)
+            if inner is not None:
+                checks.append(sub.isNull() | inner)
+    elif isinstance(t, ArrayType | MapType):
+        element, nullable = (
+            (t.elementType, t.containsNull) if isinstance(t, ArrayType) else (t.valueType, t.valueContainsNull)
+        )
+        inner = _complete(F.lit(None), element)  # does the element need a check at all?
+        if not nullable or inner is not None:
+            items = c if isinstance(t, ArrayType) else F.map_values(c)
+
+            def each(x: Column) -> Column:
+                ok = _complete(x, element)
+                held = x.isNull() | ok if ok is not None else F.lit(True)
+                return held if nullable else x.isNotNull() & held
+
+            checks.append(F.forall(items, each))
+    if not checks:
+        return None
+    return functools.reduce(lambda a, b: a & b, checks)
 
 
 def _view(raw: DataFrame, payload: Column, writer: str) -> Column:
     """The JSON view of `payload` decoded with the writer schema `writer`; NULL unless the payload is
     exactly one record of it."""
     decoded = from_avro(payload, writer, {"mode": "PERMISSIVE"})
-    dtype = raw.select(decoded.alias("r")).schema["r"].dataType  # analysis only, no job
+    # the record's type as the writer schema says, its non-null fields so: PERMISSIVE's own type is all
+    # nullable (a corrupt record comes out as a row of NULLs); analysis only, no job
+    dtype = raw.select(from_avro(payload, writer).alias("r")).schema["r"].dataType
     assert isinstance(dtype, StructType), "schema/avro.unsupported refuses a writer schema that is not a record"
     text = F.to_json(decoded.cast(_widened(dtype)), VIEW_OPTIONS)
-    again = to_avro(F.from_json(text, dtype, VIEW_OPTIONS), writer)
-    return F.when(again == payload, text)
+    back = F.from_json(text, dtype, VIEW_OPTIONS)
+    complete = _complete(back, dtype)
+    again = to_avro(back, writer)
+    return F.when((again == payload) if complete is None else F.when(complete, again == payload), text)
 
 
 def with_views(raw: DataFrame, registry: Registry, subject: str) -> DataFrame:
