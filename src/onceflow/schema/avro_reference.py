@@ -17,14 +17,13 @@ import base64
 import io
 import json
 import math
-from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
 import fastavro
 
 from onceflow.registry import Registry, unframe
-from onceflow.schema.avro import VIEWED_LOGICAL, install_minimal_decimals, unsupported
+from onceflow.schema.avro import install_minimal_decimals, unsupported
 from onceflow.schema.model import Schema
 from onceflow.schema.reasons import Reason
 from onceflow.schema.reference import Judge, Verdict, read_record
@@ -73,9 +72,10 @@ class AvroJudge:
     def view(self, schema_id: int, text: str, payload: bytes) -> bytes | None:
         """The JSON view of the payload, None unless it is exactly one record of the schema: decoded,
         no byte left over, and written again it is the same bytes (shortest integers, UTF-8 strings)."""
-        reader = self._readers.get(schema_id)
-        if reader is None:
-            reader = self._readers[schema_id] = fastavro.parse_schema(_viewed(json.loads(text)))
+        if schema_id not in self._readers:
+            writer = json.loads(text)
+            self._readers[schema_id] = (fastavro.parse_schema(_viewed(writer)), _named(writer, {}))
+        reader, named = self._readers[schema_id]
         try:
             record = fastavro.schemaless_reader(io.BytesIO(payload), reader, None)
             again = io.BytesIO()
@@ -84,11 +84,15 @@ class AvroJudge:
             return None
         if again.getvalue() != payload:
             return None
-        return _json(record).encode("utf-8")
+        try:
+            return _json(record, json.loads(text), named).encode("utf-8")
+        except OverflowError:  # milliseconds past what microseconds hold: Spark cannot read it either
+            return None
 
 
 def _viewed(t: Any) -> Any:
-    """The schema with only the logical types the view keeps (Spark reads a `uuid` as its string)."""
+    """The schema fastavro reads with: its decimals only as logical types (Spark reads a `uuid` as its
+    string; a date or a timestamp is read as its count, which _json writes in any year)."""
     if isinstance(t, list):
         return [_viewed(b) for b in t]
     if not isinstance(t, dict):
@@ -96,14 +100,109 @@ def _viewed(t: Any) -> Any:
     out = {k: _viewed(v) if k in ("type", "items", "values") else v for k, v in t.items()}
     if "fields" in t:
         out["fields"] = [{**f, "type": _viewed(f["type"])} for f in t["fields"]]
-    if out.get("logicalType") not in (None, *VIEWED_LOGICAL):
-        del out["logicalType"]
+    if out.get("logicalType") not in (None, "decimal"):
+        # a date or timestamp is read as its int and written by _json: any year, as Spark holds it
+        out.pop("logicalType")
     return out
 
 
-def _json(v: Any) -> str:
+_DAY_MICROS = 86_400_000_000
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _named(t: Any, names: dict[str, Any]) -> dict[str, Any]:
+    """Every named type of a schema by name and full name: a field may name one declared earlier."""
+    if isinstance(t, list):
+        for b in t:
+            _named(b, names)
+    elif isinstance(t, dict):
+        if "name" in t and t.get("type") in ("record", "error", "enum", "fixed"):
+            names[t["name"]] = t
+            if t.get("namespace"):
+                names[f"{t['namespace']}.{t['name']}"] = t
+        for f in t.get("fields", ()):
+            _named(f.get("type"), names)
+        for k in ("items", "values"):
+            if k in t:
+                _named(t[k], names)
+        if isinstance(t.get("type"), dict | list):
+            _named(t["type"], names)
+    return names
+
+
+def _year(y: int) -> str:
+    """A year as Java's formatters write `yyyy`: four digits, a sign past them or before zero."""
+    if 0 <= y <= 9999:
+        return f"{y:04d}"
+    return f"+{y}" if y > 0 else f"-{-y:04d}"
+
+
+def _civil(days: int) -> str:
+    """`YYYY-MM-DD` of a day count since 1970-01-01, in the proleptic Gregorian calendar, any year
+    (H. Hinnant's days_from_civil, inverted)."""
+    z = days + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return f"{_year(yoe + era * 400 + (month <= 2))}-{month:02d}-{day:02d}"
+
+
+def _instant(micros: int, utc: bool) -> str:
+    days, rest = divmod(micros, _DAY_MICROS)
+    seconds, us = divmod(rest, 1_000_000)
+    text = f"{_civil(days)}T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{us:06d}"
+    return f'"{text}Z"' if utc else f'"{text}"'
+
+
+def _json(v: Any, t: Any, named: dict[str, Any]) -> str:
+    """The view of value `v` of writer type `t`."""
     if v is None:
         return "null"
+    if isinstance(t, list):  # a union of null and one type (schema/avro.unsupported refuses others)
+        return _json(v, next(b for b in t if b != "null"), named)
+    if isinstance(t, str) and t in named:
+        t = named[t]
+    if isinstance(t, dict):
+        logical = t.get("logicalType")
+        if logical == "date" and t.get("type") == "int":
+            return '"' + _civil(v) + '"'
+        if logical in ("timestamp-millis", "local-timestamp-millis") and t.get("type") == "long":
+            micros = v * 1000
+            if not _INT64[0] <= micros <= _INT64[1]:
+                raise OverflowError(micros)
+            return _instant(micros, logical == "timestamp-millis")
+        if logical in ("timestamp-micros", "local-timestamp-micros") and t.get("type") == "long":
+            return _instant(v, logical == "timestamp-micros")
+        kind = t.get("type")
+        if kind in ("record", "error"):
+            return (
+                "{"
+                + ",".join(
+                    f"{json.dumps(f['name'], ensure_ascii=False)}:{_json(v.get(f['name']), f['type'], named)}"
+                    for f in t["fields"]
+                )
+                + "}"
+            )
+        if kind == "array":
+            return "[" + ",".join(_json(x, t["items"], named) for x in v) + "]"
+        if kind == "map":
+            return (
+                "{"
+                + ",".join(
+                    f"{json.dumps(str(k), ensure_ascii=False)}:{_json(x, t['values'], named)}" for k, x in v.items()
+                )
+                + "}"
+            )
+        if isinstance(kind, dict | list):
+            return _json(v, kind, named)
+    return _scalar(v)
+
+
+def _scalar(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
@@ -120,15 +219,4 @@ def _json(v: Any) -> str:
         return json.dumps(v, ensure_ascii=False)
     if isinstance(v, bytes):
         return '"' + base64.b64encode(v).decode("ascii") + '"'
-    if isinstance(v, datetime):
-        at = v.astimezone(UTC) if v.tzinfo is not None else v
-        day = f"{at.year:04d}-{at.month:02d}-{at.day:02d}"
-        text = f"{day}T{at.hour:02d}:{at.minute:02d}:{at.second:02d}.{at.microsecond:06d}"
-        return f'"{text}Z"' if v.tzinfo is not None else f'"{text}"'
-    if isinstance(v, date):
-        return f'"{v.year:04d}-{v.month:02d}-{v.day:02d}"'
-    if isinstance(v, dict):
-        return "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{_json(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, (list, tuple)):
-        return "[" + ",".join(_json(x) for x in v) + "]"
     raise TypeError(f"no JSON view for a {type(v).__name__}")
