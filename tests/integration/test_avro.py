@@ -15,6 +15,7 @@ import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import fastavro
 import pytest
@@ -34,7 +35,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 install_minimal_decimals()  # the records' decimals written as Java's Avro writes them
 
-V1 = {
+V1: dict[str, Any] = {
     "type": "record",
     "name": "Payment",
     "namespace": "dev.onceflow",

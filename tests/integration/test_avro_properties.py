@@ -15,6 +15,7 @@ import itertools
 import json
 from datetime import UTC, date, datetime, timedelta
 from decimal import Context, Decimal
+from typing import Any
 
 import fastavro
 import pytest
@@ -101,7 +102,9 @@ def _kinds(name: str):
 @st.composite
 def _shapes(draw):
     """A writer schema, its declaration, and a strategy of its records."""
-    fields, declared, values = [], [], {}
+    fields: list[dict[str, Any]] = []
+    declared: list[dict[str, Any]] = []
+    values: dict[str, Any] = {}
     for i in range(draw(st.integers(1, 5))):
         name = f"f{i}"
         avro, dtype, strategy = draw(_kinds(name))

@@ -73,7 +73,8 @@ CASES = [
         "clashes",
     ),
     ("old event section", lambda b: b.update(event={"max_bytes": 10}), "replaced by `schema`"),
-    ("format avro", lambda b: b["schema"].update(format="avro"), "only 'json'"),
+    ("format protobuf", lambda b: b["schema"].update(format="protobuf"), "one of json, debezium, avro"),
+    ("format avro without a registry", lambda b: b["schema"].update(format="avro"), "format avro needs `registry`"),
     (
         "kafka sink without a key",
         lambda b: (b["sinks"].pop("aggregates"), b["sinks"].update(kafka={"topic": "o"})),
