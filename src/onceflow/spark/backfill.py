@@ -78,6 +78,12 @@ def run_backfill(
     pipeline: Pipeline, start: dict[int, int], end: dict[int, int], spark=None, log=lambda msg: None
 ) -> BackfillResult:
     """Write the records of [start, end) the tables lack; see the module doc."""
+    if pipeline.schema.format == "avro":  # refused before anything is locked or read
+        raise BackfillError(
+            f"{pipeline.name}: backfill does not read Avro topics yet (issue #51); nothing was written. "
+            "Fix: bring the rows back from the table's own history with Delta's RESTORE to a version "
+            "before they went missing"
+        )
     from onceflow.ledger import read_ledger
     from onceflow.reconcile import first_offsets
     from onceflow.sinks import driver_lease, table_paths
