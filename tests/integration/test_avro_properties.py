@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from decimal import Context, Decimal
 from typing import Any
 
@@ -28,11 +28,11 @@ from onceflow.schema.avro_reference import AvroJudge
 from onceflow.schema.model import RegistrySpec, Schema
 from onceflow.spark.avro import with_views
 from onceflow.spark.parse import parse_events
+from tests.integration.test_parse_properties import _comparable
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 install_minimal_decimals()
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SUBJECTS = itertools.count()
 _SETTINGS = settings(
     deadline=None,
@@ -135,18 +135,6 @@ def _damaged(draw, framed: bytes):
     if how == "id":
         return frame(draw(st.integers(10**6, 2**31 - 1)), framed[5:])
     return framed
-
-
-def _comparable(schema: Schema, values: dict) -> dict:
-    out = {}
-    for f in schema.fields:
-        v = values[f.name]
-        if isinstance(v, datetime):
-            v = (v - _EPOCH) // timedelta(microseconds=1)
-        elif isinstance(v, date):
-            v = (v - date(1970, 1, 1)).days
-        out[f.name] = v
-    return out
 
 
 @_SETTINGS
