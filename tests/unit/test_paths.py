@@ -98,3 +98,9 @@ def test_a_fresh_state_dir_uses_the_checkouts_jars_unless_told_otherwise(tmp_pat
     monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "other"))
     monkeypatch.setenv("ONCEFLOW_PROJECT", str(tmp_path / "no-checkout"))
     assert paths.jars_dir() == tmp_path / "other" / "jars"  # where `onceflow setup` resolves them
+
+
+def test_a_driver_keeps_the_compiled_code_of_a_whole_batch():
+    """Spark's 100 classes are fewer than one batch and one audit use: each batch would compile
+    them again (docs/benchmarks.md, "Compiled code kept")."""
+    assert int(spark_conf()["spark.sql.codegen.cache.maxEntries"]) >= 1000

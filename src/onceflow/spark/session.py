@@ -52,6 +52,11 @@ def spark_conf(
         # (spark/follower.py), so Delta need not copy it first
         "spark.databricks.delta.merge.materializeSource": "none",
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+        # compiled query code kept per JVM: a batch (Kafka read, parse, Delta writes and log
+        # replays, the merge) and an audit each need more than Spark's 100 classes, so with the
+        # default every batch compiles most of them again (Janino was a third of a warm driver's
+        # CPU); 20-26% less CPU per warm batch and audit (docs/benchmarks.md, "Compiled code kept")
+        "spark.sql.codegen.cache.maxEntries": "2000",
         # compaction merges the small files of small batches; a file this big is left as it is
         # (Delta's own auto compaction would otherwise rewrite a large batch's fresh files right
         # after writing them: it compacts on a table's first write in every JVM)
