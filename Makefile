@@ -4,8 +4,9 @@ PYTHON   ?= python3
 PY       := $(VENV)/bin/python
 ONCEFLOW := $(VENV)/bin/onceflow
 # each test by name and the slowest ones: what CI prints (.ci/run runs plain `make test`); two worker
-# processes, a module at a time each: one waits on a trigger or a JVM start while the other computes
-PYTEST_ARGS ?= -v --durations=25 -n 2 --dist loadfile --no-loadscope-reorder
+# processes, a module at a time each: one waits on a trigger or a JVM start while the other computes;
+# every test's time in test-artifacts/junit.xml (seconds per module: python -m devkit.suite_times)
+PYTEST_ARGS ?= -v --durations=25 -n 2 --dist loadfile --no-loadscope-reorder --junitxml=test-artifacts/junit.xml
 
 .PHONY: setup venv jars demo lint test test-fast test-unit lock kafka-start kafka-stop clean
 
