@@ -180,6 +180,7 @@ NOT_A_MODULE = {
     "test_docker_stack.py": "docker/, not Python",
     "test_versions.py": "the pinned versions, across the lock, pyproject.toml, jvm/, docker/ and the README",
     "cli/test_refusals.py": "every command's refusals, side by side",
+    "test_suite_times.py": "devkit/suite_times.py, the suite's own timing tool (devkit/ is no product package)",
 }
 
 
