@@ -10,7 +10,10 @@ ingests them with the real exactly-once job, then measures in one Spark session:
 - a full audit (`--full`): committed records audited per second of wall time,
   and the time of each phase (reconciliation, aggregates, Great Expectations);
 - an incremental audit (`--since-last`) after `--increment` × N more events were
-  produced and ingested: its time relative to the full audit (target ≤ 5%).
+  produced and ingested: its time relative to the full audit (target ≤ 5%);
+- the reference (issue #52): one plain confluent-kafka consumer reading the same topic at
+  read_committed, on the same machine in the same run (onceflow.kafka.consume, no Spark):
+  its records/s, and the full audit's records/s as a ratio of it (the goal is ≥ 0.5).
 
 `--state DIR` keeps the broker data, tables and checkpoint, so a second run
 only tops the state up to `--events` (it audits what the state holds, then adds
@@ -94,6 +97,16 @@ def timed_audit(spark, pipeline, mode: str, reports: Path) -> dict:
     }
 
 
+def raw_consumer(bootstrap: str) -> dict:
+    """The reference: one plain consumer reading the whole topic at read_committed, counting."""
+    from onceflow.kafka.consume import committed_counts
+
+    t = time.monotonic()
+    records = sum(committed_counts(bootstrap, TOPIC, timeout=3600).values())
+    seconds = time.monotonic() - t
+    return {"records": records, "seconds": round(seconds, 1), "rows_per_second": round(records / seconds, 1)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -142,6 +155,11 @@ def main() -> int:
         reports = state / "reports"
         log("full audit")
         figures["full"] = timed_audit(spark, pipeline, "full", reports)
+        log("a plain read_committed consumer over the same topic")
+        figures["raw_consumer"] = raw_consumer(broker.bootstrap)
+        figures["full_to_raw_ratio"] = round(
+            figures["full"]["rows_per_second"] / figures["raw_consumer"]["rows_per_second"], 3
+        )
         extra = max(1, int(setup["events"] * args.increment))
         log(f"producing and ingesting {extra:,} more events")
         figures["increment"] = produce_and_ingest(spark, broker, pipeline, extra, seed=None)
