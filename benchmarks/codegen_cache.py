@@ -23,16 +23,11 @@ from pathlib import Path
 
 from harness import child_figures, emit
 
+from devkit.cpu_sampler import cpu_seconds
+from devkit.driver import SHORT_LIVED_DRIVER
 from devkit.kafka import produce_events, scratch_broker
 
 VARIANTS = {"spark_default_100": {"spark.sql.codegen.cache.maxEntries": "100"}, "onceflow": {}}
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text()
-    fields_after = fields[fields.rindex(")") + 2 :].split()
-    return (int(fields_after[11]) + int(fields_after[12])) / TICKS
 
 
 def child(folder: str, bootstrap: str, topic: str, variant: str, rounds: str) -> None:
@@ -48,13 +43,13 @@ def child(folder: str, bootstrap: str, topic: str, variant: str, rounds: str) ->
     for r in range(int(rounds)):
         if r:
             produce_events(bootstrap, topic, 300, seed=r + 10)
-        c0, t0 = _cpu(jvm), time.monotonic()
+        c0, t0 = cpu_seconds(jvm), time.monotonic()
         run_ingest(pipeline, mode="available-now", spark=spark)
-        c1, t1 = _cpu(jvm), time.monotonic()
+        c1, t1 = cpu_seconds(jvm), time.monotonic()
         outcome = run_audit(pipeline, report_dir=Path(folder) / "reports", spark=spark)
         if outcome.status != "passed":
             sys.exit(f"round {r + 1}: the audit did not pass")
-        c2, t2 = _cpu(jvm), time.monotonic()
+        c2, t2 = cpu_seconds(jvm), time.monotonic()
         out.append(
             {
                 "ingest_cpu": round(c1 - c0, 1),
@@ -73,7 +68,6 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
-    env = {"ONCEFLOW_DRIVER_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"}
     runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
     with scratch_broker("onceflow-bench-codegen-") as (work, broker):
         order = [v for p in range(args.pairs) for v in (list(VARIANTS) if p % 2 == 0 else reversed(VARIANTS))]
@@ -82,7 +76,9 @@ def main() -> int:
             produce_events(broker.bootstrap, topic, 2100, malformed_ratio=0.02, txn_size=500)
             started = time.monotonic()
             fig = child_figures(
-                __file__, [str(work / topic), broker.bootstrap, topic, variant, str(args.rounds)], env=env
+                __file__,
+                [str(work / topic), broker.bootstrap, topic, variant, str(args.rounds)],
+                env=SHORT_LIVED_DRIVER,
             )
             print(f"{variant}: {fig} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
             runs[variant].extend(fig["rounds"][1:])

@@ -64,6 +64,17 @@ def kind_of(cmdline: str, parent: str = "") -> str:
     return "other"
 
 
+def _cpu(fields: list[str]) -> float:
+    """CPU seconds (utime + stime) from the fields of /proc/<pid>/stat after the name."""
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU seconds one live process has burned so far (benchmarks: a driver JVM's own)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return _cpu(stat[stat.rindex(")") + 2 :].split())
+
+
 def _read(pid: str) -> tuple[str, str, float, str] | None:
     """(its command line, when it started, its CPU seconds, its parent's pid): a pid and its start
     time name a process.
@@ -75,7 +86,7 @@ def _read(pid: str) -> tuple[str, str, float, str] | None:
         return None
     fields = stat[stat.rindex(")") + 2 :].split()
     name = cmdline or "[" + stat[stat.index("(") + 1 : stat.rindex(")")]
-    return name, fields[19], (int(fields[11]) + int(fields[12])) / TICKS, fields[1]
+    return name, fields[19], _cpu(fields), fields[1]
 
 
 def _cmdline(pid: str) -> str:
