@@ -8,18 +8,21 @@ ONCEFLOW := $(VENV)/bin/onceflow
 # every test's time in test-artifacts/junit.xml (seconds per module: python -m devkit.suite_times)
 PYTEST_ARGS ?= -v --durations=25 -n 2 --dist loadfile --no-loadscope-reorder --junitxml=test-artifacts/junit.xml
 
-.PHONY: setup venv jars demo lint test test-fast test-unit lock kafka-start kafka-stop clean
+.PHONY: setup venv jars demo lint compile test test-fast test-unit lock kafka-start kafka-stop clean
 
 setup: venv jars
 
 venv: $(VENV)/.installed
 # uv, pinned, installs the lock's exact wheels in parallel, in half pip's time (docs/testing.md);
-# pip stays in the venv for `pip check` and `make lock`
+# pip stays in the venv for `pip check` and `make lock`. --compile-bytecode: uv, unlike pip, leaves
+# wheels uncompiled, and where PYTHONDONTWRITEBYTECODE=1 is set (this machine kind, CI) every process
+# then compiled each module it imported, each time: 0.41 of an audit's import CPU, 0.42 of an Airflow
+# task's with it (benchmarks/bytecode.py; docs/benchmarks.md)
 UV_VERSION ?= 0.13.9
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q uv==$(UV_VERSION)
-	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.txt
+	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -r requirements.txt
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	touch $@
 
@@ -46,13 +49,19 @@ lint: venv
 	  echo "lint: $$tool: $$(( ($$(date +%s%N) - start) / 1000000 )) ms"; \
 	done
 
-test: setup lint
+# our own trees compiled too (an editable install's sources are not in the venv): a stale .pyc is
+# only ignored, never wrong, since Python checks each against its source's time and size
+COMPILED_DIRS := src dags plugins spark_apps devkit
+compile: venv
+	@$(PY) -m compileall -q -j 0 $(COMPILED_DIRS)
+
+test: setup lint compile
 	$(PY) -m pip check
 	$(PY) -m pytest $(PYTEST_ARGS) tests
 
 # the inner loop while working: unit tests and the integration tests that start no Spark JVM
 # (the real broker, Airflow triggers, the producer); about 2 minutes (docs/testing.md)
-test-fast: setup lint
+test-fast: setup lint compile
 	$(PY) -m pytest -q --durations=10 -m "not spark and not e2e and not stack" tests
 
 # the job's validation against the audit's judge over many more drawn records than `make test`'s
