@@ -1,7 +1,8 @@
 """A schema registry's Confluent-compatible API, and the Confluent wire format it goes with.
 
 A record in the wire format is a magic byte 0, its writer schema's id (4 bytes, big-endian), then
-the payload (Avro binary). The job (spark/avro.py), the audit's judge (schema/avro_reference.py)
+the payload (Avro binary, or a JSON Schema serializer's JSON text). The job (spark/framed.py),
+the audit's judges (schema/avro_reference.py, schema/framed_json.py)
 and the generator ask the registry for a schema by id, for the subjects an id is registered under,
 and (the generator) register one. A schema never changes once it has an id, so each is fetched once
 per process. A registry that does not answer is an error with the fix, never an answer: a batch
@@ -21,6 +22,7 @@ from onceflow.errors import RegistryError
 
 MAGIC = 0
 HEADER_BYTES = 5
+JSON_SCHEMA_TYPE = "JSON"  # a JSON Schema's `schemaType` (AVRO, the default, and PROTOBUF are the others)
 NOT_FOUND_CODES = (40401, 40402, 40403)  # subject, version, schema not found
 
 
@@ -50,7 +52,7 @@ class Registry:
 
     def __init__(self, spec: RegistrySettings):
         self.spec = spec
-        self._schemas: dict[int, str | None] = {}
+        self._schemas: dict[int, dict | None] = {}
         self._subjects: dict[int, frozenset[str]] = {}
 
     def _request(self, path: str, body: dict | None = None) -> Any:
@@ -80,12 +82,20 @@ class Registry:
                 "schema.registry.url; no record is judged without its schema, so the batch waits"
             ) from None
 
+    def _answer(self, schema_id: int) -> dict | None:
+        if schema_id not in self._schemas:
+            self._schemas[schema_id] = self._request(f"/schemas/ids/{schema_id}")
+        return self._schemas[schema_id]
+
     def schema(self, schema_id: int) -> str | None:
         """The schema (its JSON text) registered with this id, None when the registry knows no such id."""
-        if schema_id not in self._schemas:
-            found = self._request(f"/schemas/ids/{schema_id}")
-            self._schemas[schema_id] = None if found is None else found["schema"]
-        return self._schemas[schema_id]
+        found = self._answer(schema_id)
+        return None if found is None else found["schema"]
+
+    def schema_type(self, schema_id: int) -> str | None:
+        """AVRO, JSON or PROTOBUF (the API leaves out AVRO, its default); None for an unknown id."""
+        found = self._answer(schema_id)
+        return None if found is None else found.get("schemaType") or "AVRO"
 
     def subjects(self, schema_id: int) -> frozenset[str]:
         """The subjects the id is registered under (empty for an unknown id); asked again while it is
@@ -97,6 +107,11 @@ class Registry:
                 return subjects
             self._subjects[schema_id] = subjects
         return self._subjects[schema_id]
+
+    def latest(self, subject: str) -> int | None:
+        """The id of the subject's latest version, None when the subject has none."""
+        found = self._request(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/latest")
+        return None if found is None else int(found["id"])
 
     def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
         """Register `schema` under `subject` (its id if it is there already); the registry checks its

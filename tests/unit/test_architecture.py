@@ -181,6 +181,7 @@ NOT_A_MODULE = {
     "test_versions.py": "the pinned versions, across the lock, pyproject.toml, jvm/, docker/ and the README",
     "cli/test_refusals.py": "every command's refusals, side by side",
     "test_suite_times.py": "devkit/suite_times.py, the suite's own timing tool (devkit/ is no product package)",
+    "test_process_list.py": "tests/process_list.py, the secrets proofs' process-list witness",
 }
 
 
@@ -228,13 +229,17 @@ ONLY_INTEGRATION = {
             "spark/ingest.py",
             "spark/parse.py",
             "spark/avro.py",
+            "spark/framed.py",
             "spark/sinks/delta.py",
             "spark/sinks/kafka_task.py",
             "spark/sinks/kafka_txn.py",
         ),
         SPARK,
     ),
-    "schema/avro_reference.py": "judges records by a real registry's schemas (tests/integration/test_avro*.py)",
+    **dict.fromkeys(
+        ("schema/avro_reference.py", "schema/framed_json.py"),
+        "judges records by a real registry's schemas (tests/integration/test_registry_topics.py)",
+    ),
     "kafka/consume.py": "reads records from a real broker (tests/integration/test_producer.py)",
     "kafka/preflight.py": "asks a real secured broker what a principal may do (tests/e2e/test_secure_kafka.py)",
     **dict.fromkeys(

@@ -37,13 +37,15 @@ def test_a_written_registry_password_is_refused_and_one_from_the_environment_is_
     assert "s3cret-canary" not in loaded.schema.model_dump_json() and "s3cret-canary" not in repr(loaded.schema)
 
 
-def test_avro_needs_a_registry_and_only_avro_takes_one():
+def test_avro_and_json_schema_need_a_registry_and_only_they_take_one():
     from devkit.pipelines import PAYMENTS_SCHEMA_BODY
     from onceflow.schema.model import Schema
 
-    with pytest.raises(ValueError, match="format avro needs `registry`"):
-        Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": "avro"})
-    with pytest.raises(ValueError, match="`registry` is read with format: avro only"):
+    for fmt in ("avro", "json_schema"):
+        with pytest.raises(ValueError, match=f"format {fmt} needs `registry`"):
+            Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": fmt})
+        assert Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": fmt, "registry": {"url": "http://x"}})
+    with pytest.raises(ValueError, match="`registry` is read with format: avro or json_schema only"):
         Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "registry": {"url": "http://x"}})
     with pytest.raises(ValueError, match="not an http"):
         Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": "avro", "registry": {"url": "x"}})

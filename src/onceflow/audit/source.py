@@ -142,7 +142,7 @@ def _judged(
     segments: Segments,
     unprocessable: dict[int, list[tuple[int, int]]],
     cdc: tuple[list[str], list[str]] | None = None,
-    avro: tuple[dict, str] | None = None,
+    framed: tuple[dict, str, str] | None = None,
 ):
     """mapInArrow: each Kafka record judged in a Python worker by schema/reference.Judge, by the
     declaration in force when its batch was written (`segments`: declaration → offset ranges;
@@ -154,9 +154,10 @@ def _judged(
     instead, its bronze row with `_op` and `_sequence` (tables.bronze_columns' DDL); a tombstone
     comes out with TOMBSTONE_REASON and no values.
 
-    `avro` (an Avro pipeline's registry settings, password included, and its subject): each record
-    judged by schema/avro_reference.AvroJudge, which decodes it with fastavro, its writer schema
-    asked of the registry the pipeline names today."""
+    `framed` (a registry pipeline's settings, password included, its subject and its format): each
+    record judged by schema/avro_reference.AvroJudge (Avro: decoded with fastavro) or
+    schema/framed_json.FramedJsonJudge (JSON Schema), its schema asked of the registry the pipeline
+    names today."""
     if cdc is not None:
         return _parsed(schema_json, segments, unprocessable, cdc)
 
@@ -165,17 +166,19 @@ def _judged(
 
         from onceflow.registry import Registry
         from onceflow.schema.avro_reference import AvroJudge
-        from onceflow.schema.model import RegistrySpec, Schema
+        from onceflow.schema.framed_json import FramedJsonJudge
+        from onceflow.schema.model import AVRO, RegistrySpec, Schema
         from onceflow.schema.reasons import Reason
         from onceflow.schema.reference import Judge, Verdict
 
         schema = Schema.model_validate_json(schema_json)
 
-        def make(declared: str) -> Judge | AvroJudge:
-            if avro is None:
+        def make(declared: str) -> Judge | AvroJudge | FramedJsonJudge:
+            if framed is None:
                 return Judge(Schema.model_validate_json(declared))
-            settings, subject = avro
-            return AvroJudge(Schema.model_validate_json(declared), Registry(RegistrySpec(**settings)), subject)
+            settings, subject, fmt = framed
+            kind = AvroJudge if fmt == AVRO else FramedJsonJudge
+            return kind(Schema.model_validate_json(declared), Registry(RegistrySpec(**settings)), subject)
 
         current, judge_for = _per_declaration(schema_json, segments, make)
         moved = Verdict(Reason.UNPROCESSABLE, {f.name: None for f in schema.fields})
@@ -305,7 +308,8 @@ def read_source(
         current = pipeline.sinks.current
         sequence_by = [current.sequence_by] if isinstance(current.sequence_by, str) else list(current.sequence_by)
         cdc = (list(current.keys), sequence_by)
-    avro = None
+    framed = None
     if schema.registry is not None and pipeline.registry_subject is not None:
-        avro = ({**schema.registry.model_dump(), "password": schema.registry.password}, pipeline.registry_subject)
-    return raw.mapInArrow(_judged(schema.model_dump_json(), segments, by_hand, cdc, avro), ddl)
+        settings = {**schema.registry.model_dump(), "password": schema.registry.password}
+        framed = (settings, pipeline.registry_subject, schema.format)
+    return raw.mapInArrow(_judged(schema.model_dump_json(), segments, by_hand, cdc, framed), ddl)

@@ -32,7 +32,6 @@ from onceflow import tables
 from onceflow.cdc.spec import KeyedSpec
 from onceflow.config import Pipeline
 from onceflow.schema import reasons
-from onceflow.schema.model import AVRO
 from onceflow.schema.reasons import Reason
 
 _UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
@@ -176,11 +175,11 @@ def bronze_suite(pipeline: Pipeline, committed_valid: int) -> gx.ExpectationSuit
 def quarantine_reasons(pipeline: Pipeline | None = None) -> list[str]:
     """The reason codes quarantine may hold: the documented ones and `unprocessable`; with a
     Debezium pipeline's records, the envelope's `cdc_*` codes too (cdc/envelope.py); with an Avro
-    pipeline's, the `avro_*` ones (docs/registry.md)."""
+    or JSON Schema pipeline's, its header's `avro_*` or `json_schema_*` ones (docs/registry.md)."""
     keyed = pipeline.keyed if pipeline is not None else None
     cdc = list(reasons.CDC_REASONS) if keyed is not None and keyed.debezium else []
-    avro = list(reasons.AVRO_REASONS) if pipeline is not None and pipeline.schema.format == AVRO else []
-    return [*reasons.REASONS, *avro, *cdc, Reason.UNPROCESSABLE]
+    framed = list(reasons.FRAMED_REASONS.get(pipeline.schema.format, ())) if pipeline is not None else []
+    return [*reasons.REASONS, *framed, *cdc, Reason.UNPROCESSABLE]
 
 
 def quarantine_suite(committed_malformed: int, pipeline: Pipeline | None = None) -> gx.ExpectationSuite:

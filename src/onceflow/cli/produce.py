@@ -119,6 +119,7 @@ def cmd_produce(args) -> int:
     # on a secured cluster a missing WRITE or transactional-id ACL is named now, not at the first transaction
     access = {"topics_write": [topic], "creatable": [topic], "transactional_id": "onceflow-produce-preflight"}
     require_broker(cluster, field=field, file=file, access=access)
+    frame_id = registry_frame(pipeline)
     with Progress(
         TextColumn("producing"),
         BarColumn(),
@@ -147,6 +148,7 @@ def cmd_produce(args) -> int:
             keyed=pipeline.keyed,
             duplicate_ratio=args.duplicate_ratio,
             out_of_order_ratio=args.out_of_order_ratio,
+            frame_id=frame_id,
         )
     expect = write_expected(summary, args.expect)
     if args.json:
@@ -157,6 +159,31 @@ def cmd_produce(args) -> int:
     else:
         print_summary(summary, expect)
     return 0
+
+
+def registry_frame(pipeline) -> int | None:
+    """The schema id a `json_schema` pipeline's events are framed with: the subject's latest version,
+    or the declared fields' JSON Schema (schema/json_schema.py) registered there when it has none.
+    None for a topic of plain JSON."""
+    from onceflow.errors import ConfigError
+    from onceflow.registry import Registry
+    from onceflow.schema.json_schema import declared_json_schema
+    from onceflow.schema.model import AVRO, JSON_SCHEMA
+
+    schema = pipeline.schema
+    if schema.format == AVRO:
+        raise ConfigError(
+            f"{pipeline.file}: onceflow produce does not write Avro yet (issue #51). Fix: write the records "
+            "with an Avro serializer, e.g. confluent-kafka's AvroSerializer (docs/registry.md)"
+        )
+    if schema.format != JSON_SCHEMA:
+        return None
+    registry, subject = Registry(schema.registry), str(pipeline.registry_subject)
+    found = registry.latest(subject)
+    if found is not None:
+        return found
+    derived = declared_json_schema(schema, title=pipeline.name)
+    return registry.register(subject, json.dumps(derived), "JSON")
 
 
 def write_expected(summary, path: Path | None) -> Path | None:

@@ -33,6 +33,7 @@ from onceflow.generate.records import KAFKA_RECORD_LIMIT, VALID, Generator, Made
 from onceflow.kafka.admin import ensure_topic, list_end_offsets
 from onceflow.kafka.client import Cluster, KafkaClient, as_client
 from onceflow.polling import wait_until
+from onceflow.registry import HEADER_BYTES, frame
 from onceflow.schema.model import Schema
 
 __all__ = ["VALID", "GeneratedRecord", "ProduceSummary", "produce"]
@@ -156,6 +157,7 @@ def produce(
     keyed: KeyedSpec | None = None,
     duplicate_ratio: float = 0.05,
     out_of_order_ratio: float = 0.05,
+    frame_id: int | None = None,
 ) -> ProduceSummary:
     """Write `count` events of `schema` in transactions of `txn_size`; returns what was
     written where.
@@ -179,6 +181,10 @@ def produce(
     `malformed_ratio` of them malformed, keyed by the row's key; `summary.changes` holds the
     stream, its counts and the table it must fold to. Aborted transactions are written again
     (`_change_batches`), so `count` records are committed; `large_ratio` does not apply.
+
+    frame_id: each value in the Confluent wire format with this schema id (a `json_schema`
+    pipeline's, onceflow.registry.frame), the events made 5 bytes shorter so that a record of
+    exactly max_bytes still is one, header included.
     """
     for name, ratio, top in (
         ("abort_ratio", abort_ratio, 1),
@@ -206,6 +212,8 @@ def produce(
         )
         batches = _change_batches(stream, txn_size, abort_ratio, random.Random(None if seed is None else seed + 2))
     else:
+        if frame_id is not None:  # the header counts towards max_bytes
+            schema = schema.model_copy(update={"max_bytes": schema.max_bytes - HEADER_BYTES})
         gen = Generator(schema, seed, group_by=group_by, key_field=key_field, large_ratio=large_ratio)
         batches = _event_batches(gen, count, txn_size, malformed_ratio, abort_ratio, keep_records)
     client = as_client(cluster)
@@ -234,6 +242,8 @@ def produce(
             pending: list[GeneratedRecord] = []
             for rec in batch:
                 rec.txn = summary.transactions
+                if frame_id is not None and rec.value is not None:
+                    rec.value = frame(frame_id, rec.value)
                 pending.append(rec)
 
                 def delivered(err, msg, rec=rec):

@@ -15,9 +15,12 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-FORMATS = ("json", "debezium", "avro")
+FORMATS = ("json", "debezium", "avro", "json_schema")
 DEBEZIUM = "debezium"
 AVRO = "avro"
+JSON_SCHEMA = "json_schema"
+# the formats whose records are framed with a registry's schema id (the Confluent wire format)
+REGISTRY_FORMATS = (AVRO, JSON_SCHEMA)
 TYPES = ("string", "int", "long", "double", "boolean", "timestamp", "date")  # and decimal(p,s)
 NUMERIC = ("int", "long", "double", "decimal")
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
@@ -299,7 +302,7 @@ class FieldSpec(_Model):
 
 
 class RegistrySpec(_Model):
-    """Where an Avro topic's writer schemas are: a schema registry's Confluent-compatible API
+    """Where a topic's writer schemas are (Avro, JSON Schema): a schema registry's Confluent-compatible API
     (Confluent Schema Registry, Apicurio's /apis/ccompat/v7, Karapace). docs/registry.md"""
 
     url: str = Field(min_length=1)  # e.g. ${ONCEFLOW_REGISTRY_URL}
@@ -331,7 +334,9 @@ class Schema(_Model):
     # json: each record is an event, the fields its values; debezium: each record is a Debezium
     # change event, the fields the columns of its row (`after`), for a keyed table (docs/cdc.md);
     # avro: each record is Avro in the Confluent wire format, its writer schema in `registry`, read
-    # as the JSON view of the decoded record (docs/registry.md)
+    # as the JSON view of the decoded record; json_schema: each record is JSON in the Confluent wire
+    # format (a JSON Schema serializer's), the payload after the header judged as a json event
+    # (docs/registry.md)
     format: str = "json"
     registry: RegistrySpec | None = None
     # at most Kafka's default message size: Spark's VARIANT holds at most 16 MiB, and a record's
@@ -364,13 +369,16 @@ class Schema(_Model):
         if clash:
             raise ValueError(f"paths {clash} are read by more than one field")
         self._encodings_fit()
-        if self.format == AVRO and self.registry is None:
+        if self.format in REGISTRY_FORMATS and self.registry is None:
             raise ValueError(
-                "format avro needs `registry`: the schema registry that holds the writer schemas, e.g. "
-                "registry: {url: ${ONCEFLOW_REGISTRY_URL}} (docs/registry.md)"
+                f"format {self.format} needs `registry`: the schema registry that holds the writer schemas, "
+                "e.g. registry: {url: ${ONCEFLOW_REGISTRY_URL}} (docs/registry.md)"
             )
-        if self.registry is not None and self.format != AVRO:
-            raise ValueError(f"`registry` is read with format: avro only (this schema is {self.format}); remove it")
+        if self.registry is not None and self.format not in REGISTRY_FORMATS:
+            raise ValueError(
+                f"`registry` is read with format: {' or '.join(REGISTRY_FORMATS)} only (this schema is "
+                f"{self.format}); remove it"
+            )
         debezium = self.format == DEBEZIUM
         if self.event_time is None and not debezium:
             raise ValueError(f"event_time is missing; name the required timestamp field of the event ({names})")

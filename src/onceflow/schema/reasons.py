@@ -50,6 +50,13 @@ class Reason(StrEnum):
     # the payload is not exactly one record of its writer schema: it does not decode, bytes are left over,
     # an integer is not written in its shortest form, or a string is not UTF-8
     AVRO_UNDECODABLE = "avro_undecodable"
+    # a JSON record in the Confluent wire format (schema.format: json_schema; see JSON_SCHEMA_REASONS)
+    JSON_SCHEMA_NOT_FRAMED = "json_schema_not_framed"  # shorter than the 5-byte header, or no magic 0 first
+    JSON_SCHEMA_UNKNOWN_SCHEMA = "json_schema_unknown_schema"  # the registry knows no schema with the header's id
+    # the id's schema is registered, but not under the pipeline's subject
+    JSON_SCHEMA_OTHER_SUBJECT = "json_schema_other_subject"
+    # the id's schema is no JSON Schema: an Avro or Protobuf schema (its registry `schemaType`)
+    JSON_SCHEMA_UNSUPPORTED_SCHEMA = "json_schema_unsupported_schema"
     # a Debezium change event's envelope (see CDC_REASONS)
     CDC_MISSING_OP = "cdc_missing_op"  # no `op`, or `op` is null
     CDC_UNKNOWN_OP = "cdc_unknown_op"  # `op` is not one of "c", "u", "d", "r" (Debezium's truncate "t" too)
@@ -106,6 +113,19 @@ AVRO_REASONS = (
     Reason.AVRO_UNSUPPORTED_SCHEMA,
     Reason.AVRO_UNDECODABLE,
 )
+
+# A JSON record in the Confluent wire format (schema.format: json_schema, docs/registry.md): its
+# header is checked after `oversized` on the record's bytes, in this order; then the payload after
+# the header is judged as a JSON event, from the whole-record checks on (RECORD_REASONS after
+# `oversized`). Its JSON Schema is not applied: the declared fields are the pipeline's contract.
+JSON_SCHEMA_REASONS = (
+    Reason.JSON_SCHEMA_NOT_FRAMED,
+    Reason.JSON_SCHEMA_UNKNOWN_SCHEMA,
+    Reason.JSON_SCHEMA_OTHER_SUBJECT,
+    Reason.JSON_SCHEMA_UNSUPPORTED_SCHEMA,
+)
+# the header's reasons of each format whose records carry a registry's schema id
+FRAMED_REASONS = {"avro": AVRO_REASONS, "json_schema": JSON_SCHEMA_REASONS}
 
 # A Debezium change event's envelope (cdc/envelope.py, docs/cdc.md), checked after the whole-record
 # checks and before the row's fields, in this order. The null-value tombstone that follows a delete

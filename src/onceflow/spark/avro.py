@@ -1,7 +1,7 @@
 """Avro records in the Confluent wire format, read by the job: each record's JSON view, which the
 declared fields and rules then judge as any JSON event (spark/parse.py).
 
-Per batch: the schema ids the batch holds (one small Spark job), each asked of the registry once per
+Per batch (spark/framed.py): the schema ids the batch holds, each asked of the registry once per
 process (onceflow.registry); then per id, in pure Spark: `from_avro` (spark-avro) on the payload,
 floats widened to doubles, `to_json` → the view (docs/registry.md#the-json-view). A payload is read
 as a record only when it is exactly one: its view read back (`from_json`) and written again
@@ -23,9 +23,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro, to_avro
 from pyspark.sql.types import ArrayType, DataType, DoubleType, FloatType, MapType, StructField, StructType
 
-from onceflow.registry import HEADER_BYTES, MAGIC, Registry
+from onceflow.registry import Registry
 from onceflow.schema.avro import unsupported
 from onceflow.schema.reasons import Reason
+from onceflow.spark.framed import FRAME_REASON, WIRE, batch_ids, framed, payload, schema_id
 
 # how the view writes what JSON has no type for (docs/registry.md#the-json-view)
 VIEW_OPTIONS = {
@@ -34,18 +35,6 @@ VIEW_OPTIONS = {
     "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
     "dateFormat": "yyyy-MM-dd",
 }
-WIRE = "_wire"  # the record's own bytes, kept for quarantine and the size check
-AVRO_REASON = "_avro_reason"
-
-
-def framed() -> Column:
-    value = F.col("value")
-    return (F.length(value) >= HEADER_BYTES) & (F.substring(value, 1, 1) == F.lit(bytes([MAGIC])))
-
-
-def schema_id() -> Column:
-    """The header's schema id (big-endian, 4 bytes), NULL for a record not in the wire format."""
-    return F.when(framed(), F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long"))
 
 
 def _widened(t: DataType) -> DataType:
@@ -110,9 +99,9 @@ def _view(raw: DataFrame, payload: Column, writer: str) -> Column:
 
 def with_views(raw: DataFrame, registry: Registry, subject: str) -> DataFrame:
     """Kafka rows with `value` the JSON view (UTF-8) of each record, `_wire` its own bytes, and
-    `_avro_reason` the reason it has no view (NULL when it has one, or has no value at all)."""
+    `_frame_reason` the reason it has no view (NULL when it has one, or has no value at all)."""
     sid = schema_id()
-    ids = sorted(r[0] for r in raw.select(sid.alias("id")).where("id IS NOT NULL").distinct().collect())
+    ids = batch_ids(raw)
     readable: dict[int, str] = {}
     refused: dict[int, Reason] = {}
     for i in ids:
@@ -125,10 +114,9 @@ def with_views(raw: DataFrame, registry: Registry, subject: str) -> DataFrame:
             refused[i] = Reason.AVRO_UNSUPPORTED_SCHEMA
         else:
             readable[i] = writer
-    payload = F.expr(f"substring(value, {HEADER_BYTES + 1})")
     view: Column = F.lit(None).cast("string")
     for i, writer in readable.items():
-        view = F.when(sid == i, _view(raw, payload, writer)).otherwise(view)
+        view = F.when(sid == i, _view(raw, payload(), writer)).otherwise(view)
     reason: Column = F.when(F.col("value").isNotNull() & ~framed(), F.lit(Reason.AVRO_NOT_FRAMED.value))
     for i, why in refused.items():
         reason = reason.when(sid == i, F.lit(why.value))
@@ -136,7 +124,7 @@ def with_views(raw: DataFrame, registry: Registry, subject: str) -> DataFrame:
     return (
         raw.withColumn(WIRE, F.col("value"))
         .withColumn("_view", view)
-        .withColumn(AVRO_REASON, reason)
+        .withColumn(FRAME_REASON, reason)
         .withColumn("value", F.encode(F.col("_view"), "UTF-8"))
         .drop("_view")
     )

@@ -78,9 +78,10 @@ def run_backfill(
     pipeline: Pipeline, start: dict[int, int], end: dict[int, int], spark=None, log=lambda msg: None
 ) -> BackfillResult:
     """Write the records of [start, end) the tables lack; see the module doc."""
-    if pipeline.schema.format == "avro":  # refused before anything is locked or read
+    if pipeline.schema.registry is not None:  # refused before anything is locked or read
         raise BackfillError(
-            f"{pipeline.name}: backfill does not read Avro topics yet (issue #51); nothing was written. "
+            f"{pipeline.name}: backfill does not read a registry's framed records ({pipeline.schema.format}) "
+            "yet (issue #51); nothing was written. "
             "Fix: bring the rows back from the table's own history with Delta's RESTORE to a version "
             "before they went missing"
         )

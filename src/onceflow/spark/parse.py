@@ -46,15 +46,22 @@ from onceflow.schema.model import (
     Schema,
 )
 from onceflow.schema.reasons import Reason
-from onceflow.spark.avro import AVRO_REASON, WIRE
+from onceflow.spark.framed import FRAME_REASON, WIRE
 from onceflow.state.unprocessable import Unprocessable
 
-AVRO_DETAILS = {
-    Reason.AVRO_NOT_FRAMED: "not in the Confluent wire format (a magic byte 0 and a 4-byte schema id)",
-    Reason.AVRO_UNKNOWN_SCHEMA: "the registry knows no schema with the record's schema id",
-    Reason.AVRO_OTHER_SUBJECT: "the record's schema is registered, but not under the pipeline's subject",
+_NOT_FRAMED = "not in the Confluent wire format (a magic byte 0 and a 4-byte schema id)"
+_UNKNOWN_SCHEMA = "the registry knows no schema with the record's schema id"
+_OTHER_SUBJECT = "the record's schema is registered, but not under the pipeline's subject"
+FRAME_DETAILS = {
+    Reason.AVRO_NOT_FRAMED: _NOT_FRAMED,
+    Reason.AVRO_UNKNOWN_SCHEMA: _UNKNOWN_SCHEMA,
+    Reason.AVRO_OTHER_SUBJECT: _OTHER_SUBJECT,
     Reason.AVRO_UNSUPPORTED_SCHEMA: "the record's writer schema is not one onceflow reads (docs/registry.md)",
     Reason.AVRO_UNDECODABLE: "the payload is not exactly one record of its writer schema",
+    Reason.JSON_SCHEMA_NOT_FRAMED: _NOT_FRAMED,
+    Reason.JSON_SCHEMA_UNKNOWN_SCHEMA: _UNKNOWN_SCHEMA,
+    Reason.JSON_SCHEMA_OTHER_SUBJECT: _OTHER_SUBJECT,
+    Reason.JSON_SCHEMA_UNSUPPORTED_SCHEMA: "the record's schema is registered as Avro or Protobuf, not JSON Schema",
 }
 
 # Anchored with \z, the very end: Java's `$` also matches before a final line terminator, so
@@ -859,9 +866,10 @@ def parse_events(
     # JSON would be parsed once per reference (what that cost: docs/benchmarks.md, "the levers measured").
     # explode(array(NULL)) still yields its one row, so an unparsable record keeps its row.
     poison = faults.poison_record()  # a deliberate failure of one record's batch (tests and drills)
-    # Avro (spark/avro.with_views): `value` is the record's JSON view, its own bytes are `_wire`
-    avro = WIRE in kafka_df.columns
-    wire = F.col(WIRE) if avro else F.col("value")
+    # a registry's framed records (spark/framed.readable): `value` is the record's JSON (an Avro
+    # record's view, a JSON Schema record's payload), its own bytes are `_wire`
+    framed = WIRE in kafka_df.columns
+    wire = F.col(WIRE) if framed else F.col("value")
     lexed = kafka_df.select(
         F.col("key").alias("_key"),
         wire.alias("_value"),
@@ -872,7 +880,7 @@ def parse_events(
         F.length(wire).alias("_size"),
         F.col("value").cast("string").alias("_text"),
         _declared(unprocessable).alias("_unprocessable"),
-        (F.col(AVRO_REASON) if avro else F.lit(None).cast("string")).alias(AVRO_REASON),
+        (F.col(FRAME_REASON) if framed else F.lit(None).cast("string")).alias(FRAME_REASON),
     )
     fits = ~F.col("_unprocessable") & F.col("_value").isNotNull() & (F.length("_value") <= schema.max_bytes)
     if whole_text:
@@ -899,8 +907,10 @@ def parse_events(
     ]
     if not debezium:  # for Debezium a null value is a tombstone, no record (_Debezium.unwrap)
         record.append((F.col("_value").isNull(), Reason.INVALID_JSON, F.lit("the record has no value (a tombstone)")))
-    if avro:  # no JSON view: why (its checks come before the view's)
-        record += [(F.col(AVRO_REASON) == F.lit(r.value), r, F.lit(AVRO_DETAILS[r])) for r in R.AVRO_REASONS]
+    if framed:  # nothing to parse: why (the header's checks come before the JSON's)
+        record += [
+            (F.col(FRAME_REASON) == F.lit(r.value), r, F.lit(FRAME_DETAILS[r])) for r in R.FRAMED_REASONS[schema.format]
+        ]
     poisoned = F.lit(False)
     if poison is not None:  # evaluated on that record: its batch fails in a Spark task, every run
         at = (F.col("_partition") == poison[0]) & (F.col("_offset") == poison[1]) & ~F.col("_unprocessable")

@@ -42,6 +42,8 @@ def test_an_avro_pipeline_is_refused_before_anything_is_locked_or_read(tmp_path)
 
     schema = {**PAYMENTS_SCHEMA_BODY, "format": "avro", "registry": {"url": "http://127.0.0.1:1/apis/ccompat/v7"}}
     pipeline = load_pipeline(tmp_path, "localhost:9092", "t", schema=schema)
-    with pytest.raises(BackfillError, match=r"does not read Avro topics yet .*nothing was written.*RESTORE"):
+    with pytest.raises(
+        BackfillError, match=r"does not read a registry's framed records \(avro\) yet .*nothing was written.*RESTORE"
+    ):
         run_backfill(pipeline, {0: 0}, {0: 1})
     assert not RunLock(pipeline.state_path).info_path.exists()  # never locked: no holder was written
