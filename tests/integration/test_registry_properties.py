@@ -1,12 +1,17 @@
-"""The job's Avro reading (spark/avro.py: spark-avro) against the audit's judge (fastavro) over
-drawn writer schemas and records, damaged bytes included.
+"""The job's reading of a registry's framed records against the audit's judges, over drawn schemas
+and records, damaged bytes included: Avro (spark/avro.py: spark-avro, against fastavro), and JSON
+Schema (spark/framed.py against schema/framed_json.py).
 
 Hypothesis draws a record schema of the Avro types docs/registry.md lists (every primitive, the
 logical types the view keeps, enums, nested records, arrays, nullable unions, and maps, refused) with a
 declared field for each that has one, registers it in a real registry, and draws records of it,
 some damaged afterwards (cut short, bytes added, a byte changed, another schema id). Each batch
 runs through the job's parse in one Spark job; for every record the job and the judge must give
-the same reason and the same typed values, and every undamaged record must be valid to both."""
+the same reason and the same typed values, and every undamaged record must be valid to both.
+
+For JSON Schema: any declared schema and any record of the JSON space (tests/json_space.py), each
+framed with the subject's id, another subject's, an unknown one, or no header at all, or a header
+cut short."""
 
 from __future__ import annotations
 
@@ -25,10 +30,13 @@ from hypothesis import strategies as st
 from onceflow.registry import Registry, frame
 from onceflow.schema.avro import install_minimal_decimals, unsupported
 from onceflow.schema.avro_reference import AvroJudge
+from onceflow.schema.framed_json import FramedJsonJudge
 from onceflow.schema.model import RegistrySpec, Schema
 from onceflow.spark.avro import with_views
+from onceflow.spark.framed import with_json_payloads
 from onceflow.spark.parse import parse_events
 from tests.integration.test_parse_properties import _comparable
+from tests.json_space import records, schemas, valid_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -183,3 +191,67 @@ def test_job_and_judge_agree_on_drawn_avro_records(spark, registry, data):
         if value == built[i] and row["reason"] not in fits:
             problems.append(f"{value!r}: undamaged, but the job says {row['reason']} ({row['detail']})")
     assert not problems, f"writer schema {json.dumps(writer)}\n" + "\n".join(problems)
+
+
+@st.composite
+def _framed(draw, payload: bytes | None, ids: dict[str, int]) -> bytes | None:
+    if payload is None:
+        return None
+    how = draw(st.sampled_from(["subject", "subject", "subject", "other", "unknown", "bare", "cut"]))
+    if how == "bare":
+        return payload
+    if how == "cut":
+        return frame(ids["subject"], payload)[: draw(st.integers(0, 4))]
+    return frame(ids.get(how) or draw(st.integers(10**6, 2**31 - 1)), payload)
+
+
+@_SETTINGS
+@given(data=st.data())
+def test_job_and_judge_agree_on_any_json_record_in_any_frame(spark, registry, data):
+    drawn = data.draw(schemas(), label="schema")
+    spec = RegistrySpec(url=registry.url)
+    schema = Schema.model_validate(
+        {**drawn.model_dump(exclude_defaults=True), "format": "json_schema", "registry": {"url": registry.url}}
+    )
+    subject = f"drawn-json-{next(_SUBJECTS)}-value"
+    client = Registry(spec)
+    doc = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "T", "type": "object"}
+    ids = {
+        "subject": client.register(subject, json.dumps(doc), "JSON"),
+        "other": client.register(f"{subject}-other", json.dumps({**doc, "title": "O"}), "JSON"),
+    }
+    anything = data.draw(st.lists(records(schema), min_size=5, max_size=30), label="records")
+    valid = data.draw(st.lists(valid_records(schema), max_size=6), label="valid records")
+    values = [data.draw(_framed(v, ids), label="frame") for v in anything]
+    # a valid record in the subject's frame stays valid when it fits with its header
+    fits = [frame(ids["subject"], v) for v in valid if len(v) + 5 <= schema.max_bytes]
+    values += fits
+    df = spark.createDataFrame(
+        [(None, v, "t", 0, i, datetime(2026, 1, 1), 0) for i, v in enumerate(values)],
+        "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int",
+    )
+    job = parse_events(with_json_payloads(df, client, subject), schema)
+    cols = [
+        f"unix_micros(`{f.name}`) AS `{f.name}`"
+        if f.ftype.base == "timestamp"
+        else f"unix_date(`{f.name}`) AS `{f.name}`"
+        if f.ftype.base == "date"
+        else f"`{f.name}`"
+        for f in schema.fields
+    ]
+    rows = {r["_offset"]: r for r in job.selectExpr("_offset", "reason", "detail", *cols).collect()}
+    judge = FramedJsonJudge(schema, Registry(spec), subject)
+    problems = []
+    for i, value in enumerate(values):
+        row, verdict = rows[i], judge.judge(value)
+        if row["reason"] != verdict.reason:
+            problems.append(f"{value!r:.200}: job {row['reason']} ({row['detail']}), judge {verdict.reason}")
+        elif verdict.reason is None:
+            mine = {f.name: row[f.name] for f in schema.fields}
+            if mine != _comparable(schema, verdict.values):
+                problems.append(
+                    f"{value!r:.200}: values differ: job {mine}, judge {_comparable(schema, verdict.values)}"
+                )
+        if i >= len(values) - len(fits) and row["reason"] is not None:
+            problems.append(f"{value!r:.200}: valid and framed, but the job says {row['reason']} ({row['detail']})")
+    assert not problems, f"schema {schema.model_dump(exclude_defaults=True)}\n" + "\n".join(problems)
