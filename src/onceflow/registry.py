@@ -2,7 +2,7 @@
 
 A record in the wire format is a magic byte 0, its writer schema's id (4 bytes, big-endian), then
 the payload (Avro binary, or a JSON Schema serializer's JSON text). The job (spark/framed.py),
-the audit's judges (schema/avro_reference.py, schema/framed_json.py)
+the audit's judges (schema/avro_reference.py, schema/framed.py)
 and the generator ask the registry for a schema by id, for the subjects an id is registered under,
 and (the generator) register one. A schema never changes once it has an id, so each is fetched once
 per process. A registry that does not answer is an error with the fix, never an answer: a batch

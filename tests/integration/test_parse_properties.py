@@ -62,13 +62,17 @@ def _comparable(schema: Schema, values: dict) -> dict:
     return out
 
 
-def check_batch(spark, schema: Schema, values: list[bytes | None], must_be_valid: set[int]) -> None:
-    """One Spark job over the batch; every record judged alike, every built-valid record valid."""
+def check_batch(
+    spark, schema: Schema, values: list[bytes | None], must_be_valid: set[int], judge=None, readable=None
+) -> None:
+    """One Spark job over the batch; every record judged alike, every built-valid record valid.
+    `judge` (default reference.Judge) and `readable` (what the job does to the Kafka rows before its
+    parse, e.g. spark/framed.with_json_payloads): another format's."""
     df = spark.createDataFrame(
         [(None, v, "t", 0, i, datetime(2026, 1, 1), 0) for i, v in enumerate(values)],
         "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int",
     )
-    parsed = parse_events(df, schema)
+    parsed = parse_events(readable(df) if readable else df, schema)
     cols = []
     for f in schema.fields:
         base = f.ftype.base
@@ -77,7 +81,7 @@ def check_batch(spark, schema: Schema, values: list[bytes | None], must_be_valid
             f"unix_micros({c}) AS {c}" if base == "timestamp" else f"unix_date({c}) AS {c}" if base == "date" else c
         )
     rows = {r["_offset"]: r for r in parsed.selectExpr("_offset", "reason", "detail", *cols).collect()}
-    judge = Judge(schema)
+    judge = judge or Judge(schema)
     problems = []
     for i, value in enumerate(values):
         row, verdict = rows[i], judge.judge(value)

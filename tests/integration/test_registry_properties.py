@@ -1,6 +1,6 @@
 """The job's reading of a registry's framed records against the audit's judges, over drawn schemas
 and records, damaged bytes included: Avro (spark/avro.py: spark-avro, against fastavro), and JSON
-Schema (spark/framed.py against schema/framed_json.py).
+Schema (spark/framed.py against schema/framed.py).
 
 Hypothesis draws a record schema of the Avro types docs/registry.md lists (every primitive, the
 logical types the view keeps, enums, nested records, arrays, nullable unions, and maps, refused) with a
@@ -30,12 +30,12 @@ from hypothesis import strategies as st
 from onceflow.registry import Registry, frame
 from onceflow.schema.avro import install_minimal_decimals, unsupported
 from onceflow.schema.avro_reference import AvroJudge
-from onceflow.schema.framed_json import FramedJsonJudge
+from onceflow.schema.framed import FramedJsonJudge
 from onceflow.schema.model import RegistrySpec, Schema
 from onceflow.spark.avro import with_views
 from onceflow.spark.framed import with_json_payloads
 from onceflow.spark.parse import parse_events
-from tests.integration.test_parse_properties import _comparable
+from tests.integration.test_parse_properties import _comparable, check_batch
 from tests.json_space import records, schemas, valid_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -225,33 +225,6 @@ def test_job_and_judge_agree_on_any_json_record_in_any_frame(spark, registry, da
     values = [data.draw(_framed(v, ids), label="frame") for v in anything]
     # a valid record in the subject's frame stays valid when it fits with its header
     fits = [frame(ids["subject"], v) for v in valid if len(v) + 5 <= schema.max_bytes]
-    values += fits
-    df = spark.createDataFrame(
-        [(None, v, "t", 0, i, datetime(2026, 1, 1), 0) for i, v in enumerate(values)],
-        "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int",
-    )
-    job = parse_events(with_json_payloads(df, client, subject), schema)
-    cols = [
-        f"unix_micros(`{f.name}`) AS `{f.name}`"
-        if f.ftype.base == "timestamp"
-        else f"unix_date(`{f.name}`) AS `{f.name}`"
-        if f.ftype.base == "date"
-        else f"`{f.name}`"
-        for f in schema.fields
-    ]
-    rows = {r["_offset"]: r for r in job.selectExpr("_offset", "reason", "detail", *cols).collect()}
+    must_be_valid = set(range(len(values), len(values) + len(fits)))
     judge = FramedJsonJudge(schema, Registry(spec), subject)
-    problems = []
-    for i, value in enumerate(values):
-        row, verdict = rows[i], judge.judge(value)
-        if row["reason"] != verdict.reason:
-            problems.append(f"{value!r:.200}: job {row['reason']} ({row['detail']}), judge {verdict.reason}")
-        elif verdict.reason is None:
-            mine = {f.name: row[f.name] for f in schema.fields}
-            if mine != _comparable(schema, verdict.values):
-                problems.append(
-                    f"{value!r:.200}: values differ: job {mine}, judge {_comparable(schema, verdict.values)}"
-                )
-        if i >= len(values) - len(fits) and row["reason"] is not None:
-            problems.append(f"{value!r:.200}: valid and framed, but the job says {row['reason']} ({row['detail']})")
-    assert not problems, f"schema {schema.model_dump(exclude_defaults=True)}\n" + "\n".join(problems)
+    check_batch(spark, schema, values + fits, must_be_valid, judge, lambda df: with_json_payloads(df, client, subject))

@@ -30,7 +30,7 @@ from onceflow.kafka.admin import ensure_topic
 from onceflow.registry import Registry, frame
 from onceflow.schema.avro import install_minimal_decimals
 from onceflow.schema.avro_reference import AvroJudge
-from onceflow.schema.framed_json import FramedJsonJudge
+from onceflow.schema.framed import FramedJsonJudge
 from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
 
@@ -72,6 +72,21 @@ def _payment(i: int, **changes) -> dict:
     return {**base, **changes}
 
 
+def _landed(broker, spark, pipeline, topic: str, values: list[bytes]) -> tuple[list[dict], list[dict]]:
+    """`values` written to the topic, ingested available-now; bronze's and quarantine's rows, read by
+    delta-rs."""
+    ensure_topic(broker.bootstrap, topic, 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for v in values:
+        producer.produce(topic, v, key=b"k")
+    assert producer.flush(30) == 0
+    result = run_ingest(pipeline, spark=spark)
+    assert result.status == "finished", result
+    paths = table_paths(pipeline)
+    bronze, quarantine = (DeltaTable(paths[s]).to_pyarrow_table().to_pylist() for s in ("bronze", "quarantine"))
+    return bronze, quarantine
+
+
 def test_two_schema_versions_land_and_every_broken_record_is_quarantined_as_the_judge_says(
     broker, spark, registry, topic, tmp_path
 ):
@@ -105,17 +120,7 @@ def test_two_schema_versions_land_and_every_broken_record_is_quarantined_as_the_
         ],
     }
     values = good + list(broken.values()) + [v for vs in extra.values() for v in vs] + [b"\x00\x00"]
-    ensure_topic(broker.bootstrap, topic, 2)
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
-    for v in values:
-        producer.produce(topic, v, key=b"k")
-    assert producer.flush(30) == 0
-
-    result = run_ingest(pipeline, spark=spark)
-    assert result.status == "finished", result
-    paths = table_paths(pipeline)
-    bronze = DeltaTable(paths["bronze"]).to_pyarrow_table().to_pylist()
-    quarantine = DeltaTable(paths["quarantine"]).to_pyarrow_table().to_pylist()
+    bronze, quarantine = _landed(broker, spark, pipeline, topic, values)
     assert len(bronze) == len(good), (len(bronze), Counter(r["reason"] for r in quarantine))
     assert {r["event_id"] for r in bronze} == {str(uuid.UUID(int=i + 1)) for i in range(80)}
     by_id = {r["event_id"]: r for r in bronze}
@@ -209,17 +214,7 @@ def test_json_schema_records_land_by_their_payload_and_each_broken_header_has_it
     # an Avro schema's id: its own subject says so first (Apicurio refuses an Avro schema under a JSON
     # subject, so `json_schema_unsupported_schema` needs a registry that lets a subject hold both)
     values = good + list(broken.values()) + [frame(avro_id, _json_payment(107)), frame(v1, b""), b"\x00\x00"]
-    ensure_topic(broker.bootstrap, topic, 2)
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
-    for v in values:
-        producer.produce(topic, v, key=b"k")
-    assert producer.flush(30) == 0
-
-    result = run_ingest(pipeline, spark=spark)
-    assert result.status == "finished", result
-    paths = table_paths(pipeline)
-    bronze = DeltaTable(paths["bronze"]).to_pyarrow_table().to_pylist()
-    quarantine = DeltaTable(paths["quarantine"]).to_pyarrow_table().to_pylist()
+    bronze, quarantine = _landed(broker, spark, pipeline, topic, values)
     assert len(bronze) == len(good), (len(bronze), Counter(r["reason"] for r in quarantine))
     by_id = {r["event_id"]: r for r in bronze}
     assert by_id[str(uuid.UUID(int=31))]["channel"] == "web" and by_id[str(uuid.UUID(int=32))]["channel"] is None

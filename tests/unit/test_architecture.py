@@ -237,7 +237,7 @@ ONLY_INTEGRATION = {
         SPARK,
     ),
     **dict.fromkeys(
-        ("schema/avro_reference.py", "schema/framed_json.py"),
+        ("schema/avro_reference.py", "schema/framed.py"),
         "judges records by a real registry's schemas (tests/integration/test_registry_topics.py)",
     ),
     "kafka/consume.py": "reads records from a real broker (tests/integration/test_producer.py)",

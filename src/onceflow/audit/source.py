@@ -156,7 +156,7 @@ def _judged(
 
     `framed` (a registry pipeline's settings, password included, its subject and its format): each
     record judged by schema/avro_reference.AvroJudge (Avro: decoded with fastavro) or
-    schema/framed_json.FramedJsonJudge (JSON Schema), its schema asked of the registry the pipeline
+    schema/framed.FramedJsonJudge (JSON Schema), its schema asked of the registry the pipeline
     names today."""
     if cdc is not None:
         return _parsed(schema_json, segments, unprocessable, cdc)
@@ -166,7 +166,7 @@ def _judged(
 
         from onceflow.registry import Registry
         from onceflow.schema.avro_reference import AvroJudge
-        from onceflow.schema.framed_json import FramedJsonJudge
+        from onceflow.schema.framed import FramedJsonJudge
         from onceflow.schema.model import AVRO, RegistrySpec, Schema
         from onceflow.schema.reasons import Reason
         from onceflow.schema.reference import Judge, Verdict

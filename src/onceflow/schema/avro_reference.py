@@ -1,7 +1,8 @@
 """The audit's own reading of Avro records in the Confluent wire format: fastavro in plain Python,
 not Spark's spark-avro, so a bug in the job's decoding (spark/avro.py) shows as a disagreement.
 
-A record passes the checks of schema/reasons.AVRO_REASONS in their order, then its JSON view
+A record passes the checks of schema/reasons.AVRO_REASONS in their order (the header's in
+schema/framed.FramedJudge, shared with JSON Schema), then its JSON view
 (docs/registry.md#the-json-view), written here from the decoded values, is judged by the JSON
 rules (reference.Judge) like any event. The view of each value:
 - a record or a map: an object, every field present (null as null); an array: an array;
@@ -22,11 +23,12 @@ from typing import Any
 
 import fastavro
 
-from onceflow.registry import Registry, unframe
+from onceflow.registry import Registry
 from onceflow.schema.avro import install_minimal_decimals, unsupported
+from onceflow.schema.framed import FramedJudge
 from onceflow.schema.model import Schema
 from onceflow.schema.reasons import Reason
-from onceflow.schema.reference import Judge, Verdict, read_record
+from onceflow.schema.reference import Verdict, read_record
 
 install_minimal_decimals()
 # the view can be longer than the record's bytes (base64, a double's digits): it is judged whole, and
@@ -34,31 +36,23 @@ install_minimal_decimals()
 _VIEW_BYTES = 1 << 30
 
 
-class AvroJudge:
+class AvroJudge(FramedJudge):
     """Judges Avro records by a pipeline's schema, its writer schemas asked of the registry."""
 
+    NOT_FRAMED = Reason.AVRO_NOT_FRAMED
+    UNKNOWN_SCHEMA = Reason.AVRO_UNKNOWN_SCHEMA
+    OTHER_SUBJECT = Reason.AVRO_OTHER_SUBJECT
+
     def __init__(self, schema: Schema, registry: Registry, subject: str):
-        self.schema = schema
-        self.json = Judge(schema)
-        self.registry = registry
-        self.subject = subject
+        super().__init__(schema, registry, subject)
         self._readers: dict[int, Any] = {}
 
-    def _empty(self, reason: str) -> Verdict:
-        return Verdict(reason, {f.name: None for f in self.schema.fields})
-
     def judge(self, value: bytes | None) -> Verdict:
-        if value is None or len(value) > self.schema.max_bytes:
-            return self.json.judge(value)  # no value, or `oversized`: as for JSON
-        framed = unframe(value)
-        if framed is None:
-            return self._empty(Reason.AVRO_NOT_FRAMED)
-        schema_id, payload = framed
-        text = self.registry.schema(schema_id)
-        if text is None:
-            return self._empty(Reason.AVRO_UNKNOWN_SCHEMA)
-        if self.subject not in self.registry.subjects(schema_id):
-            return self._empty(Reason.AVRO_OTHER_SUBJECT)
+        found = self.header(value)
+        if isinstance(found, Verdict):
+            return found
+        schema_id, payload = found
+        text = str(self.registry.schema(schema_id))
         if unsupported(text):
             return self._empty(Reason.AVRO_UNSUPPORTED_SCHEMA)
         view = self.view(schema_id, text, payload)

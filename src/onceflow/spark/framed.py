@@ -13,7 +13,7 @@ registry was down.
   be a JSON Schema registered under the pipeline's subject; the schema itself is not applied: the
   declared fields and rules judge the payload, as for any JSON event (docs/registry.md).
 
-The audit does not reuse this module: schema/avro_reference.py and schema/framed_json.py judge the
+The audit does not reuse this module: schema/avro_reference.py and schema/framed.py judge the
 same bytes in plain Python.
 """
 
