@@ -24,6 +24,7 @@ COMMANDS = (
     "produce",
     "demo",
     "checkpoint",
+    "metrics",
     "ingest",
     "recover",
     "quarantine",
