@@ -182,6 +182,7 @@ NOT_A_MODULE = {
     "cli/test_refusals.py": "every command's refusals, side by side",
     "test_suite_times.py": "devkit/suite_times.py, the suite's own timing tool (devkit/ is no product package)",
     "test_process_list.py": "tests/process_list.py, the secrets proofs' process-list witness",
+    "test_prometheus_rules.py": "deploy/prometheus/, alert rules, not Python",
 }
 
 
