@@ -43,9 +43,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{sum(first.values()):8.1f}  all {len(first)} modules")
         return 0
     second = runs[1]
-    for m in rows:
-        ratio = f"{second[m] / first[m]:5.2f}" if first[m] else "   - "
-        print(f"{first[m]:8.1f} {second.get(m, 0):8.1f} {ratio}  {m}")
+    for m in rows:  # a module renamed or removed since the first run: "-" in the second
+        ratio = f"{second[m] / first[m]:5.2f}" if first[m] and m in second else "   - "
+        shown = f"{second[m]:8.1f}" if m in second else "       -"
+        print(f"{first[m]:8.1f} {shown} {ratio}  {m}")
     a, b = sum(first.values()), sum(second.values())
     print(f"{a:8.1f} {b:8.1f} {b / a:5.2f}  all modules")
     return 0

@@ -20,3 +20,11 @@ def test_seconds_are_summed_per_module_and_two_runs_compared(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["100.0", "75.0", "0.75", "tests/e2e/test_hard_kills.py"]
     assert lines[-1].split()[:3] == ["103.5", "78.5", "0.76"]
+
+
+def test_a_module_gone_from_the_second_run_is_shown_as_such(tmp_path, capsys):
+    before, after = tmp_path / "before.xml", tmp_path / "after.xml"
+    before.write_text(XML.format(a="100.0"))
+    after.write_text(XML.format(a="75.0").replace("test_hard_kills", "test_renamed"))
+    assert main([str(before), str(after)]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split() == ["100.0", "-", "-", "tests/e2e/test_hard_kills.py"]
