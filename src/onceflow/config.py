@@ -308,6 +308,34 @@ def _within(text: str, bounds: tuple[float, float], what: str) -> str:
     return text
 
 
+class EmailNotify(_Model):
+    """Mail through an Airflow SMTP connection (the smtp provider's SmtpNotifier)."""
+
+    connection: str = Field(default="smtp_default", min_length=1)
+    to: list[str] = Field(min_length=1)
+    # default: the connection's `from_email` extra
+    from_: str | None = Field(default=None, alias="from")
+
+
+class SlackNotify(_Model):
+    """A Slack incoming webhook through an Airflow `slackwebhook` connection (SlackWebhookNotifier)."""
+
+    connection: str = Field(default="slack_default", min_length=1)
+
+
+class Notify(_Model):
+    """Who hears of an incident, through Airflow's notifiers (docs/operations.md#notifications)."""
+
+    email: EmailNotify | None = None
+    slack: SlackNotify | None = None
+    # where a message's runbook links point (e.g. your docs site); default: the path in the repository
+    docs_url: str | None = None
+
+    @property
+    def targets(self) -> list[EmailNotify | SlackNotify]:
+        return [t for t in (self.email, self.slack) if t is not None]
+
+
 class Airflow(_Model):
     """How the pipeline's Airflow DAGs run it (docs/airflow.md)."""
 
@@ -317,6 +345,8 @@ class Airflow(_Model):
     lease_grace: Duration = "2 minutes"
     # a warm standby driver beside the app, which takes over the moment it dies (onceflow.state.standby)
     standby: bool = False
+    # incidents (a stream alert, a recovery's start and end, a failed audit) sent to people
+    notify: Notify = Notify()
 
     @field_validator("window")
     @classmethod

@@ -46,6 +46,7 @@ class Facts:
     color: str | None = None  # badge colour on the Airflow page
     problem: bool = False  # a recovery is for it (the stream DAG triggers `<p>_recover`)
     alert: bool = False  # an outage or a fault: non-zero exit, red on the page
+    runbook: str | None = None  # what an operator reads first (docs/runbooks/…); alerts and notifications link it
 
 
 GREEN, BLUE, GREY, ORANGE, RED = "#1b7f3b", "#2a6f97", "#555", "#b26b00", "#b00020"
@@ -57,17 +58,17 @@ VERDICTS: dict[Verdict, Facts] = {
     Verdict.LAGGING: Facts(0, "bold yellow", ORANGE),
     Verdict.STOPPED: Facts(0, "bold cyan", GREY),
     # an outage the stream DAG's next run repairs by starting the app, no recovery needed
-    Verdict.DOWN: Facts(1, "bold red", RED, alert=True),
+    Verdict.DOWN: Facts(1, "bold red", RED, alert=True, runbook="docs/runbooks/dead-query.md"),
     Verdict.NOT_STARTED: Facts(0, "bold cyan", GREY),
     Verdict.REMOTE: Facts(0, "bold cyan", BLUE),
     # work that repairs or completes the pipeline holds it; a stuck recovery turns into a problem verdict
-    Verdict.RECOVERING: Facts(0, "bold cyan", BLUE),
+    Verdict.RECOVERING: Facts(0, "bold cyan", BLUE, runbook="docs/runbooks/stuck-recovery.md"),
     Verdict.BACKFILLING: Facts(0, "bold cyan", BLUE),
-    Verdict.STALLED: Facts(1, "bold red", RED, problem=True, alert=True),
-    Verdict.DEAD: Facts(1, "bold red", RED, problem=True, alert=True),
-    Verdict.FAILED: Facts(1, "bold red", RED, problem=True, alert=True),
-    Verdict.POISONED: Facts(1, "bold red", RED, problem=True, alert=True),
-    Verdict.BROKEN: Facts(2, "bold red", RED, problem=True, alert=True),
+    Verdict.STALLED: Facts(1, "bold red", RED, problem=True, alert=True, runbook="docs/runbooks/slow-batch.md"),
+    Verdict.DEAD: Facts(1, "bold red", RED, problem=True, alert=True, runbook="docs/runbooks/dead-query.md"),
+    Verdict.FAILED: Facts(1, "bold red", RED, problem=True, alert=True, runbook="docs/runbooks/dead-query.md"),
+    Verdict.POISONED: Facts(1, "bold red", RED, problem=True, alert=True, runbook="docs/runbooks/poison-batch.md"),
+    Verdict.BROKEN: Facts(2, "bold red", RED, problem=True, alert=True, runbook="docs/runbooks/corrupt-checkpoint.md"),
     Verdict.UNKNOWN: Facts(2, "bold magenta", ORANGE),
     Verdict.WAITING: Facts(None),
     Verdict.ERROR: Facts(None, color=RED),
@@ -84,6 +85,7 @@ EXIT_CODES: dict[str, int] = {v: f.exit_code for v, f in VERDICTS.items() if f.e
 STATUS_VERDICTS = tuple(EXIT_CODES)
 # how the terminal shows each (rich styles) and the Airflow page (badge colours)
 STYLES: dict[str, str] = {v: f.style for v, f in VERDICTS.items() if f.style}
+RUNBOOKS: dict[str, str] = {v: f.runbook for v, f in VERDICTS.items() if f.runbook}
 COLORS: dict[str, str] = {v: f.color for v, f in VERDICTS.items() if f.color}
 
 # the verdicts an Airflow health event may carry: the command's, and the trigger's own outcomes (an

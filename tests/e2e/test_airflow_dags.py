@@ -6,7 +6,9 @@ triggers run inline. The proofs: `<p>_batch` ingests and audits green; `<p>_stre
 keeps one long-lived app across its windows and its sensor sees the commits; killing the app
 (SIGKILL) makes the sensor fire `dead` and trigger `<p>_recover`, which starts the app again for
 the next stream run to adopt, with zero duplicates and zero loss (the audit, and an independent
-read of Kafka and the tables), and no gap between commits but the kill's;
+read of Kafka and the tables), and no gap between commits but the kill's; the kill is told once by
+mail and webhook (Airflow's notifiers, to a real SMTP server and an HTTP receiver), the recovery's
+end once more as resolved, and nothing else is;
 `<p>_backfill` over an already-ingested range adds nothing.
 """
 
@@ -28,8 +30,9 @@ from onceflow.polling import wait_until
 from onceflow.state.status import RunLock, StatusLog
 from tests.airflow_helpers import migrate_db  # AIRFLOW_HOME before airflow is imported
 from tests.exactly_once import assert_exactly_once
+from tests.receivers import NOTIFY, MailServer, WebhookReceiver, use_receivers
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")]
 PARTITIONS = 2
 # kill -9 → `dead` at the watch's next poll → the recover DAG (begun by the test as the scheduler
 # would) → its app launched: the platform's own hops, 10 s measured on 2 cores at load 20. The cold
@@ -58,9 +61,11 @@ def flow(broker, jars, spark, state_home, tmp_path_factory):
         available_now_max_offsets=20000,
         health={"max_lag": 100000, "stalled_after_triggers": 120, "dead_after_seconds": 120},
         # the stream runs' window comes from the file (no run parameter); a short grace is proved below
-        airflow={"window": "20 seconds", "lease_grace": f"{LEASE_GRACE_SECONDS} seconds"},
+        airflow={"window": "20 seconds", "lease_grace": f"{LEASE_GRACE_SECONDS} seconds", "notify": NOTIFY},
     )
     mp = pytest.MonkeyPatch()
+    mail, webhook = MailServer().__enter__(), WebhookReceiver().__enter__()
+    use_receivers(mp, mail, webhook)
     mp.setenv("ONCEFLOW_PIPELINES_DIR", str(file.parent))
     mp.setenv("ONCEFLOW_REPORTS", str(root / "reports"))
     mp.setenv("ONCEFLOW_SPARK_LOG_LEVEL", "ERROR")
@@ -76,8 +81,12 @@ def flow(broker, jars, spark, state_home, tmp_path_factory):
         "topic": topic,
         "dags": build_dags(file.parent),
         "produced": [],
+        "mail": mail,
+        "webhook": webhook,
     }
     mp.undo()
+    mail.__exit__(None, None, None)
+    webhook.__exit__(None, None, None)
 
 
 def _produce(flow, count: int, seed: int):
@@ -252,6 +261,9 @@ def test_a_continuous_stream_runs_across_windows_and_recovers_from_a_kill_withou
     pipeline = flow["pipeline"]
     hook = OnceflowHook(flow["file"])
     window = {"start_grace_seconds": 120}  # the window is the file's `airflow.window` (20 s)
+    mail, webhook = flow["mail"], flow["webhook"]
+    subjects = lambda: [m["Subject"] for m in mail.messages]  # noqa: E731
+    assert subjects() == [] and webhook.posts == []  # the earlier DAGs' audits passed: nothing to tell
     producer = SteadyProducer(flow)
     producer.start()
     timeline: dict[str, float] = {}
@@ -267,6 +279,7 @@ def test_a_continuous_stream_runs_across_windows_and_recovers_from_a_kill_withou
             assert states["trigger_recover"] == "skipped", states  # no problem: the window ended cleanly
         app = outs[0]["pid"]
         timeline["rollovers_done"] = time.time()
+        assert subjects() == [] and webhook.posts == []  # clean windows tell nobody
 
         killer, killed = _kill_after(pipeline, app, delay=8)
         run_id, states, _ = _run(flow, "stream", window)  # the fourth window: the app is killed in it
@@ -282,6 +295,11 @@ def test_a_continuous_stream_runs_across_windows_and_recovers_from_a_kill_withou
             assert len(triggered) == 1
             conf = dict(triggered[0].conf or {})
         assert conf["verdict"] == "dead" and conf["from_run"] == run_id
+        # the incident, told once through each notifier, by the task that triggered the recovery
+        assert subjects() == ["[onceflow] afe2e: dead, recovery started"], subjects()
+        assert len(webhook.posts) == 1 and "afe2e: dead, recovery started" in webhook.texts()[0]
+        assert "runbooks/dead-query.md" in webhook.texts()[0] and "no final event" in mail.bodies()[0]
+        timeline["mail_dead"], timeline["webhook_dead"] = mail.arrived[0], webhook.arrived[0]
 
         timeline["recover_begin"] = time.time()
         rec_id, rec, _ = _run(flow, "recover", conf)
@@ -300,12 +318,16 @@ def test_a_continuous_stream_runs_across_windows_and_recovers_from_a_kill_withou
         assert executed["plan"] and executed["outcome"] in ("done", "nothing_to_do"), executed
         assert _xcom("afe2e_recover", rec_id, "audit")["passed"] is True
         assert hook.recovery_in_progress() is None  # the mark went with the recovery
+        assert subjects()[1:] == ["[onceflow] afe2e: recovered"], subjects()  # resolved, once
+        assert len(webhook.posts) == 2 and "the recovered app committed batch" in webhook.texts()[1]
+        timeline["mail_recovered"] = mail.arrived[1]
 
         run_id, states, _ = _run(flow, "stream", window)  # hand-over: the recovered app is adopted
         adopted = _xcom("afe2e_stream", run_id, "stream")
         assert adopted["adopted"] is True and adopted["pid"] == started["pid"], adopted
         assert adopted["log"] == started["log"] and Path(started["log"]).is_file(), (adopted, started)
         assert states["trigger_recover"] == "skipped", states
+        assert len(mail.messages) == 2 and len(webhook.posts) == 2  # the hand-over tells nobody
     finally:
         producer.halt.set()
         producer.join(60)

@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from onceflow.airflow.hooks import reports_root
 from onceflow.airflow.links import AuditReportLink, report_url
+from onceflow.airflow.notify import audit_failed, send
 from onceflow.airflow.spark_submit import OnceflowSparkSubmitOperator
 from onceflow.audit.report import audit_verdict
 from onceflow.reconcile import AuditScope, AuditStatus
@@ -59,6 +60,8 @@ class AuditOperator(OnceflowSparkSubmitOperator):
         if summary is None or Path(summary["report_dir"], "summary.json").stat().st_mtime < started - 1:
             raise AirflowException(f"{hook.name}: the audit wrote no report under {hook.reports_dir}")
         if summary.get("status") == AuditStatus.ERROR:
+            if context["ti"].try_number > (self.retries or 0):  # the last try: nobody retries it now
+                self._tell(hook, context, audit_verdict(summary), summary, "")
             raise AirflowException(
                 f"{hook.name}: the audit could not run: {summary.get('reason')}. "
                 f"Report: {summary['report_dir']}/index.html"
@@ -69,7 +72,14 @@ class AuditOperator(OnceflowSparkSubmitOperator):
         self.log.info("%s audit report: %s (%s)", hook.name, report_dir, self.report_link)
         verdict = audit_verdict(summary)
         if code == 1 or not verdict["passed"]:
+            self._tell(hook, context, verdict, summary, self.report_link)
             raise AirflowFailException(
                 f"{hook.name}: the audit found data problems: {verdict['problems']}. Report: {report_dir}/index.html"
             )
         return {"report_dir": report_dir, "report_url": self.report_link, **verdict}
+
+    def _tell(self, hook: Any, context: Any, verdict: dict, summary: dict, link: str) -> None:
+        """The pipeline's notify targets hear of a failed audit (onceflow.airflow.notify)."""
+        link = link or f"{summary.get('report_dir')}/index.html"
+        incident = audit_failed(hook.name, verdict, summary, link, context["dag"].dag_id, context["run_id"])
+        send(hook.pipeline, incident, context, self.log.info)

@@ -143,6 +143,7 @@ window, the app stops by itself at a batch boundary within `airflow.lease_grace`
         )
         trigger_recover = RecoverOnProblemOperator(
             task_id="trigger_recover",
+            pipeline_file=file,
             watch_task="watch",
             trigger_dag_id=dag_id(pipeline.name, DagKind.RECOVER),
             doc_md="On a problem verdict of the watch, triggers the recovery (without waiting); else skips.",
@@ -299,7 +300,13 @@ is planned again. The mark expires by itself if this run dies (docs/airflow.md).
             since="{{ ti.xcom_pull(task_ids='start')['since'] }}",
             start_grace=300,
         )
-        end = RecoveryMarkerOperator(task_id="end", pipeline_file=file, action="end")
+        # the end tells the outcome (recovered, or why not) from the tasks' XComs
+        end = RecoveryMarkerOperator(
+            task_id="end",
+            pipeline_file=file,
+            action="end",
+            outcome_tasks=(execute.task_id, wait_first_batch.task_id),
+        )
         audit = AuditOperator(
             task_id="audit", pipeline_file=file, audit_mode=AuditScope.SINCE_LAST, outlets=[table_asset(pipeline)]
         )

@@ -17,10 +17,11 @@ UI_PREFIX = "/onceflow"
 def report_url(report_dir: str | Path, reports_root: str | Path) -> str:
     """The onceflow page URL that serves one report folder's index.html."""
     rel = Path(report_dir).resolve().relative_to(Path(reports_root).resolve())
-    return f"{_base_url()}{UI_PREFIX}/reports/{quote(rel.as_posix())}/index.html"
+    return f"{base_url()}{UI_PREFIX}/reports/{quote(rel.as_posix())}/index.html"
 
 
-def _base_url() -> str:
+def base_url() -> str:
+    """This Airflow UI's root URL ([api] base_url) without a trailing slash; empty when unset."""
     try:
         from airflow.configuration import conf
 

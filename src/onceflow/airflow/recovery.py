@@ -13,8 +13,12 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from onceflow.airflow.dag_kinds import DagKind, dag_id
 from onceflow.airflow.hooks import OnceflowHook
+from onceflow.airflow.notify import recovery_ended, recovery_started, send
 from onceflow.errors import RecoveryInProgressError
+
+REFUSAL = "refusal"  # the XCom key of a refused recovery's reason
 
 
 def renew_marker(hook: OnceflowHook, context: Any) -> None:
@@ -80,8 +84,10 @@ class RecoveryOperator(BaseOperator):
         else:
             self.log.info("recovery %s:\n%s", self.action, json.dumps(plan, indent=2))
         if proc.returncode == 3:
+            refusal = (plan or {}).get("plan", {}).get("refusal") or proc.stderr[-2000:]
+            context["ti"].xcom_push(key=REFUSAL, value=str(refusal))  # the end's message says why
             raise AirflowFailException(
-                f"recovery refused: {(plan or {}).get('plan', {}).get('refusal') or proc.stderr[-2000:]}"
+                f"recovery refused: {refusal}"
                 " Fix: read the plan above; trigger this DAG again with the flag it names "
                 "(force / accept_loss) if that is what you want."
             )
@@ -91,6 +97,13 @@ class RecoveryOperator(BaseOperator):
                 f"{(proc.stderr or proc.stdout).strip()[-2000:]}"
             )
         return plan if plan is not None else proc.stdout[-10000:]
+
+
+def _as_dict(value: Any) -> dict | None:
+    """A task's XCom as a dict: one a trigger ended reads back as its JSON text (route.py)."""
+    if isinstance(value, str):
+        value = _json_or_none(value)
+    return value if isinstance(value, dict) else None
 
 
 def _truthy(value: Any) -> bool:
@@ -116,25 +129,52 @@ class RecoveryMarkerOperator(BaseOperator):
     stream DAG's runs, waiting while this recovery works (onceflow.state.control). With `stop_running`,
     `begin` then stops a copy of the query still running (SIGTERM, SIGKILL after the grace: the
     app's own stop bound plus 30 s): the marker first, so no new copy starts after the stop, and in
-    one task, a task start (seconds on a small machine) less between a kill and the recovered app."""
+    one task, a task start (seconds on a small machine) less between a kill and the recovered app.
+
+    The pipeline's notify targets hear of it (onceflow.airflow.notify): `begin`, of a recovery no
+    stream watch triggered (that watch told its incident already); `end`, with `outcome_tasks`
+    (the execute task, the first-batch sensor), whether the recovery resolved the incident or why not."""
 
     template_fields: Sequence[str] = ("pipeline_file",)
 
-    def __init__(self, *, pipeline_file: str, action: str, stop_running: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        pipeline_file: str,
+        action: str,
+        stop_running: bool = False,
+        outcome_tasks: tuple[str, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         if action not in ("begin", "end"):
             raise ValueError(f"action must be 'begin' or 'end', not {action!r}")
         if stop_running and action != "begin":
             raise ValueError("stop_running goes with action 'begin'")
+        if outcome_tasks and action != "end":
+            raise ValueError("outcome_tasks goes with action 'end'")
         super().__init__(**kwargs)
         self.pipeline_file = pipeline_file
         self.action = action
         self.stop_running = stop_running
+        self.outcome_tasks = outcome_tasks
 
     def execute(self, context: Any) -> dict | None:
         hook = OnceflowHook(self.pipeline_file)
         if self.action == "end":
             hook.recovery_marker.clear(context["run_id"])
+            if self.outcome_tasks:
+                self._tell_outcome(hook, context)
             return None
+        params = context.get("params") or {}
+        if not params.get("from_run"):  # by hand: no watch told of it
+            incident = recovery_started(
+                hook.name,
+                str(params.get("verdict") or ""),
+                str(params.get("reasons") or ""),
+                dag_id(hook.name, DagKind.RECOVER),
+                context["run_id"],
+            )
+            send(hook.pipeline, incident, context, self.log.info)
         with hook.control_lock():
             try:
                 marker = hook.recovery_marker.begin(context["run_id"]).as_dict()
@@ -146,3 +186,19 @@ class RecoveryMarkerOperator(BaseOperator):
         if stopped is None:
             self.log.info("no copy of the query runs")
         return {**marker, "stopped": stopped}
+
+    def _tell_outcome(self, hook: OnceflowHook, context: Any) -> None:
+        assert self.outcome_tasks is not None
+        execute_task, first_batch_task = self.outcome_tasks
+        ti = context["ti"]
+        executed, first_batch = (
+            _as_dict(ti.xcom_pull(task_ids=execute_task)),
+            _as_dict(ti.xcom_pull(task_ids=first_batch_task)),
+        )
+        refusal = ti.xcom_pull(task_ids=execute_task, key=REFUSAL)
+        began = getattr(context.get("dag_run"), "start_date", None)
+        seconds = first_batch["time"] - began.timestamp() if first_batch and began and first_batch.get("time") else None
+        incident = recovery_ended(
+            hook.name, executed, first_batch, refusal, dag_id(hook.name, DagKind.RECOVER), context["run_id"], seconds
+        )
+        send(hook.pipeline, incident, context, self.log.info)

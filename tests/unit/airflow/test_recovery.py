@@ -71,3 +71,40 @@ def test_begin_marks_the_recovery_then_stops_the_running_copy(tmp_path, monkeypa
         proc.wait()
     with pytest.raises(ValueError, match="stop_running goes with action 'begin'"):
         RecoveryMarkerOperator(task_id="end", pipeline_file=str(file), action="end", stop_running=True)
+
+
+class _TI:
+    def __init__(self, xcoms: dict):
+        self.xcoms = xcoms
+
+    def xcom_pull(self, task_ids, key="return_value"):
+        return self.xcoms.get((task_ids, key))
+
+
+def test_a_recovery_by_hand_is_told_at_begin_one_a_watch_triggered_only_at_its_end(tmp_path, monkeypatch):
+    """The watch that triggered a recovery told its incident; the recovery adds its outcome only."""
+    from onceflow.airflow import recovery
+
+    told: list = []
+    monkeypatch.setattr(recovery, "send", lambda pipeline, incident, context, log: told.append(incident))
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
+    file = str(write_pipeline(tmp_path / "p", "localhost:1", "t", name="p"))
+    begin = RecoveryMarkerOperator(task_id="begin", pipeline_file=file, action="begin")
+    begin.execute({"run_id": "rec-1", "params": {"verdict": "dead", "reasons": "r", "from_run": "stream-7"}})
+    assert told == []
+    RecoveryMarkerOperator(task_id="end", pipeline_file=file, action="end").execute({"run_id": "rec-1"})
+    begin.execute({"run_id": "rec-2", "params": {"verdict": "manual", "reasons": "", "from_run": ""}})
+    assert [i.headline for i in told] == ["recovery started"]
+    end = RecoveryMarkerOperator(
+        task_id="end", pipeline_file=file, action="end", outcome_tasks=("execute", "wait_first_batch")
+    )
+    xcoms = {
+        ("execute", "return_value"): {"plan": {"case": "dead_query", "decision": "restart"}},
+        # a sensor its trigger ended: the XCom reads back as JSON text
+        ("wait_first_batch", "return_value"): '{"verdict": "healthy", "time": 1.0, "run": {"last_batch_id": 9}}',
+    }
+    end.execute({"run_id": "rec-2", "ti": _TI(xcoms)})
+    end.execute({"run_id": "rec-2", "ti": _TI({("execute", "refusal"): "retention_loss: [0, 40) is gone"})})
+    assert [i.headline for i in told[1:]] == ["recovered", "recovery did not finish"]
+    assert told[1].evidence[0] == "the recovered app committed batch 9"
+    assert told[2].evidence == ["refused: retention_loss: [0, 40) is gone"]
