@@ -25,9 +25,9 @@ from onceflow.config import Pipeline
 from onceflow.errors import KafkaAccessError, OnceflowError
 from onceflow.facts import PipelineFacts, read_facts
 from onceflow.kafka.client import KafkaClient
-from onceflow.ledger import follower_lag
+from onceflow.ledger import follower_lag, rows_by_reason
 from onceflow.paths import state_dir
-from onceflow.sink_kinds import FOLLOWS
+from onceflow.sink_kinds import FOLLOWS, SinkName
 from onceflow.sinks import lease_folder
 from onceflow.state.control import Launching, RecoveryMarker, Wanted
 from onceflow.state.poison import poisoned_batch
@@ -149,6 +149,11 @@ class SinkFacts(Wire):
     generation: Offset = None
     version: Offset = Field(default=None, description="Delta version holding the last entry")
     last_commit_at: Time = None
+    rows: Count | None = Field(default=None, description="rows the ledger's entries say the sink took, all batches")
+    rows_by_reason: dict[str, int] | None = Field(
+        default=None,
+        description="the quarantine only: its rows per reason (`unrecorded`: entries older than the count)",
+    )
     trails_batches: Count | None = Field(
         default=None,
         description="only for a sink derived from another (the aggregates follow bronze): that sink's batches "
@@ -393,6 +398,8 @@ def _sink_facts(facts: PipelineFacts) -> dict[str, SinkFacts]:
             generation=last.generation if last else None,
             version=last.version if last else None,
             last_commit_at=_iso(last.timestamp / 1000) if last and last.timestamp else None,
+            rows=sum(e.rows for e in ledger.entries),
+            rows_by_reason=rows_by_reason(ledger.entries) if name == SinkName.QUARANTINE else None,
             **trails,
         )
     return out

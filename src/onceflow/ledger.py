@@ -41,6 +41,24 @@ MAINTENANCE_KEY = "onceflow_maintenance"
 # sink_kinds.FOLLOWS; follower_lag below compares a follower's ledger with its leader's.
 
 
+# a quarantine entry's extra: its rows per reason (onceflow.schema.reasons), for metrics and reports
+REASONS = "reasons"
+UNRECORDED = "unrecorded"  # rows of entries written before reasons were recorded
+
+
+def rows_by_reason(entries: Iterable[LedgerEntry]) -> dict[str, int]:
+    """A quarantine ledger's rows per reason over its entries; an entry that recorded none counts
+    its rows as UNRECORDED."""
+    out: dict[str, int] = {}
+    for e in entries:
+        reasons = e.extra.get(REASONS)
+        if not isinstance(reasons, dict):
+            reasons = {UNRECORDED: e.rows} if e.rows else {}
+        for reason, n in reasons.items():
+            out[str(reason)] = out.get(str(reason), 0) + int(n)
+    return dict(sorted(out.items()))
+
+
 def app_id(pipeline: str, sink: str, generation: int) -> str:
     """Delta txnAppId of one writer generation of one sink.
 
@@ -349,8 +367,10 @@ def backfill_entry(
     end: dict[int, int],
     rows: int,
     missing: list[dict],
+    reasons: dict[str, int] | None = None,
 ) -> LedgerEntry:
-    """The ledger entry of one backfill commit: the range searched and the offsets it re-wrote."""
+    """The ledger entry of one backfill commit: the range searched and the offsets it re-wrote
+    (and, for the quarantine, its rows per reason)."""
     return LedgerEntry(
         pipeline=pipeline,
         sink=sink,
@@ -361,5 +381,5 @@ def backfill_entry(
         end=dict(sorted(end.items())),
         rows=rows,
         kind=EntryKind.BACKFILL,
-        extra={"written": missing},
+        extra={"written": missing, **({REASONS: reasons} if reasons is not None else {})},
     )

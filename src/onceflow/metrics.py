@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from onceflow.verdicts import ALERTS, STATUS_VERDICTS
@@ -37,12 +37,24 @@ Sample = tuple[dict[str, str], float]
 
 @dataclass(frozen=True)
 class Metric:
-    """One metric family: its name, help text, labels beyond `pipeline`, and its samples of a report."""
+    """One metric family: its name, help text, labels beyond `pipeline`, and its samples of a report.
+    A name ending `_total` is a counter (it only grows, but for a reset: a table's old history
+    cleaned up); every other is a gauge."""
 
     name: str
     help: str
     labels: tuple[str, ...]
     samples: Callable[[HealthReport], Iterable[Sample]]
+
+    @property
+    def counter(self) -> bool:
+        return self.name.endswith("_total")
+
+    def family(self) -> GaugeMetricFamily | CounterMetricFamily:
+        labels = ["pipeline", *self.labels]
+        if self.counter:  # the client adds `_total` to a counter's samples
+            return CounterMetricFamily(self.name.removesuffix("_total"), self.help, labels=labels)
+        return GaugeMetricFamily(self.name, self.help, labels=labels)
 
 
 def _one(value: float | int | None) -> list[Sample]:
@@ -147,12 +159,46 @@ METRICS: tuple[Metric, ...] = (
             ({"sink": name}, float(s.trails_batches)) for name, s in r.sinks.items() if s.trails_batches is not None
         ],
     ),
+    Metric(
+        "onceflow_sink_rows_total",
+        "rows each Delta sink took, by its ledger's entries",
+        ("sink",),
+        lambda r: [({"sink": name}, float(s.rows)) for name, s in r.sinks.items() if s.rows is not None],
+    ),
+    Metric(
+        "onceflow_quarantine_rows_total",
+        "rows the quarantine took, per reason (`unrecorded`: batches written before reasons were counted)",
+        ("reason",),
+        lambda r: [
+            ({"reason": reason}, float(n)) for s in r.sinks.values() for reason, n in (s.rows_by_reason or {}).items()
+        ],
+    ),
+)
+RECOVERY_METRIC = (
+    "onceflow_recoveries_total",
+    "`onceflow recover` runs of the pipeline (Airflow's recover DAG or by hand), per outcome",
 )
 AUDIT_METRICS = (
     ("onceflow_audit_passed", "1 when the newest audit passed, 0 when it failed or could not run"),
     ("onceflow_audit_timestamp_seconds", "when the newest audit finished"),
 )
 READ_METRIC = ("onceflow_health_read_seconds", "how long reading the pipeline's health took at this scrape")
+
+
+def recoveries(pipeline: Pipeline) -> dict[str, int]:
+    """The pipeline's recovery records per outcome (onceflow.recovery.record)."""
+    import json
+
+    from onceflow.recovery.record import list_records, read_record
+
+    out: dict[str, int] = {}
+    for path in list_records(pipeline.state_path):
+        try:
+            outcome = str(read_record(path).get("outcome"))
+        except (OSError, json.JSONDecodeError):  # one being rewritten right now
+            outcome = "unreadable"
+        out[outcome] = out.get(outcome, 0) + 1
+    return out
 
 
 def last_audit(reports: Path, pipeline: str) -> tuple[bool, float] | None:
@@ -171,10 +217,13 @@ class HealthCollector(Collector):
         self.pipelines = pipelines
         self.reports = reports
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         from onceflow.health import pipeline_health
 
-        families = [GaugeMetricFamily(m.name, m.help, labels=["pipeline", *m.labels]) for m in METRICS]
+        families = [m.family() for m in METRICS]
+        recovered = CounterMetricFamily(
+            RECOVERY_METRIC[0].removesuffix("_total"), RECOVERY_METRIC[1], labels=["pipeline", "outcome"]
+        )
         audit = [GaugeMetricFamily(name, text, labels=["pipeline"]) for name, text in AUDIT_METRICS]
         read = GaugeMetricFamily(*READ_METRIC, labels=["pipeline"])
         for pipeline in self.pipelines():
@@ -184,11 +233,13 @@ class HealthCollector(Collector):
             for metric, family in zip(METRICS, families, strict=True):
                 for labels, value in metric.samples(report):
                     family.add_metric([pipeline.name, *(labels[k] for k in metric.labels)], value)
+            for outcome, n in recoveries(pipeline).items():
+                recovered.add_metric([pipeline.name, outcome], n)
             found = last_audit(self.reports, pipeline.name)
             if found is not None:
                 audit[0].add_metric([pipeline.name], 1.0 if found[0] else 0.0)
                 audit[1].add_metric([pipeline.name], found[1])
-        yield from (*families, *audit, read)
+        yield from (*families, recovered, *audit, read)
 
 
 def registry_of(pipelines: Callable[[], list[Pipeline]], reports: Path) -> CollectorRegistry:

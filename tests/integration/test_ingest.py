@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from onceflow.errors import RecoveryError, TableFeatureError
 from onceflow.generate.producer import VALID, produce
 from onceflow.generate.records import Generator
 from onceflow.kafka.admin import watermarks
-from onceflow.ledger import read_ledger
+from onceflow.ledger import read_ledger, rows_by_reason
 from onceflow.sinks import read_ledgers, table_paths
 from onceflow.spark.ingest import run_ingest
 from onceflow.spark.session import COMPACT_MIN_FILE_BYTES
@@ -180,6 +181,12 @@ def test_a_table_feature_delta_rs_cannot_write_sends_the_run_to_sparks_writer_ex
     for name, path in paths.items():
         ledger = read_ledger(path)
         assert ledger.problems() == [] and [e.batch_id for e in ledger.entries] == [0, 1, 2], (name, ledger.entries)
+    # each quarantine entry counted its rows per reason, from the driver's rows and Spark's alike
+    # (the metrics' onceflow_quarantine_rows_total): as the table holds them, read by delta-rs
+    held = Counter(DeltaTable(paths["quarantine"]).to_pyarrow_table(columns=["reason"]).column("reason").to_pylist())
+    entries = read_ledger(paths["quarantine"]).entries
+    assert all(isinstance(e.extra.get("reasons"), dict) for e in entries), entries
+    assert rows_by_reason(entries) == dict(sorted(held.items())) and len(held) > 1, held
     # where no writer can take over (the follower's empty merges, recovery's LOSS entries), the
     # refusal is an error that names the table, the feature and the fix
     with pytest.raises(TableFeatureError) as refused:

@@ -128,3 +128,19 @@ def test_a_compaction_carrying_a_copy_of_an_entry_is_maintenance_not_a_step(tmp_
     ledger = read_ledger(path)
     assert [e.batch_id for e in ledger.entries] == [0, 1] and ledger.problems() == []
     assert [c["operation"] for c in ledger.maintenance] == ["OPTIMIZE"] and ledger.foreign_commits == []
+
+
+def test_quarantine_rows_per_reason_add_up_and_an_entry_without_them_is_unrecorded():
+    from onceflow.ledger import LedgerEntry, rows_by_reason
+
+    def entry(rows: int, extra: dict) -> LedgerEntry:
+        return LedgerEntry("p", "quarantine", 1, 0, "t", {0: 0}, {0: rows}, rows, extra=extra)
+
+    entries = [
+        entry(5, {}),  # written before reasons were counted
+        entry(3, {"reasons": {"invalid_json": 2, "missing_field": 1}}),
+        entry(4, {"reasons": {"invalid_json": 4}}),
+        entry(0, {}),  # an empty batch counts nothing
+    ]
+    assert rows_by_reason(entries) == {"invalid_json": 6, "missing_field": 1, "unrecorded": 5}
+    assert sum(rows_by_reason(entries).values()) == sum(e.rows for e in entries)

@@ -9,7 +9,7 @@ from pathlib import Path
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from onceflow.metrics import AUDIT_METRICS, METRICS, READ_METRIC, registry_of
+from onceflow.metrics import AUDIT_METRICS, METRICS, READ_METRIC, RECOVERY_METRIC, registry_of
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
@@ -52,10 +52,12 @@ def test_the_newest_audit_report_gives_its_outcome_and_time(tmp_path):
 
 
 def test_names_follow_prometheus_conventions_and_the_docs_list_every_metric():
-    names = [m.name for m in METRICS] + [n for n, _ in AUDIT_METRICS] + [READ_METRIC[0]]
+    names = [m.name for m in METRICS] + [RECOVERY_METRIC[0]] + [n for n, _ in AUDIT_METRICS] + [READ_METRIC[0]]
     assert len(names) == len(set(names))
     for name in names:
-        assert re.fullmatch(r"onceflow_[a-z_]+", name) and not name.endswith("_total"), name  # gauges, base units
-        assert not re.search(r"_(ms|milliseconds|minutes)$", name), name
+        assert re.fullmatch(r"onceflow_[a-z_]+", name), name
+        assert not re.search(r"_(ms|milliseconds|minutes)$", name), name  # base units
+    counters = {m.name for m in METRICS if m.counter} | {RECOVERY_METRIC[0]}
+    assert counters == {n for n in names if n.endswith("_total")}  # a counter, and only a counter, ends _total
     documented = re.findall(r"^\| `(onceflow_[a-z_]+)` \|", DOCS.read_text(), re.MULTILINE)
     assert documented == names, "docs/operations.md's metric table must list METRICS, in order"

@@ -194,6 +194,9 @@ def _write_missing(
                         .collect()
                     )
                     count = sum(r["rows"] for r in spans)
+                    reasons = None
+                    if count and sink == SinkName.QUARANTINE:  # its rows per reason (ledger.REASONS)
+                        reasons = {r["reason"]: r["count"] for r in rows.groupBy("reason").count().collect()}
                     if count:
                         entry = backfill_entry(
                             pipeline.name,
@@ -205,6 +208,7 @@ def _write_missing(
                             end,
                             count,
                             [r.asDict() for r in spans],
+                            reasons,
                         )
                         delta.append(rows, ledger.table, entry)  # txn (backfill app id, sequence)
                         log(

@@ -15,7 +15,7 @@ from onceflow.checkpoint import batch_offset_range
 from onceflow.config import Pipeline
 from onceflow.deltars import Appender
 from onceflow.errors import TableFeatureError
-from onceflow.ledger import Ledger, LedgerEntry
+from onceflow.ledger import REASONS, Ledger, LedgerEntry
 from onceflow.sink_kinds import FLOORED, SinkName
 from onceflow.sinks import table_paths
 from onceflow.spark.floors import above, raised
@@ -181,9 +181,20 @@ class BatchWriter:
         entry = self._bronze_entry(batch_id, start, end, bronze.num_rows)
         self.bronze.append(bronze, entry.to_json(), entry.app_id, entry.batch_id)
         faults.maybe_crash("between_sinks", batch_id)
-        q_entry = self.entry(SinkName.QUARANTINE, batch_id, start, end, quarantine.num_rows)
+        q_entry = self._quarantine_entry(batch_id, start, end, quarantine)
         self.quarantine.append(quarantine, q_entry.to_json(), q_entry.app_id, q_entry.batch_id)
         return entry, bronze
+
+    def _quarantine_entry(self, batch_id: int, start: dict, end: dict, rows: pa.Table | DataFrame) -> LedgerEntry:
+        """Its entry, with its rows per reason (ledger.REASONS: the metrics' quarantine counts)."""
+        if isinstance(rows, DataFrame):  # too many rows for the driver: counted where they are
+            reasons = {r["reason"]: r["count"] for r in rows.groupBy("reason").count().collect()}
+        else:
+            import pyarrow.compute as pc
+
+            counts = pc.value_counts(rows.column("reason")).to_pylist() if rows.num_rows else []
+            reasons = {c["values"]: c["counts"] for c in counts}
+        return self.entry(SinkName.QUARANTINE, batch_id, start, end, sum(reasons.values()), {REASONS: reasons})
 
     def _write_with_spark(self, parsed: DataFrame, batch_id: int, start: dict, end: dict) -> LedgerEntry:
         """A large batch: Spark's Delta writer commits bronze (the rows stay in the executors);
@@ -200,10 +211,12 @@ class BatchWriter:
             self.above_floor(self._bronze_frame(parsed, batch_id), SinkName.BRONZE), self.paths[SinkName.BRONZE], entry
         )
         faults.maybe_crash("between_sinks", batch_id)
-        q_entry = self.entry(SinkName.QUARANTINE, batch_id, start, end, stats["quarantine_rows"])
         if self._from_driver(stats["quarantine_rows"]):  # delta-rs from the driver: milliseconds
-            self.quarantine.append(quarantine.toArrow(), q_entry.to_json(), q_entry.app_id, q_entry.batch_id)
+            rows = quarantine.toArrow()
+            q_entry = self._quarantine_entry(batch_id, start, end, rows)
+            self.quarantine.append(rows, q_entry.to_json(), q_entry.app_id, q_entry.batch_id)
         else:  # too many rows for the driver: Spark's Delta writer, same txn, same entry
+            q_entry = self._quarantine_entry(batch_id, start, end, quarantine)
             delta.append(quarantine, self.paths[SinkName.QUARANTINE], q_entry)
         return entry
 
