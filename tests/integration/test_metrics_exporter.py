@@ -1,6 +1,8 @@
 """`onceflow metrics --serve` scraped by a real Prometheus (Debian's package) with onceflow's alert
 rules loaded: a pipeline whose topic holds committed records the job has not read shows Kafka's
-lag per partition through PromQL, as an independent consumer reads it, and every rule evaluates."""
+lag per partition through PromQL, as an independent consumer reads it, and every rule evaluates;
+then the job runs and takes the lag to 0, its driver is killed with `kill -9`, and the shipped
+OnceflowPipelineDown alert fires (after its `for: 1m`) while the lag rises again."""
 
 from __future__ import annotations
 
@@ -15,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from devkit.driver import IngestProcess
 from devkit.kafka import produce_events
 from devkit.pipelines import pipeline_file
 from onceflow.kafka.admin import watermarks
 from onceflow.local.service import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]  # the killed driver is a real Spark driver
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "onceflow-rules.yml"
 
 
@@ -43,7 +46,12 @@ def _until(what: str, look, timeout: float = 90):
     raise AssertionError(f"{what} within {timeout:g}s")
 
 
-def test_prometheus_scrapes_kafkas_lag_and_loads_the_rules(broker, topic, tmp_path):
+def _value(port: int, query: str) -> float | None:
+    result = _api(port, "query", query=query)["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+def test_prometheus_scrapes_the_lag_and_fires_the_down_alert_after_a_kill(broker, jars, topic, tmp_path):
     binary = shutil.which("prometheus")
     assert binary, "prometheus is missing. Fix: apt-get install --no-install-recommends prometheus (.ci/run does)"
     file, pipeline = pipeline_file(tmp_path / "p", broker.bootstrap, topic)
@@ -92,6 +100,29 @@ def test_prometheus_scrapes_kafkas_lag_and_loads_the_rules(broker, topic, tmp_pa
         rules = [r for g in groups for r in g["rules"]]
         assert len(rules) == 7 and all(r["health"] == "ok" for r in rules), rules
         assert not [r["name"] for r in rules if r["state"] != "inactive"]  # nothing is wrong with a new pipeline
+
+        job = IngestProcess(pipeline, file, tmp_path).start()
+        job.wait_progress(more_than=0, timeout=240)
+        lag = f'sum(onceflow_kafka_lag_offsets{{pipeline="{pipeline.name}"}})'
+        _until("the job to take the lag to 0", lambda: _value(web, lag) == 0.0, timeout=120)
+        _until("a healthy verdict", lambda: _value(web, 'onceflow_pipeline_verdict{verdict="healthy"}') == 1.0)
+        killed = time.time()
+        job.kill9()
+        produce_events(broker.bootstrap, topic, 200, seed=2)  # the stream goes on; nobody reads it
+        alert = 'ALERTS{alertname="OnceflowPipelineDown"}'
+        pending = _until("the down alert pending", lambda: _api(web, "query", query=alert)["result"] or None, 60)
+        seen = time.time() - killed
+        assert pending[0]["metric"]["verdict"] in ("dead", "down") and pending[0]["metric"]["pipeline"] == pipeline.name
+        _until("the lag to rise again", lambda: (_value(web, lag) or 0) >= 200, 60)
+        firing = f'ALERTS{{alertname="OnceflowPipelineDown", alertstate="firing", pipeline="{pipeline.name}"}}'
+        fired = _until("the down alert firing", lambda: _api(web, "query", query=firing)["result"] or None, 150)
+        fired_after = time.time() - killed
+        assert fired[0]["metric"]["severity"] == "page"
+        print(
+            f"kill -9 → OnceflowPipelineDown pending after {seen:.1f}s ({pending[0]['metric']['verdict']}), "
+            f"firing after {fired_after:.1f}s (the rule's `for: 1m`)"
+        )
+        assert fired_after < 60 + seen + 30  # its `for`, and a few scrapes and evaluations
     finally:
         for proc in procs:
             proc.terminate()
