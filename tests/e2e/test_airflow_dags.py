@@ -9,12 +9,15 @@ the next stream run to adopt, with zero duplicates and zero loss (the audit, and
 read of Kafka and the tables), and no gap between commits but the kill's; the kill is told once by
 mail and webhook (Airflow's notifiers, to a real SMTP server and an HTTP receiver), the recovery's
 end once more as resolved, and nothing else is;
-`<p>_backfill` over an already-ingested range adds nothing.
+`<p>_backfill` over an already-ingested range adds nothing. With OpenLineage's file transport on,
+the batch DAG's tasks tell their datasets through Airflow's provider, and the job its own run, as
+the task's child, batch by batch, with offsets that chain up to the topic's end.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import threading
@@ -26,7 +29,9 @@ import pytest
 from devkit.driver import SHORT_LIVED_DRIVER
 from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file
 from onceflow.generate.producer import produce
+from onceflow.kafka.admin import watermarks
 from onceflow.polling import wait_until
+from onceflow.sinks import table_paths
 from onceflow.state.status import RunLock, StatusLog
 from tests.airflow_helpers import migrate_db  # AIRFLOW_HOME before airflow is imported
 from tests.exactly_once import assert_exactly_once
@@ -66,6 +71,10 @@ def flow(broker, jars, spark, state_home, tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mail, webhook = MailServer().__enter__(), WebhookReceiver().__enter__()
     use_receivers(mp, mail, webhook)
+    lineage = root / "lineage.jsonl"  # the provider (in this process) and the jobs (spark-submit) append here
+    for key, value in {"TYPE": "file", "LOG_FILE_PATH": str(lineage), "APPEND": "true"}.items():
+        mp.setenv(f"OPENLINEAGE__TRANSPORT__{key}", value)
+    _forget_openlineage_config()
     mp.setenv("ONCEFLOW_PIPELINES_DIR", str(file.parent))
     mp.setenv("ONCEFLOW_REPORTS", str(root / "reports"))
     mp.setenv("ONCEFLOW_SPARK_LOG_LEVEL", "ERROR")
@@ -83,10 +92,25 @@ def flow(broker, jars, spark, state_home, tmp_path_factory):
         "produced": [],
         "mail": mail,
         "webhook": webhook,
+        "lineage": lineage,
     }
     mp.undo()
+    _forget_openlineage_config()
     mail.__exit__(None, None, None)
     webhook.__exit__(None, None, None)
+
+
+def _forget_openlineage_config() -> None:
+    """The provider reads its configuration once per process (functools.cache): read it again."""
+    from airflow.providers.openlineage import conf
+
+    for name in dir(conf):
+        getattr(getattr(conf, name), "cache_clear", lambda: None)()
+
+
+def _lineage(flow) -> list[dict]:
+    path = flow["lineage"]
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def _produce(flow, count: int, seed: int):
@@ -156,6 +180,27 @@ def test_batch_dag_ingests_and_audits_green(flow):
     assert audit["report_url"].startswith("/onceflow/reports/afe2e/")
     assert _xcom("afe2e_batch", run_id, "audit", key="_link_AuditReportLink") == audit["report_url"]
     assert_exactly_once(flow["pipeline"], flow["bootstrap"], flow["produced"])
+
+    # lineage: the provider's task events carry onceflow's datasets; the job's run is the ingest task's child
+    events = _lineage(flow)
+    tasks = {(e["job"]["name"], e["eventType"]): e for e in events if e["job"]["name"].startswith("afe2e_batch.")}
+    ingest_done, audit_done = tasks[("afe2e_batch.ingest", "COMPLETE")], tasks[("afe2e_batch.audit", "COMPLETE")]
+    topic = ("kafka://" + flow["bootstrap"].split(",")[0], flow["topic"])
+    tables = {("file", str(Path(p).absolute())) for p in table_paths(flow["pipeline"]).values()}
+    datasets = lambda e, side: {(d["namespace"], d["name"]) for d in e.get(side) or []}  # noqa: E731
+    assert datasets(ingest_done, "inputs") == {topic} and datasets(ingest_done, "outputs") == tables
+    assert datasets(audit_done, "inputs") == {topic} | tables and datasets(audit_done, "outputs") == set()
+    job = [e for e in events if e["job"]["name"] == "afe2e.ingest" and e["job"]["namespace"] == "onceflow"]
+    assert job and job[0]["eventType"] == "START" and job[-1]["eventType"] == "COMPLETE", job
+    assert {e["run"]["runId"] for e in job} == {ingest["run_id"]}  # the status log's run id
+    parent = job[0]["run"]["facets"]["parent"]
+    assert parent["job"]["name"] == "afe2e_batch.ingest" and parent["run"]["runId"] == ingest_done["run"]["runId"]
+    batches = [e["run"]["facets"]["onceflow_batch"] for e in job if e["eventType"] == "RUNNING"]
+    assert len(batches) == ingest["batches"] and sum(b["inputRows"] for b in batches) == ingest["rows"]
+    for before, after in itertools.pairwise(batches):  # each batch starts where the one before ended
+        assert after["startOffsets"] == before["endOffsets"] and after["batchId"] == before["batchId"] + 1
+    ends = {str(p): high for p, (_, high) in watermarks(flow["bootstrap"], flow["topic"]).items()}
+    assert batches[-1]["endOffsets"] == ends  # the last batch ends at the topic's end, as Kafka says
 
 
 def test_backfill_over_an_ingested_range_adds_nothing(flow):

@@ -21,6 +21,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from onceflow.airflow.hooks import OnceflowHook
+from onceflow.airflow.lineage import parent_env, task_lineage
 from onceflow.airflow.submit import submit_settings
 from onceflow.processes import descends_from
 
@@ -80,7 +81,8 @@ class OnceflowSparkSubmitOperator(SparkSubmitOperator):
         self.conf = {**settings.conf, **(self.conf or {})}
         self.jars = ",".join(j for j in (settings.jars, self.jars) if j)
         self.py_files = ",".join(p for p in (settings.py_files, self.py_files) if p) or None
-        self.env_vars = {**settings.env_vars, **(self.env_vars or {})}
+        # the job's OpenLineage run names this task's run as its parent (onceflow.airflow.lineage)
+        self.env_vars = {**settings.env_vars, **(self.env_vars or {}), **parent_env(context)}
         self._hook = None
         self.log.info("spark-submit %s on master %s (connection %s)", self.application, master, self._conn_id)
 
@@ -103,6 +105,10 @@ class OnceflowSparkSubmitOperator(SparkSubmitOperator):
             return super().execute(context)
         finally:
             os.chdir(here)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The topic this task read and the tables it wrote, for Airflow's OpenLineage provider."""
+        return task_lineage(self.onceflow.pipeline, self.app)
 
     def on_kill(self) -> None:
         """SIGTERM the app first (it stops at a batch boundary), then let the provider kill spark-submit."""

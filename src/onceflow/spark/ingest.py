@@ -29,6 +29,7 @@ from onceflow import faults
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
 from onceflow.errors import IngestError, OnceflowError, StorageError
 from onceflow.kafka.client import source_client
+from onceflow.lineage import run_observer
 from onceflow.polling import wait_until
 from onceflow.schema.model import AVRO, REGISTRY_FORMATS
 from onceflow.sinks import driver_lease, read_ledgers, table_paths
@@ -156,7 +157,8 @@ def run_ingest(
         raise ValueError(f"stop_timeout must be positive, not {stop_timeout!r}")
     faults.parse(os.environ.get("ONCEFLOW_FAULT"))  # a typo fails now, not mid-run
     run_id = str(uuid.uuid4())
-    status = StatusLog(pipeline.state_path, pipeline.name)
+    # the run's OpenLineage events follow its status events, when OpenLineage is configured
+    status = StatusLog(pipeline.state_path, pipeline.name, observe=run_observer(pipeline, log))
     lock = RunLock(pipeline.state_path)
     lock_info = {
         "run_id": run_id,

@@ -77,6 +77,7 @@ class StatusListener(StreamingQueryListener):
             batch_duration_ms=int(p.batchDuration or 0),
             durations_ms=dict(p.durationMs or {}),
             topic=self.topic,
+            start_offsets=_end_offsets(p, self.topic, "startOffset"),
             end_offsets=end,
             lag=lag,
         )

@@ -16,7 +16,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -162,11 +162,13 @@ class Run:
 
 
 class StatusLog:
-    """Append and read one pipeline's status events."""
+    """Append and read one pipeline's status events. `observe`: called with each appended event,
+    after it is written (a run's lineage: onceflow.lineage); it must not raise."""
 
-    def __init__(self, state_path: Path, pipeline: str):
+    def __init__(self, state_path: Path, pipeline: str, observe: Callable[[dict], None] | None = None):
         self.dir = Path(state_path)
         self.pipeline = pipeline
+        self.observe = observe
 
     @property
     def path(self) -> Path:
@@ -184,6 +186,8 @@ class StatusLog:
         line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
         with open(self.path, "a") as f:  # one write per line: readers never see half a record
             f.write(line)
+        if self.observe is not None:
+            self.observe(record)
         return record
 
     def events(self) -> Iterator[dict]:
