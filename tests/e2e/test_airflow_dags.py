@@ -73,8 +73,7 @@ def flow(broker, jars, spark, state_home, tmp_path_factory):
     use_receivers(mp, mail, webhook)
     lineage = root / "lineage.jsonl"  # the provider (in this process) and the jobs (spark-submit) append here
     for key, value in {"TYPE": "file", "LOG_FILE_PATH": str(lineage), "APPEND": "true"}.items():
-        mp.setenv(f"OPENLINEAGE__TRANSPORT__{key}", value)
-    _forget_openlineage_config()
+        mp.setenv(f"OPENLINEAGE__TRANSPORT__{key}", value)  # (the provider reads them afresh under pytest)
     mp.setenv("ONCEFLOW_PIPELINES_DIR", str(file.parent))
     mp.setenv("ONCEFLOW_REPORTS", str(root / "reports"))
     mp.setenv("ONCEFLOW_SPARK_LOG_LEVEL", "ERROR")
@@ -95,17 +94,8 @@ def flow(broker, jars, spark, state_home, tmp_path_factory):
         "lineage": lineage,
     }
     mp.undo()
-    _forget_openlineage_config()
     mail.__exit__(None, None, None)
     webhook.__exit__(None, None, None)
-
-
-def _forget_openlineage_config() -> None:
-    """The provider reads its configuration once per process (functools.cache): read it again."""
-    from airflow.providers.openlineage import conf
-
-    for name in dir(conf):
-        getattr(getattr(conf, name), "cache_clear", lambda: None)()
 
 
 def _lineage(flow) -> list[dict]:
