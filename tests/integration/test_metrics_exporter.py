@@ -7,6 +7,7 @@ OnceflowPipelineDown alert fires (after its `for: 1m`) while the lag rises again
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -22,9 +23,12 @@ from devkit.kafka import produce_events
 from devkit.pipelines import pipeline_file
 from onceflow.kafka.admin import watermarks
 from onceflow.local.service import free_port
+from tests.browser import CHROMIUM, Browser
+from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]  # the killed driver is a real Spark driver
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "onceflow-rules.yml"
+ARTIFACTS = ROOT / "test-artifacts" / "prometheus"  # git-ignored
 
 
 def _api(port: int, path: str, **params) -> dict:
@@ -49,6 +53,25 @@ def _until(what: str, look, timeout: float = 90):
 def _value(port: int, query: str) -> float | None:
     result = _api(port, "query", query=query)["result"]
     return float(result[0]["value"][1]) if result else None
+
+
+def _screenshot_alerts(port: int, tmp_path: Path) -> None:
+    """Prometheus's own alerts page in Chromium, as an operator sees it: the alert firing, for whom."""
+    if not CHROMIUM:
+        pytest.fail("chromium is not installed. Fix: apt-get install chromium (.ci/run does)")
+    browser = Browser()
+    try:
+        browser.goto(f"http://127.0.0.1:{port}/classic/alerts")  # Debian's package serves the classic UI
+        browser.wait_for("document.body && /OnceflowPipelineDown/.test(document.body.innerText)", "the alerts page")
+        browser.js(  # unfold the alert's instances, as a click on it does
+            "document.querySelectorAll('.alert_header, [role=button]').forEach(e => e.click()); 1"
+        )
+        browser.settle()
+        text = browser.js("document.body.innerText")
+        assert re.search(r"firing", text, re.IGNORECASE) and "OnceflowPipelineDown" in text, text[:2000]
+        browser.screenshot(ARTIFACTS / "alerts-firing.png", tmp_path / "alerts-firing.png")
+    finally:
+        browser.close()
 
 
 def test_prometheus_scrapes_the_lag_and_fires_the_down_alert_after_a_kill(broker, jars, topic, tmp_path):
@@ -118,6 +141,7 @@ def test_prometheus_scrapes_the_lag_and_fires_the_down_alert_after_a_kill(broker
         fired = _until("the down alert firing", lambda: _api(web, "query", query=firing)["result"] or None, 150)
         fired_after = time.time() - killed
         assert fired[0]["metric"]["severity"] == "page"
+        _screenshot_alerts(web, tmp_path)
         print(
             f"kill -9 → OnceflowPipelineDown pending after {seen:.1f}s ({pending[0]['metric']['verdict']}), "
             f"firing after {fired_after:.1f}s (the rule's `for: 1m`)"
