@@ -121,7 +121,7 @@ def test_prometheus_scrapes_the_lag_and_fires_the_down_alert_after_a_kill(broker
         assert [r["metric"]["verdict"] for r in verdict] == ["not_started"]
         groups = _until("the rules to be evaluated", lambda: _api(web, "rules")["groups"] or None)
         rules = [r for g in groups for r in g["rules"]]
-        assert len(rules) == 7 and all(r["health"] == "ok" for r in rules), rules
+        assert len(rules) == 9 and all(r["health"] == "ok" for r in rules), rules
         assert not [r["name"] for r in rules if r["state"] != "inactive"]  # nothing is wrong with a new pipeline
 
         job = IngestProcess(pipeline, file, tmp_path).start()

@@ -18,6 +18,7 @@ PARENT = {"namespace": "airflow", "name": "p_batch.ingest", "run_id": "01932f4e-
 
 @pytest.fixture
 def events_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))  # the status logs written here
     path = tmp_path / "lineage.jsonl"
     for key, value in {"TYPE": "file", "LOG_FILE_PATH": str(path), "APPEND": "true"}.items():
         monkeypatch.setenv(f"OPENLINEAGE__TRANSPORT__{key}", value)

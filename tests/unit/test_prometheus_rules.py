@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from onceflow.metrics import AUDIT_METRICS, METRICS, READ_METRIC
+from onceflow.metrics import AUDIT_METRICS, METRICS, READ_METRIC, RECOVERY_METRIC
 
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 
@@ -27,6 +27,6 @@ def test_the_rules_are_valid_and_their_unit_tests_pass():
 
 
 def test_the_rules_read_only_metrics_onceflow_exports():
-    exported = {m.name for m in METRICS} | {n for n, _ in AUDIT_METRICS} | {READ_METRIC[0]}
+    exported = {m.name for m in METRICS} | {RECOVERY_METRIC[0]} | {n for n, _ in AUDIT_METRICS} | {READ_METRIC[0]}
     used = set(re.findall(r"\bonceflow_[a-z_]+", (RULES / "onceflow-rules.yml").read_text()))
     assert used and used <= exported, used - exported
