@@ -126,8 +126,8 @@ def test_prometheus_scrapes_the_lag_and_fires_the_down_alert_after_a_kill(broker
 
         job = IngestProcess(pipeline, file, tmp_path).start()
         job.wait_progress(more_than=0, timeout=240)
-        lag = f'sum(onceflow_kafka_lag_offsets{{pipeline="{pipeline.name}"}})'
-        _until("the job to take the lag to 0", lambda: _value(web, lag) == 0.0, timeout=120)
+        total = f'sum(onceflow_kafka_lag_offsets{{pipeline="{pipeline.name}"}})'
+        _until("the job to take the lag to 0", lambda: _value(web, total) == 0.0, timeout=120)
         _until("a healthy verdict", lambda: _value(web, 'onceflow_pipeline_verdict{verdict="healthy"}') == 1.0)
         killed = time.time()
         job.kill9()
@@ -136,7 +136,7 @@ def test_prometheus_scrapes_the_lag_and_fires_the_down_alert_after_a_kill(broker
         pending = _until("the down alert pending", lambda: _api(web, "query", query=alert)["result"] or None, 60)
         seen = time.time() - killed
         assert pending[0]["metric"]["verdict"] in ("dead", "down") and pending[0]["metric"]["pipeline"] == pipeline.name
-        _until("the lag to rise again", lambda: (_value(web, lag) or 0) >= 200, 60)
+        _until("the lag to rise again", lambda: (_value(web, total) or 0) >= 200, 60)
         firing = f'ALERTS{{alertname="OnceflowPipelineDown", alertstate="firing", pipeline="{pipeline.name}"}}'
         fired = _until("the down alert firing", lambda: _api(web, "query", query=firing)["result"] or None, 150)
         fired_after = time.time() - killed
