@@ -328,12 +328,15 @@ class Notify(_Model):
 
     email: EmailNotify | None = None
     slack: SlackNotify | None = None
+    # any other Airflow notifier (PagerDuty, Opsgenie, Teams, ...): `package.module:function`, called
+    # with the incident (onceflow.airflow.notify.Incident), returning a BaseNotifier
+    notifiers: list[Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]] = []
     # where a message's runbook links point (e.g. your docs site); default: the path in the repository
     docs_url: str | None = None
 
     @property
-    def targets(self) -> list[EmailNotify | SlackNotify]:
-        return [t for t in (self.email, self.slack) if t is not None]
+    def targets(self) -> list[EmailNotify | SlackNotify | str]:
+        return [t for t in (self.email, self.slack) if t is not None] + list(self.notifiers)
 
 
 class Airflow(_Model):

@@ -233,6 +233,11 @@ def audit_failed(pipeline: str, verdict: dict, summary: dict, report_url: str, d
 
 # -- sending -----------------------------------------------------------------------------------
 def _notifier(target: Any, incident: Incident, docs_url: str | None):
+    if isinstance(target, str):  # `package.module:function`, given the incident, returns a BaseNotifier
+        import importlib
+
+        module, function = target.split(":")
+        return getattr(importlib.import_module(module), function)(incident)
     if isinstance(target, EmailNotify):
         from airflow.providers.smtp.notifications.smtp import SmtpNotifier
 
@@ -251,19 +256,21 @@ def _notifier(target: Any, incident: Incident, docs_url: str | None):
 def send(
     pipeline: Pipeline, incident: Incident, context: Any, log: Callable[[str], None] = lambda msg: None
 ) -> list[str]:
-    """Tell `pipeline`'s notify targets; returns the connections that took the message. A failing
-    target is logged (masked) and skipped: a notification never fails the task that decided it."""
+    """Tell `pipeline`'s notify targets; returns those that took the message (a connection id, or a
+    notifier factory's path). A failing target is logged (masked) and skipped: a notification never
+    fails the task that decided it."""
     notify: Notify = pipeline.airflow.notify
     secrets = secret_values(pipeline)
     incident = incident.masked(secrets)
     log(f"incident: {incident.subject()}")
     sent = []
     for target in notify.targets:
+        name = target if isinstance(target, str) else target.connection
         try:
             # notify(), not the notifier's __call__: the text is not a template (a reason may hold "{{")
             _notifier(target, incident, notify.docs_url).notify(context)
-            sent.append(target.connection)
+            sent.append(name)
         except Exception as exc:  # a mail server or webhook down must not fail the recovery or the audit
             reason = Incident(pipeline.name, incident.kind, f"{type(exc).__name__}: {exc}").masked(secrets).headline
-            log(f"the notification through connection {target.connection!r} failed: {reason}")
+            log(f"the notification through {name!r} failed: {reason}")
     return sent

@@ -84,3 +84,33 @@ def test_notify_targets_load_and_a_mail_without_recipients_is_refused(tmp_path):
     assert "field `airflow.notify.email.to`" in str(exc.value) and "Fix" in str(exc.value)
     with pytest.raises(ConfigError, match=r"airflow\.notify\.pager"):
         config.load(write(tmp_path, GOOD + "airflow:\n  notify:\n    pager: {}\n"), env={})
+
+
+received: list = []
+
+
+def recording_notifier(incident: Incident):
+    """A notifier factory as a pipeline names one (`airflow.notify.notifiers`): Airflow's BaseNotifier."""
+    from airflow.sdk import BaseNotifier
+
+    class Recorder(BaseNotifier):
+        def notify(self, context):
+            received.append((incident.subject(), incident.text()))
+
+    return Recorder()
+
+
+def test_any_airflow_notifier_takes_the_incident_through_a_factory_the_pipeline_names(tmp_path):
+    from onceflow.airflow.notify import send
+
+    factory = "tests.unit.airflow.test_notify:recording_notifier"
+    text = GOOD + f"airflow:\n  notify:\n    notifiers: ['{factory}', 'tests.unit.airflow.test_notify:missing']\n"
+    pipeline = config.load(write(tmp_path, text), env={})
+    incident = recovery_started("p1", "manual", "", "p1_recover", "manual__1")
+    logged: list[str] = []
+    received.clear()
+    assert send(pipeline, incident, {}, logged.append) == [factory]
+    assert received == [("[onceflow] p1: recovery started", incident.text())]
+    assert any("test_notify:missing" in line and "AttributeError" in line for line in logged), logged
+    with pytest.raises(ConfigError, match=r"airflow\.notify\.notifiers"):
+        config.load(write(tmp_path, GOOD + "airflow:\n  notify:\n    notifiers: ['not a path']\n"), env={})
