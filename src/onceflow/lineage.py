@@ -3,8 +3,9 @@
 The job (`onceflow ingest`, however it was started) tells its own run, from the run's status
 events (onceflow.state.status), so lineage says what the status log says: START when its query
 starts, RUNNING at each committed batch with that batch's offsets as the `onceflow_batch` run facet,
-COMPLETE when it ends (finished or stopped), FAIL with the error. The run's id is the status log's
-run id. Its inputs and outputs are named by OpenLineage's naming spec: a Kafka topic in
+COMPLETE when it ends (finished or stopped), FAIL with the error; a run killed before its end sends
+nothing, so the next run of the pipeline sends FAIL for it as it starts. The run's id is the status
+log's run id. Its inputs and outputs are named by OpenLineage's naming spec: a Kafka topic in
 `kafka://host:port`, a table in `file` (its absolute path) or `s3://bucket` (its key).
 
 Configured the OpenLineage client's own way (OPENLINEAGE_URL, OPENLINEAGE__TRANSPORT__*,
@@ -89,12 +90,17 @@ class RunLineage:
         self.log = log
         self.failed = False
         self.previous_end: dict[str, int] = {}
+        self.status = (pipeline.state_path, pipeline.name)
 
     def __call__(self, event: dict) -> None:
         kind = event.get("event")
         try:
             if kind == RunEvent.STARTED:
-                self._emit("START", event, {"processing_engine_mode": str(event.get("mode"))})
+                orphan = self._orphan()
+                if orphan:  # a killed run sends nothing: its successor closes it
+                    error = f"the run ended without a final event (its driver died); run {event['run_id']} took over"
+                    self._emit("FAIL", {**event, "run_id": orphan}, error=error)
+                self._emit("START", event)
             elif kind == RunEvent.PROGRESS:
                 self._emit("RUNNING", event, batch=self._batch(event))
             elif kind == RunEvent.FINAL:
@@ -104,6 +110,14 @@ class RunLineage:
             if not self.failed:
                 self.failed = True
                 self.log(f"OpenLineage: could not send the run's events ({type(exc).__name__}: {exc})")
+
+    def _orphan(self) -> str | None:
+        """The run before this one (whose `started` event was just written), if it has no final event."""
+        from onceflow.state.status import Run, StatusLog
+
+        runs = StatusLog(*self.status).newest_runs(2)
+        before = runs[0] if len(runs) == 2 else Run(())
+        return before.run_id if before.started is not None and before.final is None else None
 
     def _batch(self, event: dict) -> dict:
         end = {str(p): int(o) for p, o in (event.get("end_offsets") or {}).items()}
@@ -117,7 +131,7 @@ class RunLineage:
             "inputRows": event.get("input_rows"),
         }
 
-    def _emit(self, state: str, event: dict, more: dict | None = None, batch: dict | None = None, error=None):
+    def _emit(self, state: str, event: dict, batch: dict | None = None, error: str | None = None) -> None:
         from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
         from openlineage.client.facet_v2 import error_message_run, parent_run
         from openlineage.client.generated.base import RunFacet

@@ -102,3 +102,20 @@ def test_unconfigured_nothing_is_told(tmp_path, monkeypatch):
 )
 def test_tables_are_named_by_the_naming_spec(path, dataset):
     assert lineage.table_dataset(path) == dataset
+
+
+def test_a_killed_run_is_closed_by_the_next_run_of_the_pipeline(tmp_path, events_file):
+    pipeline = load_pipeline(tmp_path / "p", "b:9092", "t")
+    StatusLog(pipeline.state_path, pipeline.name).append(RunEvent.STARTED, run_id=RUN)  # then kill -9: no final
+    status = StatusLog(pipeline.state_path, pipeline.name, observe=lineage.run_observer(pipeline))
+    status.append(RunEvent.STARTED, run_id="5b0e7c1a-0000-4000-8000-000000000001", mode="continuous")
+    status.append(RunEvent.FINAL, run_id="5b0e7c1a-0000-4000-8000-000000000001", status=RunStatus.STOPPED)
+    status.append(RunEvent.STARTED, run_id="5b0e7c1a-0000-4000-8000-000000000002", mode="continuous")
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    assert [(e["eventType"], e["run"]["runId"][-2:]) for e in events] == [
+        ("FAIL", RUN[-2:]),  # the killed run, closed as the next one starts
+        ("START", "01"),
+        ("COMPLETE", "01"),
+        ("START", "02"),  # the run before it ended: nothing to close
+    ]
+    assert "without a final event" in events[0]["run"]["facets"]["errorMessage"]["message"]
