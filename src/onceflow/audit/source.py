@@ -295,12 +295,21 @@ def read_source(
     bronze's columns (tables.bronze_columns: the declared fields, typed; a Debezium pipeline's
     `_op` and `_sequence` too) and `reason` (NULL when valid) — what the sinks should hold. A
     Debezium tombstone has reason TOMBSTONE_REASON: it belongs in neither bronze nor quarantine."""
-    schema, keyed = pipeline.schema, pipeline.keyed
-    segments = declaration_segments(pipeline) if segments is None else segments
     if not ranges:  # nothing new to audit: the same columns, no rows
         raw = spark.createDataFrame([], "key binary, value binary, topic string, partition int, offset long")
     else:
         raw = read_kafka(spark, pipeline, ranges).select("key", "value", "topic", "partition", "offset")
+    judge, ddl = record_judge(pipeline, segments)
+    return raw.mapInArrow(judge, ddl)
+
+
+def record_judge(pipeline: Pipeline, segments: Segments | None = None):
+    """The audit's judge of a pipeline's raw Kafka records, and the DDL of what it gives: a function
+    of Arrow record batches (key, value, topic, partition, offset) to batches of bronze's columns,
+    the coordinates and `reason`. Spark's Python workers run it (read_source); so can a reader
+    without Spark."""
+    schema, keyed = pipeline.schema, pipeline.keyed
+    segments = declaration_segments(pipeline) if segments is None else segments
     ddl = ", ".join(f"`{n}` {t}" for n, t in tables.bronze_columns(schema, keyed).items()) + ", " + SOURCE_DDL
     by_hand = Unprocessable.load(pipeline.state_path).ranges(pipeline.source.topic)
     cdc = None
@@ -312,4 +321,4 @@ def read_source(
     if schema.registry is not None and pipeline.registry_subject is not None:
         settings = {**schema.registry.model_dump(), "password": schema.registry.password}
         framed = (settings, pipeline.registry_subject, schema.format)
-    return raw.mapInArrow(_judged(schema.model_dump_json(), segments, by_hand, cdc, framed), ddl)
+    return _judged(schema.model_dump_json(), segments, by_hand, cdc, framed), ddl
