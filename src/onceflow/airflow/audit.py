@@ -12,7 +12,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from onceflow.airflow.hooks import reports_root
 from onceflow.airflow.links import AuditReportLink, report_url
-from onceflow.airflow.notify import audit_failed, send
+from onceflow.airflow.notify import audit_failed, tell
 from onceflow.airflow.spark_submit import OnceflowSparkSubmitOperator
 from onceflow.audit.report import audit_verdict
 from onceflow.reconcile import AuditScope, AuditStatus
@@ -81,5 +81,9 @@ class AuditOperator(OnceflowSparkSubmitOperator):
     def _tell(self, hook: Any, context: Any, verdict: dict, summary: dict, link: str) -> None:
         """The pipeline's notify targets hear of a failed audit (onceflow.airflow.notify)."""
         link = link or f"{summary.get('report_dir')}/index.html"
-        incident = audit_failed(hook.name, verdict, summary, link, context["dag"].dag_id, context["run_id"])
-        send(hook.pipeline, incident, context, self.log.info)
+        tell(
+            lambda: hook.pipeline,
+            lambda: audit_failed(hook.name, verdict, summary, link, context["dag"].dag_id, context["run_id"]),
+            context,
+            self.log.info,
+        )

@@ -274,3 +274,19 @@ def send(
             reason = Incident(pipeline.name, incident.kind, f"{type(exc).__name__}: {exc}").masked(secrets).headline
             log(f"the notification through {name!r} failed: {reason}")
     return sent
+
+
+def tell(
+    pipeline: Callable[[], Pipeline],
+    incident: Callable[[], Incident],
+    context: Any,
+    log: Callable[[str], None] = lambda msg: None,
+) -> list[str]:
+    """send(), from a task whose own work (a recovery's trigger, its marker, an audit's verdict) must
+    go on whatever happens here: a pipeline that cannot be read or an incident that cannot be worded
+    is logged, never raised."""
+    try:
+        return send(pipeline(), incident(), context, log)
+    except Exception as exc:
+        log(f"the incident could not be told: {type(exc).__name__}: {exc}")
+        return []

@@ -15,7 +15,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from onceflow.airflow.dag_kinds import DagKind, dag_id
 from onceflow.airflow.hooks import OnceflowHook
-from onceflow.airflow.notify import recovery_ended, recovery_started, send
+from onceflow.airflow.notify import recovery_ended, recovery_started, tell
 from onceflow.errors import RecoveryInProgressError
 
 REFUSAL = "refusal"  # the XCom key of a refused recovery's reason
@@ -167,14 +167,15 @@ class RecoveryMarkerOperator(BaseOperator):
             return None
         params = context.get("params") or {}
         if not params.get("from_run"):  # by hand: no watch told of it
-            incident = recovery_started(
-                hook.name,
-                str(params.get("verdict") or ""),
-                str(params.get("reasons") or ""),
-                dag_id(hook.name, DagKind.RECOVER),
-                context["run_id"],
+            verdict, reasons = str(params.get("verdict") or ""), str(params.get("reasons") or "")
+            tell(
+                lambda: hook.pipeline,
+                lambda: recovery_started(
+                    hook.name, verdict, reasons, dag_id(hook.name, DagKind.RECOVER), context["run_id"]
+                ),
+                context,
+                self.log.info,
             )
-            send(hook.pipeline, incident, context, self.log.info)
         with hook.control_lock():
             try:
                 marker = hook.recovery_marker.begin(context["run_id"]).as_dict()
@@ -198,7 +199,10 @@ class RecoveryMarkerOperator(BaseOperator):
         refusal = ti.xcom_pull(task_ids=execute_task, key=REFUSAL)
         began = getattr(context.get("dag_run"), "start_date", None)
         seconds = first_batch["time"] - began.timestamp() if first_batch and began and first_batch.get("time") else None
-        incident = recovery_ended(
-            hook.name, executed, first_batch, refusal, dag_id(hook.name, DagKind.RECOVER), context["run_id"], seconds
+        recover = dag_id(hook.name, DagKind.RECOVER)
+        tell(
+            lambda: hook.pipeline,
+            lambda: recovery_ended(hook.name, executed, first_batch, refusal, recover, context["run_id"], seconds),
+            context,
+            self.log.info,
         )
-        send(hook.pipeline, incident, context, self.log.info)

@@ -9,7 +9,7 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk.exceptions import AirflowSkipException
 
 from onceflow.airflow.hooks import OnceflowHook
-from onceflow.airflow.notify import alert_incident, send
+from onceflow.airflow.notify import alert_incident, tell
 from onceflow.verdicts import ALERTS, PROBLEMS
 
 
@@ -33,11 +33,15 @@ class RecoverOnProblemOperator(TriggerDagRunOperator):
             event = json.loads(event)  # its JSON text in Airflow 3.3 (measured: benchmarks/airflow_kills.py)
         verdict = event.get("verdict")
         if verdict in ALERTS:
-            pipeline = OnceflowHook(self.pipeline_file).pipeline
-            incident = alert_incident(
-                pipeline.name, event, context["dag"].dag_id, context["run_id"], str(self.trigger_dag_id)
+            hook = OnceflowHook(self.pipeline_file)
+            tell(
+                lambda: hook.pipeline,
+                lambda: alert_incident(
+                    hook.name, event, context["dag"].dag_id, context["run_id"], str(self.trigger_dag_id)
+                ),
+                context,
+                self.log.info,
             )
-            send(pipeline, incident, context, self.log.info)
         if verdict not in PROBLEMS:
             raise AirflowSkipException(f"verdict {verdict}: the window ended cleanly; no recovery")
         reasons = "; ".join(event.get("reasons") or [])

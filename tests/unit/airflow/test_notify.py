@@ -114,3 +114,18 @@ def test_any_airflow_notifier_takes_the_incident_through_a_factory_the_pipeline_
     assert any("test_notify:missing" in line and "AttributeError" in line for line in logged), logged
     with pytest.raises(ConfigError, match=r"airflow\.notify\.notifiers"):
         config.load(write(tmp_path, GOOD + "airflow:\n  notify:\n    notifiers: ['not a path']\n"), env={})
+
+
+def test_telling_never_fails_the_task_that_decided():
+    from onceflow.airflow.notify import tell
+
+    logged: list[str] = []
+
+    def unreadable():
+        raise ConfigError("p.yaml: field `airflow.notify.email.to`: at least 1 item. Fix: name a recipient")
+
+    assert tell(unreadable, lambda: recovery_started("p", "", "", "d", "r"), {}, logged.append) == []
+    assert logged == [
+        "the incident could not be told: ConfigError: p.yaml: field `airflow.notify.email.to`: at least 1 item. "
+        "Fix: name a recipient"
+    ]

@@ -83,10 +83,10 @@ class _TI:
 
 def test_a_recovery_by_hand_is_told_at_begin_one_a_watch_triggered_only_at_its_end(tmp_path, monkeypatch):
     """The watch that triggered a recovery told its incident; the recovery adds its outcome only."""
-    from onceflow.airflow import recovery
+    from onceflow.airflow import notify
 
     told: list = []
-    monkeypatch.setattr(recovery, "send", lambda pipeline, incident, context, log: told.append(incident))
+    monkeypatch.setattr(notify, "send", lambda pipeline, incident, context, log: told.append(incident))
     monkeypatch.setenv("ONCEFLOW_HOME", str(tmp_path / "home"))
     file = str(write_pipeline(tmp_path / "p", "localhost:1", "t", name="p"))
     begin = RecoveryMarkerOperator(task_id="begin", pipeline_file=file, action="begin")

@@ -12,7 +12,7 @@ importlib.import_module("tests.airflow_helpers")  # sets AIRFLOW_HOME before air
 from airflow.sdk.exceptions import AirflowSkipException, DagRunTriggerException  # noqa: E402 -- after AIRFLOW_HOME
 
 from devkit.pipelines import write_pipeline  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
-from onceflow.airflow import route  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
+from onceflow.airflow import notify  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
 from onceflow.airflow.notify import IncidentKind  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
 from onceflow.airflow.route import RecoverOnProblemOperator  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
 from onceflow.verdicts import PROBLEMS, Verdict  # noqa: E402 -- after tests.airflow_helpers sets AIRFLOW_HOME
@@ -35,7 +35,7 @@ class _Dag:
 def told(monkeypatch) -> list:
     """The incidents the operator hands to notify.send (the sending itself: tests/integration/test_notify.py)."""
     sent: list = []
-    monkeypatch.setattr(route, "send", lambda pipeline, incident, context, log: sent.append(incident))
+    monkeypatch.setattr(notify, "send", lambda pipeline, incident, context, log: sent.append(incident))
     return sent
 
 
