@@ -11,7 +11,8 @@ available-now, fixes the committed point, and reconciles the rows three ways, ch
 - `arrow`: confluent-kafka reads each partition's range at read_committed into Arrow batches, the
   audit's own judge (onceflow.audit.source.record_judge) runs on them in this process, delta-rs reads
   bronze and quarantine at the pinned versions, and one DuckDB union + group by (partition, offset)
-  gives the same per-partition counts; `arrow_cold` is the same in a fresh Python process.
+  gives the same per-partition counts; `arrow_cold` is the same in a fresh Python process, and
+  `arrow_judged_in_processes` has one forked process per core judge a share of the batches.
 The counts of all three must be equal (`same_counts`); the checksums are not compared (each engine
 hashes with its own function). One run, 2 cores: quote ratios.
 """
@@ -98,14 +99,36 @@ def _kafka_batches(pipeline, ranges: dict[int, tuple[int, int]], size: int = 200
         consumer.close()
 
 
-def arrow_rows(pipeline, point) -> tuple[list[dict], dict]:
-    """Per-partition counts without Spark, and the seconds of each phase."""
-    import duckdb
+def _judge_part(pipeline, batches: list):
+    """One process's share of the records, judged (a process of its own: the judge is pure Python)."""
     import pyarrow as pa
+
+    from onceflow.audit.source import record_judge
+
+    judge, _ = record_judge(pipeline)
+    return pa.Table.from_batches(list(judge(iter(batches))))
+
+
+def _judged(pipeline, raw: list, processes: int):
+    import pyarrow as pa
+
+    if processes <= 1:
+        return _judge_part(pipeline, raw)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    shares = [raw[i::processes] for i in range(processes)]
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
+        return pa.concat_tables(pool.map(_judge_part, [pipeline] * processes, shares))
+
+
+def arrow_rows(pipeline, point, processes: int = 1) -> tuple[list[dict], dict]:
+    """Per-partition counts without Spark, and the seconds of each phase; `processes` judge the
+    records side by side."""
+    import duckdb
     from deltalake import DeltaTable
 
     from onceflow import tables
-    from onceflow.audit.source import record_judge
     from onceflow.sink_kinds import SinkName
 
     t: dict[str, float] = {}
@@ -113,8 +136,7 @@ def arrow_rows(pipeline, point) -> tuple[list[dict], dict]:
     raw = list(_kafka_batches(pipeline, point.ranges()))
     t["kafka_read"] = time.monotonic() - started
     lap = time.monotonic()
-    judge, _ = record_judge(pipeline)
-    source = pa.Table.from_batches(list(judge(iter(raw))))
+    source = _judged(pipeline, raw, processes)
     t["judge"] = time.monotonic() - lap
     lap = time.monotonic()
     columns = list(tables.bronze_columns(pipeline.schema, pipeline.keyed))
@@ -226,8 +248,9 @@ def main() -> int:
             spark.stop()
             arrow_rows(pipeline, point)  # imports and caches, as a warm process holds them
             arrow_counts, arrow = arrow_rows(pipeline, point)
+            split_counts, split = arrow_rows(pipeline, point, processes=os.cpu_count() or 1)
             cold = {e: child_figures(__file__, [e, str(folder), broker.bootstrap]) for e in ("spark", "arrow")}
-            same = counts == arrow_counts == cold["spark"]["counts"] == cold["arrow"]["counts"]
+            same = counts == arrow_counts == split_counts == cold["spark"]["counts"] == cold["arrow"]["counts"]
             records = sum(c["source_records"] for c in counts)
             sizes.append(
                 {
@@ -237,6 +260,7 @@ def main() -> int:
                     "spark_warm_s": warm,
                     "arrow_warm_s": arrow["total"],
                     "arrow_phases_s": arrow,
+                    "arrow_judged_in_processes_s": split,
                     "spark_cold_s": cold["spark"]["seconds"],
                     "arrow_cold_s": cold["arrow"]["seconds"],
                     "warm_ratio": round(arrow["total"] / warm, 3),
