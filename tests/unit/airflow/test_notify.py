@@ -77,7 +77,8 @@ def test_notify_targets_load_and_a_mail_without_recipients_is_refused(tmp_path):
     notify = config.load(write(tmp_path, text), env={}).airflow.notify
     assert notify.email is not None and notify.email.connection == "smtp_default"
     assert notify.email.from_ == "o@example.test" and notify.email.to == ["a@example.test"]
-    assert [t.connection for t in notify.targets] == ["smtp_default", "team_webhook"]
+    assert notify.targets == [notify.email, notify.slack]
+    assert notify.slack is not None and notify.slack.connection == "team_webhook"
     assert config.load(write(tmp_path, GOOD), env={}).airflow.notify.targets == []
     with pytest.raises(ConfigError) as exc:
         config.load(write(tmp_path, GOOD + "airflow:\n  notify:\n    email: {to: []}\n"), env={})
