@@ -145,6 +145,11 @@ def alert_incident(pipeline: str, event: dict, dag_id: str, run_id: str, recover
         evidence.append(f"last committed batch: {last}")
     if lag is not None:
         evidence.append(f"lag: {lag} offsets")
+    poisoned = (health.get("run") or {}).get("poisoned")
+    if poisoned:  # the batch every run failed on: its offsets, the error, how many runs
+        spans = ", ".join(f"partition {p} [{r[0]}, {r[1]})" for p, r in sorted((poisoned.get("ranges") or {}).items()))
+        batch, runs, error = poisoned.get("batch_id"), poisoned.get("runs"), poisoned.get("error")
+        evidence.append(f"poisoned batch {batch} ({spans}), failed {runs} runs: {error}")
     if run.get("run_id"):
         evidence.append(
             f"the app's run {run['run_id']}: {run.get('batches', 0)} batches, final status "

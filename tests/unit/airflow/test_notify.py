@@ -130,3 +130,26 @@ def test_telling_never_fails_the_task_that_decided():
         "the incident could not be told: ConfigError: p.yaml: field `airflow.notify.email.to`: at least 1 item. "
         "Fix: name a recipient"
     ]
+
+
+def test_a_poisoned_batch_is_told_with_its_offsets_and_error():
+    event = {
+        "verdict": "poisoned",
+        "reasons": ["the last 3 runs all failed on batch 12"],
+        "health": {
+            "run": {
+                "poisoned": {
+                    "batch_id": 12,
+                    "ranges": {"1": [40, 90], "0": [10, 50]},
+                    "runs": 3,
+                    "error": "ArithmeticException: / by zero",
+                }
+            }
+        },
+    }
+    incident = alert_incident("p", event, "p_stream", "r", "p_recover")
+    assert incident.runbook == "docs/runbooks/poison-batch.md"
+    assert (
+        "poisoned batch 12 (partition 0 [10, 50), partition 1 [40, 90)), failed 3 runs: "
+        "ArithmeticException: / by zero" in incident.evidence
+    )
