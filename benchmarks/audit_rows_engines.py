@@ -12,7 +12,7 @@ available-now, fixes the committed point, and reconciles the rows three ways, ch
   audit's own judge (onceflow.audit.source.record_judge) runs on them in this process, delta-rs reads
   bronze and quarantine at the pinned versions, and one DuckDB union + group by (partition, offset)
   gives the same per-partition counts; `arrow_cold` is the same in a fresh Python process, and
-  `arrow_judged_in_processes` has one forked process per core judge a share of the batches.
+  `arrow_judged_in_processes` has one spawned process per core judge a share of the batches.
 The counts of all three must be equal (`same_counts`); the checksums are not compared (each engine
 hashes with its own function). One run, 2 cores: quote ratios.
 """
@@ -117,9 +117,12 @@ def _judged(pipeline, raw: list, processes: int):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    shares = [raw[i::processes] for i in range(processes)]
-    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
-        return pa.concat_tables(pool.map(_judge_part, [pipeline] * processes, shares))
+    records = pa.Table.from_batches(raw)
+    size = -(-records.num_rows // processes)  # rows per process, rounded up
+    shares = [records.slice(i * size, size).to_batches() for i in range(processes) if i * size < records.num_rows]
+    # spawned, not forked: this process already runs delta-rs's threads, which a fork would not carry
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pa.concat_tables(pool.map(_judge_part, [pipeline] * len(shares), shares))
 
 
 def arrow_rows(pipeline, point, processes: int = 1) -> tuple[list[dict], dict]:
