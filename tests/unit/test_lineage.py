@@ -5,6 +5,7 @@ through Airflow's provider and a spark-submit'ed job: tests/e2e/test_airflow_dag
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -79,7 +80,7 @@ def test_a_failed_run_tells_its_error_and_a_broken_transport_never_stops_the_run
 
 
 def test_unconfigured_nothing_is_told(tmp_path, monkeypatch):
-    for key in [k for k in __import__("os").environ if k.startswith("OPENLINEAGE")]:
+    for key in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
         monkeypatch.delenv(key)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))

@@ -4,6 +4,7 @@ provider's own events and the job's parent link, in a real DAG run: tests/e2e/te
 from __future__ import annotations
 
 import importlib
+import os
 
 importlib.import_module("tests.airflow_helpers")  # sets AIRFLOW_HOME before airflow is imported
 
@@ -26,6 +27,6 @@ def test_the_ingest_reads_the_topic_and_writes_the_tables_and_the_audit_reads_bo
 
 def test_no_parent_is_handed_on_while_the_provider_is_off(monkeypatch):
     # (the provider reads its configuration afresh under pytest: no cache to clear)
-    for key in [k for k in __import__("os").environ if k.startswith(("OPENLINEAGE", "AIRFLOW__OPENLINEAGE"))]:
+    for key in [k for k in os.environ if k.startswith(("OPENLINEAGE", "AIRFLOW__OPENLINEAGE"))]:
         monkeypatch.delenv(key)
     assert parent_env({"ti": object()}) == {}  # the task instance is not even looked at
