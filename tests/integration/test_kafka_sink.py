@@ -244,6 +244,23 @@ def test_a_ledger_topic_that_expires_records_is_refused(broker, source):
         sink.prepare()
 
 
+def test_a_ledger_reader_stuck_on_a_partition_renews_its_consumer_and_fails_by_its_deadline(broker, monkeypatch):
+    """A consumer whose metadata keeps saying "unknown partition" (seen after a whole cluster
+    restarted) is replaced within the reader's timeout; a partition that really is missing still
+    fails with the broker's own error once the timeout passes, never hangs."""
+    from onceflow.kafka import ledger
+
+    ensure_topic(broker.bootstrap, "ks-one-partition", 1)
+    monkeypatch.setattr(ledger, "_FRESH_CONSUMER_AFTER", 1.0)
+    with ledger.LedgerReader(broker.bootstrap, timeout=4) as reader:
+        assert reader.stable_end("ks-one-partition", 0)[1] == 0
+        assert reader.renewed == 0
+        with pytest.raises(KafkaException, match="Unknown partition"):
+            reader.stable_end("ks-one-partition", 3)
+        assert reader.renewed >= 2
+        assert reader.stable_end("ks-one-partition", 0)[1] == 0  # the new consumers read
+
+
 # -- pure logic (no broker needed) ----------------------------------------------
 def test_transaction_timeout_follows_the_trigger_within_broker_limits():
     assert transaction_timeout_ms(1) == 60_000

@@ -190,6 +190,13 @@ def _watermarks(consumer: Consumer, tp: TopicPartition, deadline: Deadline) -> t
             consumer.list_topics(tp.topic, timeout=probe)
 
 
+# A client can stay stuck after every node of a cluster restarted: its metadata refreshes keep
+# answering "unknown partition" while a new client sees the partition at once (seen in the whole-
+# cluster fault of tests/e2e/test_cluster_failover.py). So a look-up that fails this long on one
+# consumer goes on with a new one, within the reader's own timeout.
+_FRESH_CONSUMER_AFTER = 20.0
+
+
 class LedgerReader:
     """Reads ledger partitions at read_committed (two consumers, reused across look-ups)."""
 
@@ -198,6 +205,7 @@ class LedgerReader:
         self.timeout = timeout
         self.committed = _consumer(self.cluster, "read_committed")
         self.uncommitted = _consumer(self.cluster, "read_uncommitted")  # only for the log end
+        self.renewed = 0  # consumers replaced after they stayed stuck (`_watermarks`)
 
     def close(self) -> None:
         self.committed.close()
@@ -208,6 +216,22 @@ class LedgerReader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def _watermarks(self, isolation: str, tp: TopicPartition) -> tuple[int, int]:
+        """Watermarks at `isolation` within the reader's timeout, on a new consumer when the
+        current one has failed for `_FRESH_CONSUMER_AFTER` seconds with its leader moving."""
+        attr = "committed" if isolation == "read_committed" else "uncommitted"
+        deadline = Deadline(self.timeout)
+        while True:
+            try:
+                return _watermarks(getattr(self, attr), tp, Deadline(min(_FRESH_CONSUMER_AFTER, deadline.left())))
+            except KafkaException as exc:
+                if deadline.passed or exc.args[0].code() not in _LEADER_MOVING:
+                    raise
+            with contextlib.suppress(Exception):  # its state is unknown; a new client starts clean
+                getattr(self, attr).close()
+            setattr(self, attr, _consumer(self.cluster, isolation))
+            self.renewed += 1
 
     def stable_end(self, topic: str, partition: int, wait: bool = True) -> tuple[int, int, int]:
         """(low, stable, log_end); with `wait`, `stable` covers every record written so far.
@@ -222,12 +246,12 @@ class LedgerReader:
         now, and `stable < log_end` says an open transaction hides the rest.
         """
         tp = TopicPartition(topic, partition)
-        _, log_end = _watermarks(self.uncommitted, tp, Deadline(self.timeout))
+        _, log_end = self._watermarks("read_uncommitted", tp)
         stable = log_end
 
         def settled() -> tuple[int, int, int] | None:
             nonlocal stable
-            low, stable = _watermarks(self.committed, tp, Deadline(self.timeout))
+            low, stable = self._watermarks("read_committed", tp)
             return (low, stable, log_end) if stable >= log_end or not wait else None
 
         return wait_for(
