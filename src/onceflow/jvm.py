@@ -84,6 +84,27 @@ def _pom_property(pom: Path, prop: str) -> str:
     return match.group(1)
 
 
+def extract(archive: Path, dest: Path) -> None:
+    """Unpack a tar archive into `dest`, refusing members that would land outside it.
+
+    Python's own safe filter (`filter="data"`) came in 3.11.4; Debian 12's Python is 3.11.2
+    (the docker stack's base), so there the same rule is checked here before extracting."""
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+            return
+        root = dest.resolve()
+        for member in tar.getmembers():
+            target = (dest / member.name).resolve()
+            linked = (target.parent / member.linkname).resolve() if member.issym() or member.islnk() else target
+            if member.isdev() or not target.is_relative_to(root) or not linked.is_relative_to(root):
+                raise SetupError(
+                    f"{archive}: member {member.name!r} would be written outside {dest} (or is a device); "
+                    "refused. Fix: check the artifact's source (ONCEFLOW_MAVEN_REPO) and resolve again."
+                )
+        tar.extractall(dest)
+
+
 def check_versions() -> None:
     """Fail early when the pinned Python packages and jvm/spark/pom.xml disagree."""
     from importlib.metadata import version
@@ -149,8 +170,7 @@ def resolve(names: tuple[str, ...] = CLASSPATHS, force: bool = False, log=print)
                 if _artifact(jar.name) in shipped:
                     jar.unlink()
         for archive in staging.glob("*.tar.gz") if name in APPS else ():
-            with tarfile.open(archive) as tar:
-                tar.extractall(staging / "app", filter="data")
+            extract(archive, staging / "app")
             archive.unlink()
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
