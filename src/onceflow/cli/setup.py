@@ -27,7 +27,8 @@ def _classpaths(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in jvm.CLASSPATHS]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"{unknown or text!r}: not a classpath; choose from {', '.join(jvm.CLASSPATHS)}")
+        choices = ", ".join(jvm.CLASSPATHS)
+        raise argparse.ArgumentTypeError(f"{unknown or text!r}: not a classpath; choose from {choices}")
     return names
 
 
