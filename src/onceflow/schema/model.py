@@ -7,6 +7,7 @@ that is not a timestamp is refused when the file is loaded, with the fix.
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from dataclasses import dataclass
@@ -106,8 +107,10 @@ class FieldType:
         return self.base in NUMERIC
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_type(text: str) -> FieldType:
-    """'long' / 'decimal(18,2)' -> FieldType; ValueError naming the accepted types."""
+    """'long' / 'decimal(18,2)' -> FieldType; ValueError naming the accepted types. Cached: the
+    audit's judge asks a field's type several times per record (FieldType is frozen)."""
     t = str(text).strip().lower()
     if t in TYPES:
         return FieldType(t)
