@@ -9,7 +9,7 @@ from onceflow.spark import class_archive
 
 
 def test_setup_checks_versions_resolves_and_archives_forcing_both_with_force(monkeypatch):
-    calls: list[tuple[str, bool | None]] = []
+    calls: list[tuple[str, object]] = []
     monkeypatch.setattr(jvm, "check_versions", lambda: calls.append(("versions", None)))
     monkeypatch.setattr(jvm, "resolve", lambda names, force, log: calls.append(("jars", (names, force))))
     monkeypatch.setattr(class_archive, "build", lambda log, force: calls.append(("archive", force)))
