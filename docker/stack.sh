@@ -110,8 +110,10 @@ import json, subprocess, sys
 dag, what, arg = sys.argv[1:4]
 out = subprocess.run(["airflow", "dags", "list-runs", dag, "--output", "json"],
                      capture_output=True, text=True).stdout
+# the CLI prints warnings (graphviz) on stdout before the JSON: the JSON is the line of the list
+lines = [line for line in out.splitlines() if line.startswith("[")]
 try:
-    runs = json.loads(out or "[]")
+    runs = json.loads(lines[-1]) if lines else []
 except ValueError:
     runs = []
 if what == "state":
