@@ -161,9 +161,10 @@ run_dag() {
 # Unpause <pipeline>_stream (@continuous: one run after the other, each watching a window of
 # ONCEFLOW_STREAM_WINDOW, the shipped pipelines' airflow.window) and wait until $1 runs ended well.
 stream_windows() {
-  local dag="${pipeline}_stream" want="$1" done=0 failed deadline
+  local dag="${pipeline}_stream" want="$1" done=0 failed deadline before
   wait_for_dag "$dag"
   deadline=$(( $(date +%s) + want * $(env_value STREAM_WINDOW_SECONDS) + 900 ))
+  before="$(runs_in_state "$dag" success)"  # windows of an earlier demo on the same volumes
   airflow dags unpause "$dag" >/dev/null
   say "unpaused $dag: its runs launch the streaming app, then adopt it, one window of $(env_value STREAM_WINDOW_SECONDS)s each"
   while [ "$done" -lt "$want" ]; do
@@ -171,7 +172,7 @@ stream_windows() {
     failed="$(runs_in_state "$dag" failed)"
     [ "$failed" = 0 ] || fail "$dag: a run failed. Fix: open its task logs in the Airflow UI"
     sleep 15
-    done="$(runs_in_state "$dag" success)"
+    done=$(( $(runs_in_state "$dag" success) - before ))
     say "$dag: $done of $want windows done"
   done
 }
