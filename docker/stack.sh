@@ -161,7 +161,7 @@ run_dag() {
 # Unpause <pipeline>_stream (@continuous: one run after the other, each watching a window of
 # ONCEFLOW_STREAM_WINDOW, the shipped pipelines' airflow.window) and wait until $1 runs ended well.
 stream_windows() {
-  local dag="${pipeline}_stream" want="$1" done=0 failed deadline before
+  local dag="${pipeline}_stream" want="$1" done=0 failed deadline before failed_before
   wait_for_dag "$dag"
   deadline=$(( $(date +%s) + want * $(env_value STREAM_WINDOW_SECONDS) + 900 ))
   # runs of an earlier demo on the same volumes do not count

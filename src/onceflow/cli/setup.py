@@ -3,6 +3,8 @@ Spark driver's classes so that drivers start sooner (onceflow.spark.class_archiv
 
 from __future__ import annotations
 
+import argparse
+
 from onceflow.cli.console import log
 
 
@@ -20,8 +22,7 @@ def add_parser(sub) -> None:
 
 
 def _classpaths(text: str) -> tuple[str, ...]:
-    import argparse
-
+    """`--only`'s names, each one of jvm.CLASSPATHS."""
     from onceflow import jvm
 
     names = tuple(n.strip() for n in text.split(",") if n.strip())
