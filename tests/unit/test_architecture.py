@@ -221,8 +221,6 @@ ONLY_INTEGRATION = {
         (
             "audit/aggregates.py",
             "audit/kafka_output.py",
-            "audit/rows.py",
-            "audit/sink_tables.py",
             "audit/suites.py",
             "spark/archive_training.py",
             "spark/batch_writer.py",

@@ -48,6 +48,7 @@ from enum import StrEnum
 from typing import Any
 
 from onceflow import tables
+from onceflow.audit.sink_tables import open_table, read_table
 from onceflow.cdc.envelope import Change
 from onceflow.cdc.fold import State, Version, fold
 from onceflow.cdc.spec import KeyedSpec
@@ -431,34 +432,7 @@ def compare(
     return comparison.run()
 
 
-# -- reading the tables with delta-rs ----------------------------------------------------------
-def _open(path: str, version: int | None):
-    from deltalake import DeltaTable
-
-    from onceflow.storage.location import Location
-
-    loc = Location(path)
-    if version is None:
-        return DeltaTable(loc.object_uri, storage_options=loc.storage_options)
-    return DeltaTable(loc.object_uri, version=version, storage_options=loc.storage_options)
-
-
-def _scan(path: str, version: int | None, columns: list[str], predicate: str | None = None) -> list[dict]:
-    """The rows of a Delta table at a version, read by delta-rs's engine (which applies deletion
-    vectors, as the keyed table's MERGEs write them)."""
-    import pyarrow as pa
-
-    reader = _open(path, version).scan(columns=columns, predicate=predicate)
-    return pa.table(reader.read_all()).to_pylist()
-
-
-def _ranges_predicate(ranges: dict[int, tuple[int, int]]) -> str:
-    return " OR ".join(
-        f'("_partition" = {int(p)} AND "_offset" >= {int(s)} AND "_offset" < {int(e)})'
-        for p, (s, e) in sorted(ranges.items())
-    )
-
-
+# -- reading the tables with delta-rs (audit/sink_tables.py) ------------------------------------------
 def read_bronze(
     path: str, version: int | None, ranges: dict[int, tuple[int, int]], spec: KeyedSpec, names: Sequence[str]
 ) -> list[dict]:
@@ -466,12 +440,12 @@ def read_bronze(
     if not ranges:
         return []
     cols = [*names, *(["_op", "_sequence"] if spec.debezium else []), "_partition", "_offset", "_ingested_at"]
-    return _scan(path, version, cols, _ranges_predicate(ranges))
+    return read_table(path, version, ranges, cols).to_pylist()
 
 
 def read_current(path: str, version: int | None, columns: Sequence[str]) -> list[dict]:
     """The keyed table's rows at a version."""
-    return _scan(path, version, list(columns))
+    return read_table(path, version, None, list(columns)).to_pylist()
 
 
 def commit_time(path: str, version: int | None) -> datetime | None:
@@ -480,7 +454,7 @@ def commit_time(path: str, version: int | None) -> datetime | None:
     from datetime import UTC
 
     try:
-        commits = _open(path, None).history()  # a version-pinned table's history is off by one (delta-rs 1.6)
+        commits = open_table(path, None).history()  # a version-pinned table's history is off by one (delta-rs 1.6)
     except Exception:  # the table is gone meanwhile: judged without the time
         return None
     for c in commits:

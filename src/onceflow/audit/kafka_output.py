@@ -119,7 +119,7 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
     unmapped = read_output(spark, cluster, topic).where(F.col("_partition").isNull()).count()
     fields = {f.name: f.ftype.sql for f in pipeline.schema.fields}
     source = (
-        read_source(spark, pipeline, seen)
+        spark.createDataFrame(read_source(pipeline, seen).drop_columns(["_key", "_value"]))
         .where(F.col("reason").isNull())
         .select(*KEY, *fields, F.lit(True).alias("in_source"), _in(complete).alias("complete"))
         .cache()

@@ -1,49 +1,48 @@
 """Where a row check broke: runs of offending offsets as ranges [start, end) per partition, the
-first of them for the report, and the filter that finds the rows at given coordinates."""
+first of them for the report, and the filter that finds the rows at given coordinates (DuckDB SQL
+over the audit's joined coordinates)."""
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING
 
 from onceflow.reconcile import MAX_RANGES
 
+if TYPE_CHECKING:
+    import duckdb
 
-def islands(df: DataFrame, order_col: str, flag: Column, base: DataFrame | None = None) -> DataFrame:
-    """Runs of consecutive flagged rows per partition → (partition, start, end, count).
 
-    With `base`, runs are consecutive in the base's record order (records between
-    two lost ones that are not records — transaction markers, aborted records — do
-    not split a range); without it, in raw offsets.
+def islands(con: duckdb.DuckDBPyConnection, table: str, flag: str, base: str | None = None) -> tuple[list[dict], int]:
+    """Runs of consecutive flagged rows of `table` per partition, as (partition, start, end, count):
+    the first MAX_RANGES in (partition, start) order, and how many there are.
+
+    With `base` (a condition), runs are consecutive in the order of the base's rows (records
+    between two lost ones that are not records — transaction markers, aborted records — do not
+    split a range); without it, in raw offsets.
     """
+    order = "OVER (PARTITION BY _partition ORDER BY _offset)"
     if base is not None:
-        w = Window.partitionBy("_partition").orderBy(order_col)
-        seq = base.withColumn("_rn_all", F.row_number().over(w)).where(flag)
-        seq = seq.withColumn("_grp", F.col("_rn_all") - F.row_number().over(w))
-    else:
-        seq = df.where(flag).withColumn(
-            "_grp", F.col(order_col) - F.row_number().over(Window.partitionBy("_partition").orderBy(order_col))
+        seq = (
+            f"SELECT _partition, _offset, rn - row_number() {order} AS grp FROM "
+            f"(SELECT _partition, _offset, ({flag}) AS flagged, row_number() {order} AS rn FROM {table} "
+            f"WHERE {base}) WHERE flagged"
         )
-    return (
-        seq.groupBy("_partition", "_grp")
-        .agg(F.min(order_col).alias("start"), (F.max(order_col) + 1).alias("end"), F.count(F.lit(1)).alias("count"))
-        .select(F.col("_partition").alias("partition"), "start", "end", "count")
+    else:
+        seq = f"SELECT _partition, _offset, _offset - row_number() {order} AS grp FROM {table} WHERE {flag}"
+    runs = (
+        "SELECT _partition AS partition, min(_offset) AS start, max(_offset) + 1 AS end, count(*) AS count "
+        f"FROM ({seq}) GROUP BY _partition, grp"
     )
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _islands AS {runs}")
+    total = con.execute("SELECT count(*) FROM _islands").fetchone()
+    rows = con.execute(f"SELECT * FROM _islands ORDER BY partition, start LIMIT {MAX_RANGES}").fetchall()
+    names = ("partition", "start", "end", "count")
+    return [dict(zip(names, (int(v) for v in r), strict=True)) for r in rows], int(total[0]) if total else 0
 
 
-def first_ranges(df: DataFrame) -> tuple[list[dict], int]:
-    """The first MAX_RANGES ranges (partition, then start order) and how many there are."""
-    total = df.count()
-    rows = df.orderBy("partition", "start").limit(MAX_RANGES).collect()
-    return [r.asDict() for r in rows], total
-
-
-def at_keys(keys: list[tuple[int, int]]) -> Column:
-    """Rows at these (partition, offset) coordinates."""
-    wanted = F.lit(False)
-    for p, o in keys:
-        wanted = wanted | ((F.col("_partition") == p) & (F.col("_offset") == o))
-    return wanted
+def at_keys(keys: list[tuple[int, int]]) -> str:
+    """Rows at these (partition, offset) coordinates, as an SQL condition."""
+    return " OR ".join(f"(_partition = {int(p)} AND _offset = {int(o)})" for p, o in keys) or "FALSE"
 
 
 def ranges_text(what: str, ranges: list[dict], total: int) -> str:

@@ -1,45 +1,44 @@
-"""Row reconciliation with Spark: committed Kafka records vs bronze ∪ quarantine.
+"""Row reconciliation: committed Kafka records vs bronze ∪ quarantine, in DuckDB over Arrow (no JVM).
 
-One full outer join on the Kafka coordinates `(_topic, _partition, _offset)`
-between the committed source records (Kafka at read_committed, judged by the
-audit's own implementation of the declared rules, schema/reference.py — not the
-job's Spark validation, whose bugs it would share) and the sink rows, then one
-aggregation per partition
-gives every count the checks need: accounting, loss, phantoms, duplicates and
-content. Offending offsets are only looked up (and turned into ranges) when a
-count says there are some, so a clean audit pays for one join and one pass.
+One union of the committed source records (Kafka at read_committed, judged by the audit's own
+implementation of the declared rules, schema/reference.py — not the job's Spark validation, whose
+bugs it would share) and the sink rows, grouped by the Kafka coordinates `(_topic, _partition,
+_offset)`, then one aggregation per partition gives every count the checks need: accounting,
+loss, phantoms, duplicates and content. Offending offsets are only looked up (and turned into
+ranges) when a count says there are some, so a clean audit pays for one group by and one pass.
 
 Content is compared by a 64-bit hash per row over the canonical fields —
 bronze: its columns before the provenance (tables.bronze_columns: the declared fields, typed,
-and for Debezium `_op` and `_sequence`, so a wrong op or sequence is a content mismatch);
-quarantine: key, value, reason — summed per
-partition as a decimal: order-independent, and any added, missing or changed row
-(a value the job parsed differently, a reason it gave differently) changes the sum.
+and for Debezium `_op` and `_sequence`, so a wrong op or sequence is a content mismatch), the
+source's values cast to the types bronze holds them in;
+quarantine: key, value, reason — summed per partition as a decimal: order-independent, and any
+added, missing or changed row (a value the job parsed differently, a reason it gave differently)
+changes the sum.
 
 A Debezium tombstone (a null value after a delete, source.TOMBSTONE_REASON) is a no-op: it is
 expected in neither table, is not a source record of the accounting, and is counted apart
 (`RowReconciliation.tombstones`); one found in a sink is a phantom row.
 
 What it compares comes from source.py (the committed source records, judged) and
-sink_tables.py (the sink tables at the pinned version); offending offsets become ranges in
-offending.py.
+sink_tables.py (the sink tables at the pinned version, by delta-rs); offending offsets become
+ranges in offending.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING
 
 from onceflow import tables
-from onceflow.audit.offending import at_keys, first_ranges, islands, ranges_text
+from onceflow.audit.offending import at_keys, islands, ranges_text
 from onceflow.audit.sink_tables import read_table
 from onceflow.audit.source import TOMBSTONE_REASON, declaration_segments, read_source
 from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckGroup, CheckStatus, CommittedPoint, check, jsonable
 from onceflow.sink_kinds import SinkName
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _COUNTS = (
     "source_records",
@@ -56,20 +55,37 @@ _COUNTS = (
 )
 QUARANTINE_FIELDS = ("_key", "_value", "reason")
 KEY = ("_topic", "_partition", "_offset")
+# the joined coordinates' conditions (columns of the `j` table)
+LOST = "in_source AND NOT in_sink"
+PHANTOM = "in_sink AND NOT in_source"
+DUPLICATE = "copies > 1"
+CHANGED = "in_source AND in_sink AND (h_min <> src_h OR h_max <> src_h)"
 
 
-def bronze_hash(columns: list[str]) -> Column:
-    """Over bronze's own columns (tables.bronze_columns(schema, keyed): the declared fields, and
-    a Debezium pipeline's `_op` and `_sequence`)."""
-    return F.xxhash64(F.lit(SinkName.BRONZE.value), *[F.col(c) for c in columns])
+def ident(name: str) -> str:
+    """A column name quoted for DuckDB."""
+    return '"' + name.replace('"', '""') + '"'
 
 
-def quarantine_hash() -> Column:
-    return F.xxhash64(F.lit(SinkName.QUARANTINE.value), *[F.col(c) for c in QUARANTINE_FIELDS])
+def _as_bronze_types(source: pa.Table, bronze: pa.Table, columns: list[str]) -> pa.Table:
+    """The source's content columns in the Arrow types bronze holds them in (delta-rs reads a
+    timestamp, a decimal, an int as the table declares it), so that equal values hash equally; a
+    column that cannot be cast keeps its own type (its rows then differ: a content mismatch)."""
+    import pyarrow as pa
 
-
-def _as_dec(c: Column) -> Column:
-    return c.cast("decimal(38,0)")
+    out = source
+    for name in columns:
+        if name not in bronze.column_names or name not in source.column_names:
+            continue
+        want = bronze.schema.field(name).type
+        i = source.column_names.index(name)
+        if source.schema.field(i).type == want:
+            continue
+        try:
+            out = out.set_column(i, pa.field(name, want), out.column(i).cast(want))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+    return out
 
 
 @dataclass
@@ -82,128 +98,98 @@ class RowReconciliation:
 
 
 class RowReconciler:
-    """Compares the source records of the committed point with bronze ∪ quarantine."""
+    """Compares the source records of the committed point with bronze ∪ quarantine. Holds the
+    audited rows of both sinks as Arrow tables (`bronze`, `quarantine`: the aggregates and Great
+    Expectations read them too)."""
 
-    def __init__(self, spark: SparkSession, pipeline: Pipeline, point: CommittedPoint):
-        self.spark = spark
+    def __init__(
+        self, pipeline: Pipeline, point: CommittedPoint, source: pa.Table, bronze: pa.Table, quarantine: pa.Table
+    ):
+        import duckdb
+
         self.pipeline = pipeline
         self.point = point
-        self.ranges = point.ranges()
-        self.topic = pipeline.source.topic
-        bronze, quarantine = point.sinks.get(SinkName.BRONZE), point.sinks.get(SinkName.QUARANTINE)
-        self.bronze = read_table(
-            spark, pipeline.resolve(pipeline.sinks.bronze.path), bronze.version if bronze else None, self.ranges
-        )
-        self.quarantine = read_table(
-            spark,
-            pipeline.resolve(pipeline.sinks.quarantine.path),
-            quarantine.version if quarantine else None,
-            self.ranges,
-        )
-        self.segments = declaration_segments(pipeline)
-        self.source = read_source(spark, pipeline, self.ranges, self.segments)
         self.schema = pipeline.schema
         # bronze's columns before the provenance: what a bronze row's content is
         self.columns = list(tables.bronze_columns(pipeline.schema, pipeline.keyed))
-        self._cached: list[DataFrame] = []
+        self.bronze, self.quarantine = bronze, quarantine
+        self.source = _as_bronze_types(source, bronze, self.columns)
+        self.con = duckdb.connect()
+        self.con.register("src", self.source)
+        self.con.register("bronze", self.bronze)
+        self.con.register("quarantine", self.quarantine)
 
-    def cache(self, df: DataFrame) -> DataFrame:
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        self._cached.append(df)
-        return df
+    @classmethod
+    def read(cls, pipeline: Pipeline, point: CommittedPoint) -> RowReconciler:
+        """The committed point's records from Kafka, judged, and both sinks at their pinned versions,
+        restricted to the audited ranges."""
+        ranges = point.ranges()
+        bronze, quarantine = point.sinks.get(SinkName.BRONZE), point.sinks.get(SinkName.QUARANTINE)
+        return cls(
+            pipeline,
+            point,
+            read_source(pipeline, ranges, declaration_segments(pipeline)),
+            read_table(pipeline.resolve(pipeline.sinks.bronze.path), bronze.version if bronze else None, ranges),
+            read_table(
+                pipeline.resolve(pipeline.sinks.quarantine.path), quarantine.version if quarantine else None, ranges
+            ),
+        )
 
     def release(self) -> None:
-        for df in self._cached:
-            df.unpersist()
-        self._cached.clear()
+        self.con.close()
 
-    def joined(self) -> DataFrame:
-        """One row per Kafka coordinate seen in the source or the sinks (one shuffle: union + group)."""
-        zero, one = F.lit(0), F.lit(1)
-        noop = F.coalesce(F.col("reason") == TOMBSTONE_REASON, F.lit(False))  # a tombstone: in no sink
-        src = self.source.select(
-            *KEY,
-            F.when(noop, 0).otherwise(1).alias("s"),
-            F.when(F.col("reason").isNull(), 1).otherwise(0).alias("v"),
-            F.when(noop, F.lit(None))
-            .when(F.col("reason").isNull(), bronze_hash(self.columns))
-            .otherwise(quarantine_hash())
-            .alias("h"),
-            zero.alias("b"),
-            zero.alias("q"),
-            F.when(noop, 1).otherwise(0).alias("t"),
-        )
-        sink = self.bronze.select(
-            *KEY,
-            zero.alias("s"),
-            zero.alias("v"),
-            bronze_hash(self.columns).alias("h"),
-            one.alias("b"),
-            zero.alias("q"),
-            zero.alias("t"),
-        ).unionByName(
-            self.quarantine.select(
-                *KEY,
-                zero.alias("s"),
-                zero.alias("v"),
-                quarantine_hash().alias("h"),
-                zero.alias("b"),
-                one.alias("q"),
-                zero.alias("t"),
+    def _join(self) -> None:
+        """Table `j`: one row per Kafka coordinate seen in the source or the sinks."""
+        fields = ", ".join(ident(c) for c in self.columns)
+        bronze_h = f"hash('{SinkName.BRONZE.value}', {fields})"
+        quarantine_h = f"hash('{SinkName.QUARANTINE.value}', {', '.join(QUARANTINE_FIELDS)})"
+        noop = f"coalesce(reason = '{TOMBSTONE_REASON}', false)"
+        self.con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE j AS
+            WITH u AS (
+              SELECT _topic, _partition, _offset,
+                     CASE WHEN {noop} THEN 0 ELSE 1 END AS s,
+                     CASE WHEN reason IS NULL THEN 1 ELSE 0 END AS v,
+                     CASE WHEN {noop} THEN NULL WHEN reason IS NULL THEN {bronze_h} ELSE {quarantine_h} END AS h,
+                     0 AS b, 0 AS q, CASE WHEN {noop} THEN 1 ELSE 0 END AS t
+              FROM src
+              UNION ALL SELECT _topic, _partition, _offset, 0, 0, {bronze_h}, 1, 0, 0 FROM bronze
+              UNION ALL SELECT _topic, _partition, _offset, 0, 0, {quarantine_h}, 0, 1, 0 FROM quarantine
             )
+            SELECT _topic, _partition, _offset,
+                   sum(s) > 0 AS in_source, sum(v) > 0 AS valid, sum(t) > 0 AS tombstone,
+                   max(h) FILTER (WHERE s = 1) AS src_h,
+                   sum(b + q) AS copies, sum(b + q) > 0 AS in_sink,
+                   sum(h::HUGEINT) FILTER (WHERE b + q > 0) AS sink_sum,
+                   min(h) FILTER (WHERE b + q > 0) AS h_min, max(h) FILTER (WHERE b + q > 0) AS h_max,
+                   sum(b) AS bronze, sum(q) AS quarantine
+            FROM u GROUP BY _topic, _partition, _offset
+            """
         )
-        is_src, is_sink = F.col("s") == 1, (F.col("b") + F.col("q")) > 0
-        g = (
-            src.unionByName(sink)
-            .groupBy(*KEY)
-            .agg(
-                (F.sum("s") > 0).alias("in_source"),
-                (F.sum("v") > 0).alias("valid"),
-                (F.sum("t") > 0).alias("tombstone"),
-                F.max(F.when(is_src, F.col("h"))).alias("src_h"),
-                F.sum(F.col("b") + F.col("q")).alias("copies"),
-                F.sum(F.when(is_sink, _as_dec(F.col("h")))).alias("sink_sum"),
-                F.min(F.when(is_sink, F.col("h"))).alias("h_min"),
-                F.max(F.when(is_sink, F.col("h"))).alias("h_max"),
-                F.sum("b").alias("bronze"),
-                F.sum("q").alias("quarantine"),
-            )
-        )
-        return g.withColumn("in_sink", F.col("copies") > 0)
 
     def run(self) -> RowReconciliation:
-        j = self.cache(self.joined())
-        lost = F.col("in_source") & ~F.col("in_sink")
-        phantom = F.col("in_sink") & ~F.col("in_source")
-        dup = F.col("copies") > 1
-        changed = (
-            F.col("in_source")
-            & F.col("in_sink")
-            & ((F.col("h_min") != F.col("src_h")) | (F.col("h_max") != F.col("src_h")))
-        )
-        n = lambda cond: F.count(F.when(cond, 1))  # noqa: E731
-        stats = (
-            j.groupBy("_partition")
-            .agg(
-                n(F.col("in_source")).alias("source_records"),
-                n(F.col("valid")).alias("source_valid"),
-                n(F.col("in_source") & ~F.col("valid")).alias("source_malformed"),
-                F.coalesce(F.sum("bronze"), F.lit(0)).alias("bronze_rows"),
-                F.coalesce(F.sum("quarantine"), F.lit(0)).alias("quarantine_rows"),
-                n(lost).alias("lost_records"),
-                n(phantom).alias("phantom_keys"),
-                F.coalesce(F.sum(F.when(phantom, F.col("copies"))), F.lit(0)).alias("phantom_rows"),
-                n(dup).alias("duplicate_keys"),
-                F.coalesce(F.sum(F.when(dup, F.col("copies") - 1)), F.lit(0)).alias("extra_copies"),
-                n(changed).alias("content_mismatches"),
-                F.coalesce(F.sum(_as_dec(F.col("src_h"))), F.lit(0)).cast("string").alias("source_checksum"),
-                F.coalesce(F.sum("sink_sum"), F.lit(0)).cast("string").alias("sink_checksum"),
-                n(F.col("tombstone")).alias("tombstones"),
-            )
-            .collect()
-        )
-        by_p = {r["_partition"]: r.asDict() for r in stats}
-        tombstones = sum(int(r.pop("tombstones") or 0) for r in by_p.values())
+        self._join()
+        n = lambda cond: f"count(*) FILTER (WHERE {cond})"  # noqa: E731
+        stats = self.con.execute(
+            f"""
+            SELECT _partition,
+                   {n("in_source")}, {n("valid")}, {n("in_source AND NOT valid")},
+                   coalesce(sum(bronze), 0), coalesce(sum(quarantine), 0),
+                   {n(LOST)}, {n(PHANTOM)}, coalesce(sum(copies) FILTER (WHERE {PHANTOM}), 0),
+                   {n(DUPLICATE)}, coalesce(sum(copies - 1) FILTER (WHERE {DUPLICATE}), 0),
+                   {n(CHANGED)},
+                   coalesce(sum(src_h::HUGEINT), 0)::VARCHAR, coalesce(sum(sink_sum), 0)::VARCHAR,
+                   {n("tombstone")}
+            FROM j GROUP BY _partition
+            """
+        ).fetchall()
+        names = ("_partition", *_COUNTS, "source_checksum", "sink_checksum", "tombstones")
+        by_p = {int(r[0]): dict(zip(names, r, strict=True)) for r in stats}
+        tombstones = 0
+        for row in by_p.values():
+            tombstones += int(row.pop("tombstones") or 0)
+            row.update({k: int(row[k]) for k in _COUNTS})
         zeros = {k: 0 for k in _COUNTS} | {"source_checksum": "0", "sink_checksum": "0"}
         partitions = []
         for p in sorted(set(self.point.end) | set(by_p)):
@@ -237,13 +223,20 @@ class RowReconciler:
         result = RowReconciliation(partitions=partitions, checks=[], totals=totals, tombstones=tombstones)
         result.checks = [
             self._accounting(partitions),
-            self._loss(j, lost, partitions, result),
-            self._phantoms(j, phantom, partitions, result),
-            self._duplicates(j, dup, partitions, result),
+            self._loss(partitions, result),
+            self._phantoms(partitions, result),
+            self._duplicates(partitions, result),
             self._event_ids(result),
-            self._content(j, changed, partitions, result),
+            self._content(partitions, result),
         ]
         return result
+
+    def _keys(self, cond: str) -> list[tuple[int, int]]:
+        """The first MAX_SAMPLES coordinates where `cond` holds."""
+        rows = self.con.execute(
+            f"SELECT _partition, _offset FROM j WHERE {cond} ORDER BY _partition, _offset LIMIT {MAX_SAMPLES}"
+        ).fetchall()
+        return [(int(p), int(o)) for p, o in rows]
 
     # -- the checks -----------------------------------------------------------------
     def _accounting(self, parts: list[dict]) -> Check:
@@ -273,22 +266,13 @@ class RowReconciler:
             group=CheckGroup.ROWS,
         )
 
-    def _loss(self, j: DataFrame, lost: Column, parts: list[dict], result: RowReconciliation) -> Check:
+    def _loss(self, parts: list[dict], result: RowReconciliation) -> Check:
         count = sum(r["lost_records"] for r in parts)
         ranges: list[dict] = []
         total, samples = 0, []
         if count:
-            records = j.where(F.col("in_source"))
-            ranges, total = first_ranges(islands(j, "_offset", lost, base=records))
-            keys = [
-                (r["_partition"], r["_offset"])
-                for r in j.where(lost)
-                .orderBy("_partition", "_offset")
-                .select("_partition", "_offset")
-                .limit(MAX_SAMPLES)
-                .collect()
-            ]
-            samples = self.source_rows(keys)
+            ranges, total = islands(self.con, "j", LOST, base="in_source")
+            samples = self.source_rows(self._keys(LOST))
             result.findings += [{"check": "loss", **r} for r in ranges]
         return check(
             "loss",
@@ -304,17 +288,13 @@ class RowReconciler:
             group=CheckGroup.ROWS,
         )
 
-    def _phantoms(self, j: DataFrame, phantom: Column, parts: list[dict], result: RowReconciliation) -> Check:
+    def _phantoms(self, parts: list[dict], result: RowReconciliation) -> Check:
         count = sum(r["phantom_rows"] for r in parts)
         ranges: list[dict] = []
         total, samples = 0, []
         if count:
-            ranges, total = first_ranges(islands(j, "_offset", phantom))
-            keys = [
-                (r["_partition"], r["_offset"])
-                for r in j.where(phantom).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()
-            ]
-            samples = self.sink_rows(keys)
+            ranges, total = islands(self.con, "j", PHANTOM)
+            samples = self.sink_rows(self._keys(PHANTOM))
             result.findings += [{"check": "phantoms", **r} for r in ranges]
         return check(
             "phantoms",
@@ -330,15 +310,14 @@ class RowReconciler:
             group=CheckGroup.ROWS,
         )
 
-    def _duplicates(self, j: DataFrame, dup: Column, parts: list[dict], result: RowReconciliation) -> Check:
+    def _duplicates(self, parts: list[dict], result: RowReconciliation) -> Check:
         keys = sum(r["duplicate_keys"] for r in parts)
         extra = sum(r["extra_copies"] for r in parts)
         ranges: list[dict] = []
         total, samples = 0, []
         if keys:
-            ranges, total = first_ranges(islands(j, "_offset", dup))
-            rows = j.where(dup).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()
-            samples = self.sink_rows([(r["_partition"], r["_offset"]) for r in rows])
+            ranges, total = islands(self.con, "j", DUPLICATE)
+            samples = self.sink_rows(self._keys(DUPLICATE))
             result.findings += [{"check": "duplicates", **r} for r in ranges]
         return check(
             "duplicates",
@@ -367,32 +346,31 @@ class RowReconciler:
                 group=CheckGroup.ROWS,
             )
         dups = (
-            self.bronze.withColumnRenamed(event_id, "event_id")
-            .groupBy("event_id")
-            .agg(
-                F.count(F.lit(1)).alias("rows"),
-                F.sort_array(F.collect_list(F.struct("_partition", "_offset"))).alias("at"),
-            )
-            .where(F.col("rows") > 1)
+            f"SELECT {ident(event_id)} AS event_id, count(*) AS rows, "
+            "list([_partition, _offset] ORDER BY _partition, _offset) AS at "
+            f"FROM bronze GROUP BY {ident(event_id)} HAVING count(*) > 1"
         )
-        found = dups.orderBy("event_id").limit(MAX_RANGES).collect()
-        total = dups.count() if len(found) >= MAX_RANGES else len(found)
+        found = self.con.execute(f"SELECT * FROM ({dups}) ORDER BY event_id NULLS FIRST LIMIT {MAX_RANGES}").fetchall()
+        total = len(found)
+        if total >= MAX_RANGES:
+            counted = self.con.execute(f"SELECT count(*) FROM ({dups})").fetchone()
+            total = int(counted[0]) if counted else total
         samples = [
             {
-                "event_id": r["event_id"],
-                "rows": r["rows"],
-                "offsets": [{"partition": a["_partition"], "offset": a["_offset"]} for a in r["at"]],
+                "event_id": jsonable(eid),
+                "rows": int(rows),
+                "offsets": [{"partition": int(p), "offset": int(o)} for p, o in at],
             }
-            for r in found[:MAX_SAMPLES]
+            for eid, rows, at in found[:MAX_SAMPLES]
         ]
-        for r in found:
-            for a in r["at"]:
+        for _eid, _rows, at in found:
+            for p, o in at:
                 result.findings.append(
                     {
                         "check": "duplicate_event_ids",
-                        "partition": a["_partition"],
-                        "start": a["_offset"],
-                        "end": a["_offset"] + 1,
+                        "partition": int(p),
+                        "start": int(o),
+                        "end": int(o) + 1,
                         "count": 1,
                     }
                 )
@@ -403,7 +381,7 @@ class RowReconciler:
             expected=0,
             observed=total,
             samples=samples,
-            partitions=sorted({a["_partition"] for r in found for a in r["at"]}),
+            partitions=sorted({int(p) for _e, _r, at in found for p, _o in at}),
             detail="; ".join(
                 f"event_id {s['event_id']} at "
                 + ", ".join(f"partition {o['partition']} offset {o['offset']}" for o in s["offsets"])
@@ -412,17 +390,14 @@ class RowReconciler:
             group=CheckGroup.ROWS,
         )
 
-    def _content(self, j: DataFrame, changed: Column, parts: list[dict], result: RowReconciliation) -> Check:
+    def _content(self, parts: list[dict], result: RowReconciliation) -> Check:
         bad = [r for r in parts if r["source_checksum"] != r["sink_checksum"]]
         ranges: list[dict] = []
         total, samples = 0, []
         rows_changed = sum(r["content_mismatches"] for r in parts)
         if rows_changed:
-            ranges, total = first_ranges(islands(j, "_offset", changed))
-            keys = [
-                (r["_partition"], r["_offset"])
-                for r in j.where(changed).orderBy("_partition", "_offset").limit(MAX_SAMPLES).collect()
-            ]
+            ranges, total = islands(self.con, "j", CHANGED)
+            keys = self._keys(CHANGED)
             src = {(s["_partition"], s["_offset"]): s for s in self.source_rows(keys)}
             for s in self.sink_rows(keys):
                 k = (s["_partition"], s["_offset"])
@@ -453,41 +428,30 @@ class RowReconciler:
         )
 
     # -- samples ----------------------------------------------------------------------
+    def _rows(self, sql: str) -> list[dict]:
+        return [jsonable(r) for r in self.con.sql(sql).to_arrow_table().to_pylist()]
+
     def source_rows(self, keys: list[tuple[int, int]]) -> list[dict]:
-        """The judged source records at these coordinates (a small targeted Kafka read)."""
+        """The judged source records at these coordinates."""
         if not keys:
             return []
-        spans: dict[int, tuple[int, int]] = {}
-        for p, o in keys:
-            s, e = spans.get(p, (o, o + 1))
-            spans[p] = (min(s, o), max(e, o + 1))
-        df = read_source(self.spark, self.pipeline, spans, self.segments)
-        cols = ["_partition", "_offset", *self.columns, "reason"]
-        return [
-            jsonable(r.asDict(recursive=True))  # `_sequence`, a struct, by its names
-            for r in df.where(at_keys(keys)).select(*cols).orderBy("_partition", "_offset").collect()
-        ]
+        cols = ", ".join(ident(c) for c in ["_partition", "_offset", *self.columns, "reason"])
+        return self._rows(f"SELECT {cols} FROM src WHERE {at_keys(keys)} ORDER BY _partition, _offset")
 
     def sink_rows(self, keys: list[tuple[int, int]]) -> list[dict]:
         """The sink rows at these coordinates, from bronze and quarantine, with their table."""
         if not keys:
             return []
-        fields = tables.bronze_columns(self.schema, self.pipeline.keyed)
-        b = self.bronze.where(at_keys(keys)).select(
-            F.lit(SinkName.BRONZE.value).alias("table"),
-            "_partition",
-            "_offset",
-            *fields,
-            F.lit(None).cast("string").alias("reason"),
-            "_batch_id",
+        fields = ", ".join(ident(c) for c in self.columns)
+        where = at_keys(keys)
+        b = self._rows(
+            f"SELECT '{SinkName.BRONZE.value}' AS \"table\", _partition, _offset, {fields}, "
+            f"NULL::VARCHAR AS reason, _batch_id FROM bronze WHERE {where}"
         )
-        q = self.quarantine.where(at_keys(keys)).select(
-            F.lit(SinkName.QUARANTINE.value).alias("table"),
-            "_partition",
-            "_offset",
-            *[F.lit(None).cast(t).alias(c) for c, t in fields.items()],
-            "reason",
-            "_batch_id",
+        q = self._rows(
+            f"SELECT '{SinkName.QUARANTINE.value}' AS \"table\", _partition, _offset, reason, _batch_id "
+            f"FROM quarantine WHERE {where}"
         )
-        rows = b.unionByName(q).orderBy("_partition", "_offset", "table").collect()
-        return [jsonable(r.asDict(recursive=True)) for r in rows]
+        empty = dict.fromkeys(self.columns)
+        q = [{"table": r["table"], "_partition": r["_partition"], "_offset": r["_offset"], **empty, **r} for r in q]
+        return sorted(b + q, key=lambda r: (r["_partition"], r["_offset"], r["table"]))

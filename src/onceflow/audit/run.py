@@ -93,7 +93,9 @@ def _cdc_notes(rows, current) -> list[str]:
     return notes
 
 
-def _datasets(pipeline: Pipeline, rows, aggs, bronze_df, quarantine_df, current=None, current_df=None) -> dict:
+def _datasets(pipeline: Pipeline, rows, aggs, bronze, quarantine, current=None, current_table=None) -> dict:
+    """Each dataset Great Expectations validates, with its suite: the sinks' audited rows (Arrow
+    tables) and the two small tables the reconciliation built (per partition; per finding)."""
     from onceflow.audit import suites
     from onceflow.audit.validate import Rows
 
@@ -101,13 +103,16 @@ def _datasets(pipeline: Pipeline, rows, aggs, bronze_df, quarantine_df, current=
     found = rows.findings + aggs.findings + (current.findings if current is not None else [])
     findings = Rows.from_dicts(suites.FINDINGS_DDL, found)
     tables = {  # each Delta sink's audited table and its suite, when the audit read one
-        SinkName.BRONZE: (bronze_df, suites.bronze_suite(pipeline, rows.totals["source_valid"])),
-        SinkName.QUARANTINE: (quarantine_df, suites.quarantine_suite(rows.totals["source_malformed"], pipeline)),
+        SinkName.BRONZE: (bronze, suites.bronze_suite(pipeline, rows.totals["source_valid"])),
+        SinkName.QUARANTINE: (quarantine, suites.quarantine_suite(rows.totals["source_malformed"], pipeline)),
     }
     if aggs.table is not None:
         tables[SinkName.AGGREGATES] = (aggs.table, suites.aggregates_suite(pipeline, aggs.recomputed_rows))
-    if current is not None and current_df is not None:
-        tables[SinkName.CURRENT] = (current_df, suites.current_suite(pipeline, current.live_rows, current.tombstones))
+    if current is not None and current_table is not None:
+        tables[SinkName.CURRENT] = (
+            current_table,
+            suites.current_suite(pipeline, current.live_rows, current.tombstones),
+        )
     out: dict[str, tuple] = {name: tables[name] for name in DELTA if name in tables}  # in write order
     out["reconciliation"] = (recon, suites.reconciliation_suite())
     out["findings"] = (findings, suites.findings_suite())
@@ -180,21 +185,14 @@ def run_audit(
         from onceflow.audit.rows import RowReconciler
         from onceflow.audit.validate import run_suites
 
-        if spark is None:
-            from onceflow.spark.session import build_session
-
-            spark = build_session(f"onceflow-audit-{pipeline.name}", master=pipeline.spark_master)
-        reconciler = RowReconciler(spark, pipeline, point)
-        # the audited sink rows are read by the join, the event_id check, the aggregates and GX: cache once
-        reconciler.bronze = reconciler.cache(reconciler.bronze)
-        reconciler.quarantine = reconciler.cache(reconciler.quarantine)
+        reconciler = RowReconciler.read(pipeline, point)  # the audited rows of the sinks, read once
         rows = reconciler.run()
         t = lap("reconcile_rows", t)
         log(f"{pipeline.name}: rows reconciled ({rows.totals['source_records']} committed records)")
-        aggs = reconcile_aggregates(spark, pipeline, point, reconciler.bronze)
+        aggs = reconcile_aggregates(pipeline, point, reconciler.bronze)
         t = lap("reconcile_aggregates", t)
         checks = [*agreement_checks(point), *rows.checks, aggs.check]
-        current, current_df = None, None
+        current, current_table = None, None
         if pipeline.sinks.current is not None:  # the keyed table vs the fold of its bronze changes (docs/cdc.md)
             from onceflow.audit.current import reconcile_current
             from onceflow.audit.sink_tables import read_table
@@ -203,17 +201,20 @@ def run_audit(
             checks += current.checks
             view = point.sinks.get(SinkName.CURRENT)
             if view is not None and view.exists:
-                current_df = read_table(spark, pipeline.resolve(pipeline.sinks.current.path), view.version, None)
+                current_table = read_table(pipeline.resolve(pipeline.sinks.current.path), view.version, None)
             t = lap("reconcile_current", t)
             log(f"{pipeline.name}: keyed table compared ({current.live_rows} rows, {current.tombstones} tombstones)")
         summary["notes"] += _cdc_notes(rows, current)
         if pipeline.sinks.kafka is not None:  # the Kafka output topic, at read_committed (docs/kafka-sink.md)
             from onceflow.audit.kafka_output import output_checks
 
+            if spark is None:  # the one phase that still runs on Spark
+                from onceflow.spark.session import build_session
+
+                spark = build_session(f"onceflow-audit-{pipeline.name}", master=pipeline.spark_master)
             checks += output_checks(spark, pipeline)
-        if aggs.table is not None:
-            aggs.table = reconciler.cache(aggs.table)
-        datasets = _datasets(pipeline, rows, aggs, reconciler.bronze, reconciler.quarantine, current, current_df)
+            t = lap("kafka_output", t)
+        datasets = _datasets(pipeline, rows, aggs, reconciler.bronze, reconciler.quarantine, current, current_table)
         log(f"{pipeline.name}: running Great Expectations ({', '.join(datasets)})")
         gx = run_suites(datasets, directory, run_id)
         t = lap("great_expectations", t)

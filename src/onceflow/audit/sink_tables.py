@@ -1,24 +1,80 @@
 """The sink tables as the audit reads them: at the Delta version pinned by the committed point,
-restricted to the audited ranges (Delta skips files by their statistics)."""
+restricted to the audited ranges, by delta-rs (no JVM).
+
+delta-rs's scan applies deletion vectors (a keyed table's MERGEs and a DELETE by hand write
+them) and skips files by their statistics on `_partition` and `_offset`. Everything comes back as
+one Arrow table: what the audit holds of a sink is what it reads of the audited ranges.
+"""
 
 from __future__ import annotations
 
-from pyspark.sql import Column, SparkSession
-from pyspark.sql import functions as F
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from onceflow.errors import OnceflowError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from deltalake import DeltaTable
 
 
-def range_filter(ranges: dict[int, tuple[int, int]]) -> Column:
-    """Rows whose (_partition, _offset) lie in the audited ranges (Delta skips files by their stats)."""
-    cond = F.lit(False)
-    for p, (start, end) in sorted(ranges.items()):
-        cond = cond | ((F.col("_partition") == p) & (F.col("_offset") >= start) & (F.col("_offset") < end))
-    return cond
+def open_table(path: str, version: int | None) -> DeltaTable:
+    """delta-rs's handle of the table at `version` (None: the newest), with the store's settings."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    from onceflow.storage.location import Location
+
+    loc = Location(path)
+    try:
+        if version is None:
+            return DeltaTable(loc.object_uri, storage_options=loc.storage_options)
+        return DeltaTable(loc.object_uri, version=version, storage_options=loc.storage_options)
+    except TableNotFoundError as exc:
+        raise OnceflowError(f"the Delta table {path} does not exist (version {version}): {exc}") from exc
 
 
-def read_table(spark: SparkSession, path: str, version: int | None, ranges: dict[int, tuple[int, int]] | None):
-    """A sink table at the pinned version, restricted to the audited ranges."""
+def ranges_predicate(ranges: dict[int, tuple[int, int]]) -> str:
+    """delta-rs's SQL predicate for rows whose (_partition, _offset) lie in the ranges."""
+    return " OR ".join(
+        f'("_partition" = {int(p)} AND "_offset" >= {int(s)} AND "_offset" < {int(e)})'
+        for p, (s, e) in sorted(ranges.items())
+    )
+
+
+def read_table(
+    path: str,
+    version: int | None,
+    ranges: dict[int, tuple[int, int]] | None,
+    columns: Sequence[str] | None = None,
+    predicate: str | None = None,
+) -> pa.Table:
+    """A sink table at the pinned version: its rows in `ranges` (None: all of them), the
+    `columns` asked (None: all), and those that also meet `predicate` (delta-rs SQL)."""
+    import pyarrow as pa
+
+    table = open_table(path, version)
+    names = list(columns) if columns is not None else None
+    where = [f"({p})" for p in (ranges_predicate(ranges) if ranges is not None else None, predicate) if p]
+    if ranges is not None and not ranges:  # nothing audited: the columns, no rows
+        schema = pa.schema(table.schema().to_arrow())
+        return (schema if names is None else pa.schema([schema.field(n) for n in names])).empty_table()
+    reader = table.scan(columns=names, predicate=" AND ".join(where) if where else None)
+    return pa.table(reader.read_all())
+
+
+def spark_table(spark, path: str, version: int | None, ranges: dict[int, tuple[int, int]] | None):
+    """The same rows as a Spark DataFrame, for the phases that still run on Spark (the aggregates'
+    recomputation, the Kafka output, Great Expectations' datasets)."""
+    from pyspark.sql import functions as F
+
     reader = spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", version)
     df = reader.load(path)
-    return df.where(range_filter(ranges)) if ranges is not None else df
+    if ranges is None:
+        return df
+    cond = F.lit(False)
+    for p, (start, end) in sorted(ranges.items()):
+        cond = cond | ((F.col("_partition") == p) & (F.col("_offset") >= start) & (F.col("_offset") < end))
+    return df.where(cond)

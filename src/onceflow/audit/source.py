@@ -1,8 +1,9 @@
 """The committed source records of the audited ranges, each judged by the audit's own judge.
 
-Kafka's committed records are read with Spark's batch Kafka source at read_committed and judged in
-Python workers by schema/reference.Judge (not the job's Spark validation, whose bugs it would
-share), by the declaration in force when each batch was written: what the sinks should hold.
+Kafka's committed records are read by a plain read_committed consumer (confluent-kafka, by
+partition range: kafka/consume.range_batches; no JVM) and judged by schema/reference.Judge (not the
+job's Spark validation, whose bugs it would share), by the declaration in force when each batch was
+written: what the sinks should hold.
 
 A Debezium pipeline's records (`schema.format: debezium`) are parsed by the reference envelope
 parser, cdc/envelope.Envelope: a change comes out as its bronze row (`_op` and `_sequence` beside
@@ -15,32 +16,18 @@ fields and today's keys and sequence_by.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from pyspark.sql import DataFrame, SparkSession
-
-from onceflow import offsets, tables
+from onceflow import tables
 from onceflow.cdc.spec import KeyedSpec
 from onceflow.config import Pipeline
 from onceflow.kafka.client import source_client
-from onceflow.spark.kafka_read import kafka_options
+from onceflow.kafka.consume import range_batches
 from onceflow.state.unprocessable import Unprocessable
 
-
-def read_kafka(spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]]) -> DataFrame:
-    """The committed records of the ranges: Spark's batch Kafka source at read_committed."""
-    topic = pipeline.source.topic
-    opts = kafka_options(
-        source_client(pipeline),
-        topic,
-        starting=offsets.spark_json(topic, {p: s for p, (s, _) in ranges.items()}),
-        endingOffsets=offsets.spark_json(topic, {p: e for p, (_, e) in ranges.items()}),
-    )
-    opts.pop("subscribe")
-    opts["assign"] = json.dumps({topic: sorted(ranges)})
-    return spark.read.format("kafka").options(**opts).load()
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 _ARROW = {
@@ -144,7 +131,7 @@ def _judged(
     cdc: tuple[list[str], list[str]] | None = None,
     framed: tuple[dict, str, str] | None = None,
 ):
-    """mapInArrow: each Kafka record judged in a Python worker by schema/reference.Judge, by the
+    """Each Kafka record judged by schema/reference.Judge, by the
     declaration in force when its batch was written (`segments`: declaration → offset ranges;
     records outside them: the current one). Values come out in the current bronze types.
     A record an operator moved to quarantine by hand (`unprocessable`: per partition, offset
@@ -288,26 +275,23 @@ def declaration_segments(pipeline: Pipeline) -> Segments:
     return out
 
 
-def read_source(
-    spark: SparkSession, pipeline: Pipeline, ranges: dict[int, tuple[int, int]], segments: Segments | None = None
-) -> DataFrame:
+def read_source(pipeline: Pipeline, ranges: dict[int, tuple[int, int]], segments: Segments | None = None) -> pa.Table:
     """The committed source records of the ranges, each judged by the audit's own judge:
     bronze's columns (tables.bronze_columns: the declared fields, typed; a Debezium pipeline's
-    `_op` and `_sequence` too) and `reason` (NULL when valid) — what the sinks should hold. A
-    Debezium tombstone has reason TOMBSTONE_REASON: it belongs in neither bronze nor quarantine."""
-    if not ranges:  # nothing new to audit: the same columns, no rows
-        raw = spark.createDataFrame([], "key binary, value binary, topic string, partition int, offset long")
-    else:
-        raw = read_kafka(spark, pipeline, ranges).select("key", "value", "topic", "partition", "offset")
-    judge, ddl = record_judge(pipeline, segments)
-    return raw.mapInArrow(judge, ddl)
+    `_op` and `_sequence` too), the raw `_key` and `_value`, the coordinates and `reason` (NULL when
+    valid) — what the sinks should hold. A Debezium tombstone has reason TOMBSTONE_REASON: it
+    belongs in neither bronze nor quarantine."""
+    import pyarrow as pa
+
+    judge, _ = record_judge(pipeline, segments)
+    raw = range_batches(source_client(pipeline), pipeline.source.topic, ranges)
+    return pa.Table.from_batches(list(judge(raw)))
 
 
 def record_judge(pipeline: Pipeline, segments: Segments | None = None):
     """The audit's judge of a pipeline's raw Kafka records, and the DDL of what it gives: a function
     of Arrow record batches (key, value, topic, partition, offset) to batches of bronze's columns,
-    the coordinates and `reason`. Spark's Python workers run it (read_source); so can a reader
-    without Spark."""
+    the coordinates and `reason` (read_source runs it; a batch of none gives the columns)."""
     schema, keyed = pipeline.schema, pipeline.keyed
     segments = declaration_segments(pipeline) if segments is None else segments
     ddl = ", ".join(f"`{n}` {t}" for n, t in tables.bronze_columns(schema, keyed).items()) + ", " + SOURCE_DDL

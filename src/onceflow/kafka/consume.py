@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
@@ -17,12 +18,16 @@ from onceflow.kafka.admin import partitions_of
 from onceflow.kafka.client import Cluster, as_client
 from onceflow.polling import Deadline
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 
 def committed_counts(cluster: Cluster, topic: str, timeout: float = 120) -> dict[int, int]:
     """Per partition, how many committed records a read_committed consumer sees now."""
     parts = partitions_of(cluster, topic)
     counts: Counter = Counter({p: 0 for p in parts})
-    counts.update(msg.partition() for msg in _messages(cluster, topic, parts, "read_committed", timeout))
+    spans = _from_start(cluster, topic, parts, "read_committed")
+    counts.update(msg.partition() for msg in _messages(cluster, topic, spans, "read_committed", timeout))
     return dict(counts)
 
 
@@ -33,7 +38,9 @@ def read_records(
     [(partition, offset, key, value)]. The witness tests and benchmarks compare tables with."""
     return [
         (*partition_offset(m), m.key(), m.value())
-        for m in _messages(cluster, topic, partitions_of(cluster, topic), isolation, timeout)
+        for m in _messages(
+            cluster, topic, _from_start(cluster, topic, partitions_of(cluster, topic), isolation), isolation, timeout
+        )
     ]
 
 
@@ -44,9 +51,59 @@ def partition_offset(msg: Message) -> tuple[int, int]:
     return partition, offset
 
 
-def _messages(cluster: Cluster, topic: str, parts: list[int], isolation: str, timeout: float) -> Iterator[Message]:
-    """Every record of `topic`'s `parts` from the start up to each one's end when reading began
-    (the last stable offset at read_committed); BrokerError if that takes over `timeout` s."""
+def range_batches(
+    cluster: Cluster, topic: str, ranges: dict[int, tuple[int, int]], timeout: float = 300, size: int = 20_000
+) -> Iterator[pa.RecordBatch]:
+    """The records of `ranges` (per partition [start, end)) that a read_committed consumer sees, as
+    Arrow batches of at most `size` rows: key, value, topic, partition, offset (Spark's Kafka
+    source's names and types). BrokerError if reading them takes over `timeout` s."""
+    import pyarrow as pa
+
+    cols: dict[str, list] = {"key": [], "value": [], "partition": [], "offset": []}
+
+    def batch() -> pa.RecordBatch:
+        arrays = [
+            pa.array(cols["key"], pa.binary()),
+            pa.array(cols["value"], pa.binary()),
+            pa.array([topic] * len(cols["offset"]), pa.string()),
+            pa.array(cols["partition"], pa.int32()),
+            pa.array(cols["offset"], pa.int64()),
+        ]
+        for v in cols.values():
+            v.clear()
+        return pa.RecordBatch.from_arrays(arrays, names=["key", "value", "topic", "partition", "offset"])
+
+    spans = {p: (s, e) for p, (s, e) in ranges.items() if e > s}
+    yielded = False
+    for msg in _messages(cluster, topic, spans, "read_committed", timeout):
+        partition, offset = partition_offset(msg)
+        cols["key"].append(msg.key())
+        cols["value"].append(msg.value())
+        cols["partition"].append(partition)
+        cols["offset"].append(offset)
+        if len(cols["offset"]) >= size:
+            yielded = True
+            yield batch()
+    if cols["offset"] or not yielded:  # at least one batch: it gives the columns
+        yield batch()
+
+
+def _from_start(cluster: Cluster, topic: str, parts: list[int], isolation: str) -> dict[int, tuple[int, int]]:
+    """Each partition from offset 0 to its end now (the last stable offset at read_committed)."""
+    settings = {"group.id": f"onceflow-read-{uuid.uuid4()}", "isolation.level": isolation}
+    consumer = Consumer(as_client(cluster).librdkafka(**settings))
+    try:
+        return {p: (0, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1]) for p in parts}
+    finally:
+        consumer.close()
+
+
+def _messages(
+    cluster: Cluster, topic: str, spans: dict[int, tuple[int, int]], isolation: str, timeout: float
+) -> Iterator[Message]:
+    """Every record of `spans` (partition -> [start, end)) readable at `isolation`; BrokerError if
+    that takes over `timeout` s. A range is read when the consumer's position passes its end: at
+    read_committed its last offsets may be transaction markers or aborted records."""
     consumer = Consumer(
         as_client(cluster).librdkafka(
             **{
@@ -58,29 +115,30 @@ def _messages(cluster: Cluster, topic: str, parts: list[int], isolation: str, ti
         )
     )
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in parts}
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        done = {p for p in parts if ends[p] == 0}
+        done = {p for p, (s, e) in spans.items() if e <= s}
+        consumer.assign([TopicPartition(topic, p, s) for p, (s, e) in spans.items() if p not in done])
         deadline = Deadline(timeout)
-        while len(done) < len(parts):
+        while len(done) < len(spans):
             if deadline.passed:
                 raise BrokerError(
-                    f"reading {topic} at {isolation} did not reach the end offsets {ends} "
-                    f"within {timeout:.0f}s (done: {sorted(done)})"
+                    f"reading {topic} at {isolation} did not reach the end offsets "
+                    f"{ {p: e for p, (_, e) in spans.items()} } within {timeout:.0f}s (done: {sorted(done)})"
                 )
             batch = consumer.consume(10_000, timeout=1.0)
             if not batch:
-                # at read_committed the last records may be control markers: check the position
-                for p in set(parts) - done:
-                    if consumer.position([TopicPartition(topic, p)])[0].offset >= ends[p]:
+                for p in set(spans) - done:
+                    if consumer.position([TopicPartition(topic, p)])[0].offset >= spans[p][1]:
                         done.add(p)
                 continue
             for msg in batch:
                 if msg.error():
                     continue
-                yield msg
                 partition, offset = partition_offset(msg)
-                if offset + 1 >= ends[partition]:
+                if partition in done or offset >= spans[partition][1]:
+                    done.add(partition)
+                    continue
+                yield msg
+                if offset + 1 >= spans[partition][1]:
                     done.add(partition)
     finally:
         consumer.close()
