@@ -219,7 +219,6 @@ SPARK = "runs Spark: DataFrames, a streaming query or Delta-Spark commits (tests
 ONLY_INTEGRATION = {
     **dict.fromkeys(
         (
-            "audit/aggregates.py",
             "audit/kafka_output.py",
             "audit/suites.py",
             "spark/archive_training.py",

@@ -8,6 +8,10 @@ at once (not merged batch by batch, as the job does). A full outer join on
 (group_by, window_start) finds windows missing on either side and windows whose
 metrics differ.
 
+The recomputation and the join run in DuckDB over the Arrow tables delta-rs reads
+(audit/sink_tables.py): no JVM, and no code shared with the Spark job that wrote the table.
+Windows are Spark's tumbling windows: aligned to the Unix epoch, in UTC microseconds.
+
 An incremental audit compares only the windows touched by the newly audited
 bronze rows, recomputed from every bronze row of those windows.
 """
@@ -15,9 +19,10 @@ bronze rows, recomputed from every bronze row of those windows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+import duckdb
+import pyarrow as pa
 
 from onceflow import tables
 from onceflow.audit.sink_tables import read_table
@@ -38,142 +43,203 @@ from onceflow.sink_kinds import SinkName
 
 # relative difference allowed between a streamed and a recomputed double metric (exact for the others)
 DOUBLE_TOLERANCE = 1e-9
+TITLE = "streaming aggregates equal a batch recomputation from bronze, row for row"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _metric(m: Metric, sql_type: str) -> Column:
-    """One metric over all of bronze, in SQL; a sum adds in the column's own type, as wide as
-    the declaration made it (a long's sum would overflow a bigint)."""
+def _q(column: str) -> str:
+    """A column's name quoted for SQL (DuckDB's and delta-rs's alike)."""
+    return '"' + column.replace('"', '""') + '"'
+
+
+def _types(pipeline: Pipeline) -> dict[str, str]:
+    """The aggregates table's columns in DuckDB's types: Spark's STRING is a VARCHAR, and its
+    TIMESTAMP an instant (Delta stores UTC microseconds, delta-rs reads them with tz UTC)."""
+    assert pipeline.sinks.aggregates is not None  # called for a pipeline with sinks.aggregates
+    columns = tables.aggregate_columns(pipeline.schema, pipeline.sinks.aggregates)
+    return {c: {"STRING": "VARCHAR", "TIMESTAMP": "TIMESTAMPTZ"}.get(t, t) for c, t in columns.items()}
+
+
+def _metric(m: Metric, sql_type: str) -> str:
+    """One metric over a window's rows; a sum adds in the column's own type, as wide as the
+    declaration made it (a long's sum would overflow a bigint)."""
     if m.func == "count":
-        return F.count(F.lit(1)).cast(sql_type)
-    arg = f"CAST(`{m.field}` AS {sql_type})" if m.func == "sum" else f"`{m.field}`"
-    return F.expr(f"{m.func}({arg})").cast(sql_type)
+        return f"CAST(count(*) AS {sql_type})"
+    arg = _q(m.field or "")
+    return f"CAST({m.func}({f'CAST({arg} AS {sql_type})' if m.func == 'sum' else arg}) AS {sql_type})"
 
 
-def recompute(bronze: DataFrame, pipeline: Pipeline) -> DataFrame:
-    """Per declared group and event-time window: the declared metrics (the batch truth)."""
-    aggs, schema = pipeline.sinks.aggregates, pipeline.schema
-    assert aggs is not None  # called for a pipeline with sinks.aggregates
-    types = tables.aggregate_columns(schema, aggs)
-    metrics = aggs.parsed_metrics()
-    exprs = [_metric(m, types[m.name]).alias(m.name) for m in metrics]
+def _width(pipeline: Pipeline) -> int:
+    """The window's width in microseconds."""
+    assert pipeline.sinks.aggregates is not None
+    return round(pipeline.sinks.aggregates.window_seconds * 1_000_000)
+
+
+def _connect() -> duckdb.DuckDBPyConnection:
+    db = duckdb.connect()  # in memory, for one audit
+    db.execute("SET TimeZone = 'UTC'")  # TIMESTAMP -> TIMESTAMPTZ and Arrow's tz read as UTC
+    return db
+
+
+def _recompute_sql(pipeline: Pipeline, source: str) -> str:
+    """`GROUP BY <group_by>, window(<event_time>, <window>)` over the relation `source`, as Spark
+    computes it: window_start = ts - (ts mod width), floored (times before 1970 too); a NULL
+    event time is in no window."""
+    aggs = pipeline.sinks.aggregates
+    assert aggs is not None
+    types, w = _types(pipeline), _width(pipeline)
+    ts = f"epoch_us({_q(pipeline.schema.event_time_column)})"
+    columns = [
+        *(f"CAST({_q(g)} AS {types[g]}) AS {_q(g)}" for g in aggs.group_by),
+        "CAST(make_timestamp(_start) AS TIMESTAMPTZ) AS window_start",
+        f"CAST(make_timestamp(_start + {w}) AS TIMESTAMPTZ) AS window_end",
+        *(f"{_metric(m, types[m.name])} AS {_q(m.name)}" for m in aggs.parsed_metrics()),
+    ]
     return (
-        bronze.groupBy(*aggs.group_by, F.window(schema.event_time_column, aggs.window).alias("w"))
-        .agg(*exprs)
-        .select(
-            *aggs.group_by,
-            F.col("w.start").alias("window_start"),
-            F.col("w.end").alias("window_end"),
-            *[m.name for m in metrics],
-        )
+        f"SELECT {', '.join(columns)} "
+        f"FROM (SELECT *, {ts} - (({ts} % {w}) + {w}) % {w} AS _start FROM {source} WHERE {ts} IS NOT NULL) "
+        "GROUP BY ALL"
+    )
+
+
+def recompute(bronze: pa.Table, pipeline: Pipeline) -> pa.Table:
+    """Per declared group and event-time window: the declared metrics (the batch truth), columns
+    `[*group_by, window_start, window_end, *metrics]` in the aggregates table's types."""
+    db = _connect()
+    db.register("bronze", bronze)
+    return db.sql(_recompute_sql(pipeline, "bronze")).to_arrow_table()
+
+
+def _bronze_columns(pipeline: Pipeline) -> list[str]:
+    """The bronze columns the recomputation reads."""
+    aggs = pipeline.sinks.aggregates
+    assert aggs is not None
+    fields = [m.field for m in aggs.parsed_metrics() if m.field]
+    return list(dict.fromkeys([*aggs.group_by, pipeline.schema.event_time_column, *fields]))
+
+
+def _touched(source: str, key: list[str], types: dict[str, str]) -> str:
+    """The rows of the relation `source` whose key is a touched window's, compared null-safely."""
+    on = " AND ".join(f"CAST(s.{_q(c)} AS {types[c]}) IS NOT DISTINCT FROM touched.{_q(c)}" for c in key)
+    return f"SELECT * FROM ({source}) s WHERE EXISTS (SELECT 1 FROM touched WHERE {on})"
+
+
+def _judged_sql(expected: str, observed: str, key: list[str], values: list[str], types: dict[str, str]) -> str:
+    """Both sides in the table's types, fully outer joined on the key (null-safely: an optional
+    group-by field may be NULL), each window with its `kind` of difference (NULL: none)."""
+
+    def side(relation: str, prefix: str, flag: str) -> str:
+        cols = [f"CAST({_q(c)} AS {types[c]}) AS {_q(c)}" for c in key]
+        cols += [f"CAST({_q(c)} AS {types[c]}) AS {_q(prefix + c)}" for c in values]
+        return f"SELECT {', '.join(cols)}, TRUE AS {flag} FROM ({relation})"
+
+    def same(c: str) -> str:
+        exp, obs = _q(f"exp_{c}"), _q(f"obs_{c}")
+        if types[c] == "DOUBLE":  # a sum of doubles depends on the order it was added in: batch by batch
+            near = f"abs({exp} - {obs}) <= greatest(1.0, abs({exp})) * {DOUBLE_TOLERANCE!r}"
+            return f"({exp} IS NOT DISTINCT FROM {obs} OR coalesce({near}, FALSE))"
+        return f"({exp} IS NOT DISTINCT FROM {obs})"
+
+    keys = [f"coalesce(e.{_q(c)}, t.{_q(c)}) AS {_q(c)}" for c in key]
+    sides = [_q(f"{p}_{c}") for c in values for p in ("exp", "obs")]
+    on = " AND ".join(f"e.{_q(c)} IS NOT DISTINCT FROM t.{_q(c)}" for c in key)
+    differs = " OR ".join(f"NOT {same(c)}" for c in values)
+    return (
+        f"WITH e AS ({side(expected, 'exp_', '_e')}), t AS ({side(observed, 'obs_', '_t')}) "
+        f"SELECT {', '.join([*keys, *sides])}, _e, _t, "
+        "CASE WHEN _t IS NULL THEN 'missing_in_table' WHEN _e IS NULL THEN 'not_in_bronze' "
+        f"WHEN {differs} THEN 'differs' END AS kind "
+        f"FROM e FULL OUTER JOIN t ON {on}"
     )
 
 
 @dataclass
 class AggregateReconciliation:
     check: Check
-    table: DataFrame | None  # the aggregate rows in scope (validated by the GX aggregates suite)
+    table: pa.Table | None  # the aggregate rows in scope (validated by the GX aggregates suite)
     recomputed_rows: int
     findings: list[dict]
 
 
 def reconcile_aggregates(
-    spark: SparkSession, pipeline: Pipeline, point: CommittedPoint, audited_bronze: DataFrame
+    pipeline: Pipeline, point: CommittedPoint, audited_bronze: pa.Table
 ) -> AggregateReconciliation:
     """Compare the aggregate table (pinned version) with bronze recomputed up to the
     aggregates ledger's end; `audited_bronze` (the audited range) selects the windows
     an incremental audit looks at."""
     sink = pipeline.sinks.aggregates
     view = point.sinks.get(SinkName.AGGREGATES)
-    title = "streaming aggregates equal a batch recomputation from bronze, row for row"
     if sink is None or view is None or not view.exists:
-        return AggregateReconciliation(
-            Check(
-                "aggregates",
-                title,
-                CheckStatus.SKIPPED,
-                detail="the pipeline has no aggregates sink",
-                group=CheckGroup.AGGREGATES,
-            ),
-            None,
-            0,
-            [],
+        skipped = Check(
+            "aggregates",
+            TITLE,
+            CheckStatus.SKIPPED,
+            detail="the pipeline has no aggregates sink",
+            group=CheckGroup.AGGREGATES,
         )
+        return AggregateReconciliation(skipped, None, 0, [])
+    key = list(tables.aggregate_key(sink))
+    metrics = [m.name for m in sink.parsed_metrics()]
+    values = ["window_end", *metrics]
+    types = _types(pipeline)
+    table = read_table(pipeline.resolve(sink.path), view.version, None, [*key, *values])
+    db = _connect()
+    db.register("audited", audited_bronze)
+
+    incremental = bool(point.mode == AuditScope.SINCE_LAST and point.watermark)
+    predicate = None
+    if incremental:
+        keys = ", ".join(_q(c) for c in key)
+        touched = db.sql(f"SELECT DISTINCT {keys} FROM ({_recompute_sql(pipeline, 'audited')})").to_arrow_table()
+        if not touched.num_rows:
+            nothing = check(
+                "aggregates",
+                TITLE,
+                True,
+                expected=0,
+                observed=0,
+                detail="no new bronze rows: no window to compare",
+                group=CheckGroup.AGGREGATES,
+            )
+            return AggregateReconciliation(nothing, table.slice(0, 0), 0, [])
+        db.register("touched", touched)
+        [(first, last)] = db.sql(
+            "SELECT epoch_us(min(window_start)), epoch_us(max(window_start)) FROM touched"
+        ).fetchall()
+        lo, hi = (EPOCH + timedelta(microseconds=us) for us in (first, last + _width(pipeline)))
+        # only bronze rows that can fall into the touched windows (delta-rs skips files by event_time stats)
+        ts = _q(pipeline.schema.event_time_column)
+        predicate = f"{ts} >= '{lo.isoformat()}' AND {ts} < '{hi.isoformat()}'"
+
     # bronze as the aggregates saw it: every offset below the aggregates ledger's end
-    agg_end = view.end
-    covered = {p: (point.first.get(p, 0), e) for p, e in agg_end.items() if point.first.get(p, 0) < e}
-    if covered == point.ranges():  # a full audit of a stopped job: the audited (cached) rows are exactly these
+    covered = {p: (point.first.get(p, 0), e) for p, e in view.end.items() if point.first.get(p, 0) < e}
+    if covered == point.ranges():  # a full audit of a stopped job: the audited rows are exactly these
         bronze = audited_bronze
     else:
+        bronze_path = pipeline.resolve(pipeline.sinks.bronze.path)
         bronze = read_table(
-            spark, pipeline.resolve(pipeline.sinks.bronze.path), point.sinks[SinkName.BRONZE].version, covered
+            bronze_path, point.sinks[SinkName.BRONZE].version, covered, _bronze_columns(pipeline), predicate
         )
-    key = list(tables.aggregate_key(sink))
-    values = ["window_end", *[m.name for m in sink.parsed_metrics()]]
-    columns = [*key, *values]
-    table = read_table(spark, pipeline.resolve(sink.path), view.version, None).select(*columns)
+    db.register("bronze", bronze)
+    db.register("aggregates", table)
+    expected, observed = _recompute_sql(pipeline, "bronze"), "SELECT * FROM aggregates"
+    if incremental:
+        expected, observed = _touched(expected, key, types), _touched(observed, key, types)
+        table = db.sql(observed).to_arrow_table().cast(table.schema)  # as delta-rs read them
 
-    if point.mode == AuditScope.SINCE_LAST and point.watermark:
-        touched = recompute(audited_bronze, pipeline).select(*key).distinct()
-        bounds = touched.agg(F.min("window_start").alias("lo"), F.max("window_start").alias("hi")).first()
-        assert bounds is not None  # an aggregate without groups has one row
-        if bounds["lo"] is None:
-            return AggregateReconciliation(
-                check(
-                    "aggregates",
-                    title,
-                    True,
-                    expected=0,
-                    observed=0,
-                    detail="no new bronze rows: no window to compare",
-                    group=CheckGroup.AGGREGATES,
-                ),
-                table.limit(0),
-                0,
-                [],
-            )
-        # only bronze rows that can fall into the touched windows (Delta skips files by event_time stats)
-        width = int(sink.window_seconds)
-        event_time = F.col(pipeline.schema.event_time_column)
-        bronze = bronze.where(
-            (event_time >= F.lit(bounds["lo"]))
-            & (event_time < F.lit(bounds["hi"]) + F.expr(f"INTERVAL {width} SECONDS"))
+    db.execute(f"CREATE TEMP TABLE judged AS {_judged_sql(expected, observed, key, values, types)}")
+    [(n_expected, n_observed, bad)] = db.sql("SELECT count(_e), count(_t), count(kind) FROM judged").fetchall()
+    samples: list[dict] = []
+    findings: list[dict] = []
+    detail = ""
+    if bad:
+        shown = ", ".join(_q(f"{side}_{m}") for m in metrics for side in ("exp", "obs"))
+        order = ", ".join(f"{_q(c)} ASC NULLS FIRST" for c in key)  # Spark's ascending order
+        rows_sql = (
+            f"SELECT kind, {', '.join(_q(c) for c in key)}, {shown} FROM judged "
+            f"WHERE kind IS NOT NULL ORDER BY {order} LIMIT {MAX_RANGES}"
         )
-        expected = _semi(recompute(bronze, pipeline), touched, key)
-        table = _semi(table, touched, key)
-    else:
-        expected = recompute(bronze, pipeline)
-
-    e = expected.select(*key, *[F.col(c).alias(f"exp_{c}") for c in values]).withColumn("_e", F.lit(True))
-    t = table.select(*key, *[F.col(c).alias(f"obs_{c}") for c in values]).withColumn("_t", F.lit(True))
-    on = [e[c].eqNullSafe(t[c]) for c in key]  # an optional group-by field may be null
-    j = e.join(t, on, "full_outer").select(
-        *[F.coalesce(e[c], t[c]).alias(c) for c in key], *[c for c in e.columns + t.columns if c not in key]
-    )
-    types = tables.aggregate_columns(pipeline.schema, sink)
-    differs = F.lit(False)
-    for c in values:
-        exp, obs = F.col(f"exp_{c}"), F.col(f"obs_{c}")
-        if types.get(c) == "DOUBLE":  # a sum of doubles depends on the order it was added in: batch by batch
-            same = exp.eqNullSafe(obs) | (F.abs(exp - obs) <= F.greatest(F.lit(1.0), F.abs(exp)) * DOUBLE_TOLERANCE)
-        else:
-            same = exp.eqNullSafe(obs)
-        differs = differs | ~same
-    j = j.withColumn(
-        "kind",
-        F.when(F.col("_t").isNull(), "missing_in_table")
-        .when(F.col("_e").isNull(), "not_in_bronze")
-        .when(differs, "differs"),
-    )
-    stats = j.agg(
-        F.count(F.col("_e")).alias("expected"),
-        F.count(F.col("_t")).alias("observed"),
-        F.count(F.col("kind")).alias("bad"),
-    ).first()
-    assert stats is not None  # an aggregate without groups has one row
-    samples, findings = [], []
-    if stats["bad"]:
-        shown = [f"{side}_{c}" for c in values if c != "window_end" for side in ("exp", "obs")]
-        rows = j.where(F.col("kind").isNotNull()).orderBy(*key).select("kind", *key, *shown).limit(MAX_RANGES).collect()
+        wrong = db.sql(rows_sql).to_arrow_table().to_pylist()
         findings = [
             {
                 "check": "aggregates",
@@ -185,30 +251,22 @@ def reconcile_aggregates(
                 + f" @ {r['window_start'].isoformat() if r['window_start'] else None}",
                 "kind": r["kind"],
             }
-            for r in rows
+            for r in wrong
         ]
-        samples = [jsonable(r.asDict()) for r in rows[:MAX_SAMPLES]]
-    detail = ""
-    if stats["bad"]:
-        metrics = [c for c in values if c != "window_end"]
-        detail = f"{stats['bad']} window(s) differ: " + "; ".join(
+        samples = [jsonable(r) for r in wrong[:MAX_SAMPLES]]
+        detail = f"{bad} window(s) differ: " + "; ".join(
             f"{s['kind']} {' / '.join(str(s[c]) for c in sink.group_by)} {s['window_start']}: "
             + ", ".join(f"{m} {s[f'exp_{m}']} expected, {s[f'obs_{m}']} in table" for m in metrics)
             for s in samples
         )
     result = check(
         "aggregates",
-        title,
-        not stats["bad"],
-        expected={"windows": stats["expected"], "differing": 0},
-        observed={"windows": stats["observed"], "differing": stats["bad"]},
+        TITLE,
+        not bad,
+        expected={"windows": n_expected, "differing": 0},
+        observed={"windows": n_observed, "differing": bad},
         samples=samples,
         detail=detail,
         group=CheckGroup.AGGREGATES,
     )
-    return AggregateReconciliation(result, table, stats["expected"], findings)
-
-
-def _semi(df: DataFrame, keys: DataFrame, columns: list[str]) -> DataFrame:
-    """The rows of `df` whose key is in `keys`, comparing null-safely."""
-    return df.join(keys, [df[c].eqNullSafe(keys[c]) for c in columns], "left_semi")
+    return AggregateReconciliation(result, table, n_expected, findings)
