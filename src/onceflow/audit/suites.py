@@ -19,6 +19,11 @@
 
 Expected values that come from Kafka (the committed counts) are put into the
 suites when they are built, so one GX run holds every check of the audit.
+
+The sink tables' suites run on GX's pandas engine (validate.py converts the Arrow
+tables delta-rs reads; no Spark): their type checks name the dtype or Python type
+each declared type becomes there (_PANDAS_TYPES); reconciliation and findings run
+on SQLite.
 """
 
 from __future__ import annotations
@@ -67,6 +72,29 @@ _SPARK_TYPES = {
     "DATE": "DateType",
     "STRUCT": "StructType",
 }
+# Each DDL type's check on GX's pandas engine, as validate._to_pandas converts the Arrow table
+# delta-rs reads: GX compares `type_` with the column dtype's `.type` — the NumPy scalar type of a
+# masked or NumPy dtype, the Python class of an Arrow dtype's values — so it judges the column's
+# type as Spark's check judged the schema, an empty or all-NULL column too. (`type_` is a class GX
+# finds by that name in NumPy, pandas or Python's builtins; "date" and "Decimal" are the classes
+# pandas.core.dtypes.dtypes imports.) A column stored with another type fails: text holding
+# ints is Int64, not str; a BIGINT stored as text is str; an INT stored as BIGINT is int64; a
+# TIMESTAMP without a zone (NTZ) is datetime64, not Timestamp; a DATE stored as a timestamp is
+# Timestamp. What no GX pandas type check can see: a DECIMAL's precision and scale (any decimal
+# passes, as Spark's isinstance(DecimalType) check let any pass) and a STRUCT's fields (any struct
+# passes, as with Spark's StructType; the column-set check names its fields, see _nested).
+_PANDAS_TYPES = {
+    "StringType": "str",  # string[pyarrow]
+    "IntegerType": "int32",  # Int32
+    "LongType": "int64",  # Int64
+    "TimestampType": "Timestamp",  # datetime64[us, UTC]
+    "DecimalType": "Decimal",  # decimal128(p, s)[pyarrow]: precision and scale unchecked
+    "BinaryType": "bytes",  # binary[pyarrow]
+    "BooleanType": "bool",  # boolean
+    "DoubleType": "float64",  # Float64
+    "DateType": "date",  # date32[pyarrow]
+    "StructType": "dict",  # struct<…>[pyarrow]: fields unchecked here
+}
 _DDL_COLUMN = re.compile(r"^`?(\w+)`?\s+([A-Za-z]+)(?:\(\d+\s*,\s*\d+\)|<.*>)?$", re.DOTALL)
 
 
@@ -87,9 +115,9 @@ def _top_level(ddl: str) -> list[str]:
 
 
 def ddl_types(ddl: str) -> dict[str, str]:
-    """Column → pyspark type class name from a tables.py DDL (the names GX's type check compares;
-    a struct, Debezium's `_sequence`, is StructType); parsed without a JVM so suites can be built
-    and tested anywhere."""
+    """Column → pyspark type class name from a tables.py DDL (a struct, Debezium's `_sequence`, is
+    StructType; _PANDAS_TYPES maps each to its GX type check, validate._SQLITE_TYPES to an SQLite
+    column); parsed without a JVM, so suites can be built and tested anywhere."""
     found = [_DDL_COLUMN.match(part) for part in _top_level(ddl)]
     cols = {m.group(1): _SPARK_TYPES[m.group(2).upper()] for m in found if m}
     if not cols:
@@ -97,14 +125,25 @@ def ddl_types(ddl: str) -> dict[str, str]:
     return cols
 
 
+def _declared(ddl: str) -> dict[str, str]:
+    """Column → its type as the DDL writes it (`DECIMAL(18,2)`), for the type checks' meta."""
+    out = {}
+    for part in _top_level(ddl):
+        m = _DDL_COLUMN.match(part)
+        if m:
+            out[m.group(1)] = part[m.end(1) :].lstrip("`").strip()
+    return out
+
+
 def _nested(keyed: KeyedSpec | None) -> list[str]:
-    """The fields of the `_sequence` struct as GX's Spark batches list them among the columns."""
+    """The fields of the `_sequence` struct as validate._to_pandas adds them to the columns (as GX's
+    Spark batches listed them): the column-set check holds the struct's exact fields."""
     return [f"_sequence.{p.column}" for p in keyed.sequence] if keyed is not None else []
 
 
 def _schema(ddl: str, nested: list[str] | None = None) -> list:
-    """The table's exact columns (with `nested`, the fields of its struct columns, which GX lists
-    too) and each column's type."""
+    """The table's exact columns (with `nested`, the `<struct>.<field>` columns validate._to_pandas
+    adds for its struct columns) and one type check per column (_PANDAS_TYPES)."""
     cols = ddl_types(ddl)
     out: list = [
         gxe.ExpectTableColumnsToMatchSet(
@@ -113,7 +152,11 @@ def _schema(ddl: str, nested: list[str] | None = None) -> list:
             description="the table has exactly the columns of its schema",
         )
     ]
-    out += [gxe.ExpectColumnValuesToBeOfType(column=c, type_=t) for c, t in cols.items()]
+    declared = _declared(ddl)
+    out += [
+        gxe.ExpectColumnValuesToBeOfType(column=c, type_=_PANDAS_TYPES[t], meta={"declared": declared[c]})
+        for c, t in cols.items()
+    ]
     return out
 
 

@@ -1,27 +1,40 @@
-"""Run the audit's Great Expectations suites on Spark DataFrames and build Data Docs.
+"""Run the audit's Great Expectations suites on Arrow tables and build Data Docs, without Spark.
 
-An ephemeral GX context (nothing is written outside the report) with one Spark
-data source; each dataset is a DataFrame asset with its suite, validation
+An ephemeral GX context (nothing is written outside the report) with one pandas
+data source; each sink table (bronze, quarantine, aggregates, current: the
+pyarrow.Table delta-rs read) is a dataframe asset with its suite, validation
 definition and Checkpoint, and all Checkpoints run under one RunIdentifier (the
 audit's run id), so the Data Docs site shows the audit as one run. (A GX 1.x
 Checkpoint hands the same batch parameters — here: the DataFrame — to every
 validation definition it holds, so each dataset gets its own Checkpoint.)
 
-Cost: with a detailed result format GX runs one more Spark job per expectation
-to fetch sample unexpected values — a full scan each when there are none. So a
-suite runs first with BASIC and `partial_unexpected_count: 0` (the aggregate
-metrics bundled into few jobs, as BOOLEAN_ONLY: the sample query becomes a
-`LIMIT 0` that Spark answers without a job; unlike BOOLEAN_ONLY, the computed
-counts and observed values are kept, so Data Docs show them for passing
-expectations instead of "--"); only a suite that fails runs again with SUMMARY,
-under the same run id, which replaces the stored result: Data Docs and
-summary.json then show the counts and samples of what failed.
+Arrow → pandas (`_to_pandas`) is chosen so each expectation means what it meant on
+Spark, and each type check judges the column's type, not its values (so an empty or
+all-NULL column is judged too, as Spark judged the schema): integers, booleans and
+doubles become pandas' masked dtypes (Int32, Int64, boolean, Float64) — NumPy's would
+make an INT column with a NULL float64 and the NULL a NaN — so NULL stays NULL, NaN
+stays a value and INT stays distinct from BIGINT; timestamps become
+`datetime64[us, UTC]` (zoned, as Spark's TIMESTAMP; microseconds, no overflow past
+2262); text becomes `string[pyarrow]`; decimals, dates, bytes and structs keep their
+Arrow type (`pd.ArrowDtype`), whose values are Decimal, date, bytes and dict. A
+struct's fields are added as `<struct>.<field>` columns, as GX's Spark batches listed
+them, so a suite's column-set check still covers them (suites._nested).
+
+Cost: no JVM, no Spark job; every expectation is computed in this process on one
+in-memory frame per table, converted just before its suite runs and dropped after
+(GX's engine would keep every batch's frame): the Arrow-typed columns (text,
+decimals, dates, bytes, structs) stay in Arrow buffers, the numbers and timestamps are
+copied into pandas' arrays. A suite runs first with BASIC and `partial_unexpected_count: 0`:
+counts and observed values (Data Docs show them for passing expectations instead of
+"--"), no samples of unexpected values; only a suite that fails runs
+again with SUMMARY, under the same run id, which replaces the stored result: Data
+Docs and summary.json then show the counts and samples of what failed.
 
 The two small datasets the audit builds itself (reconciliation: one row per
-partition; findings: one row per offending range) are not Spark DataFrames: GX
-validates them as tables of an SQLite file (Python's sqlite3, through GX's SQL
-engine), so their 13 expectations cost no Spark job: on Spark they were about half of a
-small audit's jobs (docs/benchmarks.md, "Audit of a small stack").
+partition; findings: one row per offending range) are `Rows`: GX validates them as
+tables of an SQLite file (Python's sqlite3, through GX's SQL engine), because the
+findings' checks are SQL (`UnexpectedRowsExpectation`), which GX's pandas engine
+does not run.
 
 Data Docs are made to work offline after GX builds them (onceflow.web.datadocs:
 bundled jQuery, Bootstrap, Vega…, never a CDN).
@@ -36,13 +49,18 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from onceflow.reconcile import MAX_SAMPLES, Check, CheckGroup, CheckStatus, jsonable
 
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    from great_expectations import ExpectationSuite
+
 SITE = "onceflow_audit"
 _SQLITE_TYPES = {"IntegerType": "INTEGER", "LongType": "INTEGER", "StringType": "TEXT"}
-# the first run of every suite: metrics and observed values, no sample query (see above)
+# the first run of every suite: metrics and observed values, no samples (see above)
 FIRST_RUN = {"result_format": "BASIC", "partial_unexpected_count": 0}
 
 
@@ -156,6 +174,72 @@ def _to_check(suite: str, result) -> Check:
     )
 
 
+def _plain(t: pa.DataType) -> pa.DataType:
+    """`t` with Arrow's view layouts (a delta-rs scan gives string_view, binary_view) as the large
+    plain types, which pandas' Arrow dtypes take; in a struct's fields too."""
+    import pyarrow as pa
+
+    if pa.types.is_string_view(t):
+        return pa.large_string()
+    if pa.types.is_binary_view(t):
+        return pa.large_binary()
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_plain(t.field(i).type)) for i in range(t.num_fields)])
+    return t
+
+
+def _dtype(t: pa.DataType):
+    """The pandas dtype an Arrow column becomes (module docstring); None: pyarrow's default."""
+    import pandas as pd
+    import pyarrow as pa
+
+    masked = {
+        pa.int8(): pd.Int8Dtype(),
+        pa.int16(): pd.Int16Dtype(),
+        pa.int32(): pd.Int32Dtype(),
+        pa.int64(): pd.Int64Dtype(),
+        pa.bool_(): pd.BooleanDtype(),
+        pa.float32(): pd.Float32Dtype(),
+        pa.float64(): pd.Float64Dtype(),
+    }
+    if t in masked:  # NumPy's would make an INT column with a NULL float64, the NULL a NaN
+        return masked[t]
+    if pa.types.is_timestamp(t):  # datetime64[unit, zone]: its .type is pandas' Timestamp when zoned
+        return None
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return pd.StringDtype("pyarrow")
+    return pd.ArrowDtype(t)  # decimal, binary, date, struct: typed by Arrow, never a bare object column
+
+
+def _struct_fields(name: str, column: pa.ChunkedArray) -> dict[str, pa.ChunkedArray]:
+    """`<name>.<field>` → that field's values, for each field of a struct column (and of the structs
+    nested in it): the names GX's Spark batches listed among the columns."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out = {}
+    if pa.types.is_struct(column.type):
+        for i in range(column.type.num_fields):
+            path = f"{name}.{column.type.field(i).name}"
+            child = pc.struct_field(column, [i])
+            out[path] = child
+            out |= _struct_fields(path, child)
+    return out
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    """The frame GX validates: the table's columns, then its structs' fields (module docstring)."""
+    import pyarrow as pa
+
+    plain = pa.schema([f.with_type(_plain(f.type)) for f in table.schema])
+    if plain != table.schema:
+        table = table.cast(plain)
+    for name in list(table.column_names):
+        for path, values in _struct_fields(name, table.column(name)).items():
+            table = table.append_column(path, values)
+    return table.to_pandas(types_mapper=_dtype, coerce_temporal_nanoseconds=False)  # µs: no overflow past 2262
+
+
 def _write_sqlite(db: Path, tables: dict[str, Rows]) -> None:
     with sqlite3.connect(db) as con:
         for name, t in tables.items():
@@ -165,13 +249,23 @@ def _write_sqlite(db: Path, tables: dict[str, Rows]) -> None:
     con.close()
 
 
-def run_suites(datasets: dict[str, tuple], report_dir: Path, run_name: str) -> GxOutcome:
-    """datasets: name → (Spark DataFrame or Rows, ExpectationSuite), validated in order."""
+def run_suites(
+    datasets: dict[str, tuple[pa.Table | Rows, ExpectationSuite]], report_dir: Path, run_name: str
+) -> GxOutcome:
+    """datasets: name → (pyarrow.Table or Rows, ExpectationSuite), validated in order; the tables
+    through GX's pandas engine, one frame at a time, the Rows through SQLite. No Spark."""
+    import pyarrow as pa
+
+    wrong = {n: type(d).__name__ for n, (d, _) in datasets.items() if not isinstance(d, pa.Table | Rows)}
+    if wrong:
+        raise TypeError(f"run_suites validates pyarrow.Table or Rows datasets, not {wrong}")
     with tempfile.TemporaryDirectory(prefix="onceflow-audit-") as tmp:
         return _run_suites(datasets, report_dir, run_name, Path(tmp) / "small.sqlite")
 
 
-def _run_suites(datasets: dict[str, tuple], report_dir: Path, run_name: str, db: Path) -> GxOutcome:
+def _run_suites(
+    datasets: dict[str, tuple[pa.Table | Rows, ExpectationSuite]], report_dir: Path, run_name: str, db: Path
+) -> GxOutcome:
     import great_expectations as gx
     from great_expectations.core.run_identifier import RunIdentifier
 
@@ -181,8 +275,8 @@ def _run_suites(datasets: dict[str, tuple], report_dir: Path, run_name: str, db:
     if small:
         _write_sqlite(db, small)
         sql_source = ctx.data_sources.add_sqlite("onceflow_audit_tables", connection_string=f"sqlite:///{db}")
-    if len(small) < len(datasets):  # (GX's Spark source gets or starts a Spark session)
-        spark_source = ctx.data_sources.add_spark("onceflow")
+    if len(small) < len(datasets):
+        pandas_source = ctx.data_sources.add_pandas("onceflow")
     run_id = RunIdentifier(run_name=run_name, run_time=datetime.now(UTC))
     checks: list[Check] = []
     stats = {}
@@ -191,8 +285,8 @@ def _run_suites(datasets: dict[str, tuple], report_dir: Path, run_name: str, db:
             batch = sql_source.add_table_asset(name, table_name=name).add_batch_definition_whole_table(name)
             params = {}
         else:
-            batch = spark_source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
-            params = {"dataframe": data}
+            batch = pandas_source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
+            params = {"dataframe": _to_pandas(data)}
         suite = ctx.suites.add(suite)
         vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
         cp = ctx.checkpoints.add(
@@ -207,6 +301,11 @@ def _run_suites(datasets: dict[str, tuple], report_dir: Path, run_name: str, db:
         for validation in outcome.run_results.values():
             stats[name] = dict(validation.statistics)
             checks += [_to_check(name, r) for r in validation.results]
+        if not isinstance(data, Rows):  # GX's engine keeps every batch's frame: one alive at a time
+            manager = pandas_source.get_execution_engine().batch_manager
+            manager.batch_data_cache.clear()
+            manager.reset_batch_cache()
+            params.clear()
     ctx.build_data_docs(site_names=[SITE])
     from onceflow.web.datadocs import make_offline
 
