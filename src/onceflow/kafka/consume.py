@@ -111,6 +111,9 @@ def _messages(
                 "enable.auto.commit": False,
                 "isolation.level": isolation,
                 "auto.offset.reset": "earliest",
+                # a bounded read: at a partition's end the broker answers a fetch at once rather than
+                # holding it 500 ms for more records, so the position past the last markers shows soon
+                "fetch.wait.max.ms": 50,
             }
         )
     )
@@ -124,7 +127,7 @@ def _messages(
                     f"reading {topic} at {isolation} did not reach the end offsets "
                     f"{ {p: e for p, (_, e) in spans.items()} } within {timeout:.0f}s (done: {sorted(done)})"
                 )
-            batch = consumer.consume(10_000, timeout=1.0)
+            batch = consumer.consume(10_000, timeout=0.2)
             if not batch:
                 for p in set(spans) - done:
                     if consumer.position([TopicPartition(topic, p)])[0].offset >= spans[p][1]:

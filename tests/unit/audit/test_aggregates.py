@@ -4,9 +4,11 @@ table read with delta-rs; the recomputation checked against a plain Python one. 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -115,7 +117,8 @@ def oracle(rows: list[dict], pipeline: config.Pipeline) -> dict[tuple, dict]:
             if m.func == "count":
                 metrics[m.name] = len(members)
             else:
-                metrics[m.name] = {"sum": sum, "min": min, "max": max}[m.func](seen) if seen else None
+                folds: dict[str, Callable[[list], Any]] = {"sum": sum, "min": min, "max": max}
+                metrics[m.name] = folds[m.func](seen) if seen else None
         out[(*groups, EPOCH + timedelta(microseconds=start))] = metrics
     return out
 
@@ -147,7 +150,7 @@ def point(
 ) -> CommittedPoint:
     """The committed point of partition 0 audited over [start, end), the aggregates' ledger ending
     at `aggregates_end` (default: `end`); since-last with a watermark when `mode` says."""
-    sinks = {
+    sinks: dict[str, SinkView] = {
         SinkName.BRONZE: view(SinkName.BRONZE, pipeline.resolve(pipeline.sinks.bronze.path), {0: end}),
         SinkName.AGGREGATES: view(
             SinkName.AGGREGATES, pipeline.resolve(aggregates_of(pipeline).path), {0: aggregates_end or end}
