@@ -7,8 +7,8 @@ It starts its own broker, produces `--events` payments events (transactions, 2% 
 ingests them available-now, then measures:
 - `--audits` full audits in one warm Spark session (the first is the JVM's first): seconds
   per phase and the Spark jobs each audit ran (a job group around the audit);
-- `--cold` audits each in a fresh process (a new driver JVM, as an Airflow task's
-  spark-submit): seconds to the end, the session included.
+- `--cold` audits each in a fresh process, as `onceflow audit` and an Airflow task run one:
+  seconds to the end, imports and (on a tree whose audit needs one) the Spark session included.
 Medians are over the warm audits after the first. Quote them against a run of the same
 command on the other tree, back to back (the machine is shared).
 """
@@ -49,16 +49,19 @@ def _audit(spark, pipeline, reports: Path) -> dict:
 
 
 def child(folder: str, bootstrap: str, topic: str) -> None:
-    """A fresh driver: session + one audit; prints its figures as one JSON line."""
+    """A fresh process running one audit as `onceflow audit` does (run_audit builds a Spark session
+    itself if its tree's audit needs one); prints its figures as one JSON line."""
     started = time.monotonic()
     from devkit.pipelines import pipeline_file
-    from onceflow.spark.session import build_session
+    from onceflow.audit.run import run_audit
 
-    spark = build_session("onceflow-bench-audit-cold", master="local[*]", extra={"spark.eventLog.enabled": "false"})
     _, pipeline = pipeline_file(Path(folder), bootstrap, topic, name="audit_small", max_offsets=1_000_000)
-    figures = {"session": round(time.monotonic() - started, 2), **_audit(spark, pipeline, Path(folder) / "cold")}
-    figures["end"] = round(time.monotonic() - started, 2)
-    spark.stop()
+    outcome = run_audit(pipeline, report_dir=Path(folder) / "cold")
+    figures = {
+        "status": str(outcome.status),
+        **{k: v for k, v in outcome.summary["timings"].items() if k != "report"},
+        "end": round(time.monotonic() - started, 2),
+    }
     print("FIGURES " + json.dumps(figures), flush=True)
 
 

@@ -275,17 +275,47 @@ def declaration_segments(pipeline: Pipeline) -> Segments:
     return out
 
 
+# from this many records on, the judge (one Python thread, ~25,000 records/s) runs in one spawned
+# process per core: a process costs about a second to start (docs/benchmarks.md)
+PARALLEL_FROM = 100_000
+
+
 def read_source(pipeline: Pipeline, ranges: dict[int, tuple[int, int]], segments: Segments | None = None) -> pa.Table:
     """The committed source records of the ranges, each judged by the audit's own judge:
     bronze's columns (tables.bronze_columns: the declared fields, typed; a Debezium pipeline's
     `_op` and `_sequence` too), the raw `_key` and `_value`, the coordinates and `reason` (NULL when
     valid) — what the sinks should hold. A Debezium tombstone has reason TOMBSTONE_REASON: it
     belongs in neither bronze nor quarantine."""
+    segments = declaration_segments(pipeline) if segments is None else segments
+    raw = list(range_batches(source_client(pipeline), pipeline.source.topic, ranges))
+    return judge_records(pipeline, segments, raw)
+
+
+def judge_records(pipeline: Pipeline, segments: Segments, raw: list, parallel_from: int = PARALLEL_FROM) -> pa.Table:
+    """Raw Kafka batches (at least one) judged: in this process, or from `parallel_from` records on
+    in one spawned process per core, each judging whole batches."""
+    import os
+
+    import pyarrow as pa
+
+    processes = min(os.cpu_count() or 1, len(raw))
+    if sum(b.num_rows for b in raw) < parallel_from or processes < 2:
+        return _judge_share(pipeline, segments, raw)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    shares = [raw[i::processes] for i in range(processes)]  # whole batches: a record's judge needs only itself
+    # spawned, not forked: the caller may run threads (delta-rs, DuckDB) that a fork would not carry
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pa.concat_tables(pool.map(_judge_share, [pipeline] * processes, [segments] * processes, shares))
+
+
+def _judge_share(pipeline: Pipeline, segments: Segments, batches: list) -> pa.Table:
+    """Raw Kafka batches judged, in this process."""
     import pyarrow as pa
 
     judge, _ = record_judge(pipeline, segments)
-    raw = range_batches(source_client(pipeline), pipeline.source.topic, ranges)
-    return pa.Table.from_batches(list(judge(raw)))
+    return pa.Table.from_batches(list(judge(iter(batches))))
 
 
 def record_judge(pipeline: Pipeline, segments: Segments | None = None):

@@ -123,3 +123,35 @@ def test_debezium_records_are_parsed_by_the_reference_envelope_parser_into_bronz
     seq = out.column("_sequence").to_pylist()
     assert seq[1]["source_lsn"] == 101 and seq[5]["source_lsn"] == 102 and seq[2] is None
     assert str(seq[0]["source_scn"]) == source_["scn"]
+
+
+def test_records_judged_in_spawned_processes_equal_those_judged_here(tmp_path):
+    """The split a large audit takes (one process per core, whole batches each) judges every record
+    as the judge in this process does; only the order of the batches may differ."""
+    from devkit.pipelines import write_pipeline
+    from onceflow import config
+
+    pipeline = config.load(write_pipeline(tmp_path, "localhost:1", "t-split"))
+    event = {"account_id": "a", "amount": "1.50", "currency": "EUR", "event_time": "2026-01-01T00:00:00Z"}
+    values = [
+        json.dumps({**event, "event_id": f"00000000-0000-0000-0000-{i:012d}"}).encode() if i % 3 else b"{"
+        for i in range(40)
+    ]
+    raw = [
+        pa.RecordBatch.from_arrays(
+            [
+                pa.array([None] * 10, pa.binary()),
+                pa.array(values[i : i + 10], pa.binary()),
+                pa.array(["t-split"] * 10, pa.string()),
+                pa.array([i // 10] * 10, pa.int32()),
+                pa.array(list(range(10)), pa.int64()),
+            ],
+            names=["key", "value", "topic", "partition", "offset"],
+        )
+        for i in range(0, 40, 10)
+    ]
+    here = source.judge_records(pipeline, [], raw, parallel_from=10**9)
+    split = source.judge_records(pipeline, [], raw, parallel_from=1)
+    order = [("_partition", "ascending"), ("_offset", "ascending")]
+    assert split.sort_by(order).to_pylist() == here.sort_by(order).to_pylist()
+    assert here.num_rows == 40 and 0 < here.filter(pa.compute.is_null(here["reason"])).num_rows < 40
