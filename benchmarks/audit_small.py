@@ -36,7 +36,7 @@ def _audit(spark, pipeline, reports: Path) -> dict:
     spark.sparkContext.setJobGroup(GROUP, "audit")
     before = len(spark.sparkContext.statusTracker().getJobIdsForGroup(GROUP))
     started = time.monotonic()
-    outcome = run_audit(pipeline, report_dir=reports, spark=spark)
+    outcome = run_audit(pipeline, report_dir=reports)
     seconds = time.monotonic() - started
     if outcome.status != "passed":
         sys.exit(f"the audit did not pass: {outcome.summary.get('reason') or outcome.summary['failed_checks']}")

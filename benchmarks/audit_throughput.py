@@ -79,7 +79,7 @@ def timed_audit(spark, pipeline, mode: str, reports: Path) -> dict:
     from onceflow.audit.run import run_audit
 
     t = time.monotonic()
-    outcome = run_audit(pipeline, mode=mode, report_dir=reports, spark=spark, log=log)
+    outcome = run_audit(pipeline, mode=mode, report_dir=reports, log=log)
     wall = time.monotonic() - t
     s = outcome.summary
     if outcome.status != "passed":

@@ -114,7 +114,7 @@ def test_the_keyed_table_is_the_databases_through_kills_in_every_window_and_a_lo
     landed = assert_current_exactly_once(pipeline, broker.bootstrap, stream)
     assert landed["tombstones"] == counts["tombstones"] and landed["deleted"] > 0
     assert_ledgers_contiguous(pipeline)
-    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     checks = {c["name"]: c for c in outcome.summary["checks"]}
     assert outcome.status == "passed", {n: c["detail"] for n, c in checks.items() if c["status"] == "failed"}
     assert any(n.startswith("current") and c["status"] == "passed" for n, c in checks.items()), sorted(checks)

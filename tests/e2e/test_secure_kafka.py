@@ -192,7 +192,7 @@ def test_killed_taken_over_by_its_standby_recovered_and_audited_exactly_once_wit
     }
     assert set(provenance) == bronze and max(provenance.values()) == 1
 
-    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     failed = [c for c in outcome.summary["checks"] if c["status"] != "passed"]
     assert outcome.status == "passed", json.dumps(failed, default=str)[:3000]
 

@@ -66,7 +66,7 @@ def copy_of(ingested, dest: Path, max_offsets: int = 1500, **overrides) -> confi
 
 
 def audit(pipeline, spark, tmp_path, mode="full"):
-    outcome = run_audit(pipeline, mode=mode, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(pipeline, mode=mode, report_dir=tmp_path / "reports")
     jsonschema.validate(outcome.summary, SCHEMA)
     on_disk = json.loads((outcome.report_dir / "summary.json").read_text())
     assert on_disk["status"] == outcome.status and on_disk["run_id"] == outcome.run_id

@@ -142,7 +142,7 @@ def test_each_compatible_change_keeps_the_aggregates_streaming(broker, spark, tm
     assert [r["note"] for r in bronze if r["note"]] == ["a new optional field"]
     ledger = read_ledger(paths["bronze"])
     assert len(ledger.maintenance) >= 2 and not ledger.foreign_commits, (ledger.maintenance, ledger.foreign_commits)
-    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     assert outcome.status == "passed", outcome.summary["failed_checks"]
 
 
@@ -210,5 +210,5 @@ def test_the_keyed_table_follows_a_widened_key_and_a_new_optional_column(broker,
     assert rows[2]["visits"] == 6 and rows[2]["phone"] == "556"
     assert rows[1]["_deleted"] is True
     assert not read_ledger(paths["current"]).foreign_commits
-    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     assert outcome.status == "passed", outcome.summary["failed_checks"]

@@ -364,10 +364,9 @@ def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_pat
             "kafka": {"topic": "ks-audit-out", "ledger_topic": "ks-audit-ledger"},
         },
     )
-    spark = source["bronze"].sparkSession
     sink = KafkaTxnSink.for_pipeline(pipeline, GENERATION)
     _write(sink, source, 0)
-    checks = {c.name: c for c in output_checks(spark, pipeline)}
+    checks = {c.name: c for c in output_checks(pipeline)}
     assert all(c.status == CheckStatus.PASSED for c in checks.values()), {n: c.as_dict() for n, c in checks.items()}
     assert set(checks) == {
         "kafka_ledger",
@@ -385,7 +384,7 @@ def test_the_audit_checks_the_output_like_any_other_sink(broker, source, tmp_pat
     producer.produce("ks-audit-out", one[3], one[2])
     producer.produce("ks-audit-out", json.dumps(forged).encode(), one[2])
     producer.flush(30)
-    checks = {c.name: c for c in output_checks(spark, pipeline)}
+    checks = {c.name: c for c in output_checks(pipeline)}
     assert checks["kafka_output_duplicates"].status == "failed"
     assert checks["kafka_output_duplicates"].observed["duplicate_keys"] == 1
     assert checks["kafka_output_phantoms"].status == "failed" and checks["kafka_output_phantoms"].observed == 1
@@ -410,7 +409,7 @@ def test_a_value_that_cuts_timestamps_to_milliseconds_fails_the_audit(broker, so
         },
     )
     _write(KafkaTxnSink.for_pipeline(pipeline, GENERATION), source, 0)
-    values = next(c for c in output_checks(source["bronze"].sparkSession, pipeline) if c.name == "kafka_output_values")
+    values = next(c for c in output_checks(pipeline) if c.name == "kafka_output_values")
     assert values.status == "failed", values.as_dict()
     assert set(values.observed) == {"event_time"}, values.observed
     cut = [
@@ -478,7 +477,7 @@ def test_recovery_and_audit_read_the_kafka_sink_ledger(broker, spark, tmp_path):
     ledger = read_kafka_ledger(broker.bootstrap, "ks-recovery-ledger", "ks_recovery")
     assert ledger.problems() == [] and {e.generation for e in ledger.entries} == {1}
 
-    outcome = run_audit(after, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(after, report_dir=tmp_path / "reports")
     checks = {c["name"]: c["status"] for c in outcome.summary["checks"]}
     assert {
         checks[n] for n in ("kafka_ledger", "kafka_output_loss", "kafka_output_phantoms", "kafka_output_duplicates")

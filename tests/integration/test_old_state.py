@@ -69,7 +69,7 @@ def test_state_from_spark_4_0_ingests_audits_and_recovers_on_the_current_engines
     after = assert_exactly_once(pipeline, broker.bootstrap)
     assert after["bronze"] > before["bronze"], (before, after)
     assert_ledgers_contiguous(pipeline)
-    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     assert outcome.status == "passed", outcome.summary["failed_checks"]
 
     shutil.rmtree(pipeline.checkpoint_path)  # the old checkpoint lost: recovery from the old ledgers

@@ -77,5 +77,5 @@ def test_a_poisoned_batch_is_named_refused_for_restart_and_moved_to_quarantine_b
 
     from onceflow.audit.run import run_audit
 
-    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     assert outcome.status == "passed", outcome.summary["failed_checks"]

@@ -172,7 +172,7 @@ def test_killed_before_the_aggregates_merge_catches_up_from_bronze(broker, spark
     assert [e.batch_id for e in ledgers["aggregates"].entries] == [0]
     assert read_checkpoint(pipeline.checkpoint_path).last_committed == 1
 
-    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     checks = {c["name"]: c for c in outcome.summary["checks"]}
     assert outcome.status == "passed", {n: c["detail"] for n, c in checks.items() if c["status"] == "failed"}
     assert checks["aggregates"]["status"] == "passed" and checks["aggregates"]["expected"]["windows"] > 0

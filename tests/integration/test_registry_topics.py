@@ -138,7 +138,7 @@ def test_two_schema_versions_land_and_every_broken_record_is_quarantined_as_the_
     expected["avro_not_framed"] += 1  # the two bytes b"\x00\x00": shorter than the header
     assert reasons == expected, reasons
 
-    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     failed = {c["name"]: c["detail"] for c in outcome.summary["checks"] if c["status"] == "failed"}
     assert outcome.status == "passed", failed
 
@@ -232,7 +232,7 @@ def test_json_schema_records_land_by_their_payload_and_each_broken_header_has_it
     expected["json_schema_not_framed"] += 1  # the two bytes: shorter than the header
     assert reasons == expected, reasons
 
-    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     failed = {c["name"]: c["detail"] for c in outcome.summary["checks"] if c["status"] == "failed"}
     assert outcome.status == "passed", failed
 

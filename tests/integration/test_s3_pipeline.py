@@ -111,7 +111,7 @@ def test_killed_and_checkpoint_lost_on_s3_recovers_and_audits_exactly_once(broke
     bronze = DeltaTable(table_paths(pipeline)["bronze"])
     assert bronze.table_uri.startswith("s3") and bronze.version() >= 3
 
-    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     failed = [c for c in outcome.summary["checks"] if c["status"] != "passed"]
     assert outcome.status == "passed", json.dumps(failed, default=str)[:3000]
     health = pipeline_health(pipeline).as_json()

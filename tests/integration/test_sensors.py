@@ -110,7 +110,7 @@ def test_two_pipelines_of_different_shapes_stream_at_once_and_both_audit_green(b
         # each record in bronze or quarantine once, each malformed one with its reason, aggregates recomputed
         counts = assert_exactly_once(pipeline, broker.bootstrap, produced=produced[pipeline.name])
         assert counts["committed"] >= 900 and counts["quarantine"] > 0, counts
-        outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+        outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
         checks = {c["name"]: c for c in outcome.summary["checks"]}
         assert outcome.status == "passed", (pipeline.name, outcome.summary["failed_checks"])
         assert checks["aggregates"]["status"] == "passed" and outcome.summary["counts"]["aggregate_windows"] > 0

@@ -93,7 +93,7 @@ def test_every_malformed_kind_is_quarantined_with_its_reason_and_raw_bytes(inges
             wrong[i] = (value[:60], reason, row and (row["reason"], row["detail"], row["_value"] == value))
     assert not wrong, wrong
 
-    outcome = run_audit(ingested["pipeline"], report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(ingested["pipeline"], report_dir=tmp_path / "reports")
     assert outcome.status == "passed", outcome.summary["failed_checks"]
 
 
@@ -109,7 +109,7 @@ def test_a_record_slipped_into_bronze_fails_the_audit_with_its_offset(ingested, 
     slipped.write.format("delta").mode("append").save(paths["bronze"])
     spark.sql(f"DELETE FROM delta.`{paths['quarantine']}` WHERE _offset = {offset}")
 
-    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     checks = {c["name"]: c for c in outcome.summary["checks"]}
     assert outcome.status == "failed" and checks["accounting"]["status"] == "failed"
     assert checks["content"]["status"] == "failed"
@@ -139,7 +139,7 @@ def test_compatible_evolution_is_applied_and_audited_and_a_breaking_one_is_refus
     assert write_engines(paths["bronze"])[-1] == "delta-rs", write_engines(paths["bronze"])
     ledger = read_ledger(paths["bronze"])
     assert len(ledger.maintenance) >= 2 and not ledger.foreign_commits, (ledger.maintenance, ledger.foreign_commits)
-    outcome = run_audit(pipeline, report_dir=tmp_path / "reports", spark=spark)
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     assert outcome.status == "passed", outcome.summary["failed_checks"]
 
     broken = json.loads(json.dumps(evolved))

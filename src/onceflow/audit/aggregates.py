@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import duckdb
 import pyarrow as pa
 
 from onceflow import tables
+from onceflow.audit.duck import connect, ident, sql_type
 from onceflow.audit.sink_tables import read_table
 from onceflow.config import Pipeline
 from onceflow.reconcile import (
@@ -47,17 +47,12 @@ TITLE = "streaming aggregates equal a batch recomputation from bronze, row for r
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _q(column: str) -> str:
-    """A column's name quoted for SQL (DuckDB's and delta-rs's alike)."""
-    return '"' + column.replace('"', '""') + '"'
-
-
 def _types(pipeline: Pipeline) -> dict[str, str]:
     """The aggregates table's columns in DuckDB's types: Spark's STRING is a VARCHAR, and its
     TIMESTAMP an instant (Delta stores UTC microseconds, delta-rs reads them with tz UTC)."""
     assert pipeline.sinks.aggregates is not None  # called for a pipeline with sinks.aggregates
     columns = tables.aggregate_columns(pipeline.schema, pipeline.sinks.aggregates)
-    return {c: {"STRING": "VARCHAR", "TIMESTAMP": "TIMESTAMPTZ"}.get(t, t) for c, t in columns.items()}
+    return {c: sql_type(t) for c, t in columns.items()}
 
 
 def _metric(m: Metric, sql_type: str) -> str:
@@ -65,7 +60,7 @@ def _metric(m: Metric, sql_type: str) -> str:
     declaration made it (a long's sum would overflow a bigint)."""
     if m.func == "count":
         return f"CAST(count(*) AS {sql_type})"
-    arg = _q(m.field or "")
+    arg = ident(m.field or "")
     return f"CAST({m.func}({f'CAST({arg} AS {sql_type})' if m.func == 'sum' else arg}) AS {sql_type})"
 
 
@@ -75,12 +70,6 @@ def _width(pipeline: Pipeline) -> int:
     return round(pipeline.sinks.aggregates.window_seconds * 1_000_000)
 
 
-def _connect() -> duckdb.DuckDBPyConnection:
-    db = duckdb.connect()  # in memory, for one audit
-    db.execute("SET TimeZone = 'UTC'")  # TIMESTAMP -> TIMESTAMPTZ and Arrow's tz read as UTC
-    return db
-
-
 def _recompute_sql(pipeline: Pipeline, source: str) -> str:
     """`GROUP BY <group_by>, window(<event_time>, <window>)` over the relation `source`, as Spark
     computes it: window_start = ts - (ts mod width), floored (times before 1970 too); a NULL
@@ -88,12 +77,12 @@ def _recompute_sql(pipeline: Pipeline, source: str) -> str:
     aggs = pipeline.sinks.aggregates
     assert aggs is not None
     types, w = _types(pipeline), _width(pipeline)
-    ts = f"epoch_us({_q(pipeline.schema.event_time_column)})"
+    ts = f"epoch_us({ident(pipeline.schema.event_time_column)})"
     columns = [
-        *(f"CAST({_q(g)} AS {types[g]}) AS {_q(g)}" for g in aggs.group_by),
+        *(f"CAST({ident(g)} AS {types[g]}) AS {ident(g)}" for g in aggs.group_by),
         "CAST(make_timestamp(_start) AS TIMESTAMPTZ) AS window_start",
         f"CAST(make_timestamp(_start + {w}) AS TIMESTAMPTZ) AS window_end",
-        *(f"{_metric(m, types[m.name])} AS {_q(m.name)}" for m in aggs.parsed_metrics()),
+        *(f"{_metric(m, types[m.name])} AS {ident(m.name)}" for m in aggs.parsed_metrics()),
     ]
     return (
         f"SELECT {', '.join(columns)} "
@@ -105,7 +94,7 @@ def _recompute_sql(pipeline: Pipeline, source: str) -> str:
 def recompute(bronze: pa.Table, pipeline: Pipeline) -> pa.Table:
     """Per declared group and event-time window: the declared metrics (the batch truth), columns
     `[*group_by, window_start, window_end, *metrics]` in the aggregates table's types."""
-    db = _connect()
+    db = connect()
     db.register("bronze", bronze)
     return db.sql(_recompute_sql(pipeline, "bronze")).to_arrow_table()
 
@@ -120,7 +109,7 @@ def _bronze_columns(pipeline: Pipeline) -> list[str]:
 
 def _touched(source: str, key: list[str], types: dict[str, str]) -> str:
     """The rows of the relation `source` whose key is a touched window's, compared null-safely."""
-    on = " AND ".join(f"CAST(s.{_q(c)} AS {types[c]}) IS NOT DISTINCT FROM touched.{_q(c)}" for c in key)
+    on = " AND ".join(f"CAST(s.{ident(c)} AS {types[c]}) IS NOT DISTINCT FROM touched.{ident(c)}" for c in key)
     return f"SELECT * FROM ({source}) s WHERE EXISTS (SELECT 1 FROM touched WHERE {on})"
 
 
@@ -129,20 +118,20 @@ def _judged_sql(expected: str, observed: str, key: list[str], values: list[str],
     group-by field may be NULL), each window with its `kind` of difference (NULL: none)."""
 
     def side(relation: str, prefix: str, flag: str) -> str:
-        cols = [f"CAST({_q(c)} AS {types[c]}) AS {_q(c)}" for c in key]
-        cols += [f"CAST({_q(c)} AS {types[c]}) AS {_q(prefix + c)}" for c in values]
+        cols = [f"CAST({ident(c)} AS {types[c]}) AS {ident(c)}" for c in key]
+        cols += [f"CAST({ident(c)} AS {types[c]}) AS {ident(prefix + c)}" for c in values]
         return f"SELECT {', '.join(cols)}, TRUE AS {flag} FROM ({relation})"
 
     def same(c: str) -> str:
-        exp, obs = _q(f"exp_{c}"), _q(f"obs_{c}")
+        exp, obs = ident(f"exp_{c}"), ident(f"obs_{c}")
         if types[c] == "DOUBLE":  # a sum of doubles depends on the order it was added in: batch by batch
             near = f"abs({exp} - {obs}) <= greatest(1.0, abs({exp})) * {DOUBLE_TOLERANCE!r}"
             return f"({exp} IS NOT DISTINCT FROM {obs} OR coalesce({near}, FALSE))"
         return f"({exp} IS NOT DISTINCT FROM {obs})"
 
-    keys = [f"coalesce(e.{_q(c)}, t.{_q(c)}) AS {_q(c)}" for c in key]
-    sides = [_q(f"{p}_{c}") for c in values for p in ("exp", "obs")]
-    on = " AND ".join(f"e.{_q(c)} IS NOT DISTINCT FROM t.{_q(c)}" for c in key)
+    keys = [f"coalesce(e.{ident(c)}, t.{ident(c)}) AS {ident(c)}" for c in key]
+    sides = [ident(f"{p}_{c}") for c in values for p in ("exp", "obs")]
+    on = " AND ".join(f"e.{ident(c)} IS NOT DISTINCT FROM t.{ident(c)}" for c in key)
     differs = " OR ".join(f"NOT {same(c)}" for c in values)
     return (
         f"WITH e AS ({side(expected, 'exp_', '_e')}), t AS ({side(observed, 'obs_', '_t')}) "
@@ -183,13 +172,13 @@ def reconcile_aggregates(
     values = ["window_end", *metrics]
     types = _types(pipeline)
     table = read_table(pipeline.resolve(sink.path), view.version, None, [*key, *values])
-    db = _connect()
+    db = connect()
     db.register("audited", audited_bronze)
 
     incremental = bool(point.mode == AuditScope.SINCE_LAST and point.watermark)
     predicate = None
     if incremental:
-        keys = ", ".join(_q(c) for c in key)
+        keys = ", ".join(ident(c) for c in key)
         touched = db.sql(f"SELECT DISTINCT {keys} FROM ({_recompute_sql(pipeline, 'audited')})").to_arrow_table()
         if not touched.num_rows:
             nothing = check(
@@ -208,7 +197,7 @@ def reconcile_aggregates(
         ).fetchall()
         lo, hi = (EPOCH + timedelta(microseconds=us) for us in (first, last + _width(pipeline)))
         # only bronze rows that can fall into the touched windows (delta-rs skips files by event_time stats)
-        ts = _q(pipeline.schema.event_time_column)
+        ts = ident(pipeline.schema.event_time_column)
         predicate = f"{ts} >= '{lo.isoformat()}' AND {ts} < '{hi.isoformat()}'"
 
     # bronze as the aggregates saw it: every offset below the aggregates ledger's end
@@ -233,10 +222,10 @@ def reconcile_aggregates(
     findings: list[dict] = []
     detail = ""
     if bad:
-        shown = ", ".join(_q(f"{side}_{m}") for m in metrics for side in ("exp", "obs"))
-        order = ", ".join(f"{_q(c)} ASC NULLS FIRST" for c in key)  # Spark's ascending order
+        shown = ", ".join(ident(f"{side}_{m}") for m in metrics for side in ("exp", "obs"))
+        order = ", ".join(f"{ident(c)} ASC NULLS FIRST" for c in key)  # Spark's ascending order
         rows_sql = (
-            f"SELECT kind, {', '.join(_q(c) for c in key)}, {shown} FROM judged "
+            f"SELECT kind, {', '.join(ident(c) for c in key)}, {shown} FROM judged "
             f"WHERE kind IS NOT NULL ORDER BY {order} LIMIT {MAX_RANGES}"
         )
         wrong = db.sql(rows_sql).to_arrow_table().to_pylist()

@@ -1,7 +1,7 @@
 """Audit of the Kafka output topic, the same promise as for the Delta sinks.
 
-The output is read at read_committed by Spark's batch Kafka source and mapped
-back to the source records it came from through the provenance the records
+The output is read at read_committed by a plain consumer (kafka/consume.py) and mapped
+back to the source records it came from, in DuckDB, through the provenance the records
 carry (`_topic`, `_partition`, `_offset` in the JSON value, as the default
 `value: to_json(struct(*))` writes them). Then, against the committed source
 records (read_committed, judged by the audit's own judge, schema/reference.py):
@@ -24,18 +24,18 @@ beside the Delta sinks' checks.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
-
+from onceflow.audit.duck import connect, ident, sql_type
 from onceflow.config import Pipeline
 from onceflow.kafka.client import KafkaClient, sink_client
 from onceflow.kafka.ledger import KafkaLedger, default_ledger_topic, read_kafka_ledger
-from onceflow.reconcile import MAX_SAMPLES, Check, CheckGroup, CheckStatus, check
-from onceflow.spark.kafka_read import kafka_options
+from onceflow.reconcile import MAX_SAMPLES, Check, CheckGroup, CheckStatus, check, jsonable
+
+if TYPE_CHECKING:
+    import duckdb
 
 KEY = ("_topic", "_partition", "_offset")
-PROVENANCE_SCHEMA = "_topic STRING, _partition INT, _offset BIGINT"
 
 
 def output_topic_and_cluster(pipeline: Pipeline) -> tuple[str, KafkaClient, str]:
@@ -45,26 +45,41 @@ def output_topic_and_cluster(pipeline: Pipeline) -> tuple[str, KafkaClient, str]
     return sink.topic, client, sink.ledger_topic or default_ledger_topic(pipeline.name)
 
 
-def read_output(spark: SparkSession, cluster: KafkaClient, topic: str) -> DataFrame:
-    """The output topic's committed records with their provenance parsed from the value."""
-    opts = kafka_options(cluster, topic, "earliest", endingOffsets="latest")
-    raw = spark.read.format("kafka").options(**opts).load()
-    parsed = F.from_json(F.col("value").cast("string"), PROVENANCE_SCHEMA)
-    return raw.select(
-        F.col("partition").alias("out_partition"),
-        F.col("offset").alias("out_offset"),
-        *[parsed[c].alias(c) for c in KEY],
-        F.col("value").cast("string").alias("out_value"),
+def _json(path_of: str) -> str:
+    """A JSON path to a top-level field, quoted."""
+    return "'$.\"" + path_of.replace("'", "''").replace('"', '\\"') + "\"'"
+
+
+def _read_output(db: duckdb.DuckDBPyConnection, cluster: KafkaClient, topic: str) -> None:
+    """Table `output`: the output topic's committed records with their provenance parsed from the
+    value (NULL where the value is no JSON object carrying it)."""
+    import pyarrow as pa
+
+    from onceflow.kafka.consume import topic_batches
+
+    db.register("raw_output", pa.Table.from_batches(list(topic_batches(cluster, topic))))
+    v = "out_value"
+    db.execute(
+        f"""
+        CREATE TEMP TABLE output AS
+        SELECT out_partition, out_offset, out_value,
+               CASE WHEN json_valid({v}) THEN json_extract_string({v}, '$._topic') END AS _topic,
+               CASE WHEN json_valid({v}) THEN TRY_CAST(json_extract_string({v}, '$._partition') AS INTEGER) END
+                 AS _partition,
+               CASE WHEN json_valid({v}) THEN TRY_CAST(json_extract_string({v}, '$._offset') AS BIGINT) END
+                 AS _offset
+        FROM (SELECT "partition" AS out_partition, "offset" AS out_offset, TRY(decode(value)) AS out_value
+              FROM raw_output)
+        """
     )
 
 
-def _value_differs(name: str, sql_type: str) -> Column:
-    """The output value carries field `name` and it is not the source record's value. Read back
-    with Spark's default JSON reading, which takes any fraction of a second: a timestamp the
-    value cut to milliseconds differs from the microseconds the source holds."""
-    carried = F.get_json_object("out_value", f"$.{name}").isNotNull()
-    read = F.from_json("out_value", f"`{name}` {sql_type}")[name]
-    return carried & ~read.eqNullSafe(F.col(name))
+def _value_differs(name: str, declared: str) -> str:
+    """The output value carries field `name` and, read as its declared type, it is not the source
+    record's value: a timestamp the value cut to milliseconds differs from the microseconds the
+    source holds, a decimal rounded from its scale."""
+    field = f"json_extract_string(out_value, {_json(name)})"
+    return f"({field} IS NOT NULL AND TRY_CAST({field} AS {sql_type(declared)}) IS DISTINCT FROM {ident(name)})"
 
 
 def _span(ledger: KafkaLedger, complete_only: bool) -> dict[int, tuple[int, int]]:
@@ -78,14 +93,17 @@ def _span(ledger: KafkaLedger, complete_only: bool) -> dict[int, tuple[int, int]
     return {p: span for p, span in out.items() if span[0] < span[1]}
 
 
-def _in(ranges: dict[int, tuple[int, int]]):
-    cond = F.lit(False)
-    for p, (start, end) in sorted(ranges.items()):
-        cond = cond | ((F.col("_partition") == p) & (F.col("_offset") >= start) & (F.col("_offset") < end))
-    return cond
+def _in(ranges: dict[int, tuple[int, int]]) -> str:
+    return (
+        " OR ".join(
+            f"(_partition = {int(p)} AND _offset >= {int(s)} AND _offset < {int(e)})"
+            for p, (s, e) in sorted(ranges.items())
+        )
+        or "FALSE"
+    )
 
 
-def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger | None = None) -> list[Check]:
+def output_checks(pipeline: Pipeline, ledger: KafkaLedger | None = None) -> list[Check]:
     """Reconcile the Kafka output with the committed source records; one Check per promise."""
     from onceflow.audit.source import read_source
 
@@ -115,32 +133,46 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
         )
         return checks
 
-    output = read_output(spark, cluster, topic).where(F.col("_topic") == pipeline.source.topic)
-    unmapped = read_output(spark, cluster, topic).where(F.col("_partition").isNull()).count()
     fields = {f.name: f.ftype.sql for f in pipeline.schema.fields}
-    source = (
-        spark.createDataFrame(read_source(pipeline, seen).drop_columns(["_key", "_value"]))
-        .where(F.col("reason").isNull())
-        .select(*KEY, *fields, F.lit(True).alias("in_source"), _in(complete).alias("complete"))
-        .cache()
-    )
-    copies = output.groupBy(*KEY).agg(F.count(F.lit(1)).alias("copies"))
-    j = source.join(copies, list(KEY), "full_outer").cache()
+    db = connect()
     try:
-        stats = j.agg(
-            F.count(F.when(F.col("in_source"), 1)).alias("source_valid"),
-            F.count(F.when(F.col("complete") & F.col("copies").isNull(), 1)).alias("lost"),
-            F.count(F.when(F.col("in_source").isNull(), 1)).alias("phantom_keys"),
-            F.count(F.when(F.col("copies") > 1, 1)).alias("duplicate_keys"),
-            F.sum(F.when(F.col("copies") > 1, F.col("copies") - 1)).alias("extra_copies"),
-            F.sum("copies").alias("output_records"),
-        ).first()
-        assert stats is not None  # an aggregate without groups has one row
+        _read_output(db, cluster, topic)
+        db.register("judged", read_source(pipeline, seen).drop_columns(["_key", "_value"]))
+        cols = ", ".join(ident(c) for c in [*KEY, *fields])
+        db.execute(
+            f"CREATE TEMP TABLE source AS SELECT {cols}, true AS in_source, ({_in(complete)}) AS complete "
+            "FROM judged WHERE reason IS NULL"
+        )
+        unmapped = _one(db, "SELECT count(*) FROM output WHERE _partition IS NULL")
+        db.execute(
+            f"""
+            CREATE TEMP TABLE j AS
+            WITH copies AS (
+              SELECT _topic, _partition, _offset, count(*) AS copies FROM output
+              WHERE _topic = '{pipeline.source.topic.replace("'", "''")}' GROUP BY ALL
+            )
+            SELECT coalesce(s._topic, c._topic) AS _topic, coalesce(s._partition, c._partition) AS _partition,
+                   coalesce(s._offset, c._offset) AS _offset, s.in_source, s.complete, c.copies
+            FROM source s FULL OUTER JOIN copies c USING (_topic, _partition, _offset)
+            """
+        )
+        row = db.execute(
+            """
+            SELECT count(*) FILTER (WHERE in_source), count(*) FILTER (WHERE complete AND copies IS NULL),
+                   count(*) FILTER (WHERE in_source IS NULL), count(*) FILTER (WHERE copies > 1),
+                   coalesce(sum(copies - 1) FILTER (WHERE copies > 1), 0), coalesce(sum(copies), 0)
+            FROM j
+            """
+        ).fetchall()[0]  # an aggregate without groups has one row
+        source_valid, lost, phantom, dup, extra, _records = (int(v) for v in row)
 
-        def samples(cond) -> list[dict]:
-            return [r.asDict() for r in j.where(cond).select(*KEY, "copies").limit(MAX_SAMPLES).collect()]
+        def samples(cond: str) -> list[dict]:
+            found = db.sql(
+                f"SELECT _topic, _partition, _offset, copies FROM j WHERE {cond} "
+                f"ORDER BY _partition, _offset LIMIT {MAX_SAMPLES}"
+            )
+            return [jsonable(r) for r in found.to_arrow_table().to_pylist()]
 
-        lost, phantom, dup = stats["lost"], stats["phantom_keys"], stats["duplicate_keys"]
         checks.append(
             check(
                 "kafka_output_loss",
@@ -148,8 +180,8 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
                 lost == 0,
                 expected=0,
                 observed=lost,
-                samples=samples(F.col("complete") & F.col("copies").isNull()) if lost else [],
-                detail=f"{stats['source_valid']} valid source records in {json.dumps(seen)}",
+                samples=samples("complete AND copies IS NULL") if lost else [],
+                detail=f"{source_valid} valid source records in {json.dumps(seen)}",
                 group=CheckGroup.KAFKA_OUTPUT,
             )
         )
@@ -160,7 +192,7 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
                 phantom == 0 and unmapped == 0,
                 expected=0,
                 observed=phantom + unmapped,
-                samples=samples(F.col("in_source").isNull()) if phantom else [],
+                samples=samples("in_source IS NULL") if phantom else [],
                 detail=(
                     f"{unmapped} output records carry no _topic/_partition/_offset; keep them in "
                     "sinks.kafka.value (the default to_json(struct(*)) does)"
@@ -176,35 +208,37 @@ def output_checks(spark: SparkSession, pipeline: Pipeline, ledger: KafkaLedger |
                 "no source record twice in the Kafka output (read_committed)",
                 dup == 0,
                 expected=0,
-                observed={"duplicate_keys": dup, "extra_copies": stats["extra_copies"] or 0},
-                samples=samples(F.col("copies") > 1) if dup else [],
+                observed={"duplicate_keys": dup, "extra_copies": extra},
+                samples=samples("copies > 1") if dup else [],
                 group=CheckGroup.KAFKA_OUTPUT,
             )
         )
-        checks.append(_values_check(output, source, fields))
+        checks.append(_values_check(db, fields))
     finally:
-        j.unpersist()
-        source.unpersist()
+        db.close()
     return checks
 
 
-def _values_check(output: DataFrame, source: DataFrame, fields: dict[str, str]) -> Check:
+def _one(db: duckdb.DuckDBPyConnection, sql: str) -> int:
+    return int(db.execute(sql).fetchall()[0][0])
+
+
+def _values_check(db: duckdb.DuckDBPyConnection, fields: dict[str, str]) -> Check:
     """Each declared field the output carries, against the committed source record's value."""
-    pairs = output.join(source.drop("in_source", "complete"), list(KEY), "inner")
-    differs = {name: _value_differs(name, sql_type) for name, sql_type in fields.items()}
-    counts = pairs.agg(
-        F.count(F.lit(1)).alias("compared"),
-        *[F.count(F.when(cond, 1)).alias(name) for name, cond in differs.items()],
-    ).first()
-    assert counts is not None  # an aggregate without groups has one row
-    wrong = {name: counts[name] for name in fields if counts[name]}
-    any_wrong = F.lit(False)
-    for cond in differs.values():
-        any_wrong = any_wrong | cond
+    differs = {name: _value_differs(name, declared) for name, declared in fields.items()}
+    pairs = "output JOIN source USING (_topic, _partition, _offset)"
+    counted = ", ".join(f"count(*) FILTER (WHERE {cond})" for cond in differs.values())
+    row = db.execute(f"SELECT count(*), {counted} FROM {pairs}").fetchall()[0]  # one row, as any aggregate
+    compared, per_field = int(row[0]), dict(zip(fields, (int(v) for v in row[1:]), strict=True))
+    wrong = {name: n for name, n in per_field.items() if n}
     samples = []
     if wrong:
-        rows = pairs.where(any_wrong).select(*KEY, F.substring("out_value", 1, 300).alias("output"), *fields)
-        samples = [{k: str(v) for k, v in r.asDict().items()} for r in rows.limit(MAX_SAMPLES).collect()]
+        cols = ", ".join(ident(c) for c in [*KEY, *fields])
+        rows = db.sql(
+            f"SELECT {cols}, substr(out_value, 1, 300) AS output FROM {pairs} "
+            f"WHERE {' OR '.join(differs.values())} ORDER BY _partition, _offset LIMIT {MAX_SAMPLES}"
+        )
+        samples = [{k: str(v) for k, v in r.items()} for r in rows.to_arrow_table().to_pylist()]
     return check(
         "kafka_output_values",
         "every declared field the Kafka output carries is the source record's value, exactly",
@@ -212,7 +246,7 @@ def _values_check(output: DataFrame, source: DataFrame, fields: dict[str, str]) 
         expected="no field differs",
         observed=wrong or "none",
         samples=samples,
-        detail=f"{counts['compared']} output records compared field by field ({', '.join(fields)}); a timestamp "
+        detail=f"{compared} output records compared field by field ({', '.join(fields)}); a timestamp "
         "cut to milliseconds or a decimal rounded shows here: keep sinks.kafka.value's default, or its "
         "timestampFormat option",
         group=CheckGroup.KAFKA_OUTPUT,

@@ -34,10 +34,10 @@ def islands(con: duckdb.DuckDBPyConnection, table: str, flag: str, base: str | N
         f"FROM ({seq}) GROUP BY _partition, grp"
     )
     con.execute(f"CREATE OR REPLACE TEMP TABLE _islands AS {runs}")
-    total = con.execute("SELECT count(*) FROM _islands").fetchone()
+    (total,) = con.execute("SELECT count(*) FROM _islands").fetchall()[0]
     rows = con.execute(f"SELECT * FROM _islands ORDER BY partition, start LIMIT {MAX_RANGES}").fetchall()
     names = ("partition", "start", "end", "count")
-    return [dict(zip(names, (int(v) for v in r), strict=True)) for r in rows], int(total[0]) if total else 0
+    return [dict(zip(names, (int(v) for v in r), strict=True)) for r in rows], int(total)
 
 
 def at_keys(keys: list[tuple[int, int]]) -> str:

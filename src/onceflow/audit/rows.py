@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from onceflow import tables
+from onceflow.audit.duck import connect, ident
 from onceflow.audit.offending import at_keys, islands, ranges_text
 from onceflow.audit.sink_tables import read_table
 from onceflow.audit.source import TOMBSTONE_REASON, declaration_segments, read_source
@@ -60,11 +61,6 @@ LOST = "in_source AND NOT in_sink"
 PHANTOM = "in_sink AND NOT in_source"
 DUPLICATE = "copies > 1"
 CHANGED = "in_source AND in_sink AND (h_min <> src_h OR h_max <> src_h)"
-
-
-def ident(name: str) -> str:
-    """A column name quoted for DuckDB."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _as_bronze_types(source: pa.Table, bronze: pa.Table, columns: list[str]) -> pa.Table:
@@ -105,8 +101,6 @@ class RowReconciler:
     def __init__(
         self, pipeline: Pipeline, point: CommittedPoint, source: pa.Table, bronze: pa.Table, quarantine: pa.Table
     ):
-        import duckdb
-
         self.pipeline = pipeline
         self.point = point
         self.schema = pipeline.schema
@@ -114,7 +108,7 @@ class RowReconciler:
         self.columns = list(tables.bronze_columns(pipeline.schema, pipeline.keyed))
         self.bronze, self.quarantine = bronze, quarantine
         self.source = _as_bronze_types(source, bronze, self.columns)
-        self.con = duckdb.connect()
+        self.con = connect()
         self.con.register("src", self.source)
         self.con.register("bronze", self.bronze)
         self.con.register("quarantine", self.quarantine)
@@ -353,8 +347,7 @@ class RowReconciler:
         found = self.con.execute(f"SELECT * FROM ({dups}) ORDER BY event_id NULLS FIRST LIMIT {MAX_RANGES}").fetchall()
         total = len(found)
         if total >= MAX_RANGES:
-            counted = self.con.execute(f"SELECT count(*) FROM ({dups})").fetchone()
-            total = int(counted[0]) if counted else total
+            total = int(self.con.execute(f"SELECT count(*) FROM ({dups})").fetchall()[0][0])
         samples = [
             {
                 "event_id": jsonable(eid),

@@ -88,6 +88,13 @@ def range_batches(
         yield batch()
 
 
+def topic_batches(cluster: Cluster, topic: str, timeout: float = 300) -> Iterator[pa.RecordBatch]:
+    """Every record of `topic` a read_committed consumer sees up to each partition's end now, as
+    range_batches gives them."""
+    spans = _from_start(cluster, topic, partitions_of(cluster, topic), "read_committed")
+    return range_batches(cluster, topic, spans, timeout)
+
+
 def _from_start(cluster: Cluster, topic: str, parts: list[int], isolation: str) -> dict[int, tuple[int, int]]:
     """Each partition from offset 0 to its end now (the last stable offset at read_committed)."""
     settings = {"group.id": f"onceflow-read-{uuid.uuid4()}", "isolation.level": isolation}
