@@ -246,6 +246,8 @@ class RunFacts(Wire):
     progress_epoch: float | None = Field(default=None, exclude=True)
     beat_epoch: float | None = Field(default=None, exclude=True)
     holder_epoch: float | None = Field(default=None, exclude=True)
+    # run.json as the last run to take the lock left it, when no process holds the lock now
+    last_holder: dict | None = Field(default=None, exclude=True)
 
 
 class LeaseFacts(Wire):
@@ -451,7 +453,8 @@ def _run_facts(pipeline: Pipeline, facts: PipelineFacts, now: float) -> RunFacts
         started_epoch=started.get("epoch"),
         progress_epoch=progress[-1]["epoch"] if progress else None,
         beat_epoch=beats[-1]["epoch"] if beats else None,
-        holder_epoch=_parse_iso((holder or {}).get("started")),
+        holder_epoch=iso_epoch((holder or {}).get("started")),
+        last_holder=None if running else lock.holder(),
         poisoned=Poisoned.model_validate(poisoned.as_dict()) if poisoned else None,
         wanted=WantedFacts.model_validate(wanted.as_dict()) if wanted else None,
         recovering=RecoveringFacts.model_validate(marker.as_dict()) if marker else None,
@@ -472,7 +475,8 @@ def _launch(pipeline: Pipeline, now: float) -> dict | None:
     return info
 
 
-def _parse_iso(text: str | None) -> float | None:
+def iso_epoch(text: str | None) -> float | None:
+    """An ISO time as the status files write it (`Z` or an offset) in epoch seconds; None if absent or unreadable."""
     if not text:
         return None
     try:
@@ -494,7 +498,7 @@ def _lease_facts(pipeline: Pipeline, now: float) -> LeaseFacts | None:
         return LeaseFacts(uri=uri, error=str(exc), live=False, here=False)
     if not body:
         return LeaseFacts(uri=uri, live=False, here=False)
-    renewed = _parse_iso(body.get("renewed_at"))
+    renewed = iso_epoch(body.get("renewed_at"))
     ttl = float(body.get("ttl_seconds") or 0)
     return LeaseFacts(
         uri=uri,
@@ -601,7 +605,7 @@ def _recovery(run: RunFacts) -> dict | None:
     marker = run.recovering
     if not held and not marker:
         return None
-    starts = [_parse_iso(marker.since if marker else None), run.holder_epoch if held else None]
+    starts = [iso_epoch(marker.since if marker else None), run.holder_epoch if held else None]
     known = [s for s in starts if s is not None]
     return {
         "held": held,
@@ -656,6 +660,13 @@ def _not_running(report: HealthReport) -> tuple[Verdict, list[str]]:
     ck, run = report.checkpoint, report.run
     no_checkpoint = not ck.exists or ck.empty
     final = run.final
+    gone = died_starting(run)
+    if gone is not None:
+        return Verdict.DEAD, [
+            f"the last run to take the run lock ({gone.get('run_id')}, pid {gone.get('pid')} on "
+            f"{gone.get('host')}, at {gone.get('started')}) left no status event and no process holds the lock: "
+            "it died (killed or crashed) while starting"
+        ]
     if run.events == 0:
         if no_checkpoint:
             return Verdict.NOT_STARTED, ["no checkpoint and no run recorded in the status log; the job does not run"]
@@ -681,6 +692,19 @@ def _not_running(report: HealthReport) -> tuple[Verdict, list[str]]:
     if final.status == RunStatus.FAILED:
         return Verdict.FAILED, [f"the last run failed at {final.time}: {final.error}"]
     return Verdict.STOPPED, [f"not running; the last run {ended(final.status)} at {final.time}"]
+
+
+def died_starting(run: RunFacts) -> dict | None:
+    """run.json of a query's run that took the run lock after the status log's newest run started, and
+    let go of it without logging its own start (its driver was killed while it started): else None.
+    Work that is no query (a recovery, a backfill) logs no run, so it never counts."""
+    gone = run.last_holder
+    if not gone or gone.get("mode") in set(LockWork) or not gone.get("run_id") or gone.get("run_id") == run.run_id:
+        return None
+    took = iso_epoch(gone.get("started"))
+    if took is None or (run.started_epoch is not None and took <= run.started_epoch):
+        return None
+    return gone
 
 
 def _running(report: HealthReport, now: float) -> tuple[Verdict, list[str]]:

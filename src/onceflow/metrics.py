@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,10 +62,6 @@ def _one(value: float | int | None) -> list[Sample]:
 
 def _flag(value: bool | None) -> list[Sample]:
     return [] if value is None else [({}, 1.0 if value else 0.0)]
-
-
-def _iso_epoch(text: str | None) -> float | None:
-    return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 METRICS: tuple[Metric, ...] = (
@@ -204,9 +199,10 @@ def recoveries(pipeline: Pipeline) -> dict[str, int]:
 def last_audit(reports: Path, pipeline: str) -> tuple[bool, float] | None:
     """(passed, finished at) of the pipeline's newest audit report, None when there is none."""
     from onceflow.audit.report import latest_summary
+    from onceflow.health import iso_epoch
 
     summary = latest_summary(reports / pipeline)
-    finished = _iso_epoch(summary.get("finished_at")) if summary else None
+    finished = iso_epoch(summary.get("finished_at")) if summary else None
     return None if summary is None or finished is None else (summary.get("status") == "passed", finished)
 
 

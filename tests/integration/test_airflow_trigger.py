@@ -234,6 +234,23 @@ def test_fires_stopped_after_a_clean_end_and_scopes_to_runs_since(layout, source
     assert waited["verdict"] == "not_started" and waited["waited_seconds"] >= 2
 
 
+def test_a_launch_killed_before_it_logged_its_start_fires_dead_not_a_wait(layout, source):
+    """The docker drill's scheduler kill: the stream task launched the app (`since`), the app took the
+    run lock, and its driver died with the scheduler before it logged `started`. The wait after the
+    launch sees that run (it took the lock since) and fires `dead` at once, instead of waiting for a
+    start that never comes while the older run's `failed` is hidden."""
+    latest = source[2]
+    layout.checkpoint({p: 0 for p in latest}, {0: dict(latest)}, [0])
+    layout.events(STARTED, ("final", 40, {"run_id": "r1", "status": "failed", "error": "Boom: store down"}))
+    since = time.time()
+    lock = RunLock(layout.state)
+    lock.acquire(run_id="r2", mode="continuous")
+    lock.release()  # killed: the lock is free, run.json stays
+    event = fire(layout, since=since, start_grace=30)
+    assert event["verdict"] == "dead" and "r2" in event["reasons"][0], event["reasons"]
+    assert event["waited_seconds"] < 5
+
+
 def test_fires_timeout_and_error(layout, source, tmp_path):
     latest = source[2]
     layout.checkpoint({p: 0 for p in latest}, {0: dict(latest)}, [0])

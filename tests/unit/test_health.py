@@ -269,6 +269,24 @@ def _new_holder(pipeline, run_id: str, ago: float) -> RunLock:
     return lock
 
 
+def test_a_run_killed_while_starting_is_dead_not_the_run_before_it(pipeline):
+    """A driver killed after it took the run lock and before it logged `started` (the docker drill: the
+    scheduler killed with the app it had just launched): the lock is free and run.json names the new
+    run. It reads `dead`, not the older run's `failed`, and a recovery's run.json never counts."""
+    committed_checkpoint(pipeline)
+    status(pipeline, started(1000), progress(900, 1), ("final", 800, {"status": "failed", "error": "boom"}))
+    assert check(pipeline)["verdict"] == "failed"
+    _new_holder(pipeline, "run-new", ago=5).release()
+    r = check(pipeline)
+    assert r["verdict"] == "dead" and r["exit_code"] == 1, r["reasons"]
+    assert "run-new" in r["reasons"][0] and "while starting" in r["reasons"][0]
+    lock = RunLock(pipeline.state_path)
+    lock.acquire(run_id="recovery-1", mode="recovery")
+    lock.info_path.write_text(json.dumps({**json.loads(lock.info_path.read_text()), "started": iso(NOW - 3)}))
+    lock.release()
+    assert check(pipeline)["verdict"] == "failed"
+
+
 def test_a_killed_runs_old_commits_never_make_the_recovered_run_stalled(pipeline):
     """The issue's case: right after a recovery's app takes the lock, the age was counted from the
     killed run's last commit (`stalled`, exit 1, for seconds)."""

@@ -37,6 +37,18 @@ POLL_SECONDS = 1.0
 log = logging.getLogger(__name__)
 
 
+def _started_since(hook: OnceflowHook, logged: float | None, since: float) -> bool:
+    """Whether a run began at `since` or later: it logged its start, or it took the run lock (a query's
+    run, not a recovery's or a backfill's), which it does first: a driver killed before it logged
+    `started` has still begun, and health judges it (`dead`) instead of this look waiting for it."""
+    from onceflow.health import iso_epoch
+    from onceflow.state.status import LockWork
+
+    holder = hook.run_lock.holder() or {}
+    took = None if holder.get("mode") in set(LockWork) else iso_epoch(holder.get("started"))
+    return any(t is not None and t >= since - SINCE_SLACK_SECONDS for t in (logged, took))
+
+
 def observe(pipeline_file: str, since: float | None = None, watcher: str | None = None) -> dict:
     """One look at a pipeline: its health verdict, scoped to the run that started after `since`.
     `watcher` (a stream run's `<dag>/<run>`): the look renews that run's claim and the app's lease."""
@@ -46,8 +58,7 @@ def observe(pipeline_file: str, since: float | None = None, watcher: str | None 
     health = hook.health()
     run = hook.last_run().as_dict()
     verdict = str(health.verdict)
-    started = run["started_epoch"]
-    if since is not None and (started is None or started < since - SINCE_SLACK_SECONDS):
+    if since is not None and not _started_since(hook, run["started_epoch"], since):
         verdict = Verdict.WAITING.value
     return {  # a dict: it crosses the triggerer's database (its contract: onceflow.airflow.payloads.HealthEvent)
         "pipeline": hook.name,
