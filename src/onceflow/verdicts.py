@@ -25,7 +25,7 @@ class Verdict(StrEnum):
     RECOVERING = "recovering"  # a recovery holds the run lock or is at work (within health.recovery_grace_seconds)
     BACKFILLING = "backfilling"  # a backfill holds the run lock: the stream waits for it
     STALLED = "stalled"  # running, lag > 0, no batch committed for too long (or a recovery is stuck)
-    DEAD = "dead"  # a run without a final event and no live process, or no heartbeat
+    DEAD = "dead"  # a run without a final event and no live process (or killed while it started), or no heartbeat
     FAILED = "failed"  # the last run failed
     POISONED = "poisoned"  # the last runs all failed on the same batch (onceflow.state.poison): restarts cannot help
     BROKEN = "broken"  # the checkpoint is unusable
