@@ -121,6 +121,29 @@ def _datasets(pipeline: Pipeline, rows, aggs, bronze, quarantine, current=None, 
     return out
 
 
+# what an audit holds per audited offset at its peak: the judged record with its raw bytes, its bronze
+# or quarantine row, GX's frame of bronze (1.9-2.1 KB a payments record at 1 M and 5 M; docs/audit.md#cost)
+BYTES_PER_OFFSET = 2_000
+
+
+def fits_in_memory(name: str, span: int, available: int | None = None) -> None:
+    """Refuse, before reading a record, an audit whose rows would not fit in the memory this machine
+    has free (`available`: psutil's, in bytes): said with the fix, instead of a kill mid-audit."""
+    import psutil
+
+    need = span * BYTES_PER_OFFSET
+    free = psutil.virtual_memory().available if available is None else available
+    if need > free:
+        gb = 1024**3
+        raise OnceflowError(
+            f"{name}: auditing {span:,} offsets needs about {need / gb:.1f} GB of memory (about "
+            f"{BYTES_PER_OFFSET:,} bytes an offset: the judged records, the sink rows and Great Expectations' "
+            f"frame are held at once) and {free / gb:.1f} GB is free. Fix: audit with --since-last more often "
+            "(schedule the audit DAG hourly, or after each batch run), so that each audit holds less; or run "
+            "this one where that much memory is free (docs/audit.md#cost)"
+        )
+
+
 def run_audit(
     pipeline: Pipeline,
     mode: str = AuditScope.FULL,
@@ -181,6 +204,7 @@ def run_audit(
         summary["notes"] += _notes(point, scope, watermark)
         span = sum(e - s for s, e in point.ranges().values())
         log(f"{pipeline.name}: auditing {len(summary['ranges'])} partition range(s), {span} offsets")
+        fits_in_memory(pipeline.name, span)
 
         from onceflow.audit.aggregates import reconcile_aggregates
         from onceflow.audit.rows import RowReconciler

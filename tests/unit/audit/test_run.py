@@ -24,3 +24,15 @@ def test_an_audit_of_a_pipeline_that_wrote_nothing_reports_why_it_could_not_run(
     assert "The audit could not run" in page and (tmp_path / "reports" / "p" / "latest").is_symlink()
     with pytest.raises(ValueError, match="mode must be one of \\('full', 'since-last'\\)"):
         run_audit(pipeline, "weekly", report_dir=tmp_path / "reports")
+
+
+def test_an_audit_too_large_for_the_free_memory_is_refused_with_the_fix():
+    from onceflow.audit.run import BYTES_PER_OFFSET, fits_in_memory
+    from onceflow.errors import OnceflowError
+
+    fits_in_memory("p", 1_000_000, available=BYTES_PER_OFFSET * 1_000_000)  # just fits: no error
+    with pytest.raises(OnceflowError) as refused:
+        fits_in_memory("p", 50_000_000, available=8 * 1024**3)
+    text = str(refused.value)
+    assert "50,000,000 offsets" in text and "93.1 GB" in text and "8.0 GB is free" in text
+    assert "--since-last more often" in text
