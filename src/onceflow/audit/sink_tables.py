@@ -61,20 +61,3 @@ def read_table(
         return (schema if names is None else pa.schema([schema.field(n) for n in names])).empty_table()
     reader = table.scan(columns=names, predicate=" AND ".join(where) if where else None)
     return pa.table(reader.read_all())
-
-
-def spark_table(spark, path: str, version: int | None, ranges: dict[int, tuple[int, int]] | None):
-    """The same rows as a Spark DataFrame, for the phases that still run on Spark (the aggregates'
-    recomputation, the Kafka output, Great Expectations' datasets)."""
-    from pyspark.sql import functions as F
-
-    reader = spark.read.format("delta")
-    if version is not None:
-        reader = reader.option("versionAsOf", version)
-    df = reader.load(path)
-    if ranges is None:
-        return df
-    cond = F.lit(False)
-    for p, (start, end) in sorted(ranges.items()):
-        cond = cond | ((F.col("_partition") == p) & (F.col("_offset") >= start) & (F.col("_offset") < end))
-    return df.where(cond)
