@@ -94,9 +94,9 @@ def _recompute_sql(pipeline: Pipeline, source: str) -> str:
 def recompute(bronze: pa.Table, pipeline: Pipeline) -> pa.Table:
     """Per declared group and event-time window: the declared metrics (the batch truth), columns
     `[*group_by, window_start, window_end, *metrics]` in the aggregates table's types."""
-    db = connect()
-    db.register("bronze", bronze)
-    return db.sql(_recompute_sql(pipeline, "bronze")).to_arrow_table()
+    with connect() as db:
+        db.register("bronze", bronze)
+        return db.sql(_recompute_sql(pipeline, "bronze")).to_arrow_table()
 
 
 def _bronze_columns(pipeline: Pipeline) -> list[str]:
@@ -172,90 +172,90 @@ def reconcile_aggregates(
     values = ["window_end", *metrics]
     types = _types(pipeline)
     table = read_table(pipeline.resolve(sink.path), view.version, None, [*key, *values])
-    db = connect()
-    db.register("audited", audited_bronze)
+    with connect() as db:  # closed with the comparison
+        db.register("audited", audited_bronze)
 
-    incremental = bool(point.mode == AuditScope.SINCE_LAST and point.watermark)
-    predicate = None
-    if incremental:
-        keys = ", ".join(ident(c) for c in key)
-        touched = db.sql(f"SELECT DISTINCT {keys} FROM ({_recompute_sql(pipeline, 'audited')})").to_arrow_table()
-        if not touched.num_rows:
-            nothing = check(
-                "aggregates",
-                TITLE,
-                True,
-                expected=0,
-                observed=0,
-                detail="no new bronze rows: no window to compare",
-                group=CheckGroup.AGGREGATES,
+        incremental = bool(point.mode == AuditScope.SINCE_LAST and point.watermark)
+        predicate = None
+        if incremental:
+            keys = ", ".join(ident(c) for c in key)
+            touched = db.sql(f"SELECT DISTINCT {keys} FROM ({_recompute_sql(pipeline, 'audited')})").to_arrow_table()
+            if not touched.num_rows:
+                nothing = check(
+                    "aggregates",
+                    TITLE,
+                    True,
+                    expected=0,
+                    observed=0,
+                    detail="no new bronze rows: no window to compare",
+                    group=CheckGroup.AGGREGATES,
+                )
+                return AggregateReconciliation(nothing, table.slice(0, 0), 0, [])
+            db.register("touched", touched)
+            [(first, last)] = db.sql(
+                "SELECT epoch_us(min(window_start)), epoch_us(max(window_start)) FROM touched"
+            ).fetchall()
+            lo, hi = (EPOCH + timedelta(microseconds=us) for us in (first, last + _width(pipeline)))
+            # only bronze rows that can fall into the touched windows (delta-rs skips files by event_time stats)
+            ts = ident(pipeline.schema.event_time_column)
+            predicate = f"{ts} >= '{lo.isoformat()}' AND {ts} < '{hi.isoformat()}'"
+
+        # bronze as the aggregates saw it: every offset below the aggregates ledger's end
+        covered = {p: (point.first.get(p, 0), e) for p, e in view.end.items() if point.first.get(p, 0) < e}
+        if covered == point.ranges():  # a full audit of a stopped job: the audited rows are exactly these
+            bronze = audited_bronze
+        else:
+            bronze_path = pipeline.resolve(pipeline.sinks.bronze.path)
+            bronze = read_table(
+                bronze_path, point.sinks[SinkName.BRONZE].version, covered, _bronze_columns(pipeline), predicate
             )
-            return AggregateReconciliation(nothing, table.slice(0, 0), 0, [])
-        db.register("touched", touched)
-        [(first, last)] = db.sql(
-            "SELECT epoch_us(min(window_start)), epoch_us(max(window_start)) FROM touched"
-        ).fetchall()
-        lo, hi = (EPOCH + timedelta(microseconds=us) for us in (first, last + _width(pipeline)))
-        # only bronze rows that can fall into the touched windows (delta-rs skips files by event_time stats)
-        ts = ident(pipeline.schema.event_time_column)
-        predicate = f"{ts} >= '{lo.isoformat()}' AND {ts} < '{hi.isoformat()}'"
+        db.register("bronze", bronze)
+        db.register("aggregates", table)
+        expected, observed = _recompute_sql(pipeline, "bronze"), "SELECT * FROM aggregates"
+        if incremental:
+            expected, observed = _touched(expected, key, types), _touched(observed, key, types)
+            table = db.sql(observed).to_arrow_table().cast(table.schema)  # as delta-rs read them
 
-    # bronze as the aggregates saw it: every offset below the aggregates ledger's end
-    covered = {p: (point.first.get(p, 0), e) for p, e in view.end.items() if point.first.get(p, 0) < e}
-    if covered == point.ranges():  # a full audit of a stopped job: the audited rows are exactly these
-        bronze = audited_bronze
-    else:
-        bronze_path = pipeline.resolve(pipeline.sinks.bronze.path)
-        bronze = read_table(
-            bronze_path, point.sinks[SinkName.BRONZE].version, covered, _bronze_columns(pipeline), predicate
+        db.execute(f"CREATE TEMP TABLE judged AS {_judged_sql(expected, observed, key, values, types)}")
+        [(n_expected, n_observed, bad)] = db.sql("SELECT count(_e), count(_t), count(kind) FROM judged").fetchall()
+        samples: list[dict] = []
+        findings: list[dict] = []
+        detail = ""
+        if bad:
+            shown = ", ".join(ident(f"{side}_{m}") for m in metrics for side in ("exp", "obs"))
+            order = ", ".join(f"{ident(c)} ASC NULLS FIRST" for c in key)  # Spark's ascending order
+            rows_sql = (
+                f"SELECT kind, {', '.join(ident(c) for c in key)}, {shown} FROM judged "
+                f"WHERE kind IS NOT NULL ORDER BY {order} LIMIT {MAX_RANGES}"
+            )
+            wrong = db.sql(rows_sql).to_arrow_table().to_pylist()
+            findings = [
+                {
+                    "check": "aggregates",
+                    "partition": None,
+                    "start": None,
+                    "end": None,
+                    "count": 1,
+                    "key": " / ".join(str(r[c]) for c in sink.group_by)
+                    + f" @ {r['window_start'].isoformat() if r['window_start'] else None}",
+                    "kind": r["kind"],
+                }
+                for r in wrong
+            ]
+            samples = [jsonable(r) for r in wrong[:MAX_SAMPLES]]
+            detail = f"{bad} window(s) differ: " + "; ".join(
+                f"{s['kind']} {' / '.join(str(s[c]) for c in sink.group_by)} {s['window_start']}: "
+                + ", ".join(f"{m} {s[f'exp_{m}']} expected, {s[f'obs_{m}']} in table" for m in metrics)
+                for s in samples
+            )
+        result = check(
+            "aggregates",
+            TITLE,
+            not bad,
+            expected={"windows": n_expected, "differing": 0},
+            observed={"windows": n_observed, "differing": bad},
+            samples=samples,
+            detail=detail,
+            group=CheckGroup.AGGREGATES,
         )
-    db.register("bronze", bronze)
-    db.register("aggregates", table)
-    expected, observed = _recompute_sql(pipeline, "bronze"), "SELECT * FROM aggregates"
-    if incremental:
-        expected, observed = _touched(expected, key, types), _touched(observed, key, types)
-        table = db.sql(observed).to_arrow_table().cast(table.schema)  # as delta-rs read them
-
-    db.execute(f"CREATE TEMP TABLE judged AS {_judged_sql(expected, observed, key, values, types)}")
-    [(n_expected, n_observed, bad)] = db.sql("SELECT count(_e), count(_t), count(kind) FROM judged").fetchall()
-    samples: list[dict] = []
-    findings: list[dict] = []
-    detail = ""
-    if bad:
-        shown = ", ".join(ident(f"{side}_{m}") for m in metrics for side in ("exp", "obs"))
-        order = ", ".join(f"{ident(c)} ASC NULLS FIRST" for c in key)  # Spark's ascending order
-        rows_sql = (
-            f"SELECT kind, {', '.join(ident(c) for c in key)}, {shown} FROM judged "
-            f"WHERE kind IS NOT NULL ORDER BY {order} LIMIT {MAX_RANGES}"
-        )
-        wrong = db.sql(rows_sql).to_arrow_table().to_pylist()
-        findings = [
-            {
-                "check": "aggregates",
-                "partition": None,
-                "start": None,
-                "end": None,
-                "count": 1,
-                "key": " / ".join(str(r[c]) for c in sink.group_by)
-                + f" @ {r['window_start'].isoformat() if r['window_start'] else None}",
-                "kind": r["kind"],
-            }
-            for r in wrong
-        ]
-        samples = [jsonable(r) for r in wrong[:MAX_SAMPLES]]
-        detail = f"{bad} window(s) differ: " + "; ".join(
-            f"{s['kind']} {' / '.join(str(s[c]) for c in sink.group_by)} {s['window_start']}: "
-            + ", ".join(f"{m} {s[f'exp_{m}']} expected, {s[f'obs_{m}']} in table" for m in metrics)
-            for s in samples
-        )
-    result = check(
-        "aggregates",
-        TITLE,
-        not bad,
-        expected={"windows": n_expected, "differing": 0},
-        observed={"windows": n_observed, "differing": bad},
-        samples=samples,
-        detail=detail,
-        group=CheckGroup.AGGREGATES,
-    )
-    return AggregateReconciliation(result, table, n_expected, findings)
+        return AggregateReconciliation(result, table, n_expected, findings)
