@@ -138,4 +138,8 @@ stack-demo:
 stack-test: venv
 	docker/engine.sh
 	docker/stack.sh build
-	ONCEFLOW_STACK_TEST=1 $(PY) -m pytest -v -s -m stack -p no:cacheprovider tests/stack; rc=$$?; docker/stack.sh down -v; exit $$rc
+	@mkdir -p test-artifacts
+	{ ONCEFLOW_STACK_TEST=1 $(PY) -m pytest -v -s -m stack -p no:cacheprovider tests/stack; echo $$? >test-artifacts/stack-drill.rc; } 2>&1 | tee test-artifacts/stack-drill.log; \
+	rc=$$(cat test-artifacts/stack-drill.rc); [ "$$rc" = 0 ] || docker/drill-digest.sh before >test-artifacts/stack-digest.txt 2>&1; \
+	docker/stack.sh down -v; \
+	[ "$$rc" = 0 ] || { cat test-artifacts/stack-digest.txt; docker/drill-digest.sh after; }; exit $$rc

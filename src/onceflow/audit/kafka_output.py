@@ -137,7 +137,9 @@ def output_checks(pipeline: Pipeline, ledger: KafkaLedger | None = None) -> list
     db = connect()
     try:
         _read_output(db, cluster, topic)
-        db.register("judged", read_source(pipeline, seen).drop_columns(["_key", "_value"]))
+        db.register(
+            "judged", read_source(pipeline, seen, columnar=False).table.drop_columns(["_key", "_value", "_columnar"])
+        )
         cols = ", ".join(ident(c) for c in [*KEY, *fields])
         db.execute(
             f"CREATE TEMP TABLE source AS SELECT {cols}, true AS in_source, ({_in(complete)}) AS complete "

@@ -176,6 +176,9 @@ class Counts(Wire):
     )
     partitions_audited: Count | None = None
     aggregate_windows: Count | None = Field(default=None, description="windows in the batch recomputation compared")
+    judged_columnar: Count | None = Field(
+        default=None, description="source records whose verdict is the columnar judge's (the reference judged the rest)"
+    )
 
 
 class PartitionCounts(Wire):

@@ -33,7 +33,7 @@ from onceflow import tables
 from onceflow.audit.duck import connect, ident
 from onceflow.audit.offending import at_keys, islands, ranges_text
 from onceflow.audit.sink_tables import read_table
-from onceflow.audit.source import TOMBSTONE_REASON, declaration_segments, read_source
+from onceflow.audit.source import TOMBSTONE_REASON, Judged, declaration_segments, read_source, reference_judged
 from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckGroup, CheckStatus, CommittedPoint, check, jsonable
 from onceflow.sink_kinds import SinkName
@@ -91,6 +91,7 @@ class RowReconciliation:
     totals: dict = field(default_factory=dict)
     findings: list[dict] = field(default_factory=list)  # every offending range, for the GX findings suite
     tombstones: int = 0  # Debezium tombstones in the audited ranges: no-ops, in no sink
+    judged_columnar: int = 0  # source records whose verdict is the columnar judge's (audit/columnar_judge.py)
 
 
 class RowReconciler:
@@ -99,15 +100,25 @@ class RowReconciler:
     Expectations read them too)."""
 
     def __init__(
-        self, pipeline: Pipeline, point: CommittedPoint, source: pa.Table, bronze: pa.Table, quarantine: pa.Table
+        self,
+        pipeline: Pipeline,
+        point: CommittedPoint,
+        source: Judged | pa.Table,
+        bronze: pa.Table,
+        quarantine: pa.Table,
     ):
+        import pyarrow as pa
+
         self.pipeline = pipeline
         self.point = point
         self.schema = pipeline.schema
         # bronze's columns before the provenance: what a bronze row's content is
         self.columns = list(tables.bronze_columns(pipeline.schema, pipeline.keyed))
         self.bronze, self.quarantine = bronze, quarantine
-        self.source = _as_bronze_types(source, bronze, self.columns)
+        if isinstance(source, pa.Table):  # judged by the reference alone
+            source = Judged(source.append_column("_columnar", pa.array([False] * source.num_rows, pa.bool_())))
+        self.judged = source
+        self.source = _as_bronze_types(source.table, bronze, self.columns)
         self.con = connect()
         self.con.register("src", self.source)
         self.con.register("bronze", self.bronze)
@@ -162,8 +173,42 @@ class RowReconciler:
             """
         )
 
+    def _rejudge_disputes(self) -> None:
+        """The records the columnar judge was sure of that the sinks hold otherwise, judged again by
+        the reference judge, whose verdict then stands (a difference of the two is a disagreement);
+        table `j` made again if any was."""
+        if not self.judged.columnar:
+            return
+        disputed = self.con.sql(
+            "SELECT s._key AS key, s._value AS value, s._topic AS topic, s._partition AS partition, "
+            "s._offset AS offset FROM src s JOIN j USING (_topic, _partition, _offset) "
+            f"WHERE s._columnar AND ({CHANGED})"
+        ).to_arrow_table()
+        if not disputed.num_rows:
+            return
+        again = _as_bronze_types(reference_judged(self.pipeline, disputed.to_batches()), self.bronze, self.columns)
+        self.con.register("again", again)
+        content = ", ".join(f"{{t}}.{ident(c)}" for c in [*self.columns, "reason"])
+        self.judged.disagreements += [
+            (int(p), int(o))
+            for p, o in self.con.execute(
+                "SELECT s._partition, s._offset FROM src s JOIN again a USING (_topic, _partition, _offset) "
+                f"WHERE hash({content.format(t='s')}) <> hash({content.format(t='a')}) ORDER BY 1, 2"
+            ).fetchall()
+        ]
+        self.judged.rejudged += again.num_rows
+        self.source = self.con.sql(
+            "SELECT * FROM src s WHERE NOT EXISTS (SELECT 1 FROM again a WHERE a._topic = s._topic "
+            "AND a._partition = s._partition AND a._offset = s._offset) "
+            "UNION ALL BY NAME SELECT *, false AS _columnar FROM again"
+        ).to_arrow_table()
+        self.con.unregister("again")
+        self.con.register("src", self.source)
+        self._join()
+
     def run(self) -> RowReconciliation:
         self._join()
+        self._rejudge_disputes()
         n = lambda cond: f"count(*) FILTER (WHERE {cond})"  # noqa: E731
         stats = self.con.execute(
             f"""
@@ -214,7 +259,10 @@ class RowReconciler:
                 "content_mismatches",
             )
         }
-        result = RowReconciliation(partitions=partitions, checks=[], totals=totals, tombstones=tombstones)
+        columnar = int(self.con.execute("SELECT count(*) FILTER (WHERE _columnar) FROM src").fetchall()[0][0])
+        result = RowReconciliation(
+            partitions=partitions, checks=[], totals=totals, tombstones=tombstones, judged_columnar=columnar
+        )
         result.checks = [
             self._accounting(partitions),
             self._loss(partitions, result),
@@ -222,8 +270,44 @@ class RowReconciler:
             self._duplicates(partitions, result),
             self._event_ids(result),
             self._content(partitions, result),
+            self._judges(),
         ]
         return result
+
+    def _judges(self) -> Check:
+        """Whether the audit's two judges agreed on every record both read (audit/columnar_judge.py)."""
+        j = self.judged
+        title = "the audit's columnar judge agreed with its reference judge on every record both judged"
+        if not j.columnar:
+            return Check(
+                "judges_agree",
+                title,
+                CheckStatus.SKIPPED,
+                detail=f"every record was judged by the reference judge ({j.not_columnar or 'none was plain'})",
+                group=CheckGroup.ROWS,
+            )
+        both = j.sampled + j.rejudged
+        at = ", ".join(f"partition {p} offset {o}" for p, o in j.disagreements[:MAX_SAMPLES])
+        return check(
+            "judges_agree",
+            title,
+            not j.disagreements,
+            expected=0,
+            observed={"disagreements": len(j.disagreements), "judged_by_both": both, "columnar": j.columnar},
+            partitions=sorted({p for p, _ in j.disagreements}),
+            detail=(
+                f"the columnar judge was sure of {j.columnar} record(s); the reference judged {j.sampled} of them "
+                f"again as a sample and {j.rejudged} the sinks hold otherwise"
+                + (
+                    f"; they disagreed on {len(j.disagreements)} ({at}): the reference's verdict was used there, but "
+                    "the columnar judge's other verdicts cannot be trusted. Audit again with "
+                    "ONCEFLOW_AUDIT_JUDGE=reference and report the records (docs/audit.md#the-two-judges)"
+                    if j.disagreements
+                    else ""
+                )
+            ),
+            group=CheckGroup.ROWS,
+        )
 
     def _keys(self, cond: str) -> list[tuple[int, int]]:
         """The first MAX_SAMPLES coordinates where `cond` holds."""

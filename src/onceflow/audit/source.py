@@ -17,6 +17,7 @@ fields and today's keys and sequence_by.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from onceflow import tables
@@ -275,25 +276,164 @@ def declaration_segments(pipeline: Pipeline) -> Segments:
     return out
 
 
-# from this many records on, the judge (one Python thread, ~25,000 records/s) runs in one spawned
-# process per core: a process costs about a second to start (docs/benchmarks.md)
+# from this many records on, the reference judge (one Python thread, ~25,000 records/s) runs in one
+# spawned process per core: a process costs about a second to start (docs/benchmarks.md)
 PARALLEL_FROM = 100_000
+# how many of the columnar judge's sure records the reference judges again in every audit, spread
+# evenly over them (about 0.1 s of the reference's time)
+SAMPLE = 2_000
+# `reference`: every record judged by the reference judge alone (the columnar judge is not used)
+JUDGE_ENV = "ONCEFLOW_AUDIT_JUDGE"
 
 
-def read_source(pipeline: Pipeline, ranges: dict[int, tuple[int, int]], segments: Segments | None = None) -> pa.Table:
-    """The committed source records of the ranges, each judged by the audit's own judge:
+@dataclass
+class Judged:
+    """The committed source records of the audited ranges, judged (`table`: read_source's columns and
+    `_columnar`, true where the columnar judge's verdict stands), and how: how many records the
+    columnar judge was sure of, how many of those the reference judged again (`sampled`), and the
+    coordinates where the two disagreed (the reference's verdict is the one in `table`)."""
+
+    table: pa.Table
+    columnar: int = 0
+    sampled: int = 0
+    disagreements: list[tuple[int, int]] = field(default_factory=list)
+    rejudged: int = 0  # sure records the reconciliation found in dispute, judged again (audit/rows.py)
+    not_columnar: str | None = None  # why the columnar judge read no record, if it read none
+
+
+def read_source(
+    pipeline: Pipeline, ranges: dict[int, tuple[int, int]], segments: Segments | None = None, columnar: bool = True
+) -> Judged:
+    """The committed source records of the ranges, each judged by the audit's own judges:
     bronze's columns (tables.bronze_columns: the declared fields, typed; a Debezium pipeline's
     `_op` and `_sequence` too), the raw `_key` and `_value`, the coordinates and `reason` (NULL when
     valid) — what the sinks should hold. A Debezium tombstone has reason TOMBSTONE_REASON: it
-    belongs in neither bronze nor quarantine."""
+    belongs in neither bronze nor quarantine. `columnar` False: the reference judge alone (for a
+    comparison that does not judge its disputes again)."""
     segments = declaration_segments(pipeline) if segments is None else segments
     raw = list(range_batches(source_client(pipeline), pipeline.source.topic, ranges))
-    return judge_records(pipeline, segments, raw)
+    return judge_records(pipeline, segments, raw, columnar=columnar)
 
 
-def judge_records(pipeline: Pipeline, segments: Segments, raw: list, parallel_from: int = PARALLEL_FROM) -> pa.Table:
-    """Raw Kafka batches (at least one) judged: in this process, or from `parallel_from` records on
-    in one spawned process per core, each judging whole batches."""
+def _not_columnar(pipeline: Pipeline) -> str | None:
+    """Why the columnar judge reads none of a pipeline's records, or None."""
+    import os
+
+    from onceflow.audit.columnar_judge import why_not
+
+    if os.environ.get(JUDGE_ENV, "").strip().lower() == "reference":
+        return f"{JUDGE_ENV}=reference"
+    if pipeline.keyed is not None and pipeline.keyed.debezium:
+        return "a Debezium pipeline's envelopes"
+    return why_not(pipeline.schema)
+
+
+def _outside(partitions, offsets, spans: list[dict[int, list[tuple[int, int]]]]):
+    """Per row of these coordinates, whether it lies in none of the spans (per partition, ranges)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    inside = pa.array([False] * len(partitions), pa.bool_())
+    for span in spans:
+        for p, ranges in span.items():
+            for a, b in ranges:
+                here = pc.and_(pc.equal(partitions, p), pc.and_(pc.greater_equal(offsets, a), pc.less(offsets, b)))
+                inside = pc.or_(inside, here)
+    return pc.invert(inside)
+
+
+def judge_records(
+    pipeline: Pipeline,
+    segments: Segments,
+    raw: list,
+    parallel_from: int = PARALLEL_FROM,
+    sample: int = SAMPLE,
+    columnar: bool = True,
+) -> Judged:
+    """Raw Kafka batches (at least one) judged. The columnar judge (audit/columnar_judge.py) reads
+    them all at once where it can; the reference judge reads what it is not sure of (in this
+    process, or from `parallel_from` records on in one spawned process per core) and an even
+    sample of `sample` of its sure records, whose verdicts it replaces where the two disagree."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    why = _not_columnar(pipeline) if columnar else "the caller asked for the reference judge"
+    if why is not None:
+        table = _reference(pipeline, segments, raw, parallel_from)
+        return Judged(
+            table.append_column("_columnar", pa.array([False] * table.num_rows, pa.bool_())), not_columnar=why
+        )
+    from onceflow.audit.columnar_judge import ColumnarJudge
+
+    records = pa.Table.from_batches(raw)
+    judged = ColumnarJudge(pipeline.schema).judge(records["value"])
+    by_hand = Unprocessable.load(pipeline.state_path).ranges(pipeline.source.topic)
+    earlier = [{p: [span] for p, span in spans.items()} for _, spans in segments]
+    outside = _outside(records["partition"], records["offset"], [by_hand, *earlier])
+    sure = pc.and_(pc.fill_null(judged["_sure"], False), outside)
+    sure_at = pc.indices_nonzero(sure)
+    step = max(1, len(sure_at) // sample) if sample else 0
+    sampled = list(range(0, len(sure_at), step))[:sample] if step else []  # positions among the sure rows
+    # the columnar judge's sure rows, in read_source's columns
+    kept = records.filter(sure)
+    names = pipeline.schema.names
+    types = {f.name: _arrow_type(f.ftype) for f in pipeline.schema.fields}
+    columns = [judged[n].filter(sure).cast(types[n]) for n in names]
+    columns += [kept[c] for c in ("key", "value", "topic", "partition", "offset")]
+    columns += [pa.nulls(kept.num_rows, pa.string()), pa.array([True] * kept.num_rows, pa.bool_())]
+    fast = pa.table(columns, names=[*names, "_key", "_value", "_topic", "_partition", "_offset", "reason", "_columnar"])
+    # what the reference judges: the records the columnar judge was not sure of, and the sample
+    unsure = records.filter(pc.invert(sure))
+    out = [fast]
+    if unsure.num_rows:
+        slow = _reference(pipeline, segments, unsure.to_batches(), parallel_from)
+        out.append(slow.append_column("_columnar", pa.array([False] * slow.num_rows, pa.bool_())))
+    disagreements: list[tuple[int, int]] = []
+    if len(sampled):
+        again = _reference(pipeline, segments, kept.take(sampled).to_batches(), parallel_from)
+        mine = fast.take(sampled)
+        disagreements = _disagreements(mine, again, names)
+        if disagreements:  # the reference's verdict stands where the two disagree
+            fast, fixed = _replace(fast, again, disagreements)
+            out[0] = fast
+            out.append(fixed)
+    return Judged(pa.concat_tables(out), columnar=kept.num_rows, sampled=len(sampled), disagreements=disagreements)
+
+
+def _disagreements(mine: pa.Table, again: pa.Table, names: list[str]) -> list[tuple[int, int]]:
+    """The coordinates where the reference's verdict (`again`) differs from the columnar one (`mine`)."""
+    cols = [*names, "reason"]
+    theirs = {(r["_partition"], r["_offset"]): [r[c] for c in cols] for r in again.to_pylist()}
+    return sorted(
+        (r["_partition"], r["_offset"])
+        for r in mine.to_pylist()
+        if theirs.get((r["_partition"], r["_offset"])) != [r[c] for c in cols]
+    )
+
+
+def _replace(fast: pa.Table, again: pa.Table, at: list[tuple[int, int]]) -> tuple[pa.Table, pa.Table]:
+    """`fast` without the rows at these coordinates, and the reference's rows for them (`_columnar` false)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    span: dict[int, list[tuple[int, int]]] = {}
+    for p, o in at:
+        span.setdefault(p, []).append((o, o + 1))
+    spans = [span]
+    fixed = again.filter(pc.invert(_outside(again["_partition"], again["_offset"], spans)))
+    kept = fast.filter(_outside(fast["_partition"], fast["_offset"], spans))
+    return kept, fixed.append_column("_columnar", pa.array([False] * fixed.num_rows, pa.bool_()))
+
+
+def reference_judged(pipeline: Pipeline, raw: list) -> pa.Table:
+    """Raw Kafka batches of records the columnar judge read (so outside any earlier declaration's
+    ranges and any moved by hand), judged by the reference judge alone."""
+    return _reference(pipeline, [], raw)
+
+
+def _reference(pipeline: Pipeline, segments: Segments, raw: list, parallel_from: int = PARALLEL_FROM) -> pa.Table:
+    """Raw Kafka batches judged by the reference judge: in this process, or from `parallel_from`
+    records on in one spawned process per core, each judging whole batches."""
     import os
 
     import pyarrow as pa
@@ -311,7 +451,7 @@ def judge_records(pipeline: Pipeline, segments: Segments, raw: list, parallel_fr
 
 
 def _judge_share(pipeline: Pipeline, segments: Segments, batches: list) -> pa.Table:
-    """Raw Kafka batches judged, in this process."""
+    """Raw Kafka batches judged by the reference judge, in this process."""
     import pyarrow as pa
 
     judge, _ = record_judge(pipeline, segments)

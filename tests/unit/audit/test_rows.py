@@ -162,3 +162,53 @@ def test_a_quarantined_record_with_another_reason_is_a_content_mismatch(made):
     _, checks = reconcile(made, quarantine=altered)
     assert _failed(checks) == {"content"}
     assert checks["content"].ranges[0]["count"] == 1
+
+
+def _columnar(made, monkeypatch=None, wrong_at: int | None = None):
+    """The source judged as an audit judges it (the columnar judge, the reference for the rest and a
+    sample); with `wrong_at`, the columnar judge made to misread that record's amount (a bug in it)."""
+    from onceflow.audit import columnar_judge, source
+
+    if wrong_at is not None:
+        judge = columnar_judge.ColumnarJudge.judge
+
+        def misread(self, values):
+            out = judge(self, values)
+            amount = out["amount"].to_pylist()
+            amount[wrong_at] = amount[wrong_at] + 7
+            return out.set_column(out.column_names.index("amount"), "amount", pa.array(amount, out["amount"].type))
+
+        monkeypatch.setattr(columnar_judge.ColumnarJudge, "judge", misread)
+    return source.judge_records(made["pipeline"], [], [_raw(60)], sample=3)
+
+
+def test_the_columnar_judge_reads_the_plain_records_and_agrees(made):
+    judged = _columnar(made)
+    assert judged.columnar == 51 and judged.sampled == 3 and not judged.disagreements
+    result, checks = reconcile({**made, "source": judged})
+    assert _failed(checks) == set() and result.judged_columnar == 51
+    assert checks["judges_agree"].observed == {"disagreements": 0, "judged_by_both": 3, "columnar": 51}
+
+
+def test_a_record_the_columnar_judge_misreads_is_judged_again_and_named(made, monkeypatch):
+    """The sinks hold what the reference reads; the columnar judge (made wrong at one record) reads
+    otherwise: the reconciliation judges the disputed record again, the reference's verdict stands,
+    so the data passes, and the disagreement fails `judges_agree` at its offset."""
+    judged = _columnar(made, monkeypatch, wrong_at=1)  # record 1: partition 1, offset 0
+    assert not judged.disagreements  # the sample did not hold it
+    result, checks = reconcile({**made, "source": judged})
+    assert _failed(checks) == {"judges_agree"}
+    assert judged.disagreements == [(1, 0)] and judged.rejudged == 1
+    assert "partition 1 offset 0" in checks["judges_agree"].detail and result.judged_columnar == 50
+
+
+def test_a_changed_row_stays_a_content_mismatch_when_the_reference_agrees(made):
+    """A row changed in the sink (not a misreading): judged again, the reference agrees with the
+    columnar judge, so the content check fails there and the judges agree."""
+    bronze = made["bronze"]
+    amount = bronze.column("amount").to_pylist()
+    amount[8] = amount[8] + 1
+    altered = bronze.set_column(bronze.column_names.index("amount"), "amount", pa.array(amount, bronze["amount"].type))
+    judged = _columnar(made)
+    _, checks = reconcile({**made, "source": judged}, bronze=altered)
+    assert _failed(checks) == {"content"} and judged.rejudged == 1 and not judged.disagreements
