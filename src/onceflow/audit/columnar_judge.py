@@ -187,17 +187,18 @@ class ColumnarJudge:
             raise ValueError(f"the columnar judge cannot read this schema: {problem}")
         self.schema = schema
         keys = f"regexp_extract_all(t, {_q(_KEY)}, 1)"
-        plain = " AND ".join(
+        unique = f"len(list_distinct({keys})) = len({keys})"  # no key twice
+        # a flat object without an escape (the cheap tests first: a record with a backslash is no more read)
+        flat = " AND ".join(
             [
                 "t IS NOT NULL",
-                f"octet_length(v) <= {schema.max_bytes}",
+                "NOT contains(t, chr(92))",
                 f"regexp_full_match(t, {_q(FLAT_OBJECT)})",
                 f"NOT regexp_matches(t, '[0-9+.eE-]{{{R.MAX_NUMBER_CHARS + 1}}}')",
-                f"len(list_distinct({keys})) = len({keys})",
             ]
         )
         # one layer a step, so that each field's literal, content and value is worked out once a record
-        lits = [f"{_literal(f)} AS l_{f.name}" for f in schema.fields]
+        lits = [f"CASE WHEN plain THEN {_literal(f)} END AS l_{f.name}" for f in schema.fields]
         texts = [
             f"CASE WHEN starts_with(l_{f.name}, '\"') THEN substr(l_{f.name}, 2, length(l_{f.name}) - 2) END "
             f"AS t_{f.name}, l_{f.name} NOT IN ('', 'null') AS p_{f.name}"
@@ -217,8 +218,12 @@ class ColumnarJudge:
             else:
                 sure.append(f"(NOT p_{f.name} OR coalesce({checks}, false))")
         self.sql = f"""
-            WITH s0 AS (SELECT _i, value AS v, try(decode(value)) AS t FROM raw),
-            s1 AS (SELECT _i, coalesce({plain}, false) AS plain, {", ".join(lits)} FROM s0),
+            WITH s0 AS (
+              SELECT _i, CASE WHEN octet_length(value) <= {schema.max_bytes} THEN try(decode(value)) END AS t FROM raw
+            ),
+            f0 AS (SELECT _i, t, coalesce({flat}, false) AS flat FROM s0),
+            p0 AS (SELECT _i, t, flat AND coalesce(CASE WHEN flat THEN {unique} END, false) AS plain FROM f0),
+            s1 AS (SELECT _i, plain, {", ".join(lits)} FROM p0),
             s2 AS (SELECT *, {", ".join(texts)} FROM s1),
             s3 AS (SELECT *{"".join(", " + d for d in digits)} FROM s2),
             s4 AS (SELECT *, {", ".join(values)} FROM s3),

@@ -174,7 +174,7 @@ def _to_check(suite: str, result) -> Check:
     )
 
 
-def _plain(t: pa.DataType) -> pa.DataType:
+def plain_type(t: pa.DataType) -> pa.DataType:
     """`t` with Arrow's view layouts (a delta-rs scan gives string_view, binary_view) as the large
     plain types, which pandas' Arrow dtypes take; in a struct's fields too."""
     import pyarrow as pa
@@ -184,7 +184,7 @@ def _plain(t: pa.DataType) -> pa.DataType:
     if pa.types.is_binary_view(t):
         return pa.large_binary()
     if pa.types.is_struct(t):
-        return pa.struct([t.field(i).with_type(_plain(t.field(i).type)) for i in range(t.num_fields)])
+        return pa.struct([t.field(i).with_type(plain_type(t.field(i).type)) for i in range(t.num_fields)])
     return t
 
 
@@ -231,7 +231,7 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
     """The frame GX validates: the table's columns, then its structs' fields (module docstring)."""
     import pyarrow as pa
 
-    plain = pa.schema([f.with_type(_plain(f.type)) for f in table.schema])
+    plain = pa.schema([f.with_type(plain_type(f.type)) for f in table.schema])
     if plain != table.schema:
         table = table.cast(plain)
     for name in list(table.column_names):

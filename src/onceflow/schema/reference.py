@@ -100,24 +100,24 @@ _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=_Num, parse_in
 
 
 # A JSON string as outside_strings reads it: a quote, then (possessively: no backtracking) any run
-# of characters but a quote or a backslash, a backslash with the character after it, or a backslash
-# at the very end; then its closing quote (group 1), or the end of the text when none closes it.
-_STRING = re.compile(r'"(?:[^"\\]++|\\.|\\\Z)*+(?:(")|\Z)', re.DOTALL)
-
-
-def _masked(match: re.Match) -> str:
-    return '""' if match.group(1) is not None else match.group()
+# of characters but a quote or a backslash, or a backslash with the character after it; then its
+# closing quote (groups 1 and 2: the replacement keeps the two quotes alone), or, when none closes
+# it, the rest of the text (group 3: kept as it is; a backslash at the very end too).
+_STRING = re.compile(r'(")(?:[^"\\]++|\\.)*+(")|("(?:[^"\\]++|\\.|\\\Z)*+\Z)', re.DOTALL)
 
 
 def outside_strings(text: str) -> str:
     """The text with each JSON string replaced by `""`: a `"` opens a string that runs to the
     next `"` not taken by a backslash (a backslash takes the character after it, whatever it
     is). A `"` that no later quote closes opens nothing, and then no quote after it can close
-    either, so the rest of the text stays as it is. (One regex pass, linear in the text.)"""
-    return _STRING.sub(_masked, text)
+    either, so the rest of the text stays as it is. (One regex pass, linear in the text, with a
+    template for a replacement: no Python call per string.)"""
+    return _STRING.sub(r"\1\2\3", text)
 
 
 def _too_deep(masked: str) -> bool:
+    if masked.count("[") + masked.count("{") <= R.MAX_DEPTH:  # fewer brackets than the limit: no depth can pass it
+        return False
     depth = 0
     for c in masked:
         if c in "[{":
@@ -129,43 +129,32 @@ def _too_deep(masked: str) -> bool:
     return False
 
 
+_LONG_NUMBER = re.compile(f"[{re.escape(''.join(sorted(_NUMBER_CHARS)))}]{{{R.MAX_NUMBER_CHARS + 1}}}")
+
+
 def _number_too_long(masked: str) -> bool:
-    run = 0
-    for c in masked:
-        run = run + 1 if c in _NUMBER_CHARS else 0
-        if run > R.MAX_NUMBER_CHARS:
-            return True
-    return False
+    """More than MAX_NUMBER_CHARS number characters in a row."""
+    return _LONG_NUMBER.search(masked) is not None
 
 
-def _unit(text: str, at: int) -> int | None:
-    """The UTF-16 code unit of a `\\uXXXX` escape starting at `at`, else None."""
-    hexa = text[at + 2 : at + 6]
-    if text[at : at + 2] != "\\u" or len(hexa) != 4 or not all(c in _HEX for c in hexa):
-        return None
-    return int(hexa, 16)
+# The escapes of a text read left to right, a backslash taking the character after it, as long as no
+# half of a surrogate pair stands alone: any run of other characters; a high half escaped and at once
+# a low half; any other `\uXXXX` unit; a `\u` without four hex digits, a backslash and any other
+# character, a backslash at the very end (each taking two characters, or what is left). Possessive:
+# one pass, linear in the text; a text it does not match whole has a lone surrogate.
+_HIGH = r"\\u[dD][89abAB][0-9a-fA-F]{2}"
+_LOW = r"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+_ESCAPES_PAIRED = re.compile(
+    rf"(?:[^\\]++|{_HIGH}{_LOW}|\\u(?![dD][89a-fA-F][0-9a-fA-F]{{2}})[0-9a-fA-F]{{4}}|\\u(?![0-9a-fA-F]{{4}})|\\[^u]|\\\Z)*+",
+    re.DOTALL,
+)
 
 
 def _lone_surrogate(text: str) -> bool:
     """A `\\u` escape of half a surrogate pair anywhere in the text. Escapes are read left to
     right, a backslash taking the character after it; a high half must be followed at once by a
     low one, and a low half must follow a high one."""
-    i = text.find("\\")
-    while i >= 0:
-        unit = _unit(text, i)
-        if unit is None:
-            step = 2
-        elif 0xD800 <= unit <= 0xDBFF:
-            low = _unit(text, i + 6)
-            if low is None or not 0xDC00 <= low <= 0xDFFF:
-                return True
-            step = 12
-        elif 0xDC00 <= unit <= 0xDFFF:
-            return True
-        else:
-            step = 6
-        i = text.find("\\", i + step)
-    return False
+    return "\\" in text and _ESCAPES_PAIRED.fullmatch(text) is None
 
 
 class _AbsentType:

@@ -36,3 +36,27 @@ def test_an_audit_too_large_for_the_free_memory_is_refused_with_the_fix():
     text = str(refused.value)
     assert "50,000,000 offsets" in text and "93.1 GB" in text and "8.0 GB is free" in text
     assert "--since-last more often" in text
+
+
+def test_great_expectations_validates_an_even_sample_of_a_large_table():
+    """A table past GX_SAMPLE rows (as delta-rs reads it: string_view) is cut to every k-th row, its
+    suite loses the whole table's row count and says what it holds; a small one is left whole."""
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+    import pyarrow as pa
+
+    from onceflow.audit.run import sampled
+
+    def suite():
+        return gx.ExpectationSuite(
+            name="s",
+            expectations=[gxe.ExpectTableRowCountToEqual(value=10), gxe.ExpectColumnValuesToNotBeNull(column="s")],
+        )
+
+    big = pa.table({"s": pa.array([str(i) for i in range(25)]).cast(pa.string_view()), "n": list(range(25))})
+    table, cut = sampled(big, suite(), most=10)
+    assert table["n"].to_pylist() == [0, 3, 6, 9, 12, 15, 18, 21, 24]
+    assert [type(e).__name__ for e in cut.expectations] == ["ExpectColumnValuesToNotBeNull"]
+    assert cut.meta["sample"] == {"rows": 9, "of": 25, "every": 3}
+    whole, kept = sampled(big, suite(), most=25)
+    assert whole is big and len(kept.expectations) == 2

@@ -7,8 +7,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from devkit.pipelines import SENSORS_SCHEMA
+from onceflow.schema import reasons, reference
 from onceflow.schema.reasons import Reason
 from onceflow.schema.reference import (
     ABSENT,
@@ -161,3 +164,96 @@ def test_masking_strings_agrees_with_the_character_by_character_scan_on_any_text
     agree()
     for text in ('{"a":"b\\"c"}', '"\\', '"', '"a', 'x"\\"', '{"a":1,"b":"\\\\"}', ""):
         assert outside_strings(text) == _outside_strings_by_character(text), text
+
+
+# -- the whole-text scans, held to the character loops they replaced (one regex pass each) ---------
+def _lone_surrogate_by_loop(text: str) -> bool:
+    def unit(at: int):
+        hexa = text[at + 2 : at + 6]
+        if text[at : at + 2] != "\\u" or len(hexa) != 4 or not all(c in "0123456789abcdefABCDEF" for c in hexa):
+            return None
+        return int(hexa, 16)
+
+    i = text.find("\\")
+    while i >= 0:
+        u = unit(i)
+        if u is None:
+            step = 2
+        elif 0xD800 <= u <= 0xDBFF:
+            low = unit(i + 6)
+            if low is None or not 0xDC00 <= low <= 0xDFFF:
+                return True
+            step = 12
+        elif 0xDC00 <= u <= 0xDFFF:
+            return True
+        else:
+            step = 6
+        i = text.find("\\", i + step)
+    return False
+
+
+def _scans_by_loop(masked: str) -> tuple[bool, bool]:
+    depth, deep, run, long_ = 0, False, 0, False
+    for c in masked:
+        if c in "[{":
+            depth += 1
+            deep = deep or depth > reasons.MAX_DEPTH
+        elif c in "]}":
+            depth -= 1
+        run = run + 1 if c in "0123456789+-.eE" else 0
+        long_ = long_ or run > reasons.MAX_NUMBER_CHARS
+    return deep, long_
+
+
+_ESCAPE_BITS = st.sampled_from(
+    [
+        "\\",
+        "\\\\",
+        "\\u",
+        "\\ud83d",
+        "\\uDE00",
+        "\\udbff\\udfff",
+        "\\ud800\\u0041",
+        "\\u00e9",
+        "\\uzz",
+        "u",
+        "d8",
+        "\n",
+        "é",
+        "x",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_ESCAPE_BITS, max_size=30).map("".join))
+def test_the_lone_surrogate_scan_reads_escapes_as_the_loop_did(text):
+    assert reference._lone_surrogate(text) == _lone_surrogate_by_loop(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["[", "{", "]", "}", "1", "e", "-", ".", " ", '""']),
+            st.integers(1, 600).map(lambda n: "9" * n),
+            st.integers(1, 600).map(lambda n: "[" * n),
+        ),
+        max_size=8,
+    ).map("".join)
+)
+def test_the_depth_and_number_scans_agree_with_the_loop(masked):
+    assert (reference._too_deep(masked), reference._number_too_long(masked)) == _scans_by_loop(masked)
+
+
+def _outside_strings_by_callback(text: str) -> str:
+    import re
+
+    string = re.compile(r'"(?:[^"\\]++|\\.|\\\Z)*+(?:(")|\Z)', re.DOTALL)
+    return string.sub(lambda m: '""' if m.group(1) is not None else m.group(), text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(['"', "\\", '\\"', "a", "[", "1", "\n", "é", '""']), max_size=30).map("".join))
+def test_strings_are_masked_as_the_callback_did(text):
+    assert reference.outside_strings(text) == _outside_strings_by_callback(text)
