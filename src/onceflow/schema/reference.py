@@ -100,19 +100,21 @@ _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=_Num, parse_in
 
 
 # A JSON string as outside_strings reads it: a quote, then (possessively: no backtracking) any run
-# of characters but a quote or a backslash, or a backslash with the character after it; then its
-# closing quote (groups 1 and 2: the replacement keeps the two quotes alone), or, when none closes
-# it, the rest of the text (group 3: kept as it is; a backslash at the very end too).
-_STRING = re.compile(r'(")(?:[^"\\]++|\\.)*+(")|("(?:[^"\\]++|\\.|\\\Z)*+\Z)', re.DOTALL)
+# of characters but a quote or a backslash, a backslash with the character after it, or a backslash
+# at the very end; then its closing quote (group 1), or the end of the text when none closes it.
+_STRING = re.compile(r'"(?:[^"\\]++|\\.|\\\Z)*+(?:(")|\Z)', re.DOTALL)
+
+
+def _masked(match: re.Match) -> str:
+    return '""' if match.group(1) is not None else match.group()
 
 
 def outside_strings(text: str) -> str:
     """The text with each JSON string replaced by `""`: a `"` opens a string that runs to the
     next `"` not taken by a backslash (a backslash takes the character after it, whatever it
     is). A `"` that no later quote closes opens nothing, and then no quote after it can close
-    either, so the rest of the text stays as it is. (One regex pass, linear in the text, with a
-    template for a replacement: no Python call per string.)"""
-    return _STRING.sub(r"\1\2\3", text)
+    either, so the rest of the text stays as it is. (One regex pass, linear in the text.)"""
+    return _STRING.sub(_masked, text)
 
 
 def _too_deep(masked: str) -> bool:
@@ -349,11 +351,14 @@ def read_record(value: bytes | None, max_bytes: int) -> tuple[str | None, Any]:
         text = value.decode("utf-8", errors="strict")
     except UnicodeDecodeError:
         return Reason.INVALID_UTF8, None
-    masked = outside_strings(text)
-    if _too_deep(masked):
-        return Reason.TOO_DEEP, None
-    if _number_too_long(masked):
-        return Reason.NUMBER_TOO_LONG, None
+    # only a text with that many brackets, or that long a run of number characters, can break the two
+    # limits outside its strings (masking a string removes characters, never joins a run)
+    if text.count("[") + text.count("{") > R.MAX_DEPTH or _number_too_long(text):
+        masked = outside_strings(text)
+        if _too_deep(masked):
+            return Reason.TOO_DEEP, None
+        if _number_too_long(masked):
+            return Reason.NUMBER_TOO_LONG, None
     if _lone_surrogate(text):
         return Reason.LONE_SURROGATE, None
     start = len(text) - len(text.lstrip(_WS))
