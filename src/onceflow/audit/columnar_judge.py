@@ -35,7 +35,6 @@ _VALUE = rf"(?:{_STRING}|{_NUMBER}|true|false|null)"
 _MEMBER = rf"{_STRING}{_WS}:{_WS}{_VALUE}"
 # a flat JSON object: members whose values are strings without escapes, numbers or literals
 FLAT_OBJECT = rf"{_WS}\{{{_WS}(?:{_MEMBER}{_WS}(?:,{_WS}{_MEMBER}{_WS})*)?\}}{_WS}"
-_KEY = rf'"([^"\\\x00-\x1f]*)"{_WS}:'  # in a flat object, only a key is a string followed by `:`
 # an integer of at most 18 digits (within a long) and, as the reference reads `5.0`, a fraction of zeros
 _INTEGER = r"-?(?:0|[1-9][0-9]{0,17})(?:\.0{1,20})?"
 # no exponent, at most 38 digits: the reference reads it as an exact number (never as a double)
@@ -45,6 +44,7 @@ _TIMESTAMP = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1
 _DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _MAX_OFFSET_MINUTES = 18 * 60
+_LONG_RUN = f"[0-9+.eE-]{{{R.MAX_NUMBER_CHARS + 1}}}"  # anywhere (in a string too: then not sure)
 _BASES = ("string", "int", "long", "double", "decimal", "boolean", "timestamp", "date")
 
 
@@ -69,9 +69,17 @@ def why_not(schema: Schema) -> str | None:
     return None
 
 
-def _literal(f: FieldSpec) -> str:
-    """The field's raw JSON text in the record ('' when absent): in a flat object without escapes,
-    `"name"` followed by `:` is the key, and its value runs to the next separator."""
+_NUMERIC = ("int", "long", "double", "decimal")
+
+
+def _literal(f: FieldSpec, at: int) -> str:
+    """The field's raw JSON text in the record ('' when absent). A number's literal is read from the
+    text itself (in a flat object without escapes, `"name"` followed by `:` is the key, and its value
+    runs to the next separator): its form decides its kind. Any other value is yyjson's writing of it
+    (`m`, the declared fields' values in order, element `at`): the same text, for a string without
+    an escape, `true`, `false` and `null`."""
+    if f.ftype.base not in _NUMERIC:
+        return f"coalesce(m[{at}], '')"
     key = f.keys[0]  # [A-Za-z_][A-Za-z0-9_]*: nothing to escape in a pattern
     pattern = '"' + key + '"' + _WS + ":" + _WS + "(" + _STRING + r"|[^ \t\n\r,}]+)"
     return f"regexp_extract(t, {_q(pattern)}, 1)"
@@ -186,19 +194,23 @@ class ColumnarJudge:
         if problem:
             raise ValueError(f"the columnar judge cannot read this schema: {problem}")
         self.schema = schema
-        keys = f"regexp_extract_all(t, {_q(_KEY)}, 1)"
-        unique = f"len(list_distinct({keys})) = len({keys})"  # no key twice
+        paths = "[" + ", ".join(_q(f"$.{f.keys[0]}") for f in schema.fields) + "]"
+        # the keys and the declared fields' values, by yyjson (the text is valid JSON by now)
+        members = (
+            f"CASE WHEN flat THEN json_keys(t) END AS k, "
+            f"CASE WHEN flat THEN CAST(json_extract(t, {paths}) AS VARCHAR[]) END AS m"
+        )
         # a flat object without an escape (the cheap tests first: a record with a backslash is no more read)
         flat = " AND ".join(
             [
                 "t IS NOT NULL",
                 "NOT contains(t, chr(92))",
                 f"regexp_full_match(t, {_q(FLAT_OBJECT)})",
-                f"NOT regexp_matches(t, '[0-9+.eE-]{{{R.MAX_NUMBER_CHARS + 1}}}')",
+                f"(strlen(t) <= {R.MAX_NUMBER_CHARS} OR NOT regexp_matches(t, {_q(_LONG_RUN)}))",
             ]
         )
         # one layer a step, so that each field's literal, content and value is worked out once a record
-        lits = [f"CASE WHEN plain THEN {_literal(f)} END AS l_{f.name}" for f in schema.fields]
+        lits = [f"CASE WHEN plain THEN {_literal(f, i)} END AS l_{f.name}" for i, f in enumerate(schema.fields, 1)]
         texts = [
             f"CASE WHEN starts_with(l_{f.name}, '\"') THEN substr(l_{f.name}, 2, length(l_{f.name}) - 2) END "
             f"AS t_{f.name}, l_{f.name} NOT IN ('', 'null') AS p_{f.name}"
@@ -222,7 +234,8 @@ class ColumnarJudge:
               SELECT _i, CASE WHEN octet_length(value) <= {schema.max_bytes} THEN try(decode(value)) END AS t FROM raw
             ),
             f0 AS (SELECT _i, t, coalesce({flat}, false) AS flat FROM s0),
-            p0 AS (SELECT _i, t, flat AND coalesce(CASE WHEN flat THEN {unique} END, false) AS plain FROM f0),
+            k0 AS (SELECT _i, t, flat, {members} FROM f0),
+            p0 AS (SELECT _i, t, k, m, flat AND coalesce(len(list_distinct(k)) = len(k), false) AS plain FROM k0),
             s1 AS (SELECT _i, plain, {", ".join(lits)} FROM p0),
             s2 AS (SELECT *, {", ".join(texts)} FROM s1),
             s3 AS (SELECT *{"".join(", " + d for d in digits)} FROM s2),

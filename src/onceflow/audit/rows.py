@@ -128,17 +128,27 @@ class RowReconciler:
     def read(cls, pipeline: Pipeline, point: CommittedPoint) -> RowReconciler:
         """The committed point's records from Kafka, judged, and both sinks at their pinned versions,
         restricted to the audited ranges."""
+        from concurrent.futures import ThreadPoolExecutor
+
         ranges = point.ranges()
         bronze, quarantine = point.sinks.get(SinkName.BRONZE), point.sinks.get(SinkName.QUARANTINE)
-        return cls(
-            pipeline,
-            point,
-            read_source(pipeline, ranges, declaration_segments(pipeline)),
-            read_table(pipeline.resolve(pipeline.sinks.bronze.path), bronze.version if bronze else None, ranges),
-            read_table(
-                pipeline.resolve(pipeline.sinks.quarantine.path), quarantine.version if quarantine else None, ranges
-            ),
-        )
+        # the sinks are read by delta-rs in a thread (it lets go of the GIL) while Kafka is read here
+        with ThreadPoolExecutor(1, thread_name_prefix="sink-tables") as pool:
+            sinks = pool.submit(
+                lambda: (
+                    read_table(
+                        pipeline.resolve(pipeline.sinks.bronze.path), bronze.version if bronze else None, ranges
+                    ),
+                    read_table(
+                        pipeline.resolve(pipeline.sinks.quarantine.path),
+                        quarantine.version if quarantine else None,
+                        ranges,
+                    ),
+                )
+            )
+            source = read_source(pipeline, ranges, declaration_segments(pipeline))
+            bronze_rows, quarantine_rows = sinks.result()
+        return cls(pipeline, point, source, bronze_rows, quarantine_rows)
 
     def release(self) -> None:
         self.con.close()

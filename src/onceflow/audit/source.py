@@ -16,7 +16,7 @@ fields and today's keys and sequence_by.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -276,9 +276,13 @@ def declaration_segments(pipeline: Pipeline) -> Segments:
     return out
 
 
-# from this many records on, the reference judge (one Python thread, ~25,000 records/s) runs in one
-# spawned process per core: a process costs about a second to start (docs/benchmarks.md)
+# from this many records, or this many bytes of them, on, the reference judge (one Python thread,
+# ~25,000 plain records/s, far fewer long ones full of escapes) runs in one spawned process per
+# core: a process costs about a second to start (docs/benchmarks.md)
 PARALLEL_FROM = 100_000
+PARALLEL_BYTES = 32 * 1024 * 1024
+# the columnar judge's chunk: one DuckDB query a chunk, judged while the next chunk is read
+COLUMNAR_CHUNK = 200_000
 # how many of the columnar judge's sure records the reference judges again in every audit, spread
 # evenly over them (about 0.1 s of the reference's time)
 SAMPLE = 2_000
@@ -311,8 +315,8 @@ def read_source(
     belongs in neither bronze nor quarantine. `columnar` False: the reference judge alone (for a
     comparison that does not judge its disputes again)."""
     segments = declaration_segments(pipeline) if segments is None else segments
-    raw = list(range_batches(source_client(pipeline), pipeline.source.topic, ranges))
-    return judge_records(pipeline, segments, raw, columnar=columnar)
+    batches = range_batches(source_client(pipeline), pipeline.source.topic, ranges)
+    return judge_records(pipeline, segments, batches, columnar=columnar)
 
 
 def _not_columnar(pipeline: Pipeline) -> str | None:
@@ -345,28 +349,43 @@ def _outside(partitions, offsets, spans: list[dict[int, list[tuple[int, int]]]])
 def judge_records(
     pipeline: Pipeline,
     segments: Segments,
-    raw: list,
+    raw: Iterable[pa.RecordBatch],
     parallel_from: int = PARALLEL_FROM,
     sample: int = SAMPLE,
     columnar: bool = True,
 ) -> Judged:
-    """Raw Kafka batches (at least one) judged. The columnar judge (audit/columnar_judge.py) reads
-    them all at once where it can; the reference judge reads what it is not sure of (in this
-    process, or from `parallel_from` records on in one spawned process per core) and an even
-    sample of `sample` of its sure records, whose verdicts it replaces where the two disagree."""
+    """Raw Kafka batches (at least one; an iterator is read as they are judged) judged. The
+    columnar judge (audit/columnar_judge.py) reads them in chunks of COLUMNAR_CHUNK records, each in
+    a thread of its own while the next is read (DuckDB lets go of the GIL); the reference judge
+    reads what it is not sure of (in this process, or in one spawned process per core from
+    `parallel_from` records or PARALLEL_BYTES on) and an even sample of `sample` of its sure
+    records, whose verdicts it replaces where the two disagree."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import pyarrow as pa
     import pyarrow.compute as pc
 
     why = _not_columnar(pipeline) if columnar else "the caller asked for the reference judge"
     if why is not None:
-        table = _reference(pipeline, segments, raw, parallel_from)
+        table = _reference(pipeline, segments, list(raw), parallel_from)
         return Judged(
             table.append_column("_columnar", pa.array([False] * table.num_rows, pa.bool_())), not_columnar=why
         )
     from onceflow.audit.columnar_judge import ColumnarJudge
 
-    records = pa.Table.from_batches(raw)
-    judged = ColumnarJudge(pipeline.schema).judge(records["value"])
+    columnar_judge = ColumnarJudge(pipeline.schema)
+    read: list[pa.RecordBatch] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="columnar-judge") as pool:
+        chunks, first = [], 0
+        for batch in raw:
+            read.append(batch)
+            if sum(b.num_rows for b in read[first:]) >= COLUMNAR_CHUNK:
+                chunks.append(pool.submit(columnar_judge.judge, pa.chunked_array([b["value"] for b in read[first:]])))
+                first = len(read)
+        if first < len(read):
+            chunks.append(pool.submit(columnar_judge.judge, pa.chunked_array([b["value"] for b in read[first:]])))
+        records = pa.Table.from_batches(read)
+        judged = pa.concat_tables([chunk.result() for chunk in chunks])
     by_hand = Unprocessable.load(pipeline.state_path).ranges(pipeline.source.topic)
     earlier = [{p: [span] for p, span in spans.items()} for _, spans in segments]
     outside = _outside(records["partition"], records["offset"], [by_hand, *earlier])
@@ -439,7 +458,8 @@ def _reference(pipeline: Pipeline, segments: Segments, raw: list, parallel_from:
     import pyarrow as pa
 
     processes = min(os.cpu_count() or 1, len(raw))
-    if sum(b.num_rows for b in raw) < parallel_from or processes < 2:
+    small = sum(b.num_rows for b in raw) < parallel_from and sum(b.nbytes for b in raw) < PARALLEL_BYTES
+    if small or processes < 2:
         return _judge_share(pipeline, segments, raw)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor

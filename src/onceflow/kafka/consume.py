@@ -27,7 +27,8 @@ def committed_counts(cluster: Cluster, topic: str, timeout: float = 120) -> dict
     parts = partitions_of(cluster, topic)
     counts: Counter = Counter({p: 0 for p in parts})
     spans = _from_start(cluster, topic, parts, "read_committed")
-    counts.update(msg.partition() for msg in _messages(cluster, topic, spans, "read_committed", timeout))
+    for msgs in _message_batches(cluster, topic, spans, "read_committed", timeout):
+        counts.update(msg.partition() for msg in msgs)
     return dict(counts)
 
 
@@ -36,11 +37,11 @@ def read_records(
 ) -> list[tuple[int, int, bytes | None, bytes | None]]:
     """Every record readable at `isolation` up to each partition's end now:
     [(partition, offset, key, value)]. The witness tests and benchmarks compare tables with."""
+    spans = _from_start(cluster, topic, partitions_of(cluster, topic), isolation)
     return [
         (*partition_offset(m), m.key(), m.value())
-        for m in _messages(
-            cluster, topic, _from_start(cluster, topic, partitions_of(cluster, topic), isolation), isolation, timeout
-        )
+        for msgs in _message_batches(cluster, topic, spans, isolation, timeout)
+        for m in msgs
     ]
 
 
@@ -59,33 +60,29 @@ def range_batches(
     source's names and types). BrokerError if reading them takes over `timeout` s."""
     import pyarrow as pa
 
-    cols: dict[str, list] = {"key": [], "value": [], "partition": [], "offset": []}
+    names = ["key", "value", "topic", "partition", "offset"]
 
-    def batch() -> pa.RecordBatch:
+    def batch(msgs: list[Message]) -> pa.RecordBatch:
         arrays = [
-            pa.array(cols["key"], pa.binary()),
-            pa.array(cols["value"], pa.binary()),
-            pa.array([topic] * len(cols["offset"]), pa.string()),
-            pa.array(cols["partition"], pa.int32()),
-            pa.array(cols["offset"], pa.int64()),
+            pa.array([m.key() for m in msgs], pa.binary()),
+            pa.array([m.value() for m in msgs], pa.binary()),
+            pa.array([topic] * len(msgs), pa.string()),
+            pa.array([m.partition() for m in msgs], pa.int32()),
+            pa.array([m.offset() for m in msgs], pa.int64()),
         ]
-        for v in cols.values():
-            v.clear()
-        return pa.RecordBatch.from_arrays(arrays, names=["key", "value", "topic", "partition", "offset"])
+        return pa.RecordBatch.from_arrays(arrays, names=names)
 
     spans = {p: (s, e) for p, (s, e) in ranges.items() if e > s}
+    held: list[Message] = []
     yielded = False
-    for msg in _messages(cluster, topic, spans, "read_committed", timeout):
-        partition, offset = partition_offset(msg)
-        cols["key"].append(msg.key())
-        cols["value"].append(msg.value())
-        cols["partition"].append(partition)
-        cols["offset"].append(offset)
-        if len(cols["offset"]) >= size:
+    for msgs in _message_batches(cluster, topic, spans, "read_committed", timeout):
+        held += msgs
+        if len(held) >= size:
             yielded = True
-            yield batch()
-    if cols["offset"] or not yielded:  # at least one batch: it gives the columns
-        yield batch()
+            yield batch(held)
+            held = []
+    if held or not yielded:  # at least one batch: it gives the columns
+        yield batch(held)
 
 
 def topic_batches(cluster: Cluster, topic: str, timeout: float = 300) -> Iterator[pa.RecordBatch]:
@@ -105,12 +102,13 @@ def _from_start(cluster: Cluster, topic: str, parts: list[int], isolation: str) 
         consumer.close()
 
 
-def _messages(
+def _message_batches(
     cluster: Cluster, topic: str, spans: dict[int, tuple[int, int]], isolation: str, timeout: float
-) -> Iterator[Message]:
-    """Every record of `spans` (partition -> [start, end)) readable at `isolation`; BrokerError if
-    that takes over `timeout` s. A range is read when the consumer's position passes its end: at
-    read_committed its last offsets may be transaction markers or aborted records."""
+) -> Iterator[list[Message]]:
+    """Every record of `spans` (partition -> [start, end)) readable at `isolation`, in the batches
+    the consumer hands them over (no error event among them); BrokerError if that takes over
+    `timeout` s. A range is read when the consumer's position passes its end: at read_committed its
+    last offsets may be transaction markers or aborted records."""
     consumer = Consumer(
         as_client(cluster).librdkafka(
             **{
@@ -140,6 +138,18 @@ def _messages(
                     if consumer.position([TopicPartition(topic, p)])[0].offset >= spans[p][1]:
                         done.add(p)
                 continue
+            # most batches lie inside their ranges: they pass whole, checked per partition, not per record
+            last: dict[int, int] = {}
+            clean = True
+            for msg in batch:
+                if msg.error() is not None:
+                    clean = False
+                    break
+                last[msg.partition()] = msg.offset()  # type: ignore[index,assignment]  # no error: it has both
+            if clean and all(p not in done and o + 1 < spans[p][1] for p, o in last.items()):
+                yield batch
+                continue
+            kept = []
             for msg in batch:
                 if msg.error():
                     continue
@@ -147,8 +157,10 @@ def _messages(
                 if partition in done or offset >= spans[partition][1]:
                     done.add(partition)
                     continue
-                yield msg
+                kept.append(msg)
                 if offset + 1 >= spans[partition][1]:
                     done.add(partition)
+            if kept:
+                yield kept
     finally:
         consumer.close()
