@@ -34,7 +34,7 @@ def test_an_audit_too_large_for_the_free_memory_is_refused_with_the_fix():
     with pytest.raises(OnceflowError) as refused:
         fits_in_memory("p", 50_000_000, available=8 * 1024**3)
     text = str(refused.value)
-    assert "50,000,000 offsets" in text and "93.1 GB" in text and "8.0 GB is free" in text
+    assert "50,000,000 offsets" in text and "116.4 GB" in text and "8.0 GB is free" in text
     assert "--since-last more often" in text
 
 
