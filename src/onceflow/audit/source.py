@@ -39,6 +39,7 @@ _ARROW = {
     "boolean": "bool_",
     "date": "date32",
 }
+_RAW_COLUMNS = ("_key", "_value", "_topic", "_partition", "_offset")  # a record's raw key, value and coordinates
 SOURCE_DDL = "_key BINARY, _value BINARY, _topic STRING, _partition INT, _offset BIGINT, reason STRING"
 # the `reason` of a Debezium tombstone (a null value after a delete): a no-op, expected in neither
 # bronze nor quarantine. Not a quarantine reason: a consumer that keeps `reason IS NULL` drops it.
@@ -374,49 +375,56 @@ def judge_records(
     from onceflow.audit.columnar_judge import ColumnarJudge
 
     columnar_judge = ColumnarJudge(pipeline.schema)
-    read: list[pa.RecordBatch] = []
-    with ThreadPoolExecutor(1, thread_name_prefix="columnar-judge") as pool:
-        chunks, first = [], 0
-        for batch in raw:
-            read.append(batch)
-            if sum(b.num_rows for b in read[first:]) >= COLUMNAR_CHUNK:
-                chunks.append(pool.submit(columnar_judge.judge, pa.chunked_array([b["value"] for b in read[first:]])))
-                first = len(read)
-        if first < len(read):
-            chunks.append(pool.submit(columnar_judge.judge, pa.chunked_array([b["value"] for b in read[first:]])))
-        records = pa.Table.from_batches(read)
-        judged = pa.concat_tables([chunk.result() for chunk in chunks])
     by_hand = Unprocessable.load(pipeline.state_path).ranges(pipeline.source.topic)
     earlier = [{p: [span] for p, span in spans.items()} for _, spans in segments]
-    outside = _outside(records["partition"], records["offset"], [by_hand, *earlier])
-    sure = pc.and_(pc.fill_null(judged["_sure"], False), outside)
-    sure_at = pc.indices_nonzero(sure)
-    step = max(1, len(sure_at) // sample) if sample else 0
-    sampled = list(range(0, len(sure_at), step))[:sample] if step else []  # positions among the sure rows
-    # the columnar judge's sure rows, in read_source's columns
-    kept = records.filter(sure)
     names = pipeline.schema.names
     types = {f.name: _arrow_type(f.ftype) for f in pipeline.schema.fields}
-    columns = [judged[n].filter(sure).cast(types[n]) for n in names]
-    columns += [kept[c] for c in ("key", "value", "topic", "partition", "offset")]
-    columns += [pa.nulls(kept.num_rows, pa.string()), pa.array([True] * kept.num_rows, pa.bool_())]
-    fast = pa.table(columns, names=[*names, "_key", "_value", "_topic", "_partition", "_offset", "reason", "_columnar"])
+
+    def split(batches: list[pa.RecordBatch]) -> tuple[pa.Table, pa.Table]:
+        """A chunk judged: (its sure records in read_source's columns, its other raw records). Its raw
+        records are let go once split, so that the audit does not hold them twice."""
+        records = pa.Table.from_batches(batches)
+        judged = columnar_judge.judge(records["value"])
+        outside = _outside(records["partition"], records["offset"], [by_hand, *earlier])
+        sure = pc.and_(pc.fill_null(judged["_sure"], False), outside)
+        kept = records.filter(sure)
+        columns = [judged[n].filter(sure).cast(types[n]) for n in names]
+        columns += [kept[c] for c in ("key", "value", "topic", "partition", "offset")]
+        columns += [pa.nulls(kept.num_rows, pa.string()), pa.array([True] * kept.num_rows, pa.bool_())]
+        return pa.table(columns, names=[*names, *_RAW_COLUMNS, "reason", "_columnar"]), records.filter(pc.invert(sure))
+
+    with ThreadPoolExecutor(1, thread_name_prefix="columnar-judge") as pool:
+        chunks, held = [], []
+        for batch in raw:
+            held.append(batch)
+            if sum(b.num_rows for b in held) >= COLUMNAR_CHUNK:
+                chunks.append(pool.submit(split, held))
+                held = []
+        if held or not chunks:
+            chunks.append(pool.submit(split, held))
+        parts = [chunk.result() for chunk in chunks]
+    fast = pa.concat_tables([f for f, _ in parts])
+    unsure = pa.concat_tables([u for _, u in parts])
+    del parts, chunks
+    columnar_rows = fast.num_rows
+    step = max(1, fast.num_rows // sample) if sample else 0
+    sampled = list(range(0, fast.num_rows, step))[:sample] if step else []  # positions among the sure rows
     # what the reference judges: the records the columnar judge was not sure of, and the sample
-    unsure = records.filter(pc.invert(sure))
     out = [fast]
     if unsure.num_rows:
         slow = _reference(pipeline, segments, unsure.to_batches(), parallel_from)
         out.append(slow.append_column("_columnar", pa.array([False] * slow.num_rows, pa.bool_())))
     disagreements: list[tuple[int, int]] = []
     if len(sampled):
-        again = _reference(pipeline, segments, kept.take(sampled).to_batches(), parallel_from)
         mine = fast.take(sampled)
+        raw_sample = mine.select(list(_RAW_COLUMNS)).rename_columns(["key", "value", "topic", "partition", "offset"])
+        again = _reference(pipeline, segments, raw_sample.to_batches(), parallel_from)
         disagreements = _disagreements(mine, again, names)
         if disagreements:  # the reference's verdict stands where the two disagree
             fast, fixed = _replace(fast, again, disagreements)
             out[0] = fast
             out.append(fixed)
-    return Judged(pa.concat_tables(out), columnar=kept.num_rows, sampled=len(sampled), disagreements=disagreements)
+    return Judged(pa.concat_tables(out), columnar=columnar_rows, sampled=len(sampled), disagreements=disagreements)
 
 
 def _disagreements(mine: pa.Table, again: pa.Table, names: list[str]) -> list[tuple[int, int]]:
