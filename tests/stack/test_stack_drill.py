@@ -16,6 +16,7 @@ without an engine. The figures go to test-artifacts/stack-drill.json.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -90,6 +91,13 @@ def wait(what: str, condition: Callable[[], object], timeout: float, interval: f
             return value
         assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s"
         time.sleep(interval)
+
+
+def parsed(dag: str) -> bool:
+    """Whether the dag-processor has parsed the DAG: the services are healthy before it has read the
+    DAG folder, and the CLI refuses to unpause or trigger a DAG it does not know yet."""
+    cmd = [*COMPOSE, "exec", "-T", "airflow-api-server", "airflow", "dags", "details", dag]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=stack_env()).returncode == 0
 
 
 def dag_runs(dag: str) -> list[dict]:
@@ -235,6 +243,8 @@ def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipelin
     from tests.exactly_once import assert_exactly_once
 
     figures: dict = {"timings": stack["timings"], "kills": []}
+    for dag in ("payments_stream", "payments_audit"):
+        wait(f"the dag-processor to parse {dag}", functools.partial(parsed, dag), 300, 5)
     airflow("dags", "unpause", "payments_stream")
     start_producer()
     try:
