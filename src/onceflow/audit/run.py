@@ -98,7 +98,7 @@ def _cdc_notes(rows, current) -> list[str]:
 def _datasets(pipeline: Pipeline, rows, aggs, bronze, quarantine, current=None, current_table=None) -> dict:
     """Each dataset Great Expectations validates, with its suite: the sinks' audited rows (Arrow
     tables) and the two small tables the reconciliation built (per partition; per finding)."""
-    from onceflow.audit import suites
+    from onceflow.audit import suites, validate
     from onceflow.audit.validate import Rows
 
     recon = Rows.from_dicts(suites.RECONCILIATION_DDL, rows.partitions)
@@ -115,39 +115,12 @@ def _datasets(pipeline: Pipeline, rows, aggs, bronze, quarantine, current=None, 
             current_table,
             suites.current_suite(pipeline, current.live_rows, current.tombstones),
         )
-    out: dict[str, tuple] = {name: sampled(*tables[name]) for name in DELTA if name in tables}  # in write order
+    out: dict[str, tuple] = {
+        name: validate.sampled(*tables[name]) for name in DELTA if name in tables
+    }  # in write order
     out["reconciliation"] = (recon, suites.reconciliation_suite())
     out["findings"] = (findings, suites.findings_suite())
     return out
-
-
-# from this many rows on, Great Expectations validates an even sample of a sink table: every row's
-# values are the reconciliation's to check, against the judged source (docs/audit.md#great-expectations)
-GX_SAMPLE = 20_000
-
-
-def sampled(table, suite, most: int = GX_SAMPLE) -> tuple:
-    """(table, suite) as Great Expectations validates them: a table of more than `most` rows cut to
-    an even sample of at most `most` (every k-th row), and its suite without the expectations on the
-    whole table's row count (the reconciliation's accounting checks those); the suite says so."""
-    import great_expectations.expectations as gxe
-    import pyarrow as pa
-
-    from onceflow.audit.validate import plain_type
-
-    n = table.num_rows
-    if n <= most:
-        return table, suite
-    step = -(-n // most)
-    plain = table.cast(pa.schema([f.with_type(plain_type(f.type)) for f in table.schema]))  # no take of a view type
-    sample = plain.take(list(range(0, n, step)))
-    suite.expectations = [
-        e
-        for e in suite.expectations
-        if not isinstance(e, gxe.ExpectTableRowCountToEqual | gxe.ExpectTableRowCountToBeBetween)
-    ]
-    suite.meta = {**(suite.meta or {}), "sample": {"rows": sample.num_rows, "of": n, "every": step}}
-    return sample, suite
 
 
 # what an audit holds per audited offset at its peak: the raw record, its judged row with the raw bytes

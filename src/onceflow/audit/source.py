@@ -394,12 +394,13 @@ def judge_records(
         return pa.table(columns, names=[*names, *_RAW_COLUMNS, "reason", "_columnar"]), records.filter(pc.invert(sure))
 
     with ThreadPoolExecutor(1, thread_name_prefix="columnar-judge") as pool:
-        chunks, held = [], []
+        chunks, held, rows = [], [], 0
         for batch in raw:
             held.append(batch)
-            if sum(b.num_rows for b in held) >= COLUMNAR_CHUNK:
+            rows += batch.num_rows
+            if rows >= COLUMNAR_CHUNK:
                 chunks.append(pool.submit(split, held))
-                held = []
+                held, rows = [], 0
         if held or not chunks:
             chunks.append(pool.submit(split, held))
         parts = [chunk.result() for chunk in chunks]

@@ -45,7 +45,7 @@ def test_great_expectations_validates_an_even_sample_of_a_large_table():
     import great_expectations.expectations as gxe
     import pyarrow as pa
 
-    from onceflow.audit.run import sampled
+    from onceflow.audit.validate import sampled
 
     def suite():
         return gx.ExpectationSuite(
