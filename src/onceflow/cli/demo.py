@@ -85,6 +85,8 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
 
     what = "changes of a table (5% delivered twice, 5% out of order)" if pipeline.keyed else "events"
     log(f"producing {count} {what} to {pipeline.source.topic} (5% of transactions aborted, 1% of records malformed)")
+    from onceflow.generate.framing import registry_framing
+
     aggregates = pipeline.sinks.aggregates
     summary = produce(
         source_client(pipeline),
@@ -96,6 +98,7 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
         abort_ratio=0.05,
         malformed_ratio=0.01,
         keep_records=False,
+        **registry_framing(pipeline, malformed=True),
     )
     log(
         f"committed {summary.count('committed')} ({summary.count('committed_malformed')} malformed), "

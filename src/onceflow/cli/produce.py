@@ -100,6 +100,7 @@ def add_parser(sub) -> None:
 def cmd_produce(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from onceflow.generate.framing import registry_framing
     from onceflow.generate.producer import produce
     from onceflow.kafka.admin import require_broker
     from onceflow.kafka.client import KafkaClient, connection_client, source_client
@@ -119,7 +120,7 @@ def cmd_produce(args) -> int:
     # on a secured cluster a missing WRITE or transactional-id ACL is named now, not at the first transaction
     access = {"topics_write": [topic], "creatable": [topic], "transactional_id": "onceflow-produce-preflight"}
     require_broker(cluster, field=field, file=file, access=access)
-    frame_id = registry_frame(pipeline)
+    framing = registry_framing(pipeline, malformed=args.malformed_ratio > 0)
     with Progress(
         TextColumn("producing"),
         BarColumn(),
@@ -148,7 +149,7 @@ def cmd_produce(args) -> int:
             keyed=pipeline.keyed,
             duplicate_ratio=args.duplicate_ratio,
             out_of_order_ratio=args.out_of_order_ratio,
-            frame_id=frame_id,
+            **framing,
         )
     expect = write_expected(summary, args.expect)
     if args.json:
@@ -159,31 +160,6 @@ def cmd_produce(args) -> int:
     else:
         print_summary(summary, expect)
     return 0
-
-
-def registry_frame(pipeline) -> int | None:
-    """The schema id a `json_schema` pipeline's events are framed with: the subject's latest version,
-    or the declared fields' JSON Schema (schema/json_schema.py) registered there when it has none.
-    None for a topic of plain JSON."""
-    from onceflow.errors import ConfigError
-    from onceflow.registry import Registry
-    from onceflow.schema.json_schema import declared_json_schema
-    from onceflow.schema.model import AVRO, JSON_SCHEMA
-
-    schema = pipeline.schema
-    if schema.format == AVRO:
-        raise ConfigError(
-            f"{pipeline.file}: onceflow produce does not write Avro yet (issue #51). Fix: write the records "
-            "with an Avro serializer, e.g. confluent-kafka's AvroSerializer (docs/registry.md)"
-        )
-    if schema.format != JSON_SCHEMA:
-        return None
-    registry, subject = Registry(schema.registry), str(pipeline.registry_subject)
-    found = registry.latest(subject)
-    if found is not None:
-        return found
-    derived = declared_json_schema(schema, title=pipeline.name)
-    return registry.register(subject, json.dumps(derived), "JSON")
 
 
 def write_expected(summary, path: Path | None) -> Path | None:
@@ -207,8 +183,10 @@ def produce_plan(spec: str):
     refused naming the file."""
     from onceflow import config
     from onceflow.errors import ConfigError
+    from onceflow.generate.avro_events import avro_kinds
     from onceflow.generate.changes import ChangeStream
     from onceflow.generate.records import Generator
+    from onceflow.schema.model import AVRO
 
     pipeline = config.load_pipeline(spec)
     group_by = pipeline.sinks.aggregates.group_by if pipeline.sinks.aggregates else ()
@@ -216,6 +194,8 @@ def produce_plan(spec: str):
     try:
         if keyed is not None and keyed.debezium:
             kinds = ChangeStream(pipeline.schema, keyed, count=0).kinds()
+        elif pipeline.schema.format == AVRO:
+            kinds = avro_kinds(Generator(pipeline.schema, group_by=group_by))
         else:
             kinds = Generator(pipeline.schema, group_by=group_by).kinds()
     except ConfigError as exc:

@@ -21,12 +21,13 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaException, Producer
 
 from onceflow.cdc.spec import KeyedSpec
 from onceflow.errors import ProducerError
+from onceflow.generate.avro_events import AvroEvents, AvroWriters
 from onceflow.generate.changes import TOMBSTONE_KIND, ChangeRecord, ChangeStream
 from onceflow.generate.large import RATIO as LARGE_RATIO
 from onceflow.generate.records import KAFKA_RECORD_LIMIT, VALID, Generator, Made
@@ -94,8 +95,16 @@ class ProduceSummary:
         }
 
 
+class Records(Protocol):
+    """Where a stream's records come from: a Generator (JSON text) or generate/avro_events.AvroEvents."""
+
+    rng: random.Random
+
+    def record(self, malformed_ratio: float = 0.0) -> Made: ...
+
+
 def _transactions(
-    gen: Generator, count: int, txn_size: int, malformed_ratio: float, abort_ratio: float
+    gen: Records, count: int, txn_size: int, malformed_ratio: float, abort_ratio: float
 ) -> Iterator[tuple[bool, list[Made]]]:
     made = 0
     while made < count:
@@ -106,7 +115,7 @@ def _transactions(
 
 
 def _event_batches(
-    gen: Generator, count: int, txn_size: int, malformed_ratio: float, abort_ratio: float, keep: bool
+    gen: Records, count: int, txn_size: int, malformed_ratio: float, abort_ratio: float, keep: bool
 ) -> Iterator[Batch]:
     for abort, batch in _transactions(gen, count, txn_size, malformed_ratio, abort_ratio):
         yield abort, [_from_made(made, abort, keep) for made in batch]
@@ -158,6 +167,7 @@ def produce(
     duplicate_ratio: float = 0.05,
     out_of_order_ratio: float = 0.05,
     frame_id: int | None = None,
+    avro: AvroWriters | None = None,
 ) -> ProduceSummary:
     """Write `count` events of `schema` in transactions of `txn_size`; returns what was
     written where.
@@ -185,6 +195,10 @@ def produce(
     frame_id: each value in the Confluent wire format with this schema id (a `json_schema`
     pipeline's, onceflow.registry.frame), the events made 5 bytes shorter so that a record of
     exactly max_bytes still is one, header included.
+
+    avro: an `avro` pipeline's registered writer schemas (generate/avro_events.py): the events are
+    written in Avro, the first half with the first version and the rest with the evolved one;
+    `large_ratio` does not apply.
     """
     for name, ratio, top in (
         ("abort_ratio", abort_ratio, 1),
@@ -214,8 +228,9 @@ def produce(
     else:
         if frame_id is not None:  # the header counts towards max_bytes
             schema = schema.model_copy(update={"max_bytes": schema.max_bytes - HEADER_BYTES})
-        gen = Generator(schema, seed, group_by=group_by, key_field=key_field, large_ratio=large_ratio)
-        batches = _event_batches(gen, count, txn_size, malformed_ratio, abort_ratio, keep_records)
+        gen = Generator(schema, seed, group_by=group_by, key_field=key_field, large_ratio=0.0 if avro else large_ratio)
+        records: Records = gen if avro is None else AvroEvents(gen, avro, evolve_at=count // 2)
+        batches = _event_batches(records, count, txn_size, malformed_ratio, abort_ratio, keep_records)
     client = as_client(cluster)
     bootstrap = client.bootstrap
     ensure_topic(client, topic, partitions, at_least=False)  # an existing topic is written as it is

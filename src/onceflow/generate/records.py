@@ -30,7 +30,7 @@ VALID = "valid"
 TICK = timedelta(microseconds=10_001)
 SEEDED_START = datetime(2026, 1, 1, tzinfo=UTC)
 KAFKA_RECORD_LIMIT = 1_000_000  # the producer's message.max.bytes: an `oversized` record must fit under it
-_ABSENT = object()
+ABSENT = object()  # a field left out of an event
 _MARGIN = 64  # bytes a malformed variant may add to an event (a duplicated key, a bad byte)
 
 
@@ -153,17 +153,23 @@ class Generator:
         kind = kinds[self.rng.randrange(len(kinds))] if malformed else VALID
         values = self._next()
         key = self._key(values)
-        present = {k: v for k, v in values.items() if v is not _ABSENT}
+        present = {k: v for k, v in values.items() if v is not ABSENT}
         if kind == VALID:
             eid = values.get(self.schema.event_id) if self.schema.event_id else None
             made = self._large.make(values) if self._large_rng.random() < self.large_ratio else None
             if made:
                 kind_of, value, values = made
-                return Made(key, value, VALID, eid, {k: v for k, v in values.items() if v is not _ABSENT}, kind_of)
+                return Made(key, value, VALID, eid, {k: v for k, v in values.items() if v is not ABSENT}, kind_of)
             value = encode(self._build(values))
             self._check_size(value, VALID)
             return Made(key, value, VALID, eid, present)
         return Made(key, self._malformed(kind, values), kind, None, present)
+
+    def draw(self) -> tuple[bytes | None, dict[str, Any]]:
+        """The next valid event's Kafka key and values by field name (ABSENT marks an optional
+        field left out), for a writer other than JSON text (generate/avro_events.py)."""
+        values = self._next()
+        return self._key(values), values
 
     # -- assembling ----------------------------------------------------------------------
     def _next(self) -> dict[str, Any]:
@@ -180,7 +186,7 @@ class Generator:
             if f.name == event_time:
                 out[f.name] = timestamp_text(now)
             elif not f.required and (required_only or rng.random() >= self.optional_ratio):
-                out[f.name] = _ABSENT
+                out[f.name] = ABSENT
             elif f.name == self.schema.event_id:  # unique per event: the audit checks it
                 out[f.name] = fv.unique(rng, self.n)
             else:
@@ -190,8 +196,8 @@ class Generator:
     def _build(self, values: dict[str, Any]) -> dict:
         obj: dict = {}
         for name, parents, leaf in self._layout:
-            v = values.get(name, _ABSENT)
-            if v is _ABSENT:
+            v = values.get(name, ABSENT)
+            if v is ABSENT:
                 continue
             node = obj
             for key in parents:
@@ -200,8 +206,8 @@ class Generator:
         return obj
 
     def _key(self, values: dict[str, Any]) -> bytes | None:
-        v = values.get(self.key_field, _ABSENT) if self.key_field else _ABSENT
-        if v is _ABSENT:
+        v = values.get(self.key_field, ABSENT) if self.key_field else ABSENT
+        if v is ABSENT:
             return None
         return (v if isinstance(v, str) else json.dumps(v)).encode()
 
@@ -225,7 +231,7 @@ class Generator:
         value = self._break(kind, dict(values))
         if len(value) > self.schema.max_bytes:  # an event near the limit: break one with only required fields
             required = {f.name for f in self.schema.fields if f.required}
-            slim = {k: (v if k in required else _ABSENT) for k, v in values.items()}
+            slim = {k: (v if k in required else ABSENT) for k, v in values.items()}
             value = self._break(kind, slim)
         self._check_size(value, kind)
         return value
@@ -263,23 +269,28 @@ class Generator:
         return self.rng.choice(fit or options)
 
     def _break_field(self, kind: str, values: dict[str, Any]) -> dict:
+        return self._build(self.broken_values(kind, values))  # a None is written as JSON null at the field's path
+
+    def broken_values(self, kind: str, values: dict[str, Any]) -> dict[str, Any]:
+        """`values` with one field broken so that the event's reason is `kind` (missing_field,
+        wrong_type, invalid_value or a rule's reason), by field name; ABSENT marks a field left out."""
         rng = self.rng
         if kind == Reason.MISSING_FIELD:
             name = rng.choice([f.name for f in self.schema.fields if f.required])
-            values[name] = rng.choice([_ABSENT, None])
+            values[name] = rng.choice([ABSENT, None])
         elif kind == Reason.WRONG_TYPE:
             name = rng.choice(self.schema.names)
             values[name] = rng.choice(self.fields[name].wrong_types())
         elif kind == Reason.INVALID_VALUE:
             name = rng.choice(self._invalid_names)
             fv = self.fields[name]
-            current = values[name] if values[name] is not _ABSENT else self._sample(fv)
+            current = values[name] if values[name] is not ABSENT else self._sample(fv)
             values[name] = rng.choice(fv.invalid_values(current))
         else:
             pairs = sorted(k for k in self._breakers if R.RULE_REASONS[k[1]] == kind)
             name, rule = rng.choice(pairs)
             values[name] = rng.choice(self._breakers[(name, rule)])
-        return self._build(values)  # a None is written as JSON null at the field's path
+        return values
 
 
 def _deep_value() -> bytes:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from onceflow.cli.app import build_parser
 from onceflow.cli.produce import produce_plan
 
@@ -19,12 +17,21 @@ def test_partitions_default_to_four_for_a_topic_it_creates():
     assert args.partitions == 4 and args.pipeline == "payments" and args.count == 10_000
 
 
-def test_an_avro_pipeline_is_refused_with_the_fix_and_plain_json_is_not_framed(tmp_path):
-    from devkit.pipelines import PAYMENTS_SCHEMA_BODY, load_pipeline
-    from onceflow.cli.produce import registry_frame
-    from onceflow.errors import ConfigError
+def test_an_avro_pipelines_kinds_are_its_frames_and_rules_and_plain_json_is_not_framed(tmp_path):
+    from devkit.pipelines import PAYMENTS_SCHEMA_BODY, pipeline_file
+    from onceflow.generate.framing import registry_framing
 
     avro = {**PAYMENTS_SCHEMA_BODY, "format": "avro", "registry": {"url": "http://127.0.0.1:1/apis/ccompat/v7"}}
-    with pytest.raises(ConfigError, match=r"does not write Avro yet .*Fix: write the records with an Avro serializer"):
-        registry_frame(load_pipeline(tmp_path / "a", "localhost:9092", "t", schema=avro))
-    assert registry_frame(load_pipeline(tmp_path / "j", "localhost:9092", "t")) is None
+    path, _ = pipeline_file(tmp_path / "a", "localhost:9092", "t", schema=avro)
+    _, _, kinds = produce_plan(str(path))  # no registry asked: the kinds follow from the declaration
+    assert kinds[:6] == (
+        "oversized",
+        "avro_not_framed",
+        "avro_unknown_schema",
+        "avro_other_subject",
+        "avro_unsupported_schema",
+        "avro_undecodable",
+    )
+    assert "below_min" in kinds and "invalid_json" not in kinds and "missing_field" not in kinds
+    _, plain = pipeline_file(tmp_path / "j", "localhost:9092", "t")
+    assert registry_framing(plain, malformed=True) == {}
