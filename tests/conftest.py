@@ -82,8 +82,9 @@ def registry(jars, state_home):
     """One real schema registry (Apicurio, Confluent-compatible API) for the session, started when
     a test first asks for it."""
     from onceflow.local.registry import LocalRegistry
+    from onceflow.local.service import free_port
 
-    server = LocalRegistry(home=state_home / "session-registry")
+    server = LocalRegistry(home=state_home / "session-registry", port=free_port())
     server.start(timeout=120)
     yield server
     server.stop()

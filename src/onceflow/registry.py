@@ -5,14 +5,17 @@ the payload (Avro binary, or a JSON Schema serializer's JSON text). The job (spa
 the audit's judges (schema/avro_reference.py, schema/framed.py)
 and the generator ask the registry for a schema by id, for the subjects an id is registered under,
 and (the generator) register one. A schema never changes once it has an id, so each is fetched once
-per process. A registry that does not answer is an error with the fix, never an answer: a batch
-waits or fails on it, and no record is judged without its schema (docs/registry.md).
+per process. A registry that does not answer is asked again for up to `wait_seconds`, then an error
+with the fix, never an answer: a batch waits, then fails on it, and no record is judged without its
+schema (docs/registry.md).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,6 +27,8 @@ MAGIC = 0
 HEADER_BYTES = 5
 JSON_SCHEMA_TYPE = "JSON"  # a JSON Schema's `schemaType` (AVRO, the default, and PROTOBUF are the others)
 NOT_FOUND_CODES = (40401, 40402, 40403)  # subject, version, schema not found
+RETRY_SECONDS = 2.0
+_log = logging.getLogger("onceflow.registry")
 
 
 def frame(schema_id: int, payload: bytes) -> bytes:
@@ -38,6 +43,10 @@ def unframe(value: bytes) -> tuple[int, bytes] | None:
     return int.from_bytes(value[1:HEADER_BYTES], "big"), value[HEADER_BYTES:]
 
 
+class _NoAnswer(Exception):
+    """The registry did not answer, or answered that it cannot now (5xx)."""
+
+
 class RegistrySettings(Protocol):
     """Where the registry is and how to log in (a pipeline's schema.registry: schema.model.RegistrySpec)."""
 
@@ -45,6 +54,7 @@ class RegistrySettings(Protocol):
     username: str | None
     password: str | None
     timeout_seconds: float
+    wait_seconds: float  # how long a registry that does not answer is asked again before RegistryError
 
 
 class Registry:
@@ -56,7 +66,34 @@ class Registry:
         self._subjects: dict[int, frozenset[str]] = {}
 
     def _request(self, path: str, body: dict | None = None) -> Any:
-        """The JSON answer at `path`, None for a 404 (not found); RegistryError when it does not answer."""
+        """The JSON answer at `path`, None for a 404 (not found). A registry that does not answer (or
+        answers 5xx) is asked again every few seconds for up to `wait_seconds`, then RegistryError:
+        a batch waits out a registry restart rather than fail, and never judges without a schema."""
+        wait = float(getattr(self.spec, "wait_seconds", 0.0))
+        deadline, told = time.monotonic() + wait, 0.0
+        while True:
+            try:
+                return self._ask(path, body)
+            except _NoAnswer as exc:
+                now = time.monotonic()
+                if now >= deadline:
+                    waited = f" for {wait:.0f}s" if wait else ""
+                    raise RegistryError(
+                        f"the schema registry at {self.spec.url} did not answer{waited} ({exc}). Fix: start it or "
+                        "correct schema.registry.url; no record is judged without its schema, so the batch is "
+                        "not committed and is read again"
+                    ) from None
+                if now - told >= 10:
+                    _log.warning(
+                        "the schema registry at %s does not answer (%s); asking again for up to %.0fs more",
+                        self.spec.url,
+                        exc,
+                        deadline - now,
+                    )
+                    told = now
+                time.sleep(min(RETRY_SECONDS, max(deadline - now, 0.0)))
+
+    def _ask(self, path: str, body: dict | None) -> Any:
         request = urllib.request.Request(self.spec.url + path, method="POST" if body is not None else "GET")
         request.add_header("Accept", "application/vnd.schemaregistry.v1+json, application/json")
         if body is not None:
@@ -72,15 +109,14 @@ class Registry:
             detail = _error_body(exc)
             if exc.code == 404 and detail.get("error_code", 40400) in (40400, *NOT_FOUND_CODES):
                 return None
+            if exc.code >= 500:
+                raise _NoAnswer(f"{exc.code} {detail.get('message', exc.reason)}") from None
             raise RegistryError(
                 f"the schema registry at {self.spec.url} answered {exc.code} to {path}: "
                 f"{detail.get('message', exc.reason)}. Fix: check schema.registry (url, subject, credentials)"
             ) from None
         except (OSError, ValueError) as exc:
-            raise RegistryError(
-                f"the schema registry at {self.spec.url} did not answer ({exc}). Fix: start it or correct "
-                "schema.registry.url; no record is judged without its schema, so the batch waits"
-            ) from None
+            raise _NoAnswer(str(exc)) from None
 
     def _answer(self, schema_id: int) -> dict | None:
         if schema_id not in self._schemas:

@@ -29,8 +29,8 @@ def write(tmp_path, text: str) -> Path:
 
 def test_shipped_pipelines_load():
     pipelines = config.load_all(ROOT / "pipelines")
-    assert [p.name for p in pipelines] == ["customers_cdc", "payments", "sensors"]
-    sensors = pipelines[2]
+    assert [p.name for p in pipelines] == ["customers_cdc", "payments", "payments_avro", "sensors"]
+    sensors = pipelines[3]
     event_time, aggregates = sensors.schema.field("event_time"), sensors.sinks.aggregates
     assert event_time is not None and aggregates is not None
     assert sensors.schema.event_id is None and event_time.json_path == "$.meta.ts"

@@ -55,7 +55,7 @@ def test_an_unknown_name_lists_the_pipelines_that_exist_and_the_fix(elsewhere):
     with pytest.raises(ConfigError) as caught:
         config.find_pipeline("paymnets")
     assert str(caught.value) == (
-        f"no pipeline named 'paymnets' ({ROOT / 'pipelines'} holds: customers_cdc, payments, sensors). "
+        f"no pipeline named 'paymnets' ({ROOT / 'pipelines'} holds: customers_cdc, payments, payments_avro, sensors). "
         "Fix: pass one of those names or the path of a pipeline YAML, or set ONCEFLOW_PIPELINES_DIR to the folder "
         "that holds yours"
     )
@@ -65,7 +65,7 @@ def test_a_missing_file_says_so_and_lists_the_names(elsewhere):
     with pytest.raises(
         ConfigError,
         match=r"^x/none\.yaml: no such pipeline file\. Fix: pass an existing YAML "
-        r"file, or a pipeline name \(.*holds: customers_cdc, payments, sensors\)$",
+        r"file, or a pipeline name \(.*holds: customers_cdc, payments, payments_avro, sensors\)$",
     ):
         config.find_pipeline("x/none.yaml")
 
@@ -95,7 +95,8 @@ def test_every_command_takes_a_pipeline_name_and_refuses_an_unknown_one_the_same
     )
     assert proc.returncode == 2
     assert (
-        f"error: no pipeline named 'nope' ({ROOT / 'pipelines'} holds: customers_cdc, payments, sensors). "
+        f"error: no pipeline named 'nope' ({ROOT / 'pipelines'} holds: customers_cdc, payments, payments_avro, "
+        "sensors). "
         "Fix: pass one of those names" in " ".join(proc.stderr.split())
     )
 

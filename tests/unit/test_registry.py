@@ -12,9 +12,45 @@ from onceflow.schema.model import RegistrySpec
 
 
 def test_a_registry_that_does_not_answer_is_an_error_with_the_fix():
-    client = Registry(RegistrySpec(url=f"http://127.0.0.1:{free_port()}/apis/ccompat/v7", timeout_seconds=2))
-    with pytest.raises(RegistryError, match=r"did not answer .*Fix: start it or correct schema.registry.url"):
+    url = f"http://127.0.0.1:{free_port()}/apis/ccompat/v7"
+    client = Registry(RegistrySpec(url=url, timeout_seconds=2, wait_seconds=0))
+    with pytest.raises(RegistryError, match=r"did not answer \(.*Fix: start it or correct schema.registry.url"):
         client.schema(1)
+    patient = Registry(RegistrySpec(url=url, timeout_seconds=1, wait_seconds=1))
+    with pytest.raises(RegistryError, match=r"did not answer for 1s"):
+        patient.schema(1)
+
+
+def test_a_registry_that_answers_within_the_wait_is_waited_for(caplog):
+    """A registry back after a restart: the request is asked again and gets its answer (here, the
+    registry's 404 for an unknown id: None), the wait logged once."""
+    import http.server
+    import json
+    import threading
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"error_code": 40403, "message": "Schema not found"}).encode()
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    port = free_port()
+    server = http.server.HTTPServer(("127.0.0.1", port), NotFound)
+    later = threading.Timer(1.5, server.serve_forever)
+    later.start()
+    try:
+        client = Registry(RegistrySpec(url=f"http://127.0.0.1:{port}/apis/ccompat/v7", timeout_seconds=1))
+        with caplog.at_level("WARNING", logger="onceflow.registry"):
+            assert client.schema(1) is None
+        assert "does not answer" in caplog.text
+    finally:
+        server.shutdown()
+        later.cancel()
 
 
 def test_a_written_registry_password_is_refused_and_one_from_the_environment_is_never_dumped(tmp_path):

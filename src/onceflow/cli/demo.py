@@ -1,6 +1,7 @@
 """`onceflow demo` (`make demo`): start the broker, produce events (some in aborted
 transactions, some malformed) for each pipeline — payments and sensors, two shapes side by
-side on one broker, and customers_cdc, a Debezium change stream — run the exactly-once job of
+side on one broker, customers_cdc, a Debezium change stream, and payments_avro, Avro records with a
+schema registry (started here) whose schema evolves mid-stream — run the exactly-once job of
 each, and show what landed where next to what an independent read_committed consumer counts in
 Kafka; for the change stream, also the keyed table next to the table the database ended with."""
 
@@ -13,7 +14,7 @@ from onceflow.cli.console import log, number, out
 from onceflow.sink_kinds import SinkName
 from onceflow.state.status import IngestMode
 
-DEFAULT_PIPELINES = ("payments", "sensors", "customers_cdc")
+DEFAULT_PIPELINES = ("payments", "sensors", "customers_cdc", "payments_avro")
 
 
 def add_parser(sub) -> None:
@@ -21,7 +22,8 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--pipeline",
         action="append",
-        help="a pipeline name or YAML path; repeat for several (default: payments, sensors and customers_cdc)",
+        help="a pipeline name or YAML path; repeat for several (default: payments, sensors, customers_cdc and "
+        "payments_avro)",
     )
     p.add_argument(
         "--count",
@@ -60,6 +62,7 @@ def run_demo(pipelines: str | Sequence[str] = DEFAULT_PIPELINES, count: int = 20
     broker = LocalBroker()
     if any(p.source.bootstrap_servers == broker.bootstrap for p in loaded):
         broker.start(log=log)
+    _start_registry(loaded, log)
     for pipeline in loaded:
         require_pipeline_brokers(pipeline)  # another broker: it must answer before the JVM starts
     spark = None
@@ -73,6 +76,15 @@ def run_demo(pipelines: str | Sequence[str] = DEFAULT_PIPELINES, count: int = 20
     return {"match": all(r["match"] for r in results.values()), "pipelines": results}
 
 
+def _start_registry(loaded: list[config.Pipeline], log) -> None:
+    """The local schema registry, started when a pipeline's records name it (payments_avro)."""
+    from onceflow.local.registry import LocalRegistry
+
+    registry = LocalRegistry()
+    if any(p.schema.registry is not None and p.schema.registry.url == registry.url for p in loaded):
+        registry.start(log=log)
+
+
 def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
     from rich.table import Table
 
@@ -84,6 +96,8 @@ def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
     from onceflow.spark.ingest import run_ingest
 
     what = "changes of a table (5% delivered twice, 5% out of order)" if pipeline.keyed else "events"
+    if pipeline.schema.format == "avro":
+        what = "Avro events (the schema's second version from the middle on)"
     log(f"producing {count} {what} to {pipeline.source.topic} (5% of transactions aborted, 1% of records malformed)")
     from onceflow.generate.framing import registry_framing
 

@@ -16,7 +16,7 @@ from onceflow.cli.console import log, out
 def add_parser(sub) -> None:
     p = sub.add_parser("registry", help="a local schema registry (Apicurio, Confluent-compatible API)")
     p.add_argument("action", choices=["start", "stop", "status", "env", "logs", "serve"])
-    p.add_argument("--port", type=int, help="port (default: the last one used, else a free one)")
+    p.add_argument("--port", type=int, help="port (default: the last one used, else 8081 or $ONCEFLOW_REGISTRY_PORT)")
     p.add_argument("--bind", default="127.0.0.1", help="serve: the address to listen on (0.0.0.0 in a container)")
     p.add_argument("--timeout", type=float, default=90, help="seconds to wait for start-up")
     p.add_argument("--lines", type=int, default=50, help="log lines to show (logs)")

@@ -2,7 +2,8 @@
 
 Started by onceflow like the broker and S3Proxy (`onceflow registry start | stop | status | env`):
 one Java process on localhost, its HTTP API and its management interface both bound to 127.0.0.1
-(the management one binds 0.0.0.0:9000 unless told), on free ports kept in <state>/registry/port.json.
+(the management one binds 0.0.0.0:9000 unless told), on ports kept in <state>/registry/port.json:
+the API on 8081 (or $ONCEFLOW_REGISTRY_PORT) unless told, the management interface on a free one.
 Clients use its Confluent-compatible API, `<endpoint>/apis/ccompat/v7` (what confluent-kafka's
 serializers and onceflow's registry client speak). Storage is in memory: schemas live as long as
 the process, which is what a test or a demo needs (docs/registry.md).
@@ -27,6 +28,8 @@ from onceflow.jvm import classpath_jars
 from onceflow.local.service import LocalService, free_port, read_json
 
 MIN_JAVA = 21
+DEFAULT_PORT = 8081
+PORT_ENV = "ONCEFLOW_REGISTRY_PORT"
 JAVA_HOME_ENV = "ONCEFLOW_REGISTRY_JAVA_HOME"
 CCOMPAT = "/apis/ccompat/v7"
 COMPATIBILITY = "BACKWARD"
@@ -109,7 +112,8 @@ class LocalRegistry(LocalService):
     def __init__(self, home: Path | None = None, port: int | None = None):
         super().__init__(home)
         saved = read_json(self.dir / "port.json")
-        self.port = port or saved.get("port") or free_port()
+        # a fixed default, as the broker's, so a shipped pipeline can name it: 8081, a Confluent registry's
+        self.port = port or saved.get("port") or int(os.environ.get(PORT_ENV, DEFAULT_PORT))
         self.management_port = saved.get("management_port") or free_port()
 
     @property

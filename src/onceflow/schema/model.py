@@ -316,6 +316,9 @@ class RegistrySpec(_Model):
     # never in a dump: a declaration is written into the bronze ledger with each batch
     password: str | None = Field(default=None, exclude=True, repr=False)
     timeout_seconds: float = Field(default=10.0, gt=0)
+    # how long a registry that does not answer (a restart, a network cut) is asked again before the batch
+    # fails; the batch waits meanwhile, uncommitted, and no record is judged without its schema
+    wait_seconds: float = Field(default=300.0, ge=0)
 
     @field_validator("url")
     @classmethod

@@ -165,6 +165,9 @@ logger.checkpointfiles.level = ERROR
 # "Current batch is falling behind" for every batch longer than the trigger: onceflow says it once a run
 logger.fallingbehind.name = {falling_behind}
 logger.fallingbehind.level = ERROR
+# an Avro topic's round trip (to_avro of each decoded record) warns of nullable columns once per task
+logger.avroserializer.name = {avro_serializer}
+logger.avroserializer.level = ERROR
 """
 # Spark warns, for every checkpoint and _delta_log folder on S3, that it falls back to the FileSystem API
 # "if rename() is not atomic": known and argued in docs/storage.md, so said once there, not per folder
@@ -172,7 +175,10 @@ CHECKPOINT_FILES_LOGGER = "org.apache.spark.sql.execution.streaming.checkpointin
 # Spark warns "Current batch is falling behind" for every batch that outlasts the trigger interval (≈ 60
 # lines a run on S3): onceflow's batch log says it once a run instead (onceflow.spark.batch_log)
 FALLING_BEHIND_LOGGER = "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor"
-QUIETED = (CHECKPOINT_FILES_LOGGER, FALLING_BEHIND_LOGGER)  # set to ERROR unless the level is DEBUG
+# spark/avro.py writes each decoded Avro record again (to_avro) to check it is exactly the payload; Spark
+# warns, per task, that its all-nullable columns meet a non-nullable schema: spark/avro._complete checks that
+AVRO_SERIALIZER_LOGGER = "org.apache.spark.sql.avro.AvroSerializer"
+QUIETED = (CHECKPOINT_FILES_LOGGER, FALLING_BEHIND_LOGGER, AVRO_SERIALIZER_LOGGER)  # set to ERROR unless the level is DEBUG
 
 
 def spark_log_level() -> str:
@@ -186,7 +192,10 @@ def log4j2_file() -> Path:
     app runs); `-Dlog4j2.configurationFile` pointing here makes it WARN from the start."""
     path = spark_dir() / "log4j2.properties"
     text = LOG4J2.format(
-        level=spark_log_level(), checkpoint_files=CHECKPOINT_FILES_LOGGER, falling_behind=FALLING_BEHIND_LOGGER
+        level=spark_log_level(),
+        checkpoint_files=CHECKPOINT_FILES_LOGGER,
+        falling_behind=FALLING_BEHIND_LOGGER,
+        avro_serializer=AVRO_SERIALIZER_LOGGER,
     )
     if not path.is_file() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,11 @@ SHAPES: dict[str, dict[str, list[str]]] = {
     "backfill": {"resolve": ["backfill"], "backfill": ["audit"], "audit": []},
 }
 # every shipped pipeline (pipelines/*.yaml) gets the same five DAGs
-EXPECTED = {f"{p}_{kind}": shape for p in ("customers_cdc", "payments", "sensors") for kind, shape in SHAPES.items()}
+EXPECTED = {
+    f"{p}_{kind}": shape
+    for p in ("customers_cdc", "payments", "payments_avro", "sensors")
+    for kind, shape in SHAPES.items()
+}
 
 
 def _dagbag(folder: Path):
@@ -144,7 +148,7 @@ def test_a_bad_pipeline_file_is_one_named_error_and_the_good_pipelines_keep_thei
 ):
     pipelines = tmp_path / "pipelines"
     pipelines.mkdir()
-    for shipped in ("customers_cdc.yaml", "payments.yaml", "sensors.yaml"):
+    for shipped in ("customers_cdc.yaml", "payments.yaml", "payments_avro.yaml", "sensors.yaml"):
         (pipelines / shipped).write_text((ROOT / "pipelines" / shipped).read_text())
     bad = pipelines / "zz-bad.yaml"  # sorts after payments.yaml: a clash of names is blamed on it
     bad.write_text(yaml_text)

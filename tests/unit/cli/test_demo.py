@@ -16,4 +16,4 @@ def test_the_demo_runs_both_examples_by_default_and_fails_on_a_mismatch(monkeypa
     monkeypatch.setattr(demo, "run_demo", fake)
     assert demo.cmd_demo(build_parser().parse_args(["demo"])) == 0
     assert demo.cmd_demo(build_parser().parse_args(["demo", "--pipeline", "sensors", "--count", "5"])) == 1
-    assert seen == [(["payments", "sensors", "customers_cdc"], 20_000), (["sensors"], 5)]
+    assert seen == [(["payments", "sensors", "customers_cdc", "payments_avro"], 20_000), (["sensors"], 5)]

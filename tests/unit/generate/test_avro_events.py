@@ -16,7 +16,6 @@ from devkit.pipelines import PAYMENTS_SCHEMA_BODY
 from onceflow.generate.avro_events import UNKNOWN_ID, AvroEvents, AvroWriters, Writer, avro_kinds
 from onceflow.generate.records import VALID, Generator
 from onceflow.registry import unframe
-from onceflow.schema.avro import unsupported
 from onceflow.schema.avro_declared import declared_avro_schema
 from onceflow.schema.model import Schema
 from onceflow.schema.reference import read_timestamp
@@ -47,18 +46,6 @@ def _writers() -> AvroWriters:
         Writer(3, {**first, "name": "Other"}, ("channel",)),
         Writer(4, {**evolved, "fields": [*evolved["fields"], time_field]}),
     )
-
-
-def test_the_declared_schema_types_each_field_at_its_path_and_optional_ones_default_to_null():
-    avro = declared_avro_schema(SCHEMA, "payments-avro")
-    assert avro["name"] == "Payments_avro" and unsupported(json.dumps(avro)) is None
-    by_name = {f["name"]: f for f in avro["fields"]}
-    assert by_name["amount"]["type"] == {"type": "bytes", "logicalType": "decimal", "precision": 18, "scale": 2}
-    assert by_name["event_time"]["type"] == {"type": "long", "logicalType": "timestamp-micros"}
-    assert by_name["channel"] == {"name": "channel", "type": ["null", "string"], "default": None}
-    meta = by_name["meta"]
-    assert meta["default"] is None and meta["type"][1]["fields"][0]["name"] == "seen"
-    assert "channel" not in {f["name"] for f in declared_avro_schema(SCHEMA, "p", leave_out=("channel",))["fields"]}
 
 
 def test_valid_records_decode_to_their_values_the_first_half_with_the_first_version():
