@@ -115,6 +115,7 @@ LONGEST_FIRST = (
     "e2e/test_cluster_failover.py",
     "e2e/test_secure_kafka.py",
     "e2e/test_cdc_kills.py",
+    "e2e/test_avro_kills.py",
     "integration/test_audit.py",
     "integration/test_s3_pipeline.py",
     "integration/test_recovery.py",

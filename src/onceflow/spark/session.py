@@ -178,7 +178,11 @@ FALLING_BEHIND_LOGGER = "org.apache.spark.sql.execution.streaming.runtime.Proces
 # spark/avro.py writes each decoded Avro record again (to_avro) to check it is exactly the payload; Spark
 # warns, per task, that its all-nullable columns meet a non-nullable schema: spark/avro._complete checks that
 AVRO_SERIALIZER_LOGGER = "org.apache.spark.sql.avro.AvroSerializer"
-QUIETED = (CHECKPOINT_FILES_LOGGER, FALLING_BEHIND_LOGGER, AVRO_SERIALIZER_LOGGER)  # set to ERROR unless the level is DEBUG
+QUIETED = (
+    CHECKPOINT_FILES_LOGGER,
+    FALLING_BEHIND_LOGGER,
+    AVRO_SERIALIZER_LOGGER,
+)  # set to ERROR unless the level is DEBUG
 
 
 def spark_log_level() -> str:
