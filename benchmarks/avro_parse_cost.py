@@ -6,8 +6,9 @@ and as JSON, each through the job's parse, and Avro through a hand-written Spark
     check and rule, as for JSON);
 (b) onceflow on JSON: `parse_events` on the same events written as JSON text;
 (c) a hand-written job: `from_avro` on the payload after the 5-byte header, one branch per schema
-    id, each read as the latest version (from_avro's `avroSchema`), its columns selected: no validation, no quarantine, what a team writes by hand
-    when it trusts its producers (and what loses a record's bytes when it is bad).
+    id, each read as the latest version (from_avro's `avroSchema`), its columns selected: no
+    validation, no quarantine, what a team writes by hand when it trusts its producers (and what
+    loses a record's bytes when it is bad).
 
 No Kafka: a DataFrame of raw values (the records repeated to the asked count), cached, each side
 ending in a `groupBy(reason).count()` (for (c), a count of every column per schema id) so the whole
