@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from onceflow.local.broker import LocalBroker
 
 __all__ = [
+    "BackgroundProducer",
     "consume_all",
     "log_ends",
     "produce_events",
@@ -94,3 +96,29 @@ def produce_events(
         keep_records=False,
         **options,
     )
+
+
+class BackgroundProducer(threading.Thread):
+    """onceflow's produce() in a thread, beside a running stream: its summary, or its error raised
+    by result() in the test, not lost in the thread."""
+
+    def __init__(self, *args: Any, **kw: Any):
+        super().__init__(daemon=True)
+        self.args, self.kw = args, kw
+        self.summary: ProduceSummary | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from onceflow.generate.producer import produce
+
+        try:
+            self.summary = produce(*self.args, **self.kw)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def result(self, timeout: float = 600) -> ProduceSummary:
+        self.join(timeout)
+        assert not self.is_alive(), f"the producer did not finish within {timeout}s"
+        assert self.error is None, f"the producer failed: {self.error}"
+        assert self.summary is not None
+        return self.summary

@@ -130,6 +130,27 @@ def first_unmerged(pipeline: Pipeline, follower: str) -> int | None:
     return min(waiting, default=None)
 
 
+def kill_in_every_job_window(job, pipeline: Pipeline, after_each=lambda: None) -> None:
+    """One crash inside each exactly-once window of the job (faults.JOB_POINTS), in the order a batch
+    passes them, all in one batch: the first run (`job`, devkit.driver.IngestProcess) plans it and
+    dies before any sink commits; each next run replays it from the state the last one left and
+    dies one window further on. The aggregates' window is aimed at the first batch bronze holds and
+    the aggregates not (first_unmerged): aimed at the next batch, the run would first finish a
+    whole merge of the earlier runs' batches. `after_each`: the caller's checks after each crash."""
+    from onceflow import faults
+
+    first = next_batch(pipeline.checkpoint_path)
+    for point in faults.JOB_POINTS:
+        unmerged = first_unmerged(pipeline, "aggregates") if point == "before_aggregates_commit" else None
+        target = first if unmerged is None else unmerged
+        job.start(fault=f"{point}@{target}")
+        code = job.wait_exit(timeout=600)
+        assert code == faults.EXIT_CODE, (
+            f"expected the injected crash at {point}@{target}, got exit {code}:\n{job.tail()}"
+        )
+        after_each()
+
+
 def next_batch(checkpoint: str) -> int:
     """The id of the next batch Spark will plan (a fault aimed there must fire); the checkpoint on
     disk or in an object store."""

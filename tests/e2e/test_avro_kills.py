@@ -19,50 +19,28 @@ from __future__ import annotations
 import os
 import random
 import signal
-import threading
 import time
 from collections import Counter
-from typing import Any
 
 import pytest
 from deltalake import DeltaTable
 
 from devkit.driver import IngestProcess
+from devkit.kafka import BackgroundProducer
 from devkit.pipelines import PAYMENTS_SCHEMA_BODY, pipeline_file
-from onceflow import faults
 from onceflow.audit.run import run_audit
 from onceflow.generate.framing import registry_framing
-from onceflow.generate.producer import VALID, ProduceSummary, produce
+from onceflow.generate.producer import VALID
 from onceflow.registry import unframe
 from onceflow.sinks import table_paths
 from onceflow.spark.ingest import run_ingest
-from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, first_unmerged, next_batch
+from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, kill_in_every_job_window
 
 pytestmark = pytest.mark.e2e
 
 EVENTS, PARTITIONS, PER_BATCH = 6000, 3, 400
 OUTAGE_SECONDS = 60
 SEED = 20261130
-
-
-class Producer(threading.Thread):
-    def __init__(self, *args: Any, **kw: Any):
-        super().__init__(daemon=True)
-        self.args, self.kw = args, kw
-        self.summary: ProduceSummary | None = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.summary = produce(*self.args, **self.kw)
-        except BaseException as exc:  # reported by the test, not lost in the thread
-            self.error = exc
-
-    def result(self, timeout: float = 600) -> ProduceSummary:
-        self.join(timeout)
-        assert not self.is_alive() and self.error is None, f"the producer failed: {self.error}"
-        assert self.summary is not None
-        return self.summary
 
 
 def test_an_evolving_avro_stream_lands_exactly_once_through_kills_and_a_frozen_registry(
@@ -82,7 +60,7 @@ def test_an_evolving_avro_stream_lands_exactly_once_through_kills_and_a_frozen_r
     )
     framing = registry_framing(pipeline, malformed=True)
     writers = framing["avro"]
-    producer = Producer(
+    producer = BackgroundProducer(
         broker.bootstrap,
         topic,
         EVENTS,
@@ -97,16 +75,8 @@ def test_an_evolving_avro_stream_lands_exactly_once_through_kills_and_a_frozen_r
     )
     producer.start()
     job = IngestProcess(pipeline, file, tmp_path)
-    checkpoint = pipeline.checkpoint_path
 
-    # one crash in each exactly-once window of the job, all in one batch (as test_hard_kills.py)
-    first = next_batch(checkpoint)
-    for point in faults.JOB_POINTS:
-        unmerged = first_unmerged(pipeline, "aggregates") if point == "before_aggregates_commit" else None
-        target = first if unmerged is None else unmerged
-        job.start(fault=f"{point}@{target}")
-        code = job.wait_exit(timeout=600)
-        assert code == faults.EXIT_CODE, f"expected the injected crash at {point}@{target}, got {code}:\n{job.tail()}"
+    kill_in_every_job_window(job, pipeline)  # as test_hard_kills.py
 
     # the registry frozen: a fresh driver must wait, committing and quarantining nothing, then go on
     pid = registry.status().pid

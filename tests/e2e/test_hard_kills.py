@@ -52,27 +52,25 @@ from __future__ import annotations
 
 import random
 import signal
-import threading
 import time
 from collections import Counter
-from typing import Any
 
 import pytest
 
 from devkit.driver import IngestProcess
-from devkit.kafka import consume_all, log_ends, value_json
+from devkit.kafka import BackgroundProducer, consume_all, log_ends, value_json
 from devkit.pipelines import PAYMENTS_SCHEMA, pipeline_file, table_sinks
 from onceflow import faults
 from onceflow.checkpoint import read_checkpoint
 from onceflow.faults.kafka_sink import ENV_FAULT as KAFKA_FAULT
 from onceflow.faults.kafka_sink import ENV_KILL_PGID
-from onceflow.generate.producer import VALID, ProduceSummary, produce
+from onceflow.generate.producer import VALID
 from onceflow.kafka.ledger import read_kafka_ledger
 from onceflow.sinks import lease_folder, table_paths
 from onceflow.spark.ingest import run_ingest
 from onceflow.storage.lease import read_lease
 from onceflow.storage.location import Location
-from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, first_unmerged, next_batch
+from tests.exactly_once import assert_exactly_once, assert_ledgers_contiguous, kill_in_every_job_window, next_batch
 
 pytestmark = pytest.mark.e2e
 
@@ -91,29 +89,6 @@ RANDOM_KILLS = 3
 
 def _committed_batches(checkpoint: str) -> set[int]:
     return set(read_checkpoint(checkpoint).commits)
-
-
-class Producer(threading.Thread):
-    def __init__(self, bootstrap: str, topic: str, count: int, rate: float, seed: int):
-        super().__init__(daemon=True)
-        self.args = (bootstrap, topic, count)
-        self.kw: dict[str, Any] = dict(
-            schema=PAYMENTS_SCHEMA, partitions=PARTITIONS, rate=rate, seed=seed, abort_ratio=0.06, malformed_ratio=0.015
-        )
-        self.summary: ProduceSummary | None = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.summary = produce(*self.args, **self.kw)
-        except BaseException as exc:  # reported by the test, not lost in the thread
-            self.error = exc
-
-    def result(self, timeout: float = 600):
-        self.join(timeout)
-        assert not self.is_alive(), f"the producer did not finish within {timeout}s"
-        assert self.error is None, f"the producer failed: {self.error}"
-        return self.summary
 
 
 def _ids(bootstrap: str, topic: str, isolation: str) -> Counter:
@@ -143,28 +118,27 @@ def test_hard_kills_in_every_window_and_at_random(broker, spark, s3, topic, tmp_
     )
     checkpoint = pipeline.checkpoint_path
     assert Location(checkpoint).is_s3 and all(Location(p).is_s3 for p in table_paths(pipeline).values())  # S1
-    producer = Producer(broker.bootstrap, topic, EVENTS, rate=700, seed=SEED)
+    producer = BackgroundProducer(
+        broker.bootstrap,
+        topic,
+        EVENTS,
+        schema=PAYMENTS_SCHEMA,
+        partitions=PARTITIONS,
+        rate=700,
+        seed=SEED,
+        abort_ratio=0.06,
+        malformed_ratio=0.015,
+    )
     producer.start()
     job = IngestProcess(pipeline, file, tmp_path)
 
-    # H1: one crash inside each exactly-once window of the job, in the order a batch passes them, all
-    # in one batch: the first run plans it and dies before any sink commits; each next run replays it
-    # from the state the last one left (recovering from that window) and dies one window further on
-    # (issue 50: one batch per killed run, not a replay and then a fresh batch to die in). The
-    # follower's window at a batch bronze holds and the aggregates not: that batch
-    first = next_batch(checkpoint)
-    for point in faults.JOB_POINTS:
-        # a batch the aggregates lack is merged in the next run's first cycle; aimed at the next batch to
-        # be planned, the run would first finish a whole merge of the earlier runs' batches (45 s)
-        unmerged = first_unmerged(pipeline, "aggregates") if point == "before_aggregates_commit" else None
-        target = first if unmerged is None else unmerged
-        job.start(fault=f"{point}@{target}")
-        code = job.wait_exit(timeout=600)
-        assert code == faults.EXIT_CODE, (
-            f"expected the injected crash at {point}@{target}, got exit {code}:\n{job.tail()}"
-        )
+    # H1: one crash inside each exactly-once window of the job, all in one batch (issue 50: one batch
+    # per killed run, not a replay and then a fresh batch to die in; tests/exactly_once.py)
+    def killed_never_released() -> None:  # S1: the killed driver's lease is still held
         lease = lease_folder(pipeline)
-        assert lease is not None and not (read_lease(lease) or {}).get("released")  # S1: killed, never released
+        assert lease is not None and not (read_lease(lease) or {}).get("released")
+
+    kill_in_every_job_window(job, pipeline, after_each=killed_never_released)
 
     # K1-K7: then each window of the Kafka sink; the fault kills the driver's whole process group
     crash_ends: dict[int, int] = {}
