@@ -1,27 +1,32 @@
 #!/usr/bin/env bash
-# The one Debian base every image of the stack is built on (`make stack-base`), tagged
-# ONCEFLOW_BASE_IMAGE (onceflow-base:bookworm). One of two ways, chosen here, once:
-#   - a registry answers: `docker pull debian:bookworm-slim`, tagged as the base;
-#   - none does (these machines): debootstrap --variant=minbase bookworm from the Debian
+# A Debian base the stack's images are built on (`make stack-base`), tagged ONCEFLOW_BASE_IMAGE
+# (onceflow-base:bookworm): Debian 12 for every image but the schema registry's, whose Java 21
+# only Debian 13 packages (DEBIAN_SUITE=trixie, tagged onceflow-base:trixie by docker/stack.sh).
+# One of two ways, chosen here, once:
+#   - a registry answers: `docker pull debian:<suite>-slim`, tagged as the base;
+#   - none does (these machines): debootstrap --variant=minbase <suite> from the Debian
 #     mirror this machine's apt uses (read from /etc/apt/sources.list*, or DEBIAN_MIRROR),
 #     then `docker import` of the tree.
-# Either way the Dockerfiles see the same name and the same Debian 12; nothing else differs.
+# Either way the Dockerfiles see the same name and the same Debian; nothing else differs.
 #
 #   docker/base.sh          build the base unless the tag exists
 #   docker/base.sh --force  build it again
 #
-# Settings (environment): ONCEFLOW_BASE_IMAGE (onceflow-base:bookworm), DEBIAN_IMAGE
-# (debian:bookworm-slim), DEBIAN_MIRROR (default: the machine's apt mirror), BASE_PULL_SECONDS (60).
+# Settings (environment): DEBIAN_SUITE (bookworm), ONCEFLOW_BASE_IMAGE (onceflow-base:<suite>),
+# DEBIAN_IMAGE (debian:<suite>-slim), DEBIAN_MIRROR (default: the machine's apt mirror),
+# BASE_PULL_SECONDS (60).
 set -euo pipefail
 
-base="${ONCEFLOW_BASE_IMAGE:-onceflow-base:bookworm}"
-upstream="${DEBIAN_IMAGE:-debian:bookworm-slim}"
+suite="${DEBIAN_SUITE:-bookworm}"
+base="${ONCEFLOW_BASE_IMAGE:-onceflow-base:$suite}"
+upstream="${DEBIAN_IMAGE:-debian:$suite-slim}"
 
 say() { echo "base: $*"; }
 fail() { echo "base: $*" >&2; exit 1; }
 
 # The machine's Debian mirror: the first URI of a bookworm "main" source in apt's config
-# (deb822 .sources files or one-line .list files), never a host written into this repository.
+# (deb822 .sources files or one-line .list files), never a host written into this repository;
+# a mirror of bookworm serves trixie too.
 apt_mirror() {
   local files=(/etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources)
   local f
@@ -53,20 +58,20 @@ if timeout "${BASE_PULL_SECONDS:-60}" docker pull -q "$upstream" >/dev/null 2>&1
 fi
 
 mirror="${DEBIAN_MIRROR:-$(apt_mirror)}"
-[ -n "$mirror" ] || fail "no registry answers and no Debian bookworm mirror found in /etc/apt/sources.list*. Fix: set DEBIAN_MIRROR=<a Debian mirror URL>, or make a registry with $upstream reachable."
+[ -n "$mirror" ] || fail "no registry answers and no Debian mirror found in /etc/apt/sources.list*. Fix: set DEBIAN_MIRROR=<a Debian mirror URL>, or make a registry with $upstream reachable."
 if ! command -v debootstrap >/dev/null 2>&1; then
   say "no registry answers; installing debootstrap with apt"
   if [ "$(id -u)" -eq 0 ]; then apt-get install -y -q debootstrap >/dev/null
   else sudo apt-get install -y -q debootstrap >/dev/null; fi
 fi
-say "no registry answers; debootstrap --variant=minbase bookworm from $mirror …"
+say "no registry answers; debootstrap --variant=minbase $suite from $mirror …"
 tree="$(mktemp -d /var/tmp/onceflow-base.XXXXXX)"
 trap 'rm -rf "$tree"' EXIT
 run_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-run_root debootstrap --variant=minbase bookworm "$tree" "$mirror" >"$tree.log" 2>&1 \
+run_root debootstrap --variant=minbase "$suite" "$tree" "$mirror" >"$tree.log" 2>&1 \
   || { tail -n 20 "$tree.log" >&2; fail "debootstrap failed (log above, full: $tree.log)"; }
 rm -f "$tree.log"
 # as the slim image: no apt lists, no caches; the apt sources are the mirror it was made from
 run_root rm -rf "$tree/var/lib/apt/lists/"* "$tree/var/cache/apt/"*.bin "$tree/var/cache/apt/archives/"*.deb
 run_root tar -C "$tree" -c . | docker import -c 'CMD ["bash"]' - "$base" >/dev/null
-say "$base = debootstrap bookworm (minbase, $mirror), imported in $(( $(date +%s) - start ))s"
+say "$base = debootstrap $suite (minbase, $mirror), imported in $(( $(date +%s) - start ))s"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The dev stack's commands, behind `make stack-base | stack-up | stack-demo | stack-down`.
 #
-#   docker/stack.sh base          the one Debian base image (docker/base.sh)
-#   docker/stack.sh build         docker/.env once, the base, the onceflow and postgres images
+#   docker/stack.sh base          the Debian base images (docker/base.sh)
+#   docker/stack.sh build         docker/.env once, the bases, the onceflow, registry and postgres images
 #   docker/stack.sh up            build, start, wait until every service is healthy
 #   docker/stack.sh down [ARGS]   stop the stack (ARGS go to `docker compose down`, e.g. -v drops the volumes)
 #   docker/stack.sh demo          up, produce events, stream through Airflow for several windows, audit, fetch the reports
@@ -55,6 +55,9 @@ base() {
   need_docker
   docker/init-env.sh
   ONCEFLOW_BASE_IMAGE="$(env_value ONCEFLOW_BASE_IMAGE)" timed "base image" docker/base.sh
+  # the schema registry's: Apicurio 3 needs Java 21, which only Debian 13 packages
+  DEBIAN_SUITE=trixie ONCEFLOW_BASE_IMAGE="$(env_value ONCEFLOW_REGISTRY_BASE_IMAGE)" \
+    timed "registry base image" docker/base.sh
 }
 
 # The CA bundle the build trusts, in the build context (git-ignored); empty when there is none.
@@ -73,7 +76,7 @@ build_ca() {
 build() {
   base
   build_ca
-  say "building the onceflow and postgres images"
+  say "building the onceflow, registry and postgres images"
   # the classic builder unless told otherwise: Debian's docker.io has no buildx, and its layer
   # cache is the one `docker build` fills (DOCKER_BUILDKIT=1 uses BuildKit's, a cache of its own)
   DOCKER_BUILDKIT="${DOCKER_BUILDKIT:-0}" timed "images built" dc build

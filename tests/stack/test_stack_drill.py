@@ -7,7 +7,9 @@ stack's: every committed record (an independent read_committed consumer, as User
 the published SASL_SSL listener) is in bronze or quarantine exactly once and the aggregates equal
 a recomputation (delta-rs reading the store over its published port), payments_audit passes
 through Airflow, and no secret of docker/.env is in any container's log, the task and app logs
-or the reports. For each kill: the seconds to the next commit of bronze.
+or the reports. For each kill: the seconds to the next commit of bronze. Then payments_avro
+through the stack's schema registry, which is killed between two producer runs: its batch DAG
+succeeds and every record lands exactly once, no real schema id forgotten.
 
 Runs with `make stack-test` (engine up, images built, torn down after): it starts 12
 containers and takes minutes, so it is opt-in (ONCEFLOW_STACK_TEST=1) and skipped, saying why,
@@ -22,6 +24,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -345,6 +348,77 @@ def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipelin
     (ARTIFACTS / "stack-drill.json").write_text(json.dumps(figures, indent=2, default=str))
     print(json.dumps(figures, indent=2, default=str))
     assert not found, f"secrets found: {found}"
+
+
+def test_an_avro_stream_through_the_stack_registry_survives_the_registrys_kill(stack, pipeline, monkeypatch_module):
+    """payments_avro through the stack's own registry: Avro in two schema versions written by
+    User:producer, the registry killed (SIGKILL) and restarted as compose restarts it, more Avro
+    written; then payments_avro_batch (ingest, audit) succeeds through Airflow and, read from the
+    host, every committed record is in bronze or quarantine exactly once, none of them
+    `avro_unknown_schema`: the restarted registry still knows every id it gave (its H2 file)."""
+    import urllib.request
+
+    from deltalake import DeltaTable
+
+    from onceflow import config
+    from onceflow.generate.avro_events import UNKNOWN_ID
+    from onceflow.kafka.client import source_client
+    from onceflow.registry import unframe
+    from onceflow.sinks import table_paths
+    from tests.exactly_once import assert_exactly_once
+
+    env = stack["env"]
+    host_registry = f"http://localhost:{env['REGISTRY_HOST_PORT']}/apis/ccompat/v7"
+    monkeypatch_module.setenv("ONCEFLOW_REGISTRY_URL", host_registry)
+    avro = config.load(ROOT / "pipelines" / "payments_avro.yaml")
+    produce = [
+        "run", "--rm", "onceflow", "onceflow", "produce", "--pipeline", "pipelines/payments_avro.yaml",
+        "--kafka-connection", "kafka_producer", "--count", "1500", "--abort-ratio", "0.05", "--malformed-ratio", "0.02",
+    ]  # fmt: skip
+    figures: dict = {}
+    phase = time.monotonic()
+    compose(*produce, timeout=300)
+    subject = f"{avro.source.topic}-value"
+    with urllib.request.urlopen(f"{host_registry}/subjects/{subject}/versions", timeout=10) as reply:
+        versions = json.loads(reply.read())
+    assert len(versions) >= 2, versions  # the first version and the evolved one (and the unsupported)
+    kill_container("registry")()
+    restart("registry")
+    with urllib.request.urlopen(f"{host_registry}/subjects/{subject}/versions", timeout=10) as reply:
+        assert json.loads(reply.read()) == versions, "the restarted registry forgot its schemas"
+    compose(*produce, timeout=300)
+    figures["produced, registry killed and restarted, produced (s)"] = round(time.monotonic() - phase, 1)
+
+    phase = time.monotonic()
+    wait("the dag-processor to parse payments_avro_batch", functools.partial(parsed, "payments_avro_batch"), 300, 5)
+    run_id = f"drill-avro-{int(time.time())}"
+    airflow("dags", "unpause", "payments_avro_batch")
+    airflow("dags", "trigger", "payments_avro_batch", "--run-id", run_id)
+    state = wait(
+        "payments_avro_batch to finish",
+        lambda: next(
+            (
+                r["state"]
+                for r in dag_runs("payments_avro_batch")
+                if r["run_id"] == run_id and r["state"] in ("success", "failed")
+            ),
+            None,
+        ),
+        1800,
+        5,
+    )
+    airflow("dags", "pause", "payments_avro_batch")
+    figures["payments_avro_batch through Airflow (s)"] = round(time.monotonic() - phase, 1)
+    assert state == "success", "payments_avro_batch failed: see its task logs in the Airflow UI"
+    counts = assert_exactly_once(avro, source_client(avro))
+    rows = DeltaTable(table_paths(avro)["quarantine"]).to_pyarrow_table(columns=["reason", "_value"]).to_pylist()
+    reasons = Counter(r["reason"] for r in rows)
+    figures["records"], figures["quarantine reasons"] = counts, dict(sorted(reasons.items()))
+    print(f"drill: avro: {json.dumps(figures)}")
+    assert reasons, "the producer's malformed records must be quarantined"
+    # the only unknown ids are the producer's deliberate one: no real id was forgotten by the registry
+    unknown = {unframe(bytes(r["_value"]))[0] for r in rows if r["reason"] == "avro_unknown_schema"}  # type: ignore[index]
+    assert unknown <= {UNKNOWN_ID}, unknown
 
 
 def pages_in_a_browser(env: dict[str, str]) -> dict[str, str]:

@@ -214,6 +214,19 @@ def test_init_env_writes_every_value_and_fresh_secrets_once(tmp_path):
     before = first.read_text()
     subprocess.run(["bash", str(DOCKER / "init-env.sh"), str(first)], check=True, capture_output=True)
     assert first.read_text() == before
+    # a .env from an older stack gets the settings it lacks (a default, or a fresh secret), its own kept
+    older = "".join(
+        line
+        for line in before.splitlines(keepends=True)
+        if not line.startswith(("ONCEFLOW_REGISTRY_URL=", "KAFKA_ADMIN_PASSWORD="))
+    )
+    first.write_text(older.replace(f"AWS_REGION={a['AWS_REGION']}", "AWS_REGION=eu-west-3"))
+    run = subprocess.run(["bash", str(DOCKER / "init-env.sh"), str(first)], check=True, capture_output=True, text=True)
+    assert "adding ONCEFLOW_REGISTRY_URL" in run.stdout and "adding KAFKA_ADMIN_PASSWORD" in run.stdout
+    upgraded = read_env_file(first)
+    assert set(upgraded) == set(example) and upgraded["AWS_REGION"] == "eu-west-3"
+    assert upgraded["ONCEFLOW_REGISTRY_URL"] == example["ONCEFLOW_REGISTRY_URL"]
+    assert upgraded["KAFKA_ADMIN_PASSWORD"] not in ("", a["KAFKA_ADMIN_PASSWORD"])
 
 
 def test_services_volumes_and_mounts_resolve(compose):

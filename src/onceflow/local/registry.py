@@ -5,8 +5,8 @@ one Java process on localhost, its HTTP API and its management interface both bo
 (the management one binds 0.0.0.0:9000 unless told), on ports kept in <state>/registry/port.json:
 the API on 8081 (or $ONCEFLOW_REGISTRY_PORT) unless told, the management interface on a free one.
 Clients use its Confluent-compatible API, `<endpoint>/apis/ccompat/v7` (what confluent-kafka's
-serializers and onceflow's registry client speak). Storage is in memory: schemas live as long as
-the process, which is what a test or a demo needs (docs/registry.md).
+serializers and onceflow's registry client speak). Schemas are kept in a file (H2) in its data
+dir, so a restart forgets none (docs/registry.md).
 
 Apicurio 3 needs Java 21 or newer, while onceflow's Spark and Kafka run on 17: `registry_java()`
 finds one (ONCEFLOW_REGISTRY_JAVA_HOME, JAVA_HOME, the `java` on PATH, then /usr/lib/jvm/*), or
@@ -157,9 +157,21 @@ class LocalRegistry(LocalService):
             f"-Dquarkus.http.port={self.port}",
             f"-Dquarkus.management.host={host}",
             f"-Dquarkus.management.port={self.management_port}",
+            # schemas in a file (H2), not in memory: a restarted registry still knows every id it gave,
+            # so no record is judged `avro_unknown_schema` because the registry restarted
+            *(f"-D{k}={v}" for k, v in self.storage().items()),
             "-jar",
             str(app_jar()),
         ]
+
+    def storage(self) -> dict[str, str]:
+        """Apicurio's storage settings: SQL on an H2 file in the data dir (the stack's image sets the
+        same, as environment variables, on its volume)."""
+        return {
+            "apicurio.storage.kind": "sql",
+            "apicurio.storage.sql.kind": "h2",
+            "apicurio.datasource.url": f"jdbc:h2:file:{self.data_dir / 'registry'}",
+        }
 
     def start(self, timeout: float = 90, log=lambda msg: None) -> RegistryStatus:
         """Start the registry (idempotent) and wait until its API answers."""
