@@ -74,3 +74,11 @@ def test_both_ports_are_kept_and_the_url_is_the_confluent_api(tmp_path):
     assert (again.port, again.management_port) == (first.port, first.management_port)
     assert again.url == f"http://127.0.0.1:{first.port}/apis/ccompat/v7"
     assert again.env() == {"ONCEFLOW_REGISTRY_URL": again.url}
+
+
+def test_schemas_are_kept_in_a_file_in_the_data_dir(tmp_path):
+    """A restarted registry must still know every id it gave (else records naming one would be
+    quarantined as avro_unknown_schema): Apicurio's SQL storage on an H2 file, not memory."""
+    storage = reg.LocalRegistry(home=tmp_path).storage()
+    assert storage["apicurio.storage.kind"] == "sql" and storage["apicurio.storage.sql.kind"] == "h2"
+    assert storage["apicurio.datasource.url"] == f"jdbc:h2:file:{tmp_path / 'registry' / 'data' / 'registry'}"
