@@ -44,10 +44,16 @@ env_value() { sed -n "s/^$1=//p" docker/.env | tail -n 1; }
 
 # timed NAME COMMAND...: run it, print its wall time.
 timed() {
-  local name="$1" start
+  local name="$1" start rc=0
   shift
   start=$(date +%s)
-  "$@"
+  # its own status, not set -e's: a caller's `timed … || fail …` turns set -e off inside, so a
+  # failure would otherwise read as done
+  "$@" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    say "$name: FAILED (exit $rc) after $(( $(date +%s) - start ))s"
+    return "$rc"
+  fi
   say "$name: $(( $(date +%s) - start ))s"
 }
 
@@ -88,6 +94,7 @@ info() {
   say "Spark worker UI:  http://localhost:$(env_value SPARK_WORKER_UI_PORT)"
   say "Kafka (host):     localhost:$(env_value KAFKA_HOST_PORT) (SASL_SSL as onceflow; password KAFKA_ONCEFLOW_PASSWORD in docker/.env)"
   say "object store:     http://localhost:$(env_value S3_HOST_PORT) (key $(env_value AWS_ACCESS_KEY_ID); secret AWS_SECRET_ACCESS_KEY in docker/.env)"
+  say "schema registry:  http://localhost:$(env_value REGISTRY_HOST_PORT)/apis/ccompat/v7"
 }
 
 up() {
