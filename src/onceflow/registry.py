@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -55,6 +56,7 @@ class RegistrySettings(Protocol):
     password: str | None
     timeout_seconds: float
     wait_seconds: float  # how long a registry that does not answer is asked again before RegistryError
+    ca_location: str | None  # https: the CA to trust (PEM), else the system's
 
 
 class Registry:
@@ -64,6 +66,16 @@ class Registry:
         self.spec = spec
         self._schemas: dict[int, dict | None] = {}
         self._subjects: dict[int, frozenset[str]] = {}
+        self._tls: ssl.SSLContext | None = None
+        ca = getattr(spec, "ca_location", None)
+        if ca:
+            try:
+                self._tls = ssl.create_default_context(cafile=ca)
+            except (OSError, ssl.SSLError) as exc:
+                raise RegistryError(
+                    f"schema.registry.ca_location {ca} is not a readable PEM certificate file ({exc}). Fix: point "
+                    "it at the CA that signed the registry's certificate"
+                ) from None
 
     def _request(self, path: str, body: dict | None = None) -> Any:
         """The JSON answer at `path`, None for a 404 (not found). A registry that does not answer (or
@@ -103,7 +115,7 @@ class Registry:
             token = base64.b64encode(f"{self.spec.username}:{self.spec.password}".encode()).decode()
             request.add_header("Authorization", f"Basic {token}")
         try:
-            with urllib.request.urlopen(request, timeout=self.spec.timeout_seconds) as reply:
+            with urllib.request.urlopen(request, timeout=self.spec.timeout_seconds, context=self._tls) as reply:
                 return json.loads(reply.read() or b"null")
         except urllib.error.HTTPError as exc:
             detail = _error_body(exc)
@@ -115,6 +127,13 @@ class Registry:
                 f"the schema registry at {self.spec.url} answered {exc.code} to {path}: "
                 f"{detail.get('message', exc.reason)}. Fix: check schema.registry (url, subject, credentials)"
             ) from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ssl.SSLCertVerificationError):  # an answer, from a server not trusted
+                raise RegistryError(
+                    f"the schema registry at {self.spec.url} is not trusted: {exc.reason.verify_message}. Fix: set "
+                    "schema.registry.ca_location to the CA that signed its certificate (docs/registry.md)"
+                ) from None
+            raise _NoAnswer(str(exc)) from None
         except (OSError, ValueError) as exc:
             raise _NoAnswer(str(exc)) from None
 

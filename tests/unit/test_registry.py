@@ -21,12 +21,9 @@ def test_a_registry_that_does_not_answer_is_an_error_with_the_fix():
         patient.schema(1)
 
 
-def test_a_registry_that_answers_within_the_wait_is_waited_for(caplog):
-    """A registry back after a restart: the request is asked again and gets its answer (here, the
-    registry's 404 for an unknown id: None), the wait logged once."""
+def _not_found_server(port: int, tls=None):
     import http.server
     import json
-    import threading
 
     class NotFound(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -39,8 +36,48 @@ def test_a_registry_that_answers_within_the_wait_is_waited_for(caplog):
         def log_message(self, *args):
             pass
 
-    port = free_port()
     server = http.server.HTTPServer(("127.0.0.1", port), NotFound)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    return server
+
+
+def test_an_https_registry_with_a_ca_of_its_own_is_trusted_only_through_ca_location(tmp_path):
+    """As the Kafka client's ssl.ca.location: a certificate the system does not trust is refused at
+    once, naming the setting (not waited on as if the registry were down); with its CA, it answers."""
+    import ssl
+    import threading
+
+    from onceflow.local.tls import make_ca, make_server_cert
+
+    ca_pem, ca_key = make_ca(tmp_path / "ca")
+    served = make_server_cert(ca_pem, ca_key, tmp_path / "server.pem", "localhost")
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(served)
+    port = free_port()
+    server = _not_found_server(port, tls)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"https://localhost:{port}/apis/ccompat/v7"
+    try:
+        untrusted = Registry(RegistrySpec(url=url, timeout_seconds=5))  # waits 300 s for a registry that is down
+        with pytest.raises(RegistryError, match=r"is not trusted: .*Fix: set schema.registry.ca_location"):
+            untrusted.schema(1)
+        assert Registry(RegistrySpec(url=url, timeout_seconds=5, ca_location=str(ca_pem))).schema(1) is None
+    finally:
+        server.shutdown()
+    with pytest.raises(RegistryError, match=r"ca_location .* is not a readable PEM certificate file"):
+        Registry(RegistrySpec(url=url, ca_location=str(tmp_path / "nope.pem")))
+    with pytest.raises(ValueError, match=r"ca_location is for an https registry"):
+        RegistrySpec(url="http://localhost:1/apis/ccompat/v7", ca_location=str(ca_pem))
+
+
+def test_a_registry_that_answers_within_the_wait_is_waited_for(caplog):
+    """A registry back after a restart: the request is asked again and gets its answer (here, the
+    registry's 404 for an unknown id: None), the wait logged once."""
+    import threading
+
+    port = free_port()
+    server = _not_found_server(port)
     later = threading.Timer(1.5, server.serve_forever)
     later.start()
     try:

@@ -316,6 +316,9 @@ class RegistrySpec(_Model):
     # never in a dump: a declaration is written into the bronze ledger with each batch
     password: str | None = Field(default=None, exclude=True, repr=False)
     timeout_seconds: float = Field(default=10.0, gt=0)
+    # https with a CA of your own: its certificate(s), PEM (as the Kafka client's ssl.ca.location);
+    # unset, the system's CAs
+    ca_location: str | None = None
     # how long a registry that does not answer (a restart, a network cut) is asked again before the batch
     # fails; the batch waits meanwhile, uncommitted, and no record is judged without its schema
     wait_seconds: float = Field(default=300.0, ge=0)
@@ -331,6 +334,10 @@ class RegistrySpec(_Model):
     def _both(self) -> RegistrySpec:
         if (self.username is None) != (self.password is None):
             raise ValueError("username and password go together (HTTP basic auth); set both or neither")
+        if self.ca_location and not self.url.startswith("https://"):
+            raise ValueError(
+                f"ca_location is for an https registry; {self.url} is plain http. Fix: use https or drop it"
+            )
         return self
 
 
