@@ -123,6 +123,13 @@ class Registry:
                 return None
             if exc.code >= 500:
                 raise _NoAnswer(f"{exc.code} {detail.get('message', exc.reason)}") from None
+            if exc.code == 409 and body is not None:
+                raise RegistryError(
+                    f"the schema registry at {self.spec.url} refused the schema at {path} as incompatible with the "
+                    f"subject's versions (409: {detail.get('message', exc.reason)}). Fix: make the new version "
+                    "compatible (add a field with a default, drop one that had a default), or register it under "
+                    "another subject"
+                ) from None
             raise RegistryError(
                 f"the schema registry at {self.spec.url} answered {exc.code} to {path}: "
                 f"{detail.get('message', exc.reason)}. Fix: check schema.registry (url, subject, credentials)"

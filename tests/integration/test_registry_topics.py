@@ -323,3 +323,18 @@ def test_onceflow_produce_writes_avro_in_two_versions_and_every_kind_lands_with_
     outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     failed = {c["name"]: c["detail"] for c in outcome.summary["checks"] if c["status"] == "failed"}
     assert outcome.status == "passed", failed
+
+
+def test_an_incompatible_version_is_refused_by_the_registry_with_the_fix(registry, topic):
+    """The registry checks BACKWARD compatibility (onceflow registry start sets it): a required field
+    added without a default is refused, and the refusal says so and how to fix it."""
+    from onceflow.errors import RegistryError
+    from onceflow.schema.model import RegistrySpec
+
+    client = Registry(RegistrySpec(url=registry.url))
+    subject = f"{topic}-value"
+    client.register(subject, json.dumps(V1))
+    breaking = copy.deepcopy(V1)
+    breaking["fields"].append({"name": "region", "type": "string"})  # no default: old records cannot be read
+    with pytest.raises(RegistryError, match=r"refused the schema .* as incompatible .*Fix: make the new version"):
+        client.register(subject, json.dumps(breaking))
