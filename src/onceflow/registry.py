@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import ssl
 import time
 import urllib.error
@@ -22,6 +23,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Protocol
 
+from onceflow.connections import airflow_conn_env, fields_of, handed_env
 from onceflow.errors import RegistryError
 
 MAGIC = 0
@@ -57,6 +59,7 @@ class RegistrySettings(Protocol):
     timeout_seconds: float
     wait_seconds: float  # how long a registry that does not answer is asked again before RegistryError
     ca_location: str | None  # https: the CA to trust (PEM), else the system's
+    connection: str | None  # an Airflow connection holding the login, instead of username/password
 
 
 class Registry:
@@ -67,7 +70,15 @@ class Registry:
         self._schemas: dict[int, dict | None] = {}
         self._subjects: dict[int, frozenset[str]] = {}
         self._tls: ssl.SSLContext | None = None
+        self._login: tuple[str, str] | None = None
         ca = getattr(spec, "ca_location", None)
+        conn_id = getattr(spec, "connection", None)
+        if conn_id:
+            login, password, conn_ca = _connection_login(conn_id)
+            self._login = (login, password) if login is not None else None
+            ca = ca or conn_ca
+        elif spec.username is not None:
+            self._login = (spec.username, spec.password or "")
         if ca:
             try:
                 self._tls = ssl.create_default_context(cafile=ca)
@@ -111,8 +122,8 @@ class Registry:
         if body is not None:
             request.add_header("Content-Type", "application/vnd.schemaregistry.v1+json")
             request.data = json.dumps(body).encode()
-        if self.spec.username is not None:
-            token = base64.b64encode(f"{self.spec.username}:{self.spec.password}".encode()).decode()
+        if self._login is not None:
+            token = base64.b64encode(":".join(self._login).encode()).decode()
             request.add_header("Authorization", f"Basic {token}")
         try:
             with urllib.request.urlopen(request, timeout=self.spec.timeout_seconds, context=self._tls) as reply:
@@ -183,6 +194,38 @@ class Registry:
             body["schemaType"] = schema_type
         answer = self._request(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions", body)
         return int(answer["id"])
+
+
+def connection_env(conn_id: str) -> str:
+    """The variable onceflow's Airflow side hands a registry connection's login on in
+    (onceflow.airflow.registry): JSON {"login", "password", "ca_location"}."""
+    return handed_env("REGISTRY", conn_id)
+
+
+def _connection_login(conn_id: str) -> tuple[str | None, str, str | None]:
+    """(login, password, extra.ca_location) of the Airflow connection `conn_id`: as onceflow's
+    Airflow side handed it on, else Airflow's own AIRFLOW_CONN_<ID>. RegistryError with the fix."""
+    handed = os.environ.get(connection_env(conn_id))
+    if handed:
+        found = json.loads(handed)
+        return found.get("login"), found.get("password") or "", found.get("ca_location")
+    text = os.environ.get(airflow_conn_env(conn_id))
+    if not text:
+        raise RegistryError(
+            f"schema.registry.connection {conn_id!r} is not known here. Fix: under Airflow, create it (Admin -> "
+            "Connections, type http, login and password); elsewhere export "
+            f'{airflow_conn_env(conn_id)}=\'{{"conn_type": "http", "login": "...", "password": "..."}}\' '
+            "(docs/registry.md)"
+        )
+    try:
+        fields = fields_of(text)
+    except ValueError as exc:
+        raise RegistryError(
+            f"the connection {conn_id!r} in ${airflow_conn_env(conn_id)} is not readable ({type(exc).__name__}). "
+            'Fix: make it JSON like {"conn_type": "http", "login": "...", "password": "..."}'
+        ) from None
+    ca = fields["extra"].get("ca_location") if isinstance(fields["extra"], dict) else None
+    return fields["login"], fields["password"] or "", ca
 
 
 def _error_body(exc: urllib.error.HTTPError) -> dict:

@@ -21,12 +21,16 @@ def test_a_registry_that_does_not_answer_is_an_error_with_the_fix():
         patient.schema(1)
 
 
-def _not_found_server(port: int, tls=None):
+def _not_found_server(port: int, tls=None, seen: list | None = None):
+    """A server that answers every GET as a registry does an unknown id (404, 40403); `seen` collects
+    the Authorization headers it was sent."""
     import http.server
     import json
 
     class NotFound(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
+            if seen is not None:
+                seen.append(self.headers.get("Authorization"))
             body = json.dumps({"error_code": 40403, "message": "Schema not found"}).encode()
             self.send_response(404)
             self.send_header("Content-Type", "application/json")
@@ -122,3 +126,33 @@ def test_avro_and_json_schema_need_a_registry_and_only_they_take_one():
         Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "registry": {"url": "http://x"}})
     with pytest.raises(ValueError, match="not an http"):
         Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": "avro", "registry": {"url": "x"}})
+
+
+def test_the_login_can_come_from_an_airflow_connection_and_never_from_the_file(monkeypatch):
+    """schema.registry.connection: the login of an Airflow connection (AIRFLOW_CONN_<ID>, JSON or URI
+    form; or as onceflow's Airflow side hands it on), sent as HTTP basic auth; not both it and a
+    username; a connection that is not there is an error with the fix."""
+    import base64
+    import json
+    import threading
+
+    port = free_port()
+    seen: list = []
+    server = _not_found_server(port, seen=seen)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{port}/apis/ccompat/v7"
+    basic = "Basic " + base64.b64encode(b"reader:s3cret/canary").decode()
+    login = {"login": "reader", "password": "s3cret/canary"}
+    try:
+        monkeypatch.setenv("AIRFLOW_CONN_SR_URI", "http://reader:s3cret%2Fcanary@sr.example")
+        monkeypatch.setenv("AIRFLOW_CONN_SR_JSON", json.dumps({"conn_type": "http", **login}))
+        monkeypatch.setenv("ONCEFLOW_REGISTRY_CONN_SR_HANDED", json.dumps(login))
+        for conn in ("sr_uri", "sr_json", "sr_handed"):
+            assert Registry(RegistrySpec(url=url, connection=conn, wait_seconds=0)).schema(1) is None
+        assert seen == [basic] * 3
+        with pytest.raises(RegistryError, match=r"connection 'nope' is not known here. Fix: .*AIRFLOW_CONN_NOPE="):
+            Registry(RegistrySpec(url=url, connection="nope"))
+    finally:
+        server.shutdown()
+    with pytest.raises(ValueError, match=r"connection and username/password both name a login"):
+        RegistrySpec(url=url, connection="sr_json", username="u", password="p")

@@ -23,6 +23,7 @@ from airflow.sdk import BaseHook
 from onceflow import config, processes
 from onceflow.airflow.aws import use_aws_connection
 from onceflow.airflow.kafka import use_kafka_connections
+from onceflow.airflow.registry import use_registry_connection
 from onceflow.audit.report import latest_summary
 from onceflow.config import DEFAULT_STOP_TIMEOUT, Pipeline
 from onceflow.kafka.client import KafkaClient, source_client
@@ -44,10 +45,12 @@ def load_pipeline(file: str | Path) -> Pipeline:
     """The validated pipeline (ConfigError names the file and field), with the Airflow connections
     it reaches through applied to this process's environment: ONCEFLOW_AWS_CONN_ID's for its object
     store (onceflow.airflow.aws), the `kafka` connections it names for its clusters
-    (onceflow.airflow.kafka). Tasks, triggers and the page load a pipeline through here."""
+    (onceflow.airflow.kafka), the login to its schema registry (onceflow.airflow.registry). Tasks,
+    triggers and the page load a pipeline through here."""
     use_aws_connection()
     pipeline = config.load(file)
     use_kafka_connections(pipeline)
+    use_registry_connection(pipeline)
     return pipeline
 
 

@@ -23,8 +23,9 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from onceflow.config import client_settings, is_secret_setting
+from onceflow.connections import airflow_conn_env
 from onceflow.errors import ConfigError
-from onceflow.kafka.client import airflow_conn_env, connection_env
+from onceflow.kafka.client import connection_env
 
 if TYPE_CHECKING:
     from onceflow.config import Pipeline

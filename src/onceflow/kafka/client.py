@@ -12,13 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit
 
 from onceflow.config import client_settings, is_secret_setting
+from onceflow.connections import airflow_conn_env, extra_of, handed_env
 from onceflow.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -165,30 +164,10 @@ def as_client(cluster: Cluster) -> KafkaClient:
 # -- the clusters of a pipeline -----------------------------------------------------------
 
 
-def _env_name(conn_id: str) -> str:
-    return re.sub(r"[^A-Z0-9]", "_", conn_id.upper())
-
-
-def airflow_conn_env(conn_id: str) -> str:
-    """The variable Airflow itself reads a connection from (AIRFLOW_CONN_<ID>)."""
-    return f"AIRFLOW_CONN_{_env_name(conn_id)}"
-
-
 def connection_env(conn_id: str) -> str:
     """The variable through which onceflow's Airflow side hands a `kafka` connection's config dict
     to the processes it starts (task, triggerer, spark-submit driver): never a templated field."""
-    return f"ONCEFLOW_KAFKA_CONN_{_env_name(conn_id)}"
-
-
-def _extra_of(text: str) -> dict:
-    """The extra of an Airflow connection in AIRFLOW_CONN_<ID>: JSON or URI form."""
-    text = text.strip()
-    if text.startswith("{"):
-        extra = json.loads(text).get("extra") or {}
-    else:
-        query = parse_qs(urlsplit(text).query)
-        extra = query["__extra__"][0] if "__extra__" in query else {k: v[-1] for k, v in query.items()}
-    return json.loads(extra) if isinstance(extra, str) else dict(extra)
+    return handed_env("KAFKA", conn_id)
 
 
 def connection_settings(conn_id: str) -> dict[str, str]:
@@ -200,7 +179,7 @@ def connection_settings(conn_id: str) -> dict[str, str]:
         if not text:
             continue
         try:
-            extra = json.loads(text) if name.startswith("ONCEFLOW_") else _extra_of(text)
+            extra = json.loads(text) if name.startswith("ONCEFLOW_") else extra_of(text)
         except (ValueError, KeyError, AttributeError) as exc:
             raise ConfigError(
                 f"the Kafka connection {conn_id!r} in ${name} is not readable ({type(exc).__name__}). Fix: make "

@@ -313,6 +313,9 @@ class RegistrySpec(_Model):
     # (the serializers' TopicNameStrategy)
     subject: str | None = None
     username: str | None = None  # HTTP basic auth, with password; both as ${VAR}
+    # or the login in an Airflow connection (type http: login, password, extra.ca_location), read where
+    # the job runs (onceflow.connections); instead of username and password
+    connection: str | None = None
     # never in a dump: a declaration is written into the bronze ledger with each batch
     password: str | None = Field(default=None, exclude=True, repr=False)
     timeout_seconds: float = Field(default=10.0, gt=0)
@@ -334,6 +337,8 @@ class RegistrySpec(_Model):
     def _both(self) -> RegistrySpec:
         if (self.username is None) != (self.password is None):
             raise ValueError("username and password go together (HTTP basic auth); set both or neither")
+        if self.connection and self.username is not None:
+            raise ValueError("connection and username/password both name a login; keep one (the connection holds both)")
         if self.ca_location and not self.url.startswith("https://"):
             raise ValueError(
                 f"ca_location is for an https registry; {self.url} is plain http. Fix: use https or drop it"
