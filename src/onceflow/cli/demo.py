@@ -35,7 +35,9 @@ def add_parser(sub) -> None:
 
 
 def cmd_demo(args) -> int:
-    result = run_demo(args.pipeline or list(DEFAULT_PIPELINES), count=args.count, log=log, out=out)
+    result = run_demo(
+        args.pipeline or list(DEFAULT_PIPELINES), count=args.count, log=log, out=out, named=bool(args.pipeline)
+    )
     return 0 if result["match"] else 1
 
 
@@ -51,9 +53,12 @@ def _per_partition(path: str) -> dict[int, int]:
     return counts
 
 
-def run_demo(pipelines: str | Sequence[str] = DEFAULT_PIPELINES, count: int = 20_000, log=print, out=None) -> dict:
+def run_demo(
+    pipelines: str | Sequence[str] = DEFAULT_PIPELINES, count: int = 20_000, log=print, out=None, named: bool = True
+) -> dict:
     """Each pipeline in turn on one broker and one Spark session; `match` is True when every
-    pipeline holds each committed record exactly once."""
+    pipeline holds each committed record exactly once. Unless the pipelines were `named`, one whose
+    local schema registry cannot start here (no Java 21+) is left out, saying why and the fix."""
     from onceflow.kafka.preflight import require_pipeline_brokers
     from onceflow.local.broker import LocalBroker
 
@@ -62,7 +67,7 @@ def run_demo(pipelines: str | Sequence[str] = DEFAULT_PIPELINES, count: int = 20
     broker = LocalBroker()
     if any(p.source.bootstrap_servers == broker.bootstrap for p in loaded):
         broker.start(log=log)
-    _start_registry(loaded, log)
+    loaded = _start_registry(loaded, log, required=named)
     for pipeline in loaded:
         require_pipeline_brokers(pipeline)  # another broker: it must answer before the JVM starts
     spark = None
@@ -76,13 +81,25 @@ def run_demo(pipelines: str | Sequence[str] = DEFAULT_PIPELINES, count: int = 20
     return {"match": all(r["match"] for r in results.values()), "pipelines": results}
 
 
-def _start_registry(loaded: list[config.Pipeline], log) -> None:
-    """The local schema registry, started when a pipeline's records name it (payments_avro)."""
+def _start_registry(loaded: list[config.Pipeline], log, required: bool) -> list[config.Pipeline]:
+    """The local schema registry, started when a pipeline's records name it (payments_avro); the
+    pipelines to run. When it cannot start and none of them was asked for by name, those that need
+    it are left out with the reason (its error says the fix), the others run."""
+    from onceflow.errors import RegistryError
     from onceflow.local.registry import LocalRegistry
 
     registry = LocalRegistry()
-    if any(p.schema.registry is not None and p.schema.registry.url == registry.url for p in loaded):
+    needing = [p for p in loaded if p.schema.registry is not None and p.schema.registry.url == registry.url]
+    if not needing:
+        return loaded
+    try:
         registry.start(log=log)
+    except RegistryError as exc:
+        if required:
+            raise
+        log(f"{', '.join(p.name for p in needing)}: left out, the schema registry cannot start here: {exc}")
+        return [p for p in loaded if p not in needing]
+    return loaded
 
 
 def _one(pipeline: config.Pipeline, count: int, spark, log, out) -> dict:
