@@ -114,6 +114,21 @@ def dag_runs(dag: str) -> list[dict]:
     return json.loads(found[-1]) if found else []
 
 
+def triggered_run(dag: str, run_id: str) -> str:
+    """Unpause `dag`, trigger a run `run_id` and wait (up to 30 min) until it ends; its state."""
+    airflow("dags", "unpause", dag)
+    airflow("dags", "trigger", dag, "--run-id", run_id)
+
+    def ended() -> str | None:
+        return next(
+            (r["state"] for r in dag_runs(dag) if r["run_id"] == run_id and r["state"] in ("success", "failed")),
+            None,
+        )
+
+    # each poll is an Airflow CLI process in the api-server's container: seconds of CPU
+    return str(wait(f"{dag} to finish", ended, 1800, 5))
+
+
 def container_of(service: str) -> str:
     return compose("ps", "-a", "-q", service).strip()
 
@@ -309,22 +324,7 @@ def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipelin
 
     # the audit, through Airflow
     phase = time.monotonic()
-    run_id = f"drill-{int(time.time())}"
-    airflow("dags", "unpause", "payments_audit")
-    airflow("dags", "trigger", "payments_audit", "--run-id", run_id)
-    state = wait(
-        "payments_audit to finish",
-        lambda: next(
-            (
-                r["state"]
-                for r in dag_runs("payments_audit")
-                if r["run_id"] == run_id and r["state"] in ("success", "failed")
-            ),
-            None,
-        ),
-        1800,
-        5,  # each poll is an Airflow CLI process in the api-server's container: seconds of CPU
-    )
+    state = triggered_run("payments_audit", f"drill-{int(time.time())}")
     figures["timings"]["payments_audit through Airflow (s)"] = round(time.monotonic() - phase, 1)
     airflow("dags", "pause", "payments_stream")
     figures["audit"] = state
@@ -391,22 +391,7 @@ def test_an_avro_stream_through_the_stack_registry_survives_the_registrys_kill(s
 
     phase = time.monotonic()
     wait("the dag-processor to parse payments_avro_batch", functools.partial(parsed, "payments_avro_batch"), 300, 5)
-    run_id = f"drill-avro-{int(time.time())}"
-    airflow("dags", "unpause", "payments_avro_batch")
-    airflow("dags", "trigger", "payments_avro_batch", "--run-id", run_id)
-    state = wait(
-        "payments_avro_batch to finish",
-        lambda: next(
-            (
-                r["state"]
-                for r in dag_runs("payments_avro_batch")
-                if r["run_id"] == run_id and r["state"] in ("success", "failed")
-            ),
-            None,
-        ),
-        1800,
-        5,
-    )
+    state = triggered_run("payments_avro_batch", f"drill-avro-{int(time.time())}")
     airflow("dags", "pause", "payments_avro_batch")
     figures["payments_avro_batch through Airflow (s)"] = round(time.monotonic() - phase, 1)
     assert state == "success", "payments_avro_batch failed: see its task logs in the Airflow UI"

@@ -18,6 +18,7 @@ so a missing field, a wrong type or an unusable value cannot be written in Avro;
 from __future__ import annotations
 
 import copy
+import functools
 import io
 import json
 from dataclasses import dataclass
@@ -50,9 +51,14 @@ class Writer:
     schema: dict[str, Any]
     leaves_out: tuple[str, ...] = ()
 
+    @functools.cached_property
+    def _parsed(self) -> Any:
+        """fastavro's parsed schema, once per writer (parse_schema changes what it is given: a copy)."""
+        return fastavro.parse_schema(copy.deepcopy(self.schema))
+
     def encode(self, record: dict[str, Any]) -> bytes:
         out = io.BytesIO()
-        fastavro.schemaless_writer(out, fastavro.parse_schema(copy.deepcopy(self.schema)), record)
+        fastavro.schemaless_writer(out, self._parsed, record)
         return out.getvalue()
 
 
