@@ -166,11 +166,12 @@ class LocalRegistry(LocalService):
 
     def storage(self) -> dict[str, str]:
         """Apicurio's storage settings: SQL on an H2 file in the data dir (the stack's image sets the
-        same, as environment variables, on its volume)."""
+        same, as environment variables, on its volume), written at each commit: H2's default 500 ms
+        write delay loses registrations a kill follows, and a lost id may be given again."""
         return {
             "apicurio.storage.kind": "sql",
             "apicurio.storage.sql.kind": "h2",
-            "apicurio.datasource.url": f"jdbc:h2:file:{self.data_dir / 'registry'}",
+            "apicurio.datasource.url": f"jdbc:h2:file:{self.data_dir / 'registry'};WRITE_DELAY=0",
         }
 
     def start(self, timeout: float = 90, log=lambda msg: None) -> RegistryStatus:

@@ -78,7 +78,12 @@ def test_both_ports_are_kept_and_the_url_is_the_confluent_api(tmp_path):
 
 def test_schemas_are_kept_in_a_file_in_the_data_dir(tmp_path):
     """A restarted registry must still know every id it gave (else records naming one would be
-    quarantined as avro_unknown_schema): Apicurio's SQL storage on an H2 file, not memory."""
+    quarantined as avro_unknown_schema): Apicurio's SQL storage on an H2 file, not memory, written
+    at each commit (H2's default write delay loses the last half second of registrations to a kill;
+    tests/integration/test_registry_durability.py)."""
     storage = reg.LocalRegistry(home=tmp_path).storage()
     assert storage["apicurio.storage.kind"] == "sql" and storage["apicurio.storage.sql.kind"] == "h2"
-    assert storage["apicurio.datasource.url"] == f"jdbc:h2:file:{tmp_path / 'registry' / 'data' / 'registry'}"
+    assert (
+        storage["apicurio.datasource.url"]
+        == f"jdbc:h2:file:{tmp_path / 'registry' / 'data' / 'registry'};WRITE_DELAY=0"
+    )
