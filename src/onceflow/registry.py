@@ -71,8 +71,8 @@ class Registry:
         self._subjects: dict[int, frozenset[str]] = {}
         self._tls: ssl.SSLContext | None = None
         self._login: tuple[str, str] | None = None
-        ca = getattr(spec, "ca_location", None)
-        conn_id = getattr(spec, "connection", None)
+        ca = spec.ca_location
+        conn_id = spec.connection
         if conn_id:
             login, password, conn_ca = _connection_login(conn_id)
             self._login = (login, password) if login is not None else None
@@ -92,7 +92,7 @@ class Registry:
         """The JSON answer at `path`, None for a 404 (not found). A registry that does not answer (or
         answers 5xx) is asked again every few seconds for up to `wait_seconds`, then RegistryError:
         a batch waits out a registry restart rather than fail, and never judges without a schema."""
-        wait = float(getattr(self.spec, "wait_seconds", 0.0))
+        wait = float(self.spec.wait_seconds)
         deadline, told = time.monotonic() + wait, 0.0
         while True:
             try:
