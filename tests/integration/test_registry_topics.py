@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 from devkit.pipelines import PAYMENTS_SCHEMA_BODY, pipeline_file
 from onceflow.audit.run import run_audit
 from onceflow.kafka.admin import ensure_topic
+from onceflow.ledger import read_ledger
 from onceflow.registry import Registry, frame
 from onceflow.schema.avro import install_minimal_decimals
 from onceflow.schema.avro_reference import AvroJudge
@@ -277,12 +278,15 @@ def test_onceflow_produce_writes_avro_in_two_versions_and_every_kind_lands_with_
     registered in two versions (the second adds the optional field), half the stream written with
     each; one record of every malformed kind at least. Every committed valid record lands in bronze
     (the added field only in the second half's), every malformed one in quarantine with its kind as
-    reason, aborted ones nowhere, and the audit passes."""
+    reason, aborted ones nowhere, and the audit passes. Then rows deleted from both tables are
+    re-written by a backfill of the whole range exactly as the stream wrote them (the same parse of
+    the framed records), and the audit passes again."""
     from onceflow.generate.avro_events import avro_kinds
     from onceflow.generate.framing import registry_framing
     from onceflow.generate.producer import produce
     from onceflow.generate.records import Generator
     from onceflow.registry import unframe
+    from onceflow.spark.backfill import run_backfill
 
     fields = [*PAYMENTS_SCHEMA_BODY["fields"], {"name": "channel", "type": "string", "required": False}]
     schema = {**PAYMENTS_SCHEMA_BODY, "format": "avro", "registry": {"url": registry.url}, "fields": fields}
@@ -323,6 +327,30 @@ def test_onceflow_produce_writes_avro_in_two_versions_and_every_kind_lands_with_
     outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     failed = {c["name"]: c["detail"] for c in outcome.summary["checks"] if c["status"] == "failed"}
     assert outcome.status == "passed", failed
+
+    # a backfill of the whole range re-writes what was deleted, as the stream wrote it
+    data = ["_partition", "_offset", "event_id", "channel", "amount", "reason", "_value"]
+    before = {s: _rows(paths[s], data) for s in ("bronze", "quarantine")}
+    DeltaTable(paths["bronze"]).delete("_partition = 1")
+    DeltaTable(paths["quarantine"]).delete("_partition = 0")
+    end = read_ledger(paths["bronze"]).committed_offsets()
+    backfilled = run_backfill(pipeline, {p: 0 for p in end}, end, spark=spark)
+    lost = {
+        "bronze": sum(r["_partition"] == 1 for r in before["bronze"]),
+        "quarantine": sum(r["_partition"] == 0 for r in before["quarantine"]),
+    }
+    assert backfilled.added_by_sink == lost and all(lost.values()), backfilled
+    assert {s: _rows(paths[s], data) for s in ("bronze", "quarantine")} == before
+    again = run_audit(pipeline, report_dir=tmp_path / "reports")
+    assert again.status == "passed", [c["detail"] for c in again.summary["checks"] if c["status"] == "failed"]
+
+
+def _rows(path: str, columns: list[str]) -> list[dict]:
+    """The table's rows (the columns it has of `columns`), sorted: a comparable snapshot."""
+    table = DeltaTable(path)
+    names = [c for c in columns if c in table.schema().to_arrow().names]
+    rows = table.to_pyarrow_table(columns=names).to_pylist()
+    return sorted(rows, key=lambda r: (r["_partition"], r["_offset"]))
 
 
 def test_an_incompatible_version_is_refused_by_the_registry_with_the_fix(registry, topic):

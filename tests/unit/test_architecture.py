@@ -227,6 +227,7 @@ ONLY_INTEGRATION = {
             "spark/parse.py",
             "spark/avro.py",
             "spark/framed.py",
+            "spark/registry_parse.py",
             "spark/sinks/delta.py",
             "spark/sinks/kafka_task.py",
             "spark/sinks/kafka_txn.py",

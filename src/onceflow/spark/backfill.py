@@ -78,13 +78,6 @@ def run_backfill(
     pipeline: Pipeline, start: dict[int, int], end: dict[int, int], spark=None, log=lambda msg: None
 ) -> BackfillResult:
     """Write the records of [start, end) the tables lack; see the module doc."""
-    if pipeline.schema.registry is not None:  # refused before anything is locked or read
-        raise BackfillError(
-            f"{pipeline.name}: backfill does not read a registry's framed records ({pipeline.schema.format}) "
-            "yet (issue #51); nothing was written. "
-            "Fix: bring the rows back from the table's own history with Delta's RESTORE to a version "
-            "before they went missing"
-        )
     from onceflow.ledger import read_ledger
     from onceflow.reconcile import first_offsets
     from onceflow.sinks import driver_lease, table_paths
@@ -160,7 +153,12 @@ def _write_missing(
         starting=offsets.spark_json(topic, start),
         ending=offsets.spark_json(topic, end),
     )
-    parsed = parse_events(raw, pipeline.schema, keyed=pipeline.keyed).persist()
+    if pipeline.schema.registry is not None:  # framed records: as the stream parses them
+        from onceflow.spark.registry_parse import registry_parser
+
+        parsed = registry_parser(pipeline)(raw).persist()
+    else:
+        parsed = parse_events(raw, pipeline.schema, keyed=pipeline.keyed).persist()
     try:
         records = parsed.count()
         held = functools.reduce(

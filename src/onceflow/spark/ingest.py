@@ -31,7 +31,7 @@ from onceflow.errors import IngestError, OnceflowError, StorageError
 from onceflow.kafka.client import source_client
 from onceflow.lineage import run_observer
 from onceflow.polling import wait_until
-from onceflow.schema.model import AVRO, REGISTRY_FORMATS
+from onceflow.schema.model import REGISTRY_FORMATS
 from onceflow.sinks import driver_lease, read_ledgers, table_paths
 from onceflow.spark.batch_writer import BatchWriter
 from onceflow.spark.follower import Follower
@@ -99,16 +99,10 @@ def build_query(
     unprocessable = Unprocessable.load(pipeline.state_path)
     if pipeline.schema.format in REGISTRY_FORMATS:
         # a batch may hold schema ids the registry gave after the query started: each batch's ids are
-        # read first and its records made readable then (spark/framed.py), so the parse is the batch's own
-        from onceflow.registry import Registry
-        from onceflow.spark.avro import with_views
-        from onceflow.spark.framed import with_json_payloads
+        # read first and its records made readable then, so the parse is the batch's own
+        from onceflow.spark.registry_parse import registry_parser
 
-        registry, subject = Registry(pipeline.schema.registry), pipeline.registry_subject  # type: ignore[arg-type]
-        readable = with_views if pipeline.schema.format == AVRO else with_json_payloads
-        writer.parse = lambda raw: parse_events(
-            readable(raw, registry, str(subject)), pipeline.schema, unprocessable=unprocessable
-        )
+        writer.parse = registry_parser(pipeline, unprocessable)
         frame = stream
     else:
         frame = parse_events(stream, pipeline.schema, unprocessable=unprocessable, keyed=pipeline.keyed)

@@ -32,18 +32,3 @@ def test_a_range_below_where_the_pipeline_started_is_refused_with_the_fix():
 
 def test_the_committed_end_is_where_every_sink_reached():
     assert _min_offsets([{0: 10, 1: 5}, {0: 7, 1: 9, 2: 3}]) == {0: 7, 1: 5}
-
-
-def test_an_avro_pipeline_is_refused_before_anything_is_locked_or_read(tmp_path):
-    from devkit.pipelines import PAYMENTS_SCHEMA_BODY, load_pipeline
-    from onceflow.errors import BackfillError
-    from onceflow.spark.backfill import run_backfill
-    from onceflow.state.status import RunLock
-
-    schema = {**PAYMENTS_SCHEMA_BODY, "format": "avro", "registry": {"url": "http://127.0.0.1:1/apis/ccompat/v7"}}
-    pipeline = load_pipeline(tmp_path, "localhost:9092", "t", schema=schema)
-    with pytest.raises(
-        BackfillError, match=r"does not read a registry's framed records \(avro\) yet .*nothing was written.*RESTORE"
-    ):
-        run_backfill(pipeline, {0: 0}, {0: 1})
-    assert not RunLock(pipeline.state_path).info_path.exists()  # never locked: no holder was written

@@ -1,0 +1,31 @@
+"""A registry pipeline's raw Kafka rows parsed: one home for the stream's batches and a backfill's
+range, so both judge a framed record alike.
+
+Avro is decoded into its JSON view per schema id (spark/avro.py), JSON Schema's payload is read as
+it is (spark/framed.py); the declared fields and rules then judge it as any JSON event
+(spark/parse.py). The ids are read per DataFrame, so a schema registered after the stream started
+is read too."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame
+
+from onceflow.config import Pipeline
+from onceflow.registry import Registry
+from onceflow.schema.model import AVRO
+from onceflow.spark.avro import with_views
+from onceflow.spark.framed import with_json_payloads
+from onceflow.spark.parse import parse_events
+from onceflow.state.unprocessable import Unprocessable
+
+
+def registry_parser(pipeline: Pipeline, unprocessable: Unprocessable | None = None) -> Callable[[DataFrame], DataFrame]:
+    """raw Kafka rows -> parse_events' rows, for a pipeline whose schema names a registry."""
+    spec = pipeline.schema.registry
+    if spec is None:
+        raise ValueError(f"{pipeline.name}: schema.format {pipeline.schema.format} names no registry")
+    registry, subject = Registry(spec), str(pipeline.registry_subject)
+    readable = with_views if pipeline.schema.format == AVRO else with_json_payloads
+    return lambda raw: parse_events(readable(raw, registry, subject), pipeline.schema, unprocessable=unprocessable)
