@@ -7,9 +7,11 @@ stack's: every committed record (an independent read_committed consumer, as User
 the published SASL_SSL listener) is in bronze or quarantine exactly once and the aggregates equal
 a recomputation (delta-rs reading the store over its published port), payments_audit passes
 through Airflow, and no secret of docker/.env is in any container's log, the task and app logs
-or the reports. For each kill: the seconds to the next commit of bronze. Then payments_avro
-through the stack's schema registry, which is killed between two producer runs: its batch DAG
-succeeds and every record lands exactly once, no real schema id forgotten.
+or the reports. For each kill: the seconds to the next commit of bronze. Meanwhile payments_avro
+goes through the stack's schema registry, which is killed between two producer runs: its batch DAG,
+run after the kills beside the catch-up and the audit, succeeds and every record lands exactly
+once, no real schema id forgotten. The drill reads Airflow's runs through its REST API (an Airflow
+CLI call is seconds of CPU on the machine's two cores).
 
 Runs with `make stack-test` (engine up, images built, torn down after): it starts 12
 containers and takes minutes, so it is opt-in (ONCEFLOW_STACK_TEST=1) and skipped, saying why,
@@ -24,9 +26,12 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,11 +81,6 @@ def compose(*args: str, check: bool = True, timeout: float = 600) -> str:
     return run(*COMPOSE, *args, check=check, timeout=timeout)
 
 
-def airflow(*args: str) -> str:
-    """The Airflow CLI, in the api-server's container (the scheduler's is killed in the drill)."""
-    return compose("exec", "-T", "airflow-api-server", "airflow", *args)
-
-
 def env_file() -> dict[str, str]:
     lines = (ROOT / "docker" / ".env").read_text().splitlines()
     return dict(line.split("=", 1) for line in lines if line and not line.startswith("#") and "=" in line)
@@ -96,37 +96,65 @@ def wait(what: str, condition: Callable[[], object], timeout: float, interval: f
         time.sleep(interval)
 
 
+_TOKEN: dict[str, str] = {}
+
+
+def api(method: str, path: str, body: dict | None = None) -> tuple[int, Any]:
+    """Airflow's REST API at the api-server's published port, as the admin user (one JWT from
+    /auth/token, kept): the drill polls DAG runs through it, where each Airflow CLI call is a
+    process in the api-server's container costing seconds of the machine's two cores."""
+    env = env_file()
+    base = f"http://127.0.0.1:{env['AIRFLOW_UI_PORT']}"
+    if not _TOKEN:
+        login = {"username": env["AIRFLOW_ADMIN_USER"], "password": env["AIRFLOW_ADMIN_PASSWORD"]}
+        status, answer = _http("POST", f"{base}/auth/token", login)
+        assert status in (200, 201), f"Airflow's /auth/token refused the admin login: {status} {answer}"
+        _TOKEN["access_token"] = answer["access_token"]
+    return _http(method, f"{base}{path}", body, _TOKEN["access_token"])
+
+
+def _http(method: str, url: str, body: dict | None = None, token: str | None = None) -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return reply.status, json.loads(reply.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
 def parsed(dag: str) -> bool:
     """Whether the dag-processor has parsed the DAG: the services are healthy before it has read the
-    DAG folder, and the CLI refuses to unpause or trigger a DAG it does not know yet."""
-    cmd = [*COMPOSE, "exec", "-T", "airflow-api-server", "airflow", "dags", "details", dag]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=stack_env()).returncode == 0
+    DAG folder, and Airflow refuses to unpause or trigger a DAG it does not know yet."""
+    return api("GET", f"/api/v2/dags/{dag}")[0] == 200
 
 
-def dag_runs(dag: str) -> list[dict]:
-    """The DAG's runs. The CLI prints Python warnings on stdout before the JSON (graphviz is not
-    installed), so the JSON is the line that starts a list."""
-    try:
-        lines = airflow("dags", "list-runs", dag, "--output", "json").splitlines()
-    except AssertionError:
-        return []
-    found = [line for line in lines if line.startswith("[{") or line.strip() == "[]"]
-    return json.loads(found[-1]) if found else []
+def set_paused(dag: str, paused: bool) -> None:
+    status, answer = api("PATCH", f"/api/v2/dags/{dag}", {"is_paused": paused})
+    assert status == 200, f"{'pausing' if paused else 'unpausing'} {dag}: {status} {answer}"
+
+
+def trigger(dag: str, run_id: str) -> None:
+    """Unpause `dag` and trigger a run `run_id`, as the UI's trigger button does."""
+    set_paused(dag, False)
+    status, answer = api("POST", f"/api/v2/dags/{dag}/dagRuns", {"dag_run_id": run_id, "logical_date": None})
+    assert status in (200, 201), f"triggering {dag}: {status} {answer}"
+
+
+def finished(dag: str, run_id: str) -> str | None:
+    """The run's state once it has ended (success or failed), else None."""
+    status, answer = api("GET", f"/api/v2/dags/{dag}/dagRuns/{run_id}")
+    state = answer.get("state") if status == 200 and isinstance(answer, dict) else None
+    return state if state in ("success", "failed") else None
 
 
 def triggered_run(dag: str, run_id: str) -> str:
-    """Unpause `dag`, trigger a run `run_id` and wait (up to 30 min) until it ends; its state."""
-    airflow("dags", "unpause", dag)
-    airflow("dags", "trigger", dag, "--run-id", run_id)
-
-    def ended() -> str | None:
-        return next(
-            (r["state"] for r in dag_runs(dag) if r["run_id"] == run_id and r["state"] in ("success", "failed")),
-            None,
-        )
-
-    # each poll is an Airflow CLI process in the api-server's container: seconds of CPU
-    return str(wait(f"{dag} to finish", ended, 1800, 5))
+    """Trigger a run `run_id` of `dag` and wait (up to 30 min) until it ends; its state."""
+    trigger(dag, run_id)
+    return str(wait(f"{dag} to finish", functools.partial(finished, dag, run_id), 1800, 5))
 
 
 def container_of(service: str) -> str:
@@ -256,14 +284,14 @@ def newer_than(pipeline, version: int) -> Callable[[], int]:
     return newer
 
 
-def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipeline):
+def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipeline, monkeypatch_module):
     from onceflow.kafka.client import source_client
     from tests.exactly_once import assert_exactly_once
 
     figures: dict = {"timings": stack["timings"], "kills": []}
-    for dag in ("payments_stream", "payments_audit"):
+    for dag in ("payments_stream", "payments_audit", "payments_avro_batch"):
         wait(f"the dag-processor to parse {dag}", functools.partial(parsed, dag), 300, 5)
-    airflow("dags", "unpause", "payments_stream")
+    set_paused("payments_stream", False)
     start_producer()
     try:
         first, start_version = time.monotonic(), bronze_version(pipeline)
@@ -274,7 +302,11 @@ def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipelin
             return newer_than(pipeline, start_version)()
 
         wait("a first commit of bronze", produced_and_committed, COMMIT_TIMEOUT, 5)
-        figures["seconds to the first commit"] = round(time.monotonic() - first, 1)
+        steady_since = time.monotonic()
+        figures["seconds to the first commit"] = round(steady_since - first, 1)
+        # while payments streams: Avro through the stack's registry, which is killed between two
+        # producer runs (its batch runs after the kills, beside the payments catch-up and audit)
+        avro = avro_across_a_registry_kill(stack["env"], monkeypatch_module, figures)
         kills = [
             ("the Spark driver (in airflow-scheduler)", kill_driver, None),
             ("spark-worker", kill_container("spark-worker"), "spark-worker"),
@@ -283,7 +315,7 @@ def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipelin
             ("airflow-scheduler", kill_container("airflow-scheduler"), "airflow-scheduler"),
         ]
         for what, kill, service in kills:
-            time.sleep(STEADY_SECONDS)
+            time.sleep(max(0.0, STEADY_SECONDS - (time.monotonic() - steady_since)))
             before = bronze_version(pipeline)
             killed = time.monotonic()
             kill()
@@ -295,16 +327,21 @@ def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipelin
                 restart(service)
             restarted = round(time.monotonic() - killed, 1)
             version = wait(f"a commit of bronze after killing {what}", newer_than(pipeline, before), COMMIT_TIMEOUT, 1)
+            steady_since = time.monotonic()
             kill_figure = {
                 "killed": what,
                 "healthy again (s)": restarted,
-                "seconds to the next commit": round(time.monotonic() - killed, 1),
+                "seconds to the next commit": round(steady_since - killed, 1),
                 "bronze version": version,
             }
             figures["kills"].append(kill_figure)
             print(f"drill: {kill_figure}")
     finally:
         stop_producer()
+
+    # the Avro batch through Airflow, on the cluster's other core while payments catches up
+    avro_started, avro_run = time.monotonic(), f"drill-avro-{int(time.time())}"
+    trigger("payments_avro_batch", avro_run)
 
     # everything committed lands: the stream catches up, then the checks
     phase = time.monotonic()
@@ -326,12 +363,22 @@ def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipelin
     phase = time.monotonic()
     state = triggered_run("payments_audit", f"drill-{int(time.time())}")
     figures["timings"]["payments_audit through Airflow (s)"] = round(time.monotonic() - phase, 1)
-    airflow("dags", "pause", "payments_stream")
+    set_paused("payments_stream", True)
     figures["audit"] = state
     assert state == "success", "payments_audit failed: see its task logs in the Airflow UI"
     phase = time.monotonic()
     figures["pages"] = pages_in_a_browser(stack["env"])
     figures["timings"]["pages in Chromium (s)"] = round(time.monotonic() - phase, 1)
+
+    state = str(
+        wait("payments_avro_batch to finish", functools.partial(finished, "payments_avro_batch", avro_run), 1800, 5)
+    )
+    set_paused("payments_avro_batch", True)
+    figures["timings"]["payments_avro_batch through Airflow, from after the kills (s)"] = round(
+        time.monotonic() - avro_started, 1
+    )
+    assert state == "success", "payments_avro_batch failed: see its task logs in the Airflow UI"
+    figures["avro"] = avro_landed_exactly_once(avro)
 
     # no secret anywhere it could leak to: container logs, task and app logs, the reports
     secrets = {
@@ -350,24 +397,13 @@ def test_stack_drill_kills_every_container_and_keeps_exactly_once(stack, pipelin
     assert not found, f"secrets found: {found}"
 
 
-def test_an_avro_stream_through_the_stack_registry_survives_the_registrys_kill(stack, pipeline, monkeypatch_module):
-    """payments_avro through the stack's own registry: Avro in two schema versions written by
-    User:producer, the registry killed (SIGKILL) and restarted as compose restarts it, more Avro
-    written; then payments_avro_batch (ingest, audit) succeeds through Airflow and, read from the
-    host, every committed record is in bronze or quarantine exactly once, none of them
-    `avro_unknown_schema`: the restarted registry still knows every id it gave (its H2 file)."""
-    import urllib.request
-
-    from deltalake import DeltaTable
-
+def avro_across_a_registry_kill(env: dict[str, str], monkeypatch_module, figures: dict):
+    """payments_avro written through the stack's own registry by User:producer (two schema versions
+    and malformed records), the registry killed (SIGKILL) and restarted as compose restarts it, then
+    written again: the restarted registry still lists every version it had acknowledged (its H2
+    file, written at each commit). The pipeline as the host reaches the registry."""
     from onceflow import config
-    from onceflow.generate.avro_events import UNKNOWN_ID
-    from onceflow.kafka.client import source_client
-    from onceflow.registry import unframe
-    from onceflow.sinks import table_paths
-    from tests.exactly_once import assert_exactly_once
 
-    env = stack["env"]
     host_registry = f"http://localhost:{env['REGISTRY_HOST_PORT']}/apis/ccompat/v7"
     monkeypatch_module.setenv("ONCEFLOW_REGISTRY_URL", host_registry)
     avro = config.load(ROOT / "pipelines" / "payments_avro.yaml")
@@ -375,35 +411,43 @@ def test_an_avro_stream_through_the_stack_registry_survives_the_registrys_kill(s
         "run", "--rm", "onceflow", "onceflow", "produce", "--pipeline", "pipelines/payments_avro.yaml",
         "--kafka-connection", "kafka_producer", "--count", "1500", "--abort-ratio", "0.05", "--malformed-ratio", "0.02",
     ]  # fmt: skip
-    figures: dict = {}
     phase = time.monotonic()
     compose(*produce, timeout=300)
-    subject = f"{avro.source.topic}-value"
-    with urllib.request.urlopen(f"{host_registry}/subjects/{subject}/versions", timeout=10) as reply:
+    versions_url = f"{host_registry}/subjects/{avro.source.topic}-value/versions"
+    with urllib.request.urlopen(versions_url, timeout=10) as reply:
         versions = json.loads(reply.read())
     assert len(versions) >= 2, versions  # the first version and the evolved one (and the unsupported)
     kill_container("registry")()
     restart("registry")
-    with urllib.request.urlopen(f"{host_registry}/subjects/{subject}/versions", timeout=10) as reply:
-        assert json.loads(reply.read()) == versions, "the restarted registry forgot its schemas"
+    with urllib.request.urlopen(versions_url, timeout=10) as reply:
+        assert json.loads(reply.read()) == versions, "the restarted registry forgot a version it had acknowledged"
     compose(*produce, timeout=300)
-    figures["produced, registry killed and restarted, produced (s)"] = round(time.monotonic() - phase, 1)
+    figures["timings"]["avro produced, registry killed and restarted, produced (s)"] = round(
+        time.monotonic() - phase, 1
+    )
+    return avro
 
-    phase = time.monotonic()
-    wait("the dag-processor to parse payments_avro_batch", functools.partial(parsed, "payments_avro_batch"), 300, 5)
-    state = triggered_run("payments_avro_batch", f"drill-avro-{int(time.time())}")
-    airflow("dags", "pause", "payments_avro_batch")
-    figures["payments_avro_batch through Airflow (s)"] = round(time.monotonic() - phase, 1)
-    assert state == "success", "payments_avro_batch failed: see its task logs in the Airflow UI"
+
+def avro_landed_exactly_once(avro) -> dict:
+    """Read from the host: every committed Avro record is in bronze or quarantine exactly once, and
+    the only unknown schema id is the producer's deliberate one (no real id was forgotten)."""
+    from deltalake import DeltaTable
+
+    from onceflow.generate.avro_events import UNKNOWN_ID
+    from onceflow.kafka.client import source_client
+    from onceflow.registry import unframe
+    from onceflow.sinks import table_paths
+    from tests.exactly_once import assert_exactly_once
+
     counts = assert_exactly_once(avro, source_client(avro))
     rows = DeltaTable(table_paths(avro)["quarantine"]).to_pyarrow_table(columns=["reason", "_value"]).to_pylist()
     reasons = Counter(r["reason"] for r in rows)
-    figures["records"], figures["quarantine reasons"] = counts, dict(sorted(reasons.items()))
-    print(f"drill: avro: {json.dumps(figures)}")
+    found = {"records": counts, "quarantine reasons": dict(sorted(reasons.items()))}
+    print(f"drill: avro: {json.dumps(found)}")
     assert reasons, "the producer's malformed records must be quarantined"
-    # the only unknown ids are the producer's deliberate one: no real id was forgotten by the registry
     unknown = {unframe(bytes(r["_value"]))[0] for r in rows if r["reason"] == "avro_unknown_schema"}  # type: ignore[index]
     assert unknown <= {UNKNOWN_ID}, unknown
+    return found
 
 
 def pages_in_a_browser(env: dict[str, str]) -> dict[str, str]:
