@@ -161,3 +161,19 @@ def test_records_judged_in_spawned_processes_equal_those_judged_here(tmp_path):
     assert both.table.drop_columns(["_columnar"]).sort_by(order).to_pylist() == (
         here.drop_columns(["_columnar"]).sort_by(order).to_pylist()
     )
+
+
+def test_a_declaration_recorded_before_a_setting_was_added_reads_as_todays_and_a_real_change_does_not():
+    from devkit.pipelines import PAYMENTS_SCHEMA_BODY
+
+    body = {**PAYMENTS_SCHEMA_BODY, "format": "avro", "registry": {"url": "http://registry:8081/apis/ccompat/v7"}}
+    today = Schema.model_validate(body).model_dump_json()
+    recorded = json.loads(today)
+    for added in ("wait_seconds", "ca_location", "connection"):  # what a ledger written before them holds
+        del recorded["registry"][added]
+    assert source.as_declared_today(json.dumps(recorded)) == today
+
+    recorded["fields"] = recorded["fields"][:-1]  # a field declared since: another declaration
+    assert source.as_declared_today(json.dumps(recorded)) != today
+    unreadable = json.dumps({"fields": "not a list"})
+    assert source.as_declared_today(unreadable) == unreadable  # kept as it was, judged as it was
