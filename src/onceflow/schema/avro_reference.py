@@ -7,7 +7,8 @@ schema/framed.FramedJudge, shared with JSON Schema), then its JSON view
 rules (reference.Judge) like any event. The view of each value:
 - a record or a map: an object, every field present (null as null); an array: an array;
 - a float: the exact value as a double; a NaN or an infinity: the text "NaN", "Infinity", "-Infinity";
-- bytes and fixed: standard base64 text; a decimal: its number at its scale;
+- bytes and fixed: standard base64 text; a decimal: its plain text at its scale ("0.00000001", never
+  the exponent notation Java and Python write for it, which JSON reads as an approximate number);
 - a date: `YYYY-MM-DD`; a timestamp: RFC 3339 in UTC with six fraction digits and `Z`; a local
   timestamp: the same without an offset (so a timestamp field refuses it, as it refuses such JSON).
 """
@@ -208,7 +209,7 @@ def _scalar(v: Any) -> str:
             return '"Infinity"' if v > 0 else '"-Infinity"'
         return repr(v)
     if isinstance(v, Decimal):
-        return str(v)
+        return f'"{v:f}"'
     if isinstance(v, str):
         return json.dumps(v, ensure_ascii=False)
     if isinstance(v, bytes):

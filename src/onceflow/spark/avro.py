@@ -3,7 +3,8 @@ declared fields and rules then judge as any JSON event (spark/parse.py).
 
 Per batch (spark/framed.py): the schema ids the batch holds, each asked of the registry once per
 process (onceflow.registry); then per id, in pure Spark: `from_avro` (spark-avro) on the payload,
-floats widened to doubles, `to_json` → the view (docs/registry.md#the-json-view). A payload is read
+floats widened to doubles, decimals as their plain text, `to_json` → the view
+(docs/registry.md#the-json-view). A payload is read
 as a record only when it is exactly one: its view read back (`from_json`) and written again
 (`to_avro`) is the payload, byte for byte (nothing left over, integers in their shortest form,
 strings in UTF-8); anything else is `avro_undecodable`. Records whose id the registry does not know,
@@ -21,7 +22,16 @@ import functools
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro, to_avro
-from pyspark.sql.types import ArrayType, DataType, DoubleType, FloatType, MapType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    MapType,
+    StructField,
+    StructType,
+)
 
 from onceflow.registry import Registry
 from onceflow.schema.avro import unsupported
@@ -49,6 +59,34 @@ def _widened(t: DataType) -> DataType:
     if isinstance(t, MapType):
         return MapType(t.keyType, _widened(t.valueType), True)
     return t
+
+
+def _has_decimal(t: DataType) -> bool:
+    if isinstance(t, DecimalType):
+        return True
+    if isinstance(t, StructType):
+        return any(_has_decimal(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return _has_decimal(t.elementType)
+    return isinstance(t, MapType) and _has_decimal(t.valueType)
+
+
+def _plain_decimals(c: Column, t: DataType) -> Column:
+    """`c` with every decimal its plain text at its scale (CAST AS STRING): `to_json` writes a decimal
+    as Java's BigDecimal.toString does, in exponent notation under 10^-6 and for a zero at a scale
+    over 6 (1E-8, 0E-8), which the JSON judge reads as an approximate number, not a decimal."""
+    if isinstance(t, DecimalType):
+        return c.cast("string")
+    if not _has_decimal(t):
+        return c
+    if isinstance(t, StructType):
+        rebuilt = F.struct(*[_plain_decimals(c.getField(f.name), f.dataType).alias(f.name) for f in t.fields])
+        return F.when(c.isNotNull(), rebuilt)
+    if isinstance(t, ArrayType):
+        return F.transform(c, lambda x: _plain_decimals(x, t.elementType))
+    if isinstance(t, MapType):
+        return F.transform_values(c, lambda _, v: _plain_decimals(v, t.valueType))
+    return c
 
 
 def _complete(c: Column, t: DataType) -> Column | None:
@@ -90,8 +128,9 @@ def _view(raw: DataFrame, payload: Column, writer: str) -> Column:
     # nullable (a corrupt record comes out as a row of NULLs); analysis only, no job
     dtype = raw.select(from_avro(payload, writer).alias("r")).schema["r"].dataType
     assert isinstance(dtype, StructType), "schema/avro.unsupported refuses a writer schema that is not a record"
-    text = F.to_json(decoded.cast(_widened(dtype)), VIEW_OPTIONS)
-    back = F.from_json(text, dtype, VIEW_OPTIONS)
+    widened = _widened(dtype)
+    text = F.to_json(_plain_decimals(decoded.cast(widened), widened), VIEW_OPTIONS)
+    back = F.from_json(text, dtype, VIEW_OPTIONS)  # a decimal's text reads back as the decimal
     complete = _complete(back, dtype)
     again = to_avro(back, writer)
     return F.when((again == payload) if complete is None else F.when(complete, again == payload), text)
