@@ -21,6 +21,7 @@ from onceflow.cdc.spec import DEBEZIUM, DEFAULT_DELETE_WHEN, KeyedSpec, resolve
 from onceflow.errors import ConfigError, DeclarationError
 from onceflow.paths import state_dir
 from onceflow.schema.model import AggregatesSpec, Schema
+from onceflow.schema.registry_fields import with_registry_fields
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|min|minutes?|h|hours?|d|days?)\s*$")
@@ -499,6 +500,7 @@ def load(path: str | Path, env: dict[str, str] | None = None) -> Pipeline:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of fields at the top level")
+    data = with_registry_fields(data, str(path), state_dir())  # `fields: registry`: read at each load
     try:
         pipeline = Pipeline.model_validate({**data, "file": str(path)})
     except ValidationError as exc:

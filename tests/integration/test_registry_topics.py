@@ -345,6 +345,51 @@ def test_onceflow_produce_writes_avro_in_two_versions_and_every_kind_lands_with_
     assert again.status == "passed", [c["detail"] for c in again.summary["checks"] if c["status"] == "failed"]
 
 
+def test_fields_from_the_registry_follow_its_latest_version_into_bronze(broker, spark, registry, topic, tmp_path):
+    """`schema.fields: registry` (schema/registry_fields.py): the fields are read from the subject's
+    latest version at each load. Records of a first version land in bronze with its fields; a second
+    version that adds an optional field is registered, the next load reads it, and records of it land
+    with the new column while the first ones keep it empty. The audit passes over both declarations,
+    each batch judged by the fields it had. The fields read last are kept for the loads made while
+    the registry does not answer."""
+    from onceflow import config
+    from onceflow.generate.avro_events import AvroWriters, Writer
+    from onceflow.generate.producer import produce
+    from onceflow.paths import state_dir
+    from onceflow.schema.avro_declared import declared_avro_schema
+    from onceflow.schema.model import RegistrySpec, Schema
+    from onceflow.schema.registry_fields import CACHE_FILE
+
+    fields = [*PAYMENTS_SCHEMA_BODY["fields"], {"name": "channel", "type": "string", "required": False}]
+    full = Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "fields": fields})
+    first_schema = declared_avro_schema(full, "orders", leave_out=("channel",))
+    client, subject = Registry(RegistrySpec(url=registry.url)), f"{topic}-value"
+    first = Writer(client.register(subject, json.dumps(first_schema)), first_schema, ("channel",))
+    body = {**PAYMENTS_SCHEMA_BODY, "format": "avro", "registry": {"url": registry.url}, "fields": "registry"}
+    file, before = pipeline_file(tmp_path / "pipeline", broker.bootstrap, topic, schema=body)
+    assert [f.name for f in before.schema.fields] == [f.name for f in full.fields if f.name != "channel"]
+    assert json.loads((state_dir() / "pipelines" / before.name / CACHE_FILE).read_text())["id"] == first.schema_id
+    old = produce(broker.bootstrap, topic, 300, schema=full, seed=5, partitions=2, avro=AvroWriters(first, first))
+    assert run_ingest(before, spark=spark).status == "finished"
+
+    evolved_schema = declared_avro_schema(full, "orders")
+    evolved = Writer(client.register(subject, json.dumps(evolved_schema)), evolved_schema)
+    after = config.load(file)
+    channel = after.schema.field("channel")
+    assert channel is not None and channel.type == "string" and not channel.required
+    new = produce(broker.bootstrap, topic, 300, schema=full, seed=6, partitions=2, avro=AvroWriters(evolved, evolved))
+    assert run_ingest(after, spark=spark).status == "finished"
+
+    bronze = DeltaTable(table_paths(after)["bronze"]).to_pyarrow_table(columns=["event_id", "channel"]).to_pylist()
+    written = {r.event_id: r for s in (old, new) for r in s.records if not r.aborted and r.kind == "valid"}
+    assert sorted(r["event_id"] for r in bronze) == sorted(written)
+    firsts = {r.event_id for r in old.records}
+    assert all(r["channel"] is None for r in bronze if r["event_id"] in firsts)
+    assert any(r["channel"] is not None for r in bronze if r["event_id"] not in firsts)
+    outcome = run_audit(after, report_dir=tmp_path / "reports")
+    assert outcome.status == "passed", [c["detail"] for c in outcome.summary["checks"] if c["status"] == "failed"]
+
+
 def _rows(path: str, columns: list[str]) -> list[dict]:
     """The table's rows (the columns it has of `columns`), sorted: a comparable snapshot."""
     table = DeltaTable(path)

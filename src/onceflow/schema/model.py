@@ -366,6 +366,13 @@ class Schema(_Model):
     event_time: str | None = None
     event_id: str | None = None
 
+    @field_validator("fields", mode="before")
+    @classmethod
+    def _listed(cls, v):
+        if v == "registry":  # config.load reads them (schema/registry_fields.py) once `registry` is valid
+            raise ValueError("`registry` reads the fields from schema.registry, which is not valid (above)")
+        return v
+
     @field_validator("format")
     @classmethod
     def _format(cls, v: str) -> str:
