@@ -7,8 +7,9 @@ schema/framed.FramedJudge, shared with JSON Schema), then its JSON view
 rules (reference.Judge) like any event. The view of each value:
 - a record or a map: an object, every field present (null as null); an array: an array;
 - a float: the exact value as a double; a NaN or an infinity: the text "NaN", "Infinity", "-Infinity";
-- bytes and fixed: standard base64 text; a decimal: its plain text at its scale ("0.00000001", never
-  the exponent notation Java and Python write for it, which JSON reads as an approximate number);
+- bytes and fixed: standard base64 text; a decimal: its number at its scale, and one of a scale
+  over 6 its plain text in a JSON string ("0.00000001", never the exponent notation Java and
+  Python write for a value under 10^-6, which JSON reads as an approximate number);
 - a date: `YYYY-MM-DD`; a timestamp: RFC 3339 in UTC with six fraction digits and `Z`; a local
   timestamp: the same without an offset (so a timestamp field refuses it, as it refuses such JSON).
 """
@@ -208,8 +209,8 @@ def _scalar(v: Any) -> str:
         if math.isinf(v):
             return '"Infinity"' if v > 0 else '"-Infinity"'
         return repr(v)
-    if isinstance(v, Decimal):
-        return f'"{v:f}"'
+    if isinstance(v, Decimal):  # fastavro's exponent is minus the schema's scale (spark/avro.PLAIN_SCALE)
+        return f'"{v:f}"' if -int(v.as_tuple().exponent) > 6 else str(v)
     if isinstance(v, str):
         return json.dumps(v, ensure_ascii=False)
     if isinstance(v, bytes):

@@ -3,7 +3,7 @@ declared fields and rules then judge as any JSON event (spark/parse.py).
 
 Per batch (spark/framed.py): the schema ids the batch holds, each asked of the registry once per
 process (onceflow.registry); then per id, in pure Spark: `from_avro` (spark-avro) on the payload,
-floats widened to doubles, decimals as their plain text, `to_json` → the view
+floats widened to doubles, decimals of a scale over 6 as their plain text, `to_json` → the view
 (docs/registry.md#the-json-view). A payload is read
 as a record only when it is exactly one: its view read back (`from_json`) and written again
 (`to_avro`) is the payload, byte for byte (nothing left over, integers in their shortest form,
@@ -61,24 +61,30 @@ def _widened(t: DataType) -> DataType:
     return t
 
 
-def _has_decimal(t: DataType) -> bool:
+# the widest scale whose every value Java's BigDecimal.toString (to_json's) writes without an exponent:
+# from scale 7 on, a value under 10^-6 or a zero is written as 1E-7 or 0E-7
+PLAIN_SCALE = 6
+
+
+def _has_wide_decimal(t: DataType) -> bool:
     if isinstance(t, DecimalType):
-        return True
+        return t.scale > PLAIN_SCALE
     if isinstance(t, StructType):
-        return any(_has_decimal(f.dataType) for f in t.fields)
+        return any(_has_wide_decimal(f.dataType) for f in t.fields)
     if isinstance(t, ArrayType):
-        return _has_decimal(t.elementType)
-    return isinstance(t, MapType) and _has_decimal(t.valueType)
+        return _has_wide_decimal(t.elementType)
+    return isinstance(t, MapType) and _has_wide_decimal(t.valueType)
 
 
 def _plain_decimals(c: Column, t: DataType) -> Column:
-    """`c` with every decimal its plain text at its scale (CAST AS STRING): `to_json` writes a decimal
-    as Java's BigDecimal.toString does, in exponent notation under 10^-6 and for a zero at a scale
-    over 6 (1E-8, 0E-8), which the JSON judge reads as an approximate number, not a decimal."""
+    """`c` with every decimal of a scale over PLAIN_SCALE as its plain text at its scale (CAST AS
+    STRING): `to_json` writes a decimal as Java's BigDecimal.toString does, in exponent notation for
+    a value under 10^-6 and a zero at such a scale (1E-8, 0E-8), which the JSON parse reads as an
+    approximate number, not a decimal. Narrower decimals stay numbers (nothing to rebuild)."""
+    if not _has_wide_decimal(t):
+        return c
     if isinstance(t, DecimalType):
         return c.cast("string")
-    if not _has_decimal(t):
-        return c
     if isinstance(t, StructType):
         rebuilt = F.struct(*[_plain_decimals(c.getField(f.name), f.dataType).alias(f.name) for f in t.fields])
         return F.when(c.isNotNull(), rebuilt)
