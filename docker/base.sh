@@ -24,25 +24,9 @@ upstream="${DEBIAN_IMAGE:-debian:$suite-slim}"
 say() { echo "base: $*"; }
 fail() { echo "base: $*" >&2; exit 1; }
 
-# The machine's Debian mirror: the first URI of a bookworm "main" source in apt's config
-# (deb822 .sources files or one-line .list files), never a host written into this repository;
-# a mirror of bookworm serves trixie too.
-apt_mirror() {
-  local files=(/etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources)
-  local f
-  for f in "${files[@]}"; do
-    [ -f "$f" ] || continue
-    case "$f" in
-      *.sources)
-        awk 'BEGIN{RS=""} /Suites:[^\n]*bookworm([ \n]|$)/ && /Components:[^\n]*main/ {
-               if (match($0, /URIs: *[^ \n]+/)) { u=substr($0, RSTART, RLENGTH); sub(/URIs: */, "", u); print u; exit } }' "$f"
-        ;;
-      *)
-        awk '$1=="deb" && $0 ~ / bookworm main/ { for (i=2;i<=NF;i++) if ($i ~ /^(https?|file):/) { print $i; exit } }' "$f"
-        ;;
-    esac
-  done | grep -v -- '-security' | head -n 1
-}
+# apt_mirror: the machine's Debian mirror (docker/debian-mirror.sh, shared with docker/engine.sh)
+# shellcheck source=docker/debian-mirror.sh
+. "$(dirname "$0")/debian-mirror.sh"
 
 if [ "${1:-}" != "--force" ] && docker image inspect "$base" >/dev/null 2>&1; then
   say "$base exists ($(docker image inspect -f '{{.Created}}' "$base")); --force builds it again"

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # A Docker engine for the dev stack on a Debian 12 machine without one (CI, these
-# dev machines): Debian's docker.io, compose v2 built from its Go module, dockerd
-# started in the background. Idempotent: each step is skipped when its result is
+# dev machines): Debian's docker.io, compose v2 from Debian 13's package (else built from its
+# Go module), dockerd started in the background. Idempotent: each step is skipped when its result is
 # already there; each prints what it does and how long it took.
 #
 #   docker/engine.sh [up]    install what is missing, start dockerd, wait until `docker info` answers
 #   docker/engine.sh stop    stop the dockerd this script started (docker.io stays installed)
 #   docker/engine.sh check   exit 0 if `docker info` and `docker compose version` answer, else say what is missing
 #
-# Settings (environment): COMPOSE_VERSION (v2.40.3), DOCKERD_LOG (/var/log/onceflow-dockerd.log),
+# Settings (environment): COMPOSE_FROM (debian; go builds it), COMPOSE_VERSION (v2.40.3, the Go
+# build's), DEBIAN_MIRROR (the machine's apt mirror), DOCKERD_LOG (/var/log/onceflow-dockerd.log),
 # DOCKERD_WAIT_SECONDS (120). Needs root (or sudo) for apt-get and dockerd, and Go (>= 1.24)
-# for compose. Reference: docs/docker-stack.md ("Getting an engine").
+# only to build compose. Reference: docs/docker-stack.md ("Getting an engine").
 set -euo pipefail
 
 compose_version="${COMPOSE_VERSION:-v2.40.3}"
@@ -44,6 +45,44 @@ install_docker_io() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
   # --no-install-recommends: no docker-cli recommends; the client comes with docker.io itself
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker.io
+}
+
+# shellcheck source=docker/debian-mirror.sh
+. "$(dirname "$0")/debian-mirror.sh"
+
+# compose v2 from Debian 13's docker-compose package (a Go binary that needs glibc >= 2.34, which
+# Debian 12 has): downloaded by apt with a sources list of its own (the machine's apt config is not
+# touched) and unpacked into the plugin dir. Seconds, where building it takes minutes of both cores.
+debian_compose() {
+  local dir mirror status=0
+  mirror="${DEBIAN_MIRROR:-$(apt_mirror)}"
+  [ -n "$mirror" ] || return 1
+  dir="$(mktemp -d)"
+  mkdir -p "$dir/lists/partial" "$dir/archives/partial" "$dir/root"
+  echo "deb $mirror trixie main" >"$dir/sources.list"
+  local opts=(-o "Dir::Etc::SourceList=$dir/sources.list" -o "Dir::Etc::SourceParts=/dev/null"
+              -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache::Archives=$dir/archives"
+              -o "Dir::Cache::pkgcache=" -o "Dir::Cache::srcpkgcache=" -o "APT::Sandbox::User=root")
+  if as_root apt-get "${opts[@]}" update -q >/dev/null \
+     && (cd "$dir" && as_root apt-get "${opts[@]}" download -q docker-compose >/dev/null) \
+     && dpkg-deb -x "$dir"/docker-compose_*_amd64.deb "$dir/root" \
+     && "$dir/root/usr/libexec/docker/cli-plugins/docker-compose" version >/dev/null; then
+    as_root mkdir -p "$plugin_dir"
+    as_root install -m 755 "$dir/root/usr/libexec/docker/cli-plugins/docker-compose" "$plugin_dir/docker-compose"
+  else
+    status=1
+  fi
+  as_root rm -rf "$dir"
+  return "$status"
+}
+
+# Debian 13's compose, else compose built from its Go module (COMPOSE_FROM=go: always the build)
+install_compose() {
+  if [ "${COMPOSE_FROM:-debian}" != "go" ] && debian_compose; then
+    return 0
+  fi
+  [ "${COMPOSE_FROM:-debian}" = "go" ] || say "compose: Debian 13's package could not be had; building compose ${compose_version} instead"
+  build_compose
 }
 
 build_compose() {
@@ -94,7 +133,7 @@ up() {
   if docker compose version >/dev/null 2>&1; then
     say "compose: installed ($(docker compose version))"
   else
-    step "building compose ${compose_version} from its Go module into ${plugin_dir}" build_compose
+    step "installing compose v2 (Debian 13's package, else built from its Go module) into ${plugin_dir}" install_compose
   fi
   if as_root docker info >/dev/null 2>&1; then
     say "dockerd: running (server $(as_root docker info --format '{{.ServerVersion}}' 2>/dev/null))"
