@@ -50,6 +50,8 @@ def with_registry_fields(data: dict[str, Any], file: str, state: Path) -> dict[s
         return data  # the registry section's own errors are reported by the validation that follows
     source = data.get("source")
     topic = source.get("topic") if isinstance(source, dict) else None
+    if not (spec.subject or isinstance(topic, str)):
+        return data  # no subject to ask for: the missing source.topic is reported by the validation
     subject = spec.subject or f"{topic}-value"
     name = data.get("name")
     cache = state / "pipelines" / name / CACHE_FILE if isinstance(name, str) and name.isidentifier() else None
