@@ -103,14 +103,14 @@ def api(method: str, path: str, body: dict | None = None) -> tuple[int, Any]:
     """Airflow's REST API at the api-server's published port, as the admin user (one JWT from
     /auth/token, kept): the drill polls DAG runs through it, where each Airflow CLI call is a
     process in the api-server's container costing seconds of the machine's two cores."""
-    env = env_file()
-    base = f"http://127.0.0.1:{env['AIRFLOW_UI_PORT']}"
-    if not _TOKEN:
+    if not _TOKEN:  # docker/.env read once, with the login
+        env = env_file()
+        _TOKEN["base"] = f"http://127.0.0.1:{env['AIRFLOW_UI_PORT']}"
         login = {"username": env["AIRFLOW_ADMIN_USER"], "password": env["AIRFLOW_ADMIN_PASSWORD"]}
-        status, answer = _http("POST", f"{base}/auth/token", login)
+        status, answer = _http("POST", f"{_TOKEN['base']}/auth/token", login)
         assert status in (200, 201), f"Airflow's /auth/token refused the admin login: {status} {answer}"
         _TOKEN["access_token"] = answer["access_token"]
-    return _http(method, f"{base}{path}", body, _TOKEN["access_token"])
+    return _http(method, f"{_TOKEN['base']}{path}", body, _TOKEN["access_token"])
 
 
 def _http(method: str, url: str, body: dict | None = None, token: str | None = None) -> tuple[int, Any]:

@@ -20,6 +20,10 @@ from decimal import Decimal
 from typing import Any
 
 MAX_DECIMAL_DIGITS = 38
+# the widest scale whose every decimal Java's BigDecimal.toString (to_json's) and Python's str write
+# without an exponent: from scale 7 on, a value under 10^-6 or a zero is written 1E-7 or 0E-7, so the
+# JSON view writes those decimals as plain text (spark/avro.py, schema/avro_reference.py)
+PLAIN_SCALE = 6
 UNREAD_LOGICAL = ("time-millis", "time-micros")
 VIEWED_LOGICAL = (
     "decimal",

@@ -26,7 +26,7 @@ from typing import Any
 import fastavro
 
 from onceflow.registry import Registry
-from onceflow.schema.avro import install_minimal_decimals, unsupported
+from onceflow.schema.avro import PLAIN_SCALE, install_minimal_decimals, unsupported
 from onceflow.schema.framed import FramedJudge
 from onceflow.schema.model import Schema
 from onceflow.schema.reasons import Reason
@@ -209,8 +209,8 @@ def _scalar(v: Any) -> str:
         if math.isinf(v):
             return '"Infinity"' if v > 0 else '"-Infinity"'
         return repr(v)
-    if isinstance(v, Decimal):  # fastavro's exponent is minus the schema's scale (spark/avro.PLAIN_SCALE)
-        return f'"{v:f}"' if -int(v.as_tuple().exponent) > 6 else str(v)
+    if isinstance(v, Decimal):  # fastavro's exponent is minus the schema's scale
+        return f'"{v:f}"' if -int(v.as_tuple().exponent) > PLAIN_SCALE else str(v)
     if isinstance(v, str):
         return json.dumps(v, ensure_ascii=False)
     if isinstance(v, bytes):

@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 )
 
 from onceflow.registry import Registry
-from onceflow.schema.avro import unsupported
+from onceflow.schema.avro import PLAIN_SCALE, unsupported
 from onceflow.schema.reasons import Reason
 from onceflow.spark.framed import FRAME_REASON, WIRE, batch_ids, framed, payload, schema_id
 
@@ -59,11 +59,6 @@ def _widened(t: DataType) -> DataType:
     if isinstance(t, MapType):
         return MapType(t.keyType, _widened(t.valueType), True)
     return t
-
-
-# the widest scale whose every value Java's BigDecimal.toString (to_json's) writes without an exponent:
-# from scale 7 on, a value under 10^-6 or a zero is written as 1E-7 or 0E-7
-PLAIN_SCALE = 6
 
 
 def _has_wide_decimal(t: DataType) -> bool:
