@@ -78,6 +78,10 @@ class RegistryError(OnceflowError):
     """The schema registry could not be started, reached or asked (onceflow.local.registry, onceflow.registry)."""
 
 
+class UnreadableSchemaError(RegistryError):
+    """A registered schema onceflow does not read; the message says why (schema/protobuf.py)."""
+
+
 class LeaseHeldError(StorageError):
     """Another driver holds the pipeline's lease in the store; `holder` says who (docs/storage.md)."""
 
@@ -88,6 +92,10 @@ class LeaseHeldError(StorageError):
 
 class StoreConflict(Exception):  # a result, not a failure: the condition did not hold
     """The store refused a conditional write: the object exists (create) or changed (if-match)."""
+
+
+class UndecodableMessage(Exception):  # a result, not a failure: a record's bytes are no message of its type
+    """The audit's Protobuf decoder (schema/protobuf_reference.py) found no message in the bytes."""
 
 
 class AuditError(OnceflowError):

@@ -156,18 +156,24 @@ def _judged(
         from onceflow.registry import Registry
         from onceflow.schema.avro_reference import AvroJudge
         from onceflow.schema.framed import FramedJsonJudge
-        from onceflow.schema.model import AVRO, RegistrySpec, Schema
+        from onceflow.schema.model import AVRO, PROTOBUF, RegistrySpec, Schema
+        from onceflow.schema.protobuf_reference import ProtobufJudge
         from onceflow.schema.reasons import Reason
         from onceflow.schema.reference import Judge, Verdict
 
         schema = Schema.model_validate_json(schema_json)
 
-        def make(declared: str) -> Judge | AvroJudge | FramedJsonJudge:
+        def make(declared: str) -> Judge | AvroJudge | FramedJsonJudge | ProtobufJudge:
             if framed is None:
                 return Judge(Schema.model_validate_json(declared))
             settings, subject, fmt = framed
-            kind = AvroJudge if fmt == AVRO else FramedJsonJudge
-            return kind(Schema.model_validate_json(declared), Registry(RegistrySpec(**settings)), subject)
+            kinds: dict[str, type[AvroJudge | FramedJsonJudge | ProtobufJudge]] = {
+                AVRO: AvroJudge,
+                PROTOBUF: ProtobufJudge,
+            }
+            return kinds.get(fmt, FramedJsonJudge)(
+                Schema.model_validate_json(declared), Registry(RegistrySpec(**settings)), subject
+            )
 
         current, judge_for = _per_declaration(schema_json, segments, make)
         moved = Verdict(Reason.UNPROCESSABLE, {f.name: None for f in schema.fields})

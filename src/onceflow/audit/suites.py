@@ -217,8 +217,9 @@ def bronze_suite(pipeline: Pipeline, committed_valid: int) -> gx.ExpectationSuit
 
 def quarantine_reasons(pipeline: Pipeline | None = None) -> list[str]:
     """The reason codes quarantine may hold: the documented ones and `unprocessable`; with a
-    Debezium pipeline's records, the envelope's `cdc_*` codes too (cdc/envelope.py); with an Avro
-    or JSON Schema pipeline's, its header's `avro_*` or `json_schema_*` ones (docs/registry.md)."""
+    Debezium pipeline's records, the envelope's `cdc_*` codes too (cdc/envelope.py); with an Avro,
+    JSON Schema or Protobuf pipeline's, its header's `avro_*`, `json_schema_*` or `protobuf_*` ones
+    (docs/registry.md)."""
     keyed = pipeline.keyed if pipeline is not None else None
     cdc = list(reasons.CDC_REASONS) if keyed is not None and keyed.debezium else []
     framed = list(reasons.FRAMED_REASONS.get(pipeline.schema.format, ())) if pipeline is not None else []

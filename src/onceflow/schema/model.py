@@ -16,12 +16,13 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-FORMATS = ("json", "debezium", "avro", "json_schema")
+FORMATS = ("json", "debezium", "avro", "json_schema", "protobuf")
 DEBEZIUM = "debezium"
 AVRO = "avro"
 JSON_SCHEMA = "json_schema"
+PROTOBUF = "protobuf"
 # the formats whose records are framed with a registry's schema id (the Confluent wire format)
-REGISTRY_FORMATS = (AVRO, JSON_SCHEMA)
+REGISTRY_FORMATS = (AVRO, JSON_SCHEMA, PROTOBUF)
 TYPES = ("string", "int", "long", "double", "boolean", "timestamp", "date")  # and decimal(p,s)
 NUMERIC = ("int", "long", "double", "decimal")
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
@@ -353,8 +354,9 @@ class Schema(_Model):
     # change event, the fields the columns of its row (`after`), for a keyed table (docs/cdc.md);
     # avro: each record is Avro in the Confluent wire format, its writer schema in `registry`, read
     # as the JSON view of the decoded record; json_schema: each record is JSON in the Confluent wire
-    # format (a JSON Schema serializer's), the payload after the header judged as a json event
-    # (docs/registry.md)
+    # format (a JSON Schema serializer's), the payload after the header judged as a json event;
+    # protobuf: each record is Protobuf in the Confluent wire format, read as the JSON view of the
+    # decoded message (docs/registry.md)
     format: str = "json"
     registry: RegistrySpec | None = None
     # at most Kafka's default message size: Spark's VARIANT holds at most 16 MiB, and a record's

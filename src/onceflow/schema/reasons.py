@@ -57,6 +57,16 @@ class Reason(StrEnum):
     JSON_SCHEMA_OTHER_SUBJECT = "json_schema_other_subject"
     # the id's schema is no JSON Schema: an Avro or Protobuf schema (its registry `schemaType`)
     JSON_SCHEMA_UNSUPPORTED_SCHEMA = "json_schema_unsupported_schema"
+    # a Protobuf record in the Confluent wire format (schema.format: protobuf; see PROTOBUF_REASONS)
+    PROTOBUF_NOT_FRAMED = "protobuf_not_framed"  # shorter than the 5-byte header, or no magic 0 first
+    PROTOBUF_UNKNOWN_SCHEMA = "protobuf_unknown_schema"  # the registry knows no schema with the header's id
+    PROTOBUF_OTHER_SUBJECT = "protobuf_other_subject"  # the id's schema is registered, but not under the subject
+    # the id's schema is not a Protobuf schema onceflow reads: another schemaType, one protoc refuses, one
+    # importing files other than Google's well-known types, or not proto3 (docs/registry.md#protobuf-topics)
+    PROTOBUF_UNSUPPORTED_SCHEMA = "protobuf_unsupported_schema"
+    # the message indexes after the header name no message of the schema, or the bytes after them are not
+    # one message of it (cut short, a bad tag or wire type, a string that is not UTF-8, nested past 100)
+    PROTOBUF_UNDECODABLE = "protobuf_undecodable"
     # a Debezium change event's envelope (see CDC_REASONS)
     CDC_MISSING_OP = "cdc_missing_op"  # no `op`, or `op` is null
     CDC_UNKNOWN_OP = "cdc_unknown_op"  # `op` is not one of "c", "u", "d", "r" (Debezium's truncate "t" too)
@@ -124,8 +134,17 @@ JSON_SCHEMA_REASONS = (
     Reason.JSON_SCHEMA_OTHER_SUBJECT,
     Reason.JSON_SCHEMA_UNSUPPORTED_SCHEMA,
 )
+# A Protobuf record (schema.format: protobuf, docs/registry.md): checked after `oversized` on its bytes,
+# in this order, then its JSON view as for Avro
+PROTOBUF_REASONS = (
+    Reason.PROTOBUF_NOT_FRAMED,
+    Reason.PROTOBUF_UNKNOWN_SCHEMA,
+    Reason.PROTOBUF_OTHER_SUBJECT,
+    Reason.PROTOBUF_UNSUPPORTED_SCHEMA,
+    Reason.PROTOBUF_UNDECODABLE,
+)
 # the header's reasons of each format whose records carry a registry's schema id
-FRAMED_REASONS = {"avro": AVRO_REASONS, "json_schema": JSON_SCHEMA_REASONS}
+FRAMED_REASONS = {"avro": AVRO_REASONS, "json_schema": JSON_SCHEMA_REASONS, "protobuf": PROTOBUF_REASONS}
 
 # A Debezium change event's envelope (cdc/envelope.py, docs/cdc.md), checked after the whole-record
 # checks and before the row's fields, in this order. The null-value tombstone that follows a delete

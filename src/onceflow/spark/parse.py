@@ -62,6 +62,11 @@ FRAME_DETAILS = {
     Reason.JSON_SCHEMA_UNKNOWN_SCHEMA: _UNKNOWN_SCHEMA,
     Reason.JSON_SCHEMA_OTHER_SUBJECT: _OTHER_SUBJECT,
     Reason.JSON_SCHEMA_UNSUPPORTED_SCHEMA: "the record's schema is registered as Avro or Protobuf, not JSON Schema",
+    Reason.PROTOBUF_NOT_FRAMED: _NOT_FRAMED,
+    Reason.PROTOBUF_UNKNOWN_SCHEMA: _UNKNOWN_SCHEMA,
+    Reason.PROTOBUF_OTHER_SUBJECT: _OTHER_SUBJECT,
+    Reason.PROTOBUF_UNSUPPORTED_SCHEMA: "the record's schema is no Protobuf schema onceflow reads (docs/registry.md)",
+    Reason.PROTOBUF_UNDECODABLE: "the payload is not one message of its schema (its indexes, then its bytes)",
 }
 
 # Anchored with \z, the very end: Java's `$` also matches before a final line terminator, so

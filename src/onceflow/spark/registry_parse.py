@@ -1,8 +1,8 @@
 """A registry pipeline's raw Kafka rows parsed: one home for the stream's batches and a backfill's
 range, so both judge a framed record alike.
 
-Avro is decoded into its JSON view per schema id (spark/avro.py), JSON Schema's payload is read as
-it is (spark/framed.py); the declared fields and rules then judge it as any JSON event
+Avro is decoded into its JSON view per schema id (spark/avro.py), Protobuf too (spark/protobuf.py),
+JSON Schema's payload is read as it is (spark/framed.py); the declared fields and rules then judge it as any JSON event
 (spark/parse.py). The ids are read per DataFrame, so a schema registered after the stream started
 is read too."""
 
@@ -14,10 +14,11 @@ from pyspark.sql import DataFrame
 
 from onceflow.config import Pipeline
 from onceflow.registry import Registry
-from onceflow.schema.model import AVRO
+from onceflow.schema.model import AVRO, PROTOBUF
 from onceflow.spark.avro import with_views
 from onceflow.spark.framed import with_json_payloads
 from onceflow.spark.parse import parse_events
+from onceflow.spark.protobuf import with_protobuf_views
 from onceflow.state.unprocessable import Unprocessable
 
 
@@ -27,5 +28,5 @@ def registry_parser(pipeline: Pipeline, unprocessable: Unprocessable | None = No
     if spec is None:
         raise ValueError(f"{pipeline.name}: schema.format {pipeline.schema.format} names no registry")
     registry, subject = Registry(spec), str(pipeline.registry_subject)
-    readable = with_views if pipeline.schema.format == AVRO else with_json_payloads
+    readable = {AVRO: with_views, PROTOBUF: with_protobuf_views}.get(pipeline.schema.format, with_json_payloads)
     return lambda raw: parse_events(readable(raw, registry, subject), pipeline.schema, unprocessable=unprocessable)

@@ -73,7 +73,16 @@ CASES = [
         "clashes",
     ),
     ("old event section", lambda b: b.update(event={"max_bytes": 10}), "replaced by `schema`"),
-    ("format protobuf", lambda b: b["schema"].update(format="protobuf"), "one of json, debezium, avro"),
+    (
+        "format thrift",
+        lambda b: b["schema"].update(format="thrift"),
+        "one of json, debezium, avro, json_schema, protobuf",
+    ),
+    (
+        "format protobuf without a registry",
+        lambda b: b["schema"].update(format="protobuf"),
+        "format protobuf needs `registry`",
+    ),
     ("format avro without a registry", lambda b: b["schema"].update(format="avro"), "format avro needs `registry`"),
     (
         "kafka sink without a key",

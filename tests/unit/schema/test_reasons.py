@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from onceflow.schema.reasons import AVRO_REASONS, CDC_REASONS, FRAMED_REASONS, JSON_SCHEMA_REASONS, REASONS, Reason
+from onceflow.schema.reasons import (
+    AVRO_REASONS,
+    CDC_REASONS,
+    FRAMED_REASONS,
+    JSON_SCHEMA_REASONS,
+    PROTOBUF_REASONS,
+    REASONS,
+    Reason,
+)
 
 
 def test_every_reason_is_in_one_order_but_the_operators():
     """A new member must take its place in the order the job and the audit's judge check in."""
-    ordered = [*REASONS, *AVRO_REASONS, *JSON_SCHEMA_REASONS, *CDC_REASONS]
+    ordered = [*REASONS, *AVRO_REASONS, *JSON_SCHEMA_REASONS, *PROTOBUF_REASONS, *CDC_REASONS]
     assert len(ordered) == len(set(ordered))
     assert set(Reason) - set(ordered) == {Reason.UNPROCESSABLE}  # given by hand, never by validation
 
