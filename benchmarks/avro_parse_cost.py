@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     from pyspark.sql.avro.functions import from_avro
 
     from devkit.pipelines import PAYMENTS_SCHEMA_BODY
-    from onceflow.generate.avro_events import AvroEvents, register_writers
+    from onceflow.generate.avro_events import RegistryEvents, register_writers
     from onceflow.generate.records import Generator
     from onceflow.local.registry import LocalRegistry
     from onceflow.local.service import free_port
@@ -67,10 +67,10 @@ def main(argv: list[str] | None = None) -> None:
             writers = register_writers(registry, subject, schema, "payments", malformed=False)
             sample = min(args.records, 50_000)
             # one event drawn, written both ways: the same values in Avro and in JSON
-            avro_events = AvroEvents(Generator(schema, seed=1, group_by=("account_id",)), writers, sample // 2)
+            avro_events = RegistryEvents(Generator(schema, seed=1, group_by=("account_id",)), writers, sample // 2)
             json_gen = Generator(schema, seed=1, group_by=("account_id",), large_ratio=0.0)
             avro_values = [avro_events.record(0.0).value for _ in range(sample)]
-            json_values = [json_gen.record(0.0).value for _ in range(sample)]  # draws as AvroEvents.record
+            json_values = [json_gen.record(0.0).value for _ in range(sample)]  # draws as RegistryEvents.record
 
             spark = build_session("onceflow-bench-avro-parse", master="local[2]")
             now = datetime(2026, 1, 1, tzinfo=UTC)

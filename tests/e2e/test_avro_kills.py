@@ -59,7 +59,7 @@ def test_an_evolving_avro_stream_lands_exactly_once_through_kills_and_a_frozen_r
         trigger={"processing_time": "500 ms"},
     )
     framing = registry_framing(pipeline, malformed=True)
-    writers = framing["avro"]
+    writers = framing["writers"]
     producer = BackgroundProducer(
         broker.bootstrap,
         topic,

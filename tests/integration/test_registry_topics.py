@@ -281,7 +281,7 @@ def test_onceflow_produce_writes_avro_in_two_versions_and_every_kind_lands_with_
     reason, aborted ones nowhere, and the audit passes. Then rows deleted from both tables are
     re-written by a backfill of the whole range exactly as the stream wrote them (the same parse of
     the framed records), and the audit passes again."""
-    from onceflow.generate.avro_events import avro_kinds
+    from onceflow.generate.avro_events import framed_kinds
     from onceflow.generate.framing import registry_framing
     from onceflow.generate.producer import produce
     from onceflow.generate.records import Generator
@@ -292,9 +292,9 @@ def test_onceflow_produce_writes_avro_in_two_versions_and_every_kind_lands_with_
     schema = {**PAYMENTS_SCHEMA_BODY, "format": "avro", "registry": {"url": registry.url}, "fields": fields}
     _, pipeline = pipeline_file(tmp_path / "pipeline", broker.bootstrap, topic, schema=schema)
     framing = registry_framing(pipeline, malformed=True)
-    writers = framing["avro"]
+    writers = framing["writers"]
     assert writers.first.schema_id != writers.evolved.schema_id
-    assert registry_framing(pipeline, malformed=True)["avro"] == writers  # registered once: the ids again
+    assert registry_framing(pipeline, malformed=True)["writers"] == writers  # registered once: the ids again
     summary = produce(
         broker.bootstrap,
         topic,
@@ -309,7 +309,7 @@ def test_onceflow_produce_writes_avro_in_two_versions_and_every_kind_lands_with_
     )
     committed = [r for r in summary.records if not r.aborted]
     kinds = Counter(r.kind for r in committed if r.kind != "valid")
-    assert set(kinds) == set(avro_kinds(Generator(pipeline.schema))), kinds
+    assert set(kinds) == set(framed_kinds(Generator(pipeline.schema))), kinds
     valid = [r for r in committed if r.kind == "valid"]
     ids = Counter(unframe(r.value)[0] for r in valid if r.value is not None)  # type: ignore[index]
     assert set(ids) == {writers.first.schema_id, writers.evolved.schema_id}, ids
@@ -353,7 +353,7 @@ def test_fields_from_the_registry_follow_its_latest_version_into_bronze(broker, 
     each batch judged by the fields it had. The fields read last are kept for the loads made while
     the registry does not answer."""
     from onceflow import config
-    from onceflow.generate.avro_events import AvroWriters, Writer
+    from onceflow.generate.avro_events import RegistryWriters, Writer
     from onceflow.generate.producer import produce
     from onceflow.paths import state_dir
     from onceflow.schema.avro_declared import declared_avro_schema
@@ -369,7 +369,9 @@ def test_fields_from_the_registry_follow_its_latest_version_into_bronze(broker, 
     file, before = pipeline_file(tmp_path / "pipeline", broker.bootstrap, topic, schema=body)
     assert [f.name for f in before.schema.fields] == [f.name for f in full.fields if f.name != "channel"]
     assert json.loads((state_dir() / "pipelines" / before.name / CACHE_FILE).read_text())["id"] == first.schema_id
-    old = produce(broker.bootstrap, topic, 300, schema=full, seed=5, partitions=2, avro=AvroWriters(first, first))
+    old = produce(
+        broker.bootstrap, topic, 300, schema=full, seed=5, partitions=2, writers=RegistryWriters(first, first)
+    )
     assert run_ingest(before, spark=spark).status == "finished"
 
     evolved_schema = declared_avro_schema(full, "orders")
@@ -377,7 +379,9 @@ def test_fields_from_the_registry_follow_its_latest_version_into_bronze(broker, 
     after = config.load(file)
     channel = after.schema.field("channel")
     assert channel is not None and channel.type == "string" and not channel.required
-    new = produce(broker.bootstrap, topic, 300, schema=full, seed=6, partitions=2, avro=AvroWriters(evolved, evolved))
+    new = produce(
+        broker.bootstrap, topic, 300, schema=full, seed=6, partitions=2, writers=RegistryWriters(evolved, evolved)
+    )
     assert run_ingest(after, spark=spark).status == "finished"
 
     bronze = DeltaTable(table_paths(after)["bronze"]).to_pyarrow_table(columns=["event_id", "channel"]).to_pylist()

@@ -183,10 +183,11 @@ def produce_plan(spec: str):
     refused naming the file."""
     from onceflow import config
     from onceflow.errors import ConfigError
-    from onceflow.generate.avro_events import avro_kinds
+    from onceflow.generate.avro_events import framed_kinds
     from onceflow.generate.changes import ChangeStream
     from onceflow.generate.records import Generator
-    from onceflow.schema.model import AVRO
+    from onceflow.schema import reasons
+    from onceflow.schema.model import AVRO, PROTOBUF
 
     pipeline = config.load_pipeline(spec)
     group_by = pipeline.sinks.aggregates.group_by if pipeline.sinks.aggregates else ()
@@ -194,8 +195,9 @@ def produce_plan(spec: str):
     try:
         if keyed is not None and keyed.debezium:
             kinds = ChangeStream(pipeline.schema, keyed, count=0).kinds()
-        elif pipeline.schema.format == AVRO:
-            kinds = avro_kinds(Generator(pipeline.schema, group_by=group_by))
+        elif pipeline.schema.format in (AVRO, PROTOBUF):
+            framing = reasons.FRAMED_REASONS[pipeline.schema.format]
+            kinds = framed_kinds(Generator(pipeline.schema, group_by=group_by), reasons=framing)
         else:
             kinds = Generator(pipeline.schema, group_by=group_by).kinds()
     except ConfigError as exc:

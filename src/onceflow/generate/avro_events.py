@@ -13,6 +13,9 @@ JSON, an id the registry does not know, an id of another subject (a schema regis
 version with a time-of-day field), a payload cut short or with a byte left over); and every rule
 the declaration has (a value below `min`, not `allowed`, …). A record's type is the writer schema's,
 so a missing field, a wrong type or an unusable value cannot be written in Avro; no such kind.
+
+RegistryEvents writes the records of any format with writer schemas from its RecordWriters: the
+Protobuf ones are generate/protobuf_events.py's, with the same kinds by Protobuf's reasons.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ import copy
 import functools
 import io
 import json
+import random
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import fastavro
 
@@ -61,18 +65,49 @@ class Writer:
         fastavro.schemaless_writer(out, self._parsed, record)
         return out.getvalue()
 
+    def undecodable(self, payload: bytes, rng: random.Random) -> bytes:
+        if rng.random() < 0.5:
+            return payload + b"\x00"  # a byte left over
+        return payload[: -rng.randrange(1, min(4, len(payload)) + 1)]  # cut short
+
+
+class RecordWriter(Protocol):
+    """A registered writer schema of a format (Writer here, generate/protobuf_events.ProtoWriter)."""
+
+    @property
+    def schema_id(self) -> int: ...
+
+    @property
+    def leaves_out(self) -> tuple[str, ...]: ...
+
+    def encode(self, record: dict[str, Any]) -> bytes:
+        """The payload after the header of a record of typed values (_typed), nested at its paths."""
+        ...
+
+    def undecodable(self, payload: bytes, rng: random.Random) -> bytes:
+        """A payload of this writer damaged so that it is not one record of its schema."""
+        ...
+
+
+W = TypeVar("W", bound=RecordWriter)
+
 
 @dataclass(frozen=True)
-class AvroWriters:
-    """The writer schemas a stream is written with, registered (register_writers)."""
+class RegistryWriters(Generic[W]):
+    """The writer schemas a stream is written with, registered (register_writers), and the reasons
+    of their format, in schema/reasons.AVRO_REASONS' order (not framed, unknown id, other subject,
+    unsupported schema, undecodable)."""
 
-    first: Writer
-    evolved: Writer
-    other_subject: Writer | None = None
-    unsupported: Writer | None = None
+    first: W
+    evolved: W
+    other_subject: W | None = None
+    unsupported: W | None = None
+    reasons: tuple[Reason, ...] = R.AVRO_REASONS
 
 
-def register_writers(registry: Registry, subject: str, schema: Schema, name: str, malformed: bool) -> AvroWriters:
+def register_writers(
+    registry: Registry, subject: str, schema: Schema, name: str, malformed: bool
+) -> RegistryWriters[Writer]:
     """Register the declared fields' two versions under `subject` (an id already there is reused),
     and, for malformed records, one of another subject and an unsupported third version."""
     optional = [f.name for f in schema.fields if not f.required and len(f.keys) == 1]
@@ -82,7 +117,7 @@ def register_writers(registry: Registry, subject: str, schema: Schema, name: str
     first = Writer(registry.register(subject, json.dumps(first_schema)), first_schema, added)
     evolved = Writer(registry.register(subject, json.dumps(evolved_schema)), evolved_schema)
     if not malformed:
-        return AvroWriters(first, evolved)
+        return RegistryWriters(first, evolved)
     other_schema = {**first_schema, "name": f"{first_schema['name']}_other"}
     other = Writer(registry.register(subject + OTHER_SUBJECT_SUFFIX, json.dumps(other_schema)), other_schema, added)
     time_field = {"name": TIME_OF_DAY, "type": ["null", {"type": "int", "logicalType": "time-millis"}], "default": None}
@@ -92,15 +127,19 @@ def register_writers(registry: Registry, subject: str, schema: Schema, name: str
         raise ProducerError(
             f"the registry knows schema id {UNKNOWN_ID}; an avro_unknown_schema record needs one it does not"
         )
-    return AvroWriters(first, evolved, other, third)
+    return RegistryWriters(first, evolved, other, third)
 
 
-def avro_kinds(gen: Generator, registered: bool = True) -> tuple[str, ...]:
-    """The malformed kinds an Avro stream of the generator's events can hold, in the order they are
-    checked; `registered`: with the schemas of another subject and the unsupported version."""
-    framing = [Reason.AVRO_NOT_FRAMED, Reason.AVRO_UNKNOWN_SCHEMA, Reason.AVRO_UNDECODABLE]
+def framed_kinds(
+    gen: Generator, registered: bool = True, reasons: tuple[Reason, ...] = R.AVRO_REASONS
+) -> tuple[str, ...]:
+    """The malformed kinds a stream of the generator's events in a registry format (its `reasons`)
+    can hold, in the order they are checked; `registered`: with the schemas of another subject and
+    the unsupported version."""
+    not_framed, unknown, other, unsupported, undecodable = reasons
+    framing = [not_framed, unknown, undecodable]
     if registered:
-        framing[2:2] = [Reason.AVRO_OTHER_SUBJECT, Reason.AVRO_UNSUPPORTED_SCHEMA]
+        framing[2:2] = [other, unsupported]
     oversized = [Reason.OVERSIZED] if Reason.OVERSIZED in gen.kinds() else []
     return tuple(oversized + framing + [k for k in gen.kinds() if k in R.RULE_REASONS.values()])
 
@@ -118,23 +157,23 @@ def _typed(base: str, v: Any) -> Any:
     return v
 
 
-class AvroEvents:
+class RegistryEvents:
     """Records of a Generator's events written in Avro: `record()` as Generator.record, the first
     `evolve_at` records with the first version, the rest with the evolved one."""
 
-    def __init__(self, gen: Generator, writers: AvroWriters, evolve_at: int):
+    def __init__(self, gen: Generator, writers: RegistryWriters, evolve_at: int):
         self.gen, self.writers, self.evolve_at = gen, writers, evolve_at
         self.rng = gen.rng
         self.n = 0
         registered = writers.other_subject is not None and writers.unsupported is not None
-        self._kinds = avro_kinds(gen, registered)
+        self._kinds = framed_kinds(gen, registered, writers.reasons)
         self._fields = [(f.name, f.keys, f.ftype.base) for f in gen.schema.fields]
 
     def kinds(self) -> tuple[str, ...]:
         """The malformed kinds this stream can hold, in the order they are checked."""
         return self._kinds
 
-    def _record(self, values: dict[str, Any], writer: Writer) -> dict[str, Any]:
+    def _record(self, values: dict[str, Any], writer: RecordWriter) -> dict[str, Any]:
         """The Avro record of an event's values (nested where paths are; a field left out as null)."""
         out: dict[str, Any] = {}
         for name, keys, base in self._fields:
@@ -166,7 +205,7 @@ class AvroEvents:
             return Made(key, self._framed(writer, broken, kind), kind, None, present)
         return Made(key, self._malformed(kind, writer, values), kind, None, present)
 
-    def _framed(self, writer: Writer, values: dict[str, Any], kind: str) -> bytes:
+    def _framed(self, writer: RecordWriter, values: dict[str, Any], kind: str) -> bytes:
         value = frame(writer.schema_id, writer.encode(self._record(values, writer)))
         if len(value) > self.gen.schema.max_bytes:
             raise ConfigError(
@@ -175,22 +214,21 @@ class AvroEvents:
             )
         return value
 
-    def _malformed(self, kind: str, writer: Writer, values: dict[str, Any]) -> bytes:
+    def _malformed(self, kind: str, writer: RecordWriter, values: dict[str, Any]) -> bytes:
         rng, w = self.rng, self.writers
+        not_framed, unknown, other, unsupported, undecodable = w.reasons
         payload = writer.encode(self._record(values, writer))
         if kind == Reason.OVERSIZED:
             pad = self.gen.schema.max_bytes - len(payload) + rng.randrange(1, 256)
             return frame(writer.schema_id, payload + b"\x00" * max(pad, 1))
-        if kind == Reason.AVRO_NOT_FRAMED:
+        if kind == not_framed:
             return json.dumps({k: v for k, v in values.items() if v is not ABSENT}).encode()
-        if kind == Reason.AVRO_UNKNOWN_SCHEMA:
+        if kind == unknown:
             return frame(UNKNOWN_ID, payload)
-        if kind == Reason.AVRO_OTHER_SUBJECT and w.other_subject is not None:
+        if kind == other and w.other_subject is not None:
             return frame(w.other_subject.schema_id, w.other_subject.encode(self._record(values, w.other_subject)))
-        if kind == Reason.AVRO_UNSUPPORTED_SCHEMA and w.unsupported is not None:
+        if kind == unsupported and w.unsupported is not None:
             return frame(w.unsupported.schema_id, w.unsupported.encode(self._record(values, w.unsupported)))
-        if kind == Reason.AVRO_UNDECODABLE:
-            if rng.random() < 0.5:
-                return frame(writer.schema_id, payload + b"\x00")  # a byte left over
-            return frame(writer.schema_id, payload[: -rng.randrange(1, min(4, len(payload)) + 1)])  # cut short
+        if kind == undecodable:
+            return frame(writer.schema_id, writer.undecodable(payload, rng))
         raise ValueError(f"this stream cannot hold malformed kind {kind!r}; it can: {', '.join(self._kinds)}")

@@ -1,6 +1,7 @@
 """How `onceflow produce` (and the demo) frame a registry format's records: a `json_schema`
 pipeline's events with the subject's schema id, an `avro` pipeline's in Avro with registered writer
-schemas (generate/avro_events.py); a plain JSON or Debezium topic is not framed (docs/registry.md)."""
+schemas (generate/avro_events.py), a `protobuf` pipeline's in Protobuf the same way
+(generate/protobuf_events.py); a plain JSON or Debezium topic is not framed (docs/registry.md)."""
 
 from __future__ import annotations
 
@@ -9,22 +10,25 @@ from typing import Any
 
 from onceflow.config import Pipeline
 from onceflow.generate.avro_events import register_writers
+from onceflow.generate.protobuf_events import register_proto_writers
 from onceflow.registry import Registry
 from onceflow.schema.json_schema import declared_json_schema
-from onceflow.schema.model import AVRO, JSON_SCHEMA
+from onceflow.schema.model import AVRO, PROTOBUF, REGISTRY_FORMATS
 
 
 def registry_framing(pipeline: Pipeline, malformed: bool) -> dict[str, Any]:
     """produce()'s keyword arguments for the pipeline's format: `frame_id` for JSON Schema (the
     subject's latest version, or the declared fields' JSON Schema registered there when it has none),
-    `avro` for Avro (the declared fields' two versions, and for `malformed` records the schemas the
-    Avro reasons need), nothing for a topic of plain JSON."""
+    `writers` for Avro and Protobuf (the declared fields' two versions, and for `malformed` records
+    the schemas the format's reasons need), nothing for a topic of plain JSON."""
     schema = pipeline.schema
-    if schema.format not in (AVRO, JSON_SCHEMA) or schema.registry is None:
+    if schema.format not in REGISTRY_FORMATS or schema.registry is None:
         return {}
     registry, subject = Registry(schema.registry), str(pipeline.registry_subject)
     if schema.format == AVRO:
-        return {"avro": register_writers(registry, subject, schema, pipeline.name, malformed)}
+        return {"writers": register_writers(registry, subject, schema, pipeline.name, malformed)}
+    if schema.format == PROTOBUF:
+        return {"writers": register_proto_writers(registry, subject, schema, pipeline.name, malformed)}
     found = registry.latest(subject)
     if found is not None:
         return {"frame_id": found}

@@ -27,7 +27,7 @@ from confluent_kafka import KafkaException, Producer
 
 from onceflow.cdc.spec import KeyedSpec
 from onceflow.errors import ProducerError
-from onceflow.generate.avro_events import AvroEvents, AvroWriters
+from onceflow.generate.avro_events import RegistryEvents, RegistryWriters
 from onceflow.generate.changes import TOMBSTONE_KIND, ChangeRecord, ChangeStream
 from onceflow.generate.large import RATIO as LARGE_RATIO
 from onceflow.generate.records import KAFKA_RECORD_LIMIT, VALID, Generator, Made
@@ -96,7 +96,7 @@ class ProduceSummary:
 
 
 class Records(Protocol):
-    """Where a stream's records come from: a Generator (JSON text) or generate/avro_events.AvroEvents."""
+    """Where a stream's records come from: a Generator (JSON text) or generate/avro_events.RegistryEvents."""
 
     rng: random.Random
 
@@ -167,7 +167,7 @@ def produce(
     duplicate_ratio: float = 0.05,
     out_of_order_ratio: float = 0.05,
     frame_id: int | None = None,
-    avro: AvroWriters | None = None,
+    writers: RegistryWriters | None = None,
 ) -> ProduceSummary:
     """Write `count` events of `schema` in transactions of `txn_size`; returns what was
     written where.
@@ -196,9 +196,9 @@ def produce(
     pipeline's, onceflow.registry.frame), the events made 5 bytes shorter so that a record of
     exactly max_bytes still is one, header included.
 
-    avro: an `avro` pipeline's registered writer schemas (generate/avro_events.py): the events are
-    written in Avro, the first half with the first version and the rest with the evolved one;
-    `large_ratio` does not apply.
+    writers: an `avro` or `protobuf` pipeline's registered writer schemas (generate/avro_events.py,
+    generate/protobuf_events.py): the events are written in the format, the first half with the
+    first version and the rest with the evolved one; `large_ratio` does not apply.
     """
     for name, ratio, top in (
         ("abort_ratio", abort_ratio, 1),
@@ -228,8 +228,10 @@ def produce(
     else:
         if frame_id is not None:  # the header counts towards max_bytes
             schema = schema.model_copy(update={"max_bytes": schema.max_bytes - HEADER_BYTES})
-        gen = Generator(schema, seed, group_by=group_by, key_field=key_field, large_ratio=0.0 if avro else large_ratio)
-        records: Records = gen if avro is None else AvroEvents(gen, avro, evolve_at=count // 2)
+        gen = Generator(
+            schema, seed, group_by=group_by, key_field=key_field, large_ratio=0.0 if writers else large_ratio
+        )
+        records: Records = gen if writers is None else RegistryEvents(gen, writers, evolve_at=count // 2)
         batches = _event_batches(records, count, txn_size, malformed_ratio, abort_ratio, keep_records)
     client = as_client(cluster)
     bootstrap = client.bootstrap

@@ -13,7 +13,7 @@ import fastavro
 import pytest
 
 from devkit.pipelines import PAYMENTS_SCHEMA_BODY
-from onceflow.generate.avro_events import UNKNOWN_ID, AvroEvents, AvroWriters, Writer, avro_kinds
+from onceflow.generate.avro_events import UNKNOWN_ID, RegistryEvents, RegistryWriters, Writer, framed_kinds
 from onceflow.generate.records import VALID, Generator
 from onceflow.registry import unframe
 from onceflow.schema.avro_declared import declared_avro_schema
@@ -36,11 +36,11 @@ def _decode(schema: dict, payload: bytes) -> dict:
     return record
 
 
-def _writers() -> AvroWriters:
+def _writers() -> RegistryWriters:
     first = declared_avro_schema(SCHEMA, "payments", leave_out=("channel",))
     evolved = declared_avro_schema(SCHEMA, "payments")
     time_field = {"name": "t", "type": ["null", {"type": "int", "logicalType": "time-millis"}], "default": None}
-    return AvroWriters(
+    return RegistryWriters(
         Writer(1, first, ("channel",)),
         Writer(2, evolved),
         Writer(3, {**first, "name": "Other"}, ("channel",)),
@@ -49,7 +49,7 @@ def _writers() -> AvroWriters:
 
 
 def test_valid_records_decode_to_their_values_the_first_half_with_the_first_version():
-    events = AvroEvents(Generator(SCHEMA, seed=3), _writers(), evolve_at=50)
+    events = RegistryEvents(Generator(SCHEMA, seed=3), _writers(), evolve_at=50)
     for n in range(100):
         made = events.record(0.0)
         assert made.kind == VALID
@@ -69,8 +69,8 @@ def test_valid_records_decode_to_their_values_the_first_half_with_the_first_vers
 
 def test_each_malformed_kind_is_written_as_its_reason_says():
     writers = _writers()
-    events = AvroEvents(Generator(SCHEMA, seed=5), writers, evolve_at=10**9)
-    kinds = avro_kinds(Generator(SCHEMA))
+    events = RegistryEvents(Generator(SCHEMA, seed=5), writers, evolve_at=10**9)
+    kinds = framed_kinds(Generator(SCHEMA))
     assert events.kinds() == kinds
     seen: Counter = Counter()
     for _ in range(3000):
@@ -109,7 +109,7 @@ def test_a_broken_optional_field_the_first_version_lacks_is_written_with_the_evo
     }
     schema = Schema.model_validate(body)
     first = declared_avro_schema(schema, "p", leave_out=("channel",))
-    writers = AvroWriters(Writer(1, first, ("channel",)), Writer(2, declared_avro_schema(schema, "p")))
-    events = AvroEvents(Generator(schema, seed=1), writers, evolve_at=10**9)
+    writers = RegistryWriters(Writer(1, first, ("channel",)), Writer(2, declared_avro_schema(schema, "p")))
+    events = RegistryEvents(Generator(schema, seed=1), writers, evolve_at=10**9)
     broken = [m for m in (events.record(0.9) for _ in range(400)) if m.kind == "not_allowed"]
     assert broken and all(unframe(m.value)[0] == 2 for m in broken)  # type: ignore[index]
