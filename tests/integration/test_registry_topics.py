@@ -10,6 +10,7 @@ two versions, every broken header and payload quarantined with the reason the au
 
 from __future__ import annotations
 
+import base64
 import copy
 import io
 import json
@@ -415,3 +416,86 @@ def test_an_incompatible_version_is_refused_by_the_registry_with_the_fix(registr
     breaking["fields"].append({"name": "region", "type": "string"})  # no default: old records cannot be read
     with pytest.raises(RegistryError, match=r"refused the schema .* as incompatible .*Fix: make the new version"):
         client.register(subject, json.dumps(breaking))
+
+
+def test_protobuf_records_of_two_versions_and_both_registration_forms_land_and_every_kind_has_its_reason(
+    broker, spark, registry, topic, tmp_path
+):
+    """A protobuf pipeline (spark/protobuf.py): `onceflow produce` registers the declared fields as
+    proto3 `.proto` text in two versions and writes half the stream with each, one record of every
+    malformed kind at least; beside them, records framed with the same message registered as a base64
+    descriptor, as confluent-kafka's Python serializer registers it. Every committed valid record
+    lands in bronze (the added field only in the second half's), every malformed one in quarantine
+    with its kind as reason, the audit's own decoder (schema/protobuf_reference.py) gives the job's
+    reason for every record, and the audit passes."""
+    from google.protobuf import descriptor_pb2
+
+    from onceflow.generate.avro_events import framed_kinds
+    from onceflow.generate.framing import registry_framing
+    from onceflow.generate.producer import produce
+    from onceflow.generate.protobuf_events import ProtoWriter
+    from onceflow.generate.records import Generator
+    from onceflow.kafka.client import KafkaClient
+    from onceflow.kafka.consume import read_records
+    from onceflow.registry import unframe
+    from onceflow.schema.protobuf import PROTOBUF_TYPE, file_set
+    from onceflow.schema.protobuf_reference import ProtobufJudge
+    from onceflow.schema.reasons import PROTOBUF_REASONS
+
+    fields = [*PAYMENTS_SCHEMA_BODY["fields"], {"name": "channel", "type": "string", "required": False}]
+    schema = {**PAYMENTS_SCHEMA_BODY, "format": "protobuf", "registry": {"url": registry.url}, "fields": fields}
+    _, pipeline = pipeline_file(tmp_path / "pipeline", broker.bootstrap, topic, schema=schema)
+    subject = str(pipeline.registry_subject)
+    framing = registry_framing(pipeline, malformed=True)
+    writers = framing["writers"]
+    assert writers.first.schema_id != writers.evolved.schema_id
+    summary = produce(
+        broker.bootstrap,
+        topic,
+        600,
+        schema=pipeline.schema,
+        seed=13,
+        partitions=2,
+        malformed_ratio=0.25,
+        abort_ratio=0.1,
+        txn_size=40,
+        **framing,
+    )
+    committed = [r for r in summary.records if not r.aborted]
+    kinds = Counter(r.kind for r in committed if r.kind != "valid")
+    assert set(kinds) == set(framed_kinds(Generator(pipeline.schema), reasons=PROTOBUF_REASONS)), kinds
+    valid = [r for r in committed if r.kind == "valid"]
+
+    # the evolved message registered as confluent-kafka's Python serializer does: a base64 descriptor
+    client = Registry(pipeline.schema.registry)  # type: ignore[arg-type]
+    own = descriptor_pb2.FileDescriptorSet.FromString(file_set(writers.evolved.text)).file[-1]
+    b64 = client.register(subject, base64.b64encode(own.SerializeToString()).decode(), PROTOBUF_TYPE)
+    assert b64 not in (writers.first.schema_id, writers.evolved.schema_id)
+    as_bytes = ProtoWriter(b64, writers.evolved.text)
+    extra = [_payment(1000 + i, channel="web") for i in range(20)]
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for p in extra:
+        producer.produce(topic, frame(b64, as_bytes.encode(p)), key=b"k")
+    assert producer.flush(30) == 0
+
+    result = run_ingest(pipeline, spark=spark)
+    assert result.status == "finished", result
+    paths = table_paths(pipeline)
+    bronze, quarantine = (DeltaTable(paths[s]).to_pyarrow_table().to_pylist() for s in ("bronze", "quarantine"))
+    assert sorted(r["event_id"] for r in bronze) == sorted([r.event_id for r in valid] + [p["event_id"] for p in extra])
+    assert Counter(r["reason"] for r in quarantine) == kinds
+    first = {r.event_id for r in valid if unframe(r.value)[0] == writers.first.schema_id}  # type: ignore[index,arg-type]
+    assert all(r["channel"] is None for r in bronze if r["event_id"] in first)
+    assert any(r["channel"] is not None for r in bronze if r["event_id"] not in first)
+    by_id = {r["event_id"]: r for r in bronze}
+    assert by_id[extra[3]["event_id"]]["amount"] == extra[3]["amount"]
+    assert by_id[extra[3]["event_id"]]["event_time"] == extra[3]["event_time"]
+
+    judge = ProtobufJudge(pipeline.schema, client, subject)
+    job = {(r["_partition"], r["_offset"]): r["reason"] for r in quarantine}
+    for p, o, _, v in read_records(KafkaClient(broker.bootstrap), topic):
+        assert judge.judge(v).reason == job.get((p, o)), (p, o, v[:12] if v else v)
+
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
+    failed = {c["name"]: c["detail"] for c in outcome.summary["checks"] if c["status"] == "failed"}
+    assert outcome.status == "passed", failed

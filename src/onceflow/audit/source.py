@@ -144,7 +144,8 @@ def _judged(
     comes out with TOMBSTONE_REASON and no values.
 
     `framed` (a registry pipeline's settings, password included, its subject and its format): each
-    record judged by schema/avro_reference.AvroJudge (Avro: decoded with fastavro) or
+    record judged by schema/avro_reference.AvroJudge (Avro: decoded with fastavro),
+    schema/protobuf_reference.ProtobufJudge (Protobuf: its own wire decoder) or
     schema/framed.FramedJsonJudge (JSON Schema), its schema asked of the registry the pipeline
     names today."""
     if cdc is not None:

@@ -5,7 +5,8 @@ The writer schemas are the declared fields' as proto3 (`declared_proto`), regist
 pipeline's subject in two versions: the first without the last optional field, the second with it
 (a field added under a new number, a compatible change). generate/avro_events.RegistryEvents writes
 the stream from them, half with each version, with the same malformed kinds by Protobuf's reasons:
-plain JSON, an unknown id, an id of another subject, a third version onceflow does not read (proto2),
+plain JSON, an unknown id, an id of another subject, a third version onceflow does not read (it
+imports google/type/money.proto, not one of the well-known types),
 and payloads that are no message (a byte 0 left over: a tag of field 0; or indexes naming no
 message). Values are generate/records.py's, as Protobuf's types: a decimal as its plain text, a
 timestamp as google.protobuf.Timestamp, a date as its ISO text.
@@ -122,11 +123,15 @@ def _fill(m: Message, record: dict[str, Any]) -> None:
             setattr(m, key, v)
 
 
+UNREAD_IMPORT = "google/type/money.proto"  # Google's common types: the registry resolves it, onceflow does not
+
+
 def register_proto_writers(
     registry: Registry, subject: str, schema: Schema, name: str, malformed: bool
 ) -> RegistryWriters[ProtoWriter]:
     """Register the declared fields' two versions under `subject` (an id already there is reused),
-    and, for malformed records, one of another subject and a proto2 third version."""
+    and, for malformed records, one of another subject and a third version onceflow does not read
+    (it imports Google's common Money type, which the registry resolves and onceflow does not)."""
     optional = [f.name for f in schema.fields if not f.required and len(f.keys) == 1]
     added = tuple(optional[-1:])
     first_text, evolved_text = declared_proto(schema, name, leave_out=added), declared_proto(schema, name)
@@ -135,12 +140,16 @@ def register_proto_writers(
     reasons = R.PROTOBUF_REASONS
     if not malformed:
         return RegistryWriters(first, evolved, reasons=reasons)
-    other_id = registry.register(subject + OTHER_SUBJECT_SUFFIX, first_text, PROTOBUF_TYPE)
-    proto2 = f'syntax = "proto2";\npackage onceflow.unread;\nmessage {_camel(name)} {{ optional string x = 1; }}\n'
-    third_id = registry.register(subject, proto2, PROTOBUF_TYPE)
+    # another package: the registry gives the same text under two subjects one id, which is under both
+    other_text = first_text.replace("package onceflow.", "package onceflow.other.", 1)
+    other_id = registry.register(subject + OTHER_SUBJECT_SUFFIX, other_text, PROTOBUF_TYPE)
+    imports = 'import "google/protobuf/timestamp.proto";'
+    third_id = registry.register(
+        subject, evolved_text.replace(imports, f'{imports}\nimport "{UNREAD_IMPORT}";'), PROTOBUF_TYPE
+    )
     if registry.schema(UNKNOWN_ID) is not None:
         raise ProducerError(
             f"the registry knows schema id {UNKNOWN_ID}; a protobuf_unknown_schema record needs one it does not"
         )
-    other = ProtoWriter(other_id, first_text, added)
+    other = ProtoWriter(other_id, other_text, added)
     return RegistryWriters(first, evolved, other, ProtoWriter(third_id, evolved_text), reasons=reasons)

@@ -139,13 +139,10 @@ def protobuf_view(files: bytes, data: bytes | None) -> str | None:
 def _views(readable: dict[int, bytes]) -> Any:
     @F.pandas_udf("string")  # type: ignore[call-overload]
     def views(ids: pd.Series, payloads: pd.Series) -> pd.Series:
-        return pd.Series(
-            [
-                protobuf_view(readable[int(i)], p) if i is not None and int(i) in readable else None
-                for i, p in zip(ids, payloads, strict=True)
-            ],
-            dtype=object,
-        )
+        # ids with a NULL among them arrive as floats with NaN
+        found = [None if pd.isna(i) else readable.get(int(i)) for i in ids]
+        views = [None if f is None else protobuf_view(f, p) for f, p in zip(found, payloads, strict=True)]
+        return pd.Series(views, dtype=object)
 
     return views
 
