@@ -493,8 +493,8 @@ def test_protobuf_records_of_two_versions_and_both_registration_forms_land_and_e
 
     judge = ProtobufJudge(pipeline.schema, client, subject)
     job = {(r["_partition"], r["_offset"]): r["reason"] for r in quarantine}
-    for p, o, _, v in read_records(KafkaClient(broker.bootstrap), topic):
-        assert judge.judge(v).reason == job.get((p, o)), (p, o, v[:12] if v else v)
+    for part, o, _, v in read_records(KafkaClient(broker.bootstrap), topic):
+        assert judge.judge(v).reason == job.get((part, o)), (part, o, v[:12] if v else v)
 
     outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     failed = {c["name"]: c["detail"] for c in outcome.summary["checks"] if c["status"] == "failed"}
