@@ -94,8 +94,9 @@ class StoreConflict(Exception):  # a result, not a failure: the condition did no
     """The store refused a conditional write: the object exists (create) or changed (if-match)."""
 
 
-class UndecodableMessage(Exception):  # a result, not a failure: a record's bytes are no message of its type
-    """The audit's Protobuf decoder (schema/protobuf_reference.py) found no message in the bytes."""
+class UndecodableMessage(OnceflowError):
+    """A record's bytes are no message of its Protobuf type, by the audit's own decoder
+    (schema/protobuf_reference.py): the record's verdict is `protobuf_undecodable`, not a failure."""
 
 
 class AuditError(OnceflowError):

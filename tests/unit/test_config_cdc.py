@@ -187,7 +187,7 @@ def test_a_declaration_that_contradicts_the_schema_is_refused_with_its_field_and
             lambda b: current(b).update(key=current(b).pop("keys")),
         ),
         ("schema", "leave event_id out", lambda b: b["schema"].update(event_id="id")),
-        ("schema.format", "one of json, debezium, avro", lambda b: b["schema"].update(format="protobuf")),
+        ("schema.format", "one of json, debezium, avro", lambda b: b["schema"].update(format="thrift")),
     ],
 )
 def test_the_keyed_table_own_fields_are_checked(tmp_path, field, hint, patch):

@@ -114,7 +114,7 @@ def test_a_written_registry_password_is_refused_and_one_from_the_environment_is_
     assert "s3cret-canary" not in loaded.schema.model_dump_json() and "s3cret-canary" not in repr(loaded.schema)
 
 
-def test_avro_and_json_schema_need_a_registry_and_only_they_take_one():
+def test_the_registry_formats_need_a_registry_and_only_they_take_one():
     from devkit.pipelines import PAYMENTS_SCHEMA_BODY
     from onceflow.schema.model import Schema
 
@@ -122,7 +122,7 @@ def test_avro_and_json_schema_need_a_registry_and_only_they_take_one():
         with pytest.raises(ValueError, match=f"format {fmt} needs `registry`"):
             Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": fmt})
         assert Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": fmt, "registry": {"url": "http://x"}})
-    with pytest.raises(ValueError, match="`registry` is read with format: avro or json_schema only"):
+    with pytest.raises(ValueError, match="`registry` is read with format: avro, json_schema or protobuf only"):
         Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "registry": {"url": "http://x"}})
     with pytest.raises(ValueError, match="not an http"):
         Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": "avro", "registry": {"url": "x"}})

@@ -403,7 +403,8 @@ class Schema(_Model):
             )
         if self.registry is not None and self.format not in REGISTRY_FORMATS:
             raise ValueError(
-                f"`registry` is read with format: {' or '.join(REGISTRY_FORMATS)} only (this schema is "
+                f"`registry` is read with format: {', '.join(REGISTRY_FORMATS[:-1])} or {REGISTRY_FORMATS[-1]} only "
+                f"(this schema is "
                 f"{self.format}); remove it"
             )
         debezium = self.format == DEBEZIUM

@@ -35,8 +35,8 @@ from pyspark.sql.types import (
 
 from onceflow.registry import Registry
 from onceflow.schema.avro import PLAIN_SCALE, unsupported
-from onceflow.schema.reasons import Reason
-from onceflow.spark.framed import FRAME_REASON, WIRE, batch_ids, framed, payload, schema_id
+from onceflow.schema.reasons import AVRO_REASONS
+from onceflow.spark.framed import payload, schema_id, sorted_ids, with_views_of
 
 # how the view writes what JSON has no type for (docs/registry.md#the-json-view)
 VIEW_OPTIONS = {
@@ -141,30 +141,13 @@ def with_views(raw: DataFrame, registry: Registry, subject: str) -> DataFrame:
     """Kafka rows with `value` the JSON view (UTF-8) of each record, `_wire` its own bytes, and
     `_frame_reason` the reason it has no view (NULL when it has one, or has no value at all)."""
     sid = schema_id()
-    ids = batch_ids(raw)
-    readable: dict[int, str] = {}
-    refused: dict[int, Reason] = {}
-    for i in ids:
-        writer = registry.schema(i)
-        if writer is None:
-            refused[i] = Reason.AVRO_UNKNOWN_SCHEMA
-        elif subject not in registry.subjects(i):
-            refused[i] = Reason.AVRO_OTHER_SUBJECT
-        elif unsupported(writer):
-            refused[i] = Reason.AVRO_UNSUPPORTED_SCHEMA
-        else:
-            readable[i] = writer
+
+    def read(i: int) -> str | None:
+        writer = str(registry.schema(i))
+        return None if unsupported(writer) else writer
+
+    readable, refused = sorted_ids(raw, registry, subject, AVRO_REASONS, read)
     view: Column = F.lit(None).cast("string")
     for i, writer in readable.items():
         view = F.when(sid == i, _view(raw, payload(), writer)).otherwise(view)
-    reason: Column = F.when(F.col("value").isNotNull() & ~framed(), F.lit(Reason.AVRO_NOT_FRAMED.value))
-    for i, why in refused.items():
-        reason = reason.when(sid == i, F.lit(why.value))
-    reason = reason.when(F.col("value").isNotNull() & F.col("_view").isNull(), F.lit(Reason.AVRO_UNDECODABLE.value))
-    return (
-        raw.withColumn(WIRE, F.col("value"))
-        .withColumn("_view", view)
-        .withColumn(FRAME_REASON, reason)
-        .withColumn("value", F.encode(F.col("_view"), "UTF-8"))
-        .drop("_view")
-    )
+    return with_views_of(raw, view, refused, AVRO_REASONS)

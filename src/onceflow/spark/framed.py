@@ -19,11 +19,16 @@ same bytes in plain Python.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from onceflow.registry import HEADER_BYTES, JSON_SCHEMA_TYPE, MAGIC, Registry
-from onceflow.schema.reasons import Reason
+from onceflow.schema.reasons import JSON_SCHEMA_REASONS, Reason
+
+T = TypeVar("T")
 
 WIRE = "_wire"
 FRAME_REASON = "_frame_reason"
@@ -49,22 +54,61 @@ def batch_ids(raw: DataFrame) -> list[int]:
     return sorted(r[0] for r in raw.select(schema_id().alias("id")).where("id IS NOT NULL").distinct().collect())
 
 
+def sorted_ids(
+    raw: DataFrame, registry: Registry, subject: str, reasons: tuple[Reason, ...], read: Callable[[int], T | None]
+) -> tuple[dict[int, T], dict[int, Reason]]:
+    """The batch's schema ids: those of `subject` whose schema `read` reads (with what it gives),
+    and the others with their reason of `reasons` (the format's, in schema/reasons.AVRO_REASONS'
+    order): an id the registry does not know, one of another subject, one `read` refuses (None)."""
+    _, unknown, other, unsupported = reasons[:4]
+    readable: dict[int, T] = {}
+    refused: dict[int, Reason] = {}
+    for i in batch_ids(raw):
+        if registry.schema_type(i) is None:
+            refused[i] = unknown
+        elif subject not in registry.subjects(i):
+            refused[i] = other
+        else:
+            got = read(i)
+            if got is None:
+                refused[i] = unsupported
+            else:
+                readable[i] = got
+    return readable, refused
+
+
+def _reasons(refused: dict[int, Reason], not_framed: Reason) -> Column:
+    reason: Column = F.when(F.col("value").isNotNull() & ~framed(), F.lit(not_framed.value))
+    sid = schema_id()
+    for i, why in refused.items():
+        reason = reason.when(sid == i, F.lit(why.value))
+    return reason
+
+
+def with_views_of(raw: DataFrame, view: Column, refused: dict[int, Reason], reasons: tuple[Reason, ...]) -> DataFrame:
+    """Kafka rows with `value` the JSON view (UTF-8) of each record (`view`: NULL for a record with
+    none), `_wire` its own bytes, and `_frame_reason` the reason it has no view: its id's in
+    `refused`, else the format's not-framed or undecodable one (NULL when it has a view, or has no
+    value at all). Avro's (spark/avro.py) and Protobuf's (spark/protobuf.py) views."""
+    not_framed, undecodable = reasons[0], reasons[4]
+    missing = F.col("value").isNotNull() & F.col("_view").isNull()
+    return (
+        raw.withColumn(WIRE, F.col("value"))
+        .withColumn("_view", view)
+        .withColumn(FRAME_REASON, _reasons(refused, not_framed).when(missing, F.lit(undecodable.value)))
+        .withColumn("value", F.encode(F.col("_view"), "UTF-8"))
+        .drop("_view")
+    )
+
+
 def with_json_payloads(raw: DataFrame, registry: Registry, subject: str) -> DataFrame:
     """A JSON Schema serializer's records: `value` the JSON payload of each record whose header names
     a JSON Schema of `subject`, NULL for the others, whose `_frame_reason` says why."""
-    sid = schema_id()
-    refused: dict[int, Reason] = {}
-    for i in batch_ids(raw):
-        kind = registry.schema_type(i)
-        if kind is None:
-            refused[i] = Reason.JSON_SCHEMA_UNKNOWN_SCHEMA
-        elif subject not in registry.subjects(i):
-            refused[i] = Reason.JSON_SCHEMA_OTHER_SUBJECT
-        elif kind != JSON_SCHEMA_TYPE:
-            refused[i] = Reason.JSON_SCHEMA_UNSUPPORTED_SCHEMA
-    reason: Column = F.when(F.col("value").isNotNull() & ~framed(), F.lit(Reason.JSON_SCHEMA_NOT_FRAMED.value))
-    for i, why in refused.items():
-        reason = reason.when(sid == i, F.lit(why.value))
+    kind = registry.schema_type
+    _, refused = sorted_ids(
+        raw, registry, subject, JSON_SCHEMA_REASONS, lambda i: True if kind(i) == JSON_SCHEMA_TYPE else None
+    )
+    reason = _reasons(refused, Reason.JSON_SCHEMA_NOT_FRAMED)
     return (
         raw.withColumn(WIRE, F.col("value"))
         .withColumn(FRAME_REASON, reason)

@@ -32,8 +32,8 @@ from pyspark.sql import functions as F
 from onceflow.errors import UnreadableSchemaError
 from onceflow.registry import Registry
 from onceflow.schema.protobuf import PROTOBUF_TYPE, TIMESTAMP, WRAPPERS, file_set, message_indexes
-from onceflow.schema.reasons import Reason
-from onceflow.spark.framed import FRAME_REASON, WIRE, batch_ids, framed, payload, schema_id
+from onceflow.schema.reasons import PROTOBUF_REASONS
+from onceflow.spark.framed import payload, schema_id, sorted_ids, with_views_of
 
 log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -151,33 +151,18 @@ def with_protobuf_views(raw: DataFrame, registry: Registry, subject: str) -> Dat
     """Kafka rows with `value` the JSON view (UTF-8) of each record, `_wire` its own bytes, and
     `_frame_reason` the reason it has no view (NULL when it has one, or has no value at all)."""
     sid = schema_id()
-    readable: dict[int, bytes] = {}
-    refused: dict[int, Reason] = {}
-    for i in batch_ids(raw):
-        kind = registry.schema_type(i)
-        if kind is None:
-            refused[i] = Reason.PROTOBUF_UNKNOWN_SCHEMA
-        elif subject not in registry.subjects(i):
-            refused[i] = Reason.PROTOBUF_OTHER_SUBJECT
-        elif kind != PROTOBUF_TYPE:
-            refused[i] = Reason.PROTOBUF_UNSUPPORTED_SCHEMA
-        else:
-            try:
-                readable[i] = file_set(str(registry.schema(i)))
-            except UnreadableSchemaError as exc:
-                log.warning("schema id %s of %s is not read: %s", i, subject, exc)
-                refused[i] = Reason.PROTOBUF_UNSUPPORTED_SCHEMA
+
+    def read(i: int) -> bytes | None:
+        if registry.schema_type(i) != PROTOBUF_TYPE:
+            return None
+        try:
+            return file_set(str(registry.schema(i)))
+        except UnreadableSchemaError as exc:
+            log.warning("schema id %s of %s is not read: %s", i, subject, exc)
+            return None
+
+    readable, refused = sorted_ids(raw, registry, subject, PROTOBUF_REASONS, read)
     view: Column = F.lit(None).cast("string")
     if readable:
         view = F.when(sid.isin(list(readable)), _views(readable)(sid, payload()))
-    reason: Column = F.when(F.col("value").isNotNull() & ~framed(), F.lit(Reason.PROTOBUF_NOT_FRAMED.value))
-    for i, why in refused.items():
-        reason = reason.when(sid == i, F.lit(why.value))
-    reason = reason.when(F.col("value").isNotNull() & F.col("_view").isNull(), F.lit(Reason.PROTOBUF_UNDECODABLE.value))
-    return (
-        raw.withColumn(WIRE, F.col("value"))
-        .withColumn("_view", view)
-        .withColumn(FRAME_REASON, reason)
-        .withColumn("value", F.encode(F.col("_view"), "UTF-8"))
-        .drop("_view")
-    )
+    return with_views_of(raw, view, refused, PROTOBUF_REASONS)
