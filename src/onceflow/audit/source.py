@@ -149,7 +149,7 @@ def _judged(
     schema/framed.FramedJsonJudge (JSON Schema), its schema asked of the registry the pipeline
     names today."""
     if cdc is not None:
-        return _parsed(schema_json, segments, unprocessable, cdc)
+        return _parsed(schema_json, segments, unprocessable, cdc, framed)
 
     def run(batches):
         import pyarrow as pa
@@ -207,21 +207,30 @@ def _parsed(
     segments: Segments,
     unprocessable: dict[int, list[tuple[int, int]]],
     cdc: tuple[list[str], list[str]],
+    framed: tuple[dict, str, str] | None = None,
 ):
-    """`_judged` for a Debezium pipeline: each record parsed by the reference envelope parser."""
+    """`_judged` for a Debezium pipeline: each record parsed by the reference envelope parser;
+    with `framed` (converter avro) its Avro envelope read first (cdc/envelope.AvroEnvelope)."""
     keys, sequence_by = cdc
 
     def run(batches):
         import pyarrow as pa
 
-        from onceflow.cdc.envelope import Change, Envelope, Malformed
-        from onceflow.schema.model import Schema
+        from onceflow.cdc.envelope import AvroEnvelope, Change, Envelope, Malformed
+        from onceflow.registry import Registry
+        from onceflow.schema.model import RegistrySpec, Schema
         from onceflow.schema.reasons import Reason
 
         schema = Schema.model_validate_json(schema_json)
-        current, parser_for = _per_declaration(
-            schema_json, segments, lambda declared: Envelope(Schema.model_validate_json(declared), keys, sequence_by)
-        )
+
+        def make(declared: str) -> Envelope | AvroEnvelope:
+            envelope = Envelope(Schema.model_validate_json(declared), keys, sequence_by)
+            if framed is None:
+                return envelope
+            settings, subject, _ = framed
+            return AvroEnvelope(envelope, Registry(RegistrySpec(**settings)), subject)
+
+        current, parser_for = _per_declaration(schema_json, segments, make)
         keyed = current.spec
         names = schema.names
         empty = {**dict.fromkeys(names), "_op": None, "_sequence": None}
@@ -526,5 +535,5 @@ def record_judge(pipeline: Pipeline, segments: Segments | None = None):
     framed = None
     if schema.registry is not None and pipeline.registry_subject is not None:
         settings = {**schema.registry.model_dump(), "password": schema.registry.password}
-        framed = (settings, pipeline.registry_subject, schema.format)
+        framed = (settings, pipeline.registry_subject, str(schema.framing))
     return _judged(schema.model_dump_json(), segments, by_hand, cdc, framed), ddl

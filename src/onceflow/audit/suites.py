@@ -222,7 +222,8 @@ def quarantine_reasons(pipeline: Pipeline | None = None) -> list[str]:
     (docs/registry.md)."""
     keyed = pipeline.keyed if pipeline is not None else None
     cdc = list(reasons.CDC_REASONS) if keyed is not None and keyed.debezium else []
-    framed = list(reasons.FRAMED_REASONS.get(pipeline.schema.format, ())) if pipeline is not None else []
+    framing = pipeline.schema.framing if pipeline is not None else None
+    framed = list(reasons.FRAMED_REASONS[framing]) if framing is not None else []
     return [*reasons.REASONS, *framed, *cdc, Reason.UNPROCESSABLE]
 
 

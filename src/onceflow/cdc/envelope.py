@@ -47,9 +47,21 @@ from onceflow.cdc.spec import (
     SequencePart,
     resolve,
 )
+from onceflow.registry import Registry
+from onceflow.schema.avro_reference import VIEW_BYTES, AvroJudge
 from onceflow.schema.model import INT_RANGE, Encoding, Schema
 from onceflow.schema.reasons import Reason
-from onceflow.schema.reference import ABSENT, How, Judge, lookup, plain, read_epoch, read_field, read_record
+from onceflow.schema.reference import (
+    ABSENT,
+    How,
+    Judge,
+    Verdict,
+    lookup,
+    plain,
+    read_epoch,
+    read_field,
+    read_record,
+)
 
 OPS = ("c", "u", "d", "r")
 MAX_DIGITS = 38  # a DIGITS position's length: what a DECIMAL(38,0) holds
@@ -136,12 +148,14 @@ class Envelope:
         self.spec: KeyedSpec = resolve(schema, keys, sequence_by)
         self._judge = Judge(schema)
 
-    def parse(self, key: bytes | None, value: bytes | None) -> Parsed:
+    def parse(self, key: bytes | None, value: bytes | None, max_bytes: int | None = None) -> Parsed:
         """One record (its Kafka key and value) -> Change, TOMBSTONE or Malformed. The Kafka key
-        is not read: the declared keys need not be the topic's key, and the row holds them."""
+        is not read: the declared keys need not be the topic's key, and the row holds them.
+        `max_bytes`: the value's limit when it is not the record's own bytes (an Avro envelope's
+        view, whose record was checked against schema.max_bytes)."""
         if value is None:
             return TOMBSTONE
-        reason, obj = read_record(value, self.schema.max_bytes)
+        reason, obj = read_record(value, self.schema.max_bytes if max_bytes is None else max_bytes)
         if reason:
             return Malformed(reason, "the value is not one JSON object of at most schema.max_bytes")
         wrapper: Any = None
@@ -285,3 +299,23 @@ def _entry(node: Any, key: str) -> dict | None:
     if not isinstance(fields, list):
         return None
     return next((x for x in fields if isinstance(x, dict) and x.get("field") == key), None)
+
+
+class AvroEnvelope:
+    """Debezium's envelopes written by its AvroConverter (schema.converter avro): each record's
+    header checked and its Avro payload decoded by the audit's own Avro reader
+    (schema/avro_reference.AvroJudge: fastavro, every decimal as its text), then its JSON view
+    parsed as a JSON envelope (Envelope). The job does the same with spark-avro and Spark."""
+
+    def __init__(self, envelope: Envelope, registry: Registry, subject: str):
+        self.envelope = envelope
+        self.spec = envelope.spec
+        self.avro = AvroJudge(envelope.schema, registry, subject, plain=-1)
+
+    def parse(self, key: bytes | None, value: bytes | None) -> Parsed:
+        if value is None:
+            return TOMBSTONE
+        view = self.avro.viewed(value)
+        if isinstance(view, Verdict):
+            return Malformed(str(view.reason), "the record's header or Avro payload (docs/registry.md#bad-input-named)")
+        return self.envelope.parse(key, view, max_bytes=VIEW_BYTES)

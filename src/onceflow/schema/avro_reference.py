@@ -35,7 +35,7 @@ from onceflow.schema.reference import Verdict, read_record
 install_minimal_decimals()
 # the view can be longer than the record's bytes (base64, a double's digits): it is judged whole, and
 # `oversized` is decided on the record's own bytes
-_VIEW_BYTES = 1 << 30
+VIEW_BYTES = 1 << 30
 
 
 class AvroJudge(FramedJudge):
@@ -45,11 +45,14 @@ class AvroJudge(FramedJudge):
     UNKNOWN_SCHEMA = Reason.AVRO_UNKNOWN_SCHEMA
     OTHER_SUBJECT = Reason.AVRO_OTHER_SUBJECT
 
-    def __init__(self, schema: Schema, registry: Registry, subject: str):
+    def __init__(self, schema: Schema, registry: Registry, subject: str, plain: int = PLAIN_SCALE):
         super().__init__(schema, registry, subject)
+        self.plain = plain  # the scale past which a decimal is viewed as its text (-1: every one)
         self._readers: dict[int, Any] = {}
 
-    def judge(self, value: bytes | None) -> Verdict:
+    def viewed(self, value: bytes | None) -> Verdict | bytes:
+        """A record's JSON view, or the verdict of a record that has none (its header's, or
+        `avro_unsupported_schema`, `avro_undecodable`)."""
         found = self.header(value)
         if isinstance(found, Verdict):
             return found
@@ -58,9 +61,13 @@ class AvroJudge(FramedJudge):
         if unsupported(text):
             return self._empty(Reason.AVRO_UNSUPPORTED_SCHEMA)
         view = self.view(schema_id, text, payload)
-        if view is None:
-            return self._empty(Reason.AVRO_UNDECODABLE)
-        reason, obj = read_record(view, _VIEW_BYTES)
+        return self._empty(Reason.AVRO_UNDECODABLE) if view is None else view
+
+    def judge(self, value: bytes | None) -> Verdict:
+        view = self.viewed(value)
+        if isinstance(view, Verdict):
+            return view
+        reason, obj = read_record(view, VIEW_BYTES)
         if reason:
             return self._empty(reason)
         return self.json.judge_object(obj)
@@ -81,7 +88,7 @@ class AvroJudge(FramedJudge):
         if again.getvalue() != payload:
             return None
         try:
-            return _json(record, json.loads(text), named).encode("utf-8")
+            return _json(record, json.loads(text), named, self.plain).encode("utf-8")
         except OverflowError:  # milliseconds past what microseconds hold: Spark cannot read it either
             return None
 
@@ -154,12 +161,12 @@ def _instant(micros: int, utc: bool) -> str:
     return f'"{text}Z"' if utc else f'"{text}"'
 
 
-def _json(v: Any, t: Any, named: dict[str, Any]) -> str:
-    """The view of value `v` of writer type `t`."""
+def _json(v: Any, t: Any, named: dict[str, Any], plain: int = PLAIN_SCALE) -> str:
+    """The view of value `v` of writer type `t`, its decimals of a scale over `plain` as text."""
     if v is None:
         return "null"
     if isinstance(t, list):  # a union of null and one type (schema/avro.unsupported refuses others)
-        return _json(v, next(b for b in t if b != "null"), named)
+        return _json(v, next(b for b in t if b != "null"), named, plain)
     if isinstance(t, str) and t in named:
         t = named[t]
     if isinstance(t, dict):
@@ -178,27 +185,28 @@ def _json(v: Any, t: Any, named: dict[str, Any]) -> str:
             return (
                 "{"
                 + ",".join(
-                    f"{json.dumps(f['name'], ensure_ascii=False)}:{_json(v.get(f['name']), f['type'], named)}"
+                    f"{json.dumps(f['name'], ensure_ascii=False)}:{_json(v.get(f['name']), f['type'], named, plain)}"
                     for f in t["fields"]
                 )
                 + "}"
             )
         if kind == "array":
-            return "[" + ",".join(_json(x, t["items"], named) for x in v) + "]"
+            return "[" + ",".join(_json(x, t["items"], named, plain) for x in v) + "]"
         if kind == "map":
             return (
                 "{"
                 + ",".join(
-                    f"{json.dumps(str(k), ensure_ascii=False)}:{_json(x, t['values'], named)}" for k, x in v.items()
+                    f"{json.dumps(str(k), ensure_ascii=False)}:{_json(x, t['values'], named, plain)}"
+                    for k, x in v.items()
                 )
                 + "}"
             )
         if isinstance(kind, dict | list):
-            return _json(v, kind, named)
-    return _scalar(v)
+            return _json(v, kind, named, plain)
+    return _scalar(v, plain)
 
 
-def _scalar(v: Any) -> str:
+def _scalar(v: Any, plain: int = PLAIN_SCALE) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
@@ -210,7 +218,7 @@ def _scalar(v: Any) -> str:
             return '"Infinity"' if v > 0 else '"-Infinity"'
         return repr(v)
     if isinstance(v, Decimal):  # fastavro's exponent is minus the schema's scale
-        return f'"{v:f}"' if -int(v.as_tuple().exponent) > PLAIN_SCALE else str(v)
+        return f'"{v:f}"' if -int(v.as_tuple().exponent) > plain else str(v)
     if isinstance(v, str):
         return json.dumps(v, ensure_ascii=False)
     if isinstance(v, bytes):

@@ -23,6 +23,7 @@ JSON_SCHEMA = "json_schema"
 PROTOBUF = "protobuf"
 # the formats whose records are framed with a registry's schema id (the Confluent wire format)
 REGISTRY_FORMATS = (AVRO, JSON_SCHEMA, PROTOBUF)
+CONVERTERS = ("json", AVRO)  # how a Debezium topic's envelopes are written (Schema.converter)
 TYPES = ("string", "int", "long", "double", "boolean", "timestamp", "date")  # and decimal(p,s)
 NUMERIC = ("int", "long", "double", "decimal")
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
@@ -358,6 +359,10 @@ class Schema(_Model):
     # protobuf: each record is Protobuf in the Confluent wire format, read as the JSON view of the
     # decoded message (docs/registry.md)
     format: str = "json"
+    # with format debezium: how the connector's envelopes are written, its `value.converter`: json
+    # (JsonConverter, with or without schemas) or avro (AvroConverter: Avro in the Confluent wire
+    # format, its schemas in `registry`, read as the JSON view; docs/cdc.md#envelopes-in-avro)
+    converter: str = "json"
     registry: RegistrySpec | None = None
     # at most Kafka's default message size: Spark's VARIANT holds at most 16 MiB, and a record's
     # variant can be a few times its text
@@ -396,18 +401,25 @@ class Schema(_Model):
         if clash:
             raise ValueError(f"paths {clash} are read by more than one field")
         self._encodings_fit()
-        if self.format in REGISTRY_FORMATS and self.registry is None:
+        debezium = self.format == DEBEZIUM
+        if self.converter not in CONVERTERS:
+            raise ValueError(f"converter {self.converter!r} is not supported; one of {', '.join(CONVERTERS)}")
+        if self.converter != "json" and not debezium:
             raise ValueError(
-                f"format {self.format} needs `registry`: the schema registry that holds the writer schemas, "
+                f"converter {self.converter} says how a Debezium connector writes its envelopes: it is read with "
+                f"format: debezium only (a topic of plain Avro records is format: avro). Remove it"
+            )
+        if self.framing is not None and self.registry is None:
+            what = "format debezium with converter avro" if debezium else f"format {self.format}"
+            raise ValueError(
+                f"{what} needs `registry`: the schema registry that holds the writer schemas, "
                 "e.g. registry: {url: ${ONCEFLOW_REGISTRY_URL}} (docs/registry.md)"
             )
-        if self.registry is not None and self.format not in REGISTRY_FORMATS:
+        if self.registry is not None and self.framing is None:
             raise ValueError(
-                f"`registry` is read with format: {', '.join(REGISTRY_FORMATS[:-1])} or {REGISTRY_FORMATS[-1]} only "
-                f"(this schema is "
-                f"{self.format}); remove it"
+                f"`registry` is read with format: {', '.join(REGISTRY_FORMATS[:-1])} or {REGISTRY_FORMATS[-1]}, "
+                f"or debezium with converter: avro, only (this schema is {self.format}); remove it"
             )
-        debezium = self.format == DEBEZIUM
         if self.event_time is None and not debezium:
             raise ValueError(f"event_time is missing; name the required timestamp field of the event ({names})")
         et = self.field(self.event_time) if self.event_time is not None else None
@@ -447,6 +459,12 @@ class Schema(_Model):
                     f"field {f.name!r}: encoding {f.encoding} does not fit type {f.type}"
                     + (f" (it takes {fits})" if fits else " (only decimal, date and timestamp fields take one)")
                 )
+            if self.converter == AVRO and f.encoding == Encoding.PRECISE:
+                raise ValueError(
+                    f"field {f.name!r}: with converter avro a decimal.handling.mode=precise column is an Avro "
+                    "decimal, which reaches the JSON view as its decimal text: declare `encoding: string` "
+                    "(docs/cdc.md#envelopes-in-avro)"
+                )
             if self.format == DEBEZIUM and base == "decimal" and f.encoding is None:
                 raise ValueError(
                     f"field {f.name!r}: a Debezium decimal must say how the connector writes it; add "
@@ -457,6 +475,15 @@ class Schema(_Model):
 
     def field(self, name: str | None) -> FieldSpec | None:
         return next((f for f in self.fields if f.name == name), None)
+
+    @property
+    def framing(self) -> str | None:
+        """The format of a registry's framed records this schema's topic holds (a key of
+        schema/reasons.FRAMED_REASONS: avro, json_schema, protobuf), None for plain JSON: a Debezium
+        topic's envelopes are Avro under converter avro."""
+        if self.format in REGISTRY_FORMATS:
+            return self.format
+        return AVRO if self.format == DEBEZIUM and self.converter == AVRO else None
 
     @property
     def event_time_position(self) -> str | None:

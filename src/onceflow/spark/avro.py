@@ -61,32 +61,32 @@ def _widened(t: DataType) -> DataType:
     return t
 
 
-def _has_wide_decimal(t: DataType) -> bool:
+def _has_wide_decimal(t: DataType, plain: int) -> bool:
     if isinstance(t, DecimalType):
-        return t.scale > PLAIN_SCALE
+        return t.scale > plain
     if isinstance(t, StructType):
-        return any(_has_wide_decimal(f.dataType) for f in t.fields)
+        return any(_has_wide_decimal(f.dataType, plain) for f in t.fields)
     if isinstance(t, ArrayType):
-        return _has_wide_decimal(t.elementType)
-    return isinstance(t, MapType) and _has_wide_decimal(t.valueType)
+        return _has_wide_decimal(t.elementType, plain)
+    return isinstance(t, MapType) and _has_wide_decimal(t.valueType, plain)
 
 
-def _plain_decimals(c: Column, t: DataType) -> Column:
-    """`c` with every decimal of a scale over PLAIN_SCALE as its plain text at its scale (CAST AS
+def _plain_decimals(c: Column, t: DataType, plain: int = PLAIN_SCALE) -> Column:
+    """`c` with every decimal of a scale over `plain` as its plain text at its scale (CAST AS
     STRING): `to_json` writes a decimal as Java's BigDecimal.toString does, in exponent notation for
     a value under 10^-6 and a zero at such a scale (1E-8, 0E-8), which the JSON parse reads as an
     approximate number, not a decimal. Narrower decimals stay numbers (nothing to rebuild)."""
-    if not _has_wide_decimal(t):
+    if not _has_wide_decimal(t, plain):
         return c
     if isinstance(t, DecimalType):
         return c.cast("string")
     if isinstance(t, StructType):
-        rebuilt = F.struct(*[_plain_decimals(c.getField(f.name), f.dataType).alias(f.name) for f in t.fields])
+        rebuilt = F.struct(*[_plain_decimals(c.getField(f.name), f.dataType, plain).alias(f.name) for f in t.fields])
         return F.when(c.isNotNull(), rebuilt)
     if isinstance(t, ArrayType):
-        return F.transform(c, lambda x: _plain_decimals(x, t.elementType))
+        return F.transform(c, lambda x: _plain_decimals(x, t.elementType, plain))
     if isinstance(t, MapType):
-        return F.transform_values(c, lambda _, v: _plain_decimals(v, t.valueType))
+        return F.transform_values(c, lambda _, v: _plain_decimals(v, t.valueType, plain))
     return c
 
 
@@ -121,7 +121,7 @@ def _complete(c: Column, t: DataType) -> Column | None:
     return functools.reduce(lambda a, b: a & b, checks)
 
 
-def _view(raw: DataFrame, payload: Column, writer: str) -> Column:
+def _view(raw: DataFrame, payload: Column, writer: str, plain: int) -> Column:
     """The JSON view of `payload` decoded with the writer schema `writer`; NULL unless the payload is
     exactly one record of it."""
     decoded = from_avro(payload, writer, {"mode": "PERMISSIVE"})
@@ -130,16 +130,17 @@ def _view(raw: DataFrame, payload: Column, writer: str) -> Column:
     dtype = raw.select(from_avro(payload, writer).alias("r")).schema["r"].dataType
     assert isinstance(dtype, StructType), "schema/avro.unsupported refuses a writer schema that is not a record"
     widened = _widened(dtype)
-    text = F.to_json(_plain_decimals(decoded.cast(widened), widened), VIEW_OPTIONS)
+    text = F.to_json(_plain_decimals(decoded.cast(widened), widened, plain), VIEW_OPTIONS)
     back = F.from_json(text, dtype, VIEW_OPTIONS)  # a decimal's text reads back as the decimal
     complete = _complete(back, dtype)
     again = to_avro(back, writer)
     return F.when((again == payload) if complete is None else F.when(complete, again == payload), text)
 
 
-def with_views(raw: DataFrame, registry: Registry, subject: str) -> DataFrame:
+def with_views(raw: DataFrame, registry: Registry, subject: str, plain: int = PLAIN_SCALE) -> DataFrame:
     """Kafka rows with `value` the JSON view (UTF-8) of each record, `_wire` its own bytes, and
-    `_frame_reason` the reason it has no view (NULL when it has one, or has no value at all)."""
+    `_frame_reason` the reason it has no view (NULL when it has one, or has no value at all); the
+    decimals of a scale over `plain` as their text (-1: every one, as a Debezium envelope's)."""
     sid = schema_id()
 
     def read(i: int) -> str | None:
@@ -149,5 +150,5 @@ def with_views(raw: DataFrame, registry: Registry, subject: str) -> DataFrame:
     readable, refused = sorted_ids(raw, registry, subject, AVRO_REASONS, read)
     view: Column = F.lit(None).cast("string")
     for i, writer in readable.items():
-        view = F.when(sid == i, _view(raw, payload(), writer)).otherwise(view)
+        view = F.when(sid == i, _view(raw, payload(), writer, plain)).otherwise(view)
     return with_views_of(raw, view, refused, AVRO_REASONS)

@@ -31,7 +31,6 @@ from onceflow.errors import IngestError, OnceflowError, StorageError
 from onceflow.kafka.client import source_client
 from onceflow.lineage import run_observer
 from onceflow.polling import wait_until
-from onceflow.schema.model import REGISTRY_FORMATS
 from onceflow.sinks import driver_lease, read_ledgers, table_paths
 from onceflow.spark.batch_writer import BatchWriter
 from onceflow.spark.follower import Follower
@@ -97,7 +96,7 @@ def build_query(
         .load()
     )
     unprocessable = Unprocessable.load(pipeline.state_path)
-    if pipeline.schema.format in REGISTRY_FORMATS:
+    if pipeline.schema.framing is not None:
         # a batch may hold schema ids the registry gave after the query started: each batch's ids are
         # read first and its records made readable then, so the parse is the batch's own
         from onceflow.spark.registry_parse import registry_parser

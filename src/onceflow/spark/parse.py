@@ -914,7 +914,8 @@ def parse_events(
         record.append((F.col("_value").isNull(), Reason.INVALID_JSON, F.lit("the record has no value (a tombstone)")))
     if framed:  # nothing to parse: why (the header's checks come before the JSON's)
         record += [
-            (F.col(FRAME_REASON) == F.lit(r.value), r, F.lit(FRAME_DETAILS[r])) for r in R.FRAMED_REASONS[schema.format]
+            (F.col(FRAME_REASON) == F.lit(r.value), r, F.lit(FRAME_DETAILS[r]))
+            for r in R.FRAMED_REASONS[str(schema.framing)]
         ]
     poisoned = F.lit(False)
     if poison is not None:  # evaluated on that record: its batch fails in a Spark task, every run
