@@ -499,3 +499,53 @@ def test_protobuf_records_of_two_versions_and_both_registration_forms_land_and_e
     outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
     failed = {c["name"]: c["detail"] for c in outcome.summary["checks"] if c["status"] == "failed"}
     assert outcome.status == "passed", failed
+
+
+def test_debezium_envelopes_in_avro_fold_into_the_keyed_table_and_every_kind_has_its_reason(
+    broker, spark, registry, topic, tmp_path
+):
+    """A Debezium pipeline whose connector runs the AvroConverter (`converter: avro`): `onceflow
+    produce` registers the envelope's Avro schema and writes a change stream in it (duplicates, late
+    changes, deletes and their tombstones), beside malformed ones in JSON, under unknown ids, cut
+    short, and broken envelopes Avro holds. The keyed table ends as the database's final table,
+    every committed record but the tombstones is in bronze or quarantine exactly once with the
+    generator's reason, and the audit (fastavro and the JSON envelope parser) passes."""
+    from devkit.pipelines import _CUSTOMERS_CDC, cdc_pipeline_file
+    from onceflow.generate.framing import registry_framing
+    from onceflow.generate.producer import produce
+    from tests.exactly_once import assert_current_exactly_once
+
+    schema = copy.deepcopy(_CUSTOMERS_CDC["schema"])
+    schema.update(converter="avro", registry={"url": registry.url})
+    next(f for f in schema["fields"] if f["name"] == "balance")["encoding"] = "string"
+    _, pipeline = cdc_pipeline_file(tmp_path / "pipeline", broker.bootstrap, f"{topic}.public.customers", schema=schema)
+    framing = registry_framing(pipeline, malformed=True)
+    assert set(framing) == {"envelope"}
+    summary = produce(
+        broker.bootstrap,
+        pipeline.source.topic,
+        700,
+        schema=pipeline.schema,
+        seed=19,
+        partitions=2,
+        malformed_ratio=0.2,
+        abort_ratio=0.1,
+        txn_size=40,
+        keyed=pipeline.keyed,
+        **framing,
+    )
+    result = run_ingest(pipeline, spark=spark)
+    assert result.status == "finished", result
+    figures = assert_current_exactly_once(pipeline, broker.bootstrap, summary.changes)
+    assert figures["rows"] > 10 and figures["tombstones"] > 0, figures
+
+    committed = [r for r in summary.records if not r.aborted and r.change != "tombstone"]
+    kinds = Counter(r.kind for r in committed if r.kind != "valid")
+    quarantine = DeltaTable(table_paths(pipeline)["quarantine"]).to_pyarrow_table().to_pylist()
+    assert Counter(r["reason"] for r in quarantine) == kinds
+    assert {"avro_not_framed", "avro_unknown_schema", "avro_undecodable"} <= set(kinds), kinds
+    assert len([k for k in kinds if k.startswith("cdc_")]) >= 3, kinds
+
+    outcome = run_audit(pipeline, report_dir=tmp_path / "reports")
+    failed = {c["name"]: c["detail"] for c in outcome.summary["checks"] if c["status"] == "failed"}
+    assert outcome.status == "passed", failed

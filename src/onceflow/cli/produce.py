@@ -185,6 +185,7 @@ def produce_plan(spec: str):
     from onceflow.errors import ConfigError
     from onceflow.generate.avro_events import framed_kinds
     from onceflow.generate.changes import ChangeStream
+    from onceflow.generate.debezium_avro import avro_change_kinds
     from onceflow.generate.records import Generator
     from onceflow.schema import reasons
     from onceflow.schema.model import AVRO, PROTOBUF
@@ -194,7 +195,8 @@ def produce_plan(spec: str):
     keyed = pipeline.keyed
     try:
         if keyed is not None and keyed.debezium:
-            kinds = ChangeStream(pipeline.schema, keyed, count=0).kinds()
+            stream = ChangeStream(pipeline.schema, keyed, count=0)
+            kinds = avro_change_kinds(stream) if pipeline.schema.framing else stream.kinds()
         elif pipeline.schema.format in (AVRO, PROTOBUF):
             framing = reasons.FRAMED_REASONS[pipeline.schema.format]
             kinds = framed_kinds(Generator(pipeline.schema, group_by=group_by), reasons=framing)

@@ -10,21 +10,25 @@ from typing import Any
 
 from onceflow.config import Pipeline
 from onceflow.generate.avro_events import register_writers
+from onceflow.generate.debezium_avro import register_envelope, table_of
 from onceflow.generate.protobuf_events import register_proto_writers
 from onceflow.registry import Registry
 from onceflow.schema.json_schema import declared_json_schema
-from onceflow.schema.model import AVRO, PROTOBUF, REGISTRY_FORMATS
+from onceflow.schema.model import AVRO, DEBEZIUM, PROTOBUF
 
 
 def registry_framing(pipeline: Pipeline, malformed: bool) -> dict[str, Any]:
     """produce()'s keyword arguments for the pipeline's format: `frame_id` for JSON Schema (the
     subject's latest version, or the declared fields' JSON Schema registered there when it has none),
     `writers` for Avro and Protobuf (the declared fields' two versions, and for `malformed` records
-    the schemas the format's reasons need), nothing for a topic of plain JSON."""
+    the schemas the format's reasons need), `envelope` for Debezium's Avro envelopes (the envelope's
+    schema and its id), nothing for a topic of plain JSON."""
     schema = pipeline.schema
-    if schema.format not in REGISTRY_FORMATS or schema.registry is None:
+    if schema.framing is None or schema.registry is None:
         return {}
     registry, subject = Registry(schema.registry), str(pipeline.registry_subject)
+    if schema.format == DEBEZIUM:  # converter avro
+        return {"envelope": register_envelope(registry, subject, schema, table_of(pipeline.source.topic))}
     if schema.format == AVRO:
         return {"writers": register_writers(registry, subject, schema, pipeline.name, malformed)}
     if schema.format == PROTOBUF:

@@ -19,7 +19,7 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,6 +29,7 @@ from onceflow.cdc.spec import KeyedSpec
 from onceflow.errors import ProducerError
 from onceflow.generate.avro_events import RegistryEvents, RegistryWriters
 from onceflow.generate.changes import TOMBSTONE_KIND, ChangeRecord, ChangeStream
+from onceflow.generate.debezium_avro import AvroChanges
 from onceflow.generate.large import RATIO as LARGE_RATIO
 from onceflow.generate.records import KAFKA_RECORD_LIMIT, VALID, Generator, Made
 from onceflow.kafka.admin import ensure_topic, list_end_offsets
@@ -126,7 +127,9 @@ def _from_made(made: Made, aborted: bool, keep: bool) -> GeneratedRecord:
     return GeneratedRecord(made.key, made.value, made.kind, made.event_id, -1, aborted, values, large=made.large)
 
 
-def _change_batches(stream: ChangeStream, txn_size: int, abort_ratio: float, rng: random.Random) -> Iterator[Batch]:
+def _change_batches(
+    stream: Iterable[ChangeRecord], txn_size: int, abort_ratio: float, rng: random.Random
+) -> Iterator[Batch]:
     """The change stream in transactions of `txn_size`. An aborted transaction is written again
     right after, committed (as a connector's exactly-once producer retries a failed one): so
     what read_committed readers see is exactly the stream, every change delivered, and the
@@ -168,6 +171,7 @@ def produce(
     out_of_order_ratio: float = 0.05,
     frame_id: int | None = None,
     writers: RegistryWriters | None = None,
+    envelope: tuple[dict, int] | None = None,
 ) -> ProduceSummary:
     """Write `count` events of `schema` in transactions of `txn_size`; returns what was
     written where.
@@ -199,6 +203,9 @@ def produce(
     writers: an `avro` or `protobuf` pipeline's registered writer schemas (generate/avro_events.py,
     generate/protobuf_events.py): the events are written in the format, the first half with the
     first version and the rest with the evolved one; `large_ratio` does not apply.
+
+    envelope: a Debezium pipeline's Avro envelope schema and its id (converter avro,
+    generate/debezium_avro.py): the change stream written in Avro, Debezium's AvroConverter's way.
     """
     for name, ratio, top in (
         ("abort_ratio", abort_ratio, 1),
@@ -224,7 +231,10 @@ def produce(
             malformed_ratio=malformed_ratio,
             table=topic.rsplit(".", 1)[-1],
         )
-        batches = _change_batches(stream, txn_size, abort_ratio, random.Random(None if seed is None else seed + 2))
+        changes: Iterable[ChangeRecord] = stream
+        if envelope is not None:
+            changes = AvroChanges(stream, envelope[0], envelope[1], keyed)
+        batches = _change_batches(changes, txn_size, abort_ratio, random.Random(None if seed is None else seed + 2))
     else:
         if frame_id is not None:  # the header counts towards max_bytes
             schema = schema.model_copy(update={"max_bytes": schema.max_bytes - HEADER_BYTES})

@@ -48,7 +48,7 @@ class AvroJudge(FramedJudge):
     def __init__(self, schema: Schema, registry: Registry, subject: str, plain: int = PLAIN_SCALE):
         super().__init__(schema, registry, subject)
         self.plain = plain  # the scale past which a decimal is viewed as its text (-1: every one)
-        self._readers: dict[int, Any] = {}
+        self._readers: dict[int, AvroReader] = {}
 
     def viewed(self, value: bytes | None) -> Verdict | bytes:
         """A record's JSON view, or the verdict of a record that has none (its header's, or
@@ -73,22 +73,35 @@ class AvroJudge(FramedJudge):
         return self.json.judge_object(obj)
 
     def view(self, schema_id: int, text: str, payload: bytes) -> bytes | None:
+        """The JSON view of the payload by the writer schema `text` (schema_id's), or None."""
+        if schema_id not in self._readers:
+            self._readers[schema_id] = AvroReader(text, self.plain)
+        return self._readers[schema_id].view(payload)
+
+
+class AvroReader:
+    """One writer schema's records read by fastavro and written as their views, decimals of a
+    scale over `plain` as their text (-1: every one)."""
+
+    def __init__(self, text: str, plain: int = PLAIN_SCALE):
+        self.writer = json.loads(text)
+        self.reader = fastavro.parse_schema(_viewed(self.writer))
+        self.named = _named(self.writer, {})
+        self.plain = plain
+
+    def view(self, payload: bytes) -> bytes | None:
         """The JSON view of the payload, None unless it is exactly one record of the schema: decoded,
         no byte left over, and written again it is the same bytes (shortest integers, UTF-8 strings)."""
-        if schema_id not in self._readers:
-            writer = json.loads(text)
-            self._readers[schema_id] = (fastavro.parse_schema(_viewed(writer)), _named(writer, {}))
-        reader, named = self._readers[schema_id]
         try:
-            record = fastavro.schemaless_reader(io.BytesIO(payload), reader, None)
+            record = fastavro.schemaless_reader(io.BytesIO(payload), self.reader, None)
             again = io.BytesIO()
-            fastavro.schemaless_writer(again, reader, record)
+            fastavro.schemaless_writer(again, self.reader, record)
         except Exception:  # whatever fastavro raises on bytes it cannot read is the verdict
             return None
         if again.getvalue() != payload:
             return None
         try:
-            return _json(record, json.loads(text), named, self.plain).encode("utf-8")
+            return _json(record, self.writer, self.named, self.plain).encode("utf-8")
         except OverflowError:  # milliseconds past what microseconds hold: Spark cannot read it either
             return None
 
