@@ -500,6 +500,24 @@ def test_protobuf_records_of_two_versions_and_both_registration_forms_land_and_e
     failed = {c["name"]: c["detail"] for c in outcome.summary["checks"] if c["status"] == "failed"}
     assert outcome.status == "passed", failed
 
+    # `fields: registry` reads the subject's latest version (the base64 one): its message's fields
+    from devkit.pipelines import table_sinks
+
+    folder = tmp_path / "from-registry"
+    only_counts = table_sinks(folder, {"group_by": ["account_id"], "metrics": {"events": "count"}})
+    _, from_registry = pipeline_file(
+        folder, broker.bootstrap, topic, schema={**schema, "fields": "registry"}, sinks=only_counts
+    )
+    read = from_registry.schema
+    assert [(f.name, f.type, f.required) for f in read.fields] == [
+        ("event_id", "string", True),
+        ("account_id", "string", True),
+        ("amount", "string", True),  # a decimal travels as a string of its text: the schema says string
+        ("currency", "string", True),
+        ("event_time", "timestamp", True),  # a Timestamp has presence; named as event_time, it is required
+        ("channel", "string", False),
+    ]
+
 
 def test_debezium_envelopes_in_avro_fold_into_the_keyed_table_and_every_kind_has_its_reason(
     broker, spark, registry, topic, tmp_path

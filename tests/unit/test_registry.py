@@ -122,7 +122,10 @@ def test_the_registry_formats_need_a_registry_and_only_they_take_one():
         with pytest.raises(ValueError, match=f"format {fmt} needs `registry`"):
             Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": fmt})
         assert Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": fmt, "registry": {"url": "http://x"}})
-    with pytest.raises(ValueError, match="`registry` is read with format: avro, json_schema or protobuf, or debezium with converter: avro, only"):
+    with pytest.raises(
+        ValueError,
+        match="`registry` is read with format: avro, json_schema or protobuf, or debezium with converter: avro, only",
+    ):
         Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "registry": {"url": "http://x"}})
     with pytest.raises(ValueError, match="not an http"):
         Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": "avro", "registry": {"url": "x"}})

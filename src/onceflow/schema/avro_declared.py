@@ -106,6 +106,14 @@ def fields_of_avro(schema: dict[str, Any]) -> list[dict[str, Any]]:
         raise ValueError("the latest schema is not an Avro record")
     leaves: list[tuple[tuple[str, ...], dict[str, Any]]] = []
     _leaves(schema, (), True, {}, frozenset(), leaves)
+    return declared_fields(leaves)
+
+
+def declared_fields(leaves: list[tuple[tuple[str, ...], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Leaves of a registry's schema (their keys, their type and rules) as declared fields: each
+    named by its leaf name, or by its path's names joined by `_` where two leaves share one, with
+    its `path` where that is not its name. Avro's (fields_of_avro) and Protobuf's
+    (schema/protobuf_declared.py)."""
     counts: dict[str, int] = {}
     for keys, _ in leaves:
         counts[keys[-1].lower()] = counts.get(keys[-1].lower(), 0) + 1

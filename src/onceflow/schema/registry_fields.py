@@ -1,5 +1,7 @@
-"""`schema.fields: registry`: an Avro pipeline's fields read at load from its subject's latest
-schema, instead of listed (docs/registry.md#fields-from-the-registry).
+"""`schema.fields: registry`: an Avro or Protobuf pipeline's fields read at load from its subject's
+latest schema, instead of listed (docs/registry.md#fields-from-the-registry): Avro's by
+schema/avro_declared.fields_of_avro, Protobuf's (the file's first message) by
+schema/protobuf_declared.fields_of_protobuf.
 
 Listed fields win: a file that lists them never asks the registry for fields. The listed fields are
 the contract a team reviews and can put rules on; fields from the registry follow the producers,
@@ -22,10 +24,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from onceflow.errors import ConfigError, RegistryError
+from onceflow.errors import ConfigError, RegistryError, UnreadableSchemaError
 from onceflow.registry import Registry
 from onceflow.schema.avro_declared import fields_of_avro
-from onceflow.schema.model import AVRO, RegistrySpec
+from onceflow.schema.model import AVRO, PROTOBUF, RegistrySpec
+from onceflow.schema.protobuf import file_set
+from onceflow.schema.protobuf_declared import fields_of_protobuf
 
 FROM_REGISTRY = "registry"
 CACHE_FILE = "registry-fields.json"
@@ -39,10 +43,10 @@ def with_registry_fields(data: dict[str, Any], file: str, state: Path) -> dict[s
     if not (isinstance(schema, dict) and schema.get("fields") == FROM_REGISTRY):
         return data
     where = f"{file}: schema.fields: registry"
-    if schema.get("format") != AVRO:
+    if schema.get("format") not in (AVRO, PROTOBUF):
         raise ConfigError(
-            f"{where} reads an Avro schema's fields, and this schema's format is {schema.get('format', 'json')}. "
-            "Fix: list the fields (docs/pipeline-config.md#schema)"
+            f"{where} reads an Avro or Protobuf schema's fields, and this schema's format is "
+            f"{schema.get('format', 'json')}. Fix: list the fields (docs/pipeline-config.md#schema)"
         )
     try:
         spec = RegistrySpec.model_validate({**(schema.get("registry") or {}), "wait_seconds": 0})
@@ -80,8 +84,10 @@ def with_registry_fields(data: dict[str, Any], file: str, state: Path) -> dict[s
         )
     schema_id, text = latest
     try:
-        fields = fields_of_avro(json.loads(text))
-    except ValueError as exc:
+        fields = (
+            fields_of_avro(json.loads(text)) if schema.get("format") == AVRO else fields_of_protobuf(file_set(text))
+        )
+    except (ValueError, UnreadableSchemaError) as exc:  # a schema no declared fields read
         raise ConfigError(f"{where}: {subject}'s latest schema (id {schema_id}): {exc}") from None
     if cache is not None:
         _keep(cache, {"subject": subject, "id": schema_id, "fields": fields})
@@ -99,6 +105,10 @@ def _latest(registry: Registry, subject: str) -> tuple[int, str] | None:
 
 
 def _with_fields(data: dict[str, Any], schema: dict[str, Any], fields: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fields in the file's schema; the ones it names as event_time and event_id required, as
+    they must be (a Protobuf message field, such as a Timestamp, always has presence: optional)."""
+    named = {schema.get("event_time"), schema.get("event_id")} - {None}
+    fields = [{**f, "required": True} if f["name"] in named else f for f in fields]
     return {**data, "schema": {**schema, "fields": fields}}
 
 

@@ -59,8 +59,10 @@ def test_fields_read_for_another_subject_are_not_taken(tmp_path, state):
         config.load(_file(tmp_path))
 
 
-def test_registry_fields_are_for_avro_and_need_a_valid_registry(tmp_path, state):
-    with pytest.raises(ConfigError, match=r"reads an Avro schema's fields, and this schema's format is json_schema"):
+def test_registry_fields_are_for_avro_and_protobuf_and_need_a_valid_registry(tmp_path, state):
+    with pytest.raises(
+        ConfigError, match=r"reads an Avro or Protobuf schema.s fields, and this schema.s format is json_schema"
+    ):
         config.load(_file(tmp_path, format="json_schema"))
     with pytest.raises(ConfigError) as caught:
         config.load(_file(tmp_path, registry={"url": "ftp://nowhere"}))
