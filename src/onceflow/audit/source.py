@@ -210,25 +210,26 @@ def _parsed(
     framed: tuple[dict, str, str] | None = None,
 ):
     """`_judged` for a Debezium pipeline: each record parsed by the reference envelope parser;
-    with `framed` (converter avro) its Avro envelope read first (cdc/envelope.AvroEnvelope)."""
+    with `framed` (converter avro or json_schema) its framed envelope read first
+    (cdc/envelope.FramedEnvelope)."""
     keys, sequence_by = cdc
 
     def run(batches):
         import pyarrow as pa
 
-        from onceflow.cdc.envelope import AvroEnvelope, Change, Envelope, Malformed
+        from onceflow.cdc.envelope import Change, Envelope, FramedEnvelope, Malformed
         from onceflow.registry import Registry
         from onceflow.schema.model import RegistrySpec, Schema
         from onceflow.schema.reasons import Reason
 
         schema = Schema.model_validate_json(schema_json)
 
-        def make(declared: str) -> Envelope | AvroEnvelope:
+        def make(declared: str) -> Envelope | FramedEnvelope:
             envelope = Envelope(Schema.model_validate_json(declared), keys, sequence_by)
             if framed is None:
                 return envelope
             settings, subject, _ = framed
-            return AvroEnvelope(envelope, Registry(RegistrySpec(**settings)), subject)
+            return FramedEnvelope(envelope, Registry(RegistrySpec(**settings)), subject)
 
         current, parser_for = _per_declaration(schema_json, segments, make)
         keyed = current.spec

@@ -49,7 +49,8 @@ from onceflow.cdc.spec import (
 )
 from onceflow.registry import Registry
 from onceflow.schema.avro_reference import VIEW_BYTES, AvroJudge
-from onceflow.schema.model import INT_RANGE, Encoding, Schema
+from onceflow.schema.framed import FramedJsonJudge
+from onceflow.schema.model import AVRO, INT_RANGE, Encoding, Schema
 from onceflow.schema.reasons import Reason
 from onceflow.schema.reference import (
     ABSENT,
@@ -301,21 +302,26 @@ def _entry(node: Any, key: str) -> dict | None:
     return next((x for x in fields if isinstance(x, dict) and x.get("field") == key), None)
 
 
-class AvroEnvelope:
-    """Debezium's envelopes written by its AvroConverter (schema.converter avro): each record's
-    header checked and its Avro payload decoded by the audit's own Avro reader
-    (schema/avro_reference.AvroJudge: fastavro, every decimal as its text), then its JSON view
-    parsed as a JSON envelope (Envelope). The job does the same with spark-avro and Spark."""
+class FramedEnvelope:
+    """Debezium's envelopes in the Confluent wire format (schema.converter avro or json_schema):
+    each record's header checked by the audit's own reader of the format, its payload made JSON (an
+    Avro envelope decoded by fastavro, every decimal as its text: schema/avro_reference.AvroJudge; a
+    JSON Schema converter's payload as it is: schema/framed.FramedJsonJudge), then parsed as a JSON
+    envelope (Envelope). The job does the same in Spark (spark/registry_parse.py)."""
 
     def __init__(self, envelope: Envelope, registry: Registry, subject: str):
         self.envelope = envelope
         self.spec = envelope.spec
-        self.avro = AvroJudge(envelope.schema, registry, subject, plain=-1)
+        schema = envelope.schema
+        if schema.converter == AVRO:
+            self.reader: AvroJudge | FramedJsonJudge = AvroJudge(schema, registry, subject, plain=-1)
+        else:
+            self.reader = FramedJsonJudge(schema, registry, subject)
 
     def parse(self, key: bytes | None, value: bytes | None) -> Parsed:
         if value is None:
             return TOMBSTONE
-        view = self.avro.viewed(value)
+        view = self.reader.viewed(value)
         if isinstance(view, Verdict):
-            return Malformed(str(view.reason), "the record's header or Avro payload (docs/registry.md#bad-input-named)")
+            return Malformed(str(view.reason), "the record's header or payload (docs/registry.md#bad-input-named)")
         return self.envelope.parse(key, view, max_bytes=VIEW_BYTES)

@@ -196,7 +196,7 @@ def produce_plan(spec: str):
     try:
         if keyed is not None and keyed.debezium:
             stream = ChangeStream(pipeline.schema, keyed, count=0)
-            kinds = avro_change_kinds(stream) if pipeline.schema.framing else stream.kinds()
+            kinds = avro_change_kinds(stream) if pipeline.schema.framing == AVRO else stream.kinds()
         elif pipeline.schema.format in (AVRO, PROTOBUF):
             framing = reasons.FRAMED_REASONS[pipeline.schema.format]
             kinds = framed_kinds(Generator(pipeline.schema, group_by=group_by), reasons=framing)

@@ -197,8 +197,8 @@ def produce(
     (`_change_batches`), so `count` records are committed; `large_ratio` does not apply.
 
     frame_id: each value in the Confluent wire format with this schema id (a `json_schema`
-    pipeline's, onceflow.registry.frame), the events made 5 bytes shorter so that a record of
-    exactly max_bytes still is one, header included.
+    pipeline's, or a Debezium one's with `converter: json_schema`; onceflow.registry.frame), the
+    events made 5 bytes shorter so that a record of exactly max_bytes still is one, header included.
 
     writers: an `avro` or `protobuf` pipeline's registered writer schemas (generate/avro_events.py,
     generate/protobuf_events.py): the events are written in the format, the first half with the
@@ -220,6 +220,8 @@ def produce(
         raise ProducerError(f"count={count} and rate={rate} must be at least 0, txn_size={txn_size} at least 1")
     stream: ChangeStream | None = None
     batches: Iterator[Batch]
+    if frame_id is not None:  # the header counts towards max_bytes
+        schema = schema.model_copy(update={"max_bytes": schema.max_bytes - HEADER_BYTES})
     if keyed is not None and keyed.debezium:
         stream = ChangeStream(
             schema,
@@ -236,8 +238,6 @@ def produce(
             changes = AvroChanges(stream, envelope[0], envelope[1], keyed)
         batches = _change_batches(changes, txn_size, abort_ratio, random.Random(None if seed is None else seed + 2))
     else:
-        if frame_id is not None:  # the header counts towards max_bytes
-            schema = schema.model_copy(update={"max_bytes": schema.max_bytes - HEADER_BYTES})
         gen = Generator(
             schema, seed, group_by=group_by, key_field=key_field, large_ratio=0.0 if writers else large_ratio
         )

@@ -56,11 +56,17 @@ class FramedJsonJudge(FramedJudge):
     UNKNOWN_SCHEMA = Reason.JSON_SCHEMA_UNKNOWN_SCHEMA
     OTHER_SUBJECT = Reason.JSON_SCHEMA_OTHER_SUBJECT
 
-    def judge(self, value: bytes | None) -> Verdict:
+    def viewed(self, value: bytes | None) -> Verdict | bytes:
+        """A record's JSON payload, or the verdict of a record that has none (its header's, or
+        `json_schema_unsupported_schema`)."""
         found = self.header(value)
         if isinstance(found, Verdict):
             return found
         schema_id, payload = found
         if self.registry.schema_type(schema_id) != JSON_SCHEMA_TYPE:
             return self._empty(Reason.JSON_SCHEMA_UNSUPPORTED_SCHEMA)
-        return self.json.judge(payload)
+        return payload
+
+    def judge(self, value: bytes | None) -> Verdict:
+        payload = self.viewed(value)
+        return payload if isinstance(payload, Verdict) else self.json.judge(payload)

@@ -23,7 +23,7 @@ JSON_SCHEMA = "json_schema"
 PROTOBUF = "protobuf"
 # the formats whose records are framed with a registry's schema id (the Confluent wire format)
 REGISTRY_FORMATS = (AVRO, JSON_SCHEMA, PROTOBUF)
-CONVERTERS = ("json", AVRO)  # how a Debezium topic's envelopes are written (Schema.converter)
+CONVERTERS = ("json", AVRO, JSON_SCHEMA)  # how a Debezium topic's envelopes are written (Schema.converter)
 TYPES = ("string", "int", "long", "double", "boolean", "timestamp", "date")  # and decimal(p,s)
 NUMERIC = ("int", "long", "double", "decimal")
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
@@ -360,8 +360,9 @@ class Schema(_Model):
     # decoded message (docs/registry.md)
     format: str = "json"
     # with format debezium: how the connector's envelopes are written, its `value.converter`: json
-    # (JsonConverter, with or without schemas) or avro (AvroConverter: Avro in the Confluent wire
-    # format, its schemas in `registry`, read as the JSON view; docs/cdc.md#envelopes-in-avro)
+    # (JsonConverter, with or without schemas), avro (AvroConverter: Avro in the Confluent wire
+    # format, its schemas in `registry`, read as the JSON view; docs/cdc.md#envelopes-in-avro) or
+    # json_schema (JsonSchemaConverter: the JSON envelope after the wire format's header)
     converter: str = "json"
     registry: RegistrySpec | None = None
     # at most Kafka's default message size: Spark's VARIANT holds at most 16 MiB, and a record's
@@ -410,7 +411,7 @@ class Schema(_Model):
                 f"format: debezium only (a topic of plain Avro records is format: avro). Remove it"
             )
         if self.framing is not None and self.registry is None:
-            what = "format debezium with converter avro" if debezium else f"format {self.format}"
+            what = f"format debezium with converter {self.converter}" if debezium else f"format {self.format}"
             raise ValueError(
                 f"{what} needs `registry`: the schema registry that holds the writer schemas, "
                 "e.g. registry: {url: ${ONCEFLOW_REGISTRY_URL}} (docs/registry.md)"
@@ -418,7 +419,7 @@ class Schema(_Model):
         if self.registry is not None and self.framing is None:
             raise ValueError(
                 f"`registry` is read with format: {', '.join(REGISTRY_FORMATS[:-1])} or {REGISTRY_FORMATS[-1]}, "
-                f"or debezium with converter: avro, only (this schema is {self.format}); remove it"
+                f"or debezium with converter: avro or json_schema, only (this schema is {self.format}); remove it"
             )
         if self.event_time is None and not debezium:
             raise ValueError(f"event_time is missing; name the required timestamp field of the event ({names})")
@@ -480,10 +481,10 @@ class Schema(_Model):
     def framing(self) -> str | None:
         """The format of a registry's framed records this schema's topic holds (a key of
         schema/reasons.FRAMED_REASONS: avro, json_schema, protobuf), None for plain JSON: a Debezium
-        topic's envelopes are Avro under converter avro."""
+        topic's envelopes are Avro under converter avro, framed JSON under converter json_schema."""
         if self.format in REGISTRY_FORMATS:
             return self.format
-        return AVRO if self.format == DEBEZIUM and self.converter == AVRO else None
+        return self.converter if self.format == DEBEZIUM and self.converter != "json" else None
 
     @property
     def event_time_position(self) -> str | None:

@@ -37,4 +37,4 @@ def registry_parser(pipeline: Pipeline, unprocessable: Unprocessable | None = No
             with_views(raw, registry, subject, plain), schema, unprocessable=unprocessable, keyed=keyed
         )
     readable = with_protobuf_views if schema.framing == PROTOBUF else with_json_payloads
-    return lambda raw: parse_events(readable(raw, registry, subject), schema, unprocessable=unprocessable)
+    return lambda raw: parse_events(readable(raw, registry, subject), schema, unprocessable=unprocessable, keyed=keyed)
