@@ -37,6 +37,10 @@ def test_a_precise_decimal_under_the_avro_converter_is_refused_with_the_fix(tmp_
         _pipeline(tmp_path, schema)
     with pytest.raises(ConfigError, match="needs `registry`"):
         _pipeline(tmp_path, {k: v for k, v in SCHEMA.items() if k != "registry"})
+    json_schema = {**schema, "converter": "json_schema"}  # balance stays `encoding: precise`
+    with pytest.raises(ConfigError, match="format debezium with converter json_schema needs `registry`"):
+        _pipeline(tmp_path, {k: v for k, v in json_schema.items() if k != "registry"})
+    assert _pipeline(tmp_path, json_schema).schema.framing == "json_schema"  # precise decimals stay base64
     with pytest.raises(ConfigError, match="format: debezium only"):
         from devkit.pipelines import PAYMENTS_SCHEMA_BODY, pipeline_file
 
