@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 
 from devkit.pipelines import PAYMENTS_SCHEMA_BODY, pipeline_file
 from onceflow.audit.run import run_audit
+from onceflow.generate.producer import ProduceSummary
 from onceflow.kafka.admin import ensure_topic
 from onceflow.ledger import read_ledger
 from onceflow.registry import Registry, frame
@@ -72,6 +73,25 @@ def _payment(i: int, **changes) -> dict:
         "event_time": datetime(2026, 11, 29, 12, tzinfo=UTC) + timedelta(seconds=i),
     }
     return {**base, **changes}
+
+
+def _produced(broker, pipeline, count: int, seed: int, **extra) -> ProduceSummary:
+    """`onceflow produce`'s stream for the pipeline's topic: a quarter malformed (every kind the
+    format can hold), a tenth of the transactions aborted, in 2 partitions."""
+    from onceflow.generate.producer import produce
+
+    return produce(
+        broker.bootstrap,
+        pipeline.source.topic,
+        count,
+        schema=pipeline.schema,
+        seed=seed,
+        partitions=2,
+        malformed_ratio=0.25,
+        abort_ratio=0.1,
+        txn_size=40,
+        **extra,
+    )
 
 
 def _landed(broker, spark, pipeline, topic: str, values: list[bytes]) -> tuple[list[dict], list[dict]]:
@@ -284,7 +304,6 @@ def test_onceflow_produce_writes_avro_in_two_versions_and_every_kind_lands_with_
     the framed records), and the audit passes again."""
     from onceflow.generate.avro_events import framed_kinds
     from onceflow.generate.framing import registry_framing
-    from onceflow.generate.producer import produce
     from onceflow.generate.records import Generator
     from onceflow.registry import unframe
     from onceflow.spark.backfill import run_backfill
@@ -296,18 +315,7 @@ def test_onceflow_produce_writes_avro_in_two_versions_and_every_kind_lands_with_
     writers = framing["writers"]
     assert writers.first.schema_id != writers.evolved.schema_id
     assert registry_framing(pipeline, malformed=True)["writers"] == writers  # registered once: the ids again
-    summary = produce(
-        broker.bootstrap,
-        topic,
-        800,
-        schema=pipeline.schema,
-        seed=11,
-        partitions=2,
-        malformed_ratio=0.25,
-        abort_ratio=0.1,
-        txn_size=40,
-        **framing,
-    )
+    summary = _produced(broker, pipeline, 800, seed=11, **framing)
     committed = [r for r in summary.records if not r.aborted]
     kinds = Counter(r.kind for r in committed if r.kind != "valid")
     assert set(kinds) == set(framed_kinds(Generator(pipeline.schema))), kinds
@@ -432,7 +440,6 @@ def test_protobuf_records_of_two_versions_and_both_registration_forms_land_and_e
 
     from onceflow.generate.avro_events import framed_kinds
     from onceflow.generate.framing import registry_framing
-    from onceflow.generate.producer import produce
     from onceflow.generate.protobuf_events import ProtoWriter
     from onceflow.generate.records import Generator
     from onceflow.kafka.client import KafkaClient
@@ -449,18 +456,7 @@ def test_protobuf_records_of_two_versions_and_both_registration_forms_land_and_e
     framing = registry_framing(pipeline, malformed=True)
     writers = framing["writers"]
     assert writers.first.schema_id != writers.evolved.schema_id
-    summary = produce(
-        broker.bootstrap,
-        topic,
-        600,
-        schema=pipeline.schema,
-        seed=13,
-        partitions=2,
-        malformed_ratio=0.25,
-        abort_ratio=0.1,
-        txn_size=40,
-        **framing,
-    )
+    summary = _produced(broker, pipeline, 600, seed=13, **framing)
     committed = [r for r in summary.records if not r.aborted]
     kinds = Counter(r.kind for r in committed if r.kind != "valid")
     assert set(kinds) == set(framed_kinds(Generator(pipeline.schema), reasons=PROTOBUF_REASONS)), kinds
@@ -533,7 +529,6 @@ def test_debezium_envelopes_in_the_wire_format_fold_into_the_keyed_table_and_eve
     of the format and the JSON envelope parser) passes."""
     from devkit.pipelines import _CUSTOMERS_CDC, cdc_pipeline_file
     from onceflow.generate.framing import registry_framing
-    from onceflow.generate.producer import produce
     from onceflow.registry import unframe
     from tests.exactly_once import assert_current_exactly_once
 
@@ -544,19 +539,7 @@ def test_debezium_envelopes_in_the_wire_format_fold_into_the_keyed_table_and_eve
     _, pipeline = cdc_pipeline_file(tmp_path / "pipeline", broker.bootstrap, f"{topic}.public.customers", schema=schema)
     framing = registry_framing(pipeline, malformed=True)
     assert set(framing) == {"envelope" if converter == "avro" else "frame_id"}
-    summary = produce(
-        broker.bootstrap,
-        pipeline.source.topic,
-        700,
-        schema=pipeline.schema,
-        seed=19,
-        partitions=2,
-        malformed_ratio=0.2,
-        abort_ratio=0.1,
-        txn_size=40,
-        keyed=pipeline.keyed,
-        **framing,
-    )
+    summary = _produced(broker, pipeline, 700, seed=19, keyed=pipeline.keyed, **framing)
     result = run_ingest(pipeline, spark=spark)
     assert result.status == "finished", result
     figures = assert_current_exactly_once(pipeline, broker.bootstrap, summary.changes)
