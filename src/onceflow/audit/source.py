@@ -16,6 +16,7 @@ fields and today's keys and sequence_by.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
@@ -294,10 +295,12 @@ def declaration_segments(pipeline: Pipeline) -> Segments:
     return out
 
 
+@functools.lru_cache(maxsize=64)
 def as_declared_today(recorded: str | None) -> str | None:
     """A batch's recorded declaration as today's model writes it: a setting added to the model
     since, at its default (say schema.registry.wait_seconds), makes no other declaration, so the
-    report names no change that was never made. One the model no longer reads stays as it was."""
+    report names no change that was never made. One the model no longer reads stays as it was.
+    Cached: a ledger's entries share a handful of declarations."""
     from pydantic import ValidationError
 
     from onceflow.schema.model import Schema
