@@ -124,7 +124,8 @@ def test_the_registry_formats_need_a_registry_and_only_they_take_one():
         assert Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "format": fmt, "registry": {"url": "http://x"}})
     with pytest.raises(
         ValueError,
-        match="`registry` is read with format: avro, json_schema or protobuf, or debezium with converter: avro or json_schema, only",
+        match="`registry` is read with format: avro, json_schema or protobuf, or debezium with converter: avro or "
+        "json_schema, only",
     ):
         Schema.model_validate({**PAYMENTS_SCHEMA_BODY, "registry": {"url": "http://x"}})
     with pytest.raises(ValueError, match="not an http"):

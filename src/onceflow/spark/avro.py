@@ -4,12 +4,13 @@ declared fields and rules then judge as any JSON event (spark/parse.py).
 Per batch (spark/framed.py): the schema ids the batch holds, each asked of the registry once per
 process (onceflow.registry); then per id, in pure Spark: `from_avro` (spark-avro) on the payload,
 floats widened to doubles, decimals of a scale over 6 as their plain text, `to_json` → the view
-(docs/registry.md#the-json-view). A payload is read
-as a record only when it is exactly one: its view read back (`from_json`) and written again
-(`to_avro`) is the payload, byte for byte (nothing left over, integers in their shortest form,
-strings in UTF-8); anything else is `avro_undecodable`. Records whose id the registry does not know,
-or knows under another subject, or whose schema onceflow does not read (schema/avro.py), get their
-own reasons (schema/reasons.AVRO_REASONS). A registry that does not answer fails the batch: no
+(docs/registry.md#the-json-view). A payload is read as a record only when it is exactly one: its
+view read back (`from_json`) and written again (`to_avro`) is the payload, byte for byte (nothing
+left over, integers in their shortest form, strings in UTF-8), or for a record with a map, whose
+entries Avro's Java reader reorders, of the payload's length and bytes as a multiset; anything else
+is `avro_undecodable`. Records whose id the registry does not know, or knows under another subject,
+or whose schema onceflow does not read (schema/avro.py), get their own reasons
+(schema/reasons.AVRO_REASONS). A registry that does not answer fails the batch: no
 record is quarantined because the registry was down.
 
 The audit does not reuse this module: schema/avro_reference.py reads the same bytes with fastavro.
@@ -134,7 +135,29 @@ def _view(raw: DataFrame, payload: Column, writer: str, plain: int) -> Column:
     back = F.from_json(text, dtype, VIEW_OPTIONS)  # a decimal's text reads back as the decimal
     complete = _complete(back, dtype)
     again = to_avro(back, writer)
-    return F.when((again == payload) if complete is None else F.when(complete, again == payload), text)
+    same = _same_record(again, payload) if _has_map(dtype) else again == payload
+    return F.when(same if complete is None else F.when(complete, same), text)
+
+
+def _has_map(t: DataType) -> bool:
+    if isinstance(t, MapType):
+        return True
+    if isinstance(t, StructType):
+        return any(_has_map(f.dataType) for f in t.fields)
+    return isinstance(t, ArrayType) and _has_map(t.elementType)
+
+
+def _same_record(again: Column, payload: Column) -> Column:
+    """True when `again` (a record written again) is `payload` but for the order of map entries,
+    which Avro's Java reader does not keep (it reads a map into a hash map): the same length, the
+    same bytes as a multiset. Every other difference the byte-for-byte check sees changes one of
+    them: a byte left over, an integer not in its shortest form, a map in more than one block or
+    with a key twice (the length); a string that is not UTF-8 (its bytes become U+FFFD's)."""
+
+    def sorted_bytes(c: Column) -> Column:
+        return F.array_sort(F.regexp_extract_all(F.hex(c), F.lit("(..)"), 1))
+
+    return (F.length(again) == F.length(payload)) & (sorted_bytes(again) == sorted_bytes(payload))
 
 
 def with_views(raw: DataFrame, registry: Registry, subject: str, plain: int = PLAIN_SCALE) -> DataFrame:
