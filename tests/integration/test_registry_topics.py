@@ -258,6 +258,19 @@ def test_json_schema_records_land_by_their_payload_and_each_broken_header_has_it
     failed = {c["name"]: c["detail"] for c in outcome.summary["checks"] if c["status"] == "failed"}
     assert outcome.status == "passed", failed
 
+    # `fields: registry` reads the subject's latest version (JSON_V2): its object's properties
+    _, from_registry = pipeline_file(
+        tmp_path / "from-registry", broker.bootstrap, topic, schema={**schema, "fields": "registry"}
+    )
+    assert [(f.name, f.type, f.required) for f in from_registry.schema.fields] == [
+        ("event_id", "string", True),
+        ("account_id", "string", True),
+        ("amount", "double", True),
+        ("currency", "string", True),
+        ("event_time", "timestamp", True),
+        ("channel", "string", False),
+    ]
+
 
 def test_produce_frames_a_json_schema_pipelines_events_with_the_declared_fields_schema(
     broker, registry, topic, tmp_path, capsys

@@ -1,7 +1,8 @@
-"""`schema.fields: registry`: an Avro or Protobuf pipeline's fields read at load from its subject's
-latest schema, instead of listed (docs/registry.md#fields-from-the-registry): Avro's by
-schema/avro_declared.fields_of_avro, Protobuf's (the file's first message) by
-schema/protobuf_declared.fields_of_protobuf.
+"""`schema.fields: registry`: an Avro, Protobuf or JSON Schema pipeline's fields read at load from
+its subject's latest schema, instead of listed (docs/registry.md#fields-from-the-registry): Avro's
+by schema/avro_declared.fields_of_avro, Protobuf's (the file's first message) by
+schema/protobuf_declared.fields_of_protobuf, JSON Schema's by
+schema/json_schema_declared.fields_of_json_schema.
 
 Listed fields win: a file that lists them never asks the registry for fields. The listed fields are
 the contract a team reviews and can put rules on; fields from the registry follow the producers,
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +29,18 @@ from pydantic import ValidationError
 from onceflow.errors import ConfigError, RegistryError, UnreadableSchemaError
 from onceflow.registry import Registry
 from onceflow.schema.avro_declared import fields_of_avro
-from onceflow.schema.model import AVRO, PROTOBUF, RegistrySpec
+from onceflow.schema.json_schema_declared import fields_of_json_schema
+from onceflow.schema.model import AVRO, JSON_SCHEMA, PROTOBUF, RegistrySpec
 from onceflow.schema.protobuf import file_set
 from onceflow.schema.protobuf_declared import fields_of_protobuf
 
 FROM_REGISTRY = "registry"
+# each format's reading of a registered schema's text into declared fields
+READERS: dict[str, Callable[[str], list[dict[str, Any]]]] = {
+    AVRO: lambda text: fields_of_avro(json.loads(text)),
+    PROTOBUF: lambda text: fields_of_protobuf(file_set(text)),
+    JSON_SCHEMA: lambda text: fields_of_json_schema(json.loads(text)),
+}
 CACHE_FILE = "registry-fields.json"
 _log = logging.getLogger("onceflow.config")
 
@@ -43,10 +52,11 @@ def with_registry_fields(data: dict[str, Any], file: str, state: Path) -> dict[s
     if not (isinstance(schema, dict) and schema.get("fields") == FROM_REGISTRY):
         return data
     where = f"{file}: schema.fields: registry"
-    if schema.get("format") not in (AVRO, PROTOBUF):
+    fmt = schema.get("format")
+    if fmt not in READERS:
         raise ConfigError(
-            f"{where} reads an Avro or Protobuf schema's fields, and this schema's format is "
-            f"{schema.get('format', 'json')}. Fix: list the fields (docs/pipeline-config.md#schema)"
+            f"{where} reads an Avro, Protobuf or JSON Schema schema's fields, and this schema's format is "
+            f"{fmt or 'json'}. Fix: list the fields (docs/pipeline-config.md#schema)"
         )
     try:
         spec = RegistrySpec.model_validate({**(schema.get("registry") or {}), "wait_seconds": 0})
@@ -84,9 +94,7 @@ def with_registry_fields(data: dict[str, Any], file: str, state: Path) -> dict[s
         )
     schema_id, text = latest
     try:
-        fields = (
-            fields_of_avro(json.loads(text)) if schema.get("format") == AVRO else fields_of_protobuf(file_set(text))
-        )
+        fields = READERS[str(fmt)](text)
     except (ValueError, UnreadableSchemaError) as exc:  # a schema no declared fields read
         raise ConfigError(f"{where}: {subject}'s latest schema (id {schema_id}): {exc}") from None
     if cache is not None:

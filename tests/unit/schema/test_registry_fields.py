@@ -59,11 +59,11 @@ def test_fields_read_for_another_subject_are_not_taken(tmp_path, state):
         config.load(_file(tmp_path))
 
 
-def test_registry_fields_are_for_avro_and_protobuf_and_need_a_valid_registry(tmp_path, state):
+def test_registry_fields_are_for_the_registry_formats_and_need_a_valid_registry(tmp_path, state):
     with pytest.raises(
-        ConfigError, match=r"reads an Avro or Protobuf schema.s fields, and this schema.s format is json_schema"
+        ConfigError, match=r"reads an Avro, Protobuf or JSON Schema schema.s fields, and this schema.s format is json"
     ):
-        config.load(_file(tmp_path, format="json_schema"))
+        config.load(_file(tmp_path, format="json", registry=None))
     with pytest.raises(ConfigError) as caught:
         config.load(_file(tmp_path, registry={"url": "ftp://nowhere"}))
     assert "field `schema.registry.url`: Value error, 'ftp://nowhere' is not an http(s) URL" in str(caught.value)
