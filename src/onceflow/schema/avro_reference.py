@@ -79,6 +79,19 @@ class AvroJudge(FramedJudge):
         return self._readers[schema_id].view(payload)
 
 
+def _canonical_nans(v: Any) -> Any:
+    """`v` with every NaN Java's (0x7ff8000000000000, 0x7fc00000 as a float): the job's view writes a
+    NaN as the text "NaN", which reads back as Java's own, so a payload with any other NaN (a sign, a
+    payload in its mantissa) is not written again byte for byte by the job, nor then by the judge."""
+    if isinstance(v, float) and math.isnan(v):
+        return math.nan
+    if isinstance(v, dict):
+        return {k: _canonical_nans(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_canonical_nans(x) for x in v]
+    return v
+
+
 class AvroReader:
     """One writer schema's records read by fastavro and written as their views, decimals of a
     scale over `plain` as their text (-1: every one)."""
@@ -95,7 +108,7 @@ class AvroReader:
         try:
             record = fastavro.schemaless_reader(io.BytesIO(payload), self.reader, None)
             again = io.BytesIO()
-            fastavro.schemaless_writer(again, self.reader, record)
+            fastavro.schemaless_writer(again, self.reader, _canonical_nans(record))
         except Exception:  # whatever fastavro raises on bytes it cannot read is the verdict
             return None
         if again.getvalue() != payload:
