@@ -48,6 +48,7 @@ from onceflow.cdc.spec import (
     resolve,
 )
 from onceflow.registry import Registry
+from onceflow.schema.avro import EVERY_DECIMAL
 from onceflow.schema.avro_reference import VIEW_BYTES, AvroJudge
 from onceflow.schema.framed import FramedJsonJudge
 from onceflow.schema.model import AVRO, INT_RANGE, Encoding, Schema
@@ -314,7 +315,7 @@ class FramedEnvelope:
         self.spec = envelope.spec
         schema = envelope.schema
         if schema.converter == AVRO:
-            self.reader: AvroJudge | FramedJsonJudge = AvroJudge(schema, registry, subject, plain=-1)
+            self.reader: AvroJudge | FramedJsonJudge = AvroJudge(schema, registry, subject, plain=EVERY_DECIMAL)
         else:
             self.reader = FramedJsonJudge(schema, registry, subject)
 

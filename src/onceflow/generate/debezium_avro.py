@@ -33,7 +33,7 @@ from onceflow.generate.avro_events import UNKNOWN_ID
 from onceflow.generate.changes import ChangeRecord, ChangeStream
 from onceflow.generate.records import VALID
 from onceflow.registry import Registry, frame
-from onceflow.schema.avro import install_minimal_decimals
+from onceflow.schema.avro import EVERY_DECIMAL, install_minimal_decimals
 from onceflow.schema.avro_reference import VIEW_BYTES, AvroReader
 from onceflow.schema.model import Encoding, FieldSpec, Schema
 from onceflow.schema.reasons import Reason
@@ -172,7 +172,7 @@ class AvroChanges:
     def __init__(self, stream: ChangeStream, envelope: dict[str, Any], schema_id: int, keyed: KeyedSpec):
         self.stream, self.envelope, self.schema_id = stream, envelope, schema_id
         self.parsed = fastavro.parse_schema(json.loads(json.dumps(envelope)))
-        self.avro = AvroReader(json.dumps(envelope), plain=-1)
+        self.avro = AvroReader(json.dumps(envelope), plain=EVERY_DECIMAL)
         self.named = {"Value": envelope["fields"][0]["type"][1]}  # `after` names `before`'s record
         self.reader = Envelope(stream.schema, [f.name for f in keyed.keys], [p.name for p in keyed.sequence])
         self.rng = random.Random(stream.rng.random())

@@ -26,6 +26,8 @@ MAX_DECIMAL_DIGITS = 38
 # without an exponent: from scale 7 on, a value under 10^-6 or a zero is written 1E-7 or 0E-7, so the
 # JSON view writes those decimals as plain text (spark/avro.py, schema/avro_reference.py)
 PLAIN_SCALE = 6
+# every decimal as its text, at any scale: a Debezium envelope's view (`encoding: string`, docs/cdc.md)
+EVERY_DECIMAL = -1
 UNREAD_LOGICAL = ("time-millis", "time-micros")
 VIEWED_LOGICAL = (
     "decimal",

@@ -47,7 +47,7 @@ class AvroJudge(FramedJudge):
 
     def __init__(self, schema: Schema, registry: Registry, subject: str, plain: int = PLAIN_SCALE):
         super().__init__(schema, registry, subject)
-        self.plain = plain  # the scale past which a decimal is viewed as its text (-1: every one)
+        self.plain = plain  # the scale past which a decimal is viewed as its text (EVERY_DECIMAL: every one)
         self._readers: dict[int, AvroReader] = {}
 
     def viewed(self, value: bytes | None) -> Verdict | bytes:
@@ -94,7 +94,7 @@ def _canonical_nans(v: Any) -> Any:
 
 class AvroReader:
     """One writer schema's records read by fastavro and written as their views, decimals of a
-    scale over `plain` as their text (-1: every one)."""
+    scale over `plain` as their text (EVERY_DECIMAL: every one)."""
 
     def __init__(self, text: str, plain: int = PLAIN_SCALE):
         self.writer = json.loads(text)

@@ -40,6 +40,10 @@ WRAPPERS = frozenset(
     for n in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes")
 )
 MAX_INDEXES = 32  # a deeper path of nested messages is refused (real schemas nest a few levels)
+# the Timestamps the view writes as RFC 3339 text (0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z, nanos
+# 0..999,999,999); any other is written as its {"seconds", "nanos"} object (docs/registry.md)
+TIMESTAMP_SECONDS = (-62_135_596_800, 253_402_300_799)
+MAX_NANOS = 999_999_999
 
 
 def _from_bytes(text: str) -> descriptor_pb2.FileDescriptorProto | None:
@@ -167,3 +171,45 @@ def encode_indexes(indexes: tuple[int, ...]) -> bytes:
     if indexes == (0,):
         return b"\x00"
     return varint(len(indexes)) + b"".join(varint(i) for i in indexes)
+
+
+class FileTypes:
+    """A FileDescriptorSet's messages and enums by full name (`.pkg.Outer.Inner`), and the message a
+    record's indexes name in its last file: the audit's decoder (schema/protobuf_reference.py) and
+    `fields: registry` (schema/protobuf_declared.py) read the schema through it; the job reads it
+    with the protobuf runtime."""
+
+    def __init__(self, files: bytes):
+        fset = descriptor_pb2.FileDescriptorSet.FromString(files)
+        self.messages: dict[str, descriptor_pb2.DescriptorProto] = {}
+        self.enums: dict[str, descriptor_pb2.EnumDescriptorProto] = {}
+        for f in fset.file:
+            prefix = f".{f.package}" if f.package else ""
+            for e in f.enum_type:
+                self.enums[f"{prefix}.{e.name}"] = e
+            for m in f.message_type:
+                self._add(prefix, m)
+        self.file = fset.file[-1]
+        self.package = f".{self.file.package}" if self.file.package else ""
+
+    def _add(self, prefix: str, m: descriptor_pb2.DescriptorProto) -> None:
+        name = f"{prefix}.{m.name}"
+        self.messages[name] = m
+        for e in m.enum_type:
+            self.enums[f"{name}.{e.name}"] = e
+        for n in m.nested_type:
+            self._add(name, n)
+
+    def named(self, indexes: tuple[int, ...]) -> str | None:
+        """The full name of the message the record's indexes point at; None for no such message."""
+        within, name = list(self.file.message_type), self.package
+        found = None
+        for i in indexes:
+            if i >= len(within):
+                return None
+            found = within[i]
+            name = f"{name}.{found.name}"
+            within = list(found.nested_type)
+        if found is None or found.options.map_entry:
+            return None
+        return name

@@ -16,7 +16,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2
 
 from onceflow.schema.avro_declared import declared_fields
-from onceflow.schema.protobuf import TIMESTAMP, WRAPPERS
+from onceflow.schema.protobuf import TIMESTAMP, WRAPPERS, FileTypes
 
 F = descriptor_pb2.FieldDescriptorProto
 _TYPES = {
@@ -41,28 +41,12 @@ _TYPES = {
 def fields_of_protobuf(files: bytes) -> list[dict[str, Any]]:
     """The declared fields (FieldSpec's keys) of the first message of the FileDescriptorSet's last
     file (schema/protobuf.file_set). ValueError, naming the field, for what no declared type reads."""
-    fset = descriptor_pb2.FileDescriptorSet.FromString(files)
-    messages: dict[str, descriptor_pb2.DescriptorProto] = {}
-    enums: dict[str, descriptor_pb2.EnumDescriptorProto] = {}
-    for f in fset.file:
-        prefix = f".{f.package}" if f.package else ""
-        for e in f.enum_type:
-            enums[f"{prefix}.{e.name}"] = e
-        for m in f.message_type:
-            _index(f"{prefix}.{m.name}", m, messages, enums)
-    top = fset.file[-1]
-    first = f"{'.' + top.package if top.package else ''}.{top.message_type[0].name}"
+    types = FileTypes(files)
+    first = types.named((0,))
+    assert first is not None, "schema/protobuf.file_set refuses a file with no message"
     leaves: list[tuple[tuple[str, ...], dict[str, Any]]] = []
-    _leaves(first, (), True, messages, enums, frozenset(), leaves)
+    _leaves(first, (), True, types.messages, types.enums, frozenset(), leaves)
     return declared_fields(leaves)
-
-
-def _index(name: str, m: descriptor_pb2.DescriptorProto, messages: dict, enums: dict) -> None:
-    messages[name] = m
-    for e in m.enum_type:
-        enums[f"{name}.{e.name}"] = e
-    for n in m.nested_type:
-        _index(f"{name}.{n.name}", n, messages, enums)
 
 
 def _leaves(

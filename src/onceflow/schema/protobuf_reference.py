@@ -13,6 +13,7 @@ docs/registry.md#the-json-view-of-a-protobuf-record; the declared fields then ju
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import struct
@@ -25,7 +26,16 @@ from onceflow.errors import UndecodableMessage, UnreadableSchemaError
 from onceflow.registry import Registry
 from onceflow.schema.framed import FramedJudge
 from onceflow.schema.model import Schema
-from onceflow.schema.protobuf import PROTOBUF_TYPE, TIMESTAMP, WRAPPERS, file_set, message_indexes
+from onceflow.schema.protobuf import (
+    MAX_NANOS,
+    PROTOBUF_TYPE,
+    TIMESTAMP,
+    TIMESTAMP_SECONDS,
+    WRAPPERS,
+    FileTypes,
+    file_set,
+    message_indexes,
+)
 from onceflow.schema.reasons import Reason
 from onceflow.schema.reference import Verdict
 
@@ -40,7 +50,6 @@ _WIRE_OF = {
     **dict.fromkeys((F.TYPE_STRING, F.TYPE_BYTES, F.TYPE_MESSAGE), LEN),
 }
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_SECONDS = (-62_135_596_800, 253_402_300_799)
 UNKNOWN = 0  # no field has number 0: the key of a decoded message's "held an unknown field"
 MAX_DEPTH = 100  # the runtime's recursion limit: deeper messages (or groups) do not parse
 
@@ -65,44 +74,6 @@ def _signed(v: int, bits: int) -> int:
 def _unzigzag(v: int, bits: int) -> int:
     v &= (1 << bits) - 1
     return (v >> 1) ^ -(v & 1)
-
-
-class _Types:
-    """The schema's messages and enums by full name (`.pkg.Outer.Inner`), from its files."""
-
-    def __init__(self, fset: descriptor_pb2.FileDescriptorSet):
-        self.messages: dict[str, descriptor_pb2.DescriptorProto] = {}
-        self.enums: dict[str, descriptor_pb2.EnumDescriptorProto] = {}
-        for f in fset.file:
-            prefix = f".{f.package}" if f.package else ""
-            for e in f.enum_type:
-                self.enums[f"{prefix}.{e.name}"] = e
-            for m in f.message_type:
-                self._add(prefix, m)
-        self.file = fset.file[-1]
-        self.package = f".{self.file.package}" if self.file.package else ""
-
-    def _add(self, prefix: str, m: descriptor_pb2.DescriptorProto) -> None:
-        name = f"{prefix}.{m.name}"
-        self.messages[name] = m
-        for e in m.enum_type:
-            self.enums[f"{name}.{e.name}"] = e
-        for n in m.nested_type:
-            self._add(name, n)
-
-    def named(self, indexes: tuple[int, ...]) -> str | None:
-        """The full name of the message the record's indexes point at; None for no such message."""
-        within, name = list(self.file.message_type), self.package
-        found = None
-        for i in indexes:
-            if i >= len(within):
-                return None
-            found = within[i]
-            name = f"{name}.{found.name}"
-            within = list(found.nested_type)
-        if found is None or found.options.map_entry:
-            return None
-        return name
 
 
 def _one(t: int, wire: int, data: bytes, at: int) -> tuple[Any, int]:
@@ -132,7 +103,7 @@ def _one(t: int, wire: int, data: bytes, at: int) -> tuple[Any, int]:
 
 
 class _Decoder:
-    def __init__(self, types: _Types):
+    def __init__(self, types: FileTypes):
         self.types = types
 
     def _skip(self, wire: int, number: int, data: bytes, at: int, depth: int) -> int:
@@ -237,7 +208,7 @@ class _Decoder:
 
 def _timestamp(fields: dict[int, Any]) -> Any:
     seconds, nanos = fields.get(1, 0), fields.get(2, 0)
-    if not (_SECONDS[0] <= seconds <= _SECONDS[1] and 0 <= nanos <= 999_999_999):
+    if not (TIMESTAMP_SECONDS[0] <= seconds <= TIMESTAMP_SECONDS[1] and 0 <= nanos <= MAX_NANOS):
         return {"seconds": seconds, "nanos": nanos}
     t = _EPOCH + timedelta(seconds=seconds)
     fraction = f".{nanos:09d}"
@@ -314,10 +285,16 @@ class _View:
         return out
 
 
+@functools.lru_cache(maxsize=64)
+def _types(files: bytes) -> FileTypes:
+    """The set's types, read once per set (a judge sees a handful of schemas, and every record)."""
+    return FileTypes(files)
+
+
 def reference_view(files: bytes, data: bytes) -> str | None:
     """The JSON view of a payload (after the header) of the schema whose FileDescriptorSet is
     `files`, by this module's own decoder; None when it is not a message of it."""
-    types = _Types(descriptor_pb2.FileDescriptorSet.FromString(files))
+    types = _types(files)
     found = message_indexes(data)
     if found is None:
         return None

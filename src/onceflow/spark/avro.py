@@ -163,7 +163,7 @@ def _same_record(again: Column, payload: Column) -> Column:
 def with_views(raw: DataFrame, registry: Registry, subject: str, plain: int = PLAIN_SCALE) -> DataFrame:
     """Kafka rows with `value` the JSON view (UTF-8) of each record, `_wire` its own bytes, and
     `_frame_reason` the reason it has no view (NULL when it has one, or has no value at all); the
-    decimals of a scale over `plain` as their text (-1: every one, as a Debezium envelope's)."""
+    decimals of a scale over `plain` as their text (schema/avro.EVERY_DECIMAL: every one, a Debezium envelope's)."""
     sid = schema_id()
 
     def read(i: int) -> str | None:

@@ -31,13 +31,20 @@ from pyspark.sql import functions as F
 
 from onceflow.errors import UnreadableSchemaError
 from onceflow.registry import Registry
-from onceflow.schema.protobuf import PROTOBUF_TYPE, TIMESTAMP, WRAPPERS, file_set, message_indexes
+from onceflow.schema.protobuf import (
+    MAX_NANOS,
+    PROTOBUF_TYPE,
+    TIMESTAMP,
+    TIMESTAMP_SECONDS,
+    WRAPPERS,
+    file_set,
+    message_indexes,
+)
 from onceflow.schema.reasons import PROTOBUF_REASONS
 from onceflow.spark.framed import payload, schema_id, sorted_ids, with_views_of
 
 log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_SECONDS = (-62_135_596_800, 253_402_300_799)  # 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z
 
 
 class _Reader:
@@ -70,7 +77,7 @@ _READERS: dict[bytes, _Reader] = {}
 
 def _timestamp(m: Message) -> Any:
     seconds, nanos = m.seconds, m.nanos
-    if not (_SECONDS[0] <= seconds <= _SECONDS[1] and 0 <= nanos <= 999_999_999):
+    if not (TIMESTAMP_SECONDS[0] <= seconds <= TIMESTAMP_SECONDS[1] and 0 <= nanos <= MAX_NANOS):
         return {"seconds": seconds, "nanos": nanos}  # no instant: a timestamp field reads it as wrong_type
     t = _EPOCH + timedelta(seconds=seconds)
     fraction = f".{nanos // 1000:06d}" if nanos % 1000 == 0 else f".{nanos:09d}"

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 
 from onceflow.config import Pipeline
 from onceflow.registry import Registry
-from onceflow.schema.avro import PLAIN_SCALE
+from onceflow.schema.avro import EVERY_DECIMAL, PLAIN_SCALE
 from onceflow.schema.model import AVRO, DEBEZIUM, PROTOBUF
 from onceflow.spark.avro import with_views
 from onceflow.spark.framed import with_json_payloads
@@ -32,7 +32,7 @@ def registry_parser(pipeline: Pipeline, unprocessable: Unprocessable | None = No
     registry, subject, keyed = Registry(spec), str(pipeline.registry_subject), pipeline.keyed
     if schema.framing == AVRO:
         # a Debezium envelope's decimals all as their text (`encoding: string`), an Avro record's only past PLAIN_SCALE
-        plain = -1 if schema.format == DEBEZIUM else PLAIN_SCALE
+        plain = EVERY_DECIMAL if schema.format == DEBEZIUM else PLAIN_SCALE
         return lambda raw: parse_events(
             with_views(raw, registry, subject, plain), schema, unprocessable=unprocessable, keyed=keyed
         )
