@@ -3,10 +3,11 @@ plain valid records.
 
 The reference judge (schema/reference.py) reads one record per Python call, about 25,000 a second a
 core: most of a large audit's time. This judge reads a whole batch at once, but only records of one
-plain shape: a flat JSON object (UTF-8, no escape, no nesting, no duplicate key, no number longer
-than the limits allow) whose declared fields are all present or optional, of their types, with
-values that read exactly and obey the rules. Of such a record it is *sure*, and gives the typed
-values; of every other record (malformed, escaped, nested, an exponent, a rule it does not know) it
+plain shape: a flat JSON object (UTF-8, no nesting, no duplicate key, no number longer than the
+limits allow; escapes only in string values, never a lone surrogate or a NUL) whose declared fields
+are all present or optional, of their types, with values that read exactly and obey the rules. Of
+such a record it is *sure*, and gives the typed values; of every other record (malformed, nested,
+an exponent, an escaped key, a rule it does not know) it
 is not sure, and the reference judge reads that record instead (audit/source.py).
 
 It is a third implementation of docs/validation.md (after Spark's, which it audits, and the
@@ -30,10 +31,17 @@ if TYPE_CHECKING:
 
 _WS = r"[ \t\n\r]*"
 _STRING = r'"[^"\\\x00-\x1f]*"'  # a JSON string without an escape (and so without a quote inside)
+_ESCAPE = r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})'
+_TEXT = rf'"(?:[^"\\\x00-\x1f]|{_ESCAPE})*"'  # a JSON string, escapes allowed
+# what an escape-aware scan removes before it looks for what it is not sure of: each escaped backslash
+# (so that `\\ud800` is text, not an escape) and each well-formed surrogate pair, left to right
+_PAIRS_AND_BACKSLASHES = r"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+# then left: a lone surrogate (the reference's lone_surrogate) or a NUL (left to the reference)
+_LONE_OR_NUL = r"\\u(?:[dD][89a-fA-F][0-9a-fA-F]{2}|0000)"
 _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
-_VALUE = rf"(?:{_STRING}|{_NUMBER}|true|false|null)"
+_VALUE = rf"(?:{_TEXT}|{_NUMBER}|true|false|null)"
 _MEMBER = rf"{_STRING}{_WS}:{_WS}{_VALUE}"
-# a flat JSON object: members whose values are strings without escapes, numbers or literals
+# a flat JSON object: members whose keys have no escape and whose values are strings, numbers or literals
 FLAT_OBJECT = rf"{_WS}\{{{_WS}(?:{_MEMBER}{_WS}(?:,{_WS}{_MEMBER}{_WS})*)?\}}{_WS}"
 # an integer of at most 18 digits (within a long) and, as the reference reads `5.0`, a fraction of zeros
 _INTEGER = r"-?(?:0|[1-9][0-9]{0,17})(?:\.0{1,20})?"
@@ -74,14 +82,15 @@ _NUMERIC = ("int", "long", "double", "decimal")
 
 def _literal(f: FieldSpec, at: int) -> str:
     """The field's raw JSON text in the record ('' when absent). A number's literal is read from the
-    text itself (in a flat object without escapes, `"name"` followed by `:` is the key, and its value
-    runs to the next separator): its form decides its kind. Any other value is yyjson's writing of it
-    (`m`, the declared fields' values in order, element `at`): the same text, for a string without
-    an escape, `true`, `false` and `null`."""
+    text itself (in a flat object whose keys have no escape, `"name"` followed by `:` is the key: inside
+    a string a quote is escaped; its value is a string or runs to the next separator): its form
+    decides its kind, and a string with an escape is never read as a number. Any other value is
+    yyjson's writing of it (`m`, the declared fields' values in order, element `at`): a string in
+    quotes, `true`, `false` and `null`."""
     if f.ftype.base not in _NUMERIC:
         return f"coalesce(m[{at}], '')"
     key = f.keys[0]  # [A-Za-z_][A-Za-z0-9_]*: nothing to escape in a pattern
-    pattern = '"' + key + '"' + _WS + ":" + _WS + "(" + _STRING + r"|[^ \t\n\r,}]+)"
+    pattern = '"' + key + '"' + _WS + ":" + _WS + "(" + _TEXT + r"|[^ \t\n\r,}]+)"
     return f"regexp_extract(t, {_q(pattern)}, 1)"
 
 
@@ -195,26 +204,31 @@ class ColumnarJudge:
             raise ValueError(f"the columnar judge cannot read this schema: {problem}")
         self.schema = schema
         paths = "[" + ", ".join(_q(f"$.{f.keys[0]}") for f in schema.fields) + "]"
-        # the keys and the declared fields' values, by yyjson (the text is valid JSON by now)
+        # the keys, the declared fields' values as JSON and as decoded text, by yyjson (valid JSON by now)
         members = (
             f"CASE WHEN flat THEN json_keys(t) END AS k, "
-            f"CASE WHEN flat THEN CAST(json_extract(t, {paths}) AS VARCHAR[]) END AS m"
+            f"CASE WHEN flat THEN CAST(json_extract(t, {paths}) AS VARCHAR[]) END AS m, "
+            f"CASE WHEN flat THEN json_extract_string(t, {paths}) END AS x"
         )
-        # a flat object without an escape (the cheap tests first: a record with a backslash is no more read)
+        # a flat object whose escapes decode as the reference decodes them
         flat = " AND ".join(
             [
                 "t IS NOT NULL",
-                "NOT contains(t, chr(92))",
+                f"(NOT contains(t, chr(92)) OR NOT regexp_matches(regexp_replace(t, {_q(_PAIRS_AND_BACKSLASHES)}, "
+                f"'', 'g'), {_q(_LONE_OR_NUL)}))",
                 f"regexp_full_match(t, {_q(FLAT_OBJECT)})",
                 f"(strlen(t) <= {R.MAX_NUMBER_CHARS} OR NOT regexp_matches(t, {_q(_LONG_RUN)}))",
             ]
         )
         # one layer a step, so that each field's literal, content and value is worked out once a record
         lits = [f"CASE WHEN plain THEN {_literal(f, i)} END AS l_{f.name}" for i, f in enumerate(schema.fields, 1)]
+        # a string's content: a number's literal as written (an escape in it fails the number's grammar),
+        # any other field's as yyjson decodes it
         texts = [
-            f"CASE WHEN starts_with(l_{f.name}, '\"') THEN substr(l_{f.name}, 2, length(l_{f.name}) - 2) END "
-            f"AS t_{f.name}, l_{f.name} NOT IN ('', 'null') AS p_{f.name}"
-            for f in schema.fields
+            f"CASE WHEN starts_with(l_{f.name}, '\"') THEN "
+            + (f"substr(l_{f.name}, 2, length(l_{f.name}) - 2)" if f.ftype.base in _NUMERIC else f"x[{i}]")
+            + f" END AS t_{f.name}, l_{f.name} NOT IN ('', 'null') AS p_{f.name}"
+            for i, f in enumerate(schema.fields, 1)
         ]
         digits = [
             f"{_digits(f'l_{f.name}', f't_{f.name}')} AS d_{f.name}" for f in schema.fields if f.ftype.base == "decimal"
@@ -235,8 +249,8 @@ class ColumnarJudge:
             ),
             f0 AS (SELECT _i, t, coalesce({flat}, false) AS flat FROM s0),
             k0 AS (SELECT _i, t, flat, {members} FROM f0),
-            p0 AS (SELECT _i, t, k, m, flat AND coalesce(len(list_distinct(k)) = len(k), false) AS plain FROM k0),
-            s1 AS (SELECT _i, plain, {", ".join(lits)} FROM p0),
+            p0 AS (SELECT _i, t, k, m, x, flat AND coalesce(len(list_distinct(k)) = len(k), false) AS plain FROM k0),
+            s1 AS (SELECT _i, plain, x, {", ".join(lits)} FROM p0),
             s2 AS (SELECT *, {", ".join(texts)} FROM s1),
             s3 AS (SELECT *{"".join(", " + d for d in digits)} FROM s2),
             s4 AS (SELECT *, {", ".join(values)} FROM s3),
