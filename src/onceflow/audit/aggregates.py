@@ -99,7 +99,7 @@ def recompute(bronze: pa.Table, pipeline: Pipeline) -> pa.Table:
         return db.sql(_recompute_sql(pipeline, "bronze")).to_arrow_table()
 
 
-def _bronze_columns(pipeline: Pipeline) -> list[str]:
+def aggregated_columns(pipeline: Pipeline) -> list[str]:
     """The bronze columns the recomputation reads."""
     aggs = pipeline.sinks.aggregates
     assert aggs is not None
@@ -151,14 +151,14 @@ class AggregateReconciliation:
 
 
 def reconcile_aggregates(
-    pipeline: Pipeline, point: CommittedPoint, audited_bronze: pa.Table
+    pipeline: Pipeline, point: CommittedPoint, audited_bronze: pa.Table | None
 ) -> AggregateReconciliation:
     """Compare the aggregate table (pinned version) with bronze recomputed up to the
     aggregates ledger's end; `audited_bronze` (the audited range) selects the windows
     an incremental audit looks at."""
     sink = pipeline.sinks.aggregates
     view = point.sinks.get(SinkName.AGGREGATES)
-    if sink is None or view is None or not view.exists:
+    if sink is None or view is None or not view.exists or audited_bronze is None:
         skipped = Check(
             "aggregates",
             TITLE,
@@ -207,7 +207,7 @@ def reconcile_aggregates(
         else:
             bronze_path = pipeline.resolve(pipeline.sinks.bronze.path)
             bronze = read_table(
-                bronze_path, point.sinks[SinkName.BRONZE].version, covered, _bronze_columns(pipeline), predicate
+                bronze_path, point.sinks[SinkName.BRONZE].version, covered, aggregated_columns(pipeline), predicate
             )
         db.register("bronze", bronze)
         db.register("aggregates", table)

@@ -22,6 +22,26 @@ def connect() -> duckdb.DuckDBPyConnection:
     return db
 
 
+# the memory the row reconciliation's database may hold before it spills to disk, in MB (default: a
+# quarter of the memory free when it starts, at least 512 MB and at most 3 GB)
+MEMORY_ENV = "ONCEFLOW_AUDIT_MEMORY_MB"
+
+
+def spilling(temp_directory: str) -> duckdb.DuckDBPyConnection:
+    """connect(), bounded: past its memory limit DuckDB writes what it holds to `temp_directory`
+    (its tables, joins and groupings all spill), so an audit's memory does not grow with its data."""
+    import os
+
+    import psutil
+
+    mb = os.environ.get(MEMORY_ENV, "").strip()
+    limit = int(mb) if mb else max(512, min(3072, psutil.virtual_memory().available // 4 // 2**20))
+    db = connect()
+    db.execute(f"SET memory_limit = '{limit}MB'")
+    db.execute(f"SET temp_directory = '{temp_directory}'")
+    return db
+
+
 def ident(column: str) -> str:
     """A column's name quoted for SQL (DuckDB's and delta-rs's alike)."""
     return '"' + column.replace('"', '""') + '"'

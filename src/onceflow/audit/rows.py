@@ -26,19 +26,29 @@ ranges in offending.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from onceflow import tables
-from onceflow.audit.duck import connect, ident
+from onceflow.audit.duck import ident, spilling
 from onceflow.audit.offending import at_keys, islands, ranges_text
-from onceflow.audit.sink_tables import read_table
-from onceflow.audit.source import TOMBSTONE_REASON, Judged, declaration_segments, read_source, reference_judged
+from onceflow.audit.sink_tables import scan_table
+from onceflow.audit.source import (
+    TOMBSTONE_REASON,
+    Judged,
+    JudgedStream,
+    declaration_segments,
+    raw_records_at,
+    reference_judged,
+    source_stream,
+)
 from onceflow.config import Pipeline
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckGroup, CheckStatus, CommittedPoint, check, jsonable
 from onceflow.sink_kinds import SinkName
 
 if TYPE_CHECKING:
+    import duckdb
     import pyarrow as pa
 
 _COUNTS = (
@@ -56,6 +66,37 @@ _COUNTS = (
 )
 QUARANTINE_FIELDS = ("_key", "_value", "reason")
 KEY = ("_topic", "_partition", "_offset")
+
+
+def _false(n: int) -> pa.Array:
+    """`_columnar` of records the reference judged."""
+    import pyarrow as pa
+
+    return pa.array([False] * n, pa.bool_())
+
+
+def _raw_in(table: pa.Table | None, keys: list[tuple[int, int]]) -> pa.Table:
+    """The raw records at these coordinates, from a judged table that holds them (read_source's)."""
+    if table is None:
+        raise ValueError("no raw records to judge again: the reconciler was given none")
+    return raw_records_at(table.select(["_key", "_value", "_topic", "_partition", "_offset"]), keys)
+
+
+def _raw_from_kafka(pipeline: Pipeline, keys: list[tuple[int, int]]) -> pa.Table:
+    """The raw records at these coordinates, read again from Kafka (the span of each partition's)."""
+    import pyarrow as pa
+
+    from onceflow.kafka.client import source_client
+    from onceflow.kafka.consume import range_batches
+
+    spans: dict[int, tuple[int, int]] = {}
+    for p, o in keys:
+        lo, hi = spans.get(p, (o, o + 1))
+        spans[p] = (min(lo, o), max(hi, o + 1))
+    read = pa.Table.from_batches(list(range_batches(source_client(pipeline), pipeline.source.topic, spans)))
+    return raw_records_at(read.rename_columns(["_key", "_value", "_topic", "_partition", "_offset"]), keys)
+
+
 # the joined coordinates' conditions (columns of the `j` table)
 LOST = "in_source AND NOT in_sink"
 PHANTOM = "in_sink AND NOT in_source"
@@ -63,7 +104,7 @@ DUPLICATE = "copies > 1"
 CHANGED = "in_source AND in_sink AND (h_min <> src_h OR h_max <> src_h)"
 
 
-def _as_bronze_types(source: pa.Table, bronze: pa.Table, columns: list[str]) -> pa.Table:
+def _as_bronze_types(source: pa.Table, bronze: pa.Schema, columns: list[str]) -> pa.Table:
     """The source's content columns in the Arrow types bronze holds them in (delta-rs reads a
     timestamp, a decimal, an int as the table declares it), so that equal values hash equally; a
     column that cannot be cast keeps its own type (its rows then differ: a content mismatch)."""
@@ -71,9 +112,9 @@ def _as_bronze_types(source: pa.Table, bronze: pa.Table, columns: list[str]) -> 
 
     out = source
     for name in columns:
-        if name not in bronze.column_names or name not in source.column_names:
+        if name not in bronze.names or name not in source.column_names:
             continue
-        want = bronze.schema.field(name).type
+        want = bronze.field(name).type
         i = source.column_names.index(name)
         if source.schema.field(i).type == want:
             continue
@@ -94,19 +135,46 @@ class RowReconciliation:
     judged_columnar: int = 0  # source records whose verdict is the columnar judge's (audit/columnar_judge.py)
 
 
+RawAt = Callable[[list[tuple[int, int]]], "pa.Table"]
+
+
+class HeldTable:
+    """A sink's audited rows as the reconciliation's database holds them (spilled to disk past its
+    memory limit): what Great Expectations and the aggregates read of them, in delta-rs's types."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema):
+        self.con, self.name, self.schema = con, name, schema
+        self.num_rows = int(con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0])
+
+    def read(self, columns: list[str] | None = None, every: int = 1) -> pa.Table:
+        """Its rows in the order they were read (every `every`-th of them), the `columns` asked (None: all)."""
+        import pyarrow as pa
+
+        names = self.schema.names if columns is None else columns
+        where = f"WHERE rowid % {int(every)} = 0 " if every > 1 else ""
+        table = self.con.sql(f"SELECT {', '.join(ident(c) for c in names)} FROM {self.name} {where}ORDER BY rowid")
+        return table.to_arrow_table().cast(pa.schema([self.schema.field(c) for c in names]))
+
+
 class RowReconciler:
-    """Compares the source records of the committed point with bronze ∪ quarantine. Holds the
-    audited rows of both sinks as Arrow tables (`bronze`, `quarantine`: the aggregates and Great
-    Expectations read them too)."""
+    """Compares the source records of the committed point with bronze ∪ quarantine, in a DuckDB
+    database of its own that spills to disk past its memory limit (duck.spilling): the sinks' audited
+    rows are streamed into it from delta-rs, the source's judged records chunk by chunk as they are
+    read and judged, each chunk's raw bytes dropped once hashed. A record of the columnar judge in
+    dispute is read again from Kafka (`raw_at`) for the reference judge. `bronze` and `quarantine`
+    (HeldTable) are what the aggregates and Great Expectations read of the sinks."""
 
     def __init__(
         self,
         pipeline: Pipeline,
         point: CommittedPoint,
-        source: Judged | pa.Table,
-        bronze: pa.Table,
-        quarantine: pa.Table,
+        source: Judged | JudgedStream | pa.Table,
+        bronze: pa.Table | pa.RecordBatchReader,
+        quarantine: pa.Table | pa.RecordBatchReader,
+        raw_at: RawAt | None = None,
     ):
+        import tempfile
+
         import pyarrow as pa
 
         self.pipeline = pipeline
@@ -114,44 +182,86 @@ class RowReconciler:
         self.schema = pipeline.schema
         # bronze's columns before the provenance: what a bronze row's content is
         self.columns = list(tables.bronze_columns(pipeline.schema, pipeline.keyed))
-        self.bronze, self.quarantine = bronze, quarantine
+        self._spill = tempfile.TemporaryDirectory(prefix="onceflow-audit-")
+        self.con = spilling(self._spill.name)
+        self.bronze_schema = bronze.schema
         if isinstance(source, pa.Table):  # judged by the reference alone
             source = Judged(source.append_column("_columnar", pa.array([False] * source.num_rows, pa.bool_())))
-        self.judged = source
-        self.source = _as_bronze_types(source.table, bronze, self.columns)
-        self.con = connect()
-        self.con.register("src", self.source)
-        self.con.register("bronze", self.bronze)
-        self.con.register("quarantine", self.quarantine)
+        chunks: Iterable[pa.Table]
+        if isinstance(source, Judged):
+            table = source.table
+            self.judged, chunks = source, [table]
+            raw_at = raw_at or (lambda keys: _raw_in(table, keys))
+        else:
+            self.judged, chunks = source.judged, source
+        self.raw_at = raw_at or (lambda keys: _raw_in(None, keys))
+        self._hold_sinks(bronze, quarantine, chunks)
 
     @classmethod
     def read(cls, pipeline: Pipeline, point: CommittedPoint) -> RowReconciler:
-        """The committed point's records from Kafka, judged, and both sinks at their pinned versions,
-        restricted to the audited ranges."""
-        from concurrent.futures import ThreadPoolExecutor
-
+        """The committed point's records from Kafka, judged as they are read, and both sinks at their
+        pinned versions, restricted to the audited ranges (streamed by delta-rs while Kafka is read)."""
         ranges = point.ranges()
         bronze, quarantine = point.sinks.get(SinkName.BRONZE), point.sinks.get(SinkName.QUARANTINE)
-        # the sinks are read by delta-rs in a thread (it lets go of the GIL) while Kafka is read here
+        return cls(
+            pipeline,
+            point,
+            source_stream(pipeline, ranges, declaration_segments(pipeline)),
+            scan_table(pipeline.resolve(pipeline.sinks.bronze.path), bronze.version if bronze else None, ranges),
+            scan_table(
+                pipeline.resolve(pipeline.sinks.quarantine.path), quarantine.version if quarantine else None, ranges
+            ),
+            raw_at=lambda keys: _raw_from_kafka(pipeline, keys),
+        )
+
+    def _hold_sinks(self, bronze, quarantine, chunks: Iterable[pa.Table]) -> None:
+        """The sinks copied into the database in a thread of its own (delta-rs and DuckDB let go of the
+        GIL) while the source's chunks are judged and put in here."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def hold(name: str, data) -> None:
+            cur = self.con.cursor()
+            try:
+                cur.register(f"_{name}_in", data)
+                cur.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}_in")
+                cur.unregister(f"_{name}_in")
+            finally:
+                cur.close()
+
+        quarantine_schema = quarantine.schema
         with ThreadPoolExecutor(1, thread_name_prefix="sink-tables") as pool:
-            sinks = pool.submit(
-                lambda: (
-                    read_table(
-                        pipeline.resolve(pipeline.sinks.bronze.path), bronze.version if bronze else None, ranges
-                    ),
-                    read_table(
-                        pipeline.resolve(pipeline.sinks.quarantine.path),
-                        quarantine.version if quarantine else None,
-                        ranges,
-                    ),
-                )
-            )
-            source = read_source(pipeline, ranges, declaration_segments(pipeline))
-            bronze_rows, quarantine_rows = sinks.result()
-        return cls(pipeline, point, source, bronze_rows, quarantine_rows)
+
+            def both() -> None:
+                hold("bronze", bronze)
+                hold("quarantine", quarantine)
+
+            sinks = pool.submit(both)
+            first = True
+            for chunk in chunks:
+                self._put_source(chunk, first)
+                first = False
+            sinks.result()
+        self.bronze = HeldTable(self.con, "bronze", self.bronze_schema)
+        self.quarantine = HeldTable(self.con, "quarantine", quarantine_schema)
+
+    def _put_source(self, chunk: pa.Table, first: bool, into: str = "src") -> None:
+        """A judged chunk into table `into`, its content in bronze's types, its raw key and value
+        replaced by the hash a quarantine row of it would have (`_qh`; NULL for a valid record)."""
+        chunk = _as_bronze_types(chunk, self.bronze_schema, self.columns)
+        self.con.register("_chunk", chunk)
+        quarantine_h = f"hash('{SinkName.QUARANTINE.value}', {', '.join(QUARANTINE_FIELDS)})"
+        rows = (
+            f"SELECT * EXCLUDE (_key, _value), CASE WHEN reason IS NOT NULL THEN {quarantine_h} END AS _qh FROM _chunk"
+        )
+        if first:
+            self.con.execute(f"CREATE OR REPLACE TABLE {into} AS {rows}")
+        else:
+            self.con.execute(f"INSERT INTO {into} BY NAME {rows}")
+        self.con.unregister("_chunk")
 
     def release(self) -> None:
         self.con.close()
+        self._spill.cleanup()
 
     def _join(self) -> None:
         """Table `j`: one row per Kafka coordinate seen in the source or the sinks."""
@@ -166,7 +276,7 @@ class RowReconciler:
               SELECT _topic, _partition, _offset,
                      CASE WHEN {noop} THEN 0 ELSE 1 END AS s,
                      CASE WHEN reason IS NULL THEN 1 ELSE 0 END AS v,
-                     CASE WHEN {noop} THEN NULL WHEN reason IS NULL THEN {bronze_h} ELSE {quarantine_h} END AS h,
+                     CASE WHEN {noop} THEN NULL WHEN reason IS NULL THEN {bronze_h} ELSE _qh END AS h,
                      0 AS b, 0 AS q, CASE WHEN {noop} THEN 1 ELSE 0 END AS t
               FROM src
               UNION ALL SELECT _topic, _partition, _offset, 0, 0, {bronze_h}, 1, 0, 0 FROM bronze
@@ -184,20 +294,20 @@ class RowReconciler:
         )
 
     def _rejudge_disputes(self) -> None:
-        """The records the columnar judge was sure of that the sinks hold otherwise, judged again by
-        the reference judge, whose verdict then stands (a difference of the two is a disagreement);
-        table `j` made again if any was."""
+        """The records the columnar judge was sure of that the sinks hold otherwise, read again
+        (`raw_at`) and judged by the reference judge, whose verdict then stands (a difference of the
+        two is a disagreement); table `j` made again if any was."""
         if not self.judged.columnar:
             return
-        disputed = self.con.sql(
-            "SELECT s._key AS key, s._value AS value, s._topic AS topic, s._partition AS partition, "
-            "s._offset AS offset FROM src s JOIN j USING (_topic, _partition, _offset) "
-            f"WHERE s._columnar AND ({CHANGED})"
-        ).to_arrow_table()
-        if not disputed.num_rows:
+        disputed = self.con.execute(
+            "SELECT s._partition, s._offset FROM src s JOIN j USING (_topic, _partition, _offset) "
+            f"WHERE s._columnar AND ({CHANGED}) ORDER BY 1, 2"
+        ).fetchall()
+        if not disputed:
             return
-        again = _as_bronze_types(reference_judged(self.pipeline, disputed.to_batches()), self.bronze, self.columns)
-        self.con.register("again", again)
+        raw = self.raw_at([(int(p), int(o)) for p, o in disputed])
+        again = reference_judged(self.pipeline, raw.to_batches())
+        self._put_source(again.append_column("_columnar", _false(again.num_rows)), True, into="again")
         content = ", ".join(f"{{t}}.{ident(c)}" for c in [*self.columns, "reason"])
         self.judged.disagreements += [
             (int(p), int(o))
@@ -207,13 +317,12 @@ class RowReconciler:
             ).fetchall()
         ]
         self.judged.rejudged += again.num_rows
-        self.source = self.con.sql(
-            "SELECT * FROM src s WHERE NOT EXISTS (SELECT 1 FROM again a WHERE a._topic = s._topic "
-            "AND a._partition = s._partition AND a._offset = s._offset) "
-            "UNION ALL BY NAME SELECT *, false AS _columnar FROM again"
-        ).to_arrow_table()
-        self.con.unregister("again")
-        self.con.register("src", self.source)
+        self.con.execute(
+            "DELETE FROM src s WHERE EXISTS (SELECT 1 FROM again a WHERE a._topic = s._topic "
+            "AND a._partition = s._partition AND a._offset = s._offset)"
+        )
+        self.con.execute("INSERT INTO src BY NAME SELECT * FROM again")
+        self.con.execute("DROP TABLE again")
         self._join()
 
     def run(self) -> RowReconciliation:

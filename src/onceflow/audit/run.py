@@ -147,6 +147,20 @@ def fits_in_memory(name: str, span: int, available: int | None = None) -> None:
         )
 
 
+def _warm_great_expectations() -> None:
+    """Import Great Expectations (about 2.5 s of a fresh process) in a thread while the rows are read
+    and compared, which spend their time in librdkafka, DuckDB and delta-rs rather than holding the
+    GIL; its first use waits for the import to finish, as any import would."""
+    import contextlib
+    import threading
+
+    def warm() -> None:
+        with contextlib.suppress(Exception):  # the audit's own import of it reports a failure
+            import onceflow.audit.suites  # noqa: F401 -- great_expectations and its expectations
+
+    threading.Thread(target=warm, name="gx-import", daemon=True).start()
+
+
 def run_audit(
     pipeline: Pipeline,
     mode: str = AuditScope.FULL,
@@ -209,15 +223,21 @@ def run_audit(
         log(f"{pipeline.name}: auditing {len(summary['ranges'])} partition range(s), {span} offsets")
         fits_in_memory(pipeline.name, span)
 
-        from onceflow.audit.aggregates import reconcile_aggregates
+        from onceflow.audit.aggregates import aggregated_columns, reconcile_aggregates
         from onceflow.audit.rows import RowReconciler
         from onceflow.audit.validate import run_suites
+
+        _warm_great_expectations()
 
         reconciler = RowReconciler.read(pipeline, point)  # the audited rows of the sinks, read once
         rows = reconciler.run()
         t = lap("reconcile_rows", t)
         log(f"{pipeline.name}: rows reconciled ({rows.totals['source_records']} committed records)")
-        aggs = reconcile_aggregates(pipeline, point, reconciler.bronze)
+        aggs = reconcile_aggregates(
+            pipeline,
+            point,
+            reconciler.bronze.read(aggregated_columns(pipeline)) if pipeline.sinks.aggregates is not None else None,
+        )
         t = lap("reconcile_aggregates", t)
         checks = [*agreement_checks(point), *rows.checks, aggs.check]
         current, current_table = None, None

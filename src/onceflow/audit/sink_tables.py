@@ -42,6 +42,17 @@ def ranges_predicate(ranges: dict[int, tuple[int, int]]) -> str:
     )
 
 
+def scan_table(path: str, version: int | None, ranges: dict[int, tuple[int, int]]) -> pa.RecordBatchReader:
+    """read_table's rows of `ranges`, every column, as a stream of batches (read as they are consumed)."""
+    import pyarrow as pa
+
+    table = open_table(path, version)
+    if not ranges:
+        schema = pa.schema(table.schema().to_arrow())
+        return pa.RecordBatchReader.from_batches(schema, [])
+    return pa.RecordBatchReader.from_stream(table.scan(predicate=ranges_predicate(ranges)))
+
+
 def read_table(
     path: str,
     version: int | None,

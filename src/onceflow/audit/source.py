@@ -17,7 +17,7 @@ fields and today's keys and sequence_by.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -29,6 +29,8 @@ from onceflow.kafka.consume import range_batches
 from onceflow.state.unprocessable import Unprocessable
 
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
     import pyarrow as pa
 
 
@@ -350,10 +352,17 @@ def read_source(
     `_op` and `_sequence` too), the raw `_key` and `_value`, the coordinates and `reason` (NULL when
     valid) — what the sinks should hold. A Debezium tombstone has reason TOMBSTONE_REASON: it
     belongs in neither bronze nor quarantine. `columnar` False: the reference judge alone (for a
-    comparison that does not judge its disputes again)."""
+    comparison that does not judge its disputes again). All in memory: the row reconciliation reads
+    them chunk by chunk instead (`source_stream`)."""
     segments = declaration_segments(pipeline) if segments is None else segments
     batches = range_batches(source_client(pipeline), pipeline.source.topic, ranges)
     return judge_records(pipeline, segments, batches, columnar=columnar)
+
+
+def source_stream(pipeline: Pipeline, ranges: dict[int, tuple[int, int]], segments: Segments) -> JudgedStream:
+    """read_source's records chunk by chunk, each judged while the next is read."""
+    batches = range_batches(source_client(pipeline), pipeline.source.topic, ranges)
+    return JudgedStream(pipeline, segments, batches, sum(e - s for s, e in ranges.values()))
 
 
 def _not_columnar(pipeline: Pipeline) -> str | None:
@@ -391,77 +400,215 @@ def judge_records(
     sample: int = SAMPLE,
     columnar: bool = True,
 ) -> Judged:
-    """Raw Kafka batches (at least one; an iterator is read as they are judged) judged. The
-    columnar judge (audit/columnar_judge.py) reads them in chunks of COLUMNAR_CHUNK records, each in
-    a thread of its own while the next is read (DuckDB lets go of the GIL); the reference judge
-    reads what it is not sure of (in this process, or in one spawned process per core from
-    `parallel_from` records or PARALLEL_BYTES on) and an even sample of `sample` of its sure
-    records, whose verdicts it replaces where the two disagree."""
-    from concurrent.futures import ThreadPoolExecutor
+    """Raw Kafka batches judged, all at once (JudgedStream's chunks, concatenated)."""
+    import dataclasses
 
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    why = _not_columnar(pipeline) if columnar else "the caller asked for the reference judge"
-    if why is not None:
-        table = _reference(pipeline, segments, list(raw), parallel_from)
-        return Judged(
-            table.append_column("_columnar", pa.array([False] * table.num_rows, pa.bool_())), not_columnar=why
-        )
-    from onceflow.audit.columnar_judge import ColumnarJudge
+    raw = list(raw)
+    stream = JudgedStream(
+        pipeline, segments, raw, sum(b.num_rows for b in raw), parallel_from, sample, columnar=columnar
+    )
+    return dataclasses.replace(stream.judged, table=pa.concat_tables(list(stream)))
 
-    columnar_judge = ColumnarJudge(pipeline.schema)
-    by_hand = Unprocessable.load(pipeline.state_path).ranges(pipeline.source.topic)
-    earlier = [{p: [span] for p, span in spans.items()} for _, spans in segments]
-    names = pipeline.schema.names
-    types = {f.name: _arrow_type(f.ftype) for f in pipeline.schema.fields}
 
-    def split(batches: list[pa.RecordBatch]) -> tuple[pa.Table, pa.Table]:
-        """A chunk judged: (its sure records in read_source's columns, its other raw records). Its raw
-        records are let go once split, so that the audit does not hold them twice."""
-        records = pa.Table.from_batches(batches)
-        judged = columnar_judge.judge(records["value"])
-        outside = _outside(records["partition"], records["offset"], [by_hand, *earlier])
-        sure = pc.and_(pc.fill_null(judged["_sure"], False), outside)
-        kept = records.filter(sure)
-        columns = [judged[n].filter(sure).cast(types[n]) for n in names]
-        columns += [kept[c] for c in ("key", "value", "topic", "partition", "offset")]
-        columns += [pa.nulls(kept.num_rows, pa.string()), pa.array([True] * kept.num_rows, pa.bool_())]
-        return pa.table(columns, names=[*names, *_RAW_COLUMNS, "reason", "_columnar"]), records.filter(pc.invert(sure))
+def _flagged(table: pa.Table, columnar: bool) -> pa.Table:
+    import pyarrow as pa
 
-    with ThreadPoolExecutor(1, thread_name_prefix="columnar-judge") as pool:
-        chunks, held, rows = [], [], 0
-        for batch in raw:
-            held.append(batch)
-            rows += batch.num_rows
-            if rows >= COLUMNAR_CHUNK:
-                chunks.append(pool.submit(split, held))
-                held, rows = [], 0
-        if held or not chunks:
-            chunks.append(pool.submit(split, held))
-        parts = [chunk.result() for chunk in chunks]
-    fast = pa.concat_tables([f for f, _ in parts])
-    unsure = pa.concat_tables([u for _, u in parts])
-    del parts, chunks
-    columnar_rows = fast.num_rows
-    step = max(1, fast.num_rows // sample) if sample else 0
-    sampled = list(range(0, fast.num_rows, step))[:sample] if step else []  # positions among the sure rows
-    # what the reference judges: the records the columnar judge was not sure of, and the sample
-    out = [fast]
-    if unsure.num_rows:
-        slow = _reference(pipeline, segments, unsure.to_batches(), parallel_from)
-        out.append(slow.append_column("_columnar", pa.array([False] * slow.num_rows, pa.bool_())))
-    disagreements: list[tuple[int, int]] = []
-    if len(sampled):
-        mine = fast.take(sampled)
-        raw_sample = mine.select(list(_RAW_COLUMNS)).rename_columns(["key", "value", "topic", "partition", "offset"])
-        again = _reference(pipeline, segments, raw_sample.to_batches(), parallel_from)
-        disagreements = _disagreements(mine, again, names)
-        if disagreements:  # the reference's verdict stands where the two disagree
-            fast, fixed = _replace(fast, again, disagreements)
-            out[0] = fast
-            out.append(fixed)
-    return Judged(pa.concat_tables(out), columnar=columnar_rows, sampled=len(sampled), disagreements=disagreements)
+    return table.append_column("_columnar", pa.array([columnar] * table.num_rows, pa.bool_()))
+
+
+class JudgedStream:
+    """Raw Kafka batches (at least one; an iterator is read as they are judged), judged chunk by chunk:
+    iterating gives tables in read_source's columns and `_columnar`, and `judged` counts as it goes.
+
+    The columnar judge (audit/columnar_judge.py) reads chunks of COLUMNAR_CHUNK records, one in a
+    thread of its own while the next is read (DuckDB lets go of the GIL); at most two chunks are held.
+    The reference judge reads what it is not sure of (_ReferenceJudging: in this process while that
+    is little, else in one spawned process per core, share by share as they come) and an even sample
+    of `sample` of its sure records (every `expected // sample`-th), whose verdicts it replaces where
+    the two disagree."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        segments: Segments,
+        raw: Iterable[pa.RecordBatch],
+        expected: int,
+        parallel_from: int = PARALLEL_FROM,
+        sample: int = SAMPLE,
+        columnar: bool = True,
+    ):
+        self.pipeline, self.segments, self.raw, self.parallel_from = pipeline, segments, raw, parallel_from
+        self.sample, self.step = sample, max(1, expected // sample) if sample else 0
+        why = _not_columnar(pipeline) if columnar else "the caller asked for the reference judge"
+        self.judged = Judged(None, not_columnar=why)  # chunks, not one table
+        self._sure_seen = 0
+
+    def __iter__(self) -> Iterator[pa.Table]:
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        with _ReferenceJudging(self.pipeline, self.segments, self.parallel_from) as reference:
+            if self.judged.not_columnar is not None:
+                given = None  # a batch read, for the columns when there is no record
+                for batch in self.raw:
+                    given = batch
+                    yield from reference.add([batch])
+                yield from reference.finish(given)
+                return
+            split = self._splitter()
+            with ThreadPoolExecutor(1, thread_name_prefix="columnar-judge") as pool:
+                pending: deque = deque()
+                for chunk in _chunks(self.raw, COLUMNAR_CHUNK):
+                    pending.append(pool.submit(split, chunk))
+                    if len(pending) > 1:  # one chunk judged while the next is read
+                        fast, unsure = pending.popleft().result()
+                        yield from self._checked(fast, unsure, reference)
+                while pending:
+                    fast, unsure = pending.popleft().result()
+                    yield from self._checked(fast, unsure, reference)
+            yield from reference.finish()
+
+    def _splitter(self):
+        """A chunk of raw batches -> (its sure records in read_source's columns, its other raw records)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from onceflow.audit.columnar_judge import ColumnarJudge
+
+        pipeline = self.pipeline
+        columnar_judge = ColumnarJudge(pipeline.schema)
+        by_hand = Unprocessable.load(pipeline.state_path).ranges(pipeline.source.topic)
+        earlier = [{p: [span] for p, span in spans.items()} for _, spans in self.segments]
+        names = pipeline.schema.names
+        types = {f.name: _arrow_type(f.ftype) for f in pipeline.schema.fields}
+
+        def split(batches: list[pa.RecordBatch]) -> tuple[pa.Table, pa.Table]:
+            records = pa.Table.from_batches(batches)
+            judged = columnar_judge.judge(records["value"])
+            outside = _outside(records["partition"], records["offset"], [by_hand, *earlier])
+            sure = pc.and_(pc.fill_null(judged["_sure"], False), outside)
+            kept = records.filter(sure)
+            columns = [judged[n].filter(sure).cast(types[n]) for n in names]
+            columns += [kept[c] for c in ("key", "value", "topic", "partition", "offset")]
+            columns += [pa.nulls(kept.num_rows, pa.string()), pa.array([True] * kept.num_rows, pa.bool_())]
+            fast = pa.table(columns, names=[*names, *_RAW_COLUMNS, "reason", "_columnar"])
+            return fast, records.filter(pc.invert(sure))
+
+        return split
+
+    def _checked(self, fast: pa.Table, unsure: pa.Table, reference: _ReferenceJudging) -> Iterator[pa.Table]:
+        """A chunk's sure records with the sample judged again (the reference's verdict standing where
+        the two disagree), then whatever the reference has judged by now."""
+        j = self.judged
+        j.columnar += fast.num_rows
+        first = -self._sure_seen % self.step if self.step else fast.num_rows
+        positions = list(range(first, fast.num_rows, self.step or 1))[: max(0, self.sample - j.sampled)]
+        self._sure_seen += fast.num_rows
+        if positions:
+            mine = fast.take(positions)
+            raw = mine.select(list(_RAW_COLUMNS)).rename_columns(["key", "value", "topic", "partition", "offset"])
+            again = _judge_share(self.pipeline, self.segments, raw.to_batches())
+            j.sampled += len(positions)
+            wrong = _disagreements(mine, again, self.pipeline.schema.names)
+            if wrong:  # the reference's verdict stands where the two disagree
+                j.disagreements += wrong
+                fast, fixed = _replace(fast, again, wrong)
+                yield fixed
+        yield fast
+        yield from reference.add(unsure.to_batches())
+
+
+def _chunks(raw: Iterable[pa.RecordBatch], size: int) -> Iterator[list[pa.RecordBatch]]:
+    """The batches in lists of at least `size` rows (the last may hold fewer; at least one list)."""
+    held: list = []
+    rows, given = 0, False
+    for batch in raw:
+        held.append(batch)
+        rows += batch.num_rows
+        if rows >= size:
+            given = True
+            yield held
+            held, rows = [], 0
+    if held or not given:
+        yield held
+
+
+# a share of records the reference judges in a spawned process (they come in as the columnar judge
+# leaves them): enough to be worth sending, little enough that a few in flight stay small
+SHARE_ROWS = 50_000
+SHARE_BYTES = 16 * 1024 * 1024
+
+
+class _ReferenceJudging:
+    """The reference judge over records as they come: gathered into shares; in this process when all of
+    them are fewer than `parallel_from` and PARALLEL_BYTES, else each share in a spawned process (one
+    per core, started at the first share: about a second), at most one share per process in flight."""
+
+    def __init__(self, pipeline: Pipeline, segments: Segments, parallel_from: int):
+        import os
+        from collections import deque
+
+        self.pipeline, self.segments, self.parallel_from = pipeline, segments, parallel_from
+        self.held: list = []
+        self.rows = self.bytes = 0
+        self.processes = os.cpu_count() or 1
+        self.pool: ProcessPoolExecutor | None = None
+        self.pending: deque = deque()
+        self.share_rows = min(SHARE_ROWS, max(1, parallel_from))
+
+    def __enter__(self) -> _ReferenceJudging:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+    def add(self, batches: list) -> Iterator[pa.Table]:
+        for b in batches:
+            if b.num_rows:
+                self.held.append(b)
+                self.rows += b.num_rows
+                self.bytes += b.nbytes
+        if self.rows >= self.share_rows or self.bytes >= SHARE_BYTES:
+            yield from self._send()
+        while self.pending and self.pending[0].done():
+            yield self.pending.popleft().result()
+
+    def finish(self, columns_from: pa.RecordBatch | None = None) -> Iterator[pa.Table]:
+        """What is left judged; with none left, `columns_from` (a batch read) judged empty: its columns."""
+        small = self.rows < self.parallel_from and self.bytes < PARALLEL_BYTES
+        if not self.held:
+            if columns_from is not None:
+                yield _flagged(_judge_share(self.pipeline, self.segments, [columns_from.slice(0, 0)]), False)
+        elif self.pool is None and (small or self.processes < 2):
+            yield _flagged(_judge_share(self.pipeline, self.segments, self.held), False)
+            self.held = []
+        else:
+            yield from self._send()
+        while self.pending:
+            yield self.pending.popleft().result()
+
+    def _send(self) -> Iterator[pa.Table]:
+        if self.processes < 2:
+            yield _flagged(_judge_share(self.pipeline, self.segments, self.held), False)
+        else:
+            if self.pool is None:
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
+
+                # spawned, not forked: the caller runs threads (delta-rs, DuckDB) that a fork would not carry
+                self.pool = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"))
+            self.pending.append(self.pool.submit(_judge_flagged, self.pipeline, self.segments, self.held))
+            while len(self.pending) > self.processes:
+                yield self.pending.popleft().result()
+        self.held, self.rows, self.bytes = [], 0, 0
+
+
+def _judge_flagged(pipeline: Pipeline, segments: Segments, batches: list) -> pa.Table:
+    """_judge_share's table with `_columnar` false (what a spawned process sends back)."""
+    return _flagged(_judge_share(pipeline, segments, batches), False)
 
 
 def _disagreements(mine: pa.Table, again: pa.Table, names: list[str]) -> list[tuple[int, int]]:
@@ -489,38 +636,35 @@ def _replace(fast: pa.Table, again: pa.Table, at: list[tuple[int, int]]) -> tupl
     return kept, fixed.append_column("_columnar", pa.array([False] * fixed.num_rows, pa.bool_()))
 
 
+def raw_records_at(raw: pa.Table, keys: list[tuple[int, int]]) -> pa.Table:
+    """The rows of `raw` (_key, _value, _topic, _partition, _offset) at these coordinates, as Kafka
+    batches name them (key, value, topic, partition, offset): what a judge reads."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def coordinate(partition, offset):  # one int64 per (partition, offset): offsets stay below 2**40
+        return pc.add(pc.multiply(pc.cast(partition, pa.int64()), 2**40), offset)
+
+    wanted = pa.array([p * 2**40 + o for p, o in keys], pa.int64())
+    at = raw.filter(pc.is_in(coordinate(raw["_partition"], raw["_offset"]), value_set=wanted))
+    return pa.table(list(at.columns), names=["key", "value", "topic", "partition", "offset"])
+
+
 def reference_judged(pipeline: Pipeline, raw: list) -> pa.Table:
     """Raw Kafka batches of records the columnar judge read (so outside any earlier declaration's
-    ranges and any moved by hand), judged by the reference judge alone."""
-    return _reference(pipeline, [], raw)
-
-
-def _reference(pipeline: Pipeline, segments: Segments, raw: list, parallel_from: int = PARALLEL_FROM) -> pa.Table:
-    """Raw Kafka batches judged by the reference judge: in this process, or from `parallel_from`
-    records on in one spawned process per core, each judging whole batches."""
-    import os
-
-    import pyarrow as pa
-
-    processes = min(os.cpu_count() or 1, len(raw))
-    small = sum(b.num_rows for b in raw) < parallel_from and sum(b.nbytes for b in raw) < PARALLEL_BYTES
-    if small or processes < 2:
-        return _judge_share(pipeline, segments, raw)
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    shares = [raw[i::processes] for i in range(processes)]  # whole batches: a record's judge needs only itself
-    # spawned, not forked: the caller may run threads (delta-rs, DuckDB) that a fork would not carry
-    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pa.concat_tables(pool.map(_judge_share, [pipeline] * processes, [segments] * processes, shares))
+    ranges and any moved by hand), judged by the reference judge alone, in this process."""
+    return _judge_share(pipeline, [], raw)
 
 
 def _judge_share(pipeline: Pipeline, segments: Segments, batches: list) -> pa.Table:
     """Raw Kafka batches judged by the reference judge, in this process."""
     import pyarrow as pa
 
+    from onceflow.gc_pause import gc_paused
+
     judge, _ = record_judge(pipeline, segments)
-    return pa.Table.from_batches(list(judge(iter(batches))))
+    with gc_paused():  # a parse makes many objects and no cycles (onceflow/gc_pause.py)
+        return pa.Table.from_batches(list(judge(iter(batches))))
 
 
 def record_judge(pipeline: Pipeline, segments: Segments | None = None):

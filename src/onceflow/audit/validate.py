@@ -194,7 +194,8 @@ GX_SAMPLE = 20_000
 
 
 def sampled(table, suite, most: int = GX_SAMPLE) -> tuple:
-    """(table, suite) as Great Expectations validates them: a table of more than `most` rows cut to
+    """(table, suite) as Great Expectations validates them (`table`: an Arrow table, or a sink's rows
+    as the row reconciliation holds them): a table of more than `most` rows cut to
     an even sample of at most `most` (every k-th row), and its suite without the expectations on the
     whole table's row count (the reconciliation's accounting checks those); the suite says so."""
     import great_expectations.expectations as gxe
@@ -202,10 +203,13 @@ def sampled(table, suite, most: int = GX_SAMPLE) -> tuple:
 
     n = table.num_rows
     if n <= most:
-        return table, suite
+        return (table if isinstance(table, pa.Table) else table.read()), suite
     step = -(-n // most)
-    plain = table.cast(pa.schema([f.with_type(plain_type(f.type)) for f in table.schema]))  # no take of a view type
-    sample = plain.take(list(range(0, n, step)))
+    plain = pa.schema([f.with_type(plain_type(f.type)) for f in table.schema])  # no take of a view type
+    if isinstance(table, pa.Table):
+        sample = table.cast(plain).take(list(range(0, n, step)))
+    else:  # a table the row reconciliation holds (audit/rows.HeldTable)
+        sample = table.read(every=step).cast(plain)
     suite.expectations = [
         e
         for e in suite.expectations

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from onceflow.errors import BrokerError
+from onceflow.gc_pause import gc_paused
 from onceflow.kafka.admin import partitions_of
 from onceflow.kafka.client import Cluster, as_client
 from onceflow.polling import Deadline
@@ -79,8 +80,10 @@ def range_batches(
         held += msgs
         if len(held) >= size:
             yielded = True
-            yield batch(held)
+            with gc_paused():
+                made = batch(held)
             held = []
+            yield made
     if held or not yielded:  # at least one batch: it gives the columns
         yield batch(held)
 
@@ -132,7 +135,8 @@ def _message_batches(
                     f"reading {topic} at {isolation} did not reach the end offsets "
                     f"{ {p: e for p, (_, e) in spans.items()} } within {timeout:.0f}s (done: {sorted(done)})"
                 )
-            batch = consumer.consume(10_000, timeout=0.2)
+            with gc_paused():
+                batch = consumer.consume(10_000, timeout=0.2)
             if not batch:
                 for p in set(spans) - done:
                     if consumer.position([TopicPartition(topic, p)])[0].offset >= spans[p][1]:

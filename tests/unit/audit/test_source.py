@@ -157,7 +157,7 @@ def test_records_judged_in_spawned_processes_equal_those_judged_here(tmp_path):
     assert here.num_rows == 40 and 0 < here.filter(pa.compute.is_null(here["reason"])).num_rows < 40
     # the columnar judge's table is the reference's, record for record; only `_columnar` tells them apart
     both = source.judge_records(pipeline, [], raw, sample=5)
-    assert both.columnar == 26 and both.sampled == 5 and not both.disagreements
+    assert both.columnar == 26 and 0 < both.sampled <= 5 and not both.disagreements
     assert both.table.drop_columns(["_columnar"]).sort_by(order).to_pylist() == (
         here.drop_columns(["_columnar"]).sort_by(order).to_pylist()
     )
