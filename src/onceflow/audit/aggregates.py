@@ -18,14 +18,16 @@ bronze rows, recomputed from every bronze row of those windows.
 
 from __future__ import annotations
 
+import tempfile
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
 from onceflow import tables
-from onceflow.audit.duck import connect, ident, sql_type
-from onceflow.audit.sink_tables import read_table
+from onceflow.audit.duck import HeldTable, connect, ident, spilling, sql_type
+from onceflow.audit.sink_tables import scan_table
 from onceflow.config import Pipeline
 from onceflow.reconcile import (
     MAX_RANGES,
@@ -108,9 +110,10 @@ def aggregated_columns(pipeline: Pipeline) -> list[str]:
 
 
 def _touched(source: str, key: list[str], types: dict[str, str]) -> str:
-    """The rows of the relation `source` whose key is a touched window's, compared null-safely."""
-    on = " AND ".join(f"CAST(s.{ident(c)} AS {types[c]}) IS NOT DISTINCT FROM touched.{ident(c)}" for c in key)
-    return f"SELECT * FROM ({source}) s WHERE EXISTS (SELECT 1 FROM touched WHERE {on})"
+    """The rows of the relation `source` whose key is a touched window's (`agg_touched`), compared
+    null-safely."""
+    on = " AND ".join(f"CAST(s.{ident(c)} AS {types[c]}) IS NOT DISTINCT FROM agg_touched.{ident(c)}" for c in key)
+    return f"SELECT * FROM ({source}) s WHERE EXISTS (SELECT 1 FROM agg_touched WHERE {on})"
 
 
 def _judged_sql(expected: str, observed: str, key: list[str], values: list[str], types: dict[str, str]) -> str:
@@ -145,17 +148,19 @@ def _judged_sql(expected: str, observed: str, key: list[str], values: list[str],
 @dataclass
 class AggregateReconciliation:
     check: Check
-    table: pa.Table | None  # the aggregate rows in scope (validated by the GX aggregates suite)
+    table: pa.Table | HeldTable | None  # the aggregate rows in scope (validated by the GX aggregates suite)
     recomputed_rows: int
     findings: list[dict]
 
 
 def reconcile_aggregates(
-    pipeline: Pipeline, point: CommittedPoint, audited_bronze: pa.Table | None
+    pipeline: Pipeline, point: CommittedPoint, audited_bronze: pa.Table | HeldTable | None
 ) -> AggregateReconciliation:
     """Compare the aggregate table (pinned version) with bronze recomputed up to the
     aggregates ledger's end; `audited_bronze` (the audited range) selects the windows
-    an incremental audit looks at."""
+    an incremental audit looks at. Given the rows the row reconciliation holds (HeldTable), it runs
+    in that database, which spills to disk, and the aggregate rows in scope stay there (`table`: a
+    HeldTable); given an Arrow table, in a database of its own (`table`: Arrow)."""
     sink = pipeline.sinks.aggregates
     view = point.sinks.get(SinkName.AGGREGATES)
     if sink is None or view is None or not view.exists or audited_bronze is None:
@@ -167,95 +172,123 @@ def reconcile_aggregates(
             group=CheckGroup.AGGREGATES,
         )
         return AggregateReconciliation(skipped, None, 0, [])
+    with ExitStack() as stack:
+        if isinstance(audited_bronze, HeldTable):
+            db = stack.enter_context(audited_bronze.con.cursor())
+            cols = ", ".join(ident(c) for c in aggregated_columns(pipeline))
+            db.execute(f"CREATE OR REPLACE TEMP VIEW agg_audited AS SELECT {cols} FROM {audited_bronze.name}")
+        else:
+            spill = stack.enter_context(tempfile.TemporaryDirectory(prefix="onceflow-audit-"))
+            db = stack.enter_context(spilling(spill))
+            db.register("agg_audited", audited_bronze)
+        holder = audited_bronze.con if isinstance(audited_bronze, HeldTable) else None
+        return _compare(pipeline, point, db, holder)
+
+
+def _compare(pipeline: Pipeline, point: CommittedPoint, db, holder) -> AggregateReconciliation:
+    """reconcile_aggregates in database `db`, where `agg_audited` holds the audited bronze rows;
+    the rows in scope left there for `holder` (a connection that outlives `db`), or read out."""
+    sink, view = pipeline.sinks.aggregates, point.sinks[SinkName.AGGREGATES]
+    assert sink is not None
     key = list(tables.aggregate_key(sink))
     metrics = [m.name for m in sink.parsed_metrics()]
     values = ["window_end", *metrics]
     types = _types(pipeline)
-    table = read_table(pipeline.resolve(sink.path), view.version, None, [*key, *values])
-    with connect() as db:  # closed with the comparison
-        db.register("audited", audited_bronze)
+    # the aggregate table streamed in by delta-rs (its rows: about one per audited event at most)
+    scan = scan_table(pipeline.resolve(sink.path), view.version, None, [*key, *values])
+    schema = scan.schema
+    db.register("agg_scan", scan)
+    db.execute("CREATE OR REPLACE TABLE agg_table AS SELECT * FROM agg_scan")
+    db.unregister("agg_scan")
 
-        incremental = bool(point.mode == AuditScope.SINCE_LAST and point.watermark)
-        predicate = None
-        if incremental:
-            keys = ", ".join(ident(c) for c in key)
-            touched = db.sql(f"SELECT DISTINCT {keys} FROM ({_recompute_sql(pipeline, 'audited')})").to_arrow_table()
-            if not touched.num_rows:
-                nothing = check(
-                    "aggregates",
-                    TITLE,
-                    True,
-                    expected=0,
-                    observed=0,
-                    detail="no new bronze rows: no window to compare",
-                    group=CheckGroup.AGGREGATES,
-                )
-                return AggregateReconciliation(nothing, table.slice(0, 0), 0, [])
-            db.register("touched", touched)
-            [(first, last)] = db.sql(
-                "SELECT epoch_us(min(window_start)), epoch_us(max(window_start)) FROM touched"
-            ).fetchall()
-            lo, hi = (EPOCH + timedelta(microseconds=us) for us in (first, last + _width(pipeline)))
-            # only bronze rows that can fall into the touched windows (delta-rs skips files by event_time stats)
-            ts = ident(pipeline.schema.event_time_column)
-            predicate = f"{ts} >= '{lo.isoformat()}' AND {ts} < '{hi.isoformat()}'"
+    def scope(name: str) -> pa.Table | HeldTable:
+        return HeldTable(holder, name, schema) if holder is not None else HeldTable(db, name, schema).read()
 
-        # bronze as the aggregates saw it: every offset below the aggregates ledger's end
-        covered = {p: (point.first.get(p, 0), e) for p, e in view.end.items() if point.first.get(p, 0) < e}
-        if covered == point.ranges():  # a full audit of a stopped job: the audited rows are exactly these
-            bronze = audited_bronze
-        else:
-            bronze_path = pipeline.resolve(pipeline.sinks.bronze.path)
-            bronze = read_table(
+    incremental = bool(point.mode == AuditScope.SINCE_LAST and point.watermark)
+    predicate = None
+    if incremental:
+        keys = ", ".join(ident(c) for c in key)
+        windows = _recompute_sql(pipeline, "agg_audited")
+        db.execute(f"CREATE OR REPLACE TEMP TABLE agg_touched AS SELECT DISTINCT {keys} FROM ({windows})")
+        [(touched, first, last)] = db.sql(
+            "SELECT count(*), epoch_us(min(window_start)), epoch_us(max(window_start)) FROM agg_touched"
+        ).fetchall()
+        if not touched:
+            nothing = check(
+                "aggregates",
+                TITLE,
+                True,
+                expected=0,
+                observed=0,
+                detail="no new bronze rows: no window to compare",
+                group=CheckGroup.AGGREGATES,
+            )
+            db.execute("CREATE OR REPLACE TABLE agg_scope AS SELECT * FROM agg_table LIMIT 0")
+            return AggregateReconciliation(nothing, scope("agg_scope"), 0, [])
+        lo, hi = (EPOCH + timedelta(microseconds=us) for us in (first, last + _width(pipeline)))
+        # only bronze rows that can fall into the touched windows (delta-rs skips files by event_time stats)
+        ts = ident(pipeline.schema.event_time_column)
+        predicate = f"{ts} >= '{lo.isoformat()}' AND {ts} < '{hi.isoformat()}'"
+
+    # bronze as the aggregates saw it: every offset below the aggregates ledger's end
+    covered = {p: (point.first.get(p, 0), e) for p, e in view.end.items() if point.first.get(p, 0) < e}
+    if covered == point.ranges():  # a full audit of a stopped job: the audited rows are exactly these
+        db.execute("CREATE OR REPLACE TEMP VIEW agg_bronze AS SELECT * FROM agg_audited")
+    else:
+        bronze_path = pipeline.resolve(pipeline.sinks.bronze.path)
+        db.register(
+            "agg_bronze_scan",
+            scan_table(
                 bronze_path, point.sinks[SinkName.BRONZE].version, covered, aggregated_columns(pipeline), predicate
-            )
-        db.register("bronze", bronze)
-        db.register("aggregates", table)
-        expected, observed = _recompute_sql(pipeline, "bronze"), "SELECT * FROM aggregates"
-        if incremental:
-            expected, observed = _touched(expected, key, types), _touched(observed, key, types)
-            table = db.sql(observed).to_arrow_table().cast(table.schema)  # as delta-rs read them
-
-        db.execute(f"CREATE TEMP TABLE judged AS {_judged_sql(expected, observed, key, values, types)}")
-        [(n_expected, n_observed, bad)] = db.sql("SELECT count(_e), count(_t), count(kind) FROM judged").fetchall()
-        samples: list[dict] = []
-        findings: list[dict] = []
-        detail = ""
-        if bad:
-            shown = ", ".join(ident(f"{side}_{m}") for m in metrics for side in ("exp", "obs"))
-            order = ", ".join(f"{ident(c)} ASC NULLS FIRST" for c in key)  # Spark's ascending order
-            rows_sql = (
-                f"SELECT kind, {', '.join(ident(c) for c in key)}, {shown} FROM judged "
-                f"WHERE kind IS NOT NULL ORDER BY {order} LIMIT {MAX_RANGES}"
-            )
-            wrong = db.sql(rows_sql).to_arrow_table().to_pylist()
-            findings = [
-                {
-                    "check": "aggregates",
-                    "partition": None,
-                    "start": None,
-                    "end": None,
-                    "count": 1,
-                    "key": " / ".join(str(r[c]) for c in sink.group_by)
-                    + f" @ {r['window_start'].isoformat() if r['window_start'] else None}",
-                    "kind": r["kind"],
-                }
-                for r in wrong
-            ]
-            samples = [jsonable(r) for r in wrong[:MAX_SAMPLES]]
-            detail = f"{bad} window(s) differ: " + "; ".join(
-                f"{s['kind']} {' / '.join(str(s[c]) for c in sink.group_by)} {s['window_start']}: "
-                + ", ".join(f"{m} {s[f'exp_{m}']} expected, {s[f'obs_{m}']} in table" for m in metrics)
-                for s in samples
-            )
-        result = check(
-            "aggregates",
-            TITLE,
-            not bad,
-            expected={"windows": n_expected, "differing": 0},
-            observed={"windows": n_observed, "differing": bad},
-            samples=samples,
-            detail=detail,
-            group=CheckGroup.AGGREGATES,
+            ),
         )
-        return AggregateReconciliation(result, table, n_expected, findings)
+        db.execute("CREATE OR REPLACE TABLE agg_bronze AS SELECT * FROM agg_bronze_scan")
+        db.unregister("agg_bronze_scan")
+    expected, observed = _recompute_sql(pipeline, "agg_bronze"), "SELECT * FROM agg_table"
+    if incremental:
+        expected, observed = _touched(expected, key, types), _touched(observed, key, types)
+    db.execute(f"CREATE OR REPLACE TABLE agg_scope AS {observed}")
+    table = scope("agg_scope")
+    db.execute(f"CREATE OR REPLACE TEMP TABLE agg_judged AS {_judged_sql(expected, observed, key, values, types)}")
+    [(n_expected, n_observed, bad)] = db.sql("SELECT count(_e), count(_t), count(kind) FROM agg_judged").fetchall()
+    samples: list[dict] = []
+    findings: list[dict] = []
+    detail = ""
+    if bad:
+        shown = ", ".join(ident(f"{side}_{m}") for m in metrics for side in ("exp", "obs"))
+        order = ", ".join(f"{ident(c)} ASC NULLS FIRST" for c in key)  # Spark's ascending order
+        rows_sql = (
+            f"SELECT kind, {', '.join(ident(c) for c in key)}, {shown} FROM agg_judged "
+            f"WHERE kind IS NOT NULL ORDER BY {order} LIMIT {MAX_RANGES}"
+        )
+        wrong = db.sql(rows_sql).to_arrow_table().to_pylist()
+        findings = [
+            {
+                "check": "aggregates",
+                "partition": None,
+                "start": None,
+                "end": None,
+                "count": 1,
+                "key": " / ".join(str(r[c]) for c in sink.group_by)
+                + f" @ {r['window_start'].isoformat() if r['window_start'] else None}",
+                "kind": r["kind"],
+            }
+            for r in wrong
+        ]
+        samples = [jsonable(r) for r in wrong[:MAX_SAMPLES]]
+        detail = f"{bad} window(s) differ: " + "; ".join(
+            f"{s['kind']} {' / '.join(str(s[c]) for c in sink.group_by)} {s['window_start']}: "
+            + ", ".join(f"{m} {s[f'exp_{m}']} expected, {s[f'obs_{m}']} in table" for m in metrics)
+            for s in samples
+        )
+    result = check(
+        "aggregates",
+        TITLE,
+        not bad,
+        expected={"windows": n_expected, "differing": 0},
+        observed={"windows": n_observed, "differing": bad},
+        samples=samples,
+        detail=detail,
+        group=CheckGroup.AGGREGATES,
+    )
+    return AggregateReconciliation(result, table, n_expected, findings)

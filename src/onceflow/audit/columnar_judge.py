@@ -204,11 +204,10 @@ class ColumnarJudge:
             raise ValueError(f"the columnar judge cannot read this schema: {problem}")
         self.schema = schema
         paths = "[" + ", ".join(_q(f"$.{f.keys[0]}") for f in schema.fields) + "]"
-        # the keys, the declared fields' values as JSON and as decoded text, by yyjson (valid JSON by now)
+        # the keys and the declared fields' values as JSON, by yyjson (valid JSON by now)
         members = (
             f"CASE WHEN flat THEN json_keys(t) END AS k, "
-            f"CASE WHEN flat THEN CAST(json_extract(t, {paths}) AS VARCHAR[]) END AS m, "
-            f"CASE WHEN flat THEN json_extract_string(t, {paths}) END AS x"
+            f"CASE WHEN flat THEN CAST(json_extract(t, {paths}) AS VARCHAR[]) END AS m"
         )
         # a flat object whose escapes decode as the reference decodes them
         flat = " AND ".join(
@@ -222,13 +221,19 @@ class ColumnarJudge:
         )
         # one layer a step, so that each field's literal, content and value is worked out once a record
         lits = [f"CASE WHEN plain THEN {_literal(f, i)} END AS l_{f.name}" for i, f in enumerate(schema.fields, 1)]
+
         # a string's content: a number's literal as written (an escape in it fails the number's grammar),
-        # any other field's as yyjson decodes it
+        # any other field's as yyjson decodes its value (only when it holds an escape: else the text itself)
+        def content(f: FieldSpec) -> str:
+            inner = f"substr(l_{f.name}, 2, length(l_{f.name}) - 2)"
+            if f.ftype.base in _NUMERIC:
+                return inner
+            return f"CASE WHEN contains(l_{f.name}, chr(92)) THEN json_extract_string(l_{f.name}, '$') ELSE {inner} END"
+
         texts = [
-            f"CASE WHEN starts_with(l_{f.name}, '\"') THEN "
-            + (f"substr(l_{f.name}, 2, length(l_{f.name}) - 2)" if f.ftype.base in _NUMERIC else f"x[{i}]")
-            + f" END AS t_{f.name}, l_{f.name} NOT IN ('', 'null') AS p_{f.name}"
-            for i, f in enumerate(schema.fields, 1)
+            f"CASE WHEN starts_with(l_{f.name}, '\"') THEN {content(f)} END AS t_{f.name}, "
+            f"l_{f.name} NOT IN ('', 'null') AS p_{f.name}"
+            for f in schema.fields
         ]
         digits = [
             f"{_digits(f'l_{f.name}', f't_{f.name}')} AS d_{f.name}" for f in schema.fields if f.ftype.base == "decimal"
@@ -249,8 +254,8 @@ class ColumnarJudge:
             ),
             f0 AS (SELECT _i, t, coalesce({flat}, false) AS flat FROM s0),
             k0 AS (SELECT _i, t, flat, {members} FROM f0),
-            p0 AS (SELECT _i, t, k, m, x, flat AND coalesce(len(list_distinct(k)) = len(k), false) AS plain FROM k0),
-            s1 AS (SELECT _i, plain, x, {", ".join(lits)} FROM p0),
+            p0 AS (SELECT _i, t, k, m, flat AND coalesce(len(list_distinct(k)) = len(k), false) AS plain FROM k0),
+            s1 AS (SELECT _i, plain, {", ".join(lits)} FROM p0),
             s2 AS (SELECT *, {", ".join(texts)} FROM s1),
             s3 AS (SELECT *{"".join(", " + d for d in digits)} FROM s2),
             s4 AS (SELECT *, {", ".join(values)} FROM s3),

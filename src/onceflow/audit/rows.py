@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from onceflow import tables
-from onceflow.audit.duck import ident, spilling
+from onceflow.audit.duck import HeldTable, ident, spilling
 from onceflow.audit.offending import at_keys, islands, ranges_text
 from onceflow.audit.sink_tables import scan_table
 from onceflow.audit.source import (
@@ -44,11 +44,11 @@ from onceflow.audit.source import (
     source_stream,
 )
 from onceflow.config import Pipeline
+from onceflow.gc_pause import gc_paused
 from onceflow.reconcile import MAX_RANGES, MAX_SAMPLES, Check, CheckGroup, CheckStatus, CommittedPoint, check, jsonable
 from onceflow.sink_kinds import SinkName
 
 if TYPE_CHECKING:
-    import duckdb
     import pyarrow as pa
 
 _COUNTS = (
@@ -138,24 +138,6 @@ class RowReconciliation:
 RawAt = Callable[[list[tuple[int, int]]], "pa.Table"]
 
 
-class HeldTable:
-    """A sink's audited rows as the reconciliation's database holds them (spilled to disk past its
-    memory limit): what Great Expectations and the aggregates read of them, in delta-rs's types."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema):
-        self.con, self.name, self.schema = con, name, schema
-        self.num_rows = int(con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0])
-
-    def read(self, columns: list[str] | None = None, every: int = 1) -> pa.Table:
-        """Its rows in the order they were read (every `every`-th of them), the `columns` asked (None: all)."""
-        import pyarrow as pa
-
-        names = self.schema.names if columns is None else columns
-        where = f"WHERE rowid % {int(every)} = 0 " if every > 1 else ""
-        table = self.con.sql(f"SELECT {', '.join(ident(c) for c in names)} FROM {self.name} {where}ORDER BY rowid")
-        return table.to_arrow_table().cast(pa.schema([self.schema.field(c) for c in names]))
-
-
 class RowReconciler:
     """Compares the source records of the committed point with bronze ∪ quarantine, in a DuckDB
     database of its own that spills to disk past its memory limit (duck.spilling): the sinks' audited
@@ -229,7 +211,8 @@ class RowReconciler:
                 cur.close()
 
         quarantine_schema = quarantine.schema
-        with ThreadPoolExecutor(1, thread_name_prefix="sink-tables") as pool:
+        # millions of messages and verdicts made and dropped, no cycle among them (onceflow/gc_pause.py)
+        with gc_paused(), ThreadPoolExecutor(1, thread_name_prefix="sink-tables") as pool:
 
             def both() -> None:
                 hold("bronze", bronze)
@@ -542,10 +525,13 @@ class RowReconciler:
                 "(uniqueness of Kafka offsets is, by the duplicates check)",
                 group=CheckGroup.ROWS,
             )
+        # the repeated ids first (a count per id: a grouping that spills), their coordinates only then
+        repeated = f"SELECT {ident(event_id)} AS e FROM bronze GROUP BY {ident(event_id)} HAVING count(*) > 1"
         dups = (
             f"SELECT {ident(event_id)} AS event_id, count(*) AS rows, "
             "list([_partition, _offset] ORDER BY _partition, _offset) AS at "
-            f"FROM bronze GROUP BY {ident(event_id)} HAVING count(*) > 1"
+            f"FROM bronze b SEMI JOIN ({repeated}) r ON r.e IS NOT DISTINCT FROM b.{ident(event_id)} "
+            f"GROUP BY {ident(event_id)}"
         )
         found = self.con.execute(f"SELECT * FROM ({dups}) ORDER BY event_id NULLS FIRST LIMIT {MAX_RANGES}").fetchall()
         total = len(found)

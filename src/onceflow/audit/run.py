@@ -123,27 +123,44 @@ def _datasets(pipeline: Pipeline, rows, aggs, bronze, quarantine, current=None, 
     return out
 
 
-# what an audit holds per audited offset at its peak: the raw record, its judged row with the raw bytes
-# again, its bronze or quarantine row (peak RSS 2.6 KB an offset at 1 M, 2.4 KB at 5 M payments
-# records, 2026-11-30; docs/audit.md#cost)
-BYTES_PER_OFFSET = 2_500
+# what an audit holds at its peak whatever its size, beside its database's memory limit
+# (duck.spilling): the chunks being read and judged, the reference judge's shares, the consumer's
+# prefetch (RSS 1.9 GB at 5 M offsets with a 512 MB limit, 2026-12-01; docs/audit.md#cost)
+WORKING_SET = 1_400 * 2**20
+# what the database writes to disk per audited offset past its memory limit (3.4 GB at 5 M)
+SPILL_BYTES_PER_OFFSET = 700
 
 
-def fits_in_memory(name: str, span: int, available: int | None = None) -> None:
-    """Refuse, before reading a record, an audit whose rows would not fit in the memory this machine
-    has free (`available`: psutil's, in bytes): said with the fix, instead of a kill mid-audit."""
+def fits_here(name: str, span: int, available: int | None = None, disk: int | None = None) -> None:
+    """Refuse, before reading a record, an audit this machine has not the room for (`available`:
+    psutil's free memory, `disk`: free bytes where the database spills; in bytes), said with the
+    fix, instead of a kill mid-audit. Its memory does not grow with the offsets; its spill does."""
+    import shutil
+    import tempfile
+
     import psutil
 
-    need = span * BYTES_PER_OFFSET
+    from onceflow.audit.duck import MEMORY_ENV, memory_limit_mb
+
+    gb = 1024**3
     free = psutil.virtual_memory().available if available is None else available
-    if need > free:
-        gb = 1024**3
+    limit = memory_limit_mb(free) * 2**20
+    if WORKING_SET + limit > free:
         raise OnceflowError(
-            f"{name}: auditing {span:,} offsets needs about {need / gb:.1f} GB of memory (about "
-            f"{BYTES_PER_OFFSET:,} bytes an offset: the raw and the judged records and the sink rows are held at "
-            f"once) and {free / gb:.1f} GB is free. Fix: audit with --since-last more often "
-            "(schedule the audit DAG hourly, or after each batch run), so that each audit holds less; or run "
-            "this one where that much memory is free (docs/audit.md#cost)"
+            f"{name}: an audit needs about {(WORKING_SET + limit) / gb:.1f} GB of memory whatever its size "
+            f"({WORKING_SET / gb:.1f} GB to read and judge, {limit / gb:.1f} GB for its database, which spills to "
+            f"disk past that) and {free / gb:.1f} GB is free. Fix: run it where more memory is free, or set "
+            f"{MEMORY_ENV} lower (at least 512) (docs/audit.md#cost)"
+        )
+    spill = max(0, span * SPILL_BYTES_PER_OFFSET - limit)
+    room = shutil.disk_usage(tempfile.gettempdir()).free if disk is None else disk
+    if spill > room:
+        raise OnceflowError(
+            f"{name}: auditing {span:,} offsets spills about {spill / gb:.1f} GB to {tempfile.gettempdir()} "
+            f"(about {SPILL_BYTES_PER_OFFSET:,} bytes an offset past its {limit / gb:.1f} GB of memory) and "
+            f"{room / gb:.1f} GB is free there. Fix: point TMPDIR at a disk with room, or audit with --since-last "
+            "more often (schedule the audit DAG hourly, or after each batch run), so that each audit holds less "
+            "(docs/audit.md#cost)"
         )
 
 
@@ -221,9 +238,9 @@ def run_audit(
         summary["notes"] += _notes(point, scope, watermark)
         span = sum(e - s for s, e in point.ranges().values())
         log(f"{pipeline.name}: auditing {len(summary['ranges'])} partition range(s), {span} offsets")
-        fits_in_memory(pipeline.name, span)
+        fits_here(pipeline.name, span)
 
-        from onceflow.audit.aggregates import aggregated_columns, reconcile_aggregates
+        from onceflow.audit.aggregates import reconcile_aggregates
         from onceflow.audit.rows import RowReconciler
         from onceflow.audit.validate import run_suites
 
@@ -233,11 +250,7 @@ def run_audit(
         rows = reconciler.run()
         t = lap("reconcile_rows", t)
         log(f"{pipeline.name}: rows reconciled ({rows.totals['source_records']} committed records)")
-        aggs = reconcile_aggregates(
-            pipeline,
-            point,
-            reconciler.bronze.read(aggregated_columns(pipeline)) if pipeline.sinks.aggregates is not None else None,
-        )
+        aggs = reconcile_aggregates(pipeline, point, reconciler.bronze)
         t = lap("reconcile_aggregates", t)
         checks = [*agreement_checks(point), *rows.checks, aggs.check]
         current, current_table = None, None

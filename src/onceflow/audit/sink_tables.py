@@ -42,15 +42,24 @@ def ranges_predicate(ranges: dict[int, tuple[int, int]]) -> str:
     )
 
 
-def scan_table(path: str, version: int | None, ranges: dict[int, tuple[int, int]]) -> pa.RecordBatchReader:
-    """read_table's rows of `ranges`, every column, as a stream of batches (read as they are consumed)."""
+def scan_table(
+    path: str,
+    version: int | None,
+    ranges: dict[int, tuple[int, int]] | None,
+    columns: Sequence[str] | None = None,
+    predicate: str | None = None,
+) -> pa.RecordBatchReader:
+    """read_table's rows as a stream of batches, read as they are consumed (so never held whole)."""
     import pyarrow as pa
 
     table = open_table(path, version)
-    if not ranges:
+    names = list(columns) if columns is not None else None
+    if ranges is not None and not ranges:
         schema = pa.schema(table.schema().to_arrow())
+        schema = schema if names is None else pa.schema([schema.field(n) for n in names])
         return pa.RecordBatchReader.from_batches(schema, [])
-    return pa.RecordBatchReader.from_stream(table.scan(predicate=ranges_predicate(ranges)))
+    where = [f"({p})" for p in (ranges_predicate(ranges) if ranges is not None else None, predicate) if p]
+    return pa.RecordBatchReader.from_stream(table.scan(columns=names, predicate=" AND ".join(where) if where else None))
 
 
 def read_table(

@@ -186,7 +186,7 @@ def test_a_table_equal_to_the_recomputation_passes(pipeline):
     assert result.check.expected == {"windows": 5, "differing": 0}
     assert result.check.observed == {"windows": 5, "differing": 0}
     assert (result.recomputed_rows, result.findings, result.check.samples) == (5, [], [])
-    assert result.table is not None and result.table.num_rows == 5
+    assert isinstance(result.table, pa.Table) and result.table.num_rows == 5
     assert result.table.column_names == ["site", "device", "window_start", "window_end", *METRICS]
 
 
@@ -355,7 +355,7 @@ def test_an_incremental_audit_compares_only_the_touched_windows(pipeline):
     assert result.check.status == CheckStatus.PASSED, result.check.detail
     assert result.check.expected == {"windows": 2, "differing": 0}
     assert result.recomputed_rows == 2
-    assert result.table is not None
+    assert isinstance(result.table, pa.Table)
     by_site = dict(zip(result.table.column("site").to_pylist(), result.table.column("events").to_pylist(), strict=True))
     assert by_site == {"lyon": 2, None: 1}  # lyon/d1 at T0: an old row and a new one
 

@@ -26,16 +26,21 @@ def test_an_audit_of_a_pipeline_that_wrote_nothing_reports_why_it_could_not_run(
         run_audit(pipeline, "weekly", report_dir=tmp_path / "reports")
 
 
-def test_an_audit_too_large_for_the_free_memory_is_refused_with_the_fix():
-    from onceflow.audit.run import BYTES_PER_OFFSET, fits_in_memory
+def test_an_audit_without_room_here_is_refused_with_the_fix(monkeypatch):
+    from onceflow.audit.run import SPILL_BYTES_PER_OFFSET, WORKING_SET, fits_here
     from onceflow.errors import OnceflowError
 
-    fits_in_memory("p", 1_000_000, available=BYTES_PER_OFFSET * 1_000_000)  # just fits: no error
-    with pytest.raises(OnceflowError) as refused:
-        fits_in_memory("p", 50_000_000, available=8 * 1024**3)
-    text = str(refused.value)
-    assert "50,000,000 offsets" in text and "116.4 GB" in text and "8.0 GB is free" in text
-    assert "--since-last more often" in text
+    gb = 1024**3
+    monkeypatch.delenv("ONCEFLOW_AUDIT_MEMORY_MB", raising=False)
+    fits_here("p", 50_000_000, available=8 * gb, disk=50_000_000 * SPILL_BYTES_PER_OFFSET)  # its memory: no matter
+    with pytest.raises(OnceflowError) as short:
+        fits_here("p", 1_000, available=WORKING_SET, disk=10 * gb)
+    assert "whatever its size" in str(short.value) and "ONCEFLOW_AUDIT_MEMORY_MB lower" in str(short.value)
+    with pytest.raises(OnceflowError) as spill:
+        fits_here("p", 50_000_000, available=8 * gb, disk=4 * gb)
+    text = str(spill.value)
+    assert "50,000,000 offsets spills about 30.6 GB" in text and "4.0 GB is free there" in text
+    assert "TMPDIR" in text and "--since-last more often" in text
 
 
 def test_great_expectations_validates_an_even_sample_of_a_large_table():
