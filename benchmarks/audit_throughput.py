@@ -14,8 +14,8 @@ fresh process (no JVM since 2026-11-30: Kafka by a plain consumer, delta-rs, Duc
   produced and ingested: its time relative to the full audit (target ≤ 5%);
 - the reference (issue #52): one plain confluent-kafka consumer reading the same topic at
   read_committed, on the same machine in the same run, in a fresh process (PLAIN_CONSUMER: the loop
-  a user would write, not onceflow's): its records/s, and the full audit's records/s as a ratio of
-  it (the goal is ≥ 0.5).
+  a user would write, not onceflow's), once before the full audit and twice after: the median's
+  records/s, and the full audit's records/s as a ratio of it (the goal is ≥ 0.5).
 
 `--state DIR` keeps the broker data, tables and checkpoint, so a second run
 only tops the state up to `--events` (it audits what the state holds, then adds
@@ -190,10 +190,16 @@ def main() -> int:
             log(f"reusing the {setup['events']:,} events ingested in {state}")
         figures["setup"] = setup
         reports = state / "reports"
+        # the machine is shared and its speed drifts: the consumer reads once before the audit and twice
+        # after, and the ratio is to the median of the three
+        log("a plain read_committed consumer over the same topic")
+        reads = [raw_consumer(broker.bootstrap)]
         log("full audit")
         figures["full"] = timed_audit(pipeline, "full", reports)
-        log("a plain read_committed consumer over the same topic")
-        figures["raw_consumer"] = raw_consumer(broker.bootstrap)
+        log("the plain consumer again, twice")
+        reads += [raw_consumer(broker.bootstrap), raw_consumer(broker.bootstrap)]
+        median = sorted(reads, key=lambda r: r["rows_per_second"])[1]
+        figures["raw_consumer"] = {**median, "reads": reads}
         figures["full_to_raw_ratio"] = round(
             figures["full"]["rows_per_second"] / figures["raw_consumer"]["rows_per_second"], 3
         )
