@@ -2,8 +2,9 @@
 restricted to the audited ranges, by delta-rs (no JVM).
 
 delta-rs's scan applies deletion vectors (a keyed table's MERGEs and a DELETE by hand write
-them) and skips files by their statistics on `_partition` and `_offset`. Everything comes back as
-one Arrow table: what the audit holds of a sink is what it reads of the audited ranges.
+them) and skips files by their statistics on `_partition` and `_offset`. A table comes back as a
+stream of batches (`scan_table`: the row reconciliation streams them into its database, never
+holding a sink whole) or as one Arrow table (`read_table`, for what is small).
 """
 
 from __future__ import annotations
@@ -71,13 +72,4 @@ def read_table(
 ) -> pa.Table:
     """A sink table at the pinned version: its rows in `ranges` (None: all of them), the
     `columns` asked (None: all), and those that also meet `predicate` (delta-rs SQL)."""
-    import pyarrow as pa
-
-    table = open_table(path, version)
-    names = list(columns) if columns is not None else None
-    where = [f"({p})" for p in (ranges_predicate(ranges) if ranges is not None else None, predicate) if p]
-    if ranges is not None and not ranges:  # nothing audited: the columns, no rows
-        schema = pa.schema(table.schema().to_arrow())
-        return (schema if names is None else pa.schema([schema.field(n) for n in names])).empty_table()
-    reader = table.scan(columns=names, predicate=" AND ".join(where) if where else None)
-    return pa.table(reader.read_all())
+    return scan_table(path, version, ranges, columns, predicate).read_all()
