@@ -35,10 +35,13 @@ from onceflow.audit.duck import HeldTable, ident, spilling
 from onceflow.audit.offending import at_keys, islands, ranges_text
 from onceflow.audit.sink_tables import scan_table
 from onceflow.audit.source import (
+    KAFKA_COLUMNS,
+    RAW_COLUMNS,
     TOMBSTONE_REASON,
     Judged,
     JudgedStream,
     declaration_segments,
+    flagged,
     raw_records_at,
     reference_judged,
     source_stream,
@@ -68,18 +71,9 @@ QUARANTINE_FIELDS = ("_key", "_value", "reason")
 KEY = ("_topic", "_partition", "_offset")
 
 
-def _false(n: int) -> pa.Array:
-    """`_columnar` of records the reference judged."""
-    import pyarrow as pa
-
-    return pa.array([False] * n, pa.bool_())
-
-
-def _raw_in(table: pa.Table | None, keys: list[tuple[int, int]]) -> pa.Table:
+def _raw_in(table: pa.Table, keys: list[tuple[int, int]]) -> pa.Table:
     """The raw records at these coordinates, from a judged table that holds them (read_source's)."""
-    if table is None:
-        raise ValueError("no raw records to judge again: the reconciler was given none")
-    return raw_records_at(table.select(["_key", "_value", "_topic", "_partition", "_offset"]), keys)
+    return raw_records_at(table.select(list(RAW_COLUMNS)).rename_columns(list(KAFKA_COLUMNS)), keys)
 
 
 def _raw_from_kafka(pipeline: Pipeline, keys: list[tuple[int, int]]) -> pa.Table:
@@ -93,8 +87,9 @@ def _raw_from_kafka(pipeline: Pipeline, keys: list[tuple[int, int]]) -> pa.Table
     for p, o in keys:
         lo, hi = spans.get(p, (o, o + 1))
         spans[p] = (min(lo, o), max(hi, o + 1))
-    read = pa.Table.from_batches(list(range_batches(source_client(pipeline), pipeline.source.topic, spans)))
-    return raw_records_at(read.rename_columns(["_key", "_value", "_topic", "_partition", "_offset"]), keys)
+    return raw_records_at(
+        pa.Table.from_batches(list(range_batches(source_client(pipeline), pipeline.source.topic, spans))), keys
+    )
 
 
 # the joined coordinates' conditions (columns of the `j` table)
@@ -168,15 +163,17 @@ class RowReconciler:
         self.con = spilling(self._spill.name)
         self.bronze_schema = bronze.schema
         if isinstance(source, pa.Table):  # judged by the reference alone
-            source = Judged(source.append_column("_columnar", pa.array([False] * source.num_rows, pa.bool_())))
+            source = Judged(flagged(source, False))
         chunks: Iterable[pa.Table]
-        if isinstance(source, Judged):
+        if isinstance(source, Judged):  # all at once, raw bytes and all: a dispute's are read from it
             table = source.table
             self.judged, chunks = source, [table]
             raw_at = raw_at or (lambda keys: _raw_in(table, keys))
         else:
             self.judged, chunks = source.judged, source
-        self.raw_at = raw_at or (lambda keys: _raw_in(None, keys))
+        if raw_at is None:
+            raise ValueError("a judged stream drops its raw records: give raw_at, where a dispute's are read again")
+        self.raw_at = raw_at
         self._hold_sinks(bronze, quarantine, chunks)
 
     @classmethod
@@ -290,7 +287,7 @@ class RowReconciler:
             return
         raw = self.raw_at([(int(p), int(o)) for p, o in disputed])
         again = reference_judged(self.pipeline, raw.to_batches())
-        self._put_source(again.append_column("_columnar", _false(again.num_rows)), True, into="again")
+        self._put_source(flagged(again, False), True, into="again")
         content = ", ".join(f"{{t}}.{ident(c)}" for c in [*self.columns, "reason"])
         self.judged.disagreements += [
             (int(p), int(o))

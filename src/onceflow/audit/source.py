@@ -42,7 +42,8 @@ _ARROW = {
     "boolean": "bool_",
     "date": "date32",
 }
-_RAW_COLUMNS = ("_key", "_value", "_topic", "_partition", "_offset")  # a record's raw key, value and coordinates
+RAW_COLUMNS = ("_key", "_value", "_topic", "_partition", "_offset")  # a record's raw key, value and coordinates
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset")  # the same, as a Kafka batch names them
 SOURCE_DDL = "_key BINARY, _value BINARY, _topic STRING, _partition INT, _offset BIGINT, reason STRING"
 # the `reason` of a Debezium tombstone (a null value after a delete): a no-op, expected in neither
 # bronze nor quarantine. Not a quarantine reason: a consumer that keeps `reason IS NULL` drops it.
@@ -196,7 +197,7 @@ def _judged(
             arrays = [
                 pa.array([v.values.get(f.name) for v in verdicts], type=_arrow_type(f.ftype)) for f in schema.fields
             ]
-            arrays += [batch.column(c) for c in ("key", "value", "topic", "partition", "offset")]
+            arrays += [batch.column(c) for c in KAFKA_COLUMNS]
             arrays.append(pa.array([v.reason for v in verdicts], type=pa.string()))
             yield pa.RecordBatch.from_arrays(
                 arrays, names=[*schema.names, "_key", "_value", "_topic", "_partition", "_offset", "reason"]
@@ -265,7 +266,7 @@ def _parsed(
                 else:  # TOMBSTONE: a no-op
                     rows.append((empty, TOMBSTONE_REASON))
             arrays = [pa.array([r.get(n) for r, _ in rows], type=t) for n, t in types.items()]
-            arrays += [batch.column(c) for c in ("key", "value", "topic", "partition", "offset")]
+            arrays += [batch.column(c) for c in KAFKA_COLUMNS]
             arrays.append(pa.array([reason for _, reason in rows], type=pa.string()))
             yield pa.RecordBatch.from_arrays(
                 arrays, names=[*types, "_key", "_value", "_topic", "_partition", "_offset", "reason"]
@@ -412,7 +413,8 @@ def judge_records(
     return dataclasses.replace(stream.judged, table=pa.concat_tables(list(stream)))
 
 
-def _flagged(table: pa.Table, columnar: bool) -> pa.Table:
+def flagged(table: pa.Table, columnar: bool) -> pa.Table:
+    """The table with `_columnar`: whether each verdict is the columnar judge's."""
     import pyarrow as pa
 
     return table.append_column("_columnar", pa.array([columnar] * table.num_rows, pa.bool_()))
@@ -491,9 +493,9 @@ class JudgedStream:
             sure = pc.and_(pc.fill_null(judged["_sure"], False), outside)
             kept = records.filter(sure)
             columns = [judged[n].filter(sure).cast(types[n]) for n in names]
-            columns += [kept[c] for c in ("key", "value", "topic", "partition", "offset")]
-            columns += [pa.nulls(kept.num_rows, pa.string()), pa.array([True] * kept.num_rows, pa.bool_())]
-            fast = pa.table(columns, names=[*names, *_RAW_COLUMNS, "reason", "_columnar"])
+            columns += [kept[c] for c in KAFKA_COLUMNS]
+            columns.append(pa.nulls(kept.num_rows, pa.string()))
+            fast = flagged(pa.table(columns, names=[*names, *RAW_COLUMNS, "reason"]), True)
             return fast, records.filter(pc.invert(sure))
 
         return split
@@ -508,7 +510,7 @@ class JudgedStream:
         self._sure_seen += fast.num_rows
         if positions:
             mine = fast.take(positions)
-            raw = mine.select(list(_RAW_COLUMNS)).rename_columns(["key", "value", "topic", "partition", "offset"])
+            raw = mine.select(list(RAW_COLUMNS)).rename_columns(list(KAFKA_COLUMNS))
             again = _judge_share(self.pipeline, self.segments, raw.to_batches())
             j.sampled += len(positions)
             wrong = _disagreements(mine, again, self.pipeline.schema.names)
@@ -581,9 +583,9 @@ class _ReferenceJudging:
         small = self.rows < self.parallel_from and self.bytes < PARALLEL_BYTES
         if not self.held:
             if columns_from is not None:
-                yield _flagged(_judge_share(self.pipeline, self.segments, [columns_from.slice(0, 0)]), False)
+                yield flagged(_judge_share(self.pipeline, self.segments, [columns_from.slice(0, 0)]), False)
         elif self.pool is None and (small or self.processes < 2):
-            yield _flagged(_judge_share(self.pipeline, self.segments, self.held), False)
+            yield flagged(_judge_share(self.pipeline, self.segments, self.held), False)
             self.held = []
         else:
             yield from self._send()
@@ -592,7 +594,7 @@ class _ReferenceJudging:
 
     def _send(self) -> Iterator[pa.Table]:
         if self.processes < 2:
-            yield _flagged(_judge_share(self.pipeline, self.segments, self.held), False)
+            yield flagged(_judge_share(self.pipeline, self.segments, self.held), False)
         else:
             if self.pool is None:
                 import multiprocessing
@@ -600,15 +602,15 @@ class _ReferenceJudging:
 
                 # spawned, not forked: the caller runs threads (delta-rs, DuckDB) that a fork would not carry
                 self.pool = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"))
-            self.pending.append(self.pool.submit(_judge_flagged, self.pipeline, self.segments, self.held))
+            self.pending.append(self.pool.submit(_judge_share_flagged, self.pipeline, self.segments, self.held))
             while len(self.pending) > self.processes:
                 yield self.pending.popleft().result()
         self.held, self.rows, self.bytes = [], 0, 0
 
 
-def _judge_flagged(pipeline: Pipeline, segments: Segments, batches: list) -> pa.Table:
+def _judge_share_flagged(pipeline: Pipeline, segments: Segments, batches: list) -> pa.Table:
     """_judge_share's table with `_columnar` false (what a spawned process sends back)."""
-    return _flagged(_judge_share(pipeline, segments, batches), False)
+    return flagged(_judge_share(pipeline, segments, batches), False)
 
 
 def _disagreements(mine: pa.Table, again: pa.Table, names: list[str]) -> list[tuple[int, int]]:
@@ -624,7 +626,6 @@ def _disagreements(mine: pa.Table, again: pa.Table, names: list[str]) -> list[tu
 
 def _replace(fast: pa.Table, again: pa.Table, at: list[tuple[int, int]]) -> tuple[pa.Table, pa.Table]:
     """`fast` without the rows at these coordinates, and the reference's rows for them (`_columnar` false)."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     span: dict[int, list[tuple[int, int]]] = {}
@@ -633,12 +634,11 @@ def _replace(fast: pa.Table, again: pa.Table, at: list[tuple[int, int]]) -> tupl
     spans = [span]
     fixed = again.filter(pc.invert(_outside(again["_partition"], again["_offset"], spans)))
     kept = fast.filter(_outside(fast["_partition"], fast["_offset"], spans))
-    return kept, fixed.append_column("_columnar", pa.array([False] * fixed.num_rows, pa.bool_()))
+    return kept, flagged(fixed, False)
 
 
 def raw_records_at(raw: pa.Table, keys: list[tuple[int, int]]) -> pa.Table:
-    """The rows of `raw` (_key, _value, _topic, _partition, _offset) at these coordinates, as Kafka
-    batches name them (key, value, topic, partition, offset): what a judge reads."""
+    """The rows of `raw` (a Kafka batch's columns, KAFKA_COLUMNS) at these coordinates: what a judge reads."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -646,8 +646,7 @@ def raw_records_at(raw: pa.Table, keys: list[tuple[int, int]]) -> pa.Table:
         return pc.add(pc.multiply(pc.cast(partition, pa.int64()), 2**40), offset)
 
     wanted = pa.array([p * 2**40 + o for p, o in keys], pa.int64())
-    at = raw.filter(pc.is_in(coordinate(raw["_partition"], raw["_offset"]), value_set=wanted))
-    return pa.table(list(at.columns), names=["key", "value", "topic", "partition", "offset"])
+    return raw.filter(pc.is_in(coordinate(raw["partition"], raw["offset"]), value_set=wanted))
 
 
 def reference_judged(pipeline: Pipeline, raw: list) -> pa.Table:
