@@ -28,7 +28,9 @@ if [ -f "$target" ]; then
       [A-Z]*=*) ;;
       *) continue ;;
     esac
-    printf '%s\n' "$have" | grep -qx "${line%%=*}" && continue
+    # a here-string, not a pipe: `grep -q` stops at its match, and under pipefail the printf it
+    # cut off (SIGPIPE) failed the test, so a setting the file has was appended again
+    grep -qx "${line%%=*}" <<<"$have" && continue
     case "$line" in
       *_FERNET_KEY=) line="${line}$(fernet)" ;;
       *_PASSWORD= | *_SECRET= | *_SECRET_KEY= | *_SECRET_ACCESS_KEY=) line="${line}$(hex 24)" ;;
