@@ -198,6 +198,8 @@ class ColumnarJudge:
     """Judges a batch of raw values by a schema in one DuckDB query: the typed declared fields of
     each record it is sure is valid, and whether it is sure."""
 
+    engine = "duckdb"
+
     def __init__(self, schema: Schema):
         problem = why_not(schema)
         if problem:

@@ -68,6 +68,7 @@ _COUNTS = (
     "content_mismatches",
 )
 QUARANTINE_FIELDS = ("_key", "_value", "reason")
+_ENGINES = {"native": "compiled", "duckdb": "DuckDB's query"}  # the columnar judge's engines, as a report names them
 KEY = ("_topic", "_partition", "_offset")
 
 
@@ -395,7 +396,8 @@ class RowReconciler:
             observed={"disagreements": len(j.disagreements), "judged_by_both": both, "columnar": j.columnar},
             partitions=sorted({p for p, _ in j.disagreements}),
             detail=(
-                f"the columnar judge was sure of {j.columnar} record(s); the reference judged {j.sampled} of them "
+                f"the columnar judge ({_ENGINES.get(j.engine or '', j.engine)}) was sure of {j.columnar} record(s); "
+                f"the reference judged {j.sampled} of them "
                 f"again as a sample and {j.rejudged} the sinks hold otherwise"
                 + (
                     f"; they disagreed on {len(j.disagreements)} ({at}): the reference's verdict was used there, but "

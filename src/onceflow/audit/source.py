@@ -51,7 +51,7 @@ TOMBSTONE_REASON = "_tombstone"
 _POSITION_ARROW = {"BIGINT": "int64", "STRING": "string"}
 
 
-def _arrow_type(ftype):
+def arrow_type(ftype):
     import pyarrow as pa
 
     if ftype.base == "decimal":
@@ -68,7 +68,7 @@ def _sequence_arrow_type(keyed: KeyedSpec):
 
     def part_type(part):
         if part.field is not None:
-            return _arrow_type(part.field.ftype)
+            return arrow_type(part.field.ftype)
         if part.sql == "DECIMAL(38,0)":
             return pa.decimal128(38, 0)
         return getattr(pa, _POSITION_ARROW[part.sql])()
@@ -195,7 +195,7 @@ def _judged(
                     for (p, o), v in zip(where, values, strict=True)
                 ]
             arrays = [
-                pa.array([v.values.get(f.name) for v in verdicts], type=_arrow_type(f.ftype)) for f in schema.fields
+                pa.array([v.values.get(f.name) for v in verdicts], type=arrow_type(f.ftype)) for f in schema.fields
             ]
             arrays += [batch.column(c) for c in KAFKA_COLUMNS]
             arrays.append(pa.array([v.reason for v in verdicts], type=pa.string()))
@@ -241,7 +241,7 @@ def _parsed(
         empty = {**dict.fromkeys(names), "_op": None, "_sequence": None}
         by_hand = _moved_by_hand(unprocessable)
 
-        types = {f.name: _arrow_type(f.ftype) for f in schema.fields}
+        types = {f.name: arrow_type(f.ftype) for f in schema.fields}
         types |= {"_op": pa.string(), "_sequence": _sequence_arrow_type(keyed)}
         if schema.event_time_position is not None:
             types["_event_time"] = pa.timestamp("us", tz="UTC")
@@ -326,8 +326,22 @@ COLUMNAR_CHUNK = 200_000
 # how many of the columnar judge's sure records the reference judges again in every audit, spread
 # evenly over them (about 0.1 s of the reference's time)
 SAMPLE = 2_000
-# `reference`: every record judged by the reference judge alone (the columnar judge is not used)
+# `reference`: every record judged by the reference judge alone (the columnar judge is not used);
+# `duckdb`: the columnar judge's DuckDB query even where the compiled one is built
 JUDGE_ENV = "ONCEFLOW_AUDIT_JUDGE"
+
+
+def columnar_judge_for(schema):
+    """The columnar judge of a schema's records: the compiled one (audit/native_judge.py) where it is
+    built, else the DuckDB query (audit/columnar_judge.py); both are sure of the same records."""
+    import os
+
+    from onceflow.audit import native_judge
+    from onceflow.audit.columnar_judge import ColumnarJudge
+
+    if native_judge.available() and os.environ.get(JUDGE_ENV, "").strip().lower() != "duckdb":
+        return native_judge.NativeJudge(schema)
+    return ColumnarJudge(schema)
 
 
 @dataclass
@@ -343,6 +357,7 @@ class Judged:
     disagreements: list[tuple[int, int]] = field(default_factory=list)
     rejudged: int = 0  # sure records the reconciliation found in dispute, judged again (audit/rows.py)
     not_columnar: str | None = None  # why the columnar judge read no record, if it read none
+    engine: str | None = None  # the columnar judge's: "native" (compiled) or "duckdb" (columnar_judge_for)
 
 
 def read_source(
@@ -477,14 +492,13 @@ class JudgedStream:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from onceflow.audit.columnar_judge import ColumnarJudge
-
         pipeline = self.pipeline
-        columnar_judge = ColumnarJudge(pipeline.schema)
+        columnar_judge = columnar_judge_for(pipeline.schema)
+        self.judged.engine = columnar_judge.engine
         by_hand = Unprocessable.load(pipeline.state_path).ranges(pipeline.source.topic)
         earlier = [{p: [span] for p, span in spans.items()} for _, spans in self.segments]
         names = pipeline.schema.names
-        types = {f.name: _arrow_type(f.ftype) for f in pipeline.schema.fields}
+        types = {f.name: arrow_type(f.ftype) for f in pipeline.schema.fields}
 
         def split(batches: list[pa.RecordBatch]) -> tuple[pa.Table, pa.Table]:
             records = pa.Table.from_batches(batches)

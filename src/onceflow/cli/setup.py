@@ -1,5 +1,6 @@
-"""`onceflow setup`: resolve the JVM jars (broker, Spark connectors) once, and archive the
-Spark driver's classes so that drivers start sooner (onceflow.spark.class_archive)."""
+"""`onceflow setup`: resolve the JVM jars (broker, Spark connectors) once, archive the Spark
+driver's classes so that drivers start sooner (onceflow.spark.class_archive), and build the audit's
+compiled judge (onceflow.audit.native_judge; skipped, said, without a Rust toolchain)."""
 
 from __future__ import annotations
 
@@ -41,4 +42,8 @@ def cmd_setup(args) -> int:
     from onceflow.spark import class_archive
 
     class_archive.build(log=log, force=args.force)
+    if args.only is None:
+        from onceflow.audit import native_judge
+
+        native_judge.build(log=log)
     return 0

@@ -1,7 +1,9 @@
 """The columnar judge held to the reference judge: on records from the whole space docs/validation.md
 defines (tests/json_space.py, written from the docs), whenever the columnar judge is sure, the
 reference calls the record valid with the same typed values, bit for bit; and it is sure of the plain
-valid records it exists for."""
+valid records it exists for. Each test runs for both of its engines, the DuckDB query
+(audit/columnar_judge.py) and the compiled one (audit/native_judge.py), and the two are held to
+each other: sure of the same records, with the same values."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from hypothesis import strategies as st
 
 from devkit.pipelines import PAYMENTS_SCHEMA
 from onceflow.audit.columnar_judge import ColumnarJudge, why_not
-from onceflow.audit.source import _arrow_type
+from onceflow.audit.native_judge import NativeJudge
+from onceflow.audit.source import arrow_type
 from onceflow.generate.records import Generator
 from onceflow.schema.model import Schema
 from onceflow.schema.reference import Judge
@@ -39,12 +42,22 @@ def _bits(value):
 
 def _typed(schema: Schema, values: dict) -> list:
     """The reference's values in the Arrow types the audit holds them in, as Python values."""
-    return [_bits(pa.array([values[f.name]], _arrow_type(f.ftype)).to_pylist()[0]) for f in schema.fields]
+    return [_bits(pa.array([values[f.name]], arrow_type(f.ftype)).to_pylist()[0]) for f in schema.fields]
 
 
-def _agree(schema: Schema, values: Sequence[bytes | None]) -> int:
-    """Assert that wherever the columnar judge is sure, the reference agrees; the number it was sure of."""
-    judged = ColumnarJudge(schema).judge(pa.array(values, pa.binary()))
+ENGINES = {"duckdb": ColumnarJudge, "native": NativeJudge}
+
+
+@pytest.fixture(params=sorted(ENGINES))
+def engine(request) -> str:
+    """Each test once per engine of the columnar judge."""
+    return request.param
+
+
+def _agree(schema: Schema, values: Sequence[bytes | None], engine: str = "duckdb") -> int:
+    """Assert that wherever the columnar judge (of this engine) is sure, the reference agrees; the
+    number it was sure of."""
+    judged = ENGINES[engine](schema).judge(pa.array(values, pa.binary()))
     reference = Judge(schema)
     rows = judged.to_pylist()
     for value, row in zip(values, rows, strict=True):
@@ -63,7 +76,23 @@ def test_where_the_columnar_judge_is_sure_the_reference_agrees(data):
     schema = _flat(data.draw(schemas()))
     assert why_not(schema) is None
     values = data.draw(st.lists(records(schema), min_size=1, max_size=25))
-    SURE.append(_agree(schema, values))
+    SURE.append(_agree(schema, values, "duckdb"))
+    _same_as_duckdb(schema, values)
+
+
+def _same_as_duckdb(schema: Schema, values: Sequence[bytes | None]) -> None:
+    """The compiled judge is sure of exactly the records the DuckDB query is sure of, with the same
+    values (so the reference agrees with it wherever it is sure, as with the query)."""
+    raw = pa.array(values, pa.binary())
+    native, query = NativeJudge(schema).judge(raw), ColumnarJudge(schema).judge(raw)
+    typed = pa.table(
+        [query[f.name].cast(arrow_type(f.ftype)) for f in schema.fields] + [query["_sure"].fill_null(False)],
+        names=[*schema.names, "_sure"],
+    )
+    for name in typed.column_names:
+        mine, theirs = native[name].to_pylist(), typed[name].to_pylist()
+        for value, a, b in zip(values, mine, theirs, strict=True):
+            assert _bits(a) == _bits(b), (name, value, a, b)
 
 
 SURE: list[int] = []
@@ -77,12 +106,12 @@ def test_the_property_saw_sure_records():
     assert sum(1 for n in SURE if n) >= len(SURE) // 10, SURE
 
 
-def test_it_is_sure_of_the_generators_valid_records():
+def test_it_is_sure_of_the_generators_valid_records(engine):
     """Liveness: of a shipped pipeline's generated stream (2% malformed), the valid records without
     an escape are all read by the columnar judge, and each agrees with the reference."""
     gen = Generator(PAYMENTS_SCHEMA, seed=7)
     values = [gen.record(0.02).value for _ in range(3000)]
-    sure = _agree(PAYMENTS_SCHEMA, values)
+    sure = _agree(PAYMENTS_SCHEMA, values, engine)
     reference = Judge(PAYMENTS_SCHEMA)
     plain_valid = sum(1 for v in values if b"\\" not in v and reference.judge(v).reason is None)
     assert sure >= plain_valid * 0.99 and sure > 2500
@@ -134,12 +163,12 @@ PLAIN = {"i": 1, "d": 1.5, "m": "1.50", "b": True, "ts": "2026-01-01T00:00:00Z",
         ({"b": "true"}, False),
     ],
 )
-def test_the_edges_of_each_type(change, sure):
+def test_the_edges_of_each_type(change, sure, engine):
     event = {**PLAIN, **change}
     text = json.dumps(event, ensure_ascii=False)
     if change.get("i") == "5.0":
         text = text.replace('"5.0"', "5.0")
-    assert _agree(EDGE_SCHEMA, [text.encode()]) == int(sure)
+    assert _agree(EDGE_SCHEMA, [text.encode()], engine) == int(sure)
 
 
 T = b'"t": "2026-01-01T00:00:00Z"'
@@ -171,18 +200,19 @@ T = b'"t": "2026-01-01T00:00:00Z"'
         (b'{"i": 1, "x": "\x01", ' + T + b"}", False),  # a control character in a string
     ],
 )
-def test_it_is_not_sure_of_what_is_not_plain(value, sure):
+def test_it_is_not_sure_of_what_is_not_plain(value, sure, engine):
     schema = Schema.model_validate(
         {"event_time": "t", "fields": [{"name": "i", "type": "int"}, {"name": "t", "type": "timestamp"}]}
     )
-    assert _agree(schema, [value]) == int(sure)
+    assert _agree(schema, [value], engine) == int(sure)
 
 
 def test_schemas_it_does_not_read_are_named():
     nested = Schema.model_validate({"event_time": "t", "fields": [{"name": "t", "type": "timestamp", "path": "$.x.t"}]})
     assert "nested" in (why_not(nested) or "")
-    with pytest.raises(ValueError, match="nested"):
-        ColumnarJudge(nested)
+    for judge in ENGINES.values():
+        with pytest.raises(ValueError, match="nested"):
+            judge(nested)
 
 
 TEXT_SCHEMA = Schema.model_validate(
@@ -236,3 +266,4 @@ def test_escaped_strings_are_read_as_the_reference_reads_them(data):
         clean.append(Judge(TEXT_SCHEMA).judge(values[-1]).reason is None and "\\u0000" not in values[-1].decode())
     sure = _agree(TEXT_SCHEMA, values)
     assert sure >= sum(clean)
+    _same_as_duckdb(TEXT_SCHEMA, values)

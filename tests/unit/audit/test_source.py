@@ -55,7 +55,7 @@ def test_each_record_is_judged_by_the_declaration_of_its_batch_and_hand_moved_on
 
 
 def test_the_bronze_types_in_arrow():
-    types = {f.name: source._arrow_type(f.ftype) for f in SENSORS_SCHEMA.fields}
+    types = {f.name: source.arrow_type(f.ftype) for f in SENSORS_SCHEMA.fields}
     assert types["event_time"] == pa.timestamp("us", tz="UTC") and types["site"] == pa.string()
 
 
