@@ -163,7 +163,7 @@ class NativeJudge:
     def judge(self, values: pa.Array | pa.ChunkedArray) -> pa.Table:
         import pyarrow as pa
 
-        from onceflow.audit.source import arrow_type
+        from onceflow.audit.arrow_types import arrow_type
 
         chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
         names = [*self.schema.names, "_sure"]
@@ -176,7 +176,7 @@ class NativeJudge:
     def _judge_chunk(self, values: pa.Array) -> list[pa.Array]:
         import pyarrow as pa
 
-        from onceflow.audit.source import arrow_type
+        from onceflow.audit.arrow_types import arrow_type
 
         if values.type not in (pa.binary(), pa.large_binary()):
             values = values.cast(pa.binary())

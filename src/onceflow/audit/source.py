@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from onceflow import tables
+from onceflow.audit.arrow_types import arrow_type
 from onceflow.cdc.spec import KeyedSpec
 from onceflow.config import Pipeline
 from onceflow.kafka.client import source_client
@@ -34,14 +35,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-_ARROW = {
-    "string": "string",
-    "int": "int32",
-    "long": "int64",
-    "double": "float64",
-    "boolean": "bool_",
-    "date": "date32",
-}
 RAW_COLUMNS = ("_key", "_value", "_topic", "_partition", "_offset")  # a record's raw key, value and coordinates
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset")  # the same, as a Kafka batch names them
 SOURCE_DDL = "_key BINARY, _value BINARY, _topic STRING, _partition INT, _offset BIGINT, reason STRING"
@@ -49,16 +42,6 @@ SOURCE_DDL = "_key BINARY, _value BINARY, _topic STRING, _partition INT, _offset
 # bronze nor quarantine. Not a quarantine reason: a consumer that keeps `reason IS NULL` drops it.
 TOMBSTONE_REASON = "_tombstone"
 _POSITION_ARROW = {"BIGINT": "int64", "STRING": "string"}
-
-
-def arrow_type(ftype):
-    import pyarrow as pa
-
-    if ftype.base == "decimal":
-        return pa.decimal128(ftype.precision, ftype.scale)
-    if ftype.base == "timestamp":
-        return pa.timestamp("us", tz="UTC")
-    return getattr(pa, _ARROW[ftype.base])()
 
 
 def _sequence_arrow_type(keyed: KeyedSpec):

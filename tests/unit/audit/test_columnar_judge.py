@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from devkit.pipelines import PAYMENTS_SCHEMA
+from onceflow.audit.arrow_types import arrow_type
 from onceflow.audit.columnar_judge import ColumnarJudge, why_not
 from onceflow.audit.native_judge import NativeJudge
-from onceflow.audit.source import arrow_type
 from onceflow.generate.records import Generator
 from onceflow.schema.model import Schema
 from onceflow.schema.reference import Judge
