@@ -1,15 +1,16 @@
 //! The audit's columnar judge, compiled (src/onceflow/audit/native_judge.py loads it with ctypes).
 //!
 //! It reads a batch of raw Kafka values and is *sure* only of the plain valid records of
-//! docs/validation.md: a flat JSON object (UTF-8, no nesting, no duplicate key, no escaped key, no
-//! lone surrogate or NUL escape, no run of number characters longer than the limit) whose declared
-//! fields are present or optional, of their types, with values that read exactly and keep their
-//! rules. Of such a record it writes the typed values in Arrow's layout; of every other record it
+//! docs/validation.md: a JSON object (UTF-8, no duplicate or escaped key at any depth, no deeper
+//! than the limit, no lone surrogate or NUL escape, no run of number characters longer than the
+//! limit) whose declared fields are present or optional, of their types, with values that read
+//! exactly and keep their rules. Of such a record it writes the typed values in Arrow's layout; of every other record it
 //! writes "not sure", and the reference judge (schema/reference.py) reads that record instead.
 //!
-//! It decides exactly what the DuckDB columnar judge (audit/columnar_judge.py) decides, a record
-//! at a time instead of a query of regular expressions; the Hypothesis differential tests hold both
-//! to the reference on records from the whole space.
+//! It decides what the DuckDB columnar judge (audit/columnar_judge.py) decides, a record at a time
+//! instead of a query of regular expressions, and is sure besides of records whose undeclared
+//! members nest (the query reads flat objects only); the Hypothesis differential tests hold both to
+//! the reference on records from the whole space, and this one to the query.
 
 use std::slice;
 
@@ -52,6 +53,7 @@ struct Field {
 struct Spec {
     max_bytes: usize,
     max_number_chars: usize,
+    max_depth: usize,
     fields: Vec<Field>,
 }
 
@@ -74,7 +76,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 /// The spec: a line a setting, written by native_judge.spec_text.
 fn parse_spec(text: &str) -> Option<Spec> {
-    let mut spec = Spec { max_bytes: 0, max_number_chars: 0, fields: Vec::new() };
+    let mut spec = Spec { max_bytes: 0, max_number_chars: 0, max_depth: 0, fields: Vec::new() };
     for line in text.lines() {
         let t: Vec<&str> = line.split_whitespace().collect();
         if t.is_empty() {
@@ -84,6 +86,7 @@ fn parse_spec(text: &str) -> Option<Spec> {
         match t[0] {
             "max_bytes" => spec.max_bytes = arg(1)?.parse().ok()?,
             "max_number_chars" => spec.max_number_chars = arg(1)?.parse().ok()?,
+            "max_depth" => spec.max_depth = arg(1)?.parse().ok()?,
             "field" => {
                 let base = match arg(2)? {
                     "string" => Base::Str,
@@ -156,6 +159,7 @@ enum Kind {
     True,
     False,
     Null,
+    Nested, // an object or an array (never a declared field's value: the reference calls that a wrong type)
 }
 
 /// One member of a flat object: its key's bytes and its value's literal (a string with its quotes).
@@ -279,10 +283,75 @@ fn number_end(t: &[u8], mut i: usize) -> Option<usize> {
     Some(i)
 }
 
-/// The members of a flat JSON object, or None when the text is not one (a record the judge is not
-/// sure of): `ws { ws (member (ws , ws member)*)? ws } ws`, a member `"key" ws : ws value`, a value a
-/// string, a number, true, false or null.
-fn flat_members(t: &[u8], out: &mut Vec<Member>) -> Option<()> {
+/// Whether the keys (each without an escape) hold a duplicate.
+fn duplicates(t: &[u8], keys: &[(usize, usize)]) -> bool {
+    if keys.len() <= 16 {
+        return keys.iter().enumerate().any(|(a, k)| keys[..a].iter().any(|o| t[o.0..o.1] == t[k.0..k.1]));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(keys.len());
+    !keys.iter().all(|k| seen.insert(&t[k.0..k.1]))
+}
+
+/// A nested value (an object or an array at `depth`, the record's object being depth 1) from its
+/// opening bracket: its end, or None when it is not JSON the judge is sure of: deeper than
+/// `max_depth`, a key with an escape, a duplicate key, an escape of a NUL or a lone surrogate.
+fn nested_end(t: &[u8], mut i: usize, depth: usize, max_depth: usize) -> Option<usize> {
+    if depth > max_depth {
+        return None;
+    }
+    let object = t[i] == b'{';
+    let close = if object { b'}' } else { b']' };
+    i = skip_ws(t, i + 1);
+    if t.get(i) == Some(&close) {
+        return Some(i + 1);
+    }
+    let mut keys: Vec<(usize, usize)> = Vec::new();
+    loop {
+        if object {
+            if t.get(i) != Some(&b'"') {
+                return None;
+            }
+            let kend = key_end(t, i + 1)?;
+            keys.push((i + 1, kend));
+            i = skip_ws(t, kend + 1);
+            if t.get(i) != Some(&b':') {
+                return None;
+            }
+            i = skip_ws(t, i + 1);
+        }
+        i = value_end(t, i, depth + 1, max_depth)?.0;
+        i = skip_ws(t, i);
+        match t.get(i) {
+            Some(b',') => i = skip_ws(t, i + 1),
+            Some(&c) if c == close => break,
+            _ => return None,
+        }
+    }
+    if object && duplicates(t, &keys) {
+        return None;
+    }
+    Some(i + 1)
+}
+
+/// A JSON value from `i` (at `depth` if nested): its end and kind, or None.
+fn value_end(t: &[u8], i: usize, depth: usize, max_depth: usize) -> Option<(usize, Kind)> {
+    Some(match *t.get(i)? {
+        b'"' => {
+            let (end, escaped) = text_end(t, i + 1)?;
+            (end + 1, Kind::Text { escaped })
+        }
+        b'{' | b'[' => (nested_end(t, i, depth, max_depth)?, Kind::Nested),
+        b't' if t[i..].starts_with(b"true") => (i + 4, Kind::True),
+        b'f' if t[i..].starts_with(b"false") => (i + 5, Kind::False),
+        b'n' if t[i..].starts_with(b"null") => (i + 4, Kind::Null),
+        _ => (number_end(t, i)?, Kind::Number),
+    })
+}
+
+/// The members of a JSON object, or None when the text is not one the judge is sure of:
+/// `ws { ws (member (ws , ws member)*)? ws } ws`, a member `"key" ws : ws value` (no escape in a
+/// key), a value a string, a number, true, false, null, or an object or array within `max_depth`.
+fn object_members(t: &[u8], out: &mut Vec<Member>, max_depth: usize) -> Option<()> {
     out.clear();
     let mut i = skip_ws(t, 0);
     if t.get(i) != Some(&b'{') {
@@ -304,29 +373,8 @@ fn flat_members(t: &[u8], out: &mut Vec<Member>) -> Option<()> {
         }
         i = skip_ws(t, i + 1);
         let start = i;
-        let kind = match *t.get(i)? {
-            b'"' => {
-                let (end, escaped) = text_end(t, i + 1)?;
-                i = end + 1;
-                Kind::Text { escaped }
-            }
-            b't' if t[i..].starts_with(b"true") => {
-                i += 4;
-                Kind::True
-            }
-            b'f' if t[i..].starts_with(b"false") => {
-                i += 5;
-                Kind::False
-            }
-            b'n' if t[i..].starts_with(b"null") => {
-                i += 4;
-                Kind::Null
-            }
-            _ => {
-                i = number_end(t, i)?;
-                Kind::Number
-            }
-        };
+        let (end, kind) = value_end(t, i, 2, max_depth)?;
+        i = end;
         out.push(Member { key, lit: (start, i), kind });
         i = skip_ws(t, i);
         match t.get(i) {
@@ -357,13 +405,8 @@ fn long_run(t: &[u8], limit: usize) -> bool {
 }
 
 fn distinct_keys(t: &[u8], members: &[Member]) -> bool {
-    for (a, m) in members.iter().enumerate() {
-        let k = &t[m.key.0..m.key.1];
-        if members[..a].iter().any(|o| &t[o.key.0..o.key.1] == k) {
-            return false;
-        }
-    }
-    true
+    let keys: Vec<(usize, usize)> = members.iter().map(|m| m.key).collect();
+    !duplicates(t, &keys)
 }
 
 /// A string's content, its escapes decoded (text_end admitted only well-formed ones).
@@ -762,7 +805,7 @@ pub unsafe extern "C" fn onceflow_judge(
         let plain = present(i)
             && t.len() <= spec.max_bytes
             && std::str::from_utf8(t).is_ok()
-            && flat_members(t, &mut members).is_some()
+            && object_members(t, &mut members, spec.max_depth).is_some()
             && !long_run(t, spec.max_number_chars)
             && distinct_keys(t, &members);
         let mut ok = plain;

@@ -2,10 +2,14 @@
 audit/columnar_judge.py decides with a DuckDB query, decided a record at a time in about a
 microsecond, the GIL let go meanwhile.
 
-It is sure of exactly the records the DuckDB judge is sure of (plain flat JSON objects of a schema
-without nesting, encodings or patterns; `why_not`) and gives the same typed values. Both are held
-to the reference judge on records from the whole space (tests/unit/audit/test_columnar_judge.py),
-and in every audit a sample of its sure records is judged again by the reference (audit/source.py).
+It reads the schemas the DuckDB judge reads (top-level fields without encodings or patterns;
+`why_not`). It is sure of every record the DuckDB judge is sure of, with the same typed values,
+and besides of records whose undeclared members nest (objects and arrays within the depth limit,
+no duplicate or escaped key at any depth): the deep and wide records a stream carries, 0.2% of the
+generator's and most of their bytes, which the reference judge reads at milliseconds each. Both
+judges are held to the reference on records from the whole space, and this one to the query
+(tests/unit/audit/test_columnar_judge.py); in every audit a sample of its sure records is judged
+again by the reference (audit/source.py).
 
 `onceflow setup` builds it with cargo into the checkout's .onceflow/native (`build`). Where it is
 not built (no Rust toolchain; an installed package without its checkout) the audit uses the DuckDB
@@ -123,7 +127,7 @@ def _bound(f: FieldSpec, value: object, is_min: bool) -> str:
 
 def spec_text(schema: Schema) -> str:
     """The schema as the library reads it: a line a setting (native/judge/src/lib.rs, parse_spec)."""
-    lines = [f"max_bytes {schema.max_bytes}", f"max_number_chars {R.MAX_NUMBER_CHARS}"]
+    lines = [f"max_bytes {schema.max_bytes}", f"max_number_chars {R.MAX_NUMBER_CHARS}", f"max_depth {R.MAX_DEPTH}"]
     for f in schema.fields:
         t = f.ftype
         p, s = (t.precision, t.scale) if t.base == "decimal" else (0, 0)
