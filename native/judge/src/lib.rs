@@ -868,3 +868,5 @@ pub unsafe extern "C" fn onceflow_judge(
     }
     sure_count
 }
+
+pub mod read;

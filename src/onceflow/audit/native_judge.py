@@ -1,4 +1,4 @@
-"""The columnar judge compiled (native/judge, Rust with no dependencies, loaded with ctypes): what
+"""The columnar judge compiled (onceflow/native.py: native/judge, Rust, loaded with ctypes): what
 audit/columnar_judge.py decides with a DuckDB query, decided a record at a time in about a
 microsecond, the GIL let go meanwhile.
 
@@ -11,73 +11,30 @@ judges are held to the reference on records from the whole space, and this one t
 (tests/unit/audit/test_columnar_judge.py); in every audit a sample of its sure records is judged
 again by the reference (audit/source.py).
 
-`onceflow setup` builds it with cargo into the checkout's .onceflow/native (`build`). Where it is
-not built (no Rust toolchain; an installed package without its checkout) the audit uses the DuckDB
-judge and its report says so (`engine`).
+Where the library is not built the audit uses the DuckDB judge, and its report says so (`engine`).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import os
-import shutil
-import subprocess
-from collections.abc import Callable
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from onceflow import native
 from onceflow.audit import columnar_judge
-from onceflow.paths import project_root
 from onceflow.schema import reasons as R
 from onceflow.schema.model import FieldSpec, Schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-LIBRARY_ENV = "ONCEFLOW_NATIVE_JUDGE"  # the built library's path, instead of the checkout's
-_CRATE = Path("native") / "judge"
-_LIBRARY = "libonceflow_judge.so"
-
-
-def library_path() -> Path:
-    """Where the built library is: $ONCEFLOW_NATIVE_JUDGE, else the checkout's .onceflow/native."""
-    env = os.environ.get(LIBRARY_ENV)
-    return Path(env) if env else project_root() / ".onceflow" / "native" / "release" / _LIBRARY
-
-
-def build(log: Callable[[str], None] = print) -> Path | None:
-    """Build the library with cargo (offline: the crate has no dependencies); None, said, when there
-    is no crate (an installed package) or no cargo (then audits use the DuckDB judge)."""
-    crate = project_root() / _CRATE
-    if not (crate / "Cargo.toml").is_file():
-        return None
-    cargo = shutil.which("cargo") or shutil.which(str(Path.home() / ".cargo" / "bin" / "cargo"))
-    if cargo is None:
-        log(
-            "native judge: no cargo, so audits judge with DuckDB (about 10x the CPU). "
-            "Fix: install Rust (rustup, or `apt-get install cargo`) and run `onceflow setup` again"
-        )
-        return None
-    target = project_root() / ".onceflow" / "native"
-    log(f"native judge: building {crate} with cargo …")
-    subprocess.run(
-        [cargo, "build", "--release", "--offline", "--quiet", "--manifest-path", str(crate / "Cargo.toml")],
-        check=True,
-        env={**os.environ, "CARGO_TARGET_DIR": str(target)},
-    )
-    _library.cache_clear()
-    log(f"native judge: {target / 'release' / _LIBRARY}")
-    return target / "release" / _LIBRARY
-
 
 @functools.lru_cache(maxsize=1)
 def _library() -> ctypes.CDLL | None:
-    path = library_path()
-    if not path.is_file():
+    lib = native.library()
+    if lib is None:
         return None
-    lib = ctypes.CDLL(str(path))
     lib.onceflow_judge.restype = ctypes.c_int64
     lib.onceflow_judge.argtypes = [
         ctypes.c_char_p,
@@ -160,7 +117,7 @@ class NativeJudge:
             raise ValueError(f"the columnar judge cannot read this schema: {problem}")
         lib = _library()
         if lib is None:
-            raise RuntimeError(f"the native judge is not built ({library_path()}). Fix: run `onceflow setup`")
+            raise RuntimeError(f"the native library is not built ({native.library_path()}). Fix: run `onceflow setup`")
         self.lib, self.schema = lib, schema
         self.spec = spec_text(schema).encode()
 

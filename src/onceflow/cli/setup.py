@@ -1,6 +1,6 @@
 """`onceflow setup`: resolve the JVM jars (broker, Spark connectors) once, archive the Spark
-driver's classes so that drivers start sooner (onceflow.spark.class_archive), and build the audit's
-compiled judge (onceflow.audit.native_judge; skipped, said, without a Rust toolchain)."""
+driver's classes so that drivers start sooner (onceflow.spark.class_archive), and build the native
+library: the audit's compiled judge and Kafka reader (onceflow.native; skipped, said, without Rust)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def cmd_setup(args) -> int:
 
     class_archive.build(log=log, force=args.force)
     if args.only is None:
-        from onceflow.audit import native_judge
+        from onceflow import native
 
-        native_judge.build(log=log)
+        native.build(log=log)
     return 0

@@ -58,9 +58,16 @@ def range_batches(
 ) -> Iterator[pa.RecordBatch]:
     """The records of `ranges` (per partition [start, end)) that a read_committed consumer sees, as
     Arrow batches of at most `size` rows: key, value, topic, partition, offset (Spark's Kafka
-    source's names and types). BrokerError if reading them takes over `timeout` s."""
+    source's names and types). BrokerError if reading them takes over `timeout` s. Read natively
+    where the native library is built (kafka/native_read.py), else by the Python consumer here."""
     import pyarrow as pa
 
+    from onceflow.kafka import native_read
+
+    spans = {p: (s, e) for p, (s, e) in ranges.items() if e > s}
+    if spans and native_read.usable(cluster):
+        yield from native_read.range_batches(cluster, topic, spans, timeout, size)
+        return
     names = ["key", "value", "topic", "partition", "offset"]
 
     def batch(msgs: list[Message]) -> pa.RecordBatch:
@@ -73,7 +80,6 @@ def range_batches(
         ]
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
-    spans = {p: (s, e) for p, (s, e) in ranges.items() if e > s}
     held: list[Message] = []
     yielded = False
     for msgs in _message_batches(cluster, topic, spans, "read_committed", timeout):
