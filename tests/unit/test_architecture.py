@@ -239,6 +239,7 @@ ONLY_INTEGRATION = {
         "judges records by a real registry's schemas (tests/integration/test_registry_topics.py)",
     ),
     "kafka/consume.py": "reads records from a real broker (tests/integration/test_producer.py)",
+    "kafka/native_read.py": "reads a real broker through librdkafka (tests/integration/test_native_read.py)",
     "audit/kafka_output.py": "reads a real broker's output topic (tests/integration/test_kafka_sink.py)",
     "kafka/preflight.py": "asks a real secured broker what a principal may do (tests/e2e/test_secure_kafka.py)",
     **dict.fromkeys(

@@ -167,18 +167,19 @@ def test_a_quarantined_record_with_another_reason_is_a_content_mismatch(made):
 def _columnar(made, monkeypatch=None, wrong_at: int | None = None):
     """The source judged as an audit judges it (the columnar judge, the reference for the rest and a
     sample); with `wrong_at`, the columnar judge made to misread that record's amount (a bug in it)."""
-    from onceflow.audit import columnar_judge, source
+    from onceflow.audit import columnar_judge, native_judge, source
 
     if wrong_at is not None:
-        judge = columnar_judge.ColumnarJudge.judge
+        for engine in (columnar_judge.ColumnarJudge, native_judge.NativeJudge):  # whichever the audit uses
 
-        def misread(self, values):
-            out = judge(self, values)
-            amount = out["amount"].to_pylist()
-            amount[wrong_at] = amount[wrong_at] + 7
-            return out.set_column(out.column_names.index("amount"), "amount", pa.array(amount, out["amount"].type))
+            def misread(self, values, judge=engine.judge):
+                out = judge(self, values)
+                amount = out["amount"].to_pylist()
+                amount[wrong_at] = amount[wrong_at] + 7
+                column = pa.array(amount, out["amount"].type)
+                return out.set_column(out.column_names.index("amount"), "amount", column)
 
-        monkeypatch.setattr(columnar_judge.ColumnarJudge, "judge", misread)
+            monkeypatch.setattr(engine, "judge", misread)
     return source.judge_records(made["pipeline"], [], [_raw(60)], sample=3)
 
 
