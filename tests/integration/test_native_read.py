@@ -37,7 +37,7 @@ def produced(broker):
 def test_the_same_records_as_the_python_consumer(broker, produced, monkeypatch):
     topic, summary = produced
     committed = sorted((r.partition, r.offset) for r in summary.records if not r.aborted)
-    ends = {}
+    ends: dict[int, int] = {}
     for r in summary.records:
         ends[r.partition] = max(ends.get(r.partition, 0), r.offset + 2)  # past the last commit marker
     assert sorted(ends) == partitions_of(broker.bootstrap, topic)
