@@ -101,6 +101,7 @@ def timed_audit(pipeline, mode: str, reports: Path) -> dict:
         "bronze_rows": s["counts"]["bronze_rows"],
         "rows_per_second": round(records / wall, 1),
         "peak_rss_mb": round(usage.ru_maxrss / 1024),  # kilobytes on Linux
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),  # the audit's own (and its judging processes')
         "timings": s["timings"],
         "report": s["report_dir"],
     }

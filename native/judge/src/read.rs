@@ -53,7 +53,6 @@ pub struct Reader {
     values: Binary,
     partitions: Vec<i32>,
     offsets: Vec<i64>,
-    bitmap: Vec<u8>, // a validity bitmap packed for the caller (`buffer`)
 }
 
 #[no_mangle]
@@ -68,22 +67,6 @@ pub unsafe extern "C" fn onceflow_reader_free(r: *mut Reader) {
     if !r.is_null() {
         drop(Box::from_raw(r));
     }
-}
-
-/// Forget the records held (after the caller copied them out).
-///
-/// # Safety
-/// `r` came from onceflow_reader_new.
-#[no_mangle]
-pub unsafe extern "C" fn onceflow_reader_clear(r: *mut Reader) {
-    let r = &mut *r;
-    for b in [&mut r.keys, &mut r.values] {
-        b.valid.clear();
-        b.offsets.clear();
-        b.data.clear();
-    }
-    r.partitions.clear();
-    r.offsets.clear();
 }
 
 /// Poll the consumer `rk` and hold its records until `max_records` are held, every partition is
@@ -142,38 +125,73 @@ pub unsafe extern "C" fn onceflow_reader_fill(
     r.partitions.len() as i64
 }
 
-fn pack(valid: &[u8], out: &mut Vec<u8>) {
-    out.clear();
-    out.resize((valid.len() + 7) / 8, 0);
+fn pack(valid: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; (valid.len() + 7) / 8];
     for (i, &v) in valid.iter().enumerate() {
         if v != 0 {
             out[i / 8] |= 1 << (i % 8);
         }
     }
+    out
 }
 
-/// One of the held columns' buffers, `*len` its size in bytes: 0 the keys' validity bitmap, 1 their
-/// offsets, 2 their bytes; 3, 4, 5 the values' same; 6 the partitions (i32), 7 the offsets (i64).
-/// A bitmap is valid until the next call.
+/// The records a reader held, taken out of it whole: Python wraps these buffers as Arrow's
+/// without a copy and frees them (onceflow_taken_free) when the last array over them goes.
+pub struct Taken {
+    keys: Binary,
+    values: Binary,
+    key_bits: Vec<u8>,
+    value_bits: Vec<u8>,
+    partitions: Vec<i32>,
+    offsets: Vec<i64>,
+}
+
+/// The held records, taken: the reader holds none after.
 ///
 /// # Safety
-/// `r` came from onceflow_reader_new; `len` points to a size_t.
+/// `r` came from onceflow_reader_new.
 #[no_mangle]
-pub unsafe extern "C" fn onceflow_reader_buffer(r: *mut Reader, which: i32, len: *mut usize) -> *const u8 {
+pub unsafe extern "C" fn onceflow_reader_take(r: *mut Reader) -> *mut Taken {
     let r = &mut *r;
-    let bytes = |ptr: *const u8, n: usize| (ptr, n);
+    let keys = std::mem::take(&mut r.keys);
+    let values = std::mem::take(&mut r.values);
+    let taken = Taken {
+        key_bits: pack(&keys.valid),
+        value_bits: pack(&values.valid),
+        keys,
+        values,
+        partitions: std::mem::take(&mut r.partitions),
+        offsets: std::mem::take(&mut r.offsets),
+    };
+    Box::into_raw(Box::new(taken))
+}
+
+/// # Safety
+/// `t` came from onceflow_reader_take and is not used after.
+#[no_mangle]
+pub unsafe extern "C" fn onceflow_taken_free(t: *mut Taken) {
+    if !t.is_null() {
+        drop(Box::from_raw(t));
+    }
+}
+
+/// One of the taken columns' buffers, `*len` its size in bytes: 0 the keys' validity bitmap, 1 their
+/// offsets (i64), 2 their bytes; 3, 4, 5 the values' same; 6 the partitions (i32), 7 the offsets (i64).
+///
+/// # Safety
+/// `t` came from onceflow_reader_take; `len` points to a size_t.
+#[no_mangle]
+pub unsafe extern "C" fn onceflow_taken_buffer(t: *const Taken, which: i32, len: *mut usize) -> *const u8 {
+    let t = &*t;
     let (ptr, n) = match which {
-        0 | 3 => {
-            let b = if which == 0 { &r.keys } else { &r.values };
-            pack(&b.valid, &mut r.bitmap);
-            bytes(r.bitmap.as_ptr(), r.bitmap.len())
-        }
-        1 => bytes(r.keys.offsets.as_ptr() as *const u8, r.keys.offsets.len() * 8),
-        2 => bytes(r.keys.data.as_ptr(), r.keys.data.len()),
-        4 => bytes(r.values.offsets.as_ptr() as *const u8, r.values.offsets.len() * 8),
-        5 => bytes(r.values.data.as_ptr(), r.values.data.len()),
-        6 => bytes(r.partitions.as_ptr() as *const u8, r.partitions.len() * 4),
-        7 => bytes(r.offsets.as_ptr() as *const u8, r.offsets.len() * 8),
+        0 => (t.key_bits.as_ptr(), t.key_bits.len()),
+        1 => (t.keys.offsets.as_ptr() as *const u8, t.keys.offsets.len() * 8),
+        2 => (t.keys.data.as_ptr(), t.keys.data.len()),
+        3 => (t.value_bits.as_ptr(), t.value_bits.len()),
+        4 => (t.values.offsets.as_ptr() as *const u8, t.values.offsets.len() * 8),
+        5 => (t.values.data.as_ptr(), t.values.data.len()),
+        6 => (t.partitions.as_ptr() as *const u8, t.partitions.len() * 4),
+        7 => (t.offsets.as_ptr() as *const u8, t.offsets.len() * 8),
         _ => (std::ptr::null(), 0),
     };
     *len = n;

@@ -247,10 +247,14 @@ def _compare(pipeline: Pipeline, point: CommittedPoint, db, holder) -> Aggregate
     expected, observed = _recompute_sql(pipeline, "agg_bronze"), "SELECT * FROM agg_table"
     if incremental:
         expected, observed = _touched(expected, key, types), _touched(observed, key, types)
-    db.execute(f"CREATE OR REPLACE TABLE agg_scope AS {observed}")
-    table = scope("agg_scope")
-    db.execute(f"CREATE OR REPLACE TEMP TABLE agg_judged AS {_judged_sql(expected, observed, key, values, types)}")
-    [(n_expected, n_observed, bad)] = db.sql("SELECT count(_e), count(_t), count(kind) FROM agg_judged").fetchall()
+    if incremental:
+        db.execute(f"CREATE OR REPLACE TABLE agg_scope AS {observed}")
+        table = scope("agg_scope")
+    else:  # every row of the table is in scope: no copy of it (millions of rows at one an event)
+        table = scope("agg_table")
+    # counted without holding the joined windows (as many rows as the table); listed again only if any differs
+    judged = _judged_sql(expected, observed, key, values, types)
+    [(n_expected, n_observed, bad)] = db.sql(f"SELECT count(_e), count(_t), count(kind) FROM ({judged})").fetchall()
     samples: list[dict] = []
     findings: list[dict] = []
     detail = ""
@@ -258,7 +262,7 @@ def _compare(pipeline: Pipeline, point: CommittedPoint, db, holder) -> Aggregate
         shown = ", ".join(ident(f"{side}_{m}") for m in metrics for side in ("exp", "obs"))
         order = ", ".join(f"{ident(c)} ASC NULLS FIRST" for c in key)  # Spark's ascending order
         rows_sql = (
-            f"SELECT kind, {', '.join(ident(c) for c in key)}, {shown} FROM agg_judged "
+            f"SELECT kind, {', '.join(ident(c) for c in key)}, {shown} FROM ({judged}) "
             f"WHERE kind IS NOT NULL ORDER BY {order} LIMIT {MAX_RANGES}"
         )
         wrong = db.sql(rows_sql).to_arrow_table().to_pylist()

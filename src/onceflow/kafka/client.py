@@ -157,6 +157,21 @@ class KafkaClient:
 Cluster = KafkaClient | str
 
 
+# A bounded read's consumer settings (kafka/consume.py's and kafka/native_read.py's range reads):
+# - at a partition's end the broker answers a fetch at once rather than holding it 500 ms for more
+#   records, so the position past the last markers shows soon;
+# - when the reader falls behind for a moment, librdkafka pauses a partition's fetches for
+#   fetch.queue.backoff.ms, 1 s by default: on 2 cores that left the CPU idle for a third of a 5 M
+#   record read and made its time vary by 2x (11.3 s and 17.1 s; with 10 ms, 6.9 s and 6.8 s:
+#   docs/benchmarks.md)
+BOUNDED_READ = {
+    "enable.auto.commit": False,
+    "auto.offset.reset": "earliest",
+    "fetch.wait.max.ms": 50,
+    "fetch.queue.backoff.ms": 10,
+}
+
+
 def as_client(cluster: Cluster) -> KafkaClient:
     return cluster if isinstance(cluster, KafkaClient) else KafkaClient(cluster)
 

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from onceflow.errors import BrokerError
 from onceflow.gc_pause import gc_paused
 from onceflow.kafka.admin import partitions_of
-from onceflow.kafka.client import Cluster, as_client
+from onceflow.kafka.client import BOUNDED_READ, Cluster, as_client
 from onceflow.polling import Deadline
 
 if TYPE_CHECKING:
@@ -121,13 +121,9 @@ def _message_batches(
     consumer = Consumer(
         as_client(cluster).librdkafka(
             **{
+                **BOUNDED_READ,
                 "group.id": f"onceflow-read-{uuid.uuid4()}",
-                "enable.auto.commit": False,
                 "isolation.level": isolation,
-                "auto.offset.reset": "earliest",
-                # a bounded read: at a partition's end the broker answers a fetch at once rather than
-                # holding it 500 ms for more records, so the position past the last markers shows soon
-                "fetch.wait.max.ms": 50,
             }
         )
     )

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from onceflow import native
 from onceflow.errors import BrokerError
-from onceflow.kafka.client import Cluster, as_client
+from onceflow.kafka.client import BOUNDED_READ, Cluster, as_client
 from onceflow.polling import Deadline
 
 if TYPE_CHECKING:
@@ -96,7 +96,9 @@ def _reader_library() -> ctypes.CDLL | None:
         return None
     lib.onceflow_reader_new.restype = ctypes.c_void_p
     lib.onceflow_reader_free.argtypes = [ctypes.c_void_p]
-    lib.onceflow_reader_clear.argtypes = [ctypes.c_void_p]
+    lib.onceflow_reader_take.restype = ctypes.c_void_p
+    lib.onceflow_reader_take.argtypes = [ctypes.c_void_p]
+    lib.onceflow_taken_free.argtypes = [ctypes.c_void_p]
     lib.onceflow_reader_fill.restype = ctypes.c_int64
     lib.onceflow_reader_fill.argtypes = [ctypes.c_void_p] * 4 + [
         ctypes.c_int32,
@@ -107,8 +109,8 @@ def _reader_library() -> ctypes.CDLL | None:
         ctypes.c_void_p,
         ctypes.POINTER(ctypes.c_int32),
     ]
-    lib.onceflow_reader_buffer.restype = ctypes.c_void_p
-    lib.onceflow_reader_buffer.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_size_t)]
+    lib.onceflow_taken_buffer.restype = ctypes.c_void_p
+    lib.onceflow_taken_buffer.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_size_t)]
     return lib
 
 
@@ -147,11 +149,9 @@ def range_batches(
     config = _settings(
         as_client(cluster).librdkafka(
             **{
+                **BOUNDED_READ,
                 "group.id": f"onceflow-read-{uuid.uuid4()}",
-                "enable.auto.commit": False,
                 "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-                "fetch.wait.max.ms": 50,  # as kafka/consume._message_batches: a bounded read's end shows soon
             }
         )
     )
@@ -191,7 +191,6 @@ def range_batches(
             finished = all(done)
             if held and (held >= size or finished):
                 yield _batch(lib, reader, topic, held)
-                lib.onceflow_reader_clear(reader)
                 yielded = True
             if finished:
                 break
@@ -235,26 +234,40 @@ def _passed_by_position(rd: ctypes.CDLL, rk: int, topic: str, parts: list[int], 
         rd.rd_kafka_topic_partition_list_destroy(tpl)
 
 
+class _Taken:
+    """The native buffers of one batch, freed when the last Arrow buffer over them goes."""
+
+    def __init__(self, lib: ctypes.CDLL, reader: int):
+        self.lib, self.ptr = lib, lib.onceflow_reader_take(reader)
+
+    def buffer(self, which: int) -> pa.Buffer:
+        import pyarrow as pa
+
+        size = ctypes.c_size_t()
+        address = self.lib.onceflow_taken_buffer(self.ptr, which, ctypes.byref(size))
+        return pa.foreign_buffer(address or 0, size.value, base=self)
+
+    def __del__(self) -> None:
+        self.lib.onceflow_taken_free(self.ptr)
+
+
 def _batch(lib: ctypes.CDLL, reader: int, topic: str, n: int) -> pa.RecordBatch:
-    """The held records as kafka/consume.range_batches' columns (each buffer copied out)."""
+    """The held records, taken out of the reader, as kafka/consume.range_batches' columns: Arrow
+    arrays over the native buffers themselves (no copy)."""
     import pyarrow as pa
 
     if n == 0:
         return pa.RecordBatch.from_arrays(
             [pa.array([], t) for t in (pa.binary(), pa.binary(), pa.string(), pa.int32(), pa.int64())], names=_NAMES
         )
-    size = ctypes.c_size_t()
-
-    def buffer(which: int) -> pa.Buffer:
-        ptr = lib.onceflow_reader_buffer(reader, which, ctypes.byref(size))
-        return pa.py_buffer(ctypes.string_at(ptr, size.value) if size.value else b"")
+    taken = _Taken(lib, reader)
 
     def binary(first: int) -> pa.Array:
-        valid, offsets, data = buffer(first), buffer(first + 1), buffer(first + 2)
+        valid, offsets, data = taken.buffer(first), taken.buffer(first + 1), taken.buffer(first + 2)
         return pa.Array.from_buffers(pa.large_binary(), n, [valid, offsets, data]).cast(pa.binary())
 
     keys, values = binary(0), binary(3)
-    partitions = pa.Array.from_buffers(pa.int32(), n, [None, buffer(6)])
-    offsets = pa.Array.from_buffers(pa.int64(), n, [None, buffer(7)])
+    partitions = pa.Array.from_buffers(pa.int32(), n, [None, taken.buffer(6)])
+    offsets = pa.Array.from_buffers(pa.int64(), n, [None, taken.buffer(7)])
     topics = pa.repeat(pa.scalar(topic, pa.string()), n)
     return pa.RecordBatch.from_arrays([keys, values, topics, partitions, offsets], names=_NAMES)
