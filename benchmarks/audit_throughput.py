@@ -15,7 +15,8 @@ fresh process (no JVM since 2026-11-30: Kafka by a plain consumer, delta-rs, Duc
 - the reference (issue #52): one plain confluent-kafka consumer reading the same topic at
   read_committed, on the same machine in the same run, in a fresh process (PLAIN_CONSUMER: the loop
   a user would write, not onceflow's), once before the full audit and twice after: the median's
-  records/s, and the full audit's records/s as a ratio of it (the goal is ≥ 0.5).
+  records/s, and the full audit's records/s as a ratio of it (the goal is ≥ 0.5); and once more with
+  the fetch backoff the audit's own reader sets (fetch.queue.backoff.ms 10), its ratio beside.
 
 `--state DIR` keeps the broker data, tables and checkpoint, so a second run
 only tops the state up to `--events` (it audits what the state holds, then adds
@@ -111,11 +112,11 @@ def timed_audit(pipeline, mode: str, reports: Path) -> dict:
 # confluent-kafka, run in a fresh Python process as the audit is (a big process's garbage collector
 # slows a consumer's loop), counting records to each partition's last stable offset.
 PLAIN_CONSUMER = """
-import sys, time, uuid
+import json, sys, time, uuid
 from confluent_kafka import Consumer, TopicPartition
-bootstrap, topic = sys.argv[1], sys.argv[2]
+bootstrap, topic, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"plain-{uuid.uuid4()}", "enable.auto.commit": False,
-              "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+              "isolation.level": "read_committed", "auto.offset.reset": "earliest", **extra})
 meta = c.list_topics(topic, timeout=15).topics[topic].partitions
 ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in meta}
 t = time.monotonic()
@@ -132,13 +133,17 @@ c.close()
 """
 
 
-def raw_consumer(bootstrap: str) -> dict:
+def raw_consumer(bootstrap: str, extra: dict | None = None) -> dict:
     """The reference: a plain read_committed consumer of the whole topic in a fresh process,
-    counting (wall time from its assignment to the last record: imports and metadata left out)."""
+    counting (wall time from its assignment to the last record: imports and metadata left out);
+    `extra`: settings beside librdkafka's defaults."""
     import subprocess
 
     out = subprocess.run(
-        [sys.executable, "-c", PLAIN_CONSUMER, bootstrap, TOPIC], capture_output=True, text=True, check=True
+        [sys.executable, "-c", PLAIN_CONSUMER, bootstrap, TOPIC, json.dumps(extra or {})],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     counted, took = out.stdout.split()
     records, seconds = int(counted), float(took)
@@ -204,6 +209,12 @@ def main() -> int:
         figures["full_to_raw_ratio"] = round(
             figures["full"]["rows_per_second"] / figures["raw_consumer"]["rows_per_second"], 3
         )
+        # the same loop with the fetch backoff the audit's reader sets (kafka/client.BOUNDED_READ): what
+        # part of the audit's lead is that setting, which a user could set too
+        log("the plain consumer with fetch.queue.backoff.ms 10, as the audit reads")
+        tuned = raw_consumer(broker.bootstrap, {"fetch.queue.backoff.ms": 10})
+        figures["tuned_consumer"] = tuned
+        figures["full_to_tuned_ratio"] = round(figures["full"]["rows_per_second"] / tuned["rows_per_second"], 3)
         extra = max(1, int(setup["events"] * args.increment))
         log(f"producing and ingesting {extra:,} more events")
         figures["increment"] = produce_and_ingest(spark, broker, pipeline, extra, seed=None)

@@ -196,8 +196,10 @@ class RowReconciler:
 
     def _hold_sinks(self, bronze, quarantine, chunks: Iterable[pa.Table]) -> None:
         """The sinks copied into the database in a thread of its own (delta-rs and DuckDB let go of the
-        GIL) while the source's chunks are judged and put in here."""
-        from concurrent.futures import ThreadPoolExecutor
+        GIL) while the source's chunks are judged and put in here, each in a thread of its own too,
+        so that this one goes on reading (at most two chunks waiting)."""
+        from collections import deque
+        from concurrent.futures import Future, ThreadPoolExecutor
 
         def hold(name: str, data) -> None:
             cur = self.con.cursor()
@@ -210,35 +212,56 @@ class RowReconciler:
 
         quarantine_schema = quarantine.schema
         # millions of messages and verdicts made and dropped, no cycle among them (onceflow/gc_pause.py)
-        with gc_paused(), ThreadPoolExecutor(1, thread_name_prefix="sink-tables") as pool:
+        with (
+            gc_paused(),
+            ThreadPoolExecutor(1, thread_name_prefix="sink-tables") as pool,
+            ThreadPoolExecutor(1, thread_name_prefix="source-rows") as puts,
+        ):
 
             def both() -> None:
                 hold("bronze", bronze)
                 hold("quarantine", quarantine)
 
+            def put(chunk: pa.Table) -> None:
+                cur = self.con.cursor()
+                try:
+                    self._put_source(chunk, False, con=cur)
+                finally:
+                    cur.close()
+
             sinks = pool.submit(both)
             first = True
+            pending: deque[Future] = deque()
             for chunk in chunks:
-                self._put_source(chunk, first)
-                first = False
+                if first:  # the table made here, before any insert
+                    self._put_source(chunk, True)
+                    first = False
+                    continue
+                pending.append(puts.submit(put, chunk))
+                while len(pending) > 2:
+                    pending.popleft().result()
+            for done in pending:
+                done.result()
             sinks.result()
         self.bronze = HeldTable(self.con, "bronze", self.bronze_schema)
         self.quarantine = HeldTable(self.con, "quarantine", quarantine_schema)
 
-    def _put_source(self, chunk: pa.Table, first: bool, into: str = "src") -> None:
+    def _put_source(self, chunk: pa.Table, first: bool, into: str = "src", con=None) -> None:
         """A judged chunk into table `into`, its content in bronze's types, its raw key and value
-        replaced by the hash a quarantine row of it would have (`_qh`; NULL for a valid record)."""
+        replaced by the hash a quarantine row of it would have (`_qh`; NULL for a valid record);
+        `con`: a cursor of the database (another thread's), else the reconciler's own connection."""
+        con = con or self.con
         chunk = _as_bronze_types(chunk, self.bronze_schema, self.columns)
-        self.con.register("_chunk", chunk)
+        con.register("_chunk", chunk)
         quarantine_h = f"hash('{SinkName.QUARANTINE.value}', {', '.join(QUARANTINE_FIELDS)})"
         rows = (
             f"SELECT * EXCLUDE (_key, _value), CASE WHEN reason IS NOT NULL THEN {quarantine_h} END AS _qh FROM _chunk"
         )
         if first:
-            self.con.execute(f"CREATE OR REPLACE TABLE {into} AS {rows}")
+            con.execute(f"CREATE OR REPLACE TABLE {into} AS {rows}")
         else:
-            self.con.execute(f"INSERT INTO {into} BY NAME {rows}")
-        self.con.unregister("_chunk")
+            con.execute(f"INSERT INTO {into} BY NAME {rows}")
+        con.unregister("_chunk")
 
     def release(self) -> None:
         self.con.close()

@@ -304,8 +304,9 @@ def as_declared_today(recorded: str | None) -> str | None:
 # core: a process costs about a second to start (docs/benchmarks.md)
 PARALLEL_FROM = 100_000
 PARALLEL_BYTES = 32 * 1024 * 1024
-# the columnar judge's chunk: one DuckDB query a chunk, judged while the next chunk is read
-COLUMNAR_CHUNK = 200_000
+# the columnar judge's chunk, judged while the next chunk is read: small enough that the last one's
+# judging, after the read, is short (one DuckDB query a chunk where the compiled judge is not built)
+COLUMNAR_CHUNK = 50_000
 # how many of the columnar judge's sure records the reference judges again in every audit, spread
 # evenly over them (about 0.1 s of the reference's time)
 SAMPLE = 2_000
