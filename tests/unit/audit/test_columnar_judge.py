@@ -45,7 +45,7 @@ def _typed(schema: Schema, values: dict) -> list:
     return [_bits(pa.array([values[f.name]], arrow_type(f.ftype)).to_pylist()[0]) for f in schema.fields]
 
 
-ENGINES = {"duckdb": ColumnarJudge, "native": NativeJudge}
+ENGINES: dict[str, type[ColumnarJudge] | type[NativeJudge]] = {"duckdb": ColumnarJudge, "native": NativeJudge}
 
 
 @pytest.fixture(params=sorted(ENGINES))
@@ -54,10 +54,13 @@ def engine(request) -> str:
     return request.param
 
 
-def _agree(schema: Schema, values: Sequence[bytes | None], engine: str = "duckdb") -> int:
-    """Assert that wherever the columnar judge (of this engine) is sure, the reference agrees; the
-    number it was sure of."""
-    judged = ENGINES[engine](schema).judge(pa.array(values, pa.binary()))
+def _agree(
+    schema: Schema, values: Sequence[bytes | None], engine: str = "duckdb", judged: pa.Table | None = None
+) -> int:
+    """Assert that wherever the columnar judge (of this engine; `judged`: its verdicts, if made
+    already) is sure, the reference agrees; the number it was sure of."""
+    if judged is None:
+        judged = ENGINES[engine](schema).judge(pa.array(values, pa.binary()))
     reference = Judge(schema)
     rows = judged.to_pylist()
     for value, row in zip(values, rows, strict=True):
@@ -76,17 +79,18 @@ def test_where_the_columnar_judge_is_sure_the_reference_agrees(data):
     schema = _flat(data.draw(schemas()))
     assert why_not(schema) is None
     values = data.draw(st.lists(records(schema), min_size=1, max_size=25))
-    SURE.append(_agree(schema, values, "duckdb"))
-    NATIVE_SURE.append(_agree(schema, values, "native"))
-    _covers_duckdb(schema, values)
-
-
-def _covers_duckdb(schema: Schema, values: Sequence[bytes | None]) -> None:
-    """The compiled judge is sure of every record the DuckDB query is sure of, with the same values,
-    and of others only where they nest (the query reads flat objects alone)."""
     raw = pa.array(values, pa.binary())
-    native, query = NativeJudge(schema).judge(raw).to_pylist(), ColumnarJudge(schema).judge(raw).to_pylist()
-    for value, mine, theirs in zip(values, native, query, strict=True):
+    query, native = ColumnarJudge(schema).judge(raw), NativeJudge(schema).judge(raw)
+    SURE.append(_agree(schema, values, "duckdb", query))
+    NATIVE_SURE.append(_agree(schema, values, "native", native))
+    _covers_duckdb(schema, values, native, query)
+
+
+def _covers_duckdb(schema: Schema, values: Sequence[bytes | None], native: pa.Table, query: pa.Table) -> None:
+    """The compiled judge (`native`: its verdicts) is sure of every record the DuckDB query
+    (`query`) is sure of, with the same values, and of others only where they nest (the query reads
+    flat objects alone)."""
+    for value, mine, theirs in zip(values, native.to_pylist(), query.to_pylist(), strict=True):
         if theirs["_sure"]:
             assert mine["_sure"], value
             for f in schema.fields:
@@ -291,7 +295,9 @@ def test_escaped_strings_are_read_as_the_reference_reads_them(data):
         day = data.draw(_escaped("2026-03-04"))
         values.append(f'{{"s": "{s}", "n": "{n}", "t": "2026-01-01T00:00:00Z", "day": "{day}"}}'.encode())
         clean.append(Judge(TEXT_SCHEMA).judge(values[-1]).reason is None and "\\u0000" not in values[-1].decode())
-    sure = _agree(TEXT_SCHEMA, values)
+    raw = pa.array(values, pa.binary())
+    query, native = ColumnarJudge(TEXT_SCHEMA).judge(raw), NativeJudge(TEXT_SCHEMA).judge(raw)
+    sure = _agree(TEXT_SCHEMA, values, "duckdb", query)
     assert sure >= sum(clean)
-    assert _agree(TEXT_SCHEMA, values, "native") == sure
-    _covers_duckdb(TEXT_SCHEMA, values)
+    assert _agree(TEXT_SCHEMA, values, "native", native) == sure
+    _covers_duckdb(TEXT_SCHEMA, values, native, query)
