@@ -44,12 +44,20 @@ def build(log: Callable[[str], None] = print) -> Path | None:
         return None
     target = project_root() / ".onceflow" / "native"
     log(f"native library: building {crate} with cargo …")
-    subprocess.run(
+    built = subprocess.run(
         [cargo, "build", "--release", "--offline", "--quiet", "--manifest-path", str(crate / "Cargo.toml")],
-        check=True,
         env={**os.environ, "CARGO_TARGET_DIR": str(target)},
+        capture_output=True,
+        text=True,
     )
     library.cache_clear()
+    if built.returncode != 0:
+        log(
+            f"native library: cargo failed (exit {built.returncode}), so audits judge with DuckDB and read Kafka "
+            f"in Python:\n{built.stderr.strip()[-2000:]}\nFix: a Rust toolchain of 1.63 or later "
+            "(rustup, or `apt-get install cargo`), then `onceflow setup` again"
+        )
+        return None
     log(f"native library: {target / 'release' / _LIBRARY}")
     return target / "release" / _LIBRARY
 

@@ -42,3 +42,21 @@ def test_no_crate_or_no_cargo_is_said_not_failed(monkeypatch, tmp_path):
     assert len(said) == 1 and "no cargo" in said[0] and "Fix: install Rust" in said[0]
     assert not (tmp_path / ".onceflow").exists()
     assert Path(native.library_path()).name == "libonceflow_judge.so"
+
+
+def test_a_failing_build_is_said_with_the_fix(monkeypatch, tmp_path):
+    """A toolchain that cannot build the crate (too old, say) leaves the Python paths serving and says
+    why, instead of failing `onceflow setup`."""
+    said: list[str] = []
+    monkeypatch.setenv("ONCEFLOW_PROJECT", str(tmp_path))
+    crate = tmp_path / "native" / "judge"
+    crate.mkdir(parents=True)
+    (crate / "Cargo.toml").write_text("[package]\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    cargo = bin_dir / "cargo"
+    cargo.write_text("#!/bin/sh\necho 'error: this toolchain is too old' >&2\nexit 101\n")
+    cargo.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert native.build(log=said.append) is None
+    assert "cargo failed (exit 101)" in said[-1] and "too old" in said[-1] and "Fix: a Rust toolchain" in said[-1]
